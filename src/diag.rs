@@ -1,0 +1,179 @@
+//! The one registry of diagnostic codes, and how every command renders them.
+//!
+//! Every `error[…]`/`warning[…]` line the runtime prints is built from a [`Code`] declared here, so
+//! a code's meaning, default hint and severity live in exactly one place. Rendering follows
+//! runtime.md §1.3: `error[CODE]: message`, then `  hint: …` when a hint exists.
+
+use std::fmt;
+
+/// Whether a code refuses (exit 1) or only warns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+/// One registered diagnostic code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Code {
+    pub id: &'static str,
+    pub severity: Severity,
+    /// What the code is used for; shown by `docs/` and tests, never printed as the message.
+    pub summary: &'static str,
+    /// The hint printed when the site raising the code does not supply its own.
+    pub default_hint: Option<&'static str>,
+}
+
+macro_rules! codes {
+    ($( $konst:ident = $id:literal, $sev:ident, $summary:literal, $hint:expr; )*) => {
+        $( pub const $konst: Code = Code { id: $id, severity: Severity::$sev, summary: $summary, default_hint: $hint }; )*
+        /// Every registered code, in declaration order.
+        pub const ALL: &[Code] = &[$($konst),*];
+    };
+}
+
+const ROSTER_FIELDS_HINT: &str = "correct the key named above in roster.yaml — see https://docs.murmur.nexus/reference/roster/#fields for every key, its type and whether it is required";
+
+codes! {
+    E_ROS_001 = "E-ROS-001", Error, "roster.yaml does not read or does not have the roster shape", Some(ROSTER_FIELDS_HINT);
+    E_ROS_002 = "E-ROS-002", Error, "not exactly one member is marked entry: true", Some("mark exactly one member `entry: true`; every other member leaves `entry` out or writes `entry: false`");
+    E_ROS_003 = "E-ROS-003", Error, "a member name is declared more than once", Some("rename one of the members so every name in roster.yaml is unique");
+    E_ROS_004 = "E-ROS-004", Error, "a reachability rule names a non-member", Some("add the missing member to `members`, or correct the name in the reachability rule");
+    E_ROS_005 = "E-ROS-005", Error, "a called member does not serve peers", None;
+    E_ROS_006 = "E-ROS-006", Error, "a roster with edges has a member whose door does not authenticate", None;
+    E_ROS_007 = "E-ROS-007", Error, "a member is not installed at its version, or its artifact is damaged", None;
+    E_ROS_008 = "E-ROS-008", Error, "a reachability rule lists the entry member in `to`", None;
+    E_REG_005 = "E-REG-005", Error, "murmur.lock pins a member's capsule differently", Some("install the version and bytes the lock pins, or drop the stale entry from murmur.lock");
+    W_ROS_001 = "W-ROS-001", Warning, "more members may call a member than it holds tasks at once", None;
+    E_MAN_001 = "E-MAN-001", Error, "murmur.yaml is missing, unreadable, not YAML, or has a wrong type or missing key", Some("correct murmur.yaml as the message says; runtime.md §3 lists every key");
+    E_MAN_003 = "E-MAN-003", Error, "murmur.yaml declares conflicting rules", None;
+    W_SEC_019 = "W-SEC-019", Warning, "murmur.yaml has a key this runtime does not know", None;
+    E_RUN_002 = "E-RUN-002", Error, "the capsule named by --capsule cannot be resolved or run", Some("install it with `mur install`, and check `mur list` for the exact name and version");
+    E_RUN_003 = "E-RUN-003", Error, "murmur.lock is unreadable or not lock_version 3", Some("fix murmur.lock, or delete it so that nothing is pinned");
+    E_RUN_010 = "E-RUN-010", Error, "the door cannot bind its address", Some("choose another --bind address, or free the port");
+    E_RUN_012 = "E-RUN-012", Error, "a session cannot be staged: its work folder, records directory, trace or --task file cannot be used", None;
+    E_RUN_022 = "E-RUN-022", Error, "mur stop: the id is malformed or nothing with it is running", Some("`mur ps` lists what is running on this machine");
+    E_RUN_024 = "E-RUN-024", Error, "mur stop: the formation's members name different launchers", Some("stop its members one by one with `mur stop ses_…`");
+    E_RUN_030 = "E-RUN-030", Error, "a --task task ended other than completed", None;
+    E_RUN_040 = "E-RUN-040", Error, "a running task was cancelled by SIGTERM", None;
+    E_RUN_044 = "E-RUN-044", Error, "MURMUR_FORMATION_ID is malformed", Some("MURMUR_FORMATION_ID is set by `mur run --roster`; unset it to run a capsule on its own");
+    E_RUN_045 = "E-RUN-045", Error, "the formation could not be launched", None;
+    E_RUN_046 = "E-RUN-046", Error, "a formation channel or formation environment refusal", None;
+    E_RUN_047 = "E-RUN-047", Error, "the installed artifact changed since admission", Some("launch the formation again so that admission binds the bytes now installed");
+    E_RUN_053 = "E-RUN-053", Error, "the formation deadline fell", None;
+    W_RUN_007 = "W-RUN-007", Warning, "a formation member was handed no lifeline", None;
+    W_RUN_008 = "W-RUN-008", Warning, "a caller's network grant reaches no loopback door", None;
+    E_IO_001 = "E-IO-001", Error, "no project root found", Some("run it inside a project directory or a formation directory holding roster.yaml");
+    E_IO_003 = "E-IO-003", Error, "signal handling could not be set up", None;
+    E_NEW_002 = "E-NEW-002", Error, "mur new: the name is not a valid artifact or member name", Some("use lowercase letters, digits and '-', starting with a letter");
+    E_NEW_003 = "E-NEW-003", Error, "mur new: the target directory already exists", Some("choose another name, or move the existing path away");
+    E_NEW_004 = "E-NEW-004", Error, "mur new: the inference provider is unknown", Some("use --inference openai or --inference anthropic");
+    E_BLD_001 = "E-BLD-001", Error, "mur build: a file cannot be read or written, or the component is missing", None;
+    E_INS_001 = "E-INS-001", Error, "mur install: the archive is bad, has no root murmur.yaml, or there is no project", None;
+    E_TRC_002 = "E-TRC-002", Error, "mur trace show: nothing found for the id", Some("`mur ps` lists running sessions; a session's id is printed in its readiness line");
+}
+
+/// Looks a code up by its printed id, e.g. `"E-ROS-001"`.
+pub fn lookup(id: &str) -> Option<Code> {
+    ALL.iter().copied().find(|c| c.id == id)
+}
+
+/// A diagnostic ready to print: a code, its message, and an optional hint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub code: Code,
+    pub message: String,
+    /// `None` falls back to the code's default hint; `Some("")` suppresses any hint.
+    hint: Option<String>,
+}
+
+impl Diagnostic {
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
+        Diagnostic { code, message: message.into(), hint: None }
+    }
+
+    /// Replaces the code's default hint for this occurrence.
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// Prints no hint at all, even when the code has a default one.
+    pub fn without_hint(mut self) -> Self {
+        self.hint = Some(String::new());
+        self
+    }
+
+    /// The hint that will be printed, if any.
+    pub fn hint(&self) -> Option<&str> {
+        match &self.hint {
+            Some(h) if h.is_empty() => None,
+            Some(h) => Some(h),
+            None => self.code.default_hint,
+        }
+    }
+
+    /// The first line's head: `error[CODE]` or `warning[CODE]`.
+    pub fn head(&self) -> String {
+        let word = match self.code.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        format!("{word}[{}]", self.code.id)
+    }
+
+    /// The full rendering, behind an optional prefix such as `[mur run] `.
+    pub fn render(&self, prefix: &str) -> String {
+        let mut out = format!("{prefix}{}: {}", self.head(), self.message);
+        if let Some(h) = self.hint() {
+            out.push_str("\n  hint: ");
+            out.push_str(h);
+        }
+        out
+    }
+
+    /// Prints the rendering on stderr.
+    pub fn eprint(&self, prefix: &str) {
+        eprintln!("{}", self.render(prefix));
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.render(""))
+    }
+}
+
+impl std::error::Error for Diagnostic {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_unique_and_well_formed() {
+        let mut seen = std::collections::HashSet::new();
+        for c in ALL {
+            assert!(seen.insert(c.id), "{} registered twice", c.id);
+            let (kind, rest) = c.id.split_once('-').expect("code has a kind");
+            assert!(kind == "E" || kind == "W", "{}", c.id);
+            assert_eq!(kind == "E", c.severity == Severity::Error, "{}", c.id);
+            assert!(rest.len() >= 5, "{}", c.id);
+        }
+    }
+
+    #[test]
+    fn renders_error_with_default_and_own_hint() {
+        let d = Diagnostic::new(E_ROS_003, "roster.yaml: member name 'a' is declared more than once");
+        assert_eq!(
+            d.render(""),
+            "error[E-ROS-003]: roster.yaml: member name 'a' is declared more than once\n  hint: rename one of the members so every name in roster.yaml is unique"
+        );
+        let d = Diagnostic::new(E_ROS_005, "m").with_hint("h");
+        assert_eq!(d.render("[mur doctor] "), "[mur doctor] error[E-ROS-005]: m\n  hint: h");
+        let d = Diagnostic::new(E_ROS_003, "m").without_hint();
+        assert_eq!(d.render(""), "error[E-ROS-003]: m");
+        assert_eq!(Diagnostic::new(W_ROS_001, "w").render(""), "warning[W-ROS-001]: w");
+        assert_eq!(lookup("E-RUN-045"), Some(E_RUN_045));
+    }
+}

@@ -1,0 +1,167 @@
+//! The one place that knows the layout under `~/.murmur` and a project's `.murmur/`.
+//!
+//! Nothing else joins path segments of the runtime's own directories; callers ask here.
+
+use std::path::{Path, PathBuf};
+
+/// `~/.murmur`, resolved once from `$HOME`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MurHome {
+    root: PathBuf,
+}
+
+impl MurHome {
+    /// `$HOME/.murmur`. A missing or empty `$HOME` falls back to the current user's passwd entry.
+    pub fn from_env() -> MurHome {
+        let home = std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| nix::unistd::User::from_uid(nix::unistd::getuid()).ok().flatten().map(|u| u.dir))
+            .unwrap_or_else(|| PathBuf::from("/"));
+        MurHome::at_home(&home)
+    }
+
+    /// The `.murmur` directory of the given home directory.
+    pub fn at_home(home: &Path) -> MurHome {
+        MurHome { root: home.join(".murmur") }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The global artifact store.
+    pub fn artifacts(&self) -> PathBuf {
+        self.root.join("artifacts")
+    }
+
+    /// Root of every records group.
+    pub fn records(&self) -> PathBuf {
+        self.root.join("records")
+    }
+
+    /// Running records, one `<ses_id>.json` per live session.
+    pub fn running(&self) -> PathBuf {
+        self.root.join("running")
+    }
+
+    pub fn running_record(&self, session_id: &str) -> PathBuf {
+        self.running().join(format!("{session_id}.json"))
+    }
+
+    /// Parent of every formation directory.
+    pub fn formations(&self) -> PathBuf {
+        self.root.join("formations")
+    }
+
+    pub fn formation(&self, formation_id: &str) -> PathBuf {
+        self.formations().join(formation_id)
+    }
+
+    /// The ownership marker of a formation directory.
+    pub fn formation_marker(&self, formation_id: &str) -> PathBuf {
+        self.formation(formation_id).join("formation.json")
+    }
+
+    /// A peer's work folder.
+    pub fn member_dir(&self, formation_id: &str, member: &str) -> PathBuf {
+        self.formation(formation_id).join(member)
+    }
+
+    /// The records group of a work folder: `records/<absolute path without its leading />`.
+    pub fn records_group(&self, workdir: &Path) -> PathBuf {
+        let rel = workdir.strip_prefix("/").unwrap_or(workdir);
+        self.records().join(rel)
+    }
+
+    /// One session's records directory.
+    pub fn session_records(&self, workdir: &Path, session_id: &str) -> PathBuf {
+        self.records_group(workdir).join(session_id)
+    }
+
+    /// Where the members' records of one formation live (all peers' groups sit below it).
+    pub fn formation_records(&self, formation_id: &str) -> PathBuf {
+        self.records_group(&self.formation(formation_id))
+    }
+
+    /// `~/.murmur/config.yaml`.
+    pub fn config(&self) -> PathBuf {
+        self.root.join("config.yaml")
+    }
+}
+
+/// A project directory's own store and lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Project {
+    root: PathBuf,
+}
+
+impl Project {
+    pub fn at(root: impl Into<PathBuf>) -> Project {
+        Project { root: root.into() }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `<project>/.murmur/artifacts`.
+    pub fn artifacts(&self) -> PathBuf {
+        self.root.join(".murmur").join("artifacts")
+    }
+
+    pub fn lock(&self) -> PathBuf {
+        self.root.join("murmur.lock")
+    }
+
+    pub fn manifest(&self) -> PathBuf {
+        self.root.join("murmur.yaml")
+    }
+
+    pub fn roster(&self) -> PathBuf {
+        self.root.join("roster.yaml")
+    }
+}
+
+/// The nearest directory at or above `start` holding a file named one of `markers` (e.g.
+/// `["murmur.yaml"]` for `mur install`, `["murmur.yaml", "roster.yaml"]` for `mur list`).
+pub fn find_project_root(start: &Path, markers: &[&str]) -> Option<Project> {
+    start.ancestors().find(|dir| markers.iter().any(|m| dir.join(m).is_file())).map(Project::at)
+}
+
+/// Where an artifact's zip and sidecar live inside a store root.
+pub fn artifact_dir(store: &Path, scope: &str, name: &str, version: &str) -> PathBuf {
+    store.join(scope).join(name).join(version)
+}
+
+pub fn artifact_zip(store: &Path, scope: &str, name: &str, version: &str) -> PathBuf {
+    artifact_dir(store, scope, name, version).join(format!("{name}-{version}.mur.zip"))
+}
+
+pub fn artifact_sidecar(store: &Path, scope: &str, name: &str, version: &str) -> PathBuf {
+    artifact_dir(store, scope, name, version).join(format!("{name}-{version}.sha256"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_matches_the_spec() {
+        let h = MurHome::at_home(Path::new("/home/u"));
+        assert_eq!(h.artifacts(), Path::new("/home/u/.murmur/artifacts"));
+        assert_eq!(
+            h.session_records(Path::new("/srv/proj"), "ses_1"),
+            Path::new("/home/u/.murmur/records/srv/proj/ses_1")
+        );
+        assert_eq!(
+            h.records_group(&h.member_dir("frm_1", "coder")),
+            Path::new("/home/u/.murmur/records/home/u/.murmur/formations/frm_1/coder")
+        );
+        assert_eq!(
+            artifact_zip(Path::new("/s"), "local", "coder", "1.2.0"),
+            Path::new("/s/local/coder/1.2.0/coder-1.2.0.mur.zip")
+        );
+        assert_eq!(Project::at("/p").artifacts(), Path::new("/p/.murmur/artifacts"));
+    }
+}

@@ -1,0 +1,173 @@
+//! Running records: `~/.murmur/running/<ses_id>.json`, one per live session (runtime.md §6.6).
+//!
+//! A record is written (0600, in a 0700 directory) once the door is up and removed when the
+//! session's process exits. It is how `mur ps`, `mur stop` and retention find live sessions; a
+//! record whose process is gone is dead and pruned by readers.
+
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::paths::MurHome;
+use crate::procinfo;
+
+/// The launcher that started a formation member, as the channel named it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LauncherRef {
+    pub pid: u32,
+    pub process_start: String,
+}
+
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct RunningRecord {
+    pub capsule_name: String,
+    pub capsule_version: String,
+    /// The operator door token; present only for authenticating doors. The file is 0600.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub door_token: Option<String>,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub formation_entry: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub formation_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub formation_launcher: Option<LauncherRef>,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub formation_lifeline: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub formation_member: Option<String>,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub outlives_launcher: bool,
+    pub pid: u32,
+    pub process_start: String,
+    pub records_dir: String,
+    pub session_id: String,
+    pub started_at: String,
+    pub url: String,
+    pub workdir: String,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+impl std::fmt::Debug for RunningRecord {
+    // The door token is a credential: never let it reach a log through Debug.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunningRecord")
+            .field("session_id", &self.session_id)
+            .field("capsule", &format_args!("{}@{}", self.capsule_name, self.capsule_version))
+            .field("pid", &self.pid)
+            .field("formation_id", &self.formation_id)
+            .field("formation_member", &self.formation_member)
+            .field("door_token", &self.door_token.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+impl RunningRecord {
+    /// True while the recorded process still runs (same pid and start token).
+    pub fn is_live(&self) -> bool {
+        procinfo::is_alive(self.pid, Some(&self.process_start))
+    }
+
+    /// Compact JSON with keys in ascending order (runtime.md §1.2).
+    pub fn to_json(&self) -> String {
+        serde_json::to_value(self).map(|v| v.to_string()).unwrap_or_default()
+    }
+
+    /// Writes the record atomically: a temp file at 0600, then a rename.
+    pub fn write(&self, home: &MurHome) -> std::io::Result<PathBuf> {
+        let dir = home.running();
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
+        let path = home.running_record(&self.session_id);
+        let tmp = dir.join(format!(".{}.tmp", self.session_id));
+        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+        f.write_all(self.to_json().as_bytes())?;
+        f.write_all(b"\n")?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &path)?;
+        Ok(path)
+    }
+}
+
+/// Removes a session's record (best effort: a missing record is fine).
+pub fn remove(home: &MurHome, session_id: &str) {
+    let _ = std::fs::remove_file(home.running_record(session_id));
+}
+
+/// Every readable record, live or not. `Err` when the directory exists but cannot be read.
+pub fn read_all(home: &MurHome) -> std::io::Result<Vec<RunningRecord>> {
+    let dir = home.running();
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("json") {
+            continue;
+        }
+        if let Some(rec) = read_one(&path) {
+            out.push(rec);
+        }
+    }
+    out.sort_by(|a, b| a.session_id.cmp(&b.session_id));
+    Ok(out)
+}
+
+fn read_one(path: &Path) -> Option<RunningRecord> {
+    let text = std::fs::read(path).ok()?;
+    serde_json::from_slice(&text).ok()
+}
+
+/// Live records only; dead ones are deleted on the way (best effort).
+pub fn live(home: &MurHome) -> std::io::Result<Vec<RunningRecord>> {
+    let all = read_all(home)?;
+    let mut out = Vec::with_capacity(all.len());
+    for rec in all {
+        if rec.is_live() {
+            out.push(rec);
+        } else {
+            remove(home, &rec.session_id);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_round_trips_with_sorted_keys_and_omits_absent_formation_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = MurHome::at_home(dir.path());
+        let rec = RunningRecord {
+            capsule_name: "local/echo".into(),
+            capsule_version: "0.1.0".into(),
+            pid: std::process::id(),
+            process_start: procinfo::own_start().unwrap(),
+            records_dir: "/r".into(),
+            session_id: "ses_0".into(),
+            started_at: "2026-01-01T00:00:00.000Z".into(),
+            url: "localhost:1".into(),
+            workdir: "/w".into(),
+            ..Default::default()
+        };
+        let json = rec.to_json();
+        assert!(json.starts_with(r#"{"capsule_name":"local/echo","capsule_version":"0.1.0","pid":"#), "{json}");
+        assert!(!json.contains("formation"), "{json}");
+        let path = rec.write(&home).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(live(&home).unwrap(), vec![rec.clone()]);
+        let dead = RunningRecord { session_id: "ses_1".into(), process_start: "1".into(), ..rec };
+        dead.write(&home).unwrap();
+        assert_eq!(live(&home).unwrap().len(), 1);
+        assert!(!home.running_record("ses_1").exists(), "dead record pruned");
+    }
+}

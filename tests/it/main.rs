@@ -1,0 +1,5 @@
+//! Integration tests: the real `mur` binary, real processes, real sockets on 127.0.0.1.
+//!
+//! One test binary (modules below) keeps link time down; each area has its own file.
+
+mod support;
