@@ -16,14 +16,21 @@ impl MurHome {
         let home = std::env::var_os("HOME")
             .filter(|h| !h.is_empty())
             .map(PathBuf::from)
-            .or_else(|| nix::unistd::User::from_uid(nix::unistd::getuid()).ok().flatten().map(|u| u.dir))
+            .or_else(|| {
+                nix::unistd::User::from_uid(nix::unistd::getuid())
+                    .ok()
+                    .flatten()
+                    .map(|u| u.dir)
+            })
             .unwrap_or_else(|| PathBuf::from("/"));
         MurHome::at_home(&home)
     }
 
     /// The `.murmur` directory of the given home directory.
     pub fn at_home(home: &Path) -> MurHome {
-        MurHome { root: home.join(".murmur") }
+        MurHome {
+            root: home.join(".murmur"),
+        }
     }
 
     pub fn root(&self) -> &Path {
@@ -126,7 +133,10 @@ impl Project {
 /// The nearest directory at or above `start` holding a file named one of `markers` (e.g.
 /// `["murmur.yaml"]` for `mur install`, `["murmur.yaml", "roster.yaml"]` for `mur list`).
 pub fn find_project_root(start: &Path, markers: &[&str]) -> Option<Project> {
-    start.ancestors().find(|dir| markers.iter().any(|m| dir.join(m).is_file())).map(Project::at)
+    start
+        .ancestors()
+        .find(|dir| markers.iter().any(|m| dir.join(m).is_file()))
+        .map(Project::at)
 }
 
 /// Where an artifact's zip and sidecar live inside a store root.

@@ -1,0 +1,70 @@
+//! `mur build DIR`: packs a capsule's sources into `DIR/<name>-<version>.mur.zip`.
+//!
+//! The archive holds `murmur.yaml` exactly as written and, for a component capsule, the file that
+//! `component:` names, as root `capsule.wasm`. A component written as WAT text is packed as is:
+//! wasmtime compiles component-model WAT text as readily as the binary encoding, so no conversion
+//! happens here.
+
+use std::path::Path;
+
+use super::{BuildArgs, Outcome};
+use crate::diag::{self, Diagnostic};
+use crate::manifest::{self, Kind};
+use crate::paths::Project;
+use crate::store::archive;
+
+pub fn run(a: &BuildArgs) -> Outcome {
+    let project = Project::at(&a.dir);
+    let manifest_path = project.manifest();
+    let parsed = manifest::load_file(&manifest_path)?;
+    for w in &parsed.warnings {
+        w.eprint("");
+    }
+    let m = &parsed.manifest;
+    // The packed manifest is the source bytes, so re-read them rather than re-serialising.
+    let source = std::fs::read(&manifest_path).map_err(|e| io_error("read", &manifest_path, &e))?;
+    let component = match &m.kind {
+        Kind::Component { path } => Some(read_component(&a.dir, path)?),
+        Kind::Model | Kind::ManifestOnly => None,
+    };
+    let zip = archive::try_pack(&source, component.as_deref())
+        .map_err(|e| Diagnostic::new(diag::E_BLD_001, format!("cannot pack {}@{}: {e}", m.name, m.version)))?;
+    let out = a.dir.join(format!("{}-{}.mur.zip", m.name, m.version));
+    crate::store::write_atomic(&out, &zip).map_err(|e| io_error("write", &out, &e))?;
+    println!("Built {}@{}: {}", m.name, m.version, out.display());
+    Ok(0)
+}
+
+fn io_error(verb: &str, path: &Path, e: &std::io::Error) -> Diagnostic {
+    Diagnostic::new(diag::E_BLD_001, format!("cannot {verb} {}: {e}", path.display()))
+        .with_hint("check that the directory exists and is readable and writable")
+}
+
+/// Reads the component named by `component:` (relative to the source directory), capped at the
+/// size an installed archive may hold.
+fn read_component(dir: &Path, rel: &str) -> Result<Vec<u8>, Diagnostic> {
+    let path = dir.join(rel);
+    let missing = |why: String| {
+        Diagnostic::new(diag::E_BLD_001, format!("component '{rel}' {why}"))
+            .with_hint("build the component first, or correct `component:` in murmur.yaml (a path relative to the source directory)")
+    };
+    match std::fs::metadata(&path) {
+        Ok(meta) if meta.is_file() => {
+            if meta.len() > archive::MAX_ENTRY_BYTES {
+                return Err(missing(format!(
+                    "at {} is larger than {} bytes, the most an archive entry may hold",
+                    path.display(),
+                    archive::MAX_ENTRY_BYTES
+                )));
+            }
+        }
+        Ok(_) => return Err(missing(format!("at {} is not a file", path.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(missing(format!("not found at {}", path.display())));
+        }
+        Err(e) => {
+            return Err(missing(format!("cannot be read at {}: {e}", path.display())));
+        }
+    }
+    std::fs::read(&path).map_err(|e| missing(format!("cannot be read at {}: {e}", path.display())))
+}

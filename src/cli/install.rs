@@ -1,0 +1,71 @@
+//! `mur install [-g] FILE`: stores a `.mur.zip` as `local/<name>@<version>`.
+//!
+//! Without `-g` the project is the nearest directory at or above the current one holding
+//! `murmur.yaml`; its store receives the archive and its `murmur.lock` pins the new bytes.
+
+use super::{InstallArgs, Outcome};
+use crate::diag::{self, Diagnostic};
+use crate::manifest;
+use crate::names::ArtifactName;
+use crate::paths::{self, MurHome};
+use crate::store::{self, archive, lock::Lock};
+
+fn refuse(msg: String) -> Diagnostic {
+    Diagnostic::new(diag::E_INS_001, msg)
+}
+
+pub fn run(a: &InstallArgs) -> Outcome {
+    let file = a.file.display();
+    let bytes = store::read_archive_file(&a.file).map_err(|e| {
+        refuse(format!("cannot read {file}: {e}")).with_hint("name a .mur.zip file that `mur build` wrote")
+    })?;
+    let packed = archive::open(&bytes).map_err(|e| {
+        refuse(format!("{file} is not a capsule archive: {e}"))
+            .with_hint("rebuild it with `mur build <source dir>` and install the .mur.zip it writes")
+    })?;
+    let m = manifest::parse(&packed.manifest)
+        .map_err(|d| {
+            refuse(format!("{file}: its packed murmur.yaml does not parse: {}", d.message))
+                .with_hint("fix murmur.yaml in its source directory, then rebuild with `mur build`")
+        })?
+        .manifest;
+    let name = ArtifactName::local(&m.name);
+
+    let (store_root, project) = if a.global {
+        (MurHome::from_env().artifacts(), None)
+    } else {
+        let cwd = std::env::current_dir().map_err(|e| refuse(format!("cannot read the current directory: {e}")))?;
+        let project = paths::find_project_root(&cwd, &["murmur.yaml"]).ok_or_else(|| {
+            refuse(format!(
+                "no project root found: no murmur.yaml in {} or any parent directory",
+                cwd.display()
+            ))
+            .with_hint(
+                "run it inside a project (a directory holding murmur.yaml), or install into the global store with -g",
+            )
+        })?;
+        // A lock that does not read is reported before anything is stored, and never rewritten.
+        Lock::read(&project.lock())?;
+        (project.artifacts(), Some(project))
+    };
+
+    let (_, sha) = store::install(&store_root, &name, &m.version, &bytes).map_err(|e| {
+        refuse(format!(
+            "cannot store {name}@{} in {}: {e}",
+            m.version,
+            store_root.display()
+        ))
+    })?;
+    if let Some(project) = project {
+        let lock_path = project.lock();
+        store::lock::upsert(&lock_path, &name.to_string(), &m.version, &sha).map_err(|e| {
+            refuse(format!(
+                "stored {name}@{}, but cannot update {}: {e}",
+                m.version,
+                lock_path.display()
+            ))
+        })?;
+    }
+    println!("Installed {name}@{} from {file}", m.version);
+    Ok(0)
+}

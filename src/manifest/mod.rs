@@ -1,0 +1,252 @@
+//! The capsule manifest, `murmur.yaml` (runtime.md §3). Pure: no actix, HTTP or processes.
+//!
+//! [`parse`] reads the subset this runtime uses through [`crate::yaml`], so `version: 1.10` keeps its
+//! spelling. Wrong types and missing keys are E-MAN-001, rule conflicts E-MAN-003; unknown keys
+//! only warn (W-SEC-019). Requirements that matter only to run a capsule (a provider, a model, a
+//! component that loads) are left to session start, so `mur build`, `mur install` and admission
+//! accept manifests written for the reference implementation.
+
+mod parse;
+
+use std::path::Path;
+
+use crate::diag::{self, Diagnostic};
+
+pub use parse::check_version;
+
+/// `lifecycle.task_acceptance`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acceptance {
+    None,
+    Single,
+    Queue,
+}
+
+impl Acceptance {
+    /// The manifest (and `--lifecycle-task-acceptance`) spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Acceptance::None => "none",
+            Acceptance::Single => "single",
+            Acceptance::Queue => "queue",
+        }
+    }
+
+    pub fn from_word(word: &str) -> Option<Acceptance> {
+        match word {
+            "none" => Some(Acceptance::None),
+            "single" => Some(Acceptance::Single),
+            "queue" => Some(Acceptance::Queue),
+            _ => None,
+        }
+    }
+}
+
+/// `lifecycle.after_task`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterTask {
+    Exit,
+    Sleep,
+}
+
+impl AfterTask {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AfterTask::Exit => "exit",
+            AfterTask::Sleep => "sleep",
+        }
+    }
+
+    pub fn from_word(word: &str) -> Option<AfterTask> {
+        match word {
+            "exit" => Some(AfterTask::Exit),
+            "sleep" => Some(AfterTask::Sleep),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lifecycle {
+    pub task_acceptance: Acceptance,
+    pub after_task: AfterTask,
+    pub queue_depth: u32,
+    pub delegation_deadline_secs: u64,
+}
+
+impl Default for Lifecycle {
+    fn default() -> Self {
+        Lifecycle {
+            task_acceptance: Acceptance::Single,
+            after_task: AfterTask::Exit,
+            queue_depth: 1,
+            delegation_deadline_secs: DEFAULT_DELEGATION_DEADLINE_SECS,
+        }
+    }
+}
+
+/// Default bound of each `call-member` call (runtime.md §3, §18).
+pub const DEFAULT_DELEGATION_DEADLINE_SECS: u64 = 600;
+/// Default `inference.max_tokens` (runtime.md §3).
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// `inference.provider`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    OpenAi,
+    Anthropic,
+}
+
+impl Provider {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::OpenAi => "openai",
+            Provider::Anthropic => "anthropic",
+        }
+    }
+
+    /// The base URL used when `inference.endpoint` is absent (runtime.md §16.3).
+    pub fn default_endpoint(self) -> &'static str {
+        match self {
+            Provider::OpenAi => "https://api.openai.com",
+            Provider::Anthropic => "https://api.anthropic.com",
+        }
+    }
+}
+
+/// `inference.transport`. `process` parses but is refused when a session starts (runtime.md §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Transport {
+    #[default]
+    Http,
+    Process,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inference {
+    pub provider: Option<Provider>,
+    pub endpoint: Option<String>,
+    pub model: Option<String>,
+    /// `VAR` of `api_key: ${VAR}`; the key itself is never in the manifest.
+    pub api_key_var: Option<String>,
+    pub max_tokens: u32,
+    pub max_turns: Option<u32>,
+    pub system_prompt: String,
+    pub transport: Transport,
+}
+
+impl Default for Inference {
+    fn default() -> Self {
+        Inference {
+            provider: None,
+            endpoint: None,
+            model: None,
+            api_key_var: None,
+            max_tokens: DEFAULT_MAX_TOKENS,
+            max_turns: None,
+            system_prompt: String::new(),
+            transport: Transport::Http,
+        }
+    }
+}
+
+/// `trace.retain`; at least one of the two is set.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Retain {
+    pub max_sessions: Option<u32>,
+    pub max_age_secs: Option<u64>,
+}
+
+/// What a capsule runs (runtime.md §3, Kinds).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    /// `inference:` is declared: the runtime runs the agent loop.
+    Model,
+    /// `component:` names a WebAssembly component, relative to the source directory; packed as
+    /// root `capsule.wasm`.
+    Component { path: String },
+    /// Neither: builds, installs and is admitted, but there is nothing to run.
+    ManifestOnly,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Manifest {
+    pub name: String,
+    /// As written: `1.10` stays `1.10`.
+    pub version: String,
+    pub kind: Kind,
+    /// `exports.peer_tasks.accept`.
+    pub peer_tasks_accept: bool,
+    /// `network.authentication` is declared: the door requires a bearer token.
+    pub authentication: bool,
+    pub lifecycle: Lifecycle,
+    pub network_allow: Vec<String>,
+    pub spawn_allow: Vec<String>,
+    pub inference: Option<Inference>,
+    pub retain: Option<Retain>,
+}
+
+impl Manifest {
+    /// A manifest-only capsule with every default; handy for tests and fixtures.
+    pub fn minimal(name: &str, version: &str) -> Manifest {
+        Manifest {
+            name: name.into(),
+            version: version.into(),
+            kind: Kind::ManifestOnly,
+            peer_tasks_accept: false,
+            authentication: false,
+            lifecycle: Lifecycle::default(),
+            network_allow: Vec::new(),
+            spawn_allow: Vec::new(),
+            inference: None,
+            retain: None,
+        }
+    }
+
+    /// How many tasks the capsule holds at once: none 0, single 1, queue `queue_depth + 1`.
+    pub fn holds(&self) -> u32 {
+        match self.lifecycle.task_acceptance {
+            Acceptance::None => 0,
+            Acceptance::Single => 1,
+            Acceptance::Queue => self.lifecycle.queue_depth.saturating_add(1),
+        }
+    }
+}
+
+/// A parsed manifest and the W-SEC-019 warnings its unknown keys raised (a block's own keys in
+/// document order, then its sub-blocks', in the order of runtime.md §3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Parsed {
+    pub manifest: Manifest,
+    pub warnings: Vec<Diagnostic>,
+}
+
+/// Parses `murmur.yaml` bytes: E-MAN-001 for unreadable YAML, wrong types and missing keys,
+/// E-MAN-003 for conflicting rules.
+pub fn parse(bytes: &[u8]) -> Result<Parsed, Diagnostic> {
+    parse::parse(bytes)
+}
+
+/// The largest `murmur.yaml` read (the YAML loader's own cap).
+pub const MAX_MANIFEST_BYTES: usize = 1 << 20;
+
+/// Reads and parses the `murmur.yaml` at `path` (E-MAN-001 when absent or unreadable).
+pub fn load_file(path: &Path) -> Result<Parsed, Diagnostic> {
+    let bytes = crate::yaml::read_capped(path, MAX_MANIFEST_BYTES).map_err(|e| match e {
+        crate::yaml::ReadError::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
+            Diagnostic::new(
+                diag::E_MAN_001,
+                format!("murmur.yaml not found at {}", path.display()),
+            )
+            .with_hint("point it at a capsule's source directory, the one holding murmur.yaml")
+        }
+        other => Diagnostic::new(
+            diag::E_MAN_001,
+            format!("failed to read murmur.yaml at {}: {other}", path.display()),
+        ),
+    })?;
+    parse(&bytes)
+}
+
+#[cfg(test)]
+mod tests;

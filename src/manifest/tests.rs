@@ -1,0 +1,495 @@
+use super::*;
+use crate::diag::{E_MAN_001, E_MAN_003, W_SEC_019};
+
+const HEAD: &str = "name: coder\nversion: 1.2.0\n";
+
+fn ok(body: &str) -> Parsed {
+    let text = format!("{HEAD}{body}");
+    match parse(text.as_bytes()) {
+        Ok(p) => p,
+        Err(d) => panic!("{body:?} was refused: {}", d.render("")),
+    }
+}
+
+fn refused(text: &str) -> Diagnostic {
+    match parse(text.as_bytes()) {
+        Ok(p) => panic!("{text:?} was accepted: {:?}", p.manifest),
+        Err(d) => d,
+    }
+}
+
+#[test]
+fn defaults() {
+    let p = ok("");
+    assert_eq!(p.manifest, Manifest::minimal("coder", "1.2.0"));
+    assert!(p.warnings.is_empty());
+    assert_eq!(
+        p.manifest.lifecycle,
+        Lifecycle {
+            task_acceptance: Acceptance::Single,
+            after_task: AfterTask::Exit,
+            queue_depth: 1,
+            delegation_deadline_secs: 600
+        }
+    );
+    let inf = ok("inference: {}\n").manifest.inference.unwrap();
+    assert_eq!(inf, Inference::default());
+    assert_eq!(
+        (inf.max_tokens, inf.max_turns, inf.system_prompt.as_str()),
+        (4096, None, "")
+    );
+}
+
+#[test]
+fn full_manifest() {
+    let m = ok("component: capsule.wat\n\
+         exports: {peer_tasks: {accept: true}}\n\
+         network: {authentication: {scheme: bearer}}\n\
+         lifecycle: {task_acceptance: queue, after_task: sleep, queue_depth: 3, delegation_deadline_secs: 30}\n\
+         capabilities: {network: {allow: [localhost, 'https://api.example.com:443']}, spawn: {allow: []}}\n\
+         trace: {retain: {max_sessions: 5, max_age: 7d}}\n")
+    .manifest;
+    assert_eq!(
+        m.kind,
+        Kind::Component {
+            path: "capsule.wat".into()
+        }
+    );
+    assert!(m.peer_tasks_accept && m.authentication);
+    assert_eq!(
+        m.lifecycle,
+        Lifecycle {
+            task_acceptance: Acceptance::Queue,
+            after_task: AfterTask::Sleep,
+            queue_depth: 3,
+            delegation_deadline_secs: 30
+        }
+    );
+    assert_eq!(
+        m.network_allow,
+        ["localhost", "https://api.example.com:443"]
+    );
+    assert!(m.spawn_allow.is_empty());
+    assert_eq!(
+        m.retain,
+        Some(Retain {
+            max_sessions: Some(5),
+            max_age_secs: Some(7 * 86_400)
+        })
+    );
+    assert_eq!(m.holds(), 4);
+
+    let m = ok("inference:\n  transport: http\n  provider: anthropic\n  endpoint: http://127.0.0.1:9\n  model: claude\n  api_key: ${ANTHROPIC_API_KEY}\n  max_tokens: 100\n  max_turns: 3\n  system_prompt: |\n    Be brief.\n  driver: whatever\n").manifest;
+    assert_eq!(m.kind, Kind::Model);
+    assert_eq!(
+        m.inference,
+        Some(Inference {
+            provider: Some(Provider::Anthropic),
+            endpoint: Some("http://127.0.0.1:9".into()),
+            model: Some("claude".into()),
+            api_key_var: Some("ANTHROPIC_API_KEY".into()),
+            max_tokens: 100,
+            max_turns: Some(3),
+            system_prompt: "Be brief.\n".into(),
+            transport: Transport::Http,
+        })
+    );
+    assert_eq!(
+        ok("inference: {transport: process}\n")
+            .manifest
+            .inference
+            .unwrap()
+            .transport,
+        Transport::Process
+    );
+    // `exports.peer_tasks.accept: false` and an empty authentication block.
+    let m = ok("exports: {peer_tasks: {accept: false}}\nnetwork: {authentication: {}}\n").manifest;
+    assert!(!m.peer_tasks_accept && m.authentication);
+    // Keys written with no value read as absent.
+    let m = ok("exports:\nnetwork:\n  authentication:\nlifecycle:\ninference:\ntrace:\n").manifest;
+    assert_eq!(m, Manifest::minimal("coder", "1.2.0"));
+}
+
+#[test]
+fn versions_read_as_text() {
+    let table: &[(&str, &str)] = &[
+        ("1.10", "1.10"),
+        ("'1.10'", "1.10"),
+        ("2", "2"),
+        ("1.0", "1.0"),
+        ("0.3.0", "0.3.0"),
+        ("true", "true"),
+        ("1.0.0-beta.1", "1.0.0-beta.1"),
+    ];
+    for (written, want) in table {
+        let p = parse(format!("name: a\nversion: {written}\n").as_bytes()).unwrap();
+        assert_eq!(p.manifest.version, *want, "{written}");
+    }
+}
+
+#[test]
+fn holds() {
+    let table = [
+        (Acceptance::None, 5, 0),
+        (Acceptance::Single, 5, 1),
+        (Acceptance::Queue, 1, 2),
+        (Acceptance::Queue, 4, 5),
+        (Acceptance::Queue, u32::MAX, u32::MAX),
+    ];
+    for (acceptance, depth, want) in table {
+        let mut m = Manifest::minimal("a", "1");
+        m.lifecycle.task_acceptance = acceptance;
+        m.lifecycle.queue_depth = depth;
+        assert_eq!(m.holds(), want, "{acceptance:?} {depth}");
+    }
+}
+
+#[test]
+fn max_age_forms() {
+    let table: &[(&str, u64)] = &[
+        ("3600", 3600),
+        ("90s", 90),
+        ("30m", 1800),
+        ("12h", 43_200),
+        ("7d", 604_800),
+        ("'15'", 15),
+    ];
+    for (written, secs) in table {
+        let m = ok(&format!("trace: {{retain: {{max_age: {written}}}}}\n")).manifest;
+        assert_eq!(
+            m.retain,
+            Some(Retain {
+                max_sessions: None,
+                max_age_secs: Some(*secs)
+            }),
+            "{written}"
+        );
+    }
+}
+
+#[test]
+fn unknown_keys_warn_and_reference_keys_do_not() {
+    let p = ok(
+        "runtime: {image: x}\nexecution: {mode: y}\nartifacts: [{name: z}]\n\
+         description: hi\n\
+         exports: {peer_tasks: {accept: true, extra: 1}, other: 2}\n\
+         network: {authentication: {scheme: bearer, realm: r}, egress: x}\n\
+         lifecycle: {idle: 3}\n\
+         capabilities: {env: {allow: [A]}, network: {allow: [], deny: []}}\n\
+         inference: {driver: d, temperature: 0.2}\n\
+         trace: {retain: {max_sessions: 1, keep: 2}, level: debug}\n",
+    );
+    let got: Vec<String> = p.warnings.iter().map(|w| w.render("")).collect();
+    let want: Vec<String> = [
+        "description",
+        "exports.other",
+        "exports.peer_tasks.extra",
+        "network.egress",
+        "network.authentication.realm",
+        "lifecycle.idle",
+        "capabilities.env",
+        "capabilities.network.deny",
+        "inference.temperature",
+        "trace.level",
+        "trace.retain.keep",
+    ]
+    .iter()
+    .map(|k| format!("warning[W-SEC-019]: murmur.yaml: {k}: unknown key; it is ignored"))
+    .collect();
+    assert_eq!(got, want);
+    assert!(p.warnings.iter().all(|w| w.code == W_SEC_019));
+}
+
+#[test]
+fn type_errors() {
+    let table: &[(&str, &str)] = &[
+        (
+            "",
+            "murmur.yaml: must be a mapping with `name` and `version`, found nothing",
+        ),
+        (
+            "- a\n",
+            "murmur.yaml: must be a mapping with `name` and `version`, found a list",
+        ),
+        (
+            "name: [\n",
+            "murmur.yaml: YAML syntax error at line 2, column 1: ",
+        ),
+        ("version: 1\n", "murmur.yaml: name: is required"),
+        ("name:\nversion: 1\n", "murmur.yaml: name: is required"),
+        (
+            "name: 12\nversion: 1\n",
+            "murmur.yaml: name: must be a string, found an integer",
+        ),
+        (
+            "name: Coder\nversion: 1\n",
+            "murmur.yaml: name: 'Coder' may hold only lowercase letters, digits and '-'; a capsule name is 1–100 characters of [a-z0-9-], not starting or ending in '-'",
+        ),
+        (
+            "name: coder-\nversion: 1\n",
+            "murmur.yaml: name: 'coder-' must not start or end with '-';",
+        ),
+        ("name: a\n", "murmur.yaml: version: is required"),
+        (
+            "name: a\nversion: [1]\n",
+            "murmur.yaml: version: must be a version string, found a list",
+        ),
+        (
+            "name: a\nversion: '  '\n",
+            "murmur.yaml: version: must not be blank",
+        ),
+        (
+            "name: a\nversion: ../x\n",
+            "murmur.yaml: version: '../x' cannot name a store directory;",
+        ),
+        (
+            "name: a\nversion: '1 0'\n",
+            "murmur.yaml: version: '1 0' cannot name a store directory;",
+        ),
+        (
+            "name: a\nversion: ..\n",
+            "murmur.yaml: version: '..' cannot name a store directory;",
+        ),
+    ];
+    for (text, want) in table {
+        let d = refused(text);
+        assert_eq!(d.code, E_MAN_001, "{text:?}");
+        assert!(d.message.starts_with(want), "{text:?}: {:?}", d.message);
+    }
+    let keyed: &[(&str, &str)] = &[
+        (
+            "component: 3\n",
+            "component: must be a string, found an integer",
+        ),
+        ("component: ''\n", "component: must not be blank"),
+        (
+            "exports: true\n",
+            "exports: must be a mapping, found a boolean",
+        ),
+        (
+            "exports: {peer_tasks: yes}\n",
+            "exports.peer_tasks: must be a mapping, found a string",
+        ),
+        (
+            "exports: {peer_tasks: {}}\n",
+            "exports.peer_tasks.accept: is required whenever exports.peer_tasks is present",
+        ),
+        (
+            "exports: {peer_tasks: {accept: yes}}\n",
+            "exports.peer_tasks.accept: must be true or false, found a string",
+        ),
+        (
+            "network: {authentication: bearer}\n",
+            "network.authentication: must be a mapping, found a string",
+        ),
+        (
+            "network: {authentication: {scheme: basic}}\n",
+            "network.authentication.scheme: must be one of `bearer`, found 'basic'",
+        ),
+        (
+            "lifecycle: []\n",
+            "lifecycle: must be a mapping, found a list",
+        ),
+        (
+            "lifecycle: {task_acceptance: many}\n",
+            "lifecycle.task_acceptance: must be one of `none`, `single`, `queue`, found 'many'",
+        ),
+        (
+            "lifecycle: {task_acceptance: 1}\n",
+            "lifecycle.task_acceptance: must be one of `none`, `single`, `queue`, found an integer",
+        ),
+        (
+            "lifecycle: {after_task: stay}\n",
+            "lifecycle.after_task: must be one of `exit`, `sleep`, found 'stay'",
+        ),
+        (
+            "lifecycle: {queue_depth: '2'}\n",
+            "lifecycle.queue_depth: must be an integer, found a string",
+        ),
+        (
+            "lifecycle: {queue_depth: 1.5}\n",
+            "lifecycle.queue_depth: must be an integer, found a number",
+        ),
+        (
+            "lifecycle: {queue_depth: -1}\n",
+            "lifecycle.queue_depth: must be at least 0, found -1",
+        ),
+        (
+            "lifecycle: {queue_depth: 4294967296}\n",
+            "lifecycle.queue_depth: must be at most 4294967295, found 4294967296",
+        ),
+        (
+            "lifecycle: {delegation_deadline_secs: 0}\n",
+            "lifecycle.delegation_deadline_secs: must be at least 1, found 0",
+        ),
+        (
+            "capabilities: {network: {allow: localhost}}\n",
+            "capabilities.network.allow: must be a list of strings, found a string",
+        ),
+        (
+            "capabilities: {network: {allow: [localhost, 8080]}}\n",
+            "capabilities.network.allow[1]: must be a string, found an integer",
+        ),
+        (
+            "capabilities: {spawn: []}\n",
+            "capabilities.spawn: must be a mapping, found a list",
+        ),
+        (
+            "inference: openai\n",
+            "inference: must be a mapping, found a string",
+        ),
+        (
+            "inference: {transport: grpc}\n",
+            "inference.transport: must be one of `http`, `process`, found 'grpc'",
+        ),
+        (
+            "inference: {provider: gemini}\n",
+            "inference.provider: must be one of `openai`, `anthropic`, found 'gemini'",
+        ),
+        (
+            "inference: {endpoint: localhost:8080}\n",
+            "inference.endpoint: must be an http:// or https:// URL, found 'localhost:8080'",
+        ),
+        (
+            "inference: {model: 4}\n",
+            "inference.model: must be a string, found an integer",
+        ),
+        (
+            "inference: {max_tokens: 0}\n",
+            "inference.max_tokens: must be at least 1, found 0",
+        ),
+        (
+            "inference: {max_turns: 0}\n",
+            "inference.max_turns: must be at least 1, found 0",
+        ),
+        (
+            "inference: {system_prompt: [a]}\n",
+            "inference.system_prompt: must be a string, found a list",
+        ),
+        (
+            "trace: {retain: {}}\n",
+            "trace.retain: must set max_sessions, max_age or both",
+        ),
+        (
+            "trace: {retain: {max_sessions: 0}}\n",
+            "trace.retain.max_sessions: must be at least 1, found 0",
+        ),
+        (
+            "trace: {retain: {max_age: 0}}\n",
+            "trace.retain.max_age: must be greater than zero",
+        ),
+        (
+            "trace: {retain: {max_age: 3w}}\n",
+            "trace.retain.max_age: must be a duration such as 3600, 90s, 30m, 12h or 7d, found '3w'",
+        ),
+        (
+            "trace: {retain: {max_age: 1.5}}\n",
+            "trace.retain.max_age: must be a duration such as 3600, 90s, 30m, 12h or 7d, found a number",
+        ),
+        (
+            "trace: {retain: {max_age: h}}\n",
+            "trace.retain.max_age: must be a duration such as 3600, 90s, 30m, 12h or 7d, found 'h'",
+        ),
+        (
+            "trace: {retain: {max_age: 99999999999999999999d}}\n",
+            "trace.retain.max_age: '99999999999999999999d' is too large",
+        ),
+    ];
+    for (body, want) in keyed {
+        let d = refused(&format!("{HEAD}{body}"));
+        assert_eq!(d.code, E_MAN_001, "{body:?}");
+        assert_eq!(d.message, format!("murmur.yaml: {want}"), "{body:?}");
+    }
+}
+
+#[test]
+fn api_key_must_name_a_variable_and_is_never_echoed() {
+    for bad in [
+        "sk-live-SECRET",
+        "${}",
+        "${1A}",
+        "$OPENAI_API_KEY",
+        "${A-B}",
+        "'${A} '",
+    ] {
+        let d = refused(&format!("{HEAD}inference:\n  api_key: {bad}\n"));
+        assert_eq!(d.code, E_MAN_001, "{bad}");
+        assert!(
+            d.message
+                .starts_with("murmur.yaml: inference.api_key: must be written `${VAR}`"),
+            "{}",
+            d.message
+        );
+        assert!(!d.message.contains("SECRET"));
+    }
+    assert_eq!(
+        ok("inference: {api_key: '${_K9}'}\n")
+            .manifest
+            .inference
+            .unwrap()
+            .api_key_var
+            .as_deref(),
+        Some("_K9")
+    );
+}
+
+#[test]
+fn rule_conflicts() {
+    let table: &[(&str, &str)] = &[
+        (
+            "inference: {model: m}\ncomponent: c.wasm\n",
+            "inference: cannot be declared together with component: a capsule either runs a model (inference) or a WebAssembly component (component), not both",
+        ),
+        (
+            "lifecycle: {task_acceptance: queue, queue_depth: 0}\n",
+            "lifecycle.queue_depth: must be at least 1 when lifecycle.task_acceptance is queue: a queue of depth 0 holds no waiting task",
+        ),
+        (
+            "network: {authentication: {scheme: bearer}}\ncapabilities: {spawn: {allow: [local/helper, gh/x]}}\n",
+            "network.authentication: cannot be declared together with capabilities.spawn.allow: this capsule may delegate to 'local/helper', 'gh/x', but a capsule whose door requires authentication serves a formation, and a formation member cannot delegate to child capsules",
+        ),
+    ];
+    for (body, want) in table {
+        let d = refused(&format!("{HEAD}{body}"));
+        assert_eq!(d.code, E_MAN_003, "{body:?}");
+        assert_eq!(d.message, *want);
+        assert!(d.hint().is_some());
+    }
+    // Not conflicts: depth 0 outside queue; an empty spawn list beside authentication.
+    assert_eq!(ok("lifecycle: {queue_depth: 0}\n").manifest.holds(), 1);
+    ok("network: {authentication: {}}\ncapabilities: {spawn: {allow: []}}\n");
+    // A type error anywhere is reported before a conflict.
+    let d = refused(&format!(
+        "{HEAD}inference: {{}}\ncomponent: c\nlifecycle: {{queue_depth: x}}\n"
+    ));
+    assert_eq!(d.code, E_MAN_001);
+}
+
+#[test]
+fn load_file_reports_absence_and_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("murmur.yaml");
+    let d = load_file(&path).unwrap_err();
+    assert_eq!(
+        (d.code, d.message.clone()),
+        (
+            E_MAN_001,
+            format!("murmur.yaml not found at {}", path.display())
+        )
+    );
+    std::fs::write(&path, HEAD).unwrap();
+    assert_eq!(load_file(&path).unwrap().manifest.version, "1.2.0");
+    std::fs::write(&path, b"name: \xff\n").unwrap();
+    assert!(
+        load_file(&path)
+            .unwrap_err()
+            .message
+            .starts_with("murmur.yaml: is not UTF-8 text")
+    );
+    let d = load_file(dir.path()).unwrap_err();
+    assert!(
+        d.message.starts_with("failed to read murmur.yaml at "),
+        "{}",
+        d.message
+    );
+}

@@ -1,0 +1,217 @@
+//! The `.mur.zip` archive (runtime.md §4.1): root `murmur.yaml`, plus root `capsule.wasm` for a
+//! component capsule. Other entries are tolerated and never read.
+
+use std::io::{Cursor, Read, Write};
+
+use zip::write::SimpleFileOptions;
+use zip::{CompressionMethod, DateTime, ZipArchive, ZipWriter};
+
+/// Root entry holding the manifest's source bytes.
+pub const MANIFEST_ENTRY: &str = "murmur.yaml";
+/// Root entry holding a component capsule's component.
+pub const COMPONENT_ENTRY: &str = "capsule.wasm";
+
+/// Largest uncompressed entry read (either entry).
+pub const MAX_ENTRY_BYTES: u64 = 64 << 20;
+/// Largest packed `murmur.yaml` read: the manifest parser's own cap.
+pub const MAX_MANIFEST_BYTES: u64 = crate::manifest::MAX_MANIFEST_BYTES as u64;
+/// More entries than this is not a capsule archive (and bounds central-directory work).
+pub const MAX_ENTRIES: usize = 1024;
+
+/// The two entries the runtime uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Archive {
+    pub manifest: Vec<u8>,
+    pub component: Option<Vec<u8>>,
+}
+
+/// Packs a deterministic archive: entries in name order (`capsule.wasm` before `murmur.yaml`),
+/// fixed 1980-01-01 timestamps and permissions, deflate. Unchanged inputs give identical bytes.
+///
+/// # Panics
+/// Only if the in-memory ZIP writer fails, which it cannot for entries under 4 GiB; callers
+/// handling untrusted sizes use [`try_pack`].
+pub fn pack(manifest: &[u8], component: Option<&[u8]>) -> Vec<u8> {
+    match try_pack(manifest, component) {
+        Ok(bytes) => bytes,
+        Err(e) => panic!("packing an in-memory archive failed: {e}"),
+    }
+}
+
+/// [`pack`], reporting a writer failure instead of panicking.
+pub fn try_pack(manifest: &[u8], component: Option<&[u8]>) -> Result<Vec<u8>, String> {
+    let mut entries: Vec<(&str, &[u8])> = vec![(MANIFEST_ENTRY, manifest)];
+    if let Some(c) = component {
+        entries.push((COMPONENT_ENTRY, c));
+    }
+    entries.sort_by(|a, b| a.0.cmp(b.0));
+    let mut zip = ZipWriter::new(Cursor::new(Vec::new()));
+    for (name, data) in entries {
+        let options = SimpleFileOptions::default()
+            .compression_method(CompressionMethod::Deflated)
+            .last_modified_time(DateTime::default())
+            .unix_permissions(0o644)
+            .large_file(data.len() as u64 >= u32::MAX as u64);
+        zip.start_file(name, options).map_err(|e| e.to_string())?;
+        zip.write_all(data).map_err(|e| e.to_string())?;
+    }
+    Ok(zip.finish().map_err(|e| e.to_string())?.into_inner())
+}
+
+/// Opens an archive's two entries, in bounded memory: each entry is read through a cap (the
+/// declared size is not trusted), so a zip bomb stops at the cap.
+pub fn open(zip_bytes: &[u8]) -> Result<Archive, String> {
+    let mut zip =
+        ZipArchive::new(Cursor::new(zip_bytes)).map_err(|e| format!("not a ZIP archive: {e}"))?;
+    if zip.len() > MAX_ENTRIES {
+        return Err(format!(
+            "the archive holds {} entries, more than the {MAX_ENTRIES} a capsule archive may",
+            zip.len()
+        ));
+    }
+    let mut manifest_at = None;
+    let mut component_at = None;
+    for i in 0..zip.len() {
+        let name = zip.name_for_index(i).unwrap_or_default();
+        let slot = match name {
+            MANIFEST_ENTRY => &mut manifest_at,
+            COMPONENT_ENTRY => &mut component_at,
+            _ => continue,
+        };
+        if slot.replace(i).is_some() {
+            return Err(format!("the archive holds {name} more than once"));
+        }
+    }
+    let Some(m) = manifest_at else {
+        return Err(format!("the archive has no {MANIFEST_ENTRY} at its root"));
+    };
+    let manifest = read_entry(&mut zip, m, MANIFEST_ENTRY, MAX_MANIFEST_BYTES)?;
+    let component = match component_at {
+        Some(c) => Some(read_entry(&mut zip, c, COMPONENT_ENTRY, MAX_ENTRY_BYTES)?),
+        None => None,
+    };
+    Ok(Archive {
+        manifest,
+        component,
+    })
+}
+
+fn read_entry(
+    zip: &mut ZipArchive<Cursor<&[u8]>>,
+    index: usize,
+    name: &str,
+    cap: u64,
+) -> Result<Vec<u8>, String> {
+    let too_big = || format!("{name} is larger than {cap} bytes uncompressed");
+    let entry = zip
+        .by_index(index)
+        .map_err(|e| format!("cannot read {name}: {e}"))?;
+    if entry.is_dir() {
+        return Err(format!("{name} is a directory, not a file"));
+    }
+    if entry.size() > cap {
+        return Err(too_big());
+    }
+    let mut buf = Vec::with_capacity(entry.size() as usize);
+    entry
+        .take(cap + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| format!("cannot read {name}: {e}"))?;
+    if buf.len() as u64 > cap {
+        return Err(too_big());
+    }
+    Ok(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pack_is_deterministic_and_round_trips() {
+        let a = pack(b"name: a\nversion: 1.0.0\n", Some(b"(component)"));
+        let b = pack(b"name: a\nversion: 1.0.0\n", Some(b"(component)"));
+        assert_eq!(a, b, "unchanged inputs keep their bytes");
+        let opened = open(&a).unwrap();
+        assert_eq!(opened.manifest, b"name: a\nversion: 1.0.0\n");
+        assert_eq!(opened.component.as_deref(), Some(&b"(component)"[..]));
+        let names: Vec<String> = ZipArchive::new(Cursor::new(&a[..]))
+            .unwrap()
+            .file_names()
+            .map(String::from)
+            .collect();
+        assert_eq!(names, ["capsule.wasm", "murmur.yaml"], "entries are sorted");
+        let only = open(&pack(b"x", None)).unwrap();
+        assert_eq!(only.component, None);
+        assert_ne!(pack(b"x", None), pack(b"y", None));
+    }
+
+    fn zip_of(entries: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut zip = ZipWriter::new(Cursor::new(Vec::new()));
+        for (name, data) in entries {
+            zip.start_file(*name, SimpleFileOptions::default()).unwrap();
+            zip.write_all(data).unwrap();
+        }
+        zip.finish().unwrap().into_inner()
+    }
+
+    #[test]
+    fn refusals() {
+        let big_manifest = vec![b'#'; MAX_MANIFEST_BYTES as usize + 1];
+        let bomb = vec![0u8; MAX_ENTRY_BYTES as usize + 1];
+        let table: Vec<(Vec<u8>, &str)> = vec![
+            (b"not a zip".to_vec(), "not a ZIP archive: "),
+            (Vec::new(), "not a ZIP archive: "),
+            (
+                zip_of(&[("capsule.wasm", b"x")]),
+                "the archive has no murmur.yaml at its root",
+            ),
+            (
+                zip_of(&[("dir/murmur.yaml", b"x")]),
+                "the archive has no murmur.yaml at its root",
+            ),
+            (
+                zip_of(&[("murmur.yaml", &big_manifest)]),
+                "murmur.yaml is larger than 1048576 bytes uncompressed",
+            ),
+            // Highly compressible: 64 MiB of zeros deflates to a few KiB, and is still refused.
+            (
+                pack(b"x", Some(&bomb)),
+                "capsule.wasm is larger than 67108864 bytes uncompressed",
+            ),
+        ];
+        for (bytes, want) in table {
+            let got = open(&bytes).unwrap_err();
+            assert!(
+                got.starts_with(want),
+                "{got:?} does not start with {want:?}"
+            );
+        }
+        let ok = open(&zip_of(&[("README", b"r"), ("murmur.yaml", b"m")])).unwrap();
+        assert_eq!(
+            ok,
+            Archive {
+                manifest: b"m".to_vec(),
+                component: None
+            }
+        );
+    }
+
+    #[test]
+    fn declared_sizes_are_not_trusted() {
+        // Rewrite the sizes recorded for the entry to claim 1 byte; reading still stops at the cap.
+        let bomb = vec![0u8; MAX_MANIFEST_BYTES as usize + 10];
+        let mut bytes = zip_of(&[("murmur.yaml", &bomb)]);
+        let len = bomb.len() as u32;
+        let le = len.to_le_bytes();
+        let mut patched = 0;
+        for i in 0..bytes.len().saturating_sub(4) {
+            if bytes[i..i + 4] == le {
+                bytes[i..i + 4].copy_from_slice(&1u32.to_le_bytes());
+                patched += 1;
+            }
+        }
+        assert!(patched >= 1);
+        assert!(open(&bytes).is_err());
+    }
+}
