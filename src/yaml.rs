@@ -23,7 +23,11 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_bytes: 1 << 20, max_depth: 64, max_nodes: 100_000 }
+        Limits {
+            max_bytes: 1 << 20,
+            max_depth: 64,
+            max_nodes: 100_000,
+        }
     }
 }
 
@@ -84,8 +88,8 @@ fn resolve_plain(t: &str) -> Resolved {
         "" | "~" | "null" | "Null" | "NULL" => return Resolved::Null,
         "true" | "True" | "TRUE" => return Resolved::Bool(true),
         "false" | "False" | "FALSE" => return Resolved::Bool(false),
-        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" | "-.inf" | "-.Inf" | "-.INF" | ".nan"
-        | ".NaN" | ".NAN" => return Resolved::Float,
+        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" | "-.inf" | "-.Inf" | "-.INF" | ".nan" | ".NaN"
+        | ".NAN" => return Resolved::Float,
         _ => {}
     }
     let (sign, digits) = match t.as_bytes().first() {
@@ -97,15 +101,17 @@ fn resolve_plain(t: &str) -> Resolved {
         // Out-of-range integers are still integers in shape; saturate rather than fail.
         return Resolved::Int(digits.parse::<i128>().map(|v| sign * v).unwrap_or(i128::MAX));
     }
-    if let Some(oct) = t.strip_prefix("0o") {
-        if !oct.is_empty() && oct.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
-            return Resolved::Int(i128::from_str_radix(oct, 8).unwrap_or(i128::MAX));
-        }
+    if let Some(oct) = t.strip_prefix("0o")
+        && !oct.is_empty()
+        && oct.bytes().all(|b| (b'0'..=b'7').contains(&b))
+    {
+        return Resolved::Int(i128::from_str_radix(oct, 8).unwrap_or(i128::MAX));
     }
-    if let Some(hex) = t.strip_prefix("0x") {
-        if !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Resolved::Int(i128::from_str_radix(hex, 16).unwrap_or(i128::MAX));
-        }
+    if let Some(hex) = t.strip_prefix("0x")
+        && !hex.is_empty()
+        && hex.bytes().all(|b| b.is_ascii_hexdigit())
+    {
+        return Resolved::Int(i128::from_str_radix(hex, 16).unwrap_or(i128::MAX));
     }
     if is_core_float(digits) {
         return Resolved::Float;
@@ -219,7 +225,11 @@ impl Node {
 
     /// The value of `key` in a mapping, treating a null value as absent.
     pub fn get(&self, key: &str) -> Option<&Node> {
-        self.as_map()?.iter().find(|(k, _)| k == key).map(|(_, v)| v).filter(|v| !v.is_null())
+        self.as_map()?
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v)
+            .filter(|v| !v.is_null())
     }
 }
 
@@ -239,7 +249,11 @@ impl std::fmt::Display for LoadError {
 
 impl From<ScanError> for LoadError {
     fn from(e: ScanError) -> Self {
-        LoadError { line: e.marker().line(), col: e.marker().col() + 1, message: e.info().to_string() }
+        LoadError {
+            line: e.marker().line(),
+            col: e.marker().col() + 1,
+            message: e.info().to_string(),
+        }
     }
 }
 
@@ -252,18 +266,29 @@ pub fn load(text: &str, limits: Limits) -> Result<Node, LoadError> {
             message: format!("the file is larger than {} bytes", limits.max_bytes),
         });
     }
-    Loader { limits, nodes: 0, anchors: HashMap::new(), stack: Vec::new() }.run(text)
+    Loader {
+        limits,
+        nodes: 0,
+        anchors: HashMap::new(),
+        stack: Vec::new(),
+    }
+    .run(text)
 }
 
 /// Reads at most `limits.max_bytes` of a file and loads it. Errors are rendered by the caller.
 pub fn read_capped(path: &Path, max_bytes: usize) -> Result<Vec<u8>, ReadError> {
     let meta = std::fs::metadata(path).map_err(ReadError::Io)?;
     if meta.is_dir() {
-        return Err(ReadError::Io(std::io::Error::new(std::io::ErrorKind::IsADirectory, "is a directory")));
+        return Err(ReadError::Io(std::io::Error::new(
+            std::io::ErrorKind::IsADirectory,
+            "is a directory",
+        )));
     }
     let file = std::fs::File::open(path).map_err(ReadError::Io)?;
     let mut buf = Vec::new();
-    file.take(max_bytes as u64 + 1).read_to_end(&mut buf).map_err(ReadError::Io)?;
+    file.take(max_bytes as u64 + 1)
+        .read_to_end(&mut buf)
+        .map_err(ReadError::Io)?;
     if buf.len() > max_bytes {
         return Err(ReadError::TooLarge(max_bytes));
     }
@@ -286,8 +311,19 @@ impl std::fmt::Display for ReadError {
 }
 
 enum Frame {
-    Seq { items: Vec<Node>, line: usize, col: usize, anchor: usize },
-    Map { entries: Vec<(String, Node)>, pending_key: Option<(String, usize, usize)>, line: usize, col: usize, anchor: usize },
+    Seq {
+        items: Vec<Node>,
+        line: usize,
+        col: usize,
+        anchor: usize,
+    },
+    Map {
+        entries: Vec<(String, Node)>,
+        pending_key: Option<(String, usize, usize)>,
+        line: usize,
+        col: usize,
+        anchor: usize,
+    },
 }
 
 struct Loader {
@@ -325,9 +361,19 @@ impl Loader {
                 }
                 Event::Scalar(value, style, anchor, tag) => {
                     self.count(1, line, col)?;
-                    let tag = tag.and_then(|t| if t.is_yaml_core_schema() { Some(t.suffix.clone()) } else { None });
+                    let tag = tag.and_then(|t| {
+                        if t.is_yaml_core_schema() {
+                            Some(t.suffix.clone())
+                        } else {
+                            None
+                        }
+                    });
                     let node = Node {
-                        kind: NodeKind::Scalar(Scalar { text: value.into_owned(), plain: style == ScalarStyle::Plain, tag }),
+                        kind: NodeKind::Scalar(Scalar {
+                            text: value.into_owned(),
+                            plain: style == ScalarStyle::Plain,
+                            tag,
+                        }),
                         line,
                         col,
                     };
@@ -338,18 +384,52 @@ impl Loader {
                 }
                 Event::SequenceStart(anchor, _) => {
                     self.open(line, col)?;
-                    self.stack.push(Frame::Seq { items: Vec::new(), line, col, anchor });
+                    self.stack.push(Frame::Seq {
+                        items: Vec::new(),
+                        line,
+                        col,
+                        anchor,
+                    });
                 }
                 Event::MappingStart(anchor, _) => {
                     self.open(line, col)?;
-                    self.stack.push(Frame::Map { entries: Vec::new(), pending_key: None, line, col, anchor });
+                    self.stack.push(Frame::Map {
+                        entries: Vec::new(),
+                        pending_key: None,
+                        line,
+                        col,
+                        anchor,
+                    });
                 }
                 Event::SequenceEnd | Event::MappingEnd => {
                     let (node, anchor) = match self.stack.pop() {
-                        Some(Frame::Seq { items, line, col, anchor }) => (Node { kind: NodeKind::Seq(items), line, col }, anchor),
-                        Some(Frame::Map { entries, line, col, anchor, .. }) => {
-                            (Node { kind: NodeKind::Map(entries), line, col }, anchor)
-                        }
+                        Some(Frame::Seq {
+                            items,
+                            line,
+                            col,
+                            anchor,
+                        }) => (
+                            Node {
+                                kind: NodeKind::Seq(items),
+                                line,
+                                col,
+                            },
+                            anchor,
+                        ),
+                        Some(Frame::Map {
+                            entries,
+                            line,
+                            col,
+                            anchor,
+                            ..
+                        }) => (
+                            Node {
+                                kind: NodeKind::Map(entries),
+                                line,
+                                col,
+                            },
+                            anchor,
+                        ),
                         None => return Err(err("unbalanced collection end".into())),
                     };
                     if anchor > 0 {
@@ -360,7 +440,11 @@ impl Loader {
             }
         }
         Ok(root.unwrap_or(Node {
-            kind: NodeKind::Scalar(Scalar { text: String::new(), plain: true, tag: None }),
+            kind: NodeKind::Scalar(Scalar {
+                text: String::new(),
+                plain: true,
+                tag: None,
+            }),
             line: 1,
             col: 1,
         }))
@@ -372,7 +456,10 @@ impl Loader {
             return Err(LoadError {
                 line,
                 col,
-                message: format!("the document expands to more than {} values (aliases included)", self.limits.max_nodes),
+                message: format!(
+                    "the document expands to more than {} values (aliases included)",
+                    self.limits.max_nodes
+                ),
             });
         }
         Ok(())
@@ -381,7 +468,11 @@ impl Loader {
     fn open(&mut self, line: usize, col: usize) -> Result<(), LoadError> {
         self.count(1, line, col)?;
         if self.stack.len() >= self.limits.max_depth {
-            return Err(LoadError { line, col, message: format!("collections nest deeper than {} levels", self.limits.max_depth) });
+            return Err(LoadError {
+                line,
+                col,
+                message: format!("collections nest deeper than {} levels", self.limits.max_depth),
+            });
         }
         Ok(())
     }
@@ -396,16 +487,26 @@ impl Loader {
                 items.push(node);
                 Ok(())
             }
-            Some(Frame::Map { entries, pending_key, .. }) => match pending_key.take() {
+            Some(Frame::Map {
+                entries, pending_key, ..
+            }) => match pending_key.take() {
                 None => {
                     let key = match &node.kind {
                         NodeKind::Scalar(s) => s.text.clone(),
                         _ => {
-                            return Err(LoadError { line, col, message: "a mapping key must be a plain value, not a list or mapping".into() });
+                            return Err(LoadError {
+                                line,
+                                col,
+                                message: "a mapping key must be a plain value, not a list or mapping".into(),
+                            });
                         }
                     };
                     if entries.iter().any(|(k, _)| *k == key) {
-                        return Err(LoadError { line, col, message: format!("duplicate key `{key}` in one mapping") });
+                        return Err(LoadError {
+                            line,
+                            col,
+                            message: format!("duplicate key `{key}` in one mapping"),
+                        });
                     }
                     *pending_key = Some((key, line, col));
                     Ok(())
@@ -432,7 +533,12 @@ mod tests {
     use super::*;
 
     fn scalar(text: &str) -> Resolved {
-        Scalar { text: text.into(), plain: true, tag: None }.resolve()
+        Scalar {
+            text: text.into(),
+            plain: true,
+            tag: None,
+        }
+        .resolve()
     }
 
     #[test]
@@ -462,7 +568,11 @@ mod tests {
         for (t, want) in table {
             assert_eq!(&scalar(t), want, "{t:?}");
         }
-        let quoted = Scalar { text: "1".into(), plain: false, tag: None };
+        let quoted = Scalar {
+            text: "1".into(),
+            plain: false,
+            tag: None,
+        };
         assert_eq!(quoted.resolve(), Resolved::Str);
     }
 
@@ -479,7 +589,11 @@ mod tests {
 
     #[test]
     fn hostile_documents_are_refused() {
-        let limits = Limits { max_bytes: 1 << 20, max_depth: 64, max_nodes: 10_000 };
+        let limits = Limits {
+            max_bytes: 1 << 20,
+            max_depth: 64,
+            max_nodes: 10_000,
+        };
         let deep = "[".repeat(100) + &"]".repeat(100);
         assert!(load(&deep, limits).unwrap_err().message.contains("nest deeper"));
         // Far deeper input is stopped by the parser's own recursion guard before we see it.
@@ -490,10 +604,25 @@ mod tests {
             let prev = if i == 0 { "a".to_string() } else { format!("l{}", i - 1) };
             bomb.push_str(&format!("l{i}: &l{i} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"));
         }
-        assert!(load(&bomb, limits).unwrap_err().message.contains("expands to more than"));
-        assert!(load("a: 1\na: 2\n", limits).unwrap_err().message.contains("duplicate key"));
+        assert!(
+            load(&bomb, limits)
+                .unwrap_err()
+                .message
+                .contains("expands to more than")
+        );
+        assert!(
+            load("a: 1\na: 2\n", limits)
+                .unwrap_err()
+                .message
+                .contains("duplicate key")
+        );
         assert!(load("a: [1\n", limits).is_err());
-        assert!(load("---\na: 1\n---\nb: 2\n", limits).unwrap_err().message.contains("second"));
+        assert!(
+            load("---\na: 1\n---\nb: 2\n", limits)
+                .unwrap_err()
+                .message
+                .contains("second")
+        );
         let big = "a".repeat(2 << 20);
         assert!(load(&big, Limits::default()).unwrap_err().message.contains("larger"));
     }

@@ -1,0 +1,228 @@
+//! `mur doctor`: admits a roster and reports the result (runtime.md §5.6), or checks a member's
+//! sources.
+//!
+//! Formation mode (the current directory holds `roster.yaml` and no `murmur.yaml`) prints the
+//! [compatible] layout of §5.6. Member mode (a `murmur.yaml` at or above the current directory)
+//! prints one `  ✓  <check>` / `  ✗  <message>` line per check [ours], then the Roster block when
+//! the project also holds `roster.yaml`. The exit code is 1 iff a check failed; warnings alone
+//! never fail.
+
+use std::path::Path;
+
+use super::{Failure, Outcome};
+use crate::diag::{self, Diagnostic};
+use crate::manifest::{self, Kind};
+use crate::paths::{self, MurHome, Project};
+use crate::roster::{self, Admitted, Reachability};
+use crate::store::{Stores, lock::Lock};
+
+const PREFIX: &str = "[mur doctor] ";
+
+pub fn run() -> Outcome {
+    let cwd = std::env::current_dir().map_err(|e| {
+        fail(Diagnostic::new(
+            diag::E_IO_001,
+            format!("no project root found (cannot read the current directory: {e})"),
+        ))
+    })?;
+    let here = Project::at(&cwd);
+    let mut report = Report::default();
+    if exists(&here.roster()) && !exists(&here.manifest()) {
+        report.line(&format!(
+            "No murmur.yaml in {}: checking its roster.yaml. Run mur doctor in a member's source directory to check that member's artifacts.",
+            cwd.display()
+        ));
+        report.line("");
+        roster_block(&mut report, &here, &MurHome::from_env());
+    } else {
+        let project = paths::find_project_root(&cwd, &["murmur.yaml"]).ok_or_else(|| {
+            fail(Diagnostic::new(
+                diag::E_IO_001,
+                "no project root found (no murmur.yaml in current or parent directories)",
+            ))
+        })?;
+        member_checks(&mut report, &project);
+        if exists(&project.roster()) {
+            roster_block(&mut report, &project, &MurHome::from_env());
+        }
+    }
+    report.tally();
+    print!("{}", report.out);
+    Ok(u8::from(!report.errors.is_empty()))
+}
+
+fn fail(diag: Diagnostic) -> Failure {
+    Failure { prefix: PREFIX, diag }
+}
+
+/// Present in any form, a dangling symlink included, so that it is reported rather than skipped.
+fn exists(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok()
+}
+
+/// What doctor has found so far: the stdout text, the failures and the warnings' fix texts.
+#[derive(Default)]
+struct Report {
+    out: String,
+    passed: usize,
+    errors: Vec<Diagnostic>,
+    warning_fixes: Vec<String>,
+}
+
+impl Report {
+    fn line(&mut self, s: &str) {
+        self.out.push_str(s);
+        self.out.push('\n');
+    }
+
+    fn pass(&mut self, check: &str) {
+        self.passed += 1;
+        self.line(&format!("  \u{2713}  {check}"));
+    }
+
+    /// A refusal: `  ✗  <message>` on stdout, the full diagnostic on stderr.
+    fn refuse(&mut self, d: Diagnostic) {
+        self.line(&format!("  \u{2717}  {}", d.message));
+        d.eprint(PREFIX);
+        self.errors.push(d);
+    }
+
+    fn tally(&mut self) {
+        if self.errors.is_empty() && self.warning_fixes.is_empty() {
+            self.line("All checks passed.");
+            return;
+        }
+        let mut t = format!("{} check(s) passed, {} error(s) found", self.passed, self.errors.len());
+        if !self.warning_fixes.is_empty() {
+            t.push_str(&format!(", {} warning(s)", self.warning_fixes.len()));
+        }
+        t.push('.');
+        self.line(&t);
+        self.line("");
+        let fixes: Vec<String> = self
+            .errors
+            .iter()
+            .map(|d| d.hint().unwrap_or(&d.message).to_string())
+            .chain(self.warning_fixes.iter().cloned())
+            .collect();
+        for f in fixes {
+            self.line(&format!("Fix: {f}"));
+        }
+    }
+}
+
+/// Member mode [ours]: the manifest parses (with its W-SEC-019 warnings) and its kind is sound.
+fn member_checks(report: &mut Report, project: &Project) {
+    report.line(&format!("Member sources in {}", project.root().display()));
+    match manifest::load_file(&project.manifest()) {
+        Err(d) => report.refuse(d),
+        Ok(parsed) => {
+            let m = &parsed.manifest;
+            report.pass(&format!("murmur.yaml parses: {}@{}", m.name, m.version));
+            for w in &parsed.warnings {
+                report.line(&format!("  {}", w.render("")));
+                report.warning_fixes.push(format!(
+                    "{} — remove the key or correct its spelling in murmur.yaml ({})",
+                    w.message,
+                    w.head()
+                ));
+            }
+            match &m.kind {
+                Kind::Model => report.pass("kind: model capsule (inference)"),
+                Kind::ManifestOnly => report
+                    .pass("kind: manifest-only capsule (it builds, installs and is admitted; there is nothing to run)"),
+                Kind::Component { path } => {
+                    let file = project.root().join(path);
+                    if file.is_file() {
+                        report.pass(&format!("kind: component capsule ({path})"));
+                    } else {
+                        report.refuse(
+                            Diagnostic::new(diag::E_BLD_001, format!("component '{path}' not found at {}", file.display()))
+                                .with_hint("build the component first, or correct `component:` in murmur.yaml (a path relative to the source directory)"),
+                        );
+                    }
+                }
+            }
+        }
+    }
+    report.line("");
+}
+
+/// The Roster block of §5.6, for the roster of `project`, against its stores and lock.
+fn roster_block(report: &mut Report, project: &Project, home: &MurHome) {
+    report.line("Roster");
+    report.line(&format!("  file: {}", project.roster().display()));
+    match admit(project, home) {
+        Err(d) => report.refuse(d),
+        Ok(a) => {
+            for row in rows(&a) {
+                report.line(&row);
+            }
+            report.line(&format!("  {}", reachability_line(&a)));
+            for w in &a.warnings {
+                report.line(&format!("  {}", w.render("")));
+            }
+            report
+                .warning_fixes
+                .extend(roster::overflows(&a).iter().map(|o| o.fix()));
+        }
+    }
+    report.line("");
+}
+
+/// Reads the roster, its stores (the project's, then the global one) and its lock, and admits it.
+fn admit(project: &Project, home: &MurHome) -> Result<Admitted, Diagnostic> {
+    let r = roster::read(&project.roster())?;
+    let stores = Stores::new(Some(project.artifacts()), home.artifacts());
+    let lock = Lock::read(&project.lock())?;
+    roster::admit(&r, &stores, lock.as_ref())
+}
+
+/// One row per member: columns padded to their widest cell, three spaces between them.
+fn rows(a: &Admitted) -> Vec<String> {
+    let cvs: Vec<String> = a
+        .members
+        .iter()
+        .map(|m| format!("{}@{}", m.capsule, m.version))
+        .collect();
+    let name_w = a.members.iter().map(|m| m.name.chars().count()).max().unwrap_or(0);
+    let cv_w = cvs.iter().map(|c| c.chars().count()).max().unwrap_or(0);
+    a.members
+        .iter()
+        .zip(&cvs)
+        .map(|(m, cv)| {
+            format!(
+                "  {:<name_w$}   {:<cv_w$}   {:<5}   {:<13}   {}",
+                m.name,
+                cv,
+                if m.entry { "entry" } else { "" },
+                if m.manifest.peer_tasks_accept {
+                    "serves peers"
+                } else {
+                    "refuses peers"
+                },
+                if m.manifest.authentication {
+                    "authenticated door"
+                } else {
+                    "public door"
+                },
+            )
+        })
+        .collect()
+}
+
+fn reachability_line(a: &Admitted) -> String {
+    let head = match a.reachability {
+        Reachability::All => "reachability (all)",
+        Reachability::None | Reachability::Rules(_) => "reachability",
+    };
+    if a.edges.is_empty() {
+        return format!("{head}: none");
+    }
+    let edges: Vec<String> = a
+        .edges
+        .iter()
+        .map(|&(f, t)| format!("{} \u{2192} {}", a.members[f].name, a.members[t].name))
+        .collect();
+    format!("{head}: {}", edges.join(", "))
+}

@@ -1,0 +1,330 @@
+//! Checks 2–8 of admission (runtime.md §5.2). Pure: reads the stores it is handed and writes
+//! nothing. Checks 2–5 read no store, so a structural fault is refused with nothing installed.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use super::parse::shown;
+use super::{Admitted, AdmittedMember, MemberDecl, Reachability, Roster, edges, warn};
+use crate::diag::{
+    Diagnostic, E_REG_005, E_ROS_002, E_ROS_003, E_ROS_004, E_ROS_005, E_ROS_006, E_ROS_007,
+    E_ROS_008,
+};
+use crate::names::ArtifactName;
+
+/// Checks 2–5: unique names, exactly one entry, rules name members, no rule calls the entry.
+pub fn check_structure(r: &Roster) -> Result<(), Diagnostic> {
+    structure(r).map(|_| ())
+}
+
+/// Checks 2–5; returns the entry member's index.
+fn structure(r: &Roster) -> Result<usize, Diagnostic> {
+    let mut seen = HashSet::new();
+    if let Some(m) = r.members.iter().find(|m| !seen.insert(m.name.as_str())) {
+        return Err(Diagnostic::new(
+            E_ROS_003,
+            format!(
+                "roster.yaml: member name '{}' is declared more than once",
+                m.name
+            ),
+        ));
+    }
+
+    let entries: Vec<usize> = (0..r.members.len())
+        .filter(|&i| r.members[i].entry)
+        .collect();
+    let entry = match entries.as_slice() {
+        [one] => *one,
+        [] => {
+            return Err(Diagnostic::new(
+                E_ROS_002,
+                "roster.yaml: no member is marked `entry: true`; a roster designates exactly one entry member",
+            ));
+        }
+        many => {
+            let names: Vec<String> = many
+                .iter()
+                .map(|&i| format!("'{}'", r.members[i].name))
+                .collect();
+            return Err(Diagnostic::new(
+                E_ROS_002,
+                format!(
+                    "roster.yaml: members {} are each marked `entry: true`; a roster designates exactly one entry member",
+                    names.join(", ")
+                ),
+            ));
+        }
+    };
+
+    let Reachability::Rules(rules) = &r.reachability else {
+        return Ok(entry);
+    };
+    for rule in rules {
+        for name in std::iter::once(&rule.from).chain(&rule.to) {
+            if !seen.contains(name.as_str()) {
+                return Err(Diagnostic::new(
+                    E_ROS_004,
+                    format!(
+                        "roster.yaml: the reachability rule from '{}' names '{}', which is not a member of this roster",
+                        shown(&rule.from),
+                        shown(name)
+                    ),
+                ));
+            }
+        }
+    }
+    let entry_name = &r.members[entry].name;
+    if let Some(rule) = rules.iter().find(|rule| rule.to.contains(entry_name)) {
+        return Err(Diagnostic::new(
+            E_ROS_008,
+            format!(
+                "roster.yaml: the reachability rule from '{}' lists the entry member '{entry_name}' in `to`, but the entry \
+                 member is never called by a peer: it takes the formation's tasks from the launch or from a client at its door",
+                rule.from
+            ),
+        )
+        .with_hint(format!(
+            "to have '{entry_name}' hand work to '{from}', write `- from: {entry_name}` with `to: [{from}]` instead",
+            from = rule.from
+        )));
+    }
+    Ok(entry)
+}
+
+/// The E-ROS-007 reason for a member found in neither store (runtime.md §5.2).
+const NOT_INSTALLED: &str = "not installed in the project or global store";
+
+/// What the stores hold for one member.
+pub(crate) struct Bound {
+    pub zip_path: PathBuf,
+    pub sha256: String,
+    /// The packed `murmur.yaml` bytes.
+    pub manifest: Vec<u8>,
+}
+
+/// A `murmur.lock` pin, as check 6 compares it.
+pub(crate) struct PinView {
+    pub version: String,
+    pub sha256: Option<String>,
+    /// `sha256.platforms` without `any`: a pin this runtime cannot compare.
+    pub platforms_only: bool,
+}
+
+/// Admits the roster against the stores and the lock (checks 2–8), or refuses it with one code.
+pub fn admit(
+    r: &Roster,
+    stores: &crate::store::Stores,
+    lock: Option<&crate::store::lock::Lock>,
+) -> Result<Admitted, Diagnostic> {
+    admit_with(
+        r,
+        &mut |name, version| {
+            stores
+                .resolve(name, version)
+                .map_err(|e| e.to_string())
+                .map(|res| Bound {
+                    zip_path: res.zip_path,
+                    sha256: res.sha256,
+                    manifest: res.archive.manifest,
+                })
+        },
+        &|full| {
+            lock.and_then(|l| l.pin(full)).map(|p| PinView {
+                version: p.version.clone(),
+                sha256: p.sha256.clone(),
+                platforms_only: p.platforms_only,
+            })
+        },
+    )
+}
+
+/// [`admit`] over any store and lock, so checks 6–8 are testable without files.
+pub(crate) fn admit_with(
+    r: &Roster,
+    resolve: &mut dyn FnMut(&ArtifactName, &str) -> Result<Bound, String>,
+    pin: &dyn Fn(&str) -> Option<PinView>,
+) -> Result<Admitted, Diagnostic> {
+    let entry = structure(r)?;
+
+    // Check 6: each member through E-ROS-007, then E-REG-005, before the next member.
+    let mut members = Vec::with_capacity(r.members.len());
+    for (i, m) in r.members.iter().enumerate() {
+        // A version that cannot name a store directory ('../x', 'a/b') is never looked up, so a
+        // roster cannot steer the lookup outside the stores.
+        if crate::manifest::check_version(&m.version).is_err() {
+            return Err(not_admitted(m, NOT_INSTALLED));
+        }
+        let bound = resolve(&m.capsule, &m.version).map_err(|why| not_admitted(m, &why))?;
+        let manifest = crate::manifest::parse(&bound.manifest)
+            .map_err(|d| {
+                not_admitted(
+                    m,
+                    &format!("its packed murmur.yaml does not parse: {}", d.message),
+                )
+            })?
+            .manifest;
+        let full = m.capsule.to_string();
+        if let Some(p) = pin(&full) {
+            lock_agrees(m, &full, &p, &bound.sha256)?;
+        }
+        members.push(AdmittedMember {
+            name: m.name.clone(),
+            capsule: m.capsule.clone(),
+            version: m.version.clone(),
+            entry: i == entry,
+            sha256: bound.sha256,
+            zip_path: bound.zip_path,
+            manifest,
+        });
+    }
+
+    let accepts: Vec<bool> = members
+        .iter()
+        .map(|m| m.manifest.peer_tasks_accept)
+        .collect();
+    let edges = edges::build(&r.reachability, &r.members, &accepts, entry);
+
+    // Check 7: explicit rules only (`all` pairs only consenting members), callees in roster order.
+    if let Reachability::Rules(rules) = &r.reachability {
+        let called: HashSet<&str> = rules
+            .iter()
+            .flat_map(|rule| rule.to.iter().map(String::as_str))
+            .collect();
+        if let Some(m) = members
+            .iter()
+            .find(|m| called.contains(m.name.as_str()) && !m.manifest.peer_tasks_accept)
+        {
+            return Err(Diagnostic::new(
+                E_ROS_005,
+                format!(
+                    "roster.yaml: member '{}' is listed in a reachability rule's `to`, but its manifest does not declare \
+                     `exports.peer_tasks.accept: true`",
+                    m.name
+                ),
+            )
+            .with_hint(format!(
+                "declare `exports.peer_tasks.accept: true` in the murmur.yaml of {}, then rebuild and reinstall it; or \
+                 remove '{}' from every rule's `to`",
+                m.capsule, m.name
+            )));
+        }
+    }
+
+    // Check 8: with any edge, every member's door authenticates, members on no edge included.
+    if !edges.is_empty()
+        && let Some(m) = members.iter().find(|m| !m.manifest.authentication)
+    {
+        return Err(Diagnostic::new(
+                E_ROS_006,
+                format!(
+                    "roster.yaml: member '{}' declares no `network.authentication`, and this roster declares peer traffic, \
+                     so every member's door must require authentication",
+                    m.name
+                ),
+            )
+            .with_hint(format!(
+                "declare `network.authentication: {{scheme: bearer}}` in the murmur.yaml of {}, then rebuild and \
+                 reinstall it; a capsule that authenticates cannot also declare capabilities.spawn.allow (E-MAN-003)",
+                m.capsule
+            )));
+    }
+
+    let admitted = Admitted {
+        members,
+        edges,
+        warnings: Vec::new(),
+        reachability: r.reachability.clone(),
+    };
+    let warnings = overflows(&admitted)
+        .iter()
+        .map(warn::Overflow::diagnostic)
+        .collect();
+    Ok(Admitted {
+        warnings,
+        ..admitted
+    })
+}
+
+/// Every W-ROS-001 overflow of an admitted roster, in roster order.
+pub fn overflows(a: &Admitted) -> Vec<warn::Overflow> {
+    (0..a.members.len())
+        .filter_map(|i| {
+            let m = &a.members[i];
+            let callers = a
+                .callers(i)
+                .into_iter()
+                .map(|c| a.members[c].name.clone())
+                .collect();
+            let lc = &m.manifest.lifecycle;
+            warn::check(
+                &m.name,
+                &format!("{}@{}", m.capsule, m.version),
+                lc.task_acceptance,
+                lc.queue_depth,
+                callers,
+            )
+        })
+        .collect()
+}
+
+fn not_admitted(m: &MemberDecl, why: &str) -> Diagnostic {
+    let cv = format!("{}@{}", m.capsule, shown(&m.version));
+    Diagnostic::new(E_ROS_007, format!("roster.yaml: member '{}' ({cv}) cannot be admitted: {why}", m.name)).with_hint(
+        format!(
+            "install {cv} into the project or global store \u{2014} `mur install {cv}` \u{2014} or change the member's \
+             version in roster.yaml to one `mur list` shows"
+        ),
+    )
+}
+
+/// E-REG-005 when the lock pins this member's capsule differently from what was resolved.
+fn lock_agrees(m: &MemberDecl, full: &str, p: &PinView, sha256: &str) -> Result<(), Diagnostic> {
+    let conflict = |what: String, hint: String| {
+        Err(Diagnostic::new(
+            E_REG_005,
+            format!(
+                "roster.yaml: member '{}': murmur.lock conflict for '{full}': {what}",
+                m.name
+            ),
+        )
+        .with_hint(hint))
+    };
+    if p.version != m.version {
+        return conflict(
+            format!(
+                "pinned {full}@{}, but {full}@{} was resolved",
+                shown(&p.version),
+                shown(&m.version)
+            ),
+            format!(
+                "pin the locked version ({}) in roster.yaml, or drop the stale entry for '{full}' from murmur.lock",
+                shown(&p.version)
+            ),
+        );
+    }
+    if p.platforms_only {
+        return conflict(
+            format!(
+                "'{full}' is pinned only per platform (sha256.platforms without any), which this runtime cannot compare"
+            ),
+            format!(
+                "pin `sha256: {{any: <64 hex>}}` for '{full}' in murmur.lock, or drop its entry"
+            ),
+        );
+    }
+    if let Some(pinned) = &p.sha256
+        && !pinned.eq_ignore_ascii_case(sha256)
+    {
+        return conflict(
+            format!(
+                "'{full}' is pinned at sha256 {}, but {sha256} was resolved",
+                shown(pinned)
+            ),
+            format!(
+                "install the bytes the lock pins for {full}@{}, or drop the stale entry for '{full}' from murmur.lock",
+                shown(&m.version)
+            ),
+        );
+    }
+    Ok(())
+}
