@@ -1,0 +1,12 @@
+//! The formation channel (runtime.md §10): a pipe per member carrying its credentials (the first
+//! line) and later its callees' door URLs (address lines).
+//!
+//! `line` is the pure wire format; `intake` reads the inherited descriptor in a member process.
+
+#[cfg(feature = "runtime")]
+pub mod intake;
+pub mod line;
+
+#[cfg(feature = "runtime")]
+pub use intake::{ChannelEvent, Intake, read_first_line, refusal, unreadable_notice};
+pub use line::{Address, Call, FirstLine, LauncherId, MAX_LINE, address_line, parse_address_line};

@@ -1,0 +1,317 @@
+//! The formation token `mft1` (runtime.md §8.1, §8.2).
+//!
+//! The launcher's `SigningKey` signs one token per edge; every member's door holds only the
+//! `VerifyKey`, which cannot sign. Tokens never expire: the key dies with the formation.
+
+use ed25519_dalek::{Signature, Signer as _};
+use serde::Deserialize;
+
+use super::{b64, json_str, random_32, signing_input, split_token, unb64};
+use crate::names;
+
+const TAG: &str = "mft1";
+const DOMAIN: &str = "murmur-formation-token-v1";
+
+/// The formation's signing key. Lives only in the launcher's memory; the inner key zeroizes itself
+/// on drop (ed25519-dalek's `zeroize` feature). Deliberately neither `Clone` nor `Debug`-revealing.
+pub struct SigningKey(ed25519_dalek::SigningKey);
+
+impl std::fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SigningKey(<secret>)")
+    }
+}
+
+impl SigningKey {
+    /// 32 bytes from the OS CSPRNG.
+    pub fn generate() -> Result<SigningKey, std::io::Error> {
+        let seed = random_32()?;
+        Ok(SigningKey(ed25519_dalek::SigningKey::from_bytes(&seed)))
+    }
+
+    pub fn verify_key(&self) -> VerifyKey {
+        VerifyKey(self.0.verifying_key())
+    }
+
+    /// `mft1.<B64(payload)>.<B64(signature)>` for the edge `from → to` in `formation`.
+    /// The caller passes a formation id and member names that admission already checked.
+    pub fn mint(&self, formation: &str, from: &str, to: &str) -> String {
+        let payload = payload_bytes(formation, from, to);
+        let payload_b64 = b64(payload.as_bytes());
+        let sig = self.0.sign(&signing_input(DOMAIN, Some(TAG), &payload_b64));
+        format!("{TAG}.{payload_b64}.{}", b64(&sig.to_bytes()))
+    }
+}
+
+/// Compact payload, keys in ascending byte order (§1.2).
+fn payload_bytes(formation: &str, from: &str, to: &str) -> String {
+    format!(
+        "{{\"formation\":{},\"from\":{},\"to\":{}}}",
+        json_str(formation),
+        json_str(from),
+        json_str(to)
+    )
+}
+
+/// The public half, handed to every member on its channel.
+#[derive(Clone, PartialEq, Eq)]
+pub struct VerifyKey(ed25519_dalek::VerifyingKey);
+
+impl std::fmt::Debug for VerifyKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "VerifyKey({})", self.to_b64())
+    }
+}
+
+impl VerifyKey {
+    /// The 32 raw bytes as B64: 43 characters.
+    pub fn to_b64(&self) -> String {
+        b64(self.0.as_bytes())
+    }
+
+    /// Refuses anything but 43 B64 characters that decode to a valid curve point.
+    pub fn from_b64(s: &str) -> Option<VerifyKey> {
+        let bytes: [u8; 32] = unb64(s)?.try_into().ok()?;
+        ed25519_dalek::VerifyingKey::from_bytes(&bytes)
+            .ok()
+            .map(VerifyKey)
+    }
+}
+
+/// What a door makes of a formation token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Forged, altered, malformed or another formation's: 401 `invalid_token`.
+    Invalid,
+    /// Genuine, but issued for another member's door: 403 `not_permitted` naming `from`.
+    NotPermitted { from: String },
+    /// The credential `member:<from>` with `FORMATION_SCOPES`.
+    Member { from: String },
+}
+
+/// Exactly these three string keys; `deny_unknown_fields` also refuses duplicated keys.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Payload {
+    formation: String,
+    from: String,
+    to: String,
+}
+
+/// §8.2 checks 1–6, at the door of `door_member` in `formation`.
+pub fn verify(key: &VerifyKey, token: &str, formation: &str, door_member: &str) -> Verdict {
+    let Some(payload) = verified_payload(key, token) else {
+        return Verdict::Invalid;
+    };
+    if payload.formation != formation {
+        return Verdict::Invalid;
+    }
+    if payload.to != door_member {
+        return Verdict::NotPermitted { from: payload.from };
+    }
+    Verdict::Member { from: payload.from }
+}
+
+/// Checks 1–3: shape, signature over the transmitted payload bytes, payload shape.
+fn verified_payload(key: &VerifyKey, token: &str) -> Option<Payload> {
+    let (payload_b64, payload, sig) = split_token(token, TAG)?;
+    let sig = Signature::from_slice(&sig).ok()?;
+    // Strict verification refuses malleable signatures and weak keys; honest ones always pass.
+    key.0
+        .verify_strict(&signing_input(DOMAIN, Some(TAG), payload_b64), &sig)
+        .ok()?;
+    // serde would also read a struct from a JSON array; the payload must be an object.
+    if payload.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return None;
+    }
+    let p: Payload = serde_json::from_slice(&payload).ok()?;
+    (names::is_member(&p.from) && names::is_member(&p.to)).then_some(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FRM: &str = "frm_0199c4e2f1b7712a9d3e4f5061728394";
+    const OTHER_FRM: &str = "frm_0199c4e2f1b7712a9d3e4f5061728395";
+
+    /// Signs arbitrary payload bytes under `key`, as a forger holding the key could.
+    fn sign_raw(key: &SigningKey, tag: &str, payload: &[u8]) -> String {
+        let p = b64(payload);
+        let sig = key.0.sign(&signing_input(DOMAIN, Some(TAG), &p));
+        format!("{tag}.{p}.{}", b64(&sig.to_bytes()))
+    }
+
+    #[test]
+    fn mint_verify_round_trip() {
+        let k = SigningKey::generate().unwrap();
+        let t = k.mint(FRM, "planner", "coder");
+        let vk = k.verify_key();
+        assert_eq!(
+            verify(&vk, &t, FRM, "coder"),
+            Verdict::Member {
+                from: "planner".into()
+            }
+        );
+        assert_eq!(
+            verify(&vk, &t, FRM, "reviewer"),
+            Verdict::NotPermitted {
+                from: "planner".into()
+            }
+        );
+        assert_eq!(verify(&vk, &t, OTHER_FRM, "coder"), Verdict::Invalid);
+        let other = SigningKey::generate().unwrap().verify_key();
+        assert_eq!(verify(&other, &t, FRM, "coder"), Verdict::Invalid);
+        assert_ne!(vk, other);
+    }
+
+    #[test]
+    fn token_layout_and_signing_input_are_exact() {
+        let k = SigningKey(ed25519_dalek::SigningKey::from_bytes(&[7u8; 32]));
+        let t = k.mint(FRM, "planner", "coder");
+        let segs: Vec<&str> = t.split('.').collect();
+        assert_eq!(segs.len(), 3);
+        assert_eq!(segs[0], "mft1");
+        let payload = unb64(segs[1]).unwrap();
+        assert_eq!(
+            String::from_utf8(payload).unwrap(),
+            format!(r#"{{"formation":"{FRM}","from":"planner","to":"coder"}}"#)
+        );
+        let sig = unb64(segs[2]).unwrap();
+        assert_eq!(sig.len(), 64);
+        let mut input = b"murmur-formation-token-v1\x1fmft1\x1f".to_vec();
+        input.extend_from_slice(segs[1].as_bytes());
+        let sig = Signature::from_slice(&sig).unwrap();
+        assert!(k.verify_key().0.verify_strict(&input, &sig).is_ok());
+        // Ed25519 is deterministic: the same key and edge give the same token.
+        assert_eq!(t, k.mint(FRM, "planner", "coder"));
+    }
+
+    #[test]
+    fn verify_key_wire_form() {
+        let vk = SigningKey::generate().unwrap().verify_key();
+        let s = vk.to_b64();
+        assert_eq!(s.len(), 43);
+        assert_eq!(VerifyKey::from_b64(&s), Some(vk));
+        let table: &[&str] = &["", "AAAA", &format!("{s}="), &s[..42], &format!("{s}A")];
+        for bad in table {
+            assert_eq!(VerifyKey::from_b64(bad), None, "{bad:?}");
+        }
+        assert!(!format!("{:?}", SigningKey::generate().unwrap()).contains(&s));
+    }
+
+    #[test]
+    fn every_malformed_or_forged_token_is_invalid() {
+        let k = SigningKey::generate().unwrap();
+        let vk = k.verify_key();
+        let good = k.mint(FRM, "planner", "coder");
+        let segs: Vec<&str> = good.split('.').collect();
+        let (p, s) = (segs[1], segs[2]);
+        let sig = unb64(s).unwrap();
+        let mut flipped = sig.clone();
+        flipped[10] ^= 1;
+        let other_key = SigningKey::generate().unwrap();
+        let altered =
+            b64(format!(r#"{{"formation":"{FRM}","from":"planner","to":"coderx"}}"#).as_bytes());
+        let table: Vec<(&str, String)> = vec![
+            ("two segments", format!("mft1.{p}")),
+            ("four segments", format!("{good}.x")),
+            ("wrong tag", format!("mdt1.{p}.{s}")),
+            ("upper tag", format!("MFT1.{p}.{s}")),
+            ("bad payload b64", format!("mft1.{p}*.{s}")),
+            ("padded payload", format!("mft1.{p}=.{s}")),
+            ("bad signature b64", format!("mft1.{p}.{s}!")),
+            ("empty payload", format!("mft1..{s}")),
+            ("empty signature", format!("mft1.{p}.")),
+            ("63-byte signature", format!("mft1.{p}.{}", b64(&sig[..63]))),
+            (
+                "65-byte signature",
+                format!("mft1.{p}.{}", b64(&[sig.as_slice(), &[0]].concat())),
+            ),
+            ("flipped signature", format!("mft1.{p}.{}", b64(&flipped))),
+            ("altered payload", format!("mft1.{altered}.{s}")),
+            ("other key", other_key.mint(FRM, "planner", "coder")),
+            ("whitespace", format!(" {good}")),
+            ("empty", String::new()),
+        ];
+        for (why, t) in &table {
+            assert_eq!(verify(&vk, t, FRM, "coder"), Verdict::Invalid, "{why}");
+        }
+    }
+
+    #[test]
+    fn signed_payloads_of_the_wrong_shape_are_invalid() {
+        let k = SigningKey::generate().unwrap();
+        let vk = k.verify_key();
+        let table: &[(&str, String)] = &[
+            (
+                "extra key",
+                format!(r#"{{"formation":"{FRM}","from":"a","to":"coder","x":"y"}}"#),
+            ),
+            (
+                "missing to",
+                format!(r#"{{"formation":"{FRM}","from":"a"}}"#),
+            ),
+            (
+                "duplicate key",
+                format!(r#"{{"formation":"{FRM}","from":"a","to":"coder","to":"coder"}}"#),
+            ),
+            (
+                "number value",
+                format!(r#"{{"formation":"{FRM}","from":1,"to":"coder"}}"#),
+            ),
+            (
+                "null value",
+                r#"{"formation":null,"from":"a","to":"coder"}"#.into(),
+            ),
+            ("array payload", format!(r#"["{FRM}","a","coder"]"#)),
+            ("not json", "formation=x".into()),
+            (
+                "trailing data",
+                format!(r#"{{"formation":"{FRM}","from":"a","to":"coder"}}x"#),
+            ),
+            (
+                "bad from",
+                format!(r#"{{"formation":"{FRM}","from":"A","to":"coder"}}"#),
+            ),
+            (
+                "empty from",
+                format!(r#"{{"formation":"{FRM}","from":"","to":"coder"}}"#),
+            ),
+            (
+                "long from",
+                format!(
+                    r#"{{"formation":"{FRM}","from":"{}","to":"coder"}}"#,
+                    "a".repeat(33)
+                ),
+            ),
+            (
+                "bad to",
+                format!(r#"{{"formation":"{FRM}","from":"a","to":"Coder"}}"#),
+            ),
+            (
+                "other formation",
+                format!(r#"{{"formation":"{OTHER_FRM}","from":"a","to":"coder"}}"#),
+            ),
+        ];
+        for (why, payload) in table {
+            let t = sign_raw(&k, "mft1", payload.as_bytes());
+            assert_eq!(verify(&vk, &t, FRM, "coder"), Verdict::Invalid, "{why}");
+        }
+        // Key order is not a verifier's concern: it works on the transmitted bytes.
+        let reordered = format!(r#"{{ "to":"coder","from":"a","formation":"{FRM}"}}"#);
+        let t = sign_raw(&k, "mft1", reordered.as_bytes());
+        assert_eq!(
+            verify(&vk, &t, FRM, "coder"),
+            Verdict::Member { from: "a".into() }
+        );
+    }
+
+    #[test]
+    fn names_needing_escapes_stay_inside_their_strings() {
+        // mint trusts its caller, but even a hostile name cannot inject a key.
+        let k = SigningKey::generate().unwrap();
+        let t = k.mint(FRM, "a\",\"to\":\"coder", "b");
+        assert_eq!(verify(&k.verify_key(), &t, FRM, "coder"), Verdict::Invalid);
+    }
+}

@@ -1,0 +1,266 @@
+//! Appends trace records to `<records>/trace.jsonl` (runtime.md §14.1, key order §1.2).
+//!
+//! serde_json's maps sort their keys, so a record line is assembled here by hand: the common keys
+//! in their fixed order, then the caller's fields in the order given. Nested values keep serde's
+//! sorted order, which §1.2 asks for at every other depth.
+//!
+//! Callers pass ids, names, statuses and texts only. A token must never be a field value: the
+//! trace is readable by anyone who can read the records directory (§8.4).
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+use crate::ids::{self, IdKind};
+
+/// The keys every record starts with; a field may not reuse one.
+const COMMON_KEYS: [&str; 5] = [
+    "event_type",
+    "event_id",
+    "parent_id",
+    "session_id",
+    "timestamp",
+];
+
+/// One session's trace. Share it by reference or `Arc`: writes from several threads are
+/// serialised by one lock, and each record is one `write` on an append-mode file, so lines never
+/// interleave. Records go straight to the kernel (no user-space buffer), which is the "flush per
+/// record"; there is no fsync, so a record survives a process crash but not a power cut.
+pub struct TraceWriter {
+    file: Mutex<File>,
+    session_id: String,
+}
+
+impl std::fmt::Debug for TraceWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TraceWriter({})", self.session_id)
+    }
+}
+
+impl TraceWriter {
+    /// Opens `path` for appending, creating it at mode 0600.
+    pub fn create(path: &Path, session_id: &str) -> std::io::Result<TraceWriter> {
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(path)?;
+        Ok(TraceWriter {
+            file: Mutex::new(file),
+            session_id: session_id.to_string(),
+        })
+    }
+
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// Writes `{"event_type":…,"event_id":"evt_…","parent_id":…,"session_id":…,"timestamp":<unix
+    /// ms>, <fields in given order>}` and returns the new event id.
+    pub fn write(
+        &self,
+        event_type: &str,
+        parent_id: Option<&str>,
+        fields: &[(&str, Value)],
+    ) -> std::io::Result<String> {
+        self.write_at(
+            chrono::Utc::now().timestamp_millis(),
+            event_type,
+            parent_id,
+            fields,
+        )
+    }
+
+    /// As [`TraceWriter::write`], at a given Unix-ms timestamp (for tests and replays).
+    pub fn write_at(
+        &self,
+        timestamp_ms: i64,
+        event_type: &str,
+        parent_id: Option<&str>,
+        fields: &[(&str, Value)],
+    ) -> std::io::Result<String> {
+        if let Some((k, _)) = fields.iter().find(|(k, _)| COMMON_KEYS.contains(k)) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("trace field `{k}` would repeat a common key"),
+            ));
+        }
+        let event_id = ids::mint(IdKind::Event);
+        let line = render_record(
+            event_type,
+            &event_id,
+            parent_id,
+            &self.session_id,
+            timestamp_ms,
+            fields,
+        );
+        // A panic while holding the lock cannot leave a half line behind: write_all is the only
+        // operation under it, so a poisoned lock is still safe to use.
+        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        file.write_all(line.as_bytes())?;
+        file.flush()?;
+        Ok(event_id)
+    }
+}
+
+/// One record line, `\n` included, in the key order of §1.2.
+pub fn render_record(
+    event_type: &str,
+    event_id: &str,
+    parent_id: Option<&str>,
+    session_id: &str,
+    timestamp_ms: i64,
+    fields: &[(&str, Value)],
+) -> String {
+    let mut s = String::with_capacity(160 + fields.len() * 32);
+    s.push_str("{\"event_type\":");
+    s.push_str(&json(&Value::from(event_type)));
+    s.push_str(",\"event_id\":");
+    s.push_str(&json(&Value::from(event_id)));
+    s.push_str(",\"parent_id\":");
+    s.push_str(&json(&parent_id.map_or(Value::Null, Value::from)));
+    s.push_str(",\"session_id\":");
+    s.push_str(&json(&Value::from(session_id)));
+    s.push_str(",\"timestamp\":");
+    s.push_str(&timestamp_ms.to_string());
+    for (k, v) in fields {
+        s.push(',');
+        s.push_str(&json(&Value::from(*k)));
+        s.push(':');
+        s.push_str(&json(v));
+    }
+    s.push_str("}\n");
+    s
+}
+
+fn json(v: &Value) -> String {
+    // A Value always serialises (its map keys are strings); the fallback keeps the line valid.
+    serde_json::to_string(v).unwrap_or_else(|_| "null".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn line_layout_is_exact() {
+        // (event_type, parent_id, fields, expected line without its `\n`)
+        type Case<'a> = (&'a str, Option<&'a str>, Vec<(&'a str, Value)>, &'a str);
+        let table: &[Case] = &[
+            (
+                "task_end",
+                None,
+                vec![("task_id", json!("tsk_1")), ("exit_status", json!("ok"))],
+                r#"{"event_type":"task_end","event_id":"evt_1","parent_id":null,"session_id":"ses_1","timestamp":5,"task_id":"tsk_1","exit_status":"ok"}"#,
+            ),
+            (
+                "formation_ended",
+                Some("evt_0"),
+                vec![("formation_id", json!("frm_1"))],
+                r#"{"event_type":"formation_ended","event_id":"evt_1","parent_id":"evt_0","session_id":"ses_1","timestamp":5,"formation_id":"frm_1"}"#,
+            ),
+            (
+                "session_start",
+                None,
+                vec![
+                    ("tools_declared", json!([])),
+                    ("max_turns", Value::Null),
+                    (
+                        "deadline",
+                        json!({"source": "inherited", "at": "t", "secs": 5}),
+                    ),
+                    ("z\"q", json!("a\nb")),
+                ],
+                r#"{"event_type":"session_start","event_id":"evt_1","parent_id":null,"session_id":"ses_1","timestamp":5,"tools_declared":[],"max_turns":null,"deadline":{"at":"t","secs":5,"source":"inherited"},"z\"q":"a\nb"}"#,
+            ),
+        ];
+        for (ty, parent, fields, want) in table {
+            assert_eq!(
+                render_record(ty, "evt_1", *parent, "ses_1", 5, fields),
+                format!("{want}\n")
+            );
+        }
+    }
+
+    #[test]
+    fn writes_append_one_line_per_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace.jsonl");
+        let w = TraceWriter::create(&path, "ses_1").unwrap();
+        let a = w
+            .write("session_start", None, &[("capsule_name", json!("local/a"))])
+            .unwrap();
+        assert!(ids::is(IdKind::Event, &a), "{a}");
+        let b = w
+            .write_at(
+                7,
+                "formation_ended",
+                Some(&a),
+                &[("formation_id", json!("frm_1"))],
+            )
+            .unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2);
+        assert!(lines[0].starts_with(&format!(r#"{{"event_type":"session_start","event_id":"{a}","parent_id":null,"session_id":"ses_1","timestamp":"#)));
+        assert_eq!(
+            lines[1],
+            format!(
+                r#"{{"event_type":"formation_ended","event_id":"{b}","parent_id":"{a}","session_id":"ses_1","timestamp":7,"formation_id":"frm_1"}}"#
+            )
+        );
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        // Reopening appends rather than truncating.
+        drop(w);
+        TraceWriter::create(&path, "ses_1")
+            .unwrap()
+            .write("session_end", None, &[])
+            .unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 3);
+    }
+
+    #[test]
+    fn a_field_may_not_repeat_a_common_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = TraceWriter::create(&dir.path().join("t.jsonl"), "ses_1").unwrap();
+        let e = w.write("x", None, &[("timestamp", json!(1))]).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn concurrent_writers_never_interleave() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace.jsonl");
+        let w = std::sync::Arc::new(TraceWriter::create(&path, "ses_1").unwrap());
+        let big = "x".repeat(100_000);
+        let hs: Vec<_> = (0..4)
+            .map(|i| {
+                let (w, big) = (w.clone(), big.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..10 {
+                        w.write(
+                            "member_call",
+                            None,
+                            &[("output", json!(big)), ("n", json!(i))],
+                        )
+                        .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        let recs = crate::trace::read_records(&path).unwrap();
+        assert_eq!(recs.len(), 40);
+    }
+}
