@@ -1,0 +1,527 @@
+//! FormationAuth (runtime.md §7.6, §8): the actix-web middleware that checks `Authorization` on
+//! an authenticating door and attaches the caller's [`Caller`] to the request, plus the refusal
+//! bodies every door step answers with (401/403, `www-authenticate`).
+//!
+//! Each distinct token is verified once: verdicts are remembered in a `VerifyCache` keyed by the
+//! token's hash. No token is ever logged or copied into a response.
+
+use std::future::{Ready, ready};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use actix_web::body::{EitherBody, MessageBody};
+use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform, forward_ready};
+use actix_web::http::{Method as HttpMethod, StatusCode, header};
+use actix_web::{Error, HttpMessage, HttpRequest, HttpResponse};
+use futures_util::future::LocalBoxFuture;
+use serde_json::json;
+
+use super::jsonrpc;
+use crate::token::{
+    self, DoorCredential, DoorKey, FORMATION_SCOPES, Verdict, VerifyCache, VerifyKey,
+};
+
+/// The path of the public agent card (§7.2 step 2), never authenticated.
+pub const CARD_PATH: &str = "/.well-known/agent-card.json";
+
+/// Who is calling, as FormationAuth established it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Caller {
+    /// A public door: no credential, every scope, sees every task.
+    Public,
+    /// A credential: `operator`, or `member:<x>` from a formation token.
+    Credential { name: String, scopes: Vec<String> },
+}
+
+impl Caller {
+    pub fn member(name: &str) -> Caller {
+        Caller::Credential {
+            name: format!("member:{name}"),
+            scopes: FORMATION_SCOPES.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    /// The owner recorded on a task this caller creates (§7.7).
+    pub fn owner(&self) -> Option<String> {
+        match self {
+            Caller::Public => None,
+            Caller::Credential { name, .. } => Some(name.clone()),
+        }
+    }
+
+    /// The calling member, when a formation token let the request in.
+    pub fn member_name(&self) -> Option<&str> {
+        match self {
+            Caller::Public => None,
+            Caller::Credential { name, .. } => name.strip_prefix("member:"),
+        }
+    }
+
+    pub fn reaches(&self, scope: &str) -> bool {
+        match self {
+            Caller::Public => true,
+            Caller::Credential { scopes, .. } => scopes.iter().any(|s| s == scope),
+        }
+    }
+
+    /// §7.7: a public door and the operator see every task; any other credential only its own.
+    pub fn sees(&self, owner: Option<&str>) -> bool {
+        match self {
+            Caller::Public => true,
+            Caller::Credential { name, .. } => name == "operator" || owner == Some(name.as_str()),
+        }
+    }
+
+    /// The credential's name for refusals.
+    pub fn name(&self) -> &str {
+        match self {
+            Caller::Public => "public",
+            Caller::Credential { name, .. } => name,
+        }
+    }
+}
+
+/// A refusal answered before or instead of JSON-RPC (§7.6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    Unauthenticated,
+    InvalidToken,
+    NotPermitted { from: String },
+    InsufficientScope { credential: String, scope: String },
+    PeerNotAccepted,
+}
+
+impl Refusal {
+    pub fn response(&self, realm: &str) -> HttpResponse {
+        let (status, error, message, challenge) = match self {
+            Refusal::Unauthenticated => (
+                StatusCode::UNAUTHORIZED,
+                "unauthenticated",
+                "this door takes a token this capsule's runtime minted, as Authorization: Bearer <token>".to_string(),
+                Some(format!("Bearer realm=\"{realm}\"")),
+            ),
+            Refusal::InvalidToken => (
+                StatusCode::UNAUTHORIZED,
+                "invalid_token",
+                "the Authorization header does not present a token this session minted".to_string(),
+                Some(format!("Bearer realm=\"{realm}\", error=\"invalid_token\"")),
+            ),
+            Refusal::NotPermitted { from } => (
+                StatusCode::FORBIDDEN,
+                "not_permitted",
+                format!("member '{from}' may not call this capsule"),
+                Some(format!("Bearer realm=\"{realm}\", error=\"insufficient_scope\"")),
+            ),
+            Refusal::InsufficientScope { credential, scope } => (
+                StatusCode::FORBIDDEN,
+                "insufficient_scope",
+                format!("credential '{credential}' does not reach {scope}"),
+                Some(format!("Bearer realm=\"{realm}\", error=\"insufficient_scope\", scope=\"{scope}\"")),
+            ),
+            Refusal::PeerNotAccepted => (
+                StatusCode::FORBIDDEN,
+                "peer_not_accepted",
+                "this capsule does not accept tasks from peers".to_string(),
+                None,
+            ),
+        };
+        let body = jsonrpc::to_bytes(&json!({"error": error, "message": message}));
+        let mut r = HttpResponse::build(status);
+        r.insert_header((header::CONTENT_TYPE, "application/json"));
+        if let Some(c) = challenge {
+            r.insert_header((header::WWW_AUTHENTICATE, c));
+        }
+        r.body(body)
+    }
+}
+
+/// The formation a door belongs to, for `mft1` verification.
+#[derive(Debug, Clone)]
+pub struct FormationTrust {
+    pub formation_id: String,
+    /// This member's roster name.
+    pub member: String,
+    pub verify_key: VerifyKey,
+}
+
+/// What one token verified to, cached per token.
+#[derive(Debug, Clone, PartialEq)]
+enum TokenVerdict {
+    Invalid,
+    NotPermitted(String),
+    Caller(Caller),
+}
+
+/// The verification state of an authenticating door.
+pub struct Authority {
+    realm: String,
+    door_key: DoorKey,
+    formation: Option<FormationTrust>,
+    cache: VerifyCache<TokenVerdict>,
+}
+
+impl std::fmt::Debug for Authority {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authority")
+            .field("realm", &self.realm)
+            .field(
+                "formation",
+                &self.formation.as_ref().map(|t| &t.formation_id),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+/// Genuine credentials are few (one per edge plus the operator); a few hundred entries hold them.
+const CACHE_CAPACITY: usize = 256;
+
+impl Authority {
+    pub fn new(realm: &str, door_key: DoorKey, formation: Option<FormationTrust>) -> Authority {
+        Authority {
+            realm: realm.to_string(),
+            door_key,
+            formation,
+            cache: VerifyCache::with_lasting(CACHE_CAPACITY, |v| {
+                !matches!(v, TokenVerdict::Invalid)
+            }),
+        }
+    }
+
+    pub fn realm(&self) -> &str {
+        &self.realm
+    }
+
+    /// §7.6 verification of one request's headers.
+    pub fn check(&self, req: &HttpRequest) -> Result<Caller, Refusal> {
+        let mut values = req.headers().get_all(header::AUTHORIZATION);
+        let Some(first) = values.next() else {
+            return Err(Refusal::Unauthenticated);
+        };
+        if values.next().is_some() {
+            return Err(Refusal::InvalidToken);
+        }
+        let token = first
+            .to_str()
+            .ok()
+            .and_then(bearer_token)
+            .ok_or(Refusal::InvalidToken)?;
+        match self.cache.get_or_insert_with(token, || self.verify(token)) {
+            TokenVerdict::Invalid => Err(Refusal::InvalidToken),
+            TokenVerdict::NotPermitted(from) => Err(Refusal::NotPermitted { from }),
+            TokenVerdict::Caller(c) => Ok(c),
+        }
+    }
+
+    fn verify(&self, token: &str) -> TokenVerdict {
+        if token.starts_with("mft1.") {
+            let Some(f) = &self.formation else {
+                return TokenVerdict::Invalid;
+            };
+            return match token::verify(&f.verify_key, token, &f.formation_id, &f.member) {
+                Verdict::Invalid => TokenVerdict::Invalid,
+                Verdict::NotPermitted { from } => TokenVerdict::NotPermitted(from),
+                Verdict::Member { from } => TokenVerdict::Caller(Caller::member(&from)),
+            };
+        }
+        match self.door_key.verify(token) {
+            Some(DoorCredential { credential, scopes }) => {
+                TokenVerdict::Caller(Caller::Credential {
+                    name: credential,
+                    scopes,
+                })
+            }
+            None => TokenVerdict::Invalid,
+        }
+    }
+}
+
+/// `Bearer <token>`, scheme case-insensitive, exactly one token with no inner whitespace.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, rest) = value.trim().split_once(' ')?;
+    let token = rest.trim_start_matches(' ');
+    let ok = scheme.eq_ignore_ascii_case("bearer")
+        && !token.is_empty()
+        && !token.contains(char::is_whitespace);
+    ok.then_some(token)
+}
+
+/// The middleware. On a public door it attaches `Caller::Public` and ignores `Authorization`.
+#[derive(Clone)]
+pub struct FormationAuth {
+    authority: Option<Arc<Authority>>,
+}
+
+impl FormationAuth {
+    pub fn public() -> FormationAuth {
+        FormationAuth { authority: None }
+    }
+
+    pub fn authenticating(authority: Arc<Authority>) -> FormationAuth {
+        FormationAuth {
+            authority: Some(authority),
+        }
+    }
+}
+
+impl<S, B> Transform<S, ServiceRequest> for FormationAuth
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
+    B: MessageBody + 'static,
+{
+    type Response = ServiceResponse<EitherBody<B>>;
+    type Error = Error;
+    type Transform = FormationAuthService<S>;
+    type InitError = ();
+    type Future = Ready<Result<Self::Transform, Self::InitError>>;
+
+    fn new_transform(&self, service: S) -> Self::Future {
+        ready(Ok(FormationAuthService {
+            service: Rc::new(service),
+            authority: self.authority.clone(),
+        }))
+    }
+}
+
+pub struct FormationAuthService<S> {
+    service: Rc<S>,
+    authority: Option<Arc<Authority>>,
+}
+
+impl<S, B> Service<ServiceRequest> for FormationAuthService<S>
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
+    B: MessageBody + 'static,
+{
+    type Response = ServiceResponse<EitherBody<B>>;
+    type Error = Error;
+    type Future = LocalBoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    forward_ready!(service);
+
+    fn call(&self, req: ServiceRequest) -> Self::Future {
+        let is_card = req.method() == HttpMethod::GET && req.path() == CARD_PATH;
+        let verdict = match (&self.authority, is_card) {
+            // Step 2 comes before authentication: the public card is never authenticated.
+            (_, true) | (None, _) => Ok(Caller::Public),
+            (Some(a), false) => a.check(req.request()).map_err(|r| r.response(a.realm())),
+        };
+        match verdict {
+            Ok(caller) => {
+                req.extensions_mut().insert(caller);
+                let fut = self.service.call(req);
+                Box::pin(async move { Ok(fut.await?.map_into_left_body()) })
+            }
+            Err(resp) => {
+                let (req, _) = req.into_parts();
+                Box::pin(ready(Ok(
+                    ServiceResponse::new(req, resp).map_into_right_body()
+                )))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::token::SigningKey;
+    use actix_web::test::TestRequest;
+
+    const FRM: &str = "frm_0199c4e2f1b7712a9d3e4f5061728394";
+    const OTHER_FRM: &str = "frm_0199c4e2f1b7712a9d3e4f5061728395";
+
+    fn authority(sk: &SigningKey, formation: bool) -> (Authority, String) {
+        let dk = DoorKey::generate().expect("door key");
+        let op = dk.mint_operator();
+        let trust = formation.then(|| FormationTrust {
+            formation_id: FRM.into(),
+            member: "coder".into(),
+            verify_key: sk.verify_key(),
+        });
+        (Authority::new("local/coder", dk, trust), op)
+    }
+
+    fn check(a: &Authority, headers: &[String]) -> Result<Caller, Refusal> {
+        let mut t = TestRequest::post();
+        for h in headers {
+            t = t.append_header((header::AUTHORIZATION, h.as_str()));
+        }
+        a.check(&t.to_http_request())
+    }
+
+    #[test]
+    fn verification_order_and_verdicts() {
+        let sk = SigningKey::generate().expect("key");
+        let other = SigningKey::generate().expect("key");
+        let (a, op) = authority(&sk, true);
+        let (plain, _) = authority(&sk, false);
+        let good = sk.mint(FRM, "planner", "coder");
+        let mut altered = good.clone();
+        altered.pop();
+        altered.push(if good.ends_with('A') { 'B' } else { 'A' });
+        let operator = Caller::Credential {
+            name: "operator".into(),
+            scopes: token::OPERATOR_SCOPES
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        };
+        let table: Vec<(&Authority, Vec<String>, Result<Caller, Refusal>)> = vec![
+            (&a, vec![], Err(Refusal::Unauthenticated)),
+            (
+                &a,
+                vec![format!("Bearer {op}"), format!("Bearer {op}")],
+                Err(Refusal::InvalidToken),
+            ),
+            (&a, vec![op.clone()], Err(Refusal::InvalidToken)),
+            (&a, vec![format!("Basic {op}")], Err(Refusal::InvalidToken)),
+            (&a, vec!["Bearer ".into()], Err(Refusal::InvalidToken)),
+            (
+                &a,
+                vec![format!("Bearer {op} x")],
+                Err(Refusal::InvalidToken),
+            ),
+            (&a, vec![format!("Bearer {op}")], Ok(operator.clone())),
+            (&a, vec![format!("bEaReR {op}")], Ok(operator)),
+            (
+                &a,
+                vec![format!("Bearer {good}")],
+                Ok(Caller::member("planner")),
+            ),
+            (
+                &a,
+                vec![format!("Bearer {altered}")],
+                Err(Refusal::InvalidToken),
+            ),
+            (
+                &a,
+                vec![format!("Bearer {}", other.mint(FRM, "planner", "coder"))],
+                Err(Refusal::InvalidToken),
+            ),
+            (
+                &a,
+                vec![format!("Bearer {}", sk.mint(OTHER_FRM, "planner", "coder"))],
+                Err(Refusal::InvalidToken),
+            ),
+            (
+                &a,
+                vec![format!("Bearer {}", sk.mint(FRM, "planner", "reviewer"))],
+                Err(Refusal::NotPermitted {
+                    from: "planner".into(),
+                }),
+            ),
+            (
+                &plain,
+                vec![format!("Bearer {good}")],
+                Err(Refusal::InvalidToken),
+            ),
+            (
+                &a,
+                vec!["Bearer mdt1.e30.AAAA".into()],
+                Err(Refusal::InvalidToken),
+            ),
+        ];
+        for (i, (auth, headers, want)) in table.into_iter().enumerate() {
+            assert_eq!(check(auth, &headers), want, "row {i}");
+            // The cached verdict answers the same.
+            assert_eq!(check(auth, &headers), want, "row {i}, cached");
+        }
+    }
+
+    #[test]
+    fn a_token_of_another_door_is_invalid() {
+        let sk = SigningKey::generate().expect("key");
+        let (a, _) = authority(&sk, true);
+        let (_, other_op) = authority(&sk, true);
+        assert_eq!(
+            check(&a, &[format!("Bearer {other_op}")]),
+            Err(Refusal::InvalidToken)
+        );
+    }
+
+    #[test]
+    fn caller_scopes_and_visibility() {
+        let m = Caller::member("planner");
+        assert!(
+            m.reaches("SendMessage")
+                && !m.reaches("SendStreamingMessage")
+                && !m.reaches("resources/files")
+        );
+        assert_eq!(
+            (m.owner().as_deref(), m.member_name()),
+            (Some("member:planner"), Some("planner"))
+        );
+        assert!(m.sees(Some("member:planner")) && !m.sees(Some("member:other")) && !m.sees(None));
+        let op = Caller::Credential {
+            name: "operator".into(),
+            scopes: vec![],
+        };
+        assert!(op.sees(None) && op.sees(Some("member:x")) && op.member_name().is_none());
+        assert!(Caller::Public.sees(Some("member:x")) && Caller::Public.reaches("anything"));
+    }
+
+    #[actix_rt::test]
+    async fn refusal_bodies_are_exact() {
+        let table: &[(Refusal, u16, &str, Option<&str>)] = &[
+            (
+                Refusal::Unauthenticated,
+                401,
+                r#"{"error":"unauthenticated","message":"this door takes a token this capsule's runtime minted, as Authorization: Bearer <token>"}"#,
+                Some(r#"Bearer realm="local/c""#),
+            ),
+            (
+                Refusal::InvalidToken,
+                401,
+                r#"{"error":"invalid_token","message":"the Authorization header does not present a token this session minted"}"#,
+                Some(r#"Bearer realm="local/c", error="invalid_token""#),
+            ),
+            (
+                Refusal::NotPermitted {
+                    from: "planner".into(),
+                },
+                403,
+                r#"{"error":"not_permitted","message":"member 'planner' may not call this capsule"}"#,
+                Some(r#"Bearer realm="local/c", error="insufficient_scope""#),
+            ),
+            (
+                Refusal::InsufficientScope {
+                    credential: "member:planner".into(),
+                    scope: "SendStreamingMessage".into(),
+                },
+                403,
+                r#"{"error":"insufficient_scope","message":"credential 'member:planner' does not reach SendStreamingMessage"}"#,
+                Some(
+                    r#"Bearer realm="local/c", error="insufficient_scope", scope="SendStreamingMessage""#,
+                ),
+            ),
+            (
+                Refusal::PeerNotAccepted,
+                403,
+                r#"{"error":"peer_not_accepted","message":"this capsule does not accept tasks from peers"}"#,
+                None,
+            ),
+        ];
+        for (r, status, body, challenge) in table {
+            let resp = r.response("local/c");
+            assert_eq!(resp.status().as_u16(), *status, "{r:?}");
+            assert_eq!(
+                resp.headers()
+                    .get(header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok()),
+                Some("application/json")
+            );
+            assert_eq!(
+                resp.headers()
+                    .get(header::WWW_AUTHENTICATE)
+                    .and_then(|v| v.to_str().ok()),
+                *challenge,
+                "{r:?}"
+            );
+            let got = actix_web::body::to_bytes(resp.into_body())
+                .await
+                .map_err(|_| ())
+                .expect("body");
+            assert_eq!(std::str::from_utf8(&got).expect("utf8"), *body);
+        }
+    }
+}

@@ -1,0 +1,403 @@
+//! JSON-RPC 2.0 framing for the door (runtime.md §7.2 steps 7–10, §7.5): decoding a request body,
+//! the `A2A-Version` rule, method resolution, and the reply and error bodies.
+//!
+//! Pure: bytes and `serde_json` only, so it is tested table-driven without a server. Every body is
+//! compact with keys in ascending byte order at every depth (§1.2); `serde_json`'s `Map` is a
+//! `BTreeMap` in this build (no `preserve_order`), which gives exactly that order.
+
+use serde_json::{Map, Value, json};
+
+/// A request that passed steps 7 and 8.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// A string, a number or null, echoed in the reply.
+    pub id: Value,
+    pub method: String,
+    /// As sent; `None` when the member was absent (JSON-RPC lets a client omit `params`).
+    pub params: Option<Value>,
+}
+
+/// A JSON-RPC error reply: the code, its message, and for A2A errors the `ErrorInfo` data.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcError {
+    pub code: i32,
+    pub message: String,
+    pub data: Option<Value>,
+}
+
+pub const PARSE_ERROR: i32 = -32700;
+pub const INVALID_REQUEST: i32 = -32600;
+pub const METHOD_NOT_FOUND: i32 = -32601;
+pub const INVALID_PARAMS: i32 = -32602;
+
+/// The A2A errors a door emits (§7.5), with their code, message and `ErrorInfo` reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum A2aError {
+    TaskNotFound,
+    TaskNotCancelable,
+    PushNotificationNotSupported,
+    UnsupportedOperation,
+    ContentTypeNotSupported,
+    VersionNotSupported,
+}
+
+impl A2aError {
+    pub fn code(self) -> i32 {
+        match self {
+            A2aError::TaskNotFound => -32001,
+            A2aError::TaskNotCancelable => -32002,
+            A2aError::PushNotificationNotSupported => -32003,
+            A2aError::UnsupportedOperation => -32004,
+            A2aError::ContentTypeNotSupported => -32005,
+            A2aError::VersionNotSupported => -32009,
+        }
+    }
+
+    /// `Task not found` is fixed by §7.5; the other texts are ours.
+    pub fn message(self) -> &'static str {
+        match self {
+            A2aError::TaskNotFound => "Task not found",
+            A2aError::TaskNotCancelable => "Task cannot be canceled",
+            A2aError::PushNotificationNotSupported => "Push notifications are not supported",
+            A2aError::UnsupportedOperation => "This operation is not supported",
+            A2aError::ContentTypeNotSupported => "Content type not supported",
+            A2aError::VersionNotSupported => "A2A protocol version not supported",
+        }
+    }
+
+    /// The A2A error name in UPPER_SNAKE_CASE without `Error`, as A2A's ErrorInfo reasons are.
+    pub fn reason(self) -> &'static str {
+        match self {
+            A2aError::TaskNotFound => "TASK_NOT_FOUND",
+            A2aError::TaskNotCancelable => "TASK_NOT_CANCELABLE",
+            A2aError::PushNotificationNotSupported => "PUSH_NOTIFICATION_NOT_SUPPORTED",
+            A2aError::UnsupportedOperation => "UNSUPPORTED_OPERATION",
+            A2aError::ContentTypeNotSupported => "CONTENT_TYPE_NOT_SUPPORTED",
+            A2aError::VersionNotSupported => "VERSION_NOT_SUPPORTED",
+        }
+    }
+
+    /// The error with `data:[ErrorInfo]`; `metadata` pairs are strings, as ErrorInfo's are.
+    pub fn with(self, metadata: &[(&str, &str)]) -> RpcError {
+        let meta: Map<String, Value> = metadata
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), Value::String((*v).to_string())))
+            .collect();
+        RpcError {
+            code: self.code(),
+            message: self.message().to_string(),
+            data: Some(json!([{
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                "domain": "a2a-protocol.org",
+                "metadata": meta,
+                "reason": self.reason(),
+            }])),
+        }
+    }
+
+    /// `TaskNotFound` naming the id asked for.
+    pub fn task_not_found(task_id: &str) -> RpcError {
+        A2aError::TaskNotFound.with(&[("taskId", task_id)])
+    }
+}
+
+impl RpcError {
+    /// A plain JSON-RPC error (no data).
+    pub fn plain(code: i32) -> RpcError {
+        let message = match code {
+            PARSE_ERROR => "Parse error",
+            INVALID_REQUEST => "Invalid Request",
+            METHOD_NOT_FOUND => "Method not found",
+            _ => "Invalid params",
+        };
+        RpcError {
+            code,
+            message: message.to_string(),
+            data: None,
+        }
+    }
+
+    pub fn invalid_params() -> RpcError {
+        RpcError::plain(INVALID_PARAMS)
+    }
+}
+
+/// Steps 7 and 8. On failure the id to answer with (null unless the request carried a usable
+/// one) comes with the error.
+pub fn decode(body: &[u8]) -> Result<Request, (Value, RpcError)> {
+    let value: Value =
+        serde_json::from_slice(body).map_err(|_| (Value::Null, RpcError::plain(PARSE_ERROR)))?;
+    let invalid = |id: Value| (id, RpcError::plain(INVALID_REQUEST));
+    let Value::Object(mut obj) = value else {
+        return Err(invalid(Value::Null));
+    };
+    // Echo the id in the refusal when it is itself well-formed.
+    let id = match obj.remove("id") {
+        Some(id @ (Value::String(_) | Value::Number(_) | Value::Null)) => Some(id),
+        Some(_) => return Err(invalid(Value::Null)),
+        // A notification: A2A has none and HTTP needs a reply, so it is refused [ours].
+        None => None,
+    };
+    let Some(id) = id else {
+        return Err(invalid(Value::Null));
+    };
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(invalid(id));
+    }
+    let Some(Value::String(method)) = obj.remove("method") else {
+        return Err(invalid(id));
+    };
+    Ok(Request {
+        id,
+        method,
+        params: obj.remove("params"),
+    })
+}
+
+/// Step 9: exactly one `A2A-Version` header, equal to `1.0` or `1.0.<digits>`.
+pub fn version_ok(values: &[&[u8]]) -> bool {
+    let [v] = values else {
+        return false;
+    };
+    match v.strip_prefix(b"1.0") {
+        Some([]) => true,
+        Some([b'.', digits @ ..]) => !digits.is_empty() && digits.iter().all(u8::is_ascii_digit),
+        _ => false,
+    }
+}
+
+/// The methods a door recognises (step 10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    SendMessage,
+    SendStreamingMessage,
+    GetTask,
+    CancelTask,
+    ListTasks,
+    SubscribeToTask,
+    GetExtendedAgentCard,
+    /// Recognised for scope purposes only; answers `-32601` once in scope [ours].
+    WatchSession,
+    /// As `WatchSession`.
+    StopSession,
+    /// Any push-notification configuration method: `-32003`.
+    PushConfig,
+}
+
+impl Method {
+    pub fn resolve(name: &str) -> Option<Method> {
+        Some(match name {
+            "SendMessage" => Method::SendMessage,
+            "SendStreamingMessage" => Method::SendStreamingMessage,
+            "GetTask" => Method::GetTask,
+            "CancelTask" => Method::CancelTask,
+            "ListTasks" => Method::ListTasks,
+            "SubscribeToTask" => Method::SubscribeToTask,
+            "GetExtendedAgentCard" => Method::GetExtendedAgentCard,
+            "murmur.WatchSession" => Method::WatchSession,
+            "murmur.StopSession" => Method::StopSession,
+            "CreateTaskPushNotificationConfig"
+            | "GetTaskPushNotificationConfig"
+            | "ListTaskPushNotificationConfig"
+            | "ListTaskPushNotificationConfigs"
+            | "DeleteTaskPushNotificationConfig" => Method::PushConfig,
+            _ => return None,
+        })
+    }
+
+    /// The scope a credential needs (§7.3: the method's name); `None` for methods that need only
+    /// a valid token, or that are refused before the scope step.
+    pub fn scope(self) -> Option<&'static str> {
+        Some(match self {
+            Method::SendMessage => "SendMessage",
+            Method::SendStreamingMessage => "SendStreamingMessage",
+            Method::GetTask => "GetTask",
+            Method::CancelTask => "CancelTask",
+            Method::ListTasks => "ListTasks",
+            Method::SubscribeToTask => "SubscribeToTask",
+            Method::WatchSession => "murmur.WatchSession",
+            Method::StopSession => "murmur.StopSession",
+            Method::GetExtendedAgentCard | Method::PushConfig => return None,
+        })
+    }
+}
+
+/// `{"id":…,"jsonrpc":"2.0","result":…}`.
+pub fn result_value(id: &Value, result: Value) -> Value {
+    json!({"id": id, "jsonrpc": "2.0", "result": result})
+}
+
+/// `{"error":{"code":…,"data"?:…,"message":…},"id":…,"jsonrpc":"2.0"}`.
+pub fn error_value(id: &Value, err: &RpcError) -> Value {
+    let mut e = Map::new();
+    e.insert("code".into(), Value::from(err.code));
+    if let Some(d) = &err.data {
+        e.insert("data".into(), d.clone());
+    }
+    e.insert("message".into(), Value::String(err.message.clone()));
+    json!({"error": e, "id": id, "jsonrpc": "2.0"})
+}
+
+/// Compact bytes of a JSON value.
+pub fn to_bytes(v: &Value) -> Vec<u8> {
+    // Serialising a `Value` to memory cannot fail (its map keys are strings).
+    serde_json::to_vec(v).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decode_refuses_in_step_order() {
+        let table: &[(&str, Value, i32)] = &[
+            ("", Value::Null, -32700),
+            ("{", Value::Null, -32700),
+            ("nul", Value::Null, -32700),
+            ("[]", Value::Null, -32600),
+            (
+                "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"GetTask\"}]",
+                Value::Null,
+                -32600,
+            ),
+            ("\"x\"", Value::Null, -32600),
+            (
+                "{\"jsonrpc\":\"2.0\",\"method\":\"GetTask\"}",
+                Value::Null,
+                -32600,
+            ),
+            (
+                "{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"GetTask\"}",
+                Value::Null,
+                -32600,
+            ),
+            (
+                "{\"jsonrpc\":\"2.0\",\"id\":true,\"method\":\"GetTask\"}",
+                Value::Null,
+                -32600,
+            ),
+            (
+                "{\"jsonrpc\":\"1.0\",\"id\":7,\"method\":\"GetTask\"}",
+                json!(7),
+                -32600,
+            ),
+            ("{\"id\":\"a\",\"method\":\"GetTask\"}", json!("a"), -32600),
+            (
+                "{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"method\":5}",
+                json!("a"),
+                -32600,
+            ),
+            ("{\"jsonrpc\":\"2.0\",\"id\":\"a\"}", json!("a"), -32600),
+        ];
+        for (body, id, code) in table {
+            let (got_id, err) = decode(body.as_bytes()).expect_err(body);
+            assert_eq!((&got_id, err.code), (id, *code), "{body}");
+        }
+        let r =
+            decode(br#"{"jsonrpc":"2.0","id":null,"method":"GetTask","params":[1]}"#).expect("ok");
+        assert_eq!(
+            r,
+            Request {
+                id: Value::Null,
+                method: "GetTask".into(),
+                params: Some(json!([1]))
+            }
+        );
+        let r = decode(br#"{"jsonrpc":"2.0","id":1.5,"method":"X"}"#).expect("ok");
+        assert_eq!((r.id, r.params), (json!(1.5), None));
+    }
+
+    #[test]
+    fn version_header_rule() {
+        let table: &[(&[&[u8]], bool)] = &[
+            (&[b"1.0"], true),
+            (&[b"1.0.0"], true),
+            (&[b"1.0.12"], true),
+            (&[], false),
+            (&[b"1.0", b"1.0"], false),
+            (&[b"1.0."], false),
+            (&[b"1.0.x"], false),
+            (&[b"1.0.1.2"], false),
+            (&[b"1.1"], false),
+            (&[b"0.3"], false),
+            (&[b"1"], false),
+            (&[b" 1.0"], false),
+            (&[b"1.00"], false),
+        ];
+        for (values, ok) in table {
+            assert_eq!(version_ok(values), *ok, "{values:?}");
+        }
+    }
+
+    #[test]
+    fn bodies_are_compact_and_sorted() {
+        let e = A2aError::task_not_found("tsk_x");
+        assert_eq!(
+            String::from_utf8(to_bytes(&error_value(&json!(3), &e))).expect("utf8"),
+            r#"{"error":{"code":-32001,"data":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","domain":"a2a-protocol.org","metadata":{"taskId":"tsk_x"},"reason":"TASK_NOT_FOUND"}],"message":"Task not found"},"id":3,"jsonrpc":"2.0"}"#
+        );
+        assert_eq!(
+            String::from_utf8(to_bytes(&error_value(
+                &Value::Null,
+                &RpcError::plain(PARSE_ERROR)
+            )))
+            .expect("utf8"),
+            r#"{"error":{"code":-32700,"message":"Parse error"},"id":null,"jsonrpc":"2.0"}"#
+        );
+        assert_eq!(
+            String::from_utf8(to_bytes(&result_value(&json!("r"), json!({"b":1,"a":2}))))
+                .expect("utf8"),
+            r#"{"id":"r","jsonrpc":"2.0","result":{"a":2,"b":1}}"#
+        );
+    }
+
+    #[test]
+    fn methods_and_scopes() {
+        let table: &[(&str, Option<Method>, Option<&str>)] = &[
+            (
+                "SendMessage",
+                Some(Method::SendMessage),
+                Some("SendMessage"),
+            ),
+            (
+                "SendStreamingMessage",
+                Some(Method::SendStreamingMessage),
+                Some("SendStreamingMessage"),
+            ),
+            ("GetTask", Some(Method::GetTask), Some("GetTask")),
+            ("CancelTask", Some(Method::CancelTask), Some("CancelTask")),
+            ("ListTasks", Some(Method::ListTasks), Some("ListTasks")),
+            (
+                "SubscribeToTask",
+                Some(Method::SubscribeToTask),
+                Some("SubscribeToTask"),
+            ),
+            (
+                "GetExtendedAgentCard",
+                Some(Method::GetExtendedAgentCard),
+                None,
+            ),
+            (
+                "murmur.WatchSession",
+                Some(Method::WatchSession),
+                Some("murmur.WatchSession"),
+            ),
+            (
+                "murmur.StopSession",
+                Some(Method::StopSession),
+                Some("murmur.StopSession"),
+            ),
+            (
+                "CreateTaskPushNotificationConfig",
+                Some(Method::PushConfig),
+                None,
+            ),
+            ("message/send", None, None),
+            ("sendMessage", None, None),
+        ];
+        for (name, m, scope) in table {
+            assert_eq!(Method::resolve(name), *m, "{name}");
+            assert_eq!(m.and_then(Method::scope), *scope, "{name}");
+        }
+    }
+}

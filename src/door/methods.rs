@@ -1,0 +1,474 @@
+//! The A2A methods a door serves (runtime.md §7.3), dispatched after the pipeline's steps 7–12.
+//! Visibility (§7.7) is applied here: a task the caller may not see is answered exactly as an
+//! unknown id.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value, json};
+
+use super::auth::Caller;
+use super::card::CardFacts;
+use super::jsonrpc::{A2aError, Method, RpcError};
+use super::tasks::{
+    Board, CancelResult, ListQuery, NewTask, Origin, TaskSnapshot, TaskState, Trust,
+};
+
+/// ListTasks page size when none is asked for (§18).
+pub const DEFAULT_PAGE_SIZE: usize = 50;
+/// Largest ListTasks page; a bigger `pageSize` is clamped to it [ours: clamp, not -32602].
+pub const MAX_PAGE_SIZE: usize = 100;
+
+/// Step 1 of the pipeline: where the request says its task comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Provenance {
+    pub origin: Origin,
+    pub trust: Trust,
+}
+
+impl Provenance {
+    /// `x-murmur-task-origin` `peer`/`completion` carries `x-murmur-task-trust` (missing →
+    /// untrusted); anything else is an untrusted `event`.
+    pub fn from_headers(origin: Option<&str>, trust: Option<&str>) -> Provenance {
+        let origin = match origin {
+            Some("peer") => Origin::Peer,
+            Some("completion") => Origin::Completion,
+            _ => {
+                return Provenance {
+                    origin: Origin::Event,
+                    trust: Trust::Untrusted,
+                };
+            }
+        };
+        let trust = if trust == Some("trusted") {
+            Trust::Trusted
+        } else {
+            Trust::Untrusted
+        };
+        Provenance { origin, trust }
+    }
+}
+
+/// What a method answers.
+#[derive(Debug)]
+pub enum Reply {
+    Result(Value),
+    Error(RpcError),
+    /// An SSE stream of this task (SendStreamingMessage, SubscribeToTask), opening with `first`
+    /// when given.
+    Stream {
+        task_id: String,
+        first: Option<TaskSnapshot>,
+    },
+}
+
+/// Everything a method needs from the request.
+pub struct Call<'a> {
+    pub board: &'a Arc<Board>,
+    pub caller: &'a Caller,
+    pub provenance: Provenance,
+    pub traceparent: Option<String>,
+    pub facts: &'a CardFacts,
+}
+
+pub async fn dispatch(method: Method, params: &Map<String, Value>, call: &Call<'_>) -> Reply {
+    let r = match method {
+        Method::SendMessage => send(params, call, false).await,
+        Method::SendStreamingMessage => send(params, call, true).await,
+        Method::GetTask => get_task(params, call),
+        Method::CancelTask => cancel_task(params, call),
+        Method::ListTasks => list_tasks(params, call),
+        Method::SubscribeToTask => subscribe(params, call),
+        Method::GetExtendedAgentCard => Ok(Reply::Result(call.facts.card(true))),
+        // Recognised for scope purposes only [ours]; push configs never get this far.
+        Method::WatchSession | Method::StopSession | Method::PushConfig => {
+            Err(RpcError::plain(super::jsonrpc::METHOD_NOT_FOUND))
+        }
+    };
+    r.unwrap_or_else(Reply::Error)
+}
+
+/// The `message` of SendMessage, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Offer {
+    pub text: String,
+    pub message_id: String,
+    pub context_id: Option<String>,
+    pub return_immediately: bool,
+}
+
+/// Validates SendMessage params: shape → `-32602`, a `taskId` → `-32004` [ours: no multi-turn
+/// tasks], a part that is not `text/plain` text → `-32005`. Text parts are joined with `\n`.
+pub fn parse_offer(params: &Map<String, Value>) -> Result<Offer, RpcError> {
+    let bad = RpcError::invalid_params;
+    let Some(Value::Object(msg)) = params.get("message") else {
+        return Err(bad());
+    };
+    let message_id = match msg.get("messageId") {
+        Some(Value::String(s)) if !s.is_empty() => s.clone(),
+        _ => return Err(bad()),
+    };
+    let context_id = match msg.get("contextId") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.is_empty() => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err(bad()),
+    };
+    let Some(Value::Array(parts)) = msg.get("parts") else {
+        return Err(bad());
+    };
+    if parts.is_empty() {
+        return Err(bad());
+    }
+    let return_immediately = match params.get("configuration") {
+        None | Some(Value::Null) => false,
+        Some(Value::Object(c)) => match c.get("returnImmediately") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err(bad()),
+        },
+        Some(_) => return Err(bad()),
+    };
+    match msg.get("taskId") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) if s.is_empty() => {}
+        Some(Value::String(s)) => return Err(A2aError::UnsupportedOperation.with(&[("taskId", s)])),
+        Some(_) => return Err(bad()),
+    }
+    let mut texts = Vec::with_capacity(parts.len());
+    for p in parts {
+        let Value::Object(p) = p else {
+            return Err(bad());
+        };
+        let media = match p.get("mediaType") {
+            None | Some(Value::Null) => "text/plain",
+            Some(Value::String(m)) => m.as_str(),
+            Some(_) => return Err(bad()),
+        };
+        let plain = media
+            .split(';')
+            .next()
+            .is_some_and(|m| m.trim().eq_ignore_ascii_case("text/plain"));
+        match p.get("text") {
+            Some(Value::String(t)) if plain => texts.push(t.as_str()),
+            Some(Value::String(_)) => {
+                return Err(A2aError::ContentTypeNotSupported.with(&[("mediaType", media)]));
+            }
+            // A file, url or data part.
+            None => return Err(A2aError::ContentTypeNotSupported.with(&[])),
+            Some(_) => return Err(bad()),
+        }
+    }
+    Ok(Offer {
+        text: texts.join("\n"),
+        message_id,
+        context_id,
+        return_immediately,
+    })
+}
+
+async fn send(
+    params: &Map<String, Value>,
+    call: &Call<'_>,
+    streaming: bool,
+) -> Result<Reply, RpcError> {
+    let offer = parse_offer(params)?;
+    let snap = call.board.submit(NewTask {
+        text: offer.text,
+        context_id: offer.context_id,
+        message_id: offer.message_id,
+        owner: call.caller.owner(),
+        caller_member: call.caller.member_name().map(str::to_string),
+        origin: call.provenance.origin,
+        trust: call.provenance.trust,
+        traceparent: call.traceparent.clone(),
+    });
+    if streaming {
+        // Open with the task as it was created, so every stream shows where it started.
+        return Ok(Reply::Stream {
+            task_id: snap.id.clone(),
+            first: Some(snap),
+        });
+    }
+    let snap = if offer.return_immediately || snap.state.is_terminal() {
+        snap
+    } else {
+        call.board.wait_terminal(&snap.id).await.unwrap_or(snap)
+    };
+    Ok(Reply::Result(json!({"task": snap.to_json(true)})))
+}
+
+fn task_id(params: &Map<String, Value>) -> Result<&str, RpcError> {
+    match params.get("id") {
+        Some(Value::String(s)) => Ok(s),
+        _ => Err(RpcError::invalid_params()),
+    }
+}
+
+/// The task when it exists and the caller may see it.
+fn visible(call: &Call<'_>, id: &str) -> Result<TaskSnapshot, RpcError> {
+    call.board
+        .get(id)
+        .filter(|t| call.caller.sees(t.owner.as_deref()))
+        .ok_or_else(|| A2aError::task_not_found(id))
+}
+
+fn get_task(params: &Map<String, Value>, call: &Call<'_>) -> Result<Reply, RpcError> {
+    let id = task_id(params)?;
+    Ok(Reply::Result(visible(call, id)?.to_json(true)))
+}
+
+fn cancel_task(params: &Map<String, Value>, call: &Call<'_>) -> Result<Reply, RpcError> {
+    let id = task_id(params)?;
+    visible(call, id)?;
+    let reason = format!("canceled by CancelTask from {}", call.caller.name());
+    match call.board.cancel(id, &reason) {
+        CancelResult::Canceled(t) => Ok(Reply::Result(t.to_json(true))),
+        CancelResult::NotCancelable(_) => Err(A2aError::TaskNotCancelable.with(&[("taskId", id)])),
+        CancelResult::NotFound => Err(A2aError::task_not_found(id)),
+    }
+}
+
+fn subscribe(params: &Map<String, Value>, call: &Call<'_>) -> Result<Reply, RpcError> {
+    let id = task_id(params)?;
+    let t = visible(call, id)?;
+    if t.state.is_terminal() {
+        return Err(A2aError::UnsupportedOperation.with(&[("taskId", id)]));
+    }
+    Ok(Reply::Stream {
+        task_id: t.id,
+        first: None,
+    })
+}
+
+/// ListTasks params → a query and whether to include artifacts. Empty strings and `0` are the
+/// protobuf defaults a client may send for "unset".
+pub fn parse_list(params: &Map<String, Value>) -> Result<(ListQuery, bool), RpcError> {
+    let bad = RpcError::invalid_params;
+    let string = |key: &str| -> Result<Option<&str>, RpcError> {
+        match params.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) if s.is_empty() => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.as_str())),
+            Some(_) => Err(bad()),
+        }
+    };
+    let context_id = string("contextId")?.map(str::to_string);
+    let state = match string("status")? {
+        None | Some("TASK_STATE_UNSPECIFIED") => None,
+        Some(s) => Some(TaskState::from_wire(s).ok_or_else(bad)?),
+    };
+    let page_size = match params.get("pageSize") {
+        None | Some(Value::Null) => DEFAULT_PAGE_SIZE,
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(0) => DEFAULT_PAGE_SIZE,
+            Some(n) => usize::try_from(n)
+                .unwrap_or(MAX_PAGE_SIZE)
+                .min(MAX_PAGE_SIZE),
+            None => return Err(bad()),
+        },
+        Some(_) => return Err(bad()),
+    };
+    let before = match string("pageToken")? {
+        None => None,
+        Some(t) if t.bytes().all(|b| b.is_ascii_digit()) => {
+            Some(t.parse::<u64>().map_err(|_| bad())?)
+        }
+        Some(_) => return Err(bad()),
+    };
+    let after = match string("statusTimestampAfter")? {
+        None => None,
+        Some(t) => Some(
+            DateTime::parse_from_rfc3339(t)
+                .map_err(|_| bad())?
+                .with_timezone(&Utc),
+        ),
+    };
+    let include_artifacts = match params.get("includeArtifacts") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(bad()),
+    };
+    Ok((
+        ListQuery {
+            context_id,
+            state,
+            after,
+            page_size,
+            before,
+        },
+        include_artifacts,
+    ))
+}
+
+fn list_tasks(params: &Map<String, Value>, call: &Call<'_>) -> Result<Reply, RpcError> {
+    let (q, include_artifacts) = parse_list(params)?;
+    let page = call.board.list(&q, |owner| call.caller.sees(owner));
+    let tasks: Vec<Value> = page
+        .tasks
+        .iter()
+        .map(|t| t.to_json(include_artifacts))
+        .collect();
+    Ok(Reply::Result(json!({
+        "nextPageToken": page.next.map(|n| n.to_string()).unwrap_or_default(),
+        "pageSize": q.page_size,
+        "tasks": tasks,
+        "totalSize": page.total,
+    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        }
+    }
+
+    fn msg(parts: Value) -> Value {
+        json!({"message": {"messageId": "m", "role": "ROLE_USER", "parts": parts}})
+    }
+
+    #[test]
+    fn offers_are_validated() {
+        let ok = parse_offer(&obj(msg(
+            json!([{"text": "a", "mediaType": "text/plain"}, {"text": "b"}]),
+        )))
+        .expect("ok");
+        assert_eq!(
+            ok,
+            Offer {
+                text: "a\nb".into(),
+                message_id: "m".into(),
+                context_id: None,
+                return_immediately: false
+            }
+        );
+        let table: &[(Value, i32)] = &[
+            (json!({}), -32602),
+            (json!({"message": "x"}), -32602),
+            (json!({"message": {"parts": [{"text": "a"}]}}), -32602),
+            (json!({"message": {"messageId": "m", "parts": []}}), -32602),
+            (json!({"message": {"messageId": "m", "parts": {}}}), -32602),
+            (
+                json!({"message": {"messageId": "m", "parts": [{"text": 1}]}}),
+                -32602,
+            ),
+            (
+                json!({"message": {"messageId": "m", "contextId": 3, "parts": [{"text": "a"}]}}),
+                -32602,
+            ),
+            (
+                json!({"message": {"messageId": "m", "parts": [{"text": "a"}]}, "configuration": {"returnImmediately": "yes"}}),
+                -32602,
+            ),
+            (
+                json!({"message": {"messageId": "m", "taskId": "tsk_1", "parts": [{"text": "a"}]}}),
+                -32004,
+            ),
+            (
+                msg(json!([{"text": "a", "mediaType": "text/markdown"}])),
+                -32005,
+            ),
+            (msg(json!([{"data": {"a": 1}}])), -32005),
+            (
+                msg(json!([{"url": "http://x", "mediaType": "image/png"}])),
+                -32005,
+            ),
+        ];
+        for (params, code) in table {
+            assert_eq!(
+                parse_offer(&obj(params.clone())).map_err(|e| e.code),
+                Err(*code),
+                "{params}"
+            );
+        }
+        let o = parse_offer(&obj(json!({"message": {"messageId": "m", "contextId": "ctx_a", "parts": [{"text": "x"}]}, "configuration": {"returnImmediately": true}}))).expect("ok");
+        assert_eq!(
+            (o.context_id.as_deref(), o.return_immediately),
+            (Some("ctx_a"), true)
+        );
+    }
+
+    #[test]
+    fn list_params() {
+        let q = |v: Value| {
+            parse_list(&obj(v))
+                .map(|(q, a)| (q.page_size, q.state, q.before, q.context_id, a))
+                .map_err(|e| e.code)
+        };
+        assert_eq!(q(json!({})), Ok((50, None, None, None, false)));
+        assert_eq!(q(json!({"pageSize": 0})), Ok((50, None, None, None, false)));
+        assert_eq!(q(json!({"pageSize": 7})), Ok((7, None, None, None, false)));
+        assert_eq!(
+            q(json!({"pageSize": 1000})),
+            Ok((100, None, None, None, false))
+        );
+        assert_eq!(q(json!({"pageSize": -1})), Err(-32602));
+        assert_eq!(q(json!({"pageSize": 1.5})), Err(-32602));
+        assert_eq!(q(json!({"pageSize": "5"})), Err(-32602));
+        assert_eq!(
+            q(json!({"status": "TASK_STATE_WORKING"})),
+            Ok((50, Some(TaskState::Working), None, None, false))
+        );
+        assert_eq!(q(json!({"status": "working"})), Err(-32602));
+        assert_eq!(
+            q(json!({"pageToken": "12", "contextId": "c", "includeArtifacts": true})),
+            Ok((50, None, Some(12), Some("c".into()), true))
+        );
+        assert_eq!(q(json!({"pageToken": "x"})), Err(-32602));
+        assert_eq!(q(json!({"includeArtifacts": 1})), Err(-32602));
+        assert_eq!(q(json!({"statusTimestampAfter": "yesterday"})), Err(-32602));
+        let (lq, _) = parse_list(&obj(
+            json!({"statusTimestampAfter": "2023-11-14T22:13:20.123+01:00"}),
+        ))
+        .expect("ok");
+        assert_eq!(
+            lq.after.map(|t| t.timestamp_millis()),
+            Some(1_699_996_400_123)
+        );
+    }
+
+    #[test]
+    fn provenance_rule() {
+        let table = [
+            (None, None, Origin::Event, Trust::Untrusted),
+            (
+                Some("event"),
+                Some("trusted"),
+                Origin::Event,
+                Trust::Untrusted,
+            ),
+            (Some("peer"), None, Origin::Peer, Trust::Untrusted),
+            (Some("peer"), Some("trusted"), Origin::Peer, Trust::Trusted),
+            (
+                Some("completion"),
+                Some("untrusted"),
+                Origin::Completion,
+                Trust::Untrusted,
+            ),
+            (
+                Some("completion"),
+                Some("TRUSTED"),
+                Origin::Completion,
+                Trust::Untrusted,
+            ),
+            (
+                Some("Peer"),
+                Some("trusted"),
+                Origin::Event,
+                Trust::Untrusted,
+            ),
+        ];
+        for (o, t, origin, trust) in table {
+            assert_eq!(
+                Provenance::from_headers(o, t),
+                Provenance { origin, trust },
+                "{o:?} {t:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! The door: a member's A2A JSON-RPC service over HTTP/1.1 (runtime.md §7, §8).
+//!
+//! Only the door knows JSON-RPC. The session runtime starts it with [`Door::start`], feeds the
+//! `--task` task into its [`Board`], drains work with [`Board::next_work`], reports outcomes with
+//! [`Board::finish`], and stops it with [`Door::stop`]. Layout:
+//! - `pipeline` — the §7.2 steps in order, one handler behind the `auth` middleware;
+//! - `auth` — FormationAuth (`mft1`/`mdt1` verification) and the §7.6 refusal bodies;
+//! - `jsonrpc` — request decoding, the `A2A-Version` rule, method table, reply/error bodies;
+//! - `methods` — SendMessage, GetTask, CancelTask, ListTasks, SubscribeToTask, the extended card;
+//! - `tasks` — the task board (admission, FIFO, cancellation, visibility-ready listing);
+//! - `sse` — streams for SendStreamingMessage and SubscribeToTask; `card` — the agent card.
+
+pub mod auth;
+pub mod card;
+pub mod jsonrpc;
+pub mod methods;
+pub mod pipeline;
+pub mod sse;
+pub mod tasks;
+
+#[cfg(test)]
+mod tests;
+
+use std::net::TcpListener;
+use std::sync::Arc;
+
+use actix_web::dev::ServerHandle;
+use actix_web::{App, HttpServer, web};
+use zeroize::Zeroizing;
+
+pub use auth::{Caller, FormationAuth, FormationTrust};
+pub use card::CardFacts;
+pub use tasks::{
+    Board, BoardEvent, Cancel, CancelResult, Clock, NoAnswerBelow, Origin, REJECT_BUSY,
+    REJECT_CLOSING, TaskOutcome, TaskSnapshot, TaskState, Trust, Work,
+};
+
+use crate::diag::{self, Diagnostic};
+use crate::manifest::Acceptance;
+use crate::token::DoorKey;
+
+/// Seconds a stopping door waits for open requests (blocked SendMessage, SSE) [ours]. Closing
+/// the board first ends them, so a stop normally takes far less.
+const SHUTDOWN_GRACE_SECS: u64 = 2;
+
+/// Everything the door needs to know about its session.
+#[derive(Debug, Clone)]
+pub struct DoorConfig {
+    /// Full artifact name, `<scope>/<name>`; also the `www-authenticate` realm.
+    pub capsule_name: String,
+    pub capsule_version: String,
+    pub description: String,
+    pub session_id: String,
+    /// `network.authentication`: require a token (mint an operator token).
+    pub authenticate: bool,
+    /// `exports.peer_tasks.accept`.
+    pub peer_tasks_accept: bool,
+    pub acceptance: Acceptance,
+    pub queue_depth: u32,
+    /// The formation this member belongs to, when its channel said so.
+    pub formation: Option<FormationTrust>,
+    /// `capabilities.network.allow` rules, for the capsule extension of the card.
+    pub network_allow: Vec<String>,
+    /// Tool names, for the capsule extension of the card.
+    pub tools: Vec<String>,
+}
+
+/// A running door. Dropping it does not stop the server; call [`Door::stop`].
+pub struct Door {
+    url: String,
+    port: u16,
+    operator_token: Option<Zeroizing<String>>,
+    board: Arc<Board>,
+    handle: ServerHandle,
+}
+
+impl std::fmt::Debug for Door {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never show the operator token.
+        f.debug_struct("Door")
+            .field("url", &self.url)
+            .field("board", &self.board)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The methods the door extension of the card lists: those answered other than with an error.
+fn served_methods(acceptance: Acceptance, authenticate: bool) -> Vec<&'static str> {
+    let takes_tasks = acceptance != Acceptance::None;
+    let mut m = Vec::new();
+    if takes_tasks {
+        m.extend(["SendMessage", "SendStreamingMessage"]);
+    }
+    m.extend(["GetTask", "ListTasks", "CancelTask"]);
+    if takes_tasks {
+        m.push("SubscribeToTask");
+    }
+    if authenticate {
+        m.push("GetExtendedAgentCard");
+    }
+    m
+}
+
+impl Door {
+    /// Binds `bind` on a port the OS chooses and serves the door on the current actix system
+    /// (call it inside `actix_rt::System::block_on` or an `actix_rt` runtime). The board is made
+    /// from `config.acceptance` / `config.queue_depth`.
+    pub fn start(config: DoorConfig, bind: &str) -> Result<Door, Diagnostic> {
+        let board = Board::new(config.acceptance, config.queue_depth);
+        Door::start_with_board(config, bind, board)
+    }
+
+    /// As [`Door::start`] with a board made by the caller (e.g. with an injected clock); the
+    /// board's acceptance governs admission.
+    pub fn start_with_board(
+        config: DoorConfig,
+        bind: &str,
+        board: Arc<Board>,
+    ) -> Result<Door, Diagnostic> {
+        let cannot = |why: String| {
+            Diagnostic::new(
+                diag::E_RUN_010,
+                format!("the door cannot bind {bind}: {why}"),
+            )
+        };
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(cannot("no async runtime is running on this thread".into()));
+        }
+        let listener = TcpListener::bind((bind, 0)).map_err(|e| cannot(e.to_string()))?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| cannot(e.to_string()))?
+            .port();
+        let url = format!("localhost:{port}");
+
+        let (auth, operator_token) = if config.authenticate {
+            let key =
+                DoorKey::generate().map_err(|e| cannot(format!("no random door key: {e}")))?;
+            let token = Zeroizing::new(key.mint_operator());
+            let authority =
+                auth::Authority::new(&config.capsule_name, key, config.formation.clone());
+            (
+                FormationAuth::authenticating(Arc::new(authority)),
+                Some(token),
+            )
+        } else {
+            (FormationAuth::public(), None)
+        };
+        let facts = CardFacts {
+            name: config.capsule_name.clone(),
+            version: config.capsule_version.clone(),
+            description: config.description.clone(),
+            session_id: config.session_id.clone(),
+            url: url.clone(),
+            authenticating: config.authenticate,
+            peer_tasks: config.peer_tasks_accept,
+            methods: served_methods(board.acceptance(), config.authenticate),
+            tools: config.tools.clone(),
+            network: config.network_allow.clone(),
+        };
+        let shared = web::Data::new(pipeline::Shared {
+            board: Arc::clone(&board),
+            facts,
+            realm: config.capsule_name.clone(),
+            peer_tasks_accept: config.peer_tasks_accept,
+        });
+        let server = HttpServer::new(move || {
+            App::new()
+                .app_data(shared.clone())
+                .wrap(auth.clone())
+                .default_service(web::to(pipeline::handle))
+        })
+        .workers(1)
+        .disable_signals()
+        .shutdown_timeout(SHUTDOWN_GRACE_SECS)
+        .listen(listener)
+        .map_err(|e| cannot(e.to_string()))?
+        .run();
+        let handle = server.handle();
+        actix_rt::spawn(server);
+        Ok(Door {
+            url,
+            port,
+            operator_token,
+            board,
+            handle,
+        })
+    }
+
+    /// `localhost:<port>` (no scheme), as the readiness line and running record carry it.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The operator `mdt1` of an authenticating door. Hand it only to the readiness line (with
+    /// `--readiness-tokens`) and the 0600 running record.
+    pub fn operator_token(&self) -> Option<&str> {
+        self.operator_token.as_ref().map(|t| t.as_str())
+    }
+
+    pub fn board(&self) -> &Arc<Board> {
+        &self.board
+    }
+
+    /// Stops accepting connections and ends the server, waiting up to a short grace for open
+    /// requests. Close the board first so blocked SendMessage calls and SSE streams finish.
+    pub async fn stop(&self) {
+        self.handle.stop(true).await;
+    }
+}

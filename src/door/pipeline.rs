@@ -1,0 +1,182 @@
+//! The request pipeline (runtime.md §7.2, first match wins). Step 3 (authentication) runs before
+//! this handler, in the FormationAuth middleware; every other step is here, in order.
+
+use std::sync::Arc;
+
+use actix_web::http::{Method as HttpMethod, StatusCode, header};
+use actix_web::web::{self, Bytes, BytesMut};
+use actix_web::{HttpMessage, HttpRequest, HttpResponse};
+use futures_util::StreamExt as _;
+use serde_json::{Map, Value};
+
+use super::auth::{CARD_PATH, Caller, Refusal};
+use super::card::CardFacts;
+use super::jsonrpc::{self, A2aError, Method, RpcError};
+use super::methods::{self, Call, Provenance, Reply};
+use super::sse;
+use super::tasks::Board;
+use crate::manifest::Acceptance;
+
+/// Request bodies over this are answered 413 [ours].
+pub const BODY_LIMIT: usize = 8 * 1024 * 1024;
+
+/// What every request of one door shares.
+pub struct Shared {
+    pub board: Arc<Board>,
+    pub facts: CardFacts,
+    pub realm: String,
+    pub peer_tasks_accept: bool,
+}
+
+fn json_response(status: StatusCode, v: &Value) -> HttpResponse {
+    HttpResponse::build(status)
+        .insert_header((header::CONTENT_TYPE, "application/json"))
+        .body(jsonrpc::to_bytes(v))
+}
+
+fn rpc_error(id: &Value, e: &RpcError) -> HttpResponse {
+    json_response(StatusCode::OK, &jsonrpc::error_value(id, e))
+}
+
+fn header_str<'r>(req: &'r HttpRequest, name: &str) -> Option<&'r str> {
+    req.headers().get(name).and_then(|v| v.to_str().ok())
+}
+
+/// The body; 413 when it exceeds [`BODY_LIMIT`], 400 when the upload breaks off.
+async fn read_body(req: &HttpRequest, mut payload: web::Payload) -> Result<Bytes, HttpResponse> {
+    let too_large = || HttpResponse::PayloadTooLarge().finish();
+    let declared = header_str(req, "content-length").and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > BODY_LIMIT as u64) {
+        return Err(too_large());
+    }
+    let mut body = BytesMut::new();
+    while let Some(chunk) = payload.next().await {
+        let chunk = chunk.map_err(|_| HttpResponse::BadRequest().finish())?;
+        if body.len() + chunk.len() > BODY_LIMIT {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.freeze())
+}
+
+/// The one handler behind FormationAuth.
+pub async fn handle(
+    req: HttpRequest,
+    payload: web::Payload,
+    shared: web::Data<Shared>,
+) -> HttpResponse {
+    // Step 1.
+    let provenance = Provenance::from_headers(
+        header_str(&req, "x-murmur-task-origin"),
+        header_str(&req, "x-murmur-task-trust"),
+    );
+    // Step 2.
+    if req.method() == HttpMethod::GET && req.path() == CARD_PATH {
+        return json_response(StatusCode::OK, &shared.facts.card(false));
+    }
+    // Step 3 ran in FormationAuth; a request it did not mark is refused, never served as public.
+    let Some(caller) = req.extensions().get::<Caller>().cloned() else {
+        return Refusal::InvalidToken.response(&shared.realm);
+    };
+    // Step 4.
+    if provenance.origin == super::tasks::Origin::Peer && !shared.peer_tasks_accept {
+        return Refusal::PeerNotAccepted.response(&shared.realm);
+    }
+    // Step 5.
+    let path = req.path();
+    if path == "/resources" || path.starts_with("/resources/") {
+        if let Caller::Credential { name, .. } = &caller
+            && !caller.reaches("resources/files")
+        {
+            let r = Refusal::InsufficientScope {
+                credential: name.clone(),
+                scope: "resources/files".into(),
+            };
+            return r.response(&shared.realm);
+        }
+        return HttpResponse::NotFound().finish();
+    }
+    // Step 6.
+    let json_type = header_str(&req, "content-type")
+        .is_some_and(|c| c.to_ascii_lowercase().contains("application/json"));
+    if req.method() != HttpMethod::POST || !(path == "/" || path.is_empty()) || !json_type {
+        return HttpResponse::NotFound().finish();
+    }
+    let body = match read_body(&req, payload).await {
+        Ok(b) => b,
+        Err(resp) => return resp,
+    };
+    if body.is_empty() {
+        return HttpResponse::NotFound().finish();
+    }
+    // Steps 7 and 8.
+    let request = match jsonrpc::decode(&body) {
+        Ok(r) => r,
+        Err((id, e)) => return rpc_error(&id, &e),
+    };
+    let id = request.id;
+    // Step 9.
+    let versions: Vec<&[u8]> = req
+        .headers()
+        .get_all("a2a-version")
+        .map(|v| v.as_bytes())
+        .collect();
+    if !jsonrpc::version_ok(&versions) {
+        let asked = versions
+            .first()
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .unwrap_or("");
+        return rpc_error(
+            &id,
+            &A2aError::VersionNotSupported.with(&[("requested", asked), ("supported", "1.0")]),
+        );
+    }
+    // Step 10.
+    let Some(method) = Method::resolve(&request.method) else {
+        return rpc_error(&id, &RpcError::plain(jsonrpc::METHOD_NOT_FOUND));
+    };
+    let unsupported = |m: &str| A2aError::UnsupportedOperation.with(&[("method", m)]);
+    match method {
+        Method::PushConfig => {
+            return rpc_error(&id, &A2aError::PushNotificationNotSupported.with(&[]));
+        }
+        Method::GetExtendedAgentCard if !shared.facts.authenticating => {
+            return rpc_error(&id, &unsupported(&request.method));
+        }
+        Method::SendMessage | Method::SendStreamingMessage | Method::SubscribeToTask
+            if shared.board.acceptance() == Acceptance::None =>
+        {
+            return rpc_error(&id, &unsupported(&request.method));
+        }
+        _ => {}
+    }
+    // Step 11.
+    if let (Some(scope), Caller::Credential { name, .. }) = (method.scope(), &caller)
+        && !caller.reaches(scope)
+    {
+        let r = Refusal::InsufficientScope {
+            credential: name.clone(),
+            scope: scope.into(),
+        };
+        return r.response(&shared.realm);
+    }
+    // Step 12. An absent `params` reads as `{}` (JSON-RPC lets a client omit it) [ours].
+    let params = match request.params {
+        None => Map::new(),
+        Some(Value::Object(m)) => m,
+        Some(_) => return rpc_error(&id, &RpcError::invalid_params()),
+    };
+    let call = Call {
+        board: &shared.board,
+        caller: &caller,
+        provenance,
+        traceparent: header_str(&req, "traceparent").map(str::to_string),
+        facts: &shared.facts,
+    };
+    match methods::dispatch(method, &params, &call).await {
+        Reply::Result(v) => json_response(StatusCode::OK, &jsonrpc::result_value(&id, v)),
+        Reply::Error(e) => rpc_error(&id, &e),
+        Reply::Stream { task_id, first } => sse::follow(&shared.board, task_id, first, id),
+    }
+}

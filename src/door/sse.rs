@@ -1,0 +1,114 @@
+//! Server-sent events for SendStreamingMessage and SubscribeToTask (runtime.md §7.3): first
+//! `{"task":Task}`, then `statusUpdate` / `artifactUpdate` as the task changes, and the stream
+//! closes after a terminal state. Changes that land between two polls are coalesced into the
+//! latest state, so a slow client never stalls the board.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use actix_web::HttpResponse;
+use actix_web::http::header;
+use actix_web::web::Bytes;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::jsonrpc;
+use super::tasks::{Board, TaskSnapshot};
+
+struct Follow {
+    board: Arc<Board>,
+    task_id: String,
+    request_id: Value,
+    rx: watch::Receiver<u64>,
+    /// The snapshot to open with, when the caller holds it (the task as SendStreamingMessage
+    /// created it); otherwise the task as it stands at the first poll.
+    first: Option<TaskSnapshot>,
+    /// Change number of the last state sent; `None` before the snapshot.
+    sent: Option<u64>,
+    artifact_sent: bool,
+    done: bool,
+}
+
+/// `data: {"id":…,"jsonrpc":"2.0","result":<StreamResponse>}\n\n`.
+fn event(request_id: &Value, result: Value) -> Vec<u8> {
+    let mut v = b"data: ".to_vec();
+    v.extend_from_slice(&jsonrpc::to_bytes(&jsonrpc::result_value(
+        request_id, result,
+    )));
+    v.extend_from_slice(b"\n\n");
+    v
+}
+
+impl Follow {
+    /// The events owed for the task as it stands now, if any.
+    fn pending(&mut self, snap: &TaskSnapshot) -> Vec<u8> {
+        let mut out = Vec::new();
+        match self.sent {
+            None => {
+                out.extend(event(&self.request_id, json!({"task": snap.to_json(true)})));
+                self.artifact_sent = snap.answer.is_some();
+            }
+            Some(c) if c != snap.changed => {
+                if !self.artifact_sent
+                    && let Some(a) = snap.artifact_json()
+                {
+                    let upd =
+                        json!({"artifact": a, "contextId": snap.context_id, "taskId": snap.id});
+                    out.extend(event(&self.request_id, json!({"artifactUpdate": upd})));
+                    self.artifact_sent = true;
+                }
+                let upd = json!({"contextId": snap.context_id, "status": snap.status_json(), "taskId": snap.id});
+                out.extend(event(&self.request_id, json!({"statusUpdate": upd})));
+            }
+            Some(_) => return out,
+        }
+        self.sent = Some(snap.changed);
+        self.done = snap.state.is_terminal();
+        out
+    }
+
+    async fn next(mut self) -> Option<(Result<Bytes, Infallible>, Follow)> {
+        if self.done {
+            return None;
+        }
+        loop {
+            // Mark the change seen before reading, so a change after the read wakes us.
+            self.rx.borrow_and_update();
+            let snap = match self.first.take() {
+                Some(s) => s,
+                None => self.board.get(&self.task_id)?,
+            };
+            let out = self.pending(&snap);
+            if !out.is_empty() {
+                return Some((Ok(Bytes::from(out)), self));
+            }
+            if self.rx.changed().await.is_err() {
+                return None;
+            }
+        }
+    }
+}
+
+/// The SSE response following a task, each event answering JSON-RPC request `request_id`. It
+/// opens with `first` when given, else with the task as it stands.
+pub fn follow(
+    board: &Arc<Board>,
+    task_id: String,
+    first: Option<TaskSnapshot>,
+    request_id: Value,
+) -> HttpResponse {
+    let f = Follow {
+        board: Arc::clone(board),
+        task_id,
+        request_id,
+        rx: board.changes(),
+        first,
+        sent: None,
+        artifact_sent: false,
+        done: false,
+    };
+    HttpResponse::Ok()
+        .insert_header((header::CONTENT_TYPE, "text/event-stream"))
+        .insert_header((header::CACHE_CONTROL, "no-cache"))
+        .streaming(futures_util::stream::unfold(f, Follow::next))
+}

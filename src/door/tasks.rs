@@ -1,0 +1,1105 @@
+//! The task board: every Task of this session, admission (runtime.md §6.4), the FIFO the executor
+//! drains, per-task cancellation, and change notification for waiters and SSE streams.
+//!
+//! One `Mutex` guards the state; nothing awaits while holding it. A board-wide `watch` counter is
+//! bumped on every change, so waiters re-check state and can never miss an update. Observer
+//! events are delivered in mutation order, after the state lock is released.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::{Map, Value, json};
+use tokio::sync::watch;
+
+use crate::ids::{self, IdKind};
+use crate::manifest::Acceptance;
+
+/// Status text of a task refused because the session holds no room for it (§7.3).
+pub const REJECT_BUSY: &str = "task rejected: capsule is busy";
+/// Status text of a task refused or dropped from the queue because the session is ending (§6.4).
+pub const REJECT_CLOSING: &str = "task rejected: the session is closing";
+/// Status text of a task whose executor let go of it without an outcome [ours].
+const LOST: &str = "the task ended without an outcome";
+
+/// A2A task states (§7.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TaskState {
+    Submitted,
+    Working,
+    /// Never produced [ours]; accepted as a ListTasks filter.
+    InputRequired,
+    Completed,
+    Failed,
+    Rejected,
+    Canceled,
+}
+
+impl TaskState {
+    pub fn wire(self) -> &'static str {
+        match self {
+            TaskState::Submitted => "TASK_STATE_SUBMITTED",
+            TaskState::Working => "TASK_STATE_WORKING",
+            TaskState::InputRequired => "TASK_STATE_INPUT_REQUIRED",
+            TaskState::Completed => "TASK_STATE_COMPLETED",
+            TaskState::Failed => "TASK_STATE_FAILED",
+            TaskState::Rejected => "TASK_STATE_REJECTED",
+            TaskState::Canceled => "TASK_STATE_CANCELED",
+        }
+    }
+
+    pub fn from_wire(s: &str) -> Option<TaskState> {
+        [
+            TaskState::Submitted,
+            TaskState::Working,
+            TaskState::InputRequired,
+            TaskState::Completed,
+            TaskState::Failed,
+            TaskState::Rejected,
+            TaskState::Canceled,
+        ]
+        .into_iter()
+        .find(|t| t.wire() == s)
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            TaskState::Completed | TaskState::Failed | TaskState::Rejected | TaskState::Canceled
+        )
+    }
+}
+
+/// Trust class of a task (§7.2 step 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trust {
+    Trusted,
+    Untrusted,
+}
+
+impl Trust {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trust::Trusted => "trusted",
+            Trust::Untrusted => "untrusted",
+        }
+    }
+}
+
+/// Where a task came from (§7.2 step 1); `Local` is the `--task` task [ours].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    Event,
+    Peer,
+    Completion,
+    Local,
+}
+
+impl Origin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Event => "event",
+            Origin::Peer => "peer",
+            Origin::Completion => "completion",
+            Origin::Local => "local",
+        }
+    }
+}
+
+/// One `{member, status}` of `metadata.murmur.noAnswerBelow` (§7.4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoAnswerBelow {
+    pub member: String,
+    pub status: String,
+}
+
+/// How the executor ends a task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskOutcome {
+    /// `TASK_STATE_COMPLETED` with the answer as the `response` artifact.
+    Completed(String),
+    /// `TASK_STATE_FAILED` with the message as status text.
+    Failed(String),
+    /// end-without-answer (§11.6): `TASK_STATE_FAILED`, the reason as status text, and
+    /// `metadata.murmur` `{noAnswer, noAnswerBelow}`.
+    NoAnswer {
+        reason: String,
+        below: Vec<NoAnswerBelow>,
+    },
+    /// `TASK_STATE_CANCELED`.
+    Canceled,
+}
+
+/// A task as it stands; what GetTask shows and what the session reads at the end.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskSnapshot {
+    pub id: String,
+    pub context_id: String,
+    pub state: TaskState,
+    /// Time of the last status change.
+    pub timestamp: DateTime<Utc>,
+    /// Text of `status.message`: rejection reason, failure text, or a progress note.
+    pub status_text: Option<String>,
+    pub status_message_id: Option<String>,
+    /// The answer of a completed task.
+    pub answer: Option<String>,
+    /// Set when the task ended without answer.
+    pub no_answer_below: Option<Vec<NoAnswerBelow>>,
+    /// `operator`, `member:<x>`, or none (public door, `--task`).
+    pub owner: Option<String>,
+    pub trust: Trust,
+    pub origin: Origin,
+    /// Board-wide change number of the last status change; orders ListTasks and page tokens.
+    pub changed: u64,
+}
+
+impl TaskSnapshot {
+    /// The A2A Task object (§7.4); `artifacts` only when asked for and present.
+    pub fn to_json(&self, include_artifacts: bool) -> Value {
+        let mut m = Map::new();
+        if include_artifacts && let Some(a) = self.artifact_json() {
+            m.insert("artifacts".into(), Value::Array(vec![a]));
+        }
+        m.insert("contextId".into(), Value::String(self.context_id.clone()));
+        m.insert("id".into(), Value::String(self.id.clone()));
+        if let Some(below) = &self.no_answer_below {
+            let below: Vec<Value> = below
+                .iter()
+                .map(|b| json!({"member": b.member, "status": b.status}))
+                .collect();
+            m.insert(
+                "metadata".into(),
+                json!({"murmur": {"noAnswer": true, "noAnswerBelow": below}}),
+            );
+        }
+        m.insert("status".into(), self.status_json());
+        Value::Object(m)
+    }
+
+    /// `{"message"?,"state","timestamp"}`.
+    pub fn status_json(&self) -> Value {
+        let mut m = Map::new();
+        if let (Some(text), Some(mid)) = (&self.status_text, &self.status_message_id) {
+            m.insert(
+                "message".into(),
+                json!({
+                    "contextId": self.context_id,
+                    "messageId": mid,
+                    "parts": [{"text": text}],
+                    "role": "ROLE_AGENT",
+                    "taskId": self.id,
+                }),
+            );
+        }
+        m.insert("state".into(), Value::String(self.state.wire().into()));
+        m.insert(
+            "timestamp".into(),
+            Value::String(rfc3339_ms(self.timestamp)),
+        );
+        Value::Object(m)
+    }
+
+    /// The `response` artifact of a completed task.
+    pub fn artifact_json(&self) -> Option<Value> {
+        let answer = self.answer.as_ref()?;
+        Some(json!({"artifactId": "response", "name": "response", "parts": [{"text": answer}]}))
+    }
+}
+
+/// RFC 3339 UTC with milliseconds, e.g. `2025-01-02T03:04:05.678Z`.
+pub fn rfc3339_ms(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// A task offered at the door (SendMessage).
+#[derive(Debug, Clone)]
+pub struct NewTask {
+    pub text: String,
+    /// The message's `contextId`; `None` mints a `ctx_`.
+    pub context_id: Option<String>,
+    pub message_id: String,
+    /// `operator`, `member:<x>`, or none on a public door.
+    pub owner: Option<String>,
+    /// The calling member when an `mft1` let the request in.
+    pub caller_member: Option<String>,
+    pub origin: Origin,
+    pub trust: Trust,
+    /// The caller's `traceparent` header, for `a2a_task_received`.
+    pub traceparent: Option<String>,
+}
+
+/// What the observer hook is told, in order. Every task gets `Received` once and `Ended` once.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BoardEvent {
+    /// A task was created (admitted or not; a refused one is followed at once by its `Ended`).
+    Received {
+        task_id: String,
+        context_id: String,
+        message_id: String,
+        traceparent: Option<String>,
+        /// Only when an `mft1` let the request in (§14.2 `a2a_task_received.caller_member`).
+        caller_member: Option<String>,
+        origin: Origin,
+        trust: Trust,
+    },
+    /// The task reached a terminal state. `reason` is the rejection or cancellation cause, or the
+    /// failure text.
+    Ended {
+        task_id: String,
+        state: TaskState,
+        no_answer: bool,
+        reason: Option<String>,
+    },
+}
+
+/// The clock timestamps come from; tests inject a fixed one.
+pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+
+type Observer = Box<dyn Fn(&BoardEvent) + Send + Sync>;
+
+/// Resolves when the task it belongs to is cancelled (CancelTask, `cancel_all_live`, `close`).
+#[derive(Debug, Clone)]
+pub struct Cancel(watch::Receiver<bool>);
+
+impl Cancel {
+    pub fn is_cancelled(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Completes once cancellation is requested (also when the board is gone).
+    pub async fn cancelled(&self) {
+        let mut rx = self.0.clone();
+        let _ = rx.wait_for(|c| *c).await;
+    }
+}
+
+/// One task handed to the executor. Dropping it without `Board::finish` fails the task and frees
+/// the running slot, so an executor fault never wedges the queue.
+#[derive(Debug)]
+pub struct Work {
+    pub task_id: String,
+    pub context_id: String,
+    pub text: String,
+    pub trust: Trust,
+    pub origin: Origin,
+    pub owner: Option<String>,
+    pub cancel: Cancel,
+    _slot: Slot,
+}
+
+#[derive(Debug)]
+struct Slot {
+    board: Arc<Board>,
+    task_id: String,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.board.release(&self.task_id);
+    }
+}
+
+/// Result of a cancellation request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CancelResult {
+    Canceled(TaskSnapshot),
+    /// Already terminal: `-32002`.
+    NotCancelable(TaskSnapshot),
+    NotFound,
+}
+
+/// A ListTasks query, already validated.
+#[derive(Debug, Clone, Default)]
+pub struct ListQuery {
+    pub context_id: Option<String>,
+    pub state: Option<TaskState>,
+    /// Status changed at or after this instant.
+    pub after: Option<DateTime<Utc>>,
+    pub page_size: usize,
+    /// Only tasks whose last change is older than this change number (the page token).
+    pub before: Option<u64>,
+}
+
+/// One page of ListTasks.
+#[derive(Debug, Clone)]
+pub struct ListPage {
+    pub tasks: Vec<TaskSnapshot>,
+    /// The page token for the next page, when more tasks match.
+    pub next: Option<u64>,
+    /// Every matching visible task, across pages.
+    pub total: usize,
+}
+
+struct Entry {
+    snap: TaskSnapshot,
+    text: String,
+    cancel: watch::Sender<bool>,
+}
+
+struct State {
+    tasks: HashMap<String, Entry>,
+    queue: VecDeque<String>,
+    running: Option<String>,
+    /// `single`: the slot has been used once.
+    slot_used: bool,
+    closing: bool,
+    seq: u64,
+}
+
+/// The session's tasks. Shared as `Arc<Board>` between the door and the executor.
+pub struct Board {
+    state: Mutex<State>,
+    /// Serialises observer delivery so events arrive in mutation order.
+    observer: Mutex<Option<Observer>>,
+    changes: watch::Sender<u64>,
+    acceptance: Acceptance,
+    queue_depth: u32,
+    clock: Clock,
+}
+
+impl std::fmt::Debug for Board {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let st = self.lock();
+        write!(
+            f,
+            "Board {{ tasks: {}, queued: {}, running: {:?} }}",
+            st.tasks.len(),
+            st.queue.len(),
+            st.running
+        )
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic elsewhere must not take the door down with it; the state stays consistent because
+    // every mutation is completed before the guard is released.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A fresh `messageId` for an agent status message. `ids` has no message kind (call messages are
+/// `msg_<call id>`), so this borrows a task id's UUIDv7 digits under the `msg_` prefix.
+fn mint_message_id() -> String {
+    let t = ids::mint(IdKind::Task);
+    format!("msg_{}", &t[IdKind::Task.prefix().len()..])
+}
+
+impl Board {
+    pub fn new(acceptance: Acceptance, queue_depth: u32) -> Arc<Board> {
+        Board::with_clock(acceptance, queue_depth, Arc::new(Utc::now))
+    }
+
+    pub fn with_clock(acceptance: Acceptance, queue_depth: u32, clock: Clock) -> Arc<Board> {
+        Arc::new(Board {
+            state: Mutex::new(State {
+                tasks: HashMap::new(),
+                queue: VecDeque::new(),
+                running: None,
+                slot_used: false,
+                closing: false,
+                seq: 0,
+            }),
+            observer: Mutex::new(None),
+            changes: watch::channel(0).0,
+            acceptance,
+            queue_depth,
+            clock,
+        })
+    }
+
+    pub fn acceptance(&self) -> Acceptance {
+        self.acceptance
+    }
+
+    /// Installs the hook told of every task received and ended (for trace records). It runs on
+    /// whichever thread changed the board, after the change; it may read the board but must not
+    /// change it.
+    pub fn set_observer(&self, f: impl Fn(&BoardEvent) + Send + Sync + 'static) {
+        *lock(&self.observer) = Some(Box::new(f));
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+
+    /// Runs one mutation, then tells the observer and every waiter.
+    fn mutate<R>(&self, f: impl FnOnce(&mut State, &mut Vec<BoardEvent>, DateTime<Utc>) -> R) -> R {
+        let observer = lock(&self.observer);
+        let mut events = Vec::new();
+        let r = {
+            let mut st = self.lock();
+            f(&mut st, &mut events, (self.clock)())
+        };
+        if let Some(obs) = observer.as_ref() {
+            for e in &events {
+                obs(e);
+            }
+        }
+        drop(observer);
+        self.changes.send_modify(|v| *v = v.wrapping_add(1));
+        r
+    }
+
+    /// The `--task` task: trusted, owned by no credential, admitted whatever the acceptance (it
+    /// uses the `single` slot), unless the session is closing.
+    pub fn submit_local(&self, text: &str) -> TaskSnapshot {
+        let new = NewTask {
+            text: text.to_string(),
+            context_id: None,
+            message_id: mint_message_id(),
+            owner: None,
+            caller_member: None,
+            origin: Origin::Local,
+            trust: Trust::Trusted,
+            traceparent: None,
+        };
+        self.insert(new, true)
+    }
+
+    /// A task offered at the door: admitted (`SUBMITTED`) or refused (`REJECTED`) per §6.4.
+    pub fn submit(&self, new: NewTask) -> TaskSnapshot {
+        self.insert(new, false)
+    }
+
+    fn insert(&self, new: NewTask, local: bool) -> TaskSnapshot {
+        let (acceptance, depth) = (self.acceptance, self.queue_depth as usize);
+        self.mutate(|st, ev, now| {
+            let refusal = if st.closing {
+                Some(REJECT_CLOSING)
+            } else if local {
+                None
+            } else {
+                let admit = match acceptance {
+                    Acceptance::None => false,
+                    Acceptance::Single => !st.slot_used,
+                    // The first waiting task is about to run when nothing runs, so it does not
+                    // count as waiting behind the running one.
+                    Acceptance::Queue => st.queue.len() < depth + usize::from(st.running.is_none()),
+                };
+                (!admit).then_some(REJECT_BUSY)
+            };
+            st.seq += 1;
+            let id = ids::mint(IdKind::Task);
+            let context_id = new.context_id.unwrap_or_else(|| ids::mint(IdKind::Context));
+            let mut snap = TaskSnapshot {
+                id: id.clone(),
+                context_id: context_id.clone(),
+                state: TaskState::Submitted,
+                timestamp: now,
+                status_text: None,
+                status_message_id: None,
+                answer: None,
+                no_answer_below: None,
+                owner: new.owner,
+                trust: new.trust,
+                origin: new.origin,
+                changed: st.seq,
+            };
+            ev.push(BoardEvent::Received {
+                task_id: id.clone(),
+                context_id,
+                message_id: new.message_id,
+                traceparent: new.traceparent,
+                caller_member: new.caller_member,
+                origin: new.origin,
+                trust: new.trust,
+            });
+            if let Some(reason) = refusal {
+                snap.state = TaskState::Rejected;
+                snap.status_text = Some(reason.to_string());
+                snap.status_message_id = Some(mint_message_id());
+                ev.push(BoardEvent::Ended {
+                    task_id: id.clone(),
+                    state: TaskState::Rejected,
+                    no_answer: false,
+                    reason: Some(reason.to_string()),
+                });
+            } else {
+                st.slot_used = true;
+                st.queue.push_back(id.clone());
+            }
+            let entry = Entry {
+                snap: snap.clone(),
+                text: new.text,
+                cancel: watch::channel(false).0,
+            };
+            st.tasks.insert(id, entry);
+            snap
+        })
+    }
+
+    /// The next task to run, in FIFO order, once no task is running; `None` once the board is
+    /// closed and nothing is left to run. Cancel-safe: dropping the future takes nothing.
+    pub async fn next_work(self: &Arc<Self>) -> Option<Work> {
+        let mut rx = self.changes.subscribe();
+        loop {
+            rx.borrow_and_update();
+            if let Some(w) = self.take_work() {
+                return w;
+            }
+            if rx.changed().await.is_err() {
+                return None;
+            }
+        }
+    }
+
+    /// `Some(None)` = closed and drained; `None` = nothing yet.
+    fn take_work(self: &Arc<Self>) -> Option<Option<Work>> {
+        self.mutate(|st, _, now| {
+            if st.running.is_some() {
+                return None;
+            }
+            let Some(id) = st.queue.pop_front() else {
+                return st.closing.then_some(None);
+            };
+            st.seq += 1;
+            let seq = st.seq;
+            let e = st.tasks.get_mut(&id)?;
+            e.snap.state = TaskState::Working;
+            e.snap.timestamp = now;
+            e.snap.changed = seq;
+            let work = Work {
+                task_id: id.clone(),
+                context_id: e.snap.context_id.clone(),
+                text: e.text.clone(),
+                trust: e.snap.trust,
+                origin: e.snap.origin,
+                owner: e.snap.owner.clone(),
+                cancel: Cancel(e.cancel.subscribe()),
+                _slot: Slot {
+                    board: Arc::clone(self),
+                    task_id: id.clone(),
+                },
+            };
+            st.running = Some(id);
+            Some(Some(work))
+        })
+    }
+
+    /// A WORKING status change with an optional note, e.g. `continuing with 2 member answer(s)`.
+    /// Ignored for a task that is not live.
+    pub fn set_working(&self, task_id: &str, note: Option<&str>) {
+        self.mutate(|st, _, now| {
+            st.seq += 1;
+            let seq = st.seq;
+            if let Some(e) = st.tasks.get_mut(task_id)
+                && !e.snap.state.is_terminal()
+            {
+                e.snap.state = TaskState::Working;
+                e.snap.timestamp = now;
+                e.snap.changed = seq;
+                e.snap.status_text = note.map(str::to_string);
+                e.snap.status_message_id = note.map(|_| mint_message_id());
+            }
+        });
+    }
+
+    /// Ends a task with the executor's outcome and frees the running slot. A task already ended
+    /// (e.g. cancelled meanwhile) keeps its state. Returns the task as it ends.
+    pub fn finish(&self, task_id: &str, outcome: TaskOutcome) -> Option<TaskSnapshot> {
+        self.mutate(|st, ev, now| {
+            if st.running.as_deref() == Some(task_id) {
+                st.running = None;
+            }
+            st.queue.retain(|q| q != task_id);
+            st.seq += 1;
+            let seq = st.seq;
+            let e = st.tasks.get_mut(task_id)?;
+            if !e.snap.state.is_terminal() {
+                let (state, text, reason) = match outcome {
+                    TaskOutcome::Completed(answer) => {
+                        e.snap.answer = Some(answer);
+                        (TaskState::Completed, None, None)
+                    }
+                    TaskOutcome::Failed(msg) => (TaskState::Failed, Some(msg.clone()), Some(msg)),
+                    TaskOutcome::NoAnswer { reason, below } => {
+                        e.snap.no_answer_below = Some(below);
+                        (TaskState::Failed, Some(reason.clone()), Some(reason))
+                    }
+                    TaskOutcome::Canceled => (TaskState::Canceled, None, None),
+                };
+                end(e, state, text, seq, now);
+                let _ = e.cancel.send_replace(state == TaskState::Canceled);
+                ev.push(BoardEvent::Ended {
+                    task_id: task_id.to_string(),
+                    state,
+                    no_answer: e.snap.no_answer_below.is_some(),
+                    reason,
+                });
+            }
+            Some(e.snap.clone())
+        })
+    }
+
+    /// Frees the slot of a `Work` dropped without `finish`.
+    fn release(&self, task_id: &str) {
+        let live = self
+            .lock()
+            .tasks
+            .get(task_id)
+            .is_some_and(|e| !e.snap.state.is_terminal());
+        if live {
+            self.finish(task_id, TaskOutcome::Failed(LOST.to_string()));
+        } else {
+            self.mutate(|st, _, _| {
+                if st.running.as_deref() == Some(task_id) {
+                    st.running = None;
+                }
+            });
+        }
+    }
+
+    /// Cancels one task: a queued one leaves the queue, a running one is told through its
+    /// `Cancel` (its slot stays taken until the executor lets go). Either way it shows
+    /// `TASK_STATE_CANCELED` at once.
+    pub fn cancel(&self, task_id: &str, reason: &str) -> CancelResult {
+        self.mutate(|st, ev, now| {
+            st.seq += 1;
+            let seq = st.seq;
+            let Some(e) = st.tasks.get_mut(task_id) else {
+                return CancelResult::NotFound;
+            };
+            if e.snap.state.is_terminal() {
+                return CancelResult::NotCancelable(e.snap.clone());
+            }
+            end(e, TaskState::Canceled, None, seq, now);
+            let _ = e.cancel.send_replace(true);
+            let snap = e.snap.clone();
+            st.queue.retain(|q| q != task_id);
+            ev.push(BoardEvent::Ended {
+                task_id: task_id.to_string(),
+                state: TaskState::Canceled,
+                no_answer: false,
+                reason: Some(reason.to_string()),
+            });
+            CancelResult::Canceled(snap)
+        })
+    }
+
+    /// Cancels every live task, queued and running, without closing the board.
+    pub fn cancel_all_live(&self, reason: &str) {
+        self.mutate(|st, ev, now| {
+            let live: Vec<String> = st.running.iter().chain(st.queue.iter()).cloned().collect();
+            st.queue.clear();
+            for id in live {
+                st.seq += 1;
+                let seq = st.seq;
+                if let Some(e) = st.tasks.get_mut(&id)
+                    && !e.snap.state.is_terminal()
+                {
+                    end(e, TaskState::Canceled, None, seq, now);
+                    let _ = e.cancel.send_replace(true);
+                    ev.push(BoardEvent::Ended {
+                        task_id: id,
+                        state: TaskState::Canceled,
+                        no_answer: false,
+                        reason: Some(reason.to_string()),
+                    });
+                }
+            }
+        });
+    }
+
+    /// The session is ending: admit nothing more, reject every queued task with
+    /// `task rejected: the session is closing`, and cancel the running one. `next_work` then
+    /// returns `None`. Idempotent.
+    pub fn close(&self) {
+        self.mutate(|st, ev, now| {
+            st.closing = true;
+            let queued: Vec<String> = st.queue.drain(..).collect();
+            for id in queued {
+                st.seq += 1;
+                let seq = st.seq;
+                if let Some(e) = st.tasks.get_mut(&id)
+                    && !e.snap.state.is_terminal()
+                {
+                    end(
+                        e,
+                        TaskState::Rejected,
+                        Some(REJECT_CLOSING.to_string()),
+                        seq,
+                        now,
+                    );
+                    let _ = e.cancel.send_replace(true);
+                    ev.push(BoardEvent::Ended {
+                        task_id: id,
+                        state: TaskState::Rejected,
+                        no_answer: false,
+                        reason: Some(REJECT_CLOSING.to_string()),
+                    });
+                }
+            }
+            st.seq += 1;
+            let seq = st.seq;
+            if let Some(id) = st.running.clone()
+                && let Some(e) = st.tasks.get_mut(&id)
+                && !e.snap.state.is_terminal()
+            {
+                end(e, TaskState::Canceled, None, seq, now);
+                let _ = e.cancel.send_replace(true);
+                ev.push(BoardEvent::Ended {
+                    task_id: id,
+                    state: TaskState::Canceled,
+                    no_answer: false,
+                    reason: Some("the session is closing".to_string()),
+                });
+            }
+        });
+    }
+
+    pub fn is_closing(&self) -> bool {
+        self.lock().closing
+    }
+
+    /// No task is running or queued.
+    pub fn is_idle(&self) -> bool {
+        let st = self.lock();
+        st.running.is_none() && st.queue.is_empty()
+    }
+
+    /// Completes once no task is running or queued.
+    pub async fn wait_idle(&self) {
+        let mut rx = self.changes.subscribe();
+        loop {
+            rx.borrow_and_update();
+            if self.is_idle() || rx.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    pub fn get(&self, task_id: &str) -> Option<TaskSnapshot> {
+        self.lock().tasks.get(task_id).map(|e| e.snap.clone())
+    }
+
+    /// Every task, most recent status change first.
+    pub fn all(&self) -> Vec<TaskSnapshot> {
+        let mut v: Vec<TaskSnapshot> = self.lock().tasks.values().map(|e| e.snap.clone()).collect();
+        v.sort_by_key(|t| std::cmp::Reverse(t.changed));
+        v
+    }
+
+    /// Completes with the task once it is terminal; `None` for an unknown id.
+    pub async fn wait_terminal(&self, task_id: &str) -> Option<TaskSnapshot> {
+        let mut rx = self.changes.subscribe();
+        loop {
+            rx.borrow_and_update();
+            let snap = self.get(task_id)?;
+            if snap.state.is_terminal() {
+                return Some(snap);
+            }
+            if rx.changed().await.is_err() {
+                return Some(snap);
+            }
+        }
+    }
+
+    /// A receiver that changes whenever anything on the board changes.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// ListTasks over the tasks `visible` admits (by owner): filters, newest change first, one
+    /// page after the `before` cursor.
+    pub fn list(&self, q: &ListQuery, visible: impl Fn(Option<&str>) -> bool) -> ListPage {
+        let mut matching: Vec<TaskSnapshot> = self
+            .lock()
+            .tasks
+            .values()
+            .map(|e| &e.snap)
+            .filter(|s| visible(s.owner.as_deref()))
+            .filter(|s| q.context_id.as_ref().is_none_or(|c| &s.context_id == c))
+            .filter(|s| q.state.is_none_or(|st| s.state == st))
+            .filter(|s| q.after.is_none_or(|t| s.timestamp >= t))
+            .cloned()
+            .collect();
+        matching.sort_by_key(|t| std::cmp::Reverse(t.changed));
+        let total = matching.len();
+        let rest: Vec<TaskSnapshot> = matching
+            .into_iter()
+            .filter(|s| q.before.is_none_or(|b| s.changed < b))
+            .collect();
+        let more = rest.len() > q.page_size;
+        let tasks: Vec<TaskSnapshot> = rest.into_iter().take(q.page_size).collect();
+        let next = if more {
+            tasks.last().map(|s| s.changed)
+        } else {
+            None
+        };
+        ListPage { tasks, next, total }
+    }
+}
+
+fn end(e: &mut Entry, state: TaskState, text: Option<String>, seq: u64, now: DateTime<Utc>) {
+    e.snap.state = state;
+    e.snap.timestamp = now;
+    e.snap.changed = seq;
+    e.snap.status_message_id = text.as_ref().map(|_| mint_message_id());
+    e.snap.status_text = text;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn offer(text: &str) -> NewTask {
+        NewTask {
+            text: text.into(),
+            context_id: None,
+            message_id: "m1".into(),
+            owner: Some("operator".into()),
+            caller_member: None,
+            origin: Origin::Event,
+            trust: Trust::Untrusted,
+            traceparent: None,
+        }
+    }
+
+    fn fixed_clock() -> Clock {
+        Arc::new(|| DateTime::from_timestamp_millis(1_700_000_000_123).unwrap_or_default())
+    }
+
+    fn states(board: &Board, offers: usize) -> Vec<&'static str> {
+        (0..offers)
+            .map(|i| board.submit(offer(&format!("t{i}"))).state.wire())
+            .collect()
+    }
+
+    #[test]
+    fn admission_follows_acceptance() {
+        const S: &str = "TASK_STATE_SUBMITTED";
+        const R: &str = "TASK_STATE_REJECTED";
+        let table: &[(Acceptance, u32, usize, &[&str])] = &[
+            (Acceptance::None, 3, 2, &[R, R]),
+            (Acceptance::Single, 3, 3, &[S, R, R]),
+            // Nothing runs yet: one will run and `depth` wait.
+            (Acceptance::Queue, 0, 2, &[S, R]),
+            (Acceptance::Queue, 2, 4, &[S, S, S, R]),
+        ];
+        for (acc, depth, n, want) in table {
+            let b = Board::new(*acc, *depth);
+            assert_eq!(states(&b, *n), *want, "{acc:?} depth {depth}");
+        }
+    }
+
+    #[actix_rt::test]
+    async fn queue_counts_only_tasks_waiting_behind_the_running_one() {
+        let b = Board::new(Acceptance::Queue, 1);
+        assert_eq!(b.submit(offer("a")).state, TaskState::Submitted);
+        let w = b.next_work().await.expect("work");
+        assert_eq!(w.text, "a");
+        assert_eq!(b.get(&w.task_id).map(|t| t.state), Some(TaskState::Working));
+        assert_eq!(b.submit(offer("b")).state, TaskState::Submitted);
+        let c = b.submit(offer("c"));
+        assert_eq!(
+            (c.state, c.status_text.as_deref()),
+            (TaskState::Rejected, Some(REJECT_BUSY))
+        );
+        b.finish(&w.task_id, TaskOutcome::Completed("A".into()));
+        drop(w);
+        let w2 = b.next_work().await.expect("work");
+        assert_eq!(w2.text, "b");
+    }
+
+    #[actix_rt::test]
+    async fn single_slot_is_used_by_the_local_task() {
+        let b = Board::new(Acceptance::Single, 0);
+        let t = b.submit_local("local");
+        assert_eq!(
+            (t.state, t.trust, t.owner.clone()),
+            (TaskState::Submitted, Trust::Trusted, None)
+        );
+        assert_eq!(
+            b.submit(offer("x")).status_text.as_deref(),
+            Some(REJECT_BUSY)
+        );
+        // A `none` door still runs its --task task.
+        let n = Board::new(Acceptance::None, 0);
+        assert_eq!(n.submit_local("t").state, TaskState::Submitted);
+        assert_eq!(n.next_work().await.map(|w| w.text), Some("t".into()));
+    }
+
+    #[actix_rt::test]
+    async fn outcomes_shape_the_task_object() {
+        let b = Board::with_clock(Acceptance::Queue, 5, fixed_clock());
+        let ids: Vec<String> = (0..4).map(|i| b.submit(offer(&i.to_string())).id).collect();
+        let outcomes = [
+            TaskOutcome::Completed("the answer".into()),
+            TaskOutcome::Failed("boom".into()),
+            TaskOutcome::NoAnswer {
+                reason: "nothing to say".into(),
+                below: vec![NoAnswerBelow {
+                    member: "coder".into(),
+                    status: "failed".into(),
+                }],
+            },
+            TaskOutcome::Canceled,
+        ];
+        for (id, o) in ids.iter().zip(outcomes) {
+            let w = b.next_work().await.expect("work");
+            assert_eq!(&w.task_id, id);
+            b.finish(id, o);
+        }
+        let t = |i: usize| b.get(&ids[i]).expect("task");
+        let ts = "2023-11-14T22:13:20.123Z";
+        assert_eq!(
+            serde_json::to_string(&t(0).to_json(true)).expect("json"),
+            format!(
+                r#"{{"artifacts":[{{"artifactId":"response","name":"response","parts":[{{"text":"the answer"}}]}}],"contextId":"{}","id":"{}","status":{{"state":"TASK_STATE_COMPLETED","timestamp":"{ts}"}}}}"#,
+                t(0).context_id,
+                ids[0]
+            )
+        );
+        assert_eq!(t(0).to_json(false).get("artifacts"), None);
+        let failed = t(1).to_json(true);
+        assert_eq!(failed["status"]["state"], "TASK_STATE_FAILED");
+        assert_eq!(
+            failed["status"]["message"]["parts"],
+            json!([{"text": "boom"}])
+        );
+        assert_eq!(failed["status"]["message"]["role"], "ROLE_AGENT");
+        assert_eq!(failed["status"]["message"]["taskId"], json!(ids[1]));
+        let na = t(2).to_json(true);
+        assert_eq!(na["status"]["state"], "TASK_STATE_FAILED");
+        assert_eq!(
+            na["metadata"],
+            json!({"murmur": {"noAnswer": true, "noAnswerBelow": [{"member": "coder", "status": "failed"}]}})
+        );
+        assert_eq!(t(3).state, TaskState::Canceled);
+    }
+
+    #[actix_rt::test]
+    async fn cancel_and_close() {
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let b = Board::new(Acceptance::Queue, 5);
+        let sink = Arc::clone(&events);
+        b.set_observer(move |e| lock(&sink).push(e.clone()));
+        let a = b.submit(offer("a")).id;
+        let q1 = b.submit(offer("b")).id;
+        let q2 = b.submit(offer("c")).id;
+        let w = b.next_work().await.expect("work");
+        assert!(!w.cancel.is_cancelled());
+        // Cancel a queued task: it leaves the queue.
+        assert!(
+            matches!(b.cancel(&q1, "r"), CancelResult::Canceled(s) if s.state == TaskState::Canceled)
+        );
+        assert!(matches!(b.cancel(&q1, "r"), CancelResult::NotCancelable(_)));
+        assert_eq!(b.cancel("tsk_nope", "r"), CancelResult::NotFound);
+        b.close();
+        assert!(w.cancel.is_cancelled());
+        w.cancel.cancelled().await;
+        assert_eq!(b.get(&a).map(|t| t.state), Some(TaskState::Canceled));
+        let q2s = b.get(&q2).expect("q2");
+        assert_eq!(
+            (q2s.state, q2s.status_text.as_deref()),
+            (TaskState::Rejected, Some(REJECT_CLOSING))
+        );
+        // The executor's late outcome does not overwrite the cancellation.
+        assert_eq!(
+            b.finish(&a, TaskOutcome::Completed("late".into()))
+                .map(|t| t.state),
+            Some(TaskState::Canceled)
+        );
+        drop(w);
+        assert!(b.next_work().await.is_none());
+        assert_eq!(
+            b.submit(offer("d")).status_text.as_deref(),
+            Some(REJECT_CLOSING)
+        );
+        assert_eq!(
+            b.submit_local("e").status_text.as_deref(),
+            Some(REJECT_CLOSING)
+        );
+        let ends: Vec<(String, TaskState)> = lock(&events)
+            .iter()
+            .filter_map(|e| match e {
+                BoardEvent::Ended { task_id, state, .. } => Some((task_id.clone(), *state)),
+                BoardEvent::Received { .. } => None,
+            })
+            .collect();
+        assert_eq!(
+            ends[..3],
+            [
+                (q1, TaskState::Canceled),
+                (q2, TaskState::Rejected),
+                (a, TaskState::Canceled)
+            ]
+        );
+        assert_eq!(
+            lock(&events)
+                .iter()
+                .filter(|e| matches!(e, BoardEvent::Received { .. }))
+                .count(),
+            5
+        );
+    }
+
+    #[actix_rt::test]
+    async fn dropped_work_fails_its_task_and_frees_the_slot() {
+        let b = Board::new(Acceptance::Queue, 5);
+        let a = b.submit(offer("a")).id;
+        b.submit(offer("b"));
+        drop(b.next_work().await);
+        let t = b.get(&a).expect("a");
+        assert_eq!(
+            (t.state, t.status_text.as_deref()),
+            (TaskState::Failed, Some(LOST))
+        );
+        assert_eq!(b.next_work().await.map(|w| w.text), Some("b".into()));
+    }
+
+    #[test]
+    fn list_pages_newest_first_with_filters() {
+        let b = Board::new(Acceptance::Queue, 100);
+        let ids: Vec<String> = (0..5).map(|i| b.submit(offer(&i.to_string())).id).collect();
+        let all = |_: Option<&str>| true;
+        let q = ListQuery {
+            page_size: 2,
+            ..ListQuery::default()
+        };
+        let p1 = b.list(&q, all);
+        assert_eq!(p1.total, 5);
+        assert_eq!(
+            p1.tasks.iter().map(|t| t.id.clone()).collect::<Vec<_>>(),
+            [ids[4].clone(), ids[3].clone()]
+        );
+        let p2 = b.list(
+            &ListQuery {
+                before: p1.next,
+                ..q.clone()
+            },
+            all,
+        );
+        assert_eq!(
+            p2.tasks.iter().map(|t| t.id.clone()).collect::<Vec<_>>(),
+            [ids[2].clone(), ids[1].clone()]
+        );
+        let p3 = b.list(
+            &ListQuery {
+                before: p2.next,
+                ..q.clone()
+            },
+            all,
+        );
+        assert_eq!((p3.tasks.len(), p3.next, p3.total), (1, None, 5));
+        // A status change moves a task to the front.
+        b.set_working(&ids[0], Some("note"));
+        assert_eq!(b.list(&q, all).tasks[0].id, ids[0]);
+        let working = ListQuery {
+            state: Some(TaskState::Working),
+            page_size: 50,
+            ..ListQuery::default()
+        };
+        assert_eq!(b.list(&working, all).total, 1);
+        assert_eq!(
+            b.list(
+                &ListQuery {
+                    page_size: 50,
+                    ..ListQuery::default()
+                },
+                |o| o == Some("x")
+            )
+            .total,
+            0
+        );
+    }
+}
