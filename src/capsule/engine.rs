@@ -1,0 +1,441 @@
+//! The wasmtime engine, component loading and one task's run.
+//!
+//! Interruption: the engine counts epochs on a ticker thread; every store gets a deadline of one
+//! tick and a callback that, at each tick, stops the guest if the task was cancelled or ran past
+//! its budget, and otherwise yields to the async executor. The yield is what lets the select in
+//! [`Capsule::run`] notice a cancellation while a guest spins; the select's own branches cover a
+//! guest that is waiting on the host (a member call, a clock, an HTTP response).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
+use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap, UpdateDeadline};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+use super::http::PolicyHooks;
+use super::{CallStatus, MemberCalls, TaskEnv, TaskOutcome};
+
+mod bindings {
+    wasmtime::component::bindgen!({
+        path: "src/capsule/wit",
+        world: "capsule",
+        imports: { default: async },
+        exports: { default: async },
+    });
+}
+
+use bindings::murmur::capsule::{call_member, identity};
+
+/// How often the epoch advances: the granularity of cancellation and time budgets.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// The process's WebAssembly engine. Cheap to clone; the epoch ticker stops when the last clone
+/// (including those held by loaded capsules) is dropped.
+#[derive(Clone)]
+pub struct CapsuleEngine {
+    inner: Arc<EngineInner>,
+}
+
+struct EngineInner {
+    engine: Engine,
+    linker: Linker<HostState>,
+    ticker_stop: Arc<AtomicBool>,
+}
+
+impl Drop for EngineInner {
+    fn drop(&mut self) {
+        self.ticker_stop.store(true, Ordering::Relaxed);
+    }
+}
+
+impl CapsuleEngine {
+    /// Builds the engine (component model, async, epoch interruption), links the host
+    /// interfaces, and starts the epoch ticker thread.
+    pub fn new() -> Result<CapsuleEngine, String> {
+        let mut config = Config::new();
+        config.wasm_component_model(true);
+        config.epoch_interruption(true);
+        let engine = Engine::new(&config)
+            .map_err(|e| format!("the WebAssembly engine cannot start: {e}"))?;
+        let linker = host_linker(&engine)
+            .map_err(|e| format!("the capsule host interfaces cannot be linked: {e:#}"))?;
+
+        let ticker_stop = Arc::new(AtomicBool::new(false));
+        let (stop, ticking) = (ticker_stop.clone(), engine.clone());
+        thread::Builder::new()
+            .name("mur-epoch".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    thread::sleep(EPOCH_TICK);
+                    ticking.increment_epoch();
+                }
+            })
+            .map_err(|e| format!("the WebAssembly epoch thread cannot start: {e}"))?;
+        Ok(CapsuleEngine {
+            inner: Arc::new(EngineInner {
+                engine,
+                linker,
+                ticker_stop,
+            }),
+        })
+    }
+}
+
+fn host_linker(engine: &Engine) -> wasmtime::Result<Linker<HostState>> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+    bindings::Capsule::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
+    Ok(linker)
+}
+
+/// A compiled, pre-instantiated component. Cheap to clone; every [`Capsule::run`] instantiates
+/// it afresh.
+#[derive(Clone)]
+pub struct Capsule {
+    engine: CapsuleEngine,
+    pre: bindings::CapsulePre<HostState>,
+}
+
+impl Capsule {
+    /// Compiles a component (binary, or component-model WAT text) and checks it against the
+    /// host: every import must be one the host provides, and `run` must be exported with the
+    /// world's signature.
+    pub fn load(engine: &CapsuleEngine, bytes: &[u8]) -> Result<Capsule, String> {
+        let component = Component::new(&engine.inner.engine, bytes).map_err(|e| {
+            format!("the capsule is not a WebAssembly component this runtime can compile: {e:#}")
+        })?;
+        let instance_pre = engine
+            .inner
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| {
+                format!("the capsule needs something this runtime does not provide: {e:#}")
+            })?;
+        let pre = bindings::CapsulePre::new(instance_pre).map_err(|e| {
+            format!(
+                "the capsule does not export `run: func(task: string) -> result<string, failure>` of world murmur:capsule/capsule@0.1.0: {e:#}"
+            )
+        })?;
+        Ok(Capsule {
+            engine: engine.clone(),
+            pre,
+        })
+    }
+
+    /// Runs one task in a fresh store and instance, and reports how it ended. Never panics on
+    /// anything the component does.
+    pub async fn run(&self, task: &str, env: TaskEnv) -> TaskOutcome {
+        if env.cancel.is_canceled() {
+            return TaskOutcome::Canceled;
+        }
+        let limits = env.limits;
+        // A budget too large to add is no budget at all; a year stands in for it.
+        let now = Instant::now();
+        let deadline = now
+            .checked_add(limits.time_budget)
+            .unwrap_or(now + Duration::from_secs(365 * 86_400));
+        let cancel = env.cancel.clone();
+        let mut store = Store::new(&self.engine.inner.engine, HostState::new(&env));
+        store.limiter(|s| &mut s.limiter);
+        store.set_epoch_deadline(1);
+        let tick_cancel = cancel.clone();
+        store.epoch_deadline_callback(move |_| {
+            if tick_cancel.is_canceled() {
+                return Err(Stop::Canceled.into());
+            }
+            if Instant::now() >= deadline {
+                return Err(Stop::OverBudget.into());
+            }
+            Ok(UpdateDeadline::Yield(1))
+        });
+
+        let result = {
+            let store = &mut store;
+            let pre = &self.pre;
+            let work = async move {
+                let instance = pre.instantiate_async(&mut *store).await?;
+                instance.call_run(&mut *store, task).await
+            };
+            tokio::select! {
+                biased;
+                _ = cancel.canceled() => Err(Stop::Canceled.into()),
+                _ = tokio::time::sleep_until(deadline.into()) => Err(Stop::OverBudget.into()),
+                r = work => r,
+            }
+        };
+        classify(result, store.data().limiter.refused, &limits)
+    }
+}
+
+/// Why the host stopped a guest; travels as the error of the interrupted call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Canceled,
+    OverBudget,
+}
+
+impl std::fmt::Display for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Stop::Canceled => "the task was canceled",
+            Stop::OverBudget => "the task ran out of time",
+        })
+    }
+}
+
+impl std::error::Error for Stop {}
+
+fn classify(
+    result: wasmtime::Result<Result<String, bindings::Failure>>,
+    memory_refused: bool,
+    limits: &super::Limits,
+) -> TaskOutcome {
+    let error = match result {
+        Ok(Ok(answer)) => return TaskOutcome::Completed(answer),
+        Ok(Err(bindings::Failure::Error(message))) => return TaskOutcome::Failed(message),
+        Ok(Err(bindings::Failure::NoAnswer(reason))) => return TaskOutcome::NoAnswer(reason),
+        Err(e) => e,
+    };
+    if let Some(stop) = error.downcast_ref::<Stop>() {
+        return match stop {
+            Stop::Canceled => TaskOutcome::Canceled,
+            Stop::OverBudget => TaskOutcome::Failed(format!(
+                "the capsule ran longer than its time budget of {} and was stopped",
+                show_duration(limits.time_budget)
+            )),
+        };
+    }
+    // A refused growth explains whatever failure followed it (typically a trap in the guest's
+    // allocator), so it is named first.
+    if memory_refused {
+        return TaskOutcome::Failed(format!(
+            "the capsule needed more memory than its limit of {} and was stopped",
+            show_bytes(limits.memory_bytes)
+        ));
+    }
+    if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
+        return TaskOutcome::Failed(format!(
+            "the capsule exited with status {} instead of answering",
+            exit.0
+        ));
+    }
+    if let Some(trap) = error.downcast_ref::<Trap>() {
+        let reason = trap.to_string();
+        let reason = reason.strip_prefix("wasm trap: ").unwrap_or(&reason);
+        return TaskOutcome::Failed(format!("the capsule trapped: {reason}"));
+    }
+    TaskOutcome::Failed(format!("the capsule failed: {error}"))
+}
+
+/// `600 s`, `1.5 s`, `250 ms`.
+fn show_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else if ms.is_multiple_of(1000) {
+        format!("{} s", ms / 1000)
+    } else {
+        format!("{} s", d.as_secs_f64())
+    }
+}
+
+/// `256 MiB`, `64 KiB`, `1000 bytes`.
+fn show_bytes(n: u64) -> String {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
+        format!("{} MiB", n >> 20)
+    } else if n >= 1 << 10 && n.is_multiple_of(1 << 10) {
+        format!("{} KiB", n >> 10)
+    } else {
+        format!("{n} bytes")
+    }
+}
+
+/// Total linear memory across a store's instances, bounded; tables and instance counts bounded
+/// generously so a component cannot exhaust the host another way.
+struct Limiter {
+    max_memory: usize,
+    memory: usize,
+    refused: bool,
+}
+
+impl ResourceLimiter for Limiter {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let total = (self.memory - current.min(self.memory)).saturating_add(desired);
+        if total > self.max_memory {
+            self.refused = true;
+            return Ok(false);
+        }
+        self.memory = total;
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 1_000_000)
+    }
+
+    fn instances(&self) -> usize {
+        1_000
+    }
+
+    fn tables(&self) -> usize {
+        1_000
+    }
+
+    fn memories(&self) -> usize {
+        100
+    }
+}
+
+/// What one task's store holds.
+struct HostState {
+    wasi: WasiCtx,
+    http: WasiHttpCtx,
+    hooks: PolicyHooks,
+    table: ResourceTable,
+    limiter: Limiter,
+    calls: Arc<dyn MemberCalls>,
+    formation_id: Option<String>,
+    member_name: Option<String>,
+}
+
+impl HostState {
+    fn new(env: &TaskEnv) -> HostState {
+        let output = env.output.for_task(env.limits.output_bytes);
+        let mut wasi = WasiCtx::builder();
+        // No preopens, no arguments, no sockets; clocks and random are the builder's defaults.
+        wasi.stdout(output.clone())
+            .stderr(output)
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false);
+        if let Some(peers) = &env.peers_env {
+            wasi.env("MURMUR_FORMATION_PEERS", peers);
+        }
+        HostState {
+            wasi: wasi.build(),
+            http: WasiHttpCtx::new(),
+            hooks: PolicyHooks {
+                policy: env.http.clone(),
+            },
+            table: ResourceTable::new(),
+            limiter: Limiter {
+                max_memory: usize::try_from(env.limits.memory_bytes).unwrap_or(usize::MAX),
+                memory: 0,
+                refused: false,
+            },
+            calls: env.calls.clone(),
+            formation_id: env.formation_id.clone(),
+            member_name: env.member_name.clone(),
+        }
+    }
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for HostState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.hooks,
+        }
+    }
+}
+
+impl call_member::Host for HostState {
+    async fn start(&mut self, member: String, task: String) -> Result<String, String> {
+        self.calls.start(&member, &task).await
+    }
+
+    async fn await_all(&mut self) -> Vec<call_member::CallOutcome> {
+        self.calls
+            .await_all()
+            .await
+            .into_iter()
+            .map(|o| call_member::CallOutcome {
+                call_id: o.call_id,
+                member: o.member,
+                status: wit_status(o.status),
+                output: o.output,
+                truncated: o.truncated,
+            })
+            .collect()
+    }
+}
+
+fn wit_status(s: CallStatus) -> call_member::CallStatus {
+    use call_member::CallStatus as W;
+    match s {
+        CallStatus::Completed => W::Completed,
+        CallStatus::Failed => W::Failed,
+        CallStatus::Canceled => W::Canceled,
+        CallStatus::Rejected => W::Rejected,
+        CallStatus::TimedOut => W::TimedOut,
+        CallStatus::Unreachable => W::Unreachable,
+        CallStatus::Abandoned => W::Abandoned,
+        CallStatus::NoAnswer => W::NoAnswer,
+    }
+}
+
+impl identity::Host for HostState {
+    async fn formation_id(&mut self) -> Option<String> {
+        self.formation_id.clone()
+    }
+
+    async fn member_name(&mut self) -> Option<String> {
+        self.member_name.clone()
+    }
+}
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    #[test]
+    fn shows_durations_and_sizes() {
+        assert_eq!(show_duration(Duration::from_secs(600)), "600 s");
+        assert_eq!(show_duration(Duration::from_millis(1500)), "1.5 s");
+        assert_eq!(show_duration(Duration::from_millis(250)), "250 ms");
+        assert_eq!(show_bytes(256 << 20), "256 MiB");
+        assert_eq!(show_bytes(64 << 10), "64 KiB");
+        assert_eq!(show_bytes(1000), "1000 bytes");
+    }
+
+    #[test]
+    fn limiter_counts_every_memory_of_the_store() {
+        let mut l = Limiter {
+            max_memory: 10,
+            memory: 0,
+            refused: false,
+        };
+        assert!(l.memory_growing(0, 6, None).unwrap_or(false));
+        assert!(
+            !l.memory_growing(0, 6, None).unwrap_or(true),
+            "a second memory shares the budget"
+        );
+        assert!(l.refused);
+        assert!(l.memory_growing(6, 10, None).unwrap_or(false));
+    }
+}

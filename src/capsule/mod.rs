@@ -1,0 +1,262 @@
+//! The capsule host: WebAssembly components run by wasmtime (runtime.md §16.1, §16.2).
+//!
+//! One [`CapsuleEngine`] per process compiles components and ticks the epoch that interrupts
+//! them. [`Capsule::load`] compiles a component once and pre-instantiates it against the world
+//! in `wit/capsule.wit` plus WASI preview 2 and `wasi:http/outgoing-handler`;
+//! [`Capsule::run`] then runs one task in a fresh store and instance, under a [`TaskEnv`]: the
+//! member's identity, the only environment variable it sees, its member calls, its outgoing-HTTP
+//! policy, where its output goes, a cancellation signal and limits.
+//!
+//! ```ignore
+//! let engine = CapsuleEngine::new()?;
+//! let capsule = Capsule::load(&engine, &wasm_bytes)?;
+//! match capsule.run("the task", TaskEnv::default()).await {
+//!     TaskOutcome::Completed(answer) => …,
+//!     TaskOutcome::Failed(message) | TaskOutcome::NoAnswer(message) => …,
+//!     TaskOutcome::Canceled => …,
+//! }
+//! ```
+
+mod allow;
+mod engine;
+mod http;
+mod output;
+
+#[cfg(test)]
+mod tests;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+pub use self::allow::{AllowList, AllowRule};
+pub use self::engine::{Capsule, CapsuleEngine};
+pub use self::http::{
+    HttpDecision, HttpPolicy, NetworkPolicy, OutgoingTarget, PeerResolver, Route, RouteHeader,
+};
+pub use self::output::{MemoryOutput, OutputSink};
+
+/// A boxed, sendable future: what the host's trait objects return.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// How a task ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskOutcome {
+    /// The component answered.
+    Completed(String),
+    /// The component returned an error, trapped, ran out of time or memory, or could not start.
+    Failed(String),
+    /// The component chose to give no answer, for this reason. Honour it only in a task a
+    /// member sent (§11.6); elsewhere report it as a failure.
+    NoAnswer(String),
+    /// The task's [`CancelSignal`] fired before it ended.
+    Canceled,
+}
+
+/// Resource bounds of one task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Total linear memory the component's instances may hold, in bytes.
+    pub memory_bytes: u64,
+    /// Wall-clock time from the start of the task, instantiation and member calls included.
+    pub time_budget: Duration,
+    /// Bytes of stdout plus stderr kept per task; the rest is dropped after a marker line.
+    pub output_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            memory_bytes: 256 << 20,
+            time_budget: Duration::from_secs(600),
+            output_bytes: 1 << 20,
+        }
+    }
+}
+
+/// Cancels a running task: cheap to clone, callable from any thread, sticky once fired.
+#[derive(Clone, Default)]
+pub struct CancelSignal(Arc<CancelInner>);
+
+#[derive(Default)]
+struct CancelInner {
+    fired: AtomicBool,
+    notify: tokio::sync::Notify,
+}
+
+impl std::fmt::Debug for CancelSignal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "CancelSignal({})",
+            if self.is_canceled() { "fired" } else { "armed" }
+        )
+    }
+}
+
+impl CancelSignal {
+    pub fn new() -> CancelSignal {
+        CancelSignal::default()
+    }
+
+    /// Fires the signal; a task running under it ends `Canceled` promptly (≈ one epoch tick
+    /// while the component computes, at once while it waits on the host).
+    pub fn cancel(&self) {
+        self.0.fired.store(true, Ordering::SeqCst);
+        self.0.notify.notify_waiters();
+    }
+
+    pub fn is_canceled(&self) -> bool {
+        self.0.fired.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once the signal has fired.
+    pub async fn canceled(&self) {
+        loop {
+            let notified = self.0.notify.notified();
+            let mut notified = std::pin::pin!(notified);
+            // Register before checking the flag, so a `cancel` in between is not missed.
+            notified.as_mut().enable();
+            if self.is_canceled() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// The final status of a member call, as the `member_call` trace record spells it (§14.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallStatus {
+    Completed,
+    Failed,
+    Canceled,
+    Rejected,
+    TimedOut,
+    Unreachable,
+    Abandoned,
+    NoAnswer,
+}
+
+impl CallStatus {
+    /// The trace spelling: `completed`, `timed_out`, `no_answer`, …
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallStatus::Completed => "completed",
+            CallStatus::Failed => "failed",
+            CallStatus::Canceled => "canceled",
+            CallStatus::Rejected => "rejected",
+            CallStatus::TimedOut => "timed_out",
+            CallStatus::Unreachable => "unreachable",
+            CallStatus::Abandoned => "abandoned",
+            CallStatus::NoAnswer => "no_answer",
+        }
+    }
+
+    /// Reads the trace spelling.
+    pub fn parse(s: &str) -> Option<CallStatus> {
+        [
+            CallStatus::Completed,
+            CallStatus::Failed,
+            CallStatus::Canceled,
+            CallStatus::Rejected,
+            CallStatus::TimedOut,
+            CallStatus::Unreachable,
+            CallStatus::Abandoned,
+            CallStatus::NoAnswer,
+        ]
+        .into_iter()
+        .find(|c| c.as_str() == s)
+    }
+}
+
+/// One call a task started, once it has an outcome (what `await-all` hands the component).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallOutcome {
+    pub call_id: String,
+    pub member: String,
+    pub status: CallStatus,
+    /// Capped and redacted as §11.4 says, not fenced.
+    pub output: String,
+    pub truncated: bool,
+}
+
+/// The member calls of one task (§11.2–§11.4), implemented by the session. Calls still
+/// outstanding when [`Capsule::run`] returns are the session's to end `abandoned` (§16.2).
+pub trait MemberCalls: Send + Sync {
+    /// Dispatches a call; `Ok(call id)` once the callee's door holds the task or is busy (the
+    /// session keeps re-offering), `Err(message)` for a dispatch fault.
+    fn start<'a>(&'a self, member: &'a str, task: &'a str)
+    -> BoxFuture<'a, Result<String, String>>;
+    /// Waits until every call this task started has an outcome; returns each not yet returned.
+    fn await_all(&self) -> BoxFuture<'_, Vec<CallOutcome>>;
+}
+
+/// Member calls of a capsule that may call nobody.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoCallees;
+
+impl MemberCalls for NoCallees {
+    fn start<'a>(
+        &'a self,
+        member: &'a str,
+        _task: &'a str,
+    ) -> BoxFuture<'a, Result<String, String>> {
+        let message =
+            format!("'{member}' is not a member this capsule may call; it may call no member");
+        Box::pin(async move { Err(message) })
+    }
+
+    fn await_all(&self) -> BoxFuture<'_, Vec<CallOutcome>> {
+        Box::pin(async { Vec::new() })
+    }
+}
+
+/// Everything one task runs with besides its text.
+#[derive(Clone)]
+pub struct TaskEnv {
+    /// `identity.formation-id`.
+    pub formation_id: Option<String>,
+    /// `identity.member-name`.
+    pub member_name: Option<String>,
+    /// The value of `MURMUR_FORMATION_PEERS`: the only environment variable the component sees,
+    /// and only when `Some` (§12.1: never set empty).
+    pub peers_env: Option<String>,
+    pub calls: Arc<dyn MemberCalls>,
+    pub http: Arc<dyn HttpPolicy>,
+    /// Where stdout and stderr go.
+    pub output: OutputSink,
+    pub cancel: CancelSignal,
+    pub limits: Limits,
+}
+
+impl Default for TaskEnv {
+    /// No identity, no peers, no callees, no network, output discarded, default limits.
+    fn default() -> Self {
+        TaskEnv {
+            formation_id: None,
+            member_name: None,
+            peers_env: None,
+            calls: Arc::new(NoCallees),
+            http: Arc::new(NetworkPolicy::deny_all()),
+            output: OutputSink::discard(),
+            cancel: CancelSignal::new(),
+            limits: Limits::default(),
+        }
+    }
+}
+
+impl std::fmt::Debug for TaskEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskEnv")
+            .field("formation_id", &self.formation_id)
+            .field("member_name", &self.member_name)
+            .field("peers_env", &self.peers_env)
+            .field("output", &self.output)
+            .field("cancel", &self.cancel)
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,440 @@
+//! The host against real wasmtime: the sample actors under `actors/` and the test components
+//! under `src/capsule/testdata/`, all component-model WAT compiled at test time.
+
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use super::*;
+
+macro_rules! wat {
+    ($path:literal) => {
+        include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/", $path)).as_slice()
+    };
+}
+
+const ECHO: &[u8] = wat!("actors/echo/capsule.wat");
+const TRAP: &[u8] = wat!("actors/trap/capsule.wat");
+const SPIN: &[u8] = wat!("actors/spin/capsule.wat");
+const HOG: &[u8] = wat!("actors/hog/capsule.wat");
+const PROBE: &[u8] = wat!("src/capsule/testdata/probe.wat");
+const RELAY: &[u8] = wat!("src/capsule/testdata/relay.wat");
+
+/// One engine for every test, as in a session: what one test does to it must not break another.
+fn engine() -> &'static CapsuleEngine {
+    static ENGINE: OnceLock<CapsuleEngine> = OnceLock::new();
+    ENGINE.get_or_init(|| CapsuleEngine::new().unwrap_or_else(|e| panic!("{e}")))
+}
+
+fn load(bytes: &[u8]) -> Capsule {
+    Capsule::load(engine(), bytes).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn with_budget(budget: Duration) -> TaskEnv {
+    TaskEnv {
+        limits: Limits {
+            time_budget: budget,
+            ..Limits::default()
+        },
+        ..TaskEnv::default()
+    }
+}
+
+#[tokio::test]
+async fn echo_answers_with_exactly_the_task() {
+    let echo = load(ECHO);
+    let big: String = "0123456789abcdéf".repeat(1 << 16); // 1 MiB + 64 KiB of two-byte chars
+    assert!(big.len() >= 1 << 20);
+    for task in ["hello", "", "héllo — 你好 🌍\n\ttabs", big.as_str()] {
+        assert_eq!(
+            echo.run(task, TaskEnv::default()).await,
+            TaskOutcome::Completed(task.to_string())
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_trap_fails_the_task_with_its_reason() {
+    let outcome = load(TRAP).run("anything", TaskEnv::default()).await;
+    assert_eq!(
+        outcome,
+        TaskOutcome::Failed("the capsule trapped: wasm `unreachable` instruction executed".into())
+    );
+}
+
+#[tokio::test]
+async fn a_runaway_loop_is_stopped_at_its_budget_and_the_engine_serves_on() {
+    let spin = load(SPIN);
+    let started = Instant::now();
+    let outcome = spin.run("spin", with_budget(Duration::from_secs(1))).await;
+    let took = started.elapsed();
+    assert_eq!(
+        outcome,
+        TaskOutcome::Failed(
+            "the capsule ran longer than its time budget of 1 s and was stopped".into()
+        )
+    );
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_secs(3),
+        "took {took:?}"
+    );
+    // The same capsule and the same engine keep working.
+    assert_eq!(
+        load(ECHO).run("next", TaskEnv::default()).await,
+        TaskOutcome::Completed("next".into())
+    );
+    let outcome = spin
+        .run("again", with_budget(Duration::from_millis(300)))
+        .await;
+    assert_eq!(
+        outcome,
+        TaskOutcome::Failed(
+            "the capsule ran longer than its time budget of 300 ms and was stopped".into()
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_memory_hog_is_refused_and_fails() {
+    let hog = load(HOG);
+    let small = TaskEnv {
+        limits: Limits {
+            memory_bytes: 16 << 20,
+            ..Limits::default()
+        },
+        ..TaskEnv::default()
+    };
+    assert_eq!(
+        hog.run("eat", small).await,
+        TaskOutcome::Failed(
+            "the capsule needed more memory than its limit of 16 MiB and was stopped".into()
+        )
+    );
+    assert_eq!(
+        hog.run("eat", TaskEnv::default()).await,
+        TaskOutcome::Failed(
+            "the capsule needed more memory than its limit of 256 MiB and was stopped".into()
+        )
+    );
+    // An instance whose initial memory does not fit never starts.
+    let tiny = TaskEnv {
+        limits: Limits {
+            memory_bytes: 1 << 10,
+            ..Limits::default()
+        },
+        ..TaskEnv::default()
+    };
+    assert_eq!(
+        load(ECHO).run("x", tiny).await,
+        TaskOutcome::Failed(
+            "the capsule needed more memory than its limit of 1 KiB and was stopped".into()
+        )
+    );
+}
+
+#[tokio::test]
+async fn cancel_stops_a_spinning_capsule_promptly() {
+    let spin = load(SPIN);
+    let env = with_budget(Duration::from_secs(30));
+    let cancel = env.cancel.clone();
+    let fired = Arc::new(Mutex::new(None::<Instant>));
+    let fired_at = fired.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        *fired_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        cancel.cancel();
+    });
+    let outcome = spin.run("spin", env).await;
+    let ended = Instant::now();
+    assert_eq!(outcome, TaskOutcome::Canceled);
+    let fired = fired
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .unwrap_or_else(|| panic!("cancel never fired"));
+    let lag = ended.duration_since(fired);
+    assert!(
+        lag < Duration::from_millis(150),
+        "stopped {lag:?} after the cancel"
+    );
+    assert_eq!(
+        load(ECHO).run("after", TaskEnv::default()).await,
+        TaskOutcome::Completed("after".into())
+    );
+}
+
+#[tokio::test]
+async fn a_task_cancelled_before_it_starts_never_runs() {
+    let env = TaskEnv::default();
+    env.cancel.cancel();
+    assert_eq!(load(ECHO).run("x", env).await, TaskOutcome::Canceled);
+}
+
+#[tokio::test]
+async fn identity_and_the_peers_variable_reach_the_component() {
+    let probe = load(PROBE);
+    assert_eq!(
+        probe.run("", TaskEnv::default()).await,
+        TaskOutcome::Completed("formation=- member=- env=".into()),
+        "outside a formation: no identity and an empty environment"
+    );
+    let env = TaskEnv {
+        formation_id: Some("frm_0199c4e2f1b7712a9d3e4f5061728394".into()),
+        member_name: Some("lead".into()),
+        peers_env: Some(
+            "coder=http://coder.formation.invalid reviewer=http://reviewer.formation.invalid"
+                .into(),
+        ),
+        ..TaskEnv::default()
+    };
+    assert_eq!(
+        probe.run("", env).await,
+        TaskOutcome::Completed(
+            "formation=frm_0199c4e2f1b7712a9d3e4f5061728394 member=lead env=MURMUR_FORMATION_PEERS=coder=http://coder.formation.invalid reviewer=http://reviewer.formation.invalid".into()
+        )
+    );
+}
+
+/// Member calls that answer from a script and record what they were asked.
+struct Scripted {
+    outcome: CallOutcome,
+    started: Mutex<Vec<(String, String)>>,
+}
+
+impl MemberCalls for Scripted {
+    fn start<'a>(
+        &'a self,
+        member: &'a str,
+        task: &'a str,
+    ) -> BoxFuture<'a, Result<String, String>> {
+        self.started
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((member.into(), task.into()));
+        let id = self.outcome.call_id.clone();
+        Box::pin(async move { Ok(id) })
+    }
+
+    fn await_all(&self) -> BoxFuture<'_, Vec<CallOutcome>> {
+        let outcome = self.outcome.clone();
+        Box::pin(async move {
+            // A callee takes a while; the guest waits on the host meanwhile.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            vec![outcome]
+        })
+    }
+}
+
+fn scripted(status: CallStatus, output: &str) -> Arc<Scripted> {
+    Arc::new(Scripted {
+        outcome: CallOutcome {
+            call_id: "mcl_0199c4e2f1b7712a9d3e4f5061728394".into(),
+            member: "worker".into(),
+            status,
+            output: output.into(),
+            truncated: false,
+        },
+        started: Mutex::new(Vec::new()),
+    })
+}
+
+#[tokio::test]
+async fn member_calls_go_through_the_host() {
+    let relay = load(RELAY);
+    // The default: a capsule that may call nobody gets the dispatch error as a failure.
+    assert_eq!(
+        relay.run("sum 2 and 2", TaskEnv::default()).await,
+        TaskOutcome::Failed(
+            "'worker' is not a member this capsule may call; it may call no member".into()
+        )
+    );
+
+    let calls = scripted(CallStatus::Completed, "4 — vier");
+    let env = TaskEnv {
+        calls: calls.clone(),
+        ..TaskEnv::default()
+    };
+    assert_eq!(
+        relay.run("sum 2 and 2", env).await,
+        TaskOutcome::Completed("4 — vier".into())
+    );
+    let started = calls
+        .started
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    assert_eq!(started, [("worker".to_string(), "sum 2 and 2".to_string())]);
+
+    let env = TaskEnv {
+        calls: scripted(CallStatus::NoAnswer, "nothing to say"),
+        ..TaskEnv::default()
+    };
+    assert_eq!(
+        relay.run("x", env).await,
+        TaskOutcome::NoAnswer("nothing to say".into())
+    );
+    let env = TaskEnv {
+        calls: scripted(CallStatus::TimedOut, "no answer in time"),
+        ..TaskEnv::default()
+    };
+    assert_eq!(
+        relay.run("x", env).await,
+        TaskOutcome::Failed("no answer in time".into())
+    );
+}
+
+/// Member calls whose `await-all` never returns, as when callees are slow.
+struct Hanging;
+
+impl MemberCalls for Hanging {
+    fn start<'a>(
+        &'a self,
+        _member: &'a str,
+        _task: &'a str,
+    ) -> BoxFuture<'a, Result<String, String>> {
+        Box::pin(async { Ok("mcl_x".to_string()) })
+    }
+    fn await_all(&self) -> BoxFuture<'_, Vec<CallOutcome>> {
+        Box::pin(std::future::pending())
+    }
+}
+
+#[tokio::test]
+async fn cancel_and_budget_reach_a_component_waiting_on_the_host() {
+    let relay = load(RELAY);
+    let env = TaskEnv {
+        calls: Arc::new(Hanging),
+        ..with_budget(Duration::from_millis(300))
+    };
+    assert_eq!(
+        relay.run("x", env).await,
+        TaskOutcome::Failed(
+            "the capsule ran longer than its time budget of 300 ms and was stopped".into()
+        )
+    );
+    let env = TaskEnv {
+        calls: Arc::new(Hanging),
+        ..with_budget(Duration::from_secs(30))
+    };
+    let cancel = env.cancel.clone();
+    let started = Instant::now();
+    let (outcome, ()) = tokio::join!(relay.run("x", env), async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        cancel.cancel();
+    });
+    assert_eq!(outcome, TaskOutcome::Canceled);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn load_refuses_what_is_not_a_capsule() {
+    let table: &[(&[u8], &str)] = &[
+        (
+            b"not wasm at all",
+            "the capsule is not a WebAssembly component this runtime can compile: ",
+        ),
+        (
+            b"(module)",
+            "the capsule is not a WebAssembly component this runtime can compile: ",
+        ),
+        (
+            b"(component)",
+            "the capsule does not export `run: func(task: string) -> result<string, failure>` of world murmur:capsule/capsule@0.1.0: ",
+        ),
+        (
+            b"(component (import \"acme:secret/vault@1.0.0\" (instance (export \"open\" (func)))))",
+            "the capsule needs something this runtime does not provide: ",
+        ),
+    ];
+    for (bytes, prefix) in table {
+        match Capsule::load(engine(), bytes) {
+            Ok(_) => panic!("{} loaded", String::from_utf8_lossy(bytes)),
+            Err(e) => assert!(e.starts_with(prefix), "{e}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn several_tasks_share_one_engine_at_once() {
+    let echo = load(ECHO);
+    let spin = load(SPIN);
+    let (a, b, c) = tokio::join!(
+        spin.run("s", with_budget(Duration::from_millis(300))),
+        echo.run("one", TaskEnv::default()),
+        echo.run("two", TaskEnv::default()),
+    );
+    assert!(matches!(a, TaskOutcome::Failed(_)), "{a:?}");
+    assert_eq!(
+        (b, c),
+        (
+            TaskOutcome::Completed("one".into()),
+            TaskOutcome::Completed("two".into())
+        )
+    );
+}
+
+/// Not a check: prints what compiling and running cost in this (debug) build.
+/// `cargo test --workspace --lib capsule::tests::measure -- --ignored --nocapture`
+#[tokio::test]
+#[ignore]
+async fn measure() {
+    let engine = CapsuleEngine::new().unwrap_or_else(|e| panic!("{e}"));
+    let t = Instant::now();
+    let echo = Capsule::load(&engine, ECHO).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("compile echo: {:?}", t.elapsed());
+    for _ in 0..10 {
+        echo.run("warm", TaskEnv::default()).await;
+    }
+    let n = 200;
+    let t = Instant::now();
+    for _ in 0..n {
+        echo.run("hello", TaskEnv::default()).await;
+    }
+    eprintln!("instantiate + run echo: {:?} per task", t.elapsed() / n);
+}
+
+const SHOUT: &[u8] = wat!("src/capsule/testdata/shout.wat");
+
+#[tokio::test]
+async fn stdout_goes_to_the_sink_within_the_task_cap() {
+    let shout = load(SHOUT);
+    let (sink, log) = OutputSink::memory();
+    let env = TaskEnv {
+        output: sink.clone(),
+        ..TaskEnv::default()
+    };
+    assert_eq!(
+        shout.run("héllo stdout\n", env).await,
+        TaskOutcome::Completed("ok".into())
+    );
+    assert_eq!(log.text(), "héllo stdout\n");
+    let capped = TaskEnv {
+        output: sink,
+        limits: Limits {
+            output_bytes: 5,
+            ..Limits::default()
+        },
+        ..TaskEnv::default()
+    };
+    assert_eq!(
+        shout.run("0123456789", capped).await,
+        TaskOutcome::Completed("ok".into())
+    );
+    assert_eq!(
+        log.text(),
+        "héllo stdout\n01234\n[capsule output cut at 5 bytes for this task]\n"
+    );
+}
+
+#[test]
+fn capsules_and_task_futures_can_move_across_threads() {
+    fn assert_send<T: Send>(_: &T) {}
+    fn assert_shared<T: Send + Sync + Clone>(_: &T) {}
+    let echo = load(ECHO);
+    assert_shared(&echo);
+    assert_shared(engine());
+    let task = echo.run("x", TaskEnv::default());
+    assert_send(&task);
+}
