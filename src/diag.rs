@@ -65,12 +65,14 @@ codes! {
     W_RUN_008 = "W-RUN-008", Warning, "a caller's network grant reaches no loopback door", None;
     E_IO_001 = "E-IO-001", Error, "no project root found", Some("run it inside a project directory or a formation directory holding roster.yaml");
     E_IO_003 = "E-IO-003", Error, "signal handling could not be set up", None;
+    E_NEW_001 = "E-NEW-001", Error, "mur new: the scaffold cannot be written", None;
     E_NEW_002 = "E-NEW-002", Error, "mur new: the name is not a valid artifact or member name", Some("use lowercase letters, digits and '-', starting with a letter");
     E_NEW_003 = "E-NEW-003", Error, "mur new: the target directory already exists", Some("choose another name, or move the existing path away");
     E_NEW_004 = "E-NEW-004", Error, "mur new: the inference provider is unknown", Some("use --inference openai or --inference anthropic");
     E_BLD_001 = "E-BLD-001", Error, "mur build: a file cannot be read or written, or the component is missing", None;
     E_INS_001 = "E-INS-001", Error, "mur install: the archive is bad, has no root murmur.yaml, or there is no project", None;
     E_TRC_002 = "E-TRC-002", Error, "mur trace show: nothing found for the id", Some("`mur ps` lists running sessions; a session's id is printed in its readiness line");
+    E_DEMO_001 = "E-DEMO-001", Error, "mur demo: the demo formation cannot be prepared or launched", None;
 }
 
 /// Looks a code up by its printed id, e.g. `"E-ROS-001"`.
@@ -89,7 +91,11 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     pub fn new(code: Code, message: impl Into<String>) -> Self {
-        Diagnostic { code, message: message.into(), hint: None }
+        Diagnostic {
+            code,
+            message: message.into(),
+            hint: None,
+        }
     }
 
     /// Replaces the code's default hint for this occurrence.

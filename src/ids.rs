@@ -95,6 +95,9 @@ mod tests {
         for (s, want) in table {
             assert_eq!(check(IdKind::Formation, s).as_ref(), Err(want), "{s}");
         }
-        assert_eq!(mint_time_ms(IdKind::Formation, "frm_0199c4e2f1b7712a9d3e4f5061728394"), Some(0x0199c4e2f1b7));
+        assert_eq!(
+            mint_time_ms(IdKind::Formation, "frm_0199c4e2f1b7712a9d3e4f5061728394"),
+            Some(0x0199c4e2f1b7)
+        );
     }
 }

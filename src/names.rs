@@ -21,7 +21,10 @@ pub fn check_member(name: &str) -> Result<(), NameError> {
     if !first.is_ascii_lowercase() {
         return Err(NameError::Start);
     }
-    if !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
         return Err(NameError::Chars);
     }
     if name.len() > 32 {
@@ -39,7 +42,10 @@ pub fn check_part(part: &str) -> Result<(), NameError> {
     if part.is_empty() {
         return Err(NameError::Empty);
     }
-    if !part.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
+    if !part
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
         return Err(NameError::Chars);
     }
     if part.len() > 100 {
@@ -84,12 +90,18 @@ impl ArtifactName {
         };
         check_part(scope).map_err(ArtifactNameError::Scope)?;
         check_part(name).map_err(ArtifactNameError::Name)?;
-        Ok(ArtifactName { scope: scope.into(), name: name.into() })
+        Ok(ArtifactName {
+            scope: scope.into(),
+            name: name.into(),
+        })
     }
 
     /// `local/<name>`: what `mur install` files a `.mur.zip` as.
     pub fn local(name: &str) -> ArtifactName {
-        ArtifactName { scope: "local".into(), name: name.into() }
+        ArtifactName {
+            scope: "local".into(),
+            name: name.into(),
+        }
     }
 }
 

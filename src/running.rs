@@ -57,7 +57,10 @@ impl std::fmt::Debug for RunningRecord {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RunningRecord")
             .field("session_id", &self.session_id)
-            .field("capsule", &format_args!("{}@{}", self.capsule_name, self.capsule_version))
+            .field(
+                "capsule",
+                &format_args!("{}@{}", self.capsule_name, self.capsule_version),
+            )
             .field("pid", &self.pid)
             .field("formation_id", &self.formation_id)
             .field("formation_member", &self.formation_member)
@@ -83,7 +86,12 @@ impl RunningRecord {
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
         let path = home.running_record(&self.session_id);
         let tmp = dir.join(format!(".{}.tmp", self.session_id));
-        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
         f.write_all(self.to_json().as_bytes())?;
         f.write_all(b"\n")?;
         f.sync_all()?;
@@ -159,13 +167,20 @@ mod tests {
             ..Default::default()
         };
         let json = rec.to_json();
-        assert!(json.starts_with(r#"{"capsule_name":"local/echo","capsule_version":"0.1.0","pid":"#), "{json}");
+        assert!(
+            json.starts_with(r#"{"capsule_name":"local/echo","capsule_version":"0.1.0","pid":"#),
+            "{json}"
+        );
         assert!(!json.contains("formation"), "{json}");
         let path = rec.write(&home).unwrap();
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
         assert_eq!(live(&home).unwrap(), vec![rec.clone()]);
-        let dead = RunningRecord { session_id: "ses_1".into(), process_start: "1".into(), ..rec };
+        let dead = RunningRecord {
+            session_id: "ses_1".into(),
+            process_start: "1".into(),
+            ..rec
+        };
         dead.write(&home).unwrap();
         assert_eq!(live(&home).unwrap().len(), 1);
         assert!(!home.running_record("ses_1").exists(), "dead record pruned");

@@ -88,8 +88,12 @@ impl Timing {
     /// Applies `name=value,…` overrides; values are `<n>ms` or `<n>s`.
     pub fn apply_overrides(&mut self, spec: &str) {
         for item in spec.split(',') {
-            let Some((name, value)) = item.split_once('=') else { continue };
-            let Some(d) = parse_duration(value.trim()) else { continue };
+            let Some((name, value)) = item.split_once('=') else {
+                continue;
+            };
+            let Some(d) = parse_duration(value.trim()) else {
+                continue;
+            };
             let slot = match name.trim() {
                 "peer_readiness" => &mut self.peer_readiness,
                 "probe_interval" => &mut self.probe_interval,

@@ -1,0 +1,197 @@
+//! `mur ps`: the live sessions of this machine, grouped by formation (runtime.md §2).
+//!
+//! Reads `~/.murmur/running/`, prunes records whose process is gone, and prints one row per
+//! session. Sessions outside any formation come first; each formation's rows follow its summary
+//! line, consecutively.
+
+use super::Outcome;
+use crate::paths::MurHome;
+use crate::running::{self, RunningRecord};
+
+pub fn run() -> Outcome {
+    let home = MurHome::from_env();
+    let records = match running::live(&home) {
+        Ok(r) => r,
+        Err(e) => {
+            // An unreadable directory is not a refusal: say so and list nothing.
+            eprintln!("mur ps: cannot read {}: {e}", home.running().display());
+            Vec::new()
+        }
+    };
+    print!("{}", render(&records));
+    Ok(0)
+}
+
+/// The table for these (live) records; `No sessions are running.` when there are none.
+pub fn render(records: &[RunningRecord]) -> String {
+    if records.is_empty() {
+        return "No sessions are running.\n".to_string();
+    }
+    let with_formation = records.iter().any(|r| r.formation_id.is_some());
+
+    // Standalone sessions first, then each formation's members in id order.
+    let mut standalone: Vec<&RunningRecord> = records.iter().filter(|r| r.formation_id.is_none()).collect();
+    standalone.sort_by(|a, b| a.session_id.cmp(&b.session_id));
+    let mut formations: Vec<&str> = records.iter().filter_map(|r| r.formation_id.as_deref()).collect();
+    formations.sort_unstable();
+    formations.dedup();
+
+    let mut header = vec!["SESSION", "CAPSULE", "PID", "URL", "STARTED"];
+    if with_formation {
+        header.extend(["FORMATION", "MEMBER"]);
+    }
+    let row = |r: &RunningRecord| -> Vec<String> {
+        let mut cells = vec![
+            r.session_id.clone(),
+            format!("{}@{}", r.capsule_name, r.capsule_version),
+            r.pid.to_string(),
+            r.url.clone(),
+            r.started_at.clone(),
+        ];
+        if with_formation {
+            cells.push(r.formation_id.clone().unwrap_or_else(|| "-".into()));
+            cells.push(r.formation_member.clone().unwrap_or_else(|| "-".into()));
+        }
+        cells
+    };
+
+    // Lines are either a table row or a formation's summary line (printed unpadded).
+    enum Line {
+        Row(Vec<String>),
+        Summary(String),
+    }
+    let mut lines = vec![Line::Row(header.iter().map(|s| s.to_string()).collect())];
+    for r in &standalone {
+        lines.push(Line::Row(row(r)));
+    }
+    for frm in formations {
+        let mut members: Vec<&RunningRecord> = records
+            .iter()
+            .filter(|r| r.formation_id.as_deref() == Some(frm))
+            .collect();
+        members.sort_by(|a, b| a.session_id.cmp(&b.session_id));
+        let launcher = members
+            .iter()
+            .find_map(|r| r.formation_launcher.as_ref())
+            .map(|l| l.pid.to_string())
+            .unwrap_or_else(|| "-".into());
+        lines.push(Line::Summary(format!(
+            "formation {frm}  launcher pid {launcher}  {} member(s)",
+            members.len()
+        )));
+        for r in members {
+            lines.push(Line::Row(row(r)));
+        }
+    }
+
+    let mut widths = vec![0usize; header.len()];
+    for line in &lines {
+        if let Line::Row(cells) = line {
+            for (w, c) in widths.iter_mut().zip(cells) {
+                *w = (*w).max(c.chars().count());
+            }
+        }
+    }
+    if with_formation {
+        // The formation column is always an id's width, so the member column lines up.
+        widths[5] = widths[5].max(36);
+    }
+    let mut out = String::new();
+    for line in lines {
+        match line {
+            Line::Summary(s) => out.push_str(&s),
+            Line::Row(cells) => {
+                let last = cells.len() - 1;
+                for (i, c) in cells.iter().enumerate() {
+                    if i == last {
+                        out.push_str(c);
+                    } else {
+                        out.push_str(&format!("{c:<w$}  ", w = widths[i]));
+                    }
+                }
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::running::LauncherRef;
+
+    fn rec(ses: &str, frm: Option<&str>, member: Option<&str>) -> RunningRecord {
+        RunningRecord {
+            capsule_name: "local/echo".into(),
+            capsule_version: "0.1.0".into(),
+            formation_id: frm.map(str::to_string),
+            formation_member: member.map(str::to_string),
+            formation_launcher: frm.map(|_| LauncherRef {
+                pid: 4242,
+                process_start: "1".into(),
+            }),
+            pid: 77,
+            process_start: "1".into(),
+            records_dir: "/r".into(),
+            session_id: ses.into(),
+            started_at: "2026-01-01T00:00:00.000Z".into(),
+            url: "localhost:4000".into(),
+            workdir: "/w".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn nothing_running() {
+        assert_eq!(render(&[]), "No sessions are running.\n");
+    }
+
+    #[test]
+    fn standalone_sessions_have_five_columns() {
+        let out = render(&[rec("ses_b", None, None), rec("ses_a", None, None)]);
+        assert_eq!(
+            out,
+            "SESSION  CAPSULE           PID  URL             STARTED\n\
+             ses_a    local/echo@0.1.0  77   localhost:4000  2026-01-01T00:00:00.000Z\n\
+             ses_b    local/echo@0.1.0  77   localhost:4000  2026-01-01T00:00:00.000Z\n"
+        );
+    }
+
+    #[test]
+    fn formation_rows_are_grouped_under_a_summary_line() {
+        let frm = "frm_0199c4e2f1b7712a9d3e4f5061728394";
+        let out = render(&[
+            rec("ses_c", Some(frm), Some("coder")),
+            rec("ses_a", None, None),
+            rec("ses_b", Some(frm), Some("planner")),
+        ]);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 5, "{out}");
+        assert!(lines[0].starts_with("SESSION  CAPSULE"), "{out}");
+        assert!(
+            lines[0].ends_with(&format!("FORMATION{}MEMBER", " ".repeat(36 - 9 + 2))),
+            "{out}"
+        );
+        assert!(lines[1].starts_with("ses_a "), "{out}");
+        assert!(lines[1].contains(&format!("-{}-", " ".repeat(35 + 2))), "{out}");
+        assert_eq!(lines[2], format!("formation {frm}  launcher pid 4242  2 member(s)"));
+        assert!(
+            lines[3].starts_with("ses_b ") && lines[3].ends_with(&format!("{frm}  planner")),
+            "{out}"
+        );
+        assert!(lines[4].starts_with("ses_c ") && lines[4].ends_with("coder"), "{out}");
+    }
+
+    #[test]
+    fn formation_without_launcher_shows_a_dash() {
+        let frm = "frm_0199c4e2f1b7712a9d3e4f5061728394";
+        let mut r = rec("ses_a", Some(frm), None);
+        r.formation_launcher = None;
+        let out = render(&[r]);
+        assert!(
+            out.contains(&format!("formation {frm}  launcher pid -  1 member(s)\n")),
+            "{out}"
+        );
+    }
+}

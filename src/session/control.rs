@@ -1,0 +1,184 @@
+//! The session's controller: the lifecycle of runtime.md §6.4 and the wind-down of §13.2, driven
+//! on the session's actix system from one inbox (causes, executor events, the `--task` task's
+//! end, the idle wait).
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use crate::calls;
+use crate::diag::{self, Diagnostic};
+use crate::door::{Board, TaskState};
+use crate::running;
+use crate::timing::Timing;
+
+use super::executor::ExecEvent;
+use super::lifecycle::Policy;
+use super::recorder::{Recorder, TaskNews};
+use super::winddown::{self, Cause, Plan, Reaction, WindDown};
+use super::{Session, retention, rfc3339_ms, secs_until};
+
+/// What the controller waits on.
+pub(super) struct Inbox {
+    pub(super) causes: UnboundedReceiver<Cause>,
+    pub(super) exec: UnboundedReceiver<ExecEvent>,
+    pub(super) news: UnboundedReceiver<TaskNews>,
+    pub(super) idle: UnboundedReceiver<()>,
+}
+
+/// The controller: the lifecycle of §6.4 and the wind-down of §13.2 on one task.
+pub(super) struct Controller<'a> {
+    pub(super) session: &'a Session,
+    pub(super) board: &'a Arc<Board>,
+    pub(super) recorder: &'a Arc<Recorder>,
+    pub(super) policy: Policy,
+    pub(super) deadline: Option<DateTime<Utc>>,
+    pub(super) formation_id: Option<String>,
+    /// `trace.retain`, for the session pass at the end (§15.3).
+    pub(super) retain: Option<crate::manifest::Retain>,
+    /// The member calls, abandoned at wind-down.
+    pub(super) calls: Option<calls::Calls>,
+}
+
+/// How the session is ending.
+enum End {
+    Normal,
+    Wind(Plan),
+}
+
+impl Controller<'_> {
+    pub(super) async fn run(self, mut inbox: Inbox) -> u8 {
+        let mut wd = WindDown::new();
+        let mut started_any = false;
+        let mut end: Option<End> = None;
+        loop {
+            tokio::select! {
+                Some(cause) = inbox.causes.recv() => {
+                    let past = self.deadline.is_some_and(|d| Utc::now() >= d);
+                    let running = self.running_task();
+                    match wd.take(cause, past, running.is_some()) {
+                        Reaction::Begin(plan) => {
+                            self.begin_wind_down(plan, running.as_deref());
+                            end = Some(End::Wind(plan));
+                        }
+                        Reaction::Ignore => {}
+                        Reaction::ExitNow => {
+                            running::remove(&self.session.home, &self.session.id);
+                            std::process::exit(143);
+                        }
+                    }
+                }
+                Some(ev) = inbox.exec.recv() => match ev {
+                    ExecEvent::Started { .. } => started_any = true,
+                    ExecEvent::Done { .. } => {
+                        // Without --task, the first task's end ends a session that does not
+                        // serve for ever.
+                        if !self.policy.has_task && self.policy.ends_after_task() && !wd.begun() {
+                            wd.ending_normally();
+                            end = Some(End::Normal);
+                            self.board.close();
+                        }
+                    }
+                    ExecEvent::Gone => break,
+                },
+                Some(TaskNews::LocalEnded) = inbox.news.recv() => {
+                    if self.policy.ends_after_task() && !wd.begun() {
+                        wd.ending_normally();
+                        end = Some(End::Normal);
+                        self.board.close();
+                    }
+                }
+                Some(()) = inbox.idle.recv() => {
+                    let anything = started_any || self.board.all().iter().any(|t| t.state != TaskState::Rejected);
+                    if !anything && !wd.begun() {
+                        wd.ending_normally();
+                        end = Some(End::Normal);
+                        self.board.close();
+                    }
+                }
+                else => break,
+            }
+        }
+        self.finish(end)
+    }
+
+    /// The task running now, if any.
+    fn running_task(&self) -> Option<String> {
+        self.board
+            .all()
+            .into_iter()
+            .find(|t| t.state == TaskState::Working)
+            .map(|t| t.id)
+    }
+
+    /// §13.2 for the first cause: formation_ended first, the lifeline line, deadline_reached,
+    /// then cancel the running task, reject the queued ones, and arm the teardown backstop.
+    fn begin_wind_down(&self, plan: Plan, running: Option<&str>) {
+        let s = self.session;
+        let (home, id) = (s.home.clone(), s.id.clone());
+        winddown::arm_backstop(Timing::get().member_teardown, move || running::remove(&home, &id));
+        if plan.formation_ended() {
+            if let Some(frm) = &self.formation_id {
+                s.journal.formation_ended(&s.session_start, frm);
+            }
+            s.console.note(
+                "formation lifeline closed — the formation has ended; cancelling live tasks and ending the session",
+            );
+        }
+        if plan.deadline_reached()
+            && let Some(d) = self.deadline
+        {
+            s.journal.deadline_reached(&rfc3339_ms(d), secs_until(s.started_at, d));
+        }
+        if let Some(task) = running {
+            self.board.cancel(task, plan.cancel_reason());
+        }
+        self.board.close();
+        if let Some(c) = &self.calls {
+            c.finish_all();
+        }
+    }
+
+    /// Writes `session_end`, prints the closing diagnostic, and returns the exit code.
+    fn finish(&self, end: Option<End>) -> u8 {
+        let s = self.session;
+        let local = self.recorder.local_ending();
+        let (status, code) = match end {
+            Some(End::Wind(plan)) => {
+                if plan.deadline_reached()
+                    && let Some(d) = self.deadline
+                {
+                    s.console.diag(&Diagnostic::new(
+                        diag::E_RUN_053,
+                        format!(
+                            "the session reached the deadline it inherited, at {}, from the formation or the capsule that launched it",
+                            rfc3339_ms(d)
+                        ),
+                    ));
+                } else if plan.cause == Cause::Sigterm && plan.was_running {
+                    s.console.diag(&Diagnostic::new(
+                        diag::E_RUN_040,
+                        "SIGTERM arrived while a task was running: the task was cancelled, and the session ended canceled",
+                    ));
+                }
+                (plan.exit_status(), plan.exit_code())
+            }
+            Some(End::Normal) | None => match (self.policy.has_task, &local) {
+                (true, Some((task_id, ending))) => match ending.e_run_030(task_id) {
+                    Some(d) => {
+                        s.console.diag(&d);
+                        (ending.status(), 1)
+                    }
+                    None => ("ok", 0),
+                },
+                _ => ("ok", 0),
+            },
+        };
+        s.journal.session_end(s.duration_ms(), status);
+        if let (Some(retain), Some(group)) = (&self.retain, s.records.dir().parent()) {
+            retention::run(&s.home, group, &s.id, retain, &s.console);
+        }
+        code
+    }
+}

@@ -1,0 +1,361 @@
+//! The executor: takes work from the door's task board, one task at a time, and runs it on the
+//! capsule host (runtime.md §16.1).
+//!
+//! It runs on an arbiter thread of its own, so a component busy computing never delays the
+//! session's controller (signals, lifeline, deadline) or the door. A task cancelled on the board
+//! (CancelTask, wind-down) fires the capsule's cancel signal, and the component stops promptly.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::Actor;
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::calls;
+use crate::capsule::{self, AllowList, Capsule, HttpPolicy, MemberCalls, NetworkPolicy, OutputSink, TaskEnv};
+use crate::channel::{self, FirstLine, Intake};
+use crate::door::{Board, TaskOutcome, Work};
+use crate::manifest::Manifest;
+use crate::model::{self, Agent, AgentCalls, AgentOutcome, TaskCtx, TaskEvents};
+use crate::timing::Timing;
+use crate::trace::TraceWriter;
+
+use super::journal::Journal;
+use super::records::Console;
+
+/// What runs a session's tasks: a WebAssembly component, or the agent loop of a model capsule.
+#[derive(Clone)]
+pub enum Runner {
+    Component(Capsule),
+    Model(Arc<Agent>),
+}
+
+impl Runner {
+    /// `session_start.tools_declared` and the card's tools.
+    pub fn tools_declared(&self) -> Vec<String> {
+        match self {
+            Runner::Component(_) => Vec::new(),
+            Runner::Model(agent) => agent.tools_declared(),
+        }
+    }
+}
+
+/// What the executor tells the controller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecEvent {
+    /// A task left the queue and started running.
+    Started { task_id: String },
+    /// A task's run is over and the board holds its outcome.
+    Done { task_id: String },
+    /// The board is closed and drained: the executor has stopped.
+    Gone,
+}
+
+/// What the executor needs from the session around each task.
+pub trait TaskSetup: Send + Sync {
+    /// The environment of one task: identity, member calls, network policy, output, limits.
+    fn env(&self, work: &Work) -> TaskEnv;
+    /// The task's run is over (e.g. its unawaited member calls end `abandoned`).
+    fn finished(&self, task_id: &str);
+    /// What a model capsule's task runs with (§16.3): its calls, cancellation and events.
+    fn model_task(&self, work: &Work, board: &Arc<Board>, cancel: capsule::CancelSignal) -> TaskCtx;
+    /// A model capsule's task ended `max_turns_reached` (the board only knows it failed).
+    fn max_turns_reached(&self, task_id: &str);
+}
+
+/// Starts draining `board` on `arbiter`; events go to `events`.
+///
+/// With `only_one` (a lifecycle that ends after a task, §6.4) it runs the first task and then takes
+/// nothing more: the controller closes the board, which rejects whatever is queued, rather than
+/// the next task starting and being cancelled.
+pub fn spawn(
+    arbiter: &actix_rt::ArbiterHandle,
+    board: Arc<Board>,
+    runner: Runner,
+    setup: Arc<dyn TaskSetup>,
+    only_one: bool,
+    events: UnboundedSender<ExecEvent>,
+) -> bool {
+    // Spawned from inside the arbiter's thread: a model capsule's provider client (awc) is not
+    // `Send`, so the loop runs as a local task there.
+    arbiter.spawn_fn(move || {
+        actix_rt::spawn(drain(board, runner, setup, only_one, events));
+    })
+}
+
+async fn drain(
+    board: Arc<Board>,
+    runner: Runner,
+    setup: Arc<dyn TaskSetup>,
+    only_one: bool,
+    events: UnboundedSender<ExecEvent>,
+) {
+    while let Some(work) = board.next_work().await {
+        let task_id = work.task_id.clone();
+        let _ = events.send(ExecEvent::Started {
+            task_id: task_id.clone(),
+        });
+        let env = setup.env(&work);
+        let signal = env.cancel.clone();
+        let watch = work.cancel.clone();
+        // The board's cancellation drives the capsule's; the bridge dies with the task.
+        let bridge = actix_rt::spawn(async move {
+            watch.cancelled().await;
+            signal.cancel();
+        });
+        let outcome = match &runner {
+            Runner::Component(capsule) => board_outcome(capsule.run(&work.text, env).await, work.owner.as_deref()),
+            Runner::Model(agent) => {
+                let outcome = agent.run(&work.text, setup.model_task(&work, &board, env.cancel)).await;
+                if matches!(outcome, AgentOutcome::MaxTurns(_)) {
+                    setup.max_turns_reached(&task_id);
+                }
+                outcome.into_board()
+            }
+        };
+        bridge.abort();
+        setup.finished(&task_id);
+        board.finish(&task_id, outcome);
+        drop(work);
+        let _ = events.send(ExecEvent::Done { task_id });
+        if only_one {
+            wait_closed(&board).await;
+            break;
+        }
+    }
+    let _ = events.send(ExecEvent::Gone);
+}
+
+/// Completes once the board is closing.
+async fn wait_closed(board: &Board) {
+    // Subscribe before looking, so a close in between is not missed.
+    let mut changes = board.changes();
+    while !board.is_closing() {
+        if changes.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// The host's outcome as the board records it. A no-answer is honoured only in a task a member
+/// sent (§16.2); anywhere else it is a failure carrying the reason.
+pub fn board_outcome(outcome: capsule::TaskOutcome, owner: Option<&str>) -> TaskOutcome {
+    match outcome {
+        capsule::TaskOutcome::Completed(answer) => TaskOutcome::Completed(answer),
+        capsule::TaskOutcome::Failed(message) => TaskOutcome::Failed(message),
+        capsule::TaskOutcome::NoAnswer(reason) if owner.is_some_and(|o| o.starts_with("member:")) => {
+            TaskOutcome::NoAnswer {
+                reason,
+                below: Vec::new(),
+            }
+        }
+        capsule::TaskOutcome::NoAnswer(reason) => TaskOutcome::Failed(reason),
+        capsule::TaskOutcome::Canceled => TaskOutcome::Canceled,
+    }
+}
+
+/// The member calls of a member with a channel (§11, §12): the VirtualPeerRouter fed by the
+/// channel's reader thread, and `Calls` when the member may call anyone. Call it on the
+/// session's actix system: the router and the calls' HTTP live there.
+pub fn member_calls(
+    first: &FirstLine,
+    intake: Option<Intake>,
+    manifest: &Manifest,
+    trace: Arc<TraceWriter>,
+    console: &Console,
+) -> Option<calls::Calls> {
+    let notes = console.clone();
+    let router = calls::VirtualPeerRouter::new(&first.calls, Timing::get().address_wait)
+        .with_notes(move |line| notes.note(line))
+        .start();
+    if let Some(intake) = intake {
+        let r = router.clone();
+        if let Err(e) = intake.spawn_reader(move |event| r.do_send(calls::Channel(event))) {
+            console.note(&format!(
+                "the formation channel cannot be read ({e}); no callee's address will arrive"
+            ));
+            router.do_send(calls::Channel(channel::ChannelEvent::Closed));
+        }
+    }
+    let callees: Vec<String> = first.calls.iter().map(|c| c.name.clone()).collect();
+    if callees.is_empty() {
+        return None;
+    }
+    let mut timing = *Timing::get();
+    timing.call_bound = calls::call_bound(manifest.lifecycle.delegation_deadline_secs);
+    let trace: Arc<dyn calls::CallTrace> = trace;
+    Some(calls::Calls::new(
+        router,
+        callees,
+        AllowList::parse(&manifest.network_allow),
+        trace,
+        &timing,
+    ))
+}
+
+/// What every task of a session runs with.
+pub fn task_setup(
+    formation_id: Option<String>,
+    first: Option<&FirstLine>,
+    manifest: &Manifest,
+    calls: Option<calls::Calls>,
+    bootstrap_log: &Path,
+    journal: Journal,
+) -> Setup {
+    let callees: Vec<String> = first
+        .map(|f| f.calls.iter().map(|c| c.name.clone()).collect())
+        .unwrap_or_default();
+    // §12.1: single spaces, roster order, never set empty.
+    let peers_env = (!callees.is_empty()).then(|| {
+        callees
+            .iter()
+            .map(|c| format!("{c}=http://{c}.formation.invalid"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    });
+    let output = match std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(bootstrap_log)
+    {
+        Ok(f) => OutputSink::writer(f),
+        Err(_) => OutputSink::discard(),
+    };
+    Setup {
+        formation_id,
+        member_name: first.map(|f| f.member.clone()),
+        peers_env,
+        allow: AllowList::parse(&manifest.network_allow),
+        calls,
+        output,
+        budget: Timing::get().component_task,
+        call_bound: calls::call_bound(manifest.lifecycle.delegation_deadline_secs),
+        journal,
+    }
+}
+
+/// What every task of the session runs with: its [`TaskSetup`].
+pub struct Setup {
+    formation_id: Option<String>,
+    member_name: Option<String>,
+    peers_env: Option<String>,
+    allow: AllowList,
+    calls: Option<calls::Calls>,
+    output: OutputSink,
+    budget: Duration,
+    /// The bound of each member call, named in a model's busy note.
+    call_bound: Duration,
+    journal: Journal,
+}
+
+impl TaskSetup for Setup {
+    fn env(&self, work: &Work) -> TaskEnv {
+        let (member_calls, http): (Arc<dyn MemberCalls>, Arc<dyn HttpPolicy>) = match &self.calls {
+            Some(c) => c.for_task(&work.task_id, work.trust),
+            None => (
+                Arc::new(capsule::NoCallees),
+                Arc::new(NetworkPolicy::new(self.allow.clone())),
+            ),
+        };
+        TaskEnv {
+            formation_id: self.formation_id.clone(),
+            member_name: self.member_name.clone(),
+            peers_env: self.peers_env.clone(),
+            calls: member_calls,
+            http,
+            output: self.output.clone(),
+            cancel: capsule::CancelSignal::new(),
+            limits: capsule::Limits {
+                time_budget: self.budget,
+                ..capsule::Limits::default()
+            },
+        }
+    }
+
+    fn finished(&self, task_id: &str) {
+        if let Some(c) = &self.calls {
+            c.finish_task(task_id);
+        }
+    }
+
+    fn model_task(&self, work: &Work, board: &Arc<Board>, cancel: capsule::CancelSignal) -> TaskCtx {
+        let from_member = work.owner.as_deref().is_some_and(|o| o.starts_with("member:"));
+        let calls: Arc<dyn AgentCalls> = match &self.calls {
+            Some(c) => Arc::new(model::SessionCalls::new(
+                c.task(&work.task_id, work.trust),
+                self.call_bound,
+                from_member,
+            )),
+            None => Arc::new(model::NoCalls),
+        };
+        TaskCtx {
+            task_id: work.task_id.clone(),
+            from_member,
+            calls,
+            cancel,
+            events: Arc::new(ModelEvents {
+                task_id: work.task_id.clone(),
+                board: Arc::clone(board),
+                journal: self.journal.clone(),
+            }),
+        }
+    }
+
+    fn max_turns_reached(&self, task_id: &str) {
+        self.journal.mark_max_turns(task_id);
+    }
+}
+
+/// A model task's progress: WORKING notes on the board, `task_continued` in the trace.
+struct ModelEvents {
+    task_id: String,
+    board: Arc<Board>,
+    journal: Journal,
+}
+
+impl TaskEvents for ModelEvents {
+    fn working(&self, note: &str) {
+        self.board.set_working(&self.task_id, Some(note));
+    }
+
+    fn record(&self, event_type: &str, fields: &[(&str, serde_json::Value)]) {
+        self.journal.write(event_type, None, fields);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capsule::TaskOutcome as Host;
+
+    #[test]
+    fn outcomes_map_onto_the_board() {
+        let table = [
+            (Host::Completed("a".into()), None, TaskOutcome::Completed("a".into())),
+            (
+                Host::Failed("f".into()),
+                Some("operator"),
+                TaskOutcome::Failed("f".into()),
+            ),
+            (
+                Host::NoAnswer("r".into()),
+                Some("operator"),
+                TaskOutcome::Failed("r".into()),
+            ),
+            (Host::NoAnswer("r".into()), None, TaskOutcome::Failed("r".into())),
+            (
+                Host::NoAnswer("r".into()),
+                Some("member:lead"),
+                TaskOutcome::NoAnswer {
+                    reason: "r".into(),
+                    below: Vec::new(),
+                },
+            ),
+            (Host::Canceled, None, TaskOutcome::Canceled),
+        ];
+        for (host, owner, want) in table {
+            assert_eq!(board_outcome(host.clone(), owner), want, "{host:?} {owner:?}");
+        }
+    }
+}

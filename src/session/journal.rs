@@ -1,0 +1,276 @@
+//! The trace records a session writes (runtime.md §14): `session_start` first, then
+//! `a2a_task_received`, `task_end` / `task_canceled` / `task_rejected`, `formation_ended`,
+//! `deadline_reached`, and `session_end` last.
+//!
+//! Records go through [`TraceWriter`] (common keys first, then the fields in the order §14.2 lists
+//! them; one lock, so lines from the door's threads and the controller never interleave). A
+//! failed write is reported once on the console and otherwise ignored: losing a trace line must
+//! not stop a wind-down.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use serde_json::Value;
+
+use crate::model::Totals;
+use crate::trace::TraceWriter;
+
+use super::records::Console;
+
+/// One session's `trace.jsonl`: the session's record kinds over the shared [`TraceWriter`].
+#[derive(Clone)]
+pub struct Journal {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    writer: Arc<TraceWriter>,
+    console: Console,
+    /// A failed write is reported once.
+    reported: AtomicBool,
+    /// A model capsule's usage counters, for `session_end`.
+    usage: OnceLock<Arc<Totals>>,
+    /// Model tasks that ended `max_turns_reached`, until their `task_end` is written.
+    max_turns: Mutex<HashSet<String>>,
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Journal({})", self.inner.writer.session_id())
+    }
+}
+
+/// `session_start`'s fields (§14.2).
+#[derive(Debug, Clone, Default)]
+pub struct Start<'a> {
+    pub capsule_name: &'a str,
+    pub capsule_version: &'a str,
+    /// Model capsules only.
+    pub model: Option<&'a str>,
+    pub max_turns: Option<u32>,
+    pub tools_declared: &'a [String],
+    pub formation_id: Option<&'a str>,
+    /// `(member, callees)`: only for a member started with a channel.
+    pub member: Option<(&'a str, &'a [String])>,
+    /// `{"at","secs","source":"inherited"}`.
+    pub deadline: Option<Deadline<'a>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline<'a> {
+    /// RFC 3339 UTC with milliseconds.
+    pub at: &'a str,
+    pub secs: u64,
+}
+
+impl Journal {
+    /// Creates `trace.jsonl` (0600) for `session_id`.
+    pub fn create(path: &Path, session_id: &str, console: Console) -> std::io::Result<Journal> {
+        let writer = Arc::new(TraceWriter::create(path, session_id)?);
+        Ok(Journal {
+            inner: Arc::new(Inner {
+                writer,
+                console,
+                reported: AtomicBool::new(false),
+                usage: OnceLock::new(),
+                max_turns: Mutex::new(HashSet::new()),
+            }),
+        })
+    }
+
+    /// The writer itself, for parts that write their own records (member calls).
+    pub fn writer(&self) -> Arc<TraceWriter> {
+        Arc::clone(&self.inner.writer)
+    }
+
+    /// Appends one record; returns its `event_id` (empty if it could not be written).
+    pub fn write(&self, event_type: &str, parent_id: Option<&str>, fields: &[(&str, Value)]) -> String {
+        match self.inner.writer.write(event_type, parent_id, fields) {
+            Ok(id) => id,
+            Err(e) => {
+                if !self.inner.reported.swap(true, Ordering::Relaxed) {
+                    self.inner.console.note(&format!(
+                        "the trace cannot be written ({e}); later records may be missing"
+                    ));
+                }
+                String::new()
+            }
+        }
+    }
+
+    /// The usage counters `session_end` reports (a model capsule's agent).
+    pub fn set_usage(&self, totals: Arc<Totals>) {
+        let _ = self.inner.usage.set(totals);
+    }
+
+    /// Notes that a model task is about to fail `max_turns_reached`.
+    pub fn mark_max_turns(&self, task_id: &str) {
+        self.inner
+            .max_turns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(task_id.to_string());
+    }
+
+    /// Whether [`Journal::mark_max_turns`] named this task; forgets it.
+    pub fn take_max_turns(&self, task_id: &str) -> bool {
+        self.inner
+            .max_turns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(task_id)
+    }
+
+    pub fn session_start(&self, s: &Start<'_>) -> String {
+        let mut f: Vec<(&str, Value)> = vec![
+            ("capsule_name", s.capsule_name.into()),
+            ("capsule_version", s.capsule_version.into()),
+        ];
+        if let Some(m) = s.model {
+            f.push(("model", m.into()));
+        }
+        f.push(("max_turns", s.max_turns.into()));
+        f.push(("tools_declared", s.tools_declared.into()));
+        if let Some(frm) = s.formation_id {
+            f.push(("formation_id", frm.into()));
+        }
+        if let Some((member, callees)) = s.member {
+            f.push(("formation_member", member.into()));
+            f.push(("formation_callees", callees.into()));
+        }
+        if let Some(d) = s.deadline {
+            f.push((
+                "deadline",
+                serde_json::json!({"at": d.at, "secs": d.secs, "source": "inherited"}),
+            ));
+        }
+        self.write("session_start", None, &f)
+    }
+
+    pub fn task_received(
+        &self,
+        task_id: &str,
+        context_id: &str,
+        message_id: &str,
+        traceparent: Option<&str>,
+        caller_member: Option<&str>,
+    ) {
+        let mut f: Vec<(&str, Value)> = vec![
+            ("task_id", task_id.into()),
+            ("context_id", context_id.into()),
+            ("message_id", message_id.into()),
+            ("traceparent_from_caller", traceparent.into()),
+        ];
+        if let Some(c) = caller_member {
+            f.push(("caller_member", c.into()));
+        }
+        self.write("a2a_task_received", None, &f);
+    }
+
+    pub fn task_end(&self, task_id: &str, exit_status: &str) {
+        self.write(
+            "task_end",
+            None,
+            &[("task_id", task_id.into()), ("exit_status", exit_status.into())],
+        );
+    }
+
+    pub fn task_canceled(&self, task_id: &str, reason: &str) {
+        self.write(
+            "task_canceled",
+            None,
+            &[("task_id", task_id.into()), ("reason", reason.into())],
+        );
+    }
+
+    pub fn task_rejected(&self, task_id: &str, reason: &str) {
+        self.write(
+            "task_rejected",
+            None,
+            &[("task_id", task_id.into()), ("reason", reason.into())],
+        );
+    }
+
+    /// `parent_id` is the `session_start` event.
+    pub fn formation_ended(&self, session_start: &str, formation_id: &str) {
+        self.write(
+            "formation_ended",
+            Some(session_start),
+            &[("formation_id", formation_id.into())],
+        );
+    }
+
+    pub fn deadline_reached(&self, at: &str, secs: u64) {
+        self.write(
+            "deadline_reached",
+            None,
+            &[
+                ("deadline_at", at.into()),
+                ("deadline_secs", secs.into()),
+                ("source", "inherited".into()),
+            ],
+        );
+    }
+
+    pub fn session_end(&self, duration_ms: u64, exit_status: &str) {
+        let u = self.inner.usage.get().map(|t| t.snapshot()).unwrap_or_default();
+        self.write(
+            "session_end",
+            None,
+            &[
+                ("total_turns", u.turns.into()),
+                ("total_input_tokens", u.input_tokens.into()),
+                ("total_output_tokens", u.output_tokens.into()),
+                ("total_tool_calls", u.tool_calls.into()),
+                ("total_shell_calls", 0.into()),
+                ("duration_ms", duration_ms.into()),
+                ("exit_status", exit_status.into()),
+            ],
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_trace_reads_back_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace.jsonl");
+        let j = Journal::create(&path, "ses_1", Console::new()).unwrap();
+        let callees = vec!["coder".to_string()];
+        let start = j.session_start(&Start {
+            capsule_name: "local/echo",
+            capsule_version: "0.1.0",
+            tools_declared: &[],
+            formation_id: Some("frm_1"),
+            member: Some(("lead", &callees)),
+            deadline: Some(Deadline {
+                at: "2026-01-01T00:00:00.000Z",
+                secs: 5,
+            }),
+            ..Start::default()
+        });
+        j.formation_ended(&start, "frm_1");
+        j.session_end(12, "ok");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[0]["event_id"], Value::from(start.clone()));
+        let first = text.lines().next().unwrap();
+        assert!(
+            first.ends_with(
+                ",\"capsule_name\":\"local/echo\",\"capsule_version\":\"0.1.0\",\"max_turns\":null,\"tools_declared\":[],\"formation_id\":\"frm_1\",\"formation_member\":\"lead\",\"formation_callees\":[\"coder\"],\"deadline\":{\"at\":\"2026-01-01T00:00:00.000Z\",\"secs\":5,\"source\":\"inherited\"}}"
+            ),
+            "{first}"
+        );
+        assert_eq!(lines[1]["parent_id"], Value::from(start));
+        assert_eq!(lines[2]["exit_status"], "ok");
+        assert_eq!(lines[2]["total_shell_calls"], 0);
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+}

@@ -1,0 +1,374 @@
+//! The member runtime, `mur run --capsule` (runtime.md §6, §13): one session of one capsule, with
+//! its door.
+//!
+//! [`run`] goes through the start-up order of §6.1: checks and resolution ([`startup`]), then the
+//! session is staged (id, [`records`] directory, `session_start` in the [`journal`]), then, on one
+//! `actix_rt::System`, the door is bound, the running record written and the [`readiness`] line
+//! printed, and the controller (`control`) runs the [`lifecycle`] until the session ends on its
+//! own or [`winddown`] ends it. The [`executor`] runs tasks on an arbiter of its own, with member
+//! calls wired in when the channel names callees; the [`recorder`] turns the door's task board
+//! events into trace records and results; [`retention`] bounds old sessions at the end.
+
+mod control;
+pub mod executor;
+pub mod journal;
+pub mod lifecycle;
+pub mod readiness;
+pub mod recorder;
+pub mod records;
+pub mod retention;
+pub mod startup;
+pub mod winddown;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use tokio::sync::mpsc;
+
+use crate::cli::{Outcome, RunArgs};
+use crate::diag::{self, Diagnostic};
+use crate::door::{Board, Door, DoorConfig, FormationTrust};
+use crate::ids::{self, IdKind};
+use crate::paths::MurHome;
+use crate::running::{self, LauncherRef, RunningRecord};
+use crate::timing::Timing;
+
+use control::{Controller, Inbox};
+use executor::ExecEvent;
+use journal::Journal;
+use recorder::Recorder;
+use records::{Console, Records};
+use startup::{Prepared, Refusal};
+
+/// `mur run --capsule`: runs the session and returns its exit code.
+pub fn run(args: &RunArgs) -> Outcome {
+    let console = Console::new();
+    ignore_sigpipe();
+    let code = match startup::prepare(args, &console) {
+        Err(Refusal::Usage(msg)) => {
+            console.err_line(&format!("error: {msg}"));
+            2
+        }
+        Err(Refusal::Diag(d)) => {
+            console.diag(&d);
+            1
+        }
+        Ok(p) => match Session::stage(p, &console) {
+            Err(d) => {
+                console.diag(&d);
+                1
+            }
+            Ok((session, p)) => session.serve(args, p),
+        },
+    };
+    Ok(code)
+}
+
+/// Members ignore SIGPIPE (§9.7): a launcher gone must not kill a member mid wind-down.
+fn ignore_sigpipe() {
+    use nix::sys::signal::{SigHandler, Signal, signal};
+    // SAFETY: SIG_IGN installs no handler code; it only changes the disposition.
+    let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigIgn) };
+}
+
+fn rfc3339_ms(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// A staged session: its id, records directory and trace.
+struct Session {
+    id: String,
+    started: Instant,
+    started_at: DateTime<Utc>,
+    records: Records,
+    journal: Journal,
+    session_start: String,
+    console: Console,
+    home: MurHome,
+}
+
+impl Session {
+    /// §6.1 step 6: mint `ses_`, make the records directory, write `session_start`, W-RUN-008.
+    fn stage(p: Prepared, console: &Console) -> Result<(Session, Prepared), Diagnostic> {
+        let id = ids::mint(IdKind::Session);
+        let home = MurHome::from_env();
+        let staging = |what: &str, e: std::io::Error| Diagnostic::new(diag::E_RUN_012, format!("{what}: {e}"));
+        let dir = home.session_records(&p.workdir, &id);
+        let records = Records::create(dir.clone())
+            .map_err(|e| staging(&format!("the records directory {} cannot be made", dir.display()), e))?;
+        console
+            .attach_log(&records.bootstrap_log())
+            .map_err(|e| staging("logs/bootstrap.log cannot be written", e))?;
+        let journal = Journal::create(&records.trace_path(), &id, console.clone())
+            .map_err(|e| staging("trace.jsonl cannot be written", e))?;
+
+        let started_at = Utc::now();
+        let callees: Vec<String> = p
+            .membership
+            .as_ref()
+            .and_then(|m| m.first.as_ref())
+            .map(|f| f.calls.iter().map(|c| c.name.clone()).collect())
+            .unwrap_or_default();
+        let deadline_at = p.deadline.map(rfc3339_ms);
+        let agent = match &p.host {
+            executor::Runner::Model(agent) => Some(agent),
+            executor::Runner::Component(_) => None,
+        };
+        if let Some(a) = agent {
+            journal.set_usage(a.totals());
+        }
+        let tools = p.host.tools_declared();
+        let start = journal::Start {
+            capsule_name: &p.capsule.name.to_string(),
+            capsule_version: &p.capsule.version,
+            model: agent.map(|a| a.model()),
+            max_turns: agent.and_then(|a| a.max_turns()),
+            tools_declared: &tools,
+            formation_id: p.membership.as_ref().map(|m| m.formation_id.as_str()),
+            member: p
+                .membership
+                .as_ref()
+                .and_then(|m| m.first.as_ref())
+                .map(|f| (f.member.as_str(), &callees[..])),
+            deadline: p.deadline.zip(deadline_at.as_deref()).map(|(d, at)| journal::Deadline {
+                at,
+                secs: secs_until(started_at, d),
+            }),
+        };
+        let session_start = journal.session_start(&start);
+
+        // W-RUN-008 (§12.4): stderr and logs/bootstrap.log, both through the console.
+        if let Some(first) = p.membership.as_ref().and_then(|m| m.first.as_ref())
+            && let Some(w) = startup::w_run_008(&first.member, &callees, &p.capsule.manifest.network_allow)
+        {
+            console.diag(&w);
+        }
+        if let Some(t) = &p.task
+            && let Err(e) = records.write_task(t)
+        {
+            console.note(&format!("task.md cannot be written: {e}"));
+        }
+        Ok((
+            Session {
+                id,
+                started: Instant::now(),
+                started_at,
+                records,
+                journal,
+                session_start,
+                console: console.clone(),
+                home,
+            },
+            p,
+        ))
+    }
+
+    /// §6.1 steps 7–8 and the life of the session, on one actix system.
+    fn serve(self, args: &RunArgs, p: Prepared) -> u8 {
+        actix_rt::System::new().block_on(self.serve_async(args, p))
+    }
+
+    async fn serve_async(self, args: &RunArgs, mut p: Prepared) -> u8 {
+        let (cause_tx, causes) = mpsc::unbounded_channel();
+        let lifeline = p.membership.as_mut().and_then(|m| m.lifeline.take());
+        let listening = winddown::listen(
+            &cause_tx,
+            lifeline,
+            p.deadline,
+            &self.console,
+            self.home.clone(),
+            &self.id,
+        );
+        if let Err(d) = listening {
+            return self.fail_early(d);
+        }
+
+        // 7. The door.
+        let manifest = &p.capsule.manifest;
+        let formation = p.membership.as_ref().and_then(|m| {
+            let first = m.first.as_ref()?;
+            Some(FormationTrust {
+                formation_id: first.formation_id.clone(),
+                member: first.member.clone(),
+                verify_key: first.key()?,
+            })
+        });
+        let config = DoorConfig {
+            capsule_name: p.capsule.name.to_string(),
+            capsule_version: p.capsule.version.clone(),
+            description: format!("{}@{}", p.capsule.name, p.capsule.version),
+            session_id: self.id.clone(),
+            authenticate: manifest.authentication,
+            peer_tasks_accept: manifest.peer_tasks_accept,
+            acceptance: p.policy.acceptance,
+            queue_depth: p.policy.queue_depth,
+            formation,
+            network_allow: manifest.network_allow.clone(),
+            tools: p.host.tools_declared(),
+        };
+        let bind = args.bind.as_deref().unwrap_or("127.0.0.1");
+        let board = Board::new(p.policy.acceptance, p.policy.queue_depth);
+        let (news_tx, news) = mpsc::unbounded_channel();
+        let recorder = Recorder::new(
+            self.journal.clone(),
+            self.records.clone(),
+            self.console.clone(),
+            args.json,
+            &board,
+            news_tx,
+        );
+        recorder.observe(&board);
+        let door = match Door::start_with_board(config, bind, Arc::clone(&board)) {
+            Ok(d) => d,
+            Err(d) => return self.fail_early(d),
+        };
+
+        // The running record, then the readiness line.
+        let record = self.running_record(&p, &door);
+        if let Err(e) = record.write(&self.home) {
+            self.console.note(&format!(
+                "the running record cannot be written ({e}); `mur ps` will not list this session"
+            ));
+        }
+        let records_dir = self.records.dir().display().to_string();
+        let workdir = p.workdir.display().to_string();
+        let name = p.capsule.name.to_string();
+        if args.json {
+            let line = readiness::Readiness {
+                auth: manifest.authentication,
+                formation_id: p.membership.as_ref().map(|m| m.formation_id.as_str()),
+                name: &name,
+                pid: std::process::id(),
+                records_dir: &records_dir,
+                session_id: &self.id,
+                operator_token: if args.hidden.readiness_tokens {
+                    door.operator_token()
+                } else {
+                    None
+                },
+                url: door.url(),
+                version: &p.capsule.version,
+                workdir: &workdir,
+            }
+            .line();
+            self.console.out_line(&line);
+        } else {
+            self.console.note(&format!(
+                "session {} of {name}@{} serves its door at http://{}",
+                self.id,
+                p.capsule.version,
+                door.url()
+            ));
+        }
+
+        // 8. The --task task, then the executor and the idle wait.
+        if let Some(t) = &p.task {
+            board.submit_local(t);
+        }
+        let member_calls = p.membership.as_mut().and_then(|m| {
+            let first = m.first.as_ref()?;
+            executor::member_calls(
+                first,
+                m.intake.take(),
+                &p.capsule.manifest,
+                self.journal.writer(),
+                &self.console,
+            )
+        });
+        let (exec_tx, exec) = mpsc::unbounded_channel();
+        let arbiter = actix_rt::Arbiter::new();
+        let setup = Arc::new(executor::task_setup(
+            p.membership.as_ref().map(|m| m.formation_id.clone()),
+            p.membership.as_ref().and_then(|m| m.first.as_ref()),
+            &p.capsule.manifest,
+            member_calls.clone(),
+            &self.records.bootstrap_log(),
+            self.journal.clone(),
+        ));
+        if !executor::spawn(
+            &arbiter.handle(),
+            Arc::clone(&board),
+            p.host.clone(),
+            setup,
+            p.policy.ends_after_task(),
+            exec_tx.clone(),
+        ) {
+            let _ = exec_tx.send(ExecEvent::Gone);
+        }
+        let (idle_tx, idle) = mpsc::unbounded_channel();
+        if p.policy.idle_timeout() {
+            let wait = Timing::get().idle_first_task;
+            actix_rt::spawn(async move {
+                actix_rt::time::sleep(wait).await;
+                let _ = idle_tx.send(());
+            });
+        }
+
+        let inbox = Inbox {
+            causes,
+            exec,
+            news,
+            idle,
+        };
+        let controller = Controller {
+            session: &self,
+            board: &board,
+            recorder: &recorder,
+            policy: p.policy,
+            deadline: p.deadline,
+            formation_id: p.membership.as_ref().map(|m| m.formation_id.clone()),
+            retain: p.capsule.manifest.retain.clone(),
+            calls: member_calls,
+        };
+        let code = controller.run(inbox).await;
+        door.stop().await;
+        arbiter.stop();
+        running::remove(&self.home, &self.id);
+        drop(cause_tx);
+        code
+    }
+
+    /// A failure after `session_start` and before the door serves: `session_end failed`, exit 1.
+    fn fail_early(&self, d: Diagnostic) -> u8 {
+        self.console.diag(&d);
+        self.journal.session_end(self.duration_ms(), "failed");
+        1
+    }
+
+    fn duration_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn running_record(&self, p: &Prepared, door: &Door) -> RunningRecord {
+        let first = p.membership.as_ref().and_then(|m| m.first.as_ref());
+        let lifeline = p.membership.as_ref().is_some_and(|m| m.has_lifeline);
+        RunningRecord {
+            capsule_name: p.capsule.name.to_string(),
+            capsule_version: p.capsule.version.clone(),
+            door_token: door.operator_token().map(str::to_string),
+            formation_entry: first.is_some_and(|f| f.entry),
+            formation_id: p.membership.as_ref().map(|m| m.formation_id.clone()),
+            formation_launcher: first.and_then(|f| f.launcher.as_ref()).map(|l| LauncherRef {
+                pid: l.pid,
+                process_start: l.process_start.clone(),
+            }),
+            formation_lifeline: lifeline,
+            formation_member: first.map(|f| f.member.clone()),
+            outlives_launcher: !lifeline,
+            pid: std::process::id(),
+            process_start: crate::procinfo::own_start().unwrap_or_default(),
+            records_dir: self.records.dir().display().to_string(),
+            session_id: self.id.clone(),
+            started_at: rfc3339_ms(self.started_at),
+            url: door.url().to_string(),
+            workdir: p.workdir.display().to_string(),
+        }
+    }
+}
+
+/// Seconds from `from` to the deadline, rounded up, never negative.
+fn secs_until(from: DateTime<Utc>, deadline: DateTime<Utc>) -> u64 {
+    let ms = (deadline - from).num_milliseconds().max(0) as u64;
+    ms.div_ceil(1000)
+}

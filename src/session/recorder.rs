@@ -1,0 +1,155 @@
+//! The board observer: turns the task board's events into trace records, result files and the
+//! `--task` task's answer on stdout (runtime.md §6.5, §14.2).
+//!
+//! It runs on whichever thread changed the board (a door worker, the executor, the controller),
+//! right after the change, so records appear in the order tasks changed.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::door::{Board, BoardEvent, Origin, TaskState};
+
+use super::journal::Journal;
+use super::lifecycle::Ending;
+use super::records::{Console, Records};
+
+/// What the recorder tells the controller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskNews {
+    /// The `--task` task reached a terminal state.
+    LocalEnded,
+}
+
+pub struct Recorder {
+    journal: Journal,
+    records: Records,
+    console: Console,
+    json: bool,
+    board: Weak<Board>,
+    news: UnboundedSender<TaskNews>,
+    origins: Mutex<HashMap<String, Origin>>,
+    local: Mutex<Option<(String, Ending)>>,
+}
+
+impl Recorder {
+    pub fn new(
+        journal: Journal,
+        records: Records,
+        console: Console,
+        json: bool,
+        board: &Arc<Board>,
+        news: UnboundedSender<TaskNews>,
+    ) -> Arc<Recorder> {
+        Arc::new(Recorder {
+            journal,
+            records,
+            console,
+            json,
+            board: Arc::downgrade(board),
+            news,
+            origins: Mutex::new(HashMap::new()),
+            local: Mutex::new(None),
+        })
+    }
+
+    /// How the `--task` task ended, once it has.
+    pub fn local_ending(&self) -> Option<(String, Ending)> {
+        self.local.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Installs this recorder as the board's observer.
+    pub fn observe(self: &Arc<Self>, board: &Board) {
+        let me = Arc::clone(self);
+        board.set_observer(move |e| me.on_event(e));
+    }
+
+    fn on_event(&self, e: &BoardEvent) {
+        match e {
+            BoardEvent::Received {
+                task_id,
+                context_id,
+                message_id,
+                traceparent,
+                caller_member,
+                origin,
+                ..
+            } => {
+                self.origins
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(task_id.clone(), *origin);
+                self.journal.task_received(
+                    task_id,
+                    context_id,
+                    message_id,
+                    traceparent.as_deref(),
+                    caller_member.as_deref(),
+                );
+            }
+            BoardEvent::Ended {
+                task_id,
+                state,
+                no_answer,
+                reason,
+            } => {
+                let origin = self.origins.lock().unwrap_or_else(|e| e.into_inner()).remove(task_id);
+                self.ended(
+                    task_id,
+                    *state,
+                    *no_answer,
+                    reason.as_deref(),
+                    origin == Some(Origin::Local),
+                );
+            }
+        }
+    }
+
+    fn ended(&self, task_id: &str, state: TaskState, no_answer: bool, reason: Option<&str>, local: bool) {
+        let reason_text = reason.unwrap_or_default().to_string();
+        let ending = match state {
+            TaskState::Rejected => {
+                self.journal.task_rejected(task_id, reason.unwrap_or("rejected"));
+                if !local {
+                    return;
+                }
+                // A `--task` task refused because the session is closing never ran: it ends as
+                // cancelled for the operator who asked for it.
+                Ending::Canceled
+            }
+            TaskState::Canceled => {
+                self.journal.task_canceled(task_id, reason.unwrap_or("canceled"));
+                Ending::Canceled
+            }
+            TaskState::Completed => {
+                let answer = self
+                    .board
+                    .upgrade()
+                    .and_then(|b| b.get(task_id))
+                    .and_then(|t| t.answer)
+                    .unwrap_or_default();
+                Ending::Completed(answer)
+            }
+            TaskState::Failed if no_answer => Ending::NoAnswer(reason_text),
+            TaskState::Failed if self.journal.take_max_turns(task_id) => Ending::MaxTurns(reason_text),
+            _ => Ending::Failed(reason_text),
+        };
+        if state != TaskState::Canceled && state != TaskState::Rejected {
+            self.journal.task_end(task_id, ending.status());
+        }
+        if let Err(e) = self.records.write_result(task_id, !local, &ending.result_text()) {
+            self.console
+                .note(&format!("the result of task {task_id} cannot be written: {e}"));
+        }
+        if local {
+            if self.json {
+                self.console.out_line(&ending.answer_line(task_id));
+            } else {
+                self.console.out_line(&ending.result_text());
+            }
+            *self.local.lock().unwrap_or_else(|e| e.into_inner()) = Some((task_id.to_string(), ending));
+            let _ = self.news.send(TaskNews::LocalEnded);
+        }
+    }
+}

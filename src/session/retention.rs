@@ -1,0 +1,83 @@
+//! The session retention pass (runtime.md §15.3): at session end, a capsule with `trace.retain`
+//! bounds the `ses_` directories of its own records group by `max_sessions` and `max_age`, never
+//! removing the current session, a newer one, or one whose running record is live.
+//!
+//! The decision is `crate::retention::plan`, shared with the formation pass; [`run`] reads the
+//! group and applies it.
+
+use std::path::Path;
+
+use crate::ids::{self, IdKind};
+use crate::manifest::Retain;
+use crate::paths::MurHome;
+
+use super::records::Console;
+
+/// The `ses_` directories (not symlinks) directly under `group`.
+fn sessions_in(group: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(group) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir() && !t.is_symlink()))
+        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+        .filter(|n| ids::is(IdKind::Session, n))
+        .collect()
+}
+
+/// Applies the pass to the records group holding `current`; one stderr line per removal.
+pub fn run(home: &MurHome, group: &Path, current: &str, retain: &Retain, console: &Console) {
+    let sessions = sessions_in(group);
+    if sessions.len() <= 1 {
+        return;
+    }
+    // An unreadable running directory makes every session count as live.
+    let running = crate::running::live(home).ok();
+    let is_live = |id: &str| {
+        running
+            .as_ref()
+            .is_none_or(|r| r.iter().any(|rec| rec.session_id == id))
+    };
+    let now_ms = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
+    for (id, reason) in crate::retention::plan(sessions, IdKind::Session, current, retain, now_ms, &is_live) {
+        if std::fs::remove_dir_all(group.join(&id)).is_ok() {
+            console.note(&format!("retention: removed session {id} ({})", reason.as_str()));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DAY: u64 = 86_400_000;
+
+    fn ses(ms: u64, tail: u32) -> String {
+        format!("ses_{ms:012x}7000{tail:016x}")
+    }
+
+    #[test]
+    fn run_removes_directories_of_the_group() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = MurHome::at_home(tmp.path());
+        let group = tmp.path().join("group");
+        let (a, b, cur) = (ses(DAY, 1), ses(2 * DAY, 2), crate::ids::mint(IdKind::Session));
+        for s in [&a, &b, &cur] {
+            std::fs::create_dir_all(group.join(s)).unwrap();
+        }
+        std::fs::create_dir_all(group.join("not-a-session")).unwrap();
+        run(
+            &home,
+            &group,
+            &cur,
+            &Retain {
+                max_sessions: Some(2),
+                max_age_secs: None,
+            },
+            &Console::new(),
+        );
+        assert!(group.join(&cur).is_dir() && group.join(&b).is_dir() && group.join("not-a-session").is_dir());
+        assert!(!group.join(&a).exists());
+    }
+}
