@@ -1,0 +1,130 @@
+//! A small A2A JSON-RPC client for one callee's door, over awc (runtime.md §11.2, §11.4).
+//!
+//! It only moves bytes: every request is a `POST /` with the edge's bearer token and the
+//! provenance headers; `wire` reads what comes back. awc futures are not `Send`, so a
+//! [`DoorClient`] lives on one actix thread (the session's arbiter) and never crosses threads.
+//!
+//! An `Err` from these functions is a *transport* failure (no connection, a reset, a timeout):
+//! the watcher counts those. The error text never contains the token; it may contain the door's
+//! address, which callers redact before anyone sees it.
+
+use std::time::Duration;
+
+use actix_web::web::Bytes;
+use futures_util::StreamExt;
+
+use super::router::PeerRoute;
+use crate::door::Trust;
+
+/// Largest reply body read (a callee's answer is cut to 64 KiB later; this only bounds memory).
+const MAX_BODY: usize = 32 << 20;
+
+/// An HTTP reply: status and body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    pub status: u16,
+    pub body: Bytes,
+}
+
+/// The answer to SubscribeToTask: a stream of events, or a plain reply instead (a JSON-RPC error
+/// such as `-32004` for a task already over, or an HTTP refusal), whose body is not read: GetTask
+/// tells the rest.
+pub enum Subscription {
+    Stream(EventStream),
+    NotAStream,
+}
+
+/// The body of an open `text/event-stream` response.
+pub struct EventStream {
+    body: awc::ClientResponse,
+}
+
+impl EventStream {
+    /// The next chunk: `Ok(None)` at a clean end of the stream, `Err` on a read error.
+    pub async fn chunk(&mut self) -> Result<Option<Bytes>, String> {
+        match self.body.next().await {
+            None => Ok(None),
+            Some(Ok(b)) => Ok(Some(b)),
+            Some(Err(e)) => Err(e.to_string()),
+        }
+    }
+}
+
+/// One callee's door, as a caller talks to it.
+pub struct DoorClient {
+    client: awc::Client,
+    route: PeerRoute,
+    trust: Trust,
+}
+
+impl std::fmt::Debug for DoorClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DoorClient")
+            .field("route", &self.route)
+            .field("trust", &self.trust)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DoorClient {
+    /// A client for the door `route` names; requests carry `trust` as `x-murmur-task-trust`.
+    /// `connect` bounds opening a connection.
+    pub fn new(route: PeerRoute, trust: Trust, connect: Duration) -> DoorClient {
+        let client = awc::Client::builder()
+            .connector(awc::Connector::new().timeout(connect))
+            // A door never redirects; following one could carry the token elsewhere.
+            .disable_redirects()
+            .disable_timeout()
+            .finish();
+        DoorClient { client, route, trust }
+    }
+
+    fn request(&self, timeout: Duration) -> awc::ClientRequest {
+        let mut auth = awc::http::header::HeaderValue::from_str(&format!("Bearer {}", self.route.token()))
+            .unwrap_or_else(|_| awc::http::header::HeaderValue::from_static(""));
+        auth.set_sensitive(true);
+        self.client
+            .post(format!("{}/", self.route.url))
+            .timeout(timeout)
+            .insert_header((awc::http::header::AUTHORIZATION, auth))
+            .insert_header(("a2a-version", "1.0"))
+            .insert_header(("content-type", "application/json"))
+            .insert_header(("x-murmur-task-origin", "peer"))
+            .insert_header(("x-murmur-task-trust", self.trust.as_str()))
+    }
+
+    /// POSTs a JSON-RPC body and reads the whole reply, all within `timeout`.
+    pub async fn post(&self, body: String, timeout: Duration) -> Result<Reply, String> {
+        let read = async {
+            let mut resp = self.request(timeout).send_body(body).await.map_err(|e| e.to_string())?;
+            let status = resp.status().as_u16();
+            let body = resp.body().limit(MAX_BODY).await.map_err(|e| e.to_string())?;
+            Ok(Reply { status, body })
+        };
+        match tokio::time::timeout(timeout, read).await {
+            Ok(r) => r,
+            Err(_) => Err(format!("no reply within {} ms", timeout.as_millis())),
+        }
+    }
+
+    /// POSTs a SubscribeToTask body; `head` bounds the wait for the response head (the stream
+    /// itself has no time limit: the watcher bounds it).
+    pub async fn subscribe(&self, body: String, head: Duration) -> Result<Subscription, String> {
+        let resp = self
+            .request(head)
+            .insert_header(("accept", "text/event-stream"))
+            .send_body(body)
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = resp.status().as_u16();
+        let is_stream = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
+        if status == 200 && is_stream {
+            return Ok(Subscription::Stream(EventStream { body: resp }));
+        }
+        Ok(Subscription::NotAStream)
+    }
+}

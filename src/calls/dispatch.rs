@@ -1,0 +1,438 @@
+//! The member calls of one task (runtime.md §11.2, §11.4, §16.2): dispatch, the record of every
+//! call the task started, handing outcomes over, and abandoning what is left when the task ends.
+//!
+//! [`TaskCalls`] implements the capsule host's [`MemberCalls`]. Its futures are `Send` and may run
+//! on any thread; the network work of each call runs on the session's actix arbiter (see
+//! `watcher`), and the two sides meet in this module's locked state.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use serde_json::{Value, json};
+use tokio::sync::{oneshot, watch};
+
+use super::Shared;
+use super::output;
+use super::wire::Ended;
+use crate::capsule::{BoxFuture, CallOutcome, CallStatus, MemberCalls};
+use crate::door::{NoAnswerBelow, Trust};
+use crate::ids::{self, IdKind};
+
+/// How a dispatch went, as the tool result reports it (§11.3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dispatched {
+    pub call_id: String,
+    pub member: String,
+    pub kind: DispatchKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DispatchKind {
+    /// The callee's door holds the task.
+    Started { member_task_id: String },
+    /// The callee was busy; the runtime keeps offering it the task.
+    Busy,
+    /// The call ended at once (HTTP or JSON-RPC error, refusal, routing refusal, transport
+    /// error); the output is already redacted and capped.
+    Ended { status: CallStatus, output: String },
+}
+
+/// A call's final outcome, as shown to the caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Settled {
+    pub status: CallStatus,
+    pub output: String,
+    pub truncated: bool,
+    pub no_answer_below: Vec<NoAnswerBelow>,
+    pub duration_ms: u64,
+}
+
+#[derive(Debug, Default)]
+struct SlotState {
+    member_task_id: Option<String>,
+    /// The callee's real door URL, once resolved: what redaction replaces.
+    door_url: Option<String>,
+    settled: Option<Settled>,
+    /// Handed to the component (or model), or written off when the task ended.
+    returned: bool,
+}
+
+/// One call, shared by the task's state and its watcher.
+#[derive(Debug)]
+pub(crate) struct CallSlot {
+    pub call_id: String,
+    pub member: String,
+    /// The tool call: the bound and `duration_ms` count from here.
+    pub started: Instant,
+    state: Mutex<SlotState>,
+    /// Fires when the caller gives up on the call (its task ended first).
+    give_up: watch::Sender<bool>,
+}
+
+impl CallSlot {
+    fn lock(&self) -> MutexGuard<'_, SlotState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn set_member_task(&self, task_id: &str) {
+        self.lock().member_task_id = Some(task_id.to_string());
+    }
+
+    pub fn set_door_url(&self, url: &str) {
+        self.lock().door_url = Some(url.to_string());
+    }
+
+    pub fn member_task_id(&self) -> Option<String> {
+        self.lock().member_task_id.clone()
+    }
+
+    /// Whether the caller gave up on this call.
+    pub fn given_up(&self) -> bool {
+        *self.give_up.borrow()
+    }
+
+    /// Resolves once the caller gives up on this call.
+    pub async fn gave_up(&self) {
+        let mut rx = self.give_up.subscribe();
+        // The sender lives as long as the slot, so `wait_for` only ends when it fired.
+        let _ = rx.wait_for(|v| *v).await;
+    }
+}
+
+#[derive(Debug, Default)]
+struct Book {
+    /// The task ended: no call may start any more.
+    ended: bool,
+    calls: Vec<Arc<CallSlot>>,
+}
+
+/// The shared state of one task's calls.
+pub(crate) struct TaskInner {
+    pub task_id: String,
+    pub trust: Trust,
+    pub shared: Arc<Shared>,
+    book: Mutex<Book>,
+    /// Bumped whenever a call settles, so `await_all` re-checks.
+    changed: watch::Sender<u64>,
+}
+
+impl std::fmt::Debug for TaskInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskInner")
+            .field("task_id", &self.task_id)
+            .field("trust", &self.trust)
+            .field("book", &self.book)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TaskInner {
+    fn lock(&self) -> MutexGuard<'_, Book> {
+        self.book.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records how `slot` ended, unless it already has an outcome (e.g. it was abandoned).
+    /// The output is redacted and capped here, once. Returns the settled outcome when this call
+    /// settled it.
+    pub fn settle(&self, slot: &CallSlot, ended: Ended) -> Option<Settled> {
+        let settled = {
+            let mut s = slot.lock();
+            if s.settled.is_some() {
+                return None;
+            }
+            let (output, truncated) = output::shown(&ended.output, &slot.member, s.door_url.as_deref());
+            let settled = Settled {
+                status: ended.status,
+                output,
+                truncated,
+                no_answer_below: ended.no_answer_below,
+                duration_ms: millis_since(slot.started),
+            };
+            s.settled = Some(settled.clone());
+            settled
+        };
+        self.changed.send_modify(|v| *v = v.wrapping_add(1));
+        Some(settled)
+    }
+
+    /// `member_call_start` (§14.2).
+    pub fn trace_start(&self, slot: &CallSlot, member_task_id: &str) {
+        self.shared.trace.record(
+            "member_call_start",
+            &[
+                ("task_id", json!(self.task_id)),
+                ("call_id", json!(slot.call_id)),
+                ("member", json!(slot.member)),
+                ("member_task_id", json!(member_task_id)),
+            ],
+        );
+    }
+
+    /// `member_call_busy` (§14.2) for offer `offer`.
+    pub fn trace_busy(&self, slot: &CallSlot, offer: u32) {
+        self.shared.trace.record(
+            "member_call_busy",
+            &[
+                ("task_id", json!(self.task_id)),
+                ("call_id", json!(slot.call_id)),
+                ("member", json!(slot.member)),
+                ("offer", json!(offer)),
+                ("waited_ms", json!(millis_since(slot.started))),
+                ("message", json!(busy_text(&slot.member))),
+            ],
+        );
+    }
+
+    /// `member_call` (§14.2): written once per call, when its outcome is handed over
+    /// (`delivered: true`) or written off as the task ends (`delivered: false`).
+    fn trace_end(&self, slot: &CallSlot, settled: &Settled, delivered: bool) {
+        let below: Vec<Value> = settled
+            .no_answer_below
+            .iter()
+            .map(|b| json!({"member": b.member, "status": b.status}))
+            .collect();
+        self.shared.trace.record(
+            "member_call",
+            &[
+                ("task_id", json!(self.task_id)),
+                ("call_id", json!(slot.call_id)),
+                ("member", json!(slot.member)),
+                ("member_task_id", json!(slot.member_task_id())),
+                ("status", json!(settled.status.as_str())),
+                ("duration_ms", json!(settled.duration_ms)),
+                ("output", json!(settled.output)),
+                ("truncated", json!(settled.truncated)),
+                ("delivered", json!(delivered)),
+                ("no_answer_below", Value::Array(below)),
+            ],
+        );
+    }
+
+    /// Hands over every settled call not handed over yet, in start order, and traces each.
+    /// `None` while some call not handed over has no outcome yet.
+    fn take_when_all_settled(&self) -> Option<Vec<CallOutcome>> {
+        let book = self.lock();
+        let open: Vec<&Arc<CallSlot>> = book.calls.iter().filter(|c| !c.lock().returned).collect();
+        if open.iter().any(|c| c.lock().settled.is_none()) {
+            return None;
+        }
+        Some(open.into_iter().filter_map(|c| self.hand_over(c)).collect())
+    }
+
+    /// Marks `slot` handed over and traces it; `None` when it has no outcome or was handed over.
+    fn hand_over(&self, slot: &CallSlot) -> Option<CallOutcome> {
+        let settled = {
+            let mut s = slot.lock();
+            if s.returned {
+                return None;
+            }
+            let settled = s.settled.clone()?;
+            s.returned = true;
+            settled
+        };
+        self.trace_end(slot, &settled, true);
+        Some(CallOutcome {
+            call_id: slot.call_id.clone(),
+            member: slot.member.clone(),
+            status: settled.status,
+            output: settled.output,
+            truncated: settled.truncated,
+        })
+    }
+
+    /// Ends the task's calls: each without an outcome ends `abandoned` (its watcher stops, the
+    /// callee is not cancelled), and every call not handed over is traced `delivered: false`.
+    pub fn finish(&self) {
+        let calls = {
+            let mut book = self.lock();
+            book.ended = true;
+            book.calls.clone()
+        };
+        for slot in calls {
+            let abandoned = Ended::new(
+                CallStatus::Abandoned,
+                format!(
+                    "the calling task ended before {} answered, so the answer was not awaited",
+                    slot.member
+                ),
+            );
+            self.settle(&slot, abandoned);
+            slot.give_up.send_replace(true);
+            let settled = {
+                let mut s = slot.lock();
+                if s.returned {
+                    continue;
+                }
+                s.returned = true;
+                s.settled.clone()
+            };
+            if let Some(settled) = settled {
+                self.trace_end(&slot, &settled, false);
+            }
+        }
+        self.changed.send_modify(|v| *v = v.wrapping_add(1));
+    }
+}
+
+fn millis_since(t: Instant) -> u64 {
+    u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The text a busy callee's call carries (§11.3 busy row).
+pub fn busy_text(member: &str) -> String {
+    format!("{member} is busy with other work and did not take the task")
+}
+
+/// The member calls of one task. Cheap to clone; every clone is the same task.
+#[derive(Debug, Clone)]
+pub struct TaskCalls {
+    pub(crate) inner: Arc<TaskInner>,
+}
+
+impl TaskCalls {
+    pub(crate) fn new(task_id: &str, trust: Trust, shared: Arc<Shared>) -> TaskCalls {
+        TaskCalls {
+            inner: Arc::new(TaskInner {
+                task_id: task_id.to_string(),
+                trust,
+                shared,
+                book: Mutex::new(Book::default()),
+                changed: watch::channel(0).0,
+            }),
+        }
+    }
+
+    pub fn task_id(&self) -> &str {
+        &self.inner.task_id
+    }
+
+    /// §11.2 steps 2–5 and §11.3: `Err(text)` is a tool error (nothing was sent); otherwise the
+    /// call has an id and its watcher runs until it has an outcome or the task ends.
+    pub async fn dispatch(&self, member: &str, task: &str) -> Result<Dispatched, String> {
+        let inner = &self.inner;
+        let callees = &inner.shared.callees;
+        // Step 2.
+        if !callees.iter().any(|c| c == member) {
+            let may = if callees.is_empty() {
+                "it may call no member".to_string()
+            } else {
+                format!("it may call: {}", callees.join(", "))
+            };
+            return Err(format!("'{member}' is not a member this capsule may call; {may}"));
+        }
+        // Steps 3 and 4, under one lock so two dispatches cannot both claim the member.
+        let call_id = ids::mint(IdKind::Call);
+        let slot = {
+            let mut book = inner.lock();
+            if book.ended {
+                return Err("there is no task in scope for this call: the task has already ended".into());
+            }
+            if let Some(held) = book.calls.iter().find(|c| c.member == member && !c.lock().returned) {
+                return Err(format!(
+                    "call {} to '{member}' has not been handed back yet (it is still running, or \
+                     its answer is waiting); end your turn now and collect every answer before \
+                     calling '{member}' again",
+                    held.call_id
+                ));
+            }
+            let slot = Arc::new(CallSlot {
+                call_id: call_id.clone(),
+                member: member.to_string(),
+                started: Instant::now(),
+                state: Mutex::new(SlotState::default()),
+                give_up: watch::channel(false).0,
+            });
+            book.calls.push(Arc::clone(&slot));
+            slot
+        };
+        // Step 5, on the arbiter that runs the session's HTTP client.
+        let (tx, rx) = oneshot::channel();
+        let spawned = match &inner.shared.arbiter {
+            Some(arbiter) => {
+                let (inner, slot, task) = (Arc::clone(inner), Arc::clone(&slot), task.to_string());
+                arbiter.spawn_fn(move || {
+                    actix_rt::spawn(super::watcher::run_call(inner, slot, task, tx));
+                })
+            }
+            None => false,
+        };
+        let no_machinery = || {
+            Ended::new(
+                CallStatus::Failed,
+                "the runtime's call machinery is not running, so the call could not be sent",
+            )
+        };
+        if !spawned {
+            inner.settle(&slot, no_machinery());
+            return Ok(report_ended(&slot));
+        }
+        match rx.await {
+            Ok(d) => Ok(d),
+            // The watcher was dropped before reporting (its arbiter stopped).
+            Err(_) => {
+                inner.settle(&slot, no_machinery());
+                Ok(report_ended(&slot))
+            }
+        }
+    }
+
+    /// Waits until every call not handed over yet has an outcome, then hands them all over (in
+    /// start order) and writes their `member_call` records.
+    pub async fn await_all(&self) -> Vec<CallOutcome> {
+        let mut rx = self.inner.changed.subscribe();
+        loop {
+            rx.borrow_and_update();
+            if let Some(out) = self.inner.take_when_all_settled() {
+                return out;
+            }
+            if rx.changed().await.is_err() {
+                return Vec::new();
+            }
+        }
+    }
+
+    /// Hands over the calls that have an outcome now, without waiting (e.g. a call that ended at
+    /// dispatch, whose tool result already told the model).
+    pub fn take_settled(&self) -> Vec<CallOutcome> {
+        let calls = self.inner.lock().calls.clone();
+        calls.iter().filter_map(|c| self.inner.hand_over(c)).collect()
+    }
+
+    /// Calls started and not yet settled.
+    pub fn outstanding(&self) -> usize {
+        self.inner
+            .lock()
+            .calls
+            .iter()
+            .filter(|c| c.lock().settled.is_none())
+            .count()
+    }
+
+    /// Ends the task's calls (see [`super::Calls::finish_task`]).
+    pub fn finish(&self) {
+        self.inner.finish();
+    }
+}
+
+/// The dispatch report of a call that ended at once.
+pub(crate) fn report_ended(slot: &CallSlot) -> Dispatched {
+    let settled = slot.lock().settled.clone();
+    let (status, output) = settled
+        .map(|s| (s.status, s.output))
+        .unwrap_or((CallStatus::Failed, String::new()));
+    Dispatched {
+        call_id: slot.call_id.clone(),
+        member: slot.member.clone(),
+        kind: DispatchKind::Ended { status, output },
+    }
+}
+
+impl MemberCalls for TaskCalls {
+    fn start<'a>(&'a self, member: &'a str, task: &'a str) -> BoxFuture<'a, Result<String, String>> {
+        Box::pin(async move { self.dispatch(member, task).await.map(|d| d.call_id) })
+    }
+
+    fn await_all(&self) -> BoxFuture<'_, Vec<CallOutcome>> {
+        Box::pin(TaskCalls::await_all(self))
+    }
+}

@@ -1,0 +1,193 @@
+//! Members calling members (runtime.md §11, §12, §16.2): the VirtualPeerRouter, `call-member`
+//! dispatch and its watcher, and the wasi:http glue for virtual peer addresses.
+//!
+//! - `router` — [`VirtualPeerRouter`], the actix actor holding the callees' tokens and door URLs
+//!   (fed by the formation channel) and answering [`Resolve`].
+//! - `dispatch` — [`TaskCalls`], one task's calls: the capsule host's [`MemberCalls`].
+//! - `watcher` — one call on the wire: send, busy re-offer, SubscribeToTask then GetTask.
+//! - `client` — the A2A JSON-RPC client over awc; `wire` — the bodies and replies, pure.
+//! - `policy` — the host's [`PeerResolver`] backed by the router, for `wasi:http`.
+//! - `output` — redaction, the 64 KiB cap, the fenced continuation text, tool-result text.
+//!
+//! # Wiring (the session runtime)
+//!
+//! ```ignore
+//! // Inside the session's actix system, once the channel's first line is read:
+//! let router = VirtualPeerRouter::new(&first.calls, timing.address_wait)
+//!     .with_notes(move |line| console.note(line))
+//!     .start();
+//! let r = router.clone();
+//! intake.spawn_reader(move |event| r.do_send(Channel(event)))?; // ends with Closed
+//!
+//! let mut timing = *Timing::get();
+//! timing.call_bound = calls::call_bound(manifest.lifecycle.delegation_deadline_secs);
+//! let calls = Calls::new(router, callees, AllowList::parse(&manifest.network_allow),
+//!                        Arc::new(trace_writer), &timing);
+//!
+//! // Per task (the executor's env factory):
+//! let (member_calls, http) = calls.for_task(&work.task_id, work.trust);
+//! let env = TaskEnv { calls: member_calls, http, peers_env, .. };
+//! let outcome = capsule.run(&work.text, env).await;
+//! calls.finish_task(&work.task_id); // unawaited calls end `abandoned`, traced
+//!
+//! // Wind-down, after live tasks were cancelled:
+//! calls.finish_all();
+//! ```
+//!
+//! A session whose member may call nobody needs none of this: keep `NoCallees` and a plain
+//! `NetworkPolicy` (which refuses every `*.formation.invalid` address).
+
+mod client;
+mod dispatch;
+mod output;
+mod policy;
+mod router;
+mod watcher;
+mod wire;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use actix::Addr;
+use serde_json::Value;
+
+pub use dispatch::{DispatchKind, Dispatched, TaskCalls};
+pub use output::{
+    ANSWER_CAP, CUT_MARKER, ToolResult, call_member_arguments, call_member_schema, cap, continuation_message, fence,
+    neutralise, redact, tool_result, virtual_url,
+};
+pub use policy::{PeerRoutes, task_policy};
+pub use router::{Channel, Denial, PeerRoute, Resolution, Resolve, VirtualPeerRouter, resolve};
+
+use crate::capsule::{AllowList, HttpPolicy, MemberCalls};
+use crate::door::Trust;
+use crate::timing::Timing;
+use crate::trace::TraceWriter;
+
+/// Where call records go: `member_call_start`, `member_call_busy`, `member_call` (§14.2).
+/// Fields come in the order §14.2 lists them; values never hold a token or a real door URL.
+pub trait CallTrace: Send + Sync {
+    /// Appends one record; a failed write is the sink's to report (it must not fail a call).
+    fn record(&self, event_type: &str, fields: &[(&str, Value)]);
+}
+
+impl CallTrace for TraceWriter {
+    fn record(&self, event_type: &str, fields: &[(&str, Value)]) {
+        // Losing a trace line must not fail a member call.
+        let _ = self.write(event_type, None, fields);
+    }
+}
+
+/// What every task's calls share.
+pub(crate) struct Shared {
+    pub router: Addr<VirtualPeerRouter>,
+    /// The callees, in roster order.
+    pub callees: Vec<String>,
+    pub allow: AllowList,
+    pub trace: Arc<dyn CallTrace>,
+    pub timing: Timing,
+    /// The actix arbiter the calls' HTTP runs on (awc is not `Send`).
+    pub arbiter: Option<actix_rt::ArbiterHandle>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("callees", &self.callees)
+            .field("timing", &self.timing)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The member calls of a session: one per process, cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Calls {
+    shared: Arc<Shared>,
+    tasks: Arc<Mutex<HashMap<String, TaskCalls>>>,
+}
+
+impl Calls {
+    /// The calls of a member that may call `callees` (roster order) through `router`, reaching
+    /// doors only where `allow` (`capabilities.network.allow`) lets it. `timing` supplies the
+    /// call bound (`call_bound`, see [`call_bound`]), the busy schedule, the poll interval and
+    /// the request timeouts.
+    ///
+    /// Call it on the actix system the router runs on: the calls' HTTP runs on the current
+    /// arbiter. Outside one, every call ends `failed` at dispatch.
+    pub fn new(
+        router: Addr<VirtualPeerRouter>,
+        callees: Vec<String>,
+        allow: AllowList,
+        trace: Arc<dyn CallTrace>,
+        timing: &Timing,
+    ) -> Calls {
+        Calls {
+            shared: Arc::new(Shared {
+                router,
+                callees,
+                allow,
+                trace,
+                timing: *timing,
+                arbiter: actix_rt::Arbiter::try_current(),
+            }),
+            tasks: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    fn tasks(&self) -> MutexGuard<'_, HashMap<String, TaskCalls>> {
+        self.tasks.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The calls of task `task_id`, made on first use; `trust` is the task's trust class, sent
+    /// as `x-murmur-task-trust` on its calls and its virtual-address requests.
+    pub fn task(&self, task_id: &str, trust: Trust) -> TaskCalls {
+        self.tasks()
+            .entry(task_id.to_string())
+            .or_insert_with(|| TaskCalls::new(task_id, trust, Arc::clone(&self.shared)))
+            .clone()
+    }
+
+    /// What a task's `TaskEnv` needs: its member calls and its outgoing-HTTP policy.
+    pub fn for_task(&self, task_id: &str, trust: Trust) -> (Arc<dyn MemberCalls>, Arc<dyn HttpPolicy>) {
+        let calls: Arc<dyn MemberCalls> = Arc::new(self.task(task_id, trust));
+        let http: Arc<dyn HttpPolicy> = Arc::new(task_policy(&self.shared.allow, &self.shared.router, trust));
+        (calls, http)
+    }
+
+    /// The task ended: every call without an outcome ends `abandoned` (the callee is not
+    /// cancelled), every call not handed over is traced with `delivered: false`, and no call may
+    /// start under this task any more. Idempotent.
+    pub fn finish_task(&self, task_id: &str) {
+        let task = self.tasks().remove(task_id);
+        if let Some(t) = task {
+            t.finish();
+        }
+    }
+
+    /// [`Calls::finish_task`] for every task (wind-down).
+    pub fn finish_all(&self) {
+        let tasks: Vec<TaskCalls> = self.tasks().drain().map(|(_, t)| t).collect();
+        for t in tasks {
+            t.finish();
+        }
+    }
+}
+
+/// The bound of each call (§11.4): `MURMUR_DELEGATION_TIMEOUT_SECS` when it is a positive
+/// integer, else the manifest's `lifecycle.delegation_deadline_secs`.
+pub fn call_bound(manifest_secs: u64) -> Duration {
+    call_bound_from(
+        manifest_secs,
+        std::env::var("MURMUR_DELEGATION_TIMEOUT_SECS").ok().as_deref(),
+    )
+}
+
+/// [`call_bound`] with the variable's value given.
+pub fn call_bound_from(manifest_secs: u64, env: Option<&str>) -> Duration {
+    let from_env = env.and_then(|v| v.trim().parse::<u64>().ok()).filter(|&s| s > 0);
+    Duration::from_secs(from_env.unwrap_or(manifest_secs))
+}

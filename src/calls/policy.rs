@@ -1,0 +1,47 @@
+//! The wasi:http glue (runtime.md §12.2, §12.3): a component's request to
+//! `http://<member>.formation.invalid` is resolved by the VirtualPeerRouter, checked against the
+//! component's `capabilities.network.allow`, and sent to the real door with the edge's token and
+//! the task's trust class stamped over whatever the component set.
+//!
+//! The capsule host does the interception and the header rewrite ([`NetworkPolicy`],
+//! [`Route::peer_door`]); this module supplies its [`PeerResolver`], backed by the router.
+
+use std::sync::Arc;
+
+use actix::Addr;
+
+use super::router::{self, Resolution, VirtualPeerRouter};
+use crate::capsule::{AllowList, BoxFuture, NetworkPolicy, PeerResolver, Route};
+use crate::door::Trust;
+
+/// Resolves virtual peer addresses for one task through the router, stamping the task's trust.
+#[derive(Debug, Clone)]
+pub struct PeerRoutes {
+    router: Addr<VirtualPeerRouter>,
+    trust: Trust,
+}
+
+impl PeerRoutes {
+    pub fn new(router: Addr<VirtualPeerRouter>, trust: Trust) -> PeerRoutes {
+        PeerRoutes { router, trust }
+    }
+}
+
+impl PeerResolver for PeerRoutes {
+    fn resolve<'a>(&'a self, member: &'a str) -> BoxFuture<'a, Option<Route>> {
+        Box::pin(async move {
+            match router::resolve(&self.router, member).await {
+                Resolution::Route(r) => Some(Route::peer_door(&r.url, r.token(), self.trust.as_str())),
+                // One refusal for every reason (§12.2).
+                Resolution::Denied(_) => None,
+            }
+        })
+    }
+}
+
+/// The outgoing-HTTP policy of one task: `allow` for ordinary hosts, and virtual peer addresses
+/// through `router`, checked against `allow` too (the roster grants a name, never network
+/// access).
+pub fn task_policy(allow: &AllowList, router: &Addr<VirtualPeerRouter>, trust: Trust) -> NetworkPolicy {
+    NetworkPolicy::new(allow.clone()).with_peers(Arc::new(PeerRoutes::new(router.clone(), trust)))
+}

@@ -1,0 +1,230 @@
+//! The VirtualPeerRouter (runtime.md §10.2, §12.2, §17): the member's address book of callees,
+//! as an actix actor.
+//!
+//! It holds the token of each edge this member may call (from the channel's first line) and the
+//! door URLs the channel's address lines deliver. `Resolve{name}` answers a route (URL and token)
+//! or a denial: a name that is not a callee is denied at once; a callee whose URL has not arrived
+//! is waited for up to the address wait (10 s); after the channel's end of file an unknown URL is
+//! denied at once, while known ones keep resolving. Tokens never leave except inside a
+//! [`PeerRoute`], whose `Debug` hides them.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use tokio::sync::oneshot;
+use zeroize::Zeroizing;
+
+use crate::channel::{self, ChannelEvent};
+
+/// Where a callee's door is and the credential for it.
+#[derive(Clone)]
+pub struct PeerRoute {
+    /// The door's real URL, `http://host:port`. Never shown to a component, a model or the trace.
+    pub url: String,
+    token: Arc<Zeroizing<String>>,
+}
+
+impl PeerRoute {
+    /// The `mft1` of the edge: only ever the `Authorization` header of a request to `url`.
+    pub fn token(&self) -> &str {
+        self.token.as_str()
+    }
+}
+
+impl fmt::Debug for PeerRoute {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PeerRoute")
+            .field("url", &self.url)
+            .field("token", &"<redacted>")
+            .finish()
+    }
+}
+
+/// Why a name did not resolve. Every denial looks the same to a component (§12.2); the reason is
+/// for the caller's own diagnostics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Denial {
+    /// Not a member this member may call (or no member at all).
+    NotCallee,
+    /// The channel ended without this callee's URL.
+    Closed,
+    /// The URL did not arrive within the address wait.
+    TimedOut,
+    /// The router is gone (the session is ending).
+    Gone,
+}
+
+impl Denial {
+    /// A short reason, for a call's output.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Denial::NotCallee => "it is not a member this capsule may call",
+            Denial::Closed => "the formation channel closed without its door address",
+            Denial::TimedOut => "its door address did not arrive in time",
+            Denial::Gone => "the session is ending",
+        }
+    }
+}
+
+/// The answer to [`Resolve`].
+#[derive(Debug, Clone)]
+pub enum Resolution {
+    Route(PeerRoute),
+    Denied(Denial),
+}
+
+/// Resolves a callee's roster name to its route, waiting for its URL as §12.2 says.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Resolution")]
+pub struct Resolve {
+    pub name: String,
+}
+
+/// One event of the formation channel's reader, forwarded as it comes.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct Channel(pub ChannelEvent);
+
+struct Waiter {
+    name: String,
+    tx: oneshot::Sender<Resolution>,
+}
+
+/// Logs a line behind the member runtime's prefix (the session's console).
+type Notes = Box<dyn Fn(&str)>;
+
+/// The address book actor. Start it on the session's actix system, feed it every
+/// [`ChannelEvent`] as [`Channel`], and ask it [`Resolve`].
+pub struct VirtualPeerRouter {
+    tokens: HashMap<String, Arc<Zeroizing<String>>>,
+    urls: HashMap<String, String>,
+    closed: bool,
+    wait: Duration,
+    waiters: Vec<Waiter>,
+    notes: Option<Notes>,
+}
+
+impl fmt::Debug for VirtualPeerRouter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut callees: Vec<&String> = self.tokens.keys().collect();
+        callees.sort();
+        f.debug_struct("VirtualPeerRouter")
+            .field("callees", &callees)
+            .field("known", &self.urls.len())
+            .field("closed", &self.closed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl VirtualPeerRouter {
+    /// The router of a member whose first line lists `calls` (one token per callee); `wait`
+    /// bounds the wait for a URL not yet known (`Timing::address_wait`, 10 s).
+    pub fn new(calls: &[channel::Call], wait: Duration) -> VirtualPeerRouter {
+        VirtualPeerRouter {
+            tokens: calls
+                .iter()
+                .map(|c| (c.name.clone(), Arc::new(Zeroizing::new(c.token.clone()))))
+                .collect(),
+            urls: HashMap::new(),
+            closed: false,
+            wait,
+            waiters: Vec::new(),
+            notes: None,
+        }
+    }
+
+    /// Where the notice about an unreadable address line goes (§10.2), e.g. the session's
+    /// console behind `[capsule-runtime] `. Without it the notice is dropped.
+    pub fn with_notes(mut self, notes: impl Fn(&str) + 'static) -> VirtualPeerRouter {
+        self.notes = Some(Box::new(notes));
+        self
+    }
+
+    /// The answer available now, if any.
+    fn lookup(&self, name: &str) -> Option<Resolution> {
+        let Some(token) = self.tokens.get(name) else {
+            return Some(Resolution::Denied(Denial::NotCallee));
+        };
+        if let Some(url) = self.urls.get(name) {
+            return Some(Resolution::Route(PeerRoute {
+                url: url.clone(),
+                token: Arc::clone(token),
+            }));
+        }
+        self.closed.then_some(Resolution::Denied(Denial::Closed))
+    }
+
+    /// Answers every waiter whose answer is now known.
+    fn wake(&mut self) {
+        let waiters = std::mem::take(&mut self.waiters);
+        for w in waiters {
+            match self.lookup(&w.name) {
+                Some(r) => {
+                    let _ = w.tx.send(r);
+                }
+                None if w.tx.is_closed() => {}
+                None => self.waiters.push(w),
+            }
+        }
+    }
+}
+
+impl Actor for VirtualPeerRouter {
+    type Context = Context<Self>;
+}
+
+impl Handler<Channel> for VirtualPeerRouter {
+    type Result = ();
+
+    fn handle(&mut self, msg: Channel, _ctx: &mut Context<Self>) {
+        match msg.0 {
+            ChannelEvent::Addresses(addrs) => {
+                for a in addrs {
+                    // Names that are not callees are ignored (§10.2).
+                    if self.tokens.contains_key(&a.name) {
+                        self.urls.insert(a.name, a.url);
+                    }
+                }
+            }
+            ChannelEvent::Unreadable(why) => {
+                if let Some(notes) = &self.notes {
+                    notes(&channel::intake::unreadable_notice(&why));
+                }
+            }
+            ChannelEvent::Closed => self.closed = true,
+        }
+        self.wake();
+    }
+}
+
+impl Handler<Resolve> for VirtualPeerRouter {
+    type Result = ResponseFuture<Resolution>;
+
+    fn handle(&mut self, msg: Resolve, _ctx: &mut Context<Self>) -> Self::Result {
+        if let Some(r) = self.lookup(&msg.name) {
+            return Box::pin(std::future::ready(r));
+        }
+        let (tx, rx) = oneshot::channel();
+        self.waiters.retain(|w| !w.tx.is_closed());
+        self.waiters.push(Waiter { name: msg.name, tx });
+        let wait = self.wait;
+        Box::pin(async move {
+            match tokio::time::timeout(wait, rx).await {
+                Ok(Ok(r)) => r,
+                Ok(Err(_)) => Resolution::Denied(Denial::Gone),
+                Err(_) => Resolution::Denied(Denial::TimedOut),
+            }
+        })
+    }
+}
+
+/// Asks `router` to resolve `name`; a router that is gone denies.
+pub async fn resolve(router: &Addr<VirtualPeerRouter>, name: &str) -> Resolution {
+    router
+        .send(Resolve { name: name.to_string() })
+        .await
+        .unwrap_or(Resolution::Denied(Denial::Gone))
+}

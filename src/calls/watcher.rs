@@ -1,0 +1,375 @@
+//! One call's life on the wire (runtime.md §11.2 step 5, §11.3, §11.4), run as a local task on
+//! the session's actix arbiter.
+//!
+//! 1. Resolve the callee through the VirtualPeerRouter and check the real door URL against the
+//!    caller's `capabilities.network.allow`.
+//! 2. Send the task (SendMessage, `returnImmediately`) and report the dispatch: started, busy, or
+//!    ended at once.
+//! 3. Busy: offer the task again after 1 s, doubling to 8 s, plus a deterministic jitter, until
+//!    the callee takes it, refuses it otherwise, stays unreachable, or the bound passes.
+//! 4. Started: follow the callee's task with SubscribeToTask, so its end is seen the moment it
+//!    happens, then read the outcome with GetTask; when the stream fails, poll GetTask every
+//!    500 ms. Two consecutive transport failures end the call `unreachable`; the bound ends it
+//!    `timed_out` and leaves the callee's task running.
+//!
+//! The caller giving up (its task ended) stops the watcher at once. A re-offer still in flight
+//! at that moment (or when the bound passes) is let finish, and if the callee took the task after
+//! all, it is cancelled with CancelTask `<call id>-cancel` (§11.5).
+
+use std::future::Future;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::oneshot;
+
+use super::client::{DoorClient, Subscription};
+use super::dispatch::{CallSlot, DispatchKind, Dispatched, TaskInner, report_ended};
+use super::router::{self, Resolution};
+use super::wire::{self, Ended, Poll, SendReply, SseReader, StreamNews};
+use crate::capsule::CallStatus;
+
+/// Which came first.
+enum Race<T> {
+    Done(T),
+    Deadline,
+    GaveUp,
+}
+
+/// Runs `fut` until it ends, the bound passes, or the caller gives up.
+async fn race<T>(fut: impl Future<Output = T>, deadline: Instant, slot: &CallSlot) -> Race<T> {
+    tokio::select! {
+        biased;
+        _ = slot.gave_up() => Race::GaveUp,
+        v = fut => Race::Done(v),
+        _ = tokio::time::sleep_until(deadline.into()) => Race::Deadline,
+    }
+}
+
+/// A call from dispatch to outcome. `report` gets the dispatch result as soon as it is known.
+pub(crate) async fn run_call(
+    inner: Arc<TaskInner>,
+    slot: Arc<CallSlot>,
+    task: String,
+    report: oneshot::Sender<Dispatched>,
+) {
+    let timing = inner.shared.timing;
+    let deadline = slot.started + timing.call_bound;
+    let member = slot.member.clone();
+    let ended_now = |ended: Ended| {
+        inner.settle(&slot, ended);
+        report_ended(&slot)
+    };
+
+    // 1. Route: the same refusal whatever the reason, before any connection (§12.2).
+    let route = match race(router::resolve(&inner.shared.router, &member), deadline, &slot).await {
+        Race::Done(Resolution::Route(r)) => r,
+        Race::Done(Resolution::Denied(d)) => {
+            let _ = report.send(ended_now(Ended::new(
+                CallStatus::Rejected,
+                format!("the runtime refused to route the call to {member}: {}", d.reason()),
+            )));
+            return;
+        }
+        Race::Deadline => {
+            let _ = report.send(ended_now(Ended::new(
+                CallStatus::Rejected,
+                format!(
+                    "the runtime refused to route the call to {member}: its door address did not \
+                     arrive before the call's bound"
+                ),
+            )));
+            return;
+        }
+        Race::GaveUp => return,
+    };
+    if !inner.shared.allow.allows_url(&route.url) {
+        let _ = report.send(ended_now(Ended::new(
+            CallStatus::Rejected,
+            format!(
+                "the runtime refused to route the call to {member}: this capsule's \
+                 capabilities.network.allow does not reach its door; declare \"localhost\""
+            ),
+        )));
+        return;
+    }
+    slot.set_door_url(&route.url);
+    let client = Rc::new(DoorClient::new(route, inner.trust, timing.answer_request));
+
+    // 2. The first offer.
+    let body = wire::send_message_body(&slot.call_id, &slot.call_id, &task);
+    let sent = match race(client.post(body, timing.call_send), deadline, &slot).await {
+        Race::Done(r) => r,
+        Race::Deadline => {
+            let _ = report.send(ended_now(Ended::new(
+                CallStatus::Unreachable,
+                format!("{member}'s door did not answer before the call's bound"),
+            )));
+            return;
+        }
+        Race::GaveUp => return,
+    };
+    let reply = match sent {
+        Ok(reply) => wire::read_send_reply(&member, reply.status, &reply.body),
+        Err(e) => {
+            let _ = report.send(ended_now(Ended::new(
+                CallStatus::Unreachable,
+                format!("{member}'s door could not be reached: {e}"),
+            )));
+            return;
+        }
+    };
+    match reply {
+        // The task ended while the reply was read: the call is already written off.
+        _ if slot.given_up() => {}
+        SendReply::Started { task_id } => {
+            slot.set_member_task(&task_id);
+            inner.trace_start(&slot, &task_id);
+            let _ = report.send(Dispatched {
+                call_id: slot.call_id.clone(),
+                member: member.clone(),
+                kind: DispatchKind::Started {
+                    member_task_id: task_id.clone(),
+                },
+            });
+            follow(&inner, &slot, &client, &task_id, deadline).await;
+        }
+        SendReply::Busy => {
+            inner.trace_busy(&slot, 1);
+            let _ = report.send(Dispatched {
+                call_id: slot.call_id.clone(),
+                member: member.clone(),
+                kind: DispatchKind::Busy,
+            });
+            if let Some(task_id) = reoffer(&inner, &slot, &client, &task, deadline).await {
+                follow(&inner, &slot, &client, &task_id, deadline).await;
+            }
+        }
+        SendReply::Refused { status, output } => {
+            let _ = report.send(ended_now(Ended::new(status, output)));
+        }
+    }
+}
+
+/// Offers the task again until the callee takes it (→ its task id) or the call ends.
+async fn reoffer(
+    inner: &TaskInner,
+    slot: &CallSlot,
+    client: &Rc<DoorClient>,
+    task: &str,
+    deadline: Instant,
+) -> Option<String> {
+    let timing = inner.shared.timing;
+    let member = &slot.member;
+    let stayed_busy = |offers: u32| {
+        Ended::new(
+            CallStatus::Rejected,
+            format!(
+                "{member} stayed busy with other work and did not take the task; it was offered \
+                 {offers} time(s) within the call's bound of {}",
+                span(timing.call_bound)
+            ),
+        )
+    };
+    let mut offer: u32 = 1;
+    let mut failures = 0u32;
+    loop {
+        let next = offer + 1;
+        let wait = wire::busy_wait(&slot.call_id, next, timing.busy_first, timing.busy_max);
+        if Instant::now() + wait >= deadline {
+            // No further offer fits in the bound: wait it out (a task ending first wins).
+            match race(std::future::pending::<()>(), deadline, slot).await {
+                Race::GaveUp => return None,
+                _ => {
+                    inner.settle(slot, stayed_busy(offer));
+                    return None;
+                }
+            }
+        }
+        if let Race::GaveUp = race(tokio::time::sleep(wait), deadline, slot).await {
+            return None;
+        }
+        offer = next;
+        let body = wire::send_message_body(&format!("{}-{offer}", slot.call_id), &slot.call_id, task);
+        // Spawned, so a re-offer in flight when the caller gives up can still be answered: if
+        // the callee took the task after all, it is cancelled.
+        let mut in_flight = {
+            let client = Rc::clone(client);
+            let send = timing.call_send;
+            actix_rt::spawn(async move { client.post(body, send).await })
+        };
+        let sent = match race(&mut in_flight, deadline, slot).await {
+            Race::Done(joined) => joined.unwrap_or_else(|e| Err(e.to_string())),
+            gave_up_or_bound => {
+                cancel_if_taken(client, slot, in_flight, timing.answer_request);
+                if let Race::Deadline = gave_up_or_bound {
+                    inner.settle(slot, stayed_busy(offer));
+                }
+                return None;
+            }
+        };
+        match sent {
+            Err(e) => {
+                failures += 1;
+                if failures >= 2 {
+                    inner.settle(
+                        slot,
+                        Ended::new(
+                            CallStatus::Unreachable,
+                            format!("{member}'s door could not be reached: {e}"),
+                        ),
+                    );
+                    return None;
+                }
+            }
+            Ok(reply) => {
+                failures = 0;
+                match wire::read_send_reply(member, reply.status, &reply.body) {
+                    // Given up between the reply and here: cancel what the callee took.
+                    SendReply::Started { task_id } if slot.given_up() => {
+                        let body = wire::task_method_body("CancelTask", &format!("{}-cancel", slot.call_id), &task_id);
+                        let _ = client.post(body, timing.answer_request).await;
+                        return None;
+                    }
+                    SendReply::Started { task_id } => {
+                        slot.set_member_task(&task_id);
+                        inner.trace_start(slot, &task_id);
+                        return Some(task_id);
+                    }
+                    SendReply::Busy => inner.trace_busy(slot, offer),
+                    SendReply::Refused { status, output } => {
+                        inner.settle(slot, Ended::new(status, output));
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Lets a re-offer in flight finish; if the callee took the task, cancels it (§11.5).
+fn cancel_if_taken(
+    client: &Rc<DoorClient>,
+    slot: &CallSlot,
+    in_flight: tokio::task::JoinHandle<Result<super::client::Reply, String>>,
+    timeout: std::time::Duration,
+) {
+    let client = Rc::clone(client);
+    let (call_id, member) = (slot.call_id.clone(), slot.member.clone());
+    actix_rt::spawn(async move {
+        let Ok(Ok(reply)) = in_flight.await else {
+            return;
+        };
+        if let SendReply::Started { task_id } = wire::read_send_reply(&member, reply.status, &reply.body) {
+            let body = wire::task_method_body("CancelTask", &format!("{call_id}-cancel"), &task_id);
+            let _ = client.post(body, timeout).await;
+        }
+    });
+}
+
+/// Follows the callee's task `task_id` until the call has an outcome.
+async fn follow(inner: &TaskInner, slot: &CallSlot, client: &DoorClient, task_id: &str, deadline: Instant) {
+    let timing = inner.shared.timing;
+    let member = &slot.member;
+    let timed_out = || {
+        Ended::new(
+            CallStatus::TimedOut,
+            format!(
+                "{member} did not answer within the call's bound of {}; its task was left running",
+                span(timing.call_bound)
+            ),
+        )
+    };
+    let mut failures = 0u32;
+
+    // The stream first: its terminal event is the signal to read the outcome.
+    let body = wire::task_method_body("SubscribeToTask", &slot.call_id, task_id);
+    match race(client.subscribe(body, timing.answer_request), deadline, slot).await {
+        Race::GaveUp => return,
+        Race::Deadline => {
+            inner.settle(slot, timed_out());
+            return;
+        }
+        Race::Done(Err(_)) => failures += 1,
+        // A refusal (e.g. the task already ended): GetTask tells the rest.
+        Race::Done(Ok(Subscription::NotAStream)) => {}
+        Race::Done(Ok(Subscription::Stream(mut stream))) => {
+            let mut sse = SseReader::default();
+            'stream: loop {
+                match race(stream.chunk(), deadline, slot).await {
+                    Race::GaveUp => return,
+                    Race::Deadline => {
+                        inner.settle(slot, timed_out());
+                        return;
+                    }
+                    // The door closes a stream only after a terminal state, so an end or a read
+                    // error before one means the connection was lost.
+                    Race::Done(Ok(None)) | Race::Done(Err(_)) => {
+                        failures += 1;
+                        break 'stream;
+                    }
+                    Race::Done(Ok(Some(bytes))) => {
+                        let Ok(events) = sse.push(&bytes) else {
+                            break 'stream;
+                        };
+                        for e in &events {
+                            match wire::stream_news(e) {
+                                StreamNews::Live => {}
+                                StreamNews::Terminal | StreamNews::Error => break 'stream,
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    // GetTask: at once after the stream, then every poll interval.
+    let body = wire::task_method_body("GetTask", &slot.call_id, task_id);
+    loop {
+        match race(client.post(body.clone(), timing.answer_request), deadline, slot).await {
+            Race::GaveUp => return,
+            Race::Deadline => {
+                inner.settle(slot, timed_out());
+                return;
+            }
+            Race::Done(Err(e)) => {
+                failures += 1;
+                if failures >= 2 {
+                    inner.settle(
+                        slot,
+                        Ended::new(
+                            CallStatus::Unreachable,
+                            format!("{member}'s door stopped answering while it worked on the task: {e}"),
+                        ),
+                    );
+                    return;
+                }
+            }
+            Race::Done(Ok(reply)) => {
+                failures = 0;
+                if let Poll::Ended(ended) = wire::read_get_task(member, reply.status, &reply.body) {
+                    inner.settle(slot, ended);
+                    return;
+                }
+            }
+        }
+        match race(tokio::time::sleep(timing.answer_poll), deadline, slot).await {
+            Race::GaveUp => return,
+            Race::Deadline => {
+                inner.settle(slot, timed_out());
+                return;
+            }
+            Race::Done(()) => {}
+        }
+    }
+}
+
+/// A bound as text: `600 s`, or `250 ms` when it is not whole seconds (shortened in tests).
+fn span(d: std::time::Duration) -> String {
+    if d.subsec_nanos() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
+}

@@ -1,0 +1,362 @@
+//! The A2A JSON-RPC a caller speaks to a callee's door, as pure functions (runtime.md §7.3,
+//! §11.2–§11.4): request bodies, the reading of SendMessage and GetTask replies, server-sent
+//! events, and the busy re-offer schedule. No actix, HTTP or process code: `client` moves the
+//! bytes, this module decides what they mean.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::capsule::CallStatus;
+use crate::door::{NoAnswerBelow, REJECT_BUSY, TaskState};
+use crate::names;
+
+/// `noAnswerBelow` entries kept from a callee (§11.4).
+pub const MAX_NO_ANSWER_BELOW: usize = 8;
+
+/// Jitter added to a busy re-offer wait, at most (§11.4, §18).
+pub const BUSY_JITTER_MAX: Duration = Duration::from_millis(250);
+
+/// A JSON string literal (request bodies are built by hand so their bytes are pinned: sorted keys
+/// at every depth, compact, §1.2).
+fn lit(s: &str) -> String {
+    // Serialising a &str cannot fail.
+    serde_json::to_string(s).unwrap_or_default()
+}
+
+/// The SendMessage body of a call (§11.2 step 5); `request_id` is the call id, or
+/// `<call id>-<n>` for the n-th offer.
+pub fn send_message_body(request_id: &str, call_id: &str, task: &str) -> String {
+    format!(
+        "{{\"id\":{},\"jsonrpc\":\"2.0\",\"method\":\"SendMessage\",\"params\":{{\"configuration\":{{\"returnImmediately\":true}},\"message\":{{\"messageId\":{},\"parts\":[{{\"mediaType\":\"text/plain\",\"text\":{}}}],\"role\":\"ROLE_USER\"}}}}}}",
+        lit(request_id),
+        lit(&format!("msg_{call_id}")),
+        lit(task)
+    )
+}
+
+/// A body `{"id":…,"jsonrpc":"2.0","method":<method>,"params":{"id":<task id>}}` (GetTask,
+/// CancelTask, SubscribeToTask).
+pub fn task_method_body(method: &str, request_id: &str, task_id: &str) -> String {
+    format!(
+        "{{\"id\":{},\"jsonrpc\":\"2.0\",\"method\":{},\"params\":{{\"id\":{}}}}}",
+        lit(request_id),
+        lit(method),
+        lit(task_id)
+    )
+}
+
+/// How the callee's door answered SendMessage (§11.3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendReply {
+    /// The door holds the task (a live state and a non-empty id).
+    Started { task_id: String },
+    /// `TASK_STATE_REJECTED` with exactly the busy text: offer it again.
+    Busy,
+    /// Anything else: the call ends at once with this status and text (unredacted).
+    Refused { status: CallStatus, output: String },
+}
+
+/// Reads a SendMessage reply: HTTP status and body.
+pub fn read_send_reply(member: &str, http_status: u16, body: &[u8]) -> SendReply {
+    let v = match rpc_result(member, http_status, body) {
+        Ok(v) => v,
+        Err((status, output)) => return SendReply::Refused { status, output },
+    };
+    let Some(task) = v.get("task").filter(|t| t.is_object()) else {
+        return SendReply::Refused {
+            status: CallStatus::Failed,
+            output: format!("{member}'s door answered with a message instead of a task"),
+        };
+    };
+    let view = TaskView::read(task);
+    match view.state {
+        Some(s) if !s.is_terminal() && !view.id.is_empty() => SendReply::Started { task_id: view.id },
+        Some(TaskState::Rejected) if view.status_text.as_deref() == Some(REJECT_BUSY) => SendReply::Busy,
+        Some(TaskState::Rejected) => SendReply::Refused {
+            status: CallStatus::Rejected,
+            output: view
+                .status_text
+                .unwrap_or_else(|| format!("{member} rejected the task")),
+        },
+        Some(s) if s.is_terminal() => SendReply::Refused {
+            status: CallStatus::Failed,
+            output: view
+                .status_text
+                .unwrap_or_else(|| format!("{member}'s door answered with a task in state {}", s.wire())),
+        },
+        // No state, or a live one without an id.
+        _ => SendReply::Refused {
+            status: CallStatus::Failed,
+            output: format!("{member}'s door answered with a task without a valid state or id"),
+        },
+    }
+}
+
+/// The `result` of a JSON-RPC reply, or the status and text the call ends with: HTTP 401/403
+/// (the door refused the credential) → `rejected`; any other HTTP error, a body that is not
+/// JSON-RPC, or a JSON-RPC error → `failed`.
+fn rpc_result(member: &str, http_status: u16, body: &[u8]) -> Result<Value, (CallStatus, String)> {
+    if http_status != 200 {
+        let error = serde_json::from_slice::<Value>(body)
+            .ok()
+            .and_then(|v| v.get("error").and_then(Value::as_str).map(str::to_string));
+        let what = match error {
+            Some(e) => format!("HTTP {http_status} ({e})"),
+            None => format!("HTTP {http_status}"),
+        };
+        let status = if matches!(http_status, 401 | 403) {
+            CallStatus::Rejected
+        } else {
+            CallStatus::Failed
+        };
+        return Err((status, format!("{member}'s door refused the request: {what}")));
+    }
+    let v: Value = serde_json::from_slice(body).map_err(|_| {
+        (
+            CallStatus::Failed,
+            format!("{member}'s door answered with something that is not JSON"),
+        )
+    })?;
+    if let Some(e) = v.get("error") {
+        let code = e.get("code").and_then(Value::as_i64).unwrap_or(0);
+        let message = e.get("message").and_then(Value::as_str).unwrap_or("");
+        return Err((
+            CallStatus::Failed,
+            format!("{member}'s door answered JSON-RPC error {code}: {message}"),
+        ));
+    }
+    match v.get("result") {
+        Some(r) => Ok(r.clone()),
+        None => Err((
+            CallStatus::Failed,
+            format!("{member}'s door answered with something that is not a JSON-RPC reply"),
+        )),
+    }
+}
+
+/// The parts of a Task object a caller reads (§7.4).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TaskView {
+    pub id: String,
+    pub state: Option<TaskState>,
+    /// Text of `status.message`.
+    pub status_text: Option<String>,
+    /// First text part of the `response` artifact (or of the first artifact).
+    pub answer: Option<String>,
+    /// `metadata.murmur.noAnswer`.
+    pub no_answer: bool,
+    /// Well-formed `metadata.murmur.noAnswerBelow` entries, at most [`MAX_NO_ANSWER_BELOW`].
+    pub no_answer_below: Vec<NoAnswerBelow>,
+}
+
+impl TaskView {
+    /// Reads a Task object leniently: a missing or malformed part is simply absent.
+    pub fn read(task: &Value) -> TaskView {
+        let text_of = |parts: Option<&Value>| -> Option<String> {
+            parts?
+                .as_array()?
+                .iter()
+                .find_map(|p| p.get("text").and_then(Value::as_str))
+                .map(str::to_string)
+        };
+        let status = task.get("status");
+        let artifacts = task.get("artifacts").and_then(Value::as_array);
+        let answer = artifacts.and_then(|list| {
+            let response = list
+                .iter()
+                .find(|a| a.get("artifactId").and_then(Value::as_str) == Some("response"));
+            response.or_else(|| list.first()).and_then(|a| text_of(a.get("parts")))
+        });
+        let murmur = task.get("metadata").and_then(|m| m.get("murmur"));
+        let no_answer = murmur
+            .and_then(|m| m.get("noAnswer"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let no_answer_below = murmur
+            .and_then(|m| m.get("noAnswerBelow"))
+            .and_then(Value::as_array)
+            .map(|list| {
+                list.iter()
+                    .filter_map(|e| {
+                        let member = e.get("member")?.as_str()?;
+                        let status = e.get("status")?.as_str()?;
+                        (names::is_member(member) && CallStatus::parse(status).is_some()).then(|| NoAnswerBelow {
+                            member: member.to_string(),
+                            status: status.to_string(),
+                        })
+                    })
+                    .take(MAX_NO_ANSWER_BELOW)
+                    .collect()
+            })
+            .unwrap_or_default();
+        TaskView {
+            id: task.get("id").and_then(Value::as_str).unwrap_or_default().to_string(),
+            state: status
+                .and_then(|s| s.get("state"))
+                .and_then(Value::as_str)
+                .and_then(TaskState::from_wire),
+            status_text: status
+                .and_then(|s| s.get("message"))
+                .and_then(|m| text_of(m.get("parts"))),
+            answer,
+            no_answer,
+            no_answer_below,
+        }
+    }
+}
+
+/// How a call ended, before redaction and the cap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ended {
+    pub status: CallStatus,
+    pub output: String,
+    pub no_answer_below: Vec<NoAnswerBelow>,
+}
+
+impl Ended {
+    pub fn new(status: CallStatus, output: impl Into<String>) -> Ended {
+        Ended {
+            status,
+            output: output.into(),
+            no_answer_below: Vec::new(),
+        }
+    }
+}
+
+/// What one GetTask told the watcher.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Poll {
+    /// The callee's task is still live.
+    Live,
+    /// It is over (or the door refused to show it, which ends the call `failed`).
+    Ended(Ended),
+}
+
+/// Reads a GetTask reply (§11.4 polling): an HTTP or JSON-RPC error ends the call `failed`; a
+/// terminal task ends it with its state (`completed` with the answer as output, `no_answer` when
+/// `metadata.murmur.noAnswer`, else `failed`, `canceled`, `rejected` with the status text).
+pub fn read_get_task(member: &str, http_status: u16, body: &[u8]) -> Poll {
+    let task = match rpc_result(member, http_status, body) {
+        Ok(v) => v,
+        Err((_, output)) => return Poll::Ended(Ended::new(CallStatus::Failed, output)),
+    };
+    let view = TaskView::read(&task);
+    let text = |fallback: String| view.status_text.clone().unwrap_or(fallback);
+    let ended = match view.state {
+        None => Ended::new(
+            CallStatus::Failed,
+            format!("{member}'s door answered GetTask without a valid task state"),
+        ),
+        Some(s) if !s.is_terminal() => return Poll::Live,
+        Some(TaskState::Completed) => Ended::new(CallStatus::Completed, view.answer.clone().unwrap_or_default()),
+        Some(TaskState::Failed) if view.no_answer => Ended {
+            status: CallStatus::NoAnswer,
+            output: text(format!("{member} ended its task without an answer")),
+            no_answer_below: view.no_answer_below.clone(),
+        },
+        Some(TaskState::Failed) => Ended::new(CallStatus::Failed, text(format!("{member}'s task failed"))),
+        Some(TaskState::Canceled) => Ended::new(CallStatus::Canceled, text(format!("{member}'s task was canceled"))),
+        Some(_) => Ended::new(CallStatus::Rejected, text(format!("{member} rejected the task"))),
+    };
+    Poll::Ended(ended)
+}
+
+/// Splits a server-sent-event byte stream into the JSON of its `data:` fields.
+#[derive(Debug, Default)]
+pub struct SseReader {
+    buf: Vec<u8>,
+}
+
+/// Longest event kept while waiting for its end; a stream sending more is not followed.
+const MAX_EVENT: usize = 8 << 20;
+
+impl SseReader {
+    /// Adds bytes; returns every complete event's data parsed as JSON (events whose data is not
+    /// JSON are skipped), or `Err` when an event grows past 8 MiB.
+    pub fn push(&mut self, bytes: &[u8]) -> Result<Vec<Value>, ()> {
+        self.buf.extend_from_slice(bytes);
+        let mut out = Vec::new();
+        while let Some((end, sep)) = find_event_end(&self.buf) {
+            let event: Vec<u8> = self.buf.drain(..end + sep).collect();
+            let mut data = String::new();
+            for line in String::from_utf8_lossy(&event[..end]).lines() {
+                if let Some(d) = line.strip_prefix("data:") {
+                    if !data.is_empty() {
+                        data.push('\n');
+                    }
+                    data.push_str(d.strip_prefix(' ').unwrap_or(d));
+                }
+            }
+            if let Ok(v) = serde_json::from_str::<Value>(&data) {
+                out.push(v);
+            }
+        }
+        if self.buf.len() > MAX_EVENT {
+            return Err(());
+        }
+        Ok(out)
+    }
+}
+
+/// Index and length of the first blank-line separator (`\n\n` or `\r\n\r\n`).
+fn find_event_end(buf: &[u8]) -> Option<(usize, usize)> {
+    let lf = buf.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2));
+    let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| (i, 4));
+    match (lf, crlf) {
+        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
+        (a, b) => a.or(b),
+    }
+}
+
+/// What one stream event says about the followed task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamNews {
+    /// The task is (still) live, or the event says nothing about its state.
+    Live,
+    /// The task reached a terminal state: read the outcome with GetTask.
+    Terminal,
+    /// A JSON-RPC error: the stream is of no use.
+    Error,
+}
+
+/// Reads one SubscribeToTask event (`{"task":…}`, `{"statusUpdate":…}`, `{"artifactUpdate":…}`).
+pub fn stream_news(event: &Value) -> StreamNews {
+    if event.get("error").is_some() {
+        return StreamNews::Error;
+    }
+    let Some(result) = event.get("result") else {
+        return StreamNews::Live;
+    };
+    let state = result
+        .get("task")
+        .or_else(|| result.get("statusUpdate"))
+        .and_then(|t| t.get("status"))
+        .and_then(|s| s.get("state"))
+        .and_then(Value::as_str)
+        .and_then(TaskState::from_wire);
+    match state {
+        Some(s) if s.is_terminal() => StreamNews::Terminal,
+        _ => StreamNews::Live,
+    }
+}
+
+/// The wait before offer `offer` (2, 3, …) of a call that found its callee busy (§11.4): the
+/// first wait, doubling with each offer up to `max`, plus a jitter derived from the call id and
+/// the offer number. The jitter is at most 250 ms, and at most a quarter of `first`, so a
+/// shortened schedule (tests) keeps its proportions; at the spec's 1 s it is exactly 0–250 ms.
+pub fn busy_wait(call_id: &str, offer: u32, first: Duration, max: Duration) -> Duration {
+    let doublings = offer.saturating_sub(2).min(16);
+    let base = first.saturating_mul(1u32 << doublings).min(max);
+    let jitter_cap = BUSY_JITTER_MAX.min(first / 4).as_millis() as u64;
+    let digest = Sha256::new()
+        .chain_update(call_id.as_bytes())
+        .chain_update([0x1F])
+        .chain_update(offer.to_be_bytes())
+        .finalize();
+    let mut eight = [0u8; 8];
+    eight.copy_from_slice(&digest[..8]);
+    let jitter = u64::from_be_bytes(eight) % (jitter_cap + 1);
+    base + Duration::from_millis(jitter)
+}
