@@ -4,6 +4,7 @@
 //! fields in the order §14.2 lists them); `read` reads them back, skipping lines that do not parse.
 //! Pure of actix and HTTP; callers pass only ids and texts, never a token.
 
+pub mod formation;
 pub mod read;
 pub mod writer;
 

@@ -23,7 +23,9 @@ pub struct Sandbox {
 
 impl Sandbox {
     pub fn new() -> Sandbox {
-        Sandbox { dir: tempfile::Builder::new().prefix("mur-it-").tempdir().expect("tempdir") }
+        Sandbox {
+            dir: tempfile::Builder::new().prefix("mur-it-").tempdir().expect("tempdir"),
+        }
     }
 
     /// The HOME every `mur` process of this sandbox sees.
@@ -75,3 +77,93 @@ pub fn stdout(o: &Output) -> String {
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+impl Sandbox {
+    /// Copies `actors/<name>` into the sandbox, builds it with the real `mur build` and installs
+    /// it into the global store of this sandbox's HOME. Returns the source copy's path.
+    pub fn install_actor(&self, name: &str) -> PathBuf {
+        let src = repo_root().join("actors").join(name);
+        let dst = self.dir.path().join("src").join(name);
+        copy_dir(&src, &dst);
+        let out = self.run(self.dir.path(), &["build", dst.to_str().expect("utf-8 path")]);
+        assert!(out.status.success(), "mur build {name}: {}", stderr(&out));
+        let built = stdout(&out);
+        let zip = built
+            .trim()
+            .rsplit(": ")
+            .next()
+            .expect("Built line names the zip")
+            .to_string();
+        let out = self.run(self.dir.path(), &["install", "-g", &zip]);
+        assert!(out.status.success(), "mur install {name}: {}", stderr(&out));
+        dst
+    }
+
+    /// Writes a capsule source directory with only a manifest, builds and installs it globally.
+    pub fn install_manifest(&self, dir_name: &str, manifest: &str) {
+        let dir = self.dir.path().join("src").join(dir_name);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(dir.join("murmur.yaml"), manifest).expect("write manifest");
+        let out = self.run(self.dir.path(), &["build", dir.to_str().expect("utf-8 path")]);
+        assert!(out.status.success(), "mur build {dir_name}: {}", stderr(&out));
+        let zip = stdout(&out).trim().rsplit(": ").next().expect("zip").to_string();
+        let out = self.run(self.dir.path(), &["install", "-g", &zip]);
+        assert!(out.status.success(), "mur install {dir_name}: {}", stderr(&out));
+    }
+}
+
+fn copy_dir(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).expect("mkdir");
+    for entry in std::fs::read_dir(src).expect("read actor dir") {
+        let entry = entry.expect("entry");
+        let to = dst.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &to);
+        } else if !entry.file_name().to_string_lossy().ends_with(".mur.zip") {
+            std::fs::copy(entry.path(), &to).expect("copy");
+        }
+    }
+}
+
+/// Pids of every process whose environment places it in `formation_id`.
+pub fn formation_pids(formation_id: &str) -> Vec<u32> {
+    let needle = format!("MURMUR_FORMATION_ID={formation_id}");
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(e.path().join("environ")) else {
+            continue;
+        };
+        if env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) && !is_zombie(pid) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rfind(')').map(|i| s[i + 1..].trim_start().starts_with('Z')))
+        .unwrap_or(true)
+}
+
+/// Waits until `cond` holds or `limit` passes; returns how long it took, or `None` on timeout.
+pub fn wait_until(limit: std::time::Duration, mut cond: impl FnMut() -> bool) -> Option<std::time::Duration> {
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        if cond() {
+            return Some(start.elapsed());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    cond().then(|| start.elapsed())
+}
+
+/// The scripted model provider (runtime.md §16.3, Testing).
+pub mod provider;

@@ -1,0 +1,155 @@
+//! `mur trace show ID`: one session's trace, or every member session of a formation (§14.4).
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use super::Outcome;
+use crate::diag::{self, Diagnostic};
+use crate::ids::{self, IdKind};
+use crate::paths::MurHome;
+use crate::trace::formation::{self, FormationTrace};
+
+/// The fields every record carries; the rest are the record's own, shown after its type.
+const COMMON: [&str; 5] = ["event_type", "event_id", "parent_id", "session_id", "timestamp"];
+
+pub fn show(id: &str) -> Outcome {
+    let home = MurHome::from_env();
+    if id.starts_with("frm_") {
+        ids::check(IdKind::Formation, id).map_err(|e| not_found(format!("'{id}' is not a formation id: {e}")))?;
+        return show_formation(&home, id);
+    }
+    ids::check(IdKind::Session, id).map_err(|e| not_found(format!("'{id}' is neither a session id nor a formation id: {e}")))?;
+    show_session(&home, id)
+}
+
+fn not_found(message: String) -> Diagnostic {
+    Diagnostic::new(diag::E_TRC_002, message)
+}
+
+fn show_session(home: &MurHome, id: &str) -> Outcome {
+    let path = find_session_trace(home, id)
+        .ok_or_else(|| not_found(format!("no trace of session {id} under {}", home.records().display())))?;
+    let records = crate::trace::read_records(&path)
+        .map_err(|e| not_found(format!("the trace of session {id} at {} cannot be read: {e}", path.display())))?;
+    for r in &records {
+        println!("{}", session_line(r));
+    }
+    Ok(0)
+}
+
+/// `<RFC 3339 ms>  <event_type>  <k=v …>`.
+fn session_line(r: &Value) -> String {
+    let ts = r["timestamp"]
+        .as_i64()
+        .and_then(chrono::DateTime::from_timestamp_millis)
+        .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
+        .unwrap_or_else(|| "-".into());
+    let mut line = format!("{ts}  {}", r["event_type"].as_str().unwrap_or("?"));
+    if let Some(obj) = r.as_object() {
+        let fields: Vec<String> = obj
+            .iter()
+            .filter(|(k, _)| !COMMON.contains(&k.as_str()))
+            .map(|(k, v)| match v {
+                Value::String(s) => format!("{k}={s}"),
+                other => format!("{k}={other}"),
+            })
+            .collect();
+        if !fields.is_empty() {
+            line.push_str("  ");
+            line.push_str(&fields.join(" "));
+        }
+    }
+    line
+}
+
+/// The session's trace: its running record names its records directory; otherwise the records
+/// tree is searched for a directory named after it.
+fn find_session_trace(home: &MurHome, id: &str) -> Option<PathBuf> {
+    if let Ok(records) = crate::running::read_all(home)
+        && let Some(rec) = records.iter().find(|r| r.session_id == id)
+    {
+        let p = PathBuf::from(&rec.records_dir).join("trace.jsonl");
+        if p.is_file() {
+            return Some(p);
+        }
+    }
+    let mut stack = vec![home.records()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for e in entries.flatten() {
+            let Ok(ft) = e.file_type() else { continue };
+            if !ft.is_dir() {
+                continue;
+            }
+            if e.file_name() == id {
+                let p = e.path().join("trace.jsonl");
+                if p.is_file() {
+                    return Some(p);
+                }
+            } else {
+                stack.push(e.path());
+            }
+        }
+    }
+    None
+}
+
+/// The roots of §14.4: the CWD's records group, the project's (from `formation.json`), and each
+/// member directory's under `~/.murmur/formations/<id>/`.
+fn formation_roots(home: &MurHome, id: &str) -> Vec<PathBuf> {
+    let mut roots = Vec::new();
+    if let Ok(cwd) = std::env::current_dir() {
+        let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
+        roots.push(home.records_group(&cwd));
+    }
+    #[cfg(feature = "runtime")]
+    if let Some(m) = crate::launcher::marker::read(&home.formation_marker(id)) {
+        roots.push(home.records_group(std::path::Path::new(&m.project_dir)));
+    }
+    if let Ok(entries) = std::fs::read_dir(home.formation(id)) {
+        let mut members: Vec<PathBuf> =
+            entries.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())).map(|e| e.path()).collect();
+        members.sort();
+        roots.extend(members.iter().map(|m| home.records_group(m)));
+    }
+    let mut seen = std::collections::HashSet::new();
+    roots.retain(|r| seen.insert(r.clone()));
+    roots
+}
+
+fn show_formation(home: &MurHome, id: &str) -> Outcome {
+    let roots = formation_roots(home, id);
+    let t = formation::collect(id, &roots);
+    if t.sessions.is_empty() {
+        let list: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+        return Err(not_found(format!("no session under {} belongs to formation {id}", list.join(", "))).into());
+    }
+    print!("{}", render_formation(id, &roots, &t));
+    Ok(0)
+}
+
+pub fn render_formation(id: &str, roots: &[PathBuf], t: &FormationTrace) -> String {
+    let mut out = format!("── Formation {}\nformation:  {id}\n", "─".repeat(30));
+    for (i, root) in roots.iter().enumerate() {
+        let head = if i == 0 { "searched:   " } else { "            " };
+        out.push_str(&format!("{head}{}\n", root.display()));
+    }
+    let width = t.sessions.iter().map(|s| s.member.as_deref().unwrap_or("-").len()).max().unwrap_or(1);
+    for s in &t.sessions {
+        out.push_str(&format!(
+            "{:<36}  {:<width$}  {}  {}\n",
+            s.session_id,
+            s.member.as_deref().unwrap_or("-"),
+            s.capsule,
+            s.exit_status.as_deref().unwrap_or("no session_end"),
+        ));
+    }
+    if !t.calls.is_empty() {
+        out.push_str("calls:\n");
+        for c in &t.calls {
+            out.push_str(&format!("  {}  {} → {}  {}  {} ms\n", c.call_id, c.from, c.to, c.status, c.duration_ms));
+        }
+    }
+    out
+}

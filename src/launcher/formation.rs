@@ -1,0 +1,445 @@
+//! `FormationActor`: owns one launch from minting to retention (runtime.md §9, §13.5, §17).
+//!
+//! States: `Minting → StartingPeers → EntryRunning → Stopping → Done`. The first `PeerFailed`,
+//! signal or pre-entry deadline turns a launch into a stop; the entry's exit does the same for a
+//! running formation. Stopping closes lifelines only: the launcher never sends a member SIGTERM.
+
+use std::os::fd::OwnedFd;
+use std::process::ExitStatus;
+use std::time::Instant;
+
+use actix::prelude::*;
+use tokio::sync::oneshot;
+
+use super::authority::{DropKey, Mint, TokenAuthority};
+use super::peer::{CloseLifeline, PeerActor, PeerSpec, SendAddresses};
+use super::probe::Readiness;
+use super::registry;
+use super::report;
+use super::spawn::{self, MemberPipes};
+use super::{LaunchPlan, marker, retention};
+use crate::channel::line::{Address, Call, FirstLine, address_line};
+use crate::timing::Timing;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Minting,
+    StartingPeers,
+    EntryRunning,
+    Stopping,
+    Done,
+}
+
+/// Why the formation is stopping; decides the report and the exit code.
+#[derive(Debug, Clone)]
+enum Ending {
+    PeerFailed { index: usize, reason: String },
+    Signal(i32),
+    DeadlineBeforeEntry,
+    EntryExited(i32),
+    Internal(String),
+}
+
+pub struct FormationActor {
+    plan: LaunchPlan,
+    phase: Phase,
+    authority: Addr<TokenAuthority>,
+    peers: Vec<Option<Addr<PeerActor>>>,
+    ready: Vec<Option<(Readiness, u32)>>,
+    /// Every member's pipes, created before any spawn; taken as each member starts.
+    pipes: Vec<Option<MemberPipes>>,
+    first_lines: Vec<String>,
+    verify_key: String,
+    entry_pid: Option<u32>,
+    entry_lifeline: Option<OwnedFd>,
+    entry_running: bool,
+    /// Pids of the members that were started, by roster index.
+    started: Vec<Option<u32>>,
+    /// Members running when the stop began: `(index, pid)` in roster order.
+    stopped: Vec<(usize, u32)>,
+    pending_stops: usize,
+    ending: Option<Ending>,
+    done: Option<oneshot::Sender<u8>>,
+}
+
+impl FormationActor {
+    pub fn new(plan: LaunchPlan, authority: Addr<TokenAuthority>, done: oneshot::Sender<u8>) -> FormationActor {
+        let n = plan.members.len();
+        FormationActor {
+            plan,
+            phase: Phase::Minting,
+            authority,
+            peers: vec![None; n],
+            ready: vec![None; n],
+            pipes: Vec::new(),
+            first_lines: vec![String::new(); n],
+            verify_key: String::new(),
+            entry_pid: None,
+            entry_lifeline: None,
+            entry_running: false,
+            started: vec![None; n],
+            stopped: Vec::new(),
+            pending_stops: 0,
+            ending: None,
+            done: Some(done),
+        }
+    }
+
+    fn minted(&mut self, minted: super::authority::Minted, ctx: &mut Context<Self>) {
+        self.verify_key = minted.verify_key.to_b64();
+        for (i, m) in self.plan.members.iter().enumerate() {
+            let calls = minted.tokens[i]
+                .iter()
+                .map(|(to, token)| Call {
+                    name: self.plan.members[*to].name.clone(),
+                    token: token.clone(),
+                })
+                .collect();
+            self.first_lines[i] = FirstLine {
+                formation_id: self.plan.formation_id.clone(),
+                member: m.name.clone(),
+                launcher: self.plan.launcher.clone(),
+                entry: i == self.plan.entry,
+                verify_key: self.verify_key.clone(),
+                calls,
+            }
+            .to_line();
+        }
+        // Tokens now live only in the first lines (and in the authority's memory: the key).
+        drop(minted);
+
+        // §9.1 step 5: every lifeline exists before any member is spawned.
+        let mut pipes = Vec::with_capacity(self.plan.members.len());
+        for _ in &self.plan.members {
+            match MemberPipes::new() {
+                Ok(p) => pipes.push(Some(p)),
+                Err(e) => {
+                    return self.begin_stop(
+                        Ending::Internal(format!("the member pipes could not be made: {e}")),
+                        ctx,
+                    );
+                }
+            }
+        }
+        self.pipes = pipes;
+
+        let peer_indices: Vec<usize> = (0..self.plan.members.len()).filter(|&i| i != self.plan.entry).collect();
+        if !peer_indices.is_empty() {
+            let m = marker::Marker {
+                launcher_pid: std::process::id(),
+                launcher_start: self
+                    .plan
+                    .launcher
+                    .as_ref()
+                    .map(|l| l.process_start.clone())
+                    .unwrap_or_default(),
+                project_dir: self.plan.project_dir.display().to_string(),
+            };
+            if let Err(e) = marker::write(&self.plan.home, &self.plan.formation_id, &m) {
+                eprintln!(
+                    "[mur run] warning: formation {} has no ownership marker ({e}); its directory will never be removed automatically",
+                    self.plan.formation_id
+                );
+                // The peers' directories still need their owner-only parents.
+                let _ = std::fs::create_dir_all(self.plan.home.formation(&self.plan.formation_id));
+            }
+        }
+        self.phase = Phase::StartingPeers;
+        let me = ctx.address();
+        for i in peer_indices {
+            let Some(pipes) = self.pipes[i].take() else { continue };
+            let command = self.plan.command(i, &pipes);
+            let spec = PeerSpec {
+                index: i,
+                name: self.plan.members[i].name.clone(),
+                formation_id: self.plan.formation_id.clone(),
+                dir: self
+                    .plan
+                    .home
+                    .member_dir(&self.plan.formation_id, &self.plan.members[i].name),
+                command,
+                first_line: std::mem::take(&mut self.first_lines[i]),
+                pipes,
+            };
+            self.peers[i] = Some(PeerActor::new(spec, me.clone()).start());
+        }
+        self.maybe_start_entry(ctx);
+    }
+
+    fn all_peers_ready(&self) -> bool {
+        (0..self.plan.members.len()).all(|i| i == self.plan.entry || self.ready[i].is_some())
+    }
+
+    fn maybe_start_entry(&mut self, ctx: &mut Context<Self>) {
+        if self.phase != Phase::StartingPeers || !self.all_peers_ready() {
+            return;
+        }
+        // Addresses go to every peer with callees, then the formation line, then the entry.
+        for (i, peer) in self.peers.iter().enumerate() {
+            let Some(peer) = peer else { continue };
+            if let Some(line) = self.address_line_for(i) {
+                peer.do_send(SendAddresses(line));
+            }
+        }
+        report::formation_line(&self.plan, &self.ready);
+        if self.plan.deadline.as_ref().is_some_and(|d| Instant::now() >= d.instant) {
+            return self.begin_stop(Ending::DeadlineBeforeEntry, ctx);
+        }
+        let entry = self.plan.entry;
+        let Some(pipes) = self.pipes[entry].take() else {
+            return self.begin_stop(Ending::Internal("the entry member's pipes are gone".into()), ctx);
+        };
+        let mut lines = std::mem::take(&mut self.first_lines[entry]);
+        if let Some(addr) = self.address_line_for(entry) {
+            lines.push_str(&addr);
+        }
+        if let Err(e) = spawn::prefill_channel(&pipes.channel_write, &lines) {
+            return self.begin_stop(
+                Ending::Internal(format!("the entry member's channel could not be written: {e}")),
+                ctx,
+            );
+        }
+        let command = self.plan.command(entry, &pipes);
+        let mut child = match command.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                return self.begin_stop(
+                    Ending::Internal(format!("the entry member could not be started: {e}")),
+                    ctx,
+                );
+            }
+        };
+        let MemberPipes { lifeline_write, .. } = pipes; // the channel is complete: close it
+        self.entry_lifeline = Some(lifeline_write);
+        let pid = child.id().unwrap_or(0);
+        registry::register(pid, false);
+        self.entry_pid = Some(pid);
+        self.entry_running = true;
+        self.phase = Phase::EntryRunning;
+        let me = ctx.address();
+        actix::spawn(async move {
+            let status = child.wait().await.ok();
+            me.do_send(EntryExited(status));
+        });
+    }
+
+    fn address_line_for(&self, i: usize) -> Option<String> {
+        let callees = self.plan.callees(i);
+        if callees.is_empty() {
+            return None;
+        }
+        let addrs: Vec<Address> = callees
+            .iter()
+            .filter_map(|&c| {
+                self.ready[c].as_ref().map(|(r, _)| Address {
+                    name: self.plan.members[c].name.clone(),
+                    url: r.url.clone(),
+                })
+            })
+            .collect();
+        Some(address_line(&addrs))
+    }
+
+    fn begin_stop(&mut self, ending: Ending, ctx: &mut Context<Self>) {
+        if matches!(self.phase, Phase::Stopping | Phase::Done) {
+            return;
+        }
+        self.phase = Phase::Stopping;
+        self.ending = Some(ending);
+        let grace = Timing::get().launcher_grace;
+        for (i, peer) in self.peers.iter().enumerate() {
+            if let Some(peer) = peer {
+                if let Some(pid) = self.started[i] {
+                    self.stopped.push((i, pid));
+                }
+                self.pending_stops += 1;
+                peer.do_send(CloseLifeline);
+            }
+        }
+        // The entry's lifeline closes too (unless it already exited).
+        self.entry_lifeline = None;
+        if self.entry_running
+            && let Some(pid) = self.entry_pid
+        {
+            self.stopped.push((self.plan.entry, pid));
+            ctx.run_later(grace, move |act, _| {
+                if act.entry_running {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid as i32),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+            });
+        }
+        self.stopped.sort_unstable();
+        self.maybe_finish(ctx);
+    }
+
+    fn maybe_finish(&mut self, ctx: &mut Context<Self>) {
+        if self.phase != Phase::Stopping || self.pending_stops > 0 || self.entry_running {
+            return;
+        }
+        self.phase = Phase::Done;
+        self.authority.do_send(DropKey);
+        let code = report::ending(
+            &self.plan,
+            self.ending
+                .as_ref()
+                .map(ending_view)
+                .unwrap_or(report::EndingView::Internal("")),
+            &self.stopped,
+        );
+        if let Some(retain) = &self.plan.retention {
+            retention::run(&self.plan.home, &self.plan.project_dir, &self.plan.formation_id, retain);
+        }
+        if let Some(done) = self.done.take() {
+            let _ = done.send(code);
+        }
+        ctx.stop();
+    }
+}
+
+fn ending_view(e: &Ending) -> report::EndingView<'_> {
+    match e {
+        Ending::PeerFailed { index, reason } => report::EndingView::PeerFailed { index: *index, reason },
+        Ending::Signal(n) => report::EndingView::Signal(*n),
+        Ending::DeadlineBeforeEntry => report::EndingView::DeadlineBeforeEntry,
+        Ending::EntryExited(code) => report::EndingView::EntryExited(*code),
+        Ending::Internal(m) => report::EndingView::Internal(m),
+    }
+}
+
+impl Actor for FormationActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        let mint = Mint {
+            formation_id: self.plan.formation_id.clone(),
+            members: self.plan.members.iter().map(|m| m.name.clone()).collect(),
+            edges: self.plan.edges.clone(),
+        };
+        self.authority
+            .send(mint)
+            .into_actor(self)
+            .map(|res, act, ctx| match res {
+                Ok(Ok(minted)) => act.minted(minted, ctx),
+                Ok(Err(e)) => act.begin_stop(Ending::Internal(e), ctx),
+                Err(e) => act.begin_stop(
+                    Ending::Internal(format!("the token authority did not answer: {e}")),
+                    ctx,
+                ),
+            })
+            .wait(ctx);
+        if let Some(d) = &self.plan.deadline {
+            let wait = d.instant.saturating_duration_since(Instant::now());
+            ctx.run_later(wait, |act, ctx| {
+                if matches!(act.phase, Phase::Minting | Phase::StartingPeers) {
+                    act.begin_stop(Ending::DeadlineBeforeEntry, ctx);
+                }
+                // Once the entry runs, every member ends itself at the deadline.
+            });
+        }
+    }
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct PeerReady {
+    pub index: usize,
+    pub readiness: Readiness,
+    pub pid: u32,
+}
+
+impl Handler<PeerReady> for FormationActor {
+    type Result = ();
+    fn handle(&mut self, msg: PeerReady, ctx: &mut Context<Self>) {
+        self.ready[msg.index] = Some((msg.readiness, msg.pid));
+        self.maybe_start_entry(ctx);
+    }
+}
+
+/// A peer's process exists (sent before readiness, so a failed launch can name it).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct PeerStarted {
+    pub index: usize,
+    pub pid: u32,
+}
+
+impl Handler<PeerStarted> for FormationActor {
+    type Result = ();
+    fn handle(&mut self, msg: PeerStarted, _: &mut Context<Self>) {
+        self.started[msg.index] = Some(msg.pid);
+    }
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct PeerFailed {
+    pub index: usize,
+    pub reason: String,
+}
+
+impl Handler<PeerFailed> for FormationActor {
+    type Result = ();
+    fn handle(&mut self, msg: PeerFailed, ctx: &mut Context<Self>) {
+        if self.phase == Phase::StartingPeers || self.phase == Phase::Minting {
+            self.begin_stop(
+                Ending::PeerFailed {
+                    index: msg.index,
+                    reason: msg.reason,
+                },
+                ctx,
+            );
+        }
+    }
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct PeerStopped {
+    pub index: usize,
+}
+
+impl Handler<PeerStopped> for FormationActor {
+    type Result = ();
+    fn handle(&mut self, msg: PeerStopped, ctx: &mut Context<Self>) {
+        if self.peers[msg.index].take().is_some() {
+            self.pending_stops = self.pending_stops.saturating_sub(1);
+        }
+        self.maybe_finish(ctx);
+    }
+}
+
+/// The launcher received SIGINT, SIGTERM or SIGHUP.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Signal(pub i32);
+
+impl Handler<Signal> for FormationActor {
+    type Result = ();
+    fn handle(&mut self, msg: Signal, ctx: &mut Context<Self>) {
+        self.begin_stop(Ending::Signal(msg.0), ctx);
+    }
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct EntryExited(Option<ExitStatus>);
+
+impl Handler<EntryExited> for FormationActor {
+    type Result = ();
+    fn handle(&mut self, msg: EntryExited, ctx: &mut Context<Self>) {
+        use std::os::unix::process::ExitStatusExt;
+        self.entry_running = false;
+        if let Some(pid) = self.entry_pid {
+            registry::unregister(pid);
+        }
+        let code = msg
+            .0
+            .map(|s| s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)))
+            .unwrap_or(1);
+        self.begin_stop(Ending::EntryExited(code), ctx);
+        self.maybe_finish(ctx);
+    }
+}

@@ -1,0 +1,74 @@
+//! `formation.json`: the ownership marker of a formation directory (runtime.md §15.1).
+//!
+//! Retention removes a formation directory only when its marker names this project and its
+//! launcher is gone, so the marker is written before the first peer directory exists.
+
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::paths::MurHome;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Marker {
+    pub launcher_pid: u32,
+    /// The launcher's start token; empty when it could not be read.
+    pub launcher_start: String,
+    /// The roster's project directory, symlinks resolved.
+    pub project_dir: String,
+}
+
+/// Makes `~/.murmur/formations/` and `<frm>/` owner-only, then writes the marker at 0600.
+pub fn write(home: &MurHome, formation_id: &str, marker: &Marker) -> std::io::Result<()> {
+    let parent = home.formations();
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&parent)?;
+    std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o700))?;
+    let dir = home.formation(formation_id);
+    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    let json = serde_json::to_value(marker)
+        .map(|v| v.to_string())
+        .map_err(std::io::Error::other)?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(home.formation_marker(formation_id))?;
+    f.write_all(json.as_bytes())?;
+    f.write_all(b"\n")?;
+    f.sync_all()
+}
+
+/// Reads a marker; `None` when it is absent or does not parse.
+pub fn read(path: &Path) -> Option<Marker> {
+    let bytes = std::fs::read(path).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marker_is_written_owner_only_with_sorted_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = MurHome::at_home(dir.path());
+        let m = Marker {
+            launcher_pid: 42,
+            launcher_start: "7".into(),
+            project_dir: "/p".into(),
+        };
+        write(&home, "frm_x", &m).unwrap();
+        let path = home.formation_marker("frm_x");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "{\"launcher_pid\":42,\"launcher_start\":\"7\",\"project_dir\":\"/p\"}\n"
+        );
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(&home.formation("frm_x")), 0o700);
+        assert_eq!(mode(&home.formations()), 0o700);
+        assert_eq!(read(&path), Some(m));
+    }
+}

@@ -1,0 +1,322 @@
+//! The launcher: `mur run --roster` (runtime.md §5.5, §9, §13.5, §15; the roster page's
+//! "Launching a formation" and "How a formation ends").
+//!
+//! The front end here admits the roster (pure, nothing started on refusal), builds a
+//! [`LaunchPlan`], and runs a [`formation::FormationActor`] on an actix system until it reports
+//! the exit code. The actors: `FormationActor` (the launch state machine), one `PeerActor` per
+//! non-entry member (process, lifeline, channel, readiness probe), and `TokenAuthority` (the only
+//! holder of the signing key).
+
+pub mod authority;
+pub mod formation;
+pub mod marker;
+pub mod peer;
+pub mod probe;
+pub mod registry;
+pub mod report;
+pub mod retention;
+pub mod spawn;
+
+use std::ffi::OsString;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use actix::Actor;
+
+use crate::channel::line::LauncherId;
+use crate::cli::{Failure, Outcome, RunArgs};
+use crate::diag::{self, Diagnostic};
+use crate::ids::{self, IdKind};
+use crate::paths::{MurHome, Project};
+use crate::roster::Admitted;
+use spawn::{MemberCommand, MemberPipes};
+
+/// One member as the launcher starts it.
+#[derive(Debug, Clone)]
+pub struct PlanMember {
+    pub name: String,
+    /// Full artifact name, `<scope>/<name>`.
+    pub capsule: String,
+    pub version: String,
+    pub sha256: String,
+}
+
+/// The formation's `--deadline`: one instant for every member.
+#[derive(Debug, Clone)]
+pub struct Deadline {
+    pub instant: Instant,
+    pub unix_ms: u64,
+    pub secs: u64,
+    /// RFC 3339, UTC, whole seconds.
+    pub at: String,
+}
+
+/// Everything fixed before the first member starts.
+#[derive(Debug, Clone)]
+pub struct LaunchPlan {
+    pub formation_id: String,
+    pub home: MurHome,
+    /// The roster's directory, symlinks resolved.
+    pub project_dir: PathBuf,
+    pub members: Vec<PlanMember>,
+    pub entry: usize,
+    pub edges: Vec<(usize, usize)>,
+    callees: Vec<Vec<usize>>,
+    pub launcher: Option<LauncherId>,
+    pub deadline: Option<Deadline>,
+    pub task: Option<String>,
+    pub json: bool,
+    pub mur_binary: PathBuf,
+    /// The entry member's `trace.retain`, which bounds this project's formation directories.
+    pub retention: Option<crate::manifest::Retain>,
+}
+
+impl LaunchPlan {
+    pub fn callees(&self, i: usize) -> &[usize] {
+        self.callees.get(i).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// The command line of member `i` (§9.3). No credential is ever put on it.
+    pub fn command(&self, i: usize, pipes: &MemberPipes) -> MemberCommand {
+        let m = &self.members[i];
+        let peer = i != self.entry;
+        let workdir = if peer {
+            self.home.member_dir(&self.formation_id, &m.name)
+        } else {
+            self.project_dir.clone()
+        };
+        let mut args: Vec<OsString> = vec![
+            "run".into(),
+            "--capsule".into(),
+            m.capsule.clone().into(),
+            "--capsule-version".into(),
+            m.version.clone().into(),
+            "--capsule-sha256".into(),
+            m.sha256.clone().into(),
+            "--workdir".into(),
+            workdir.into_os_string(),
+        ];
+        if peer {
+            args.extend(
+                ["--store-root".into(), self.project_dir.clone().into_os_string()]
+                    .into_iter()
+                    .chain(["--json", "--readiness-tokens", "--bind", "127.0.0.1"].map(OsString::from)),
+            );
+        } else {
+            match &self.task {
+                Some(task) => {
+                    args.extend(
+                        [
+                            "--lifecycle-task-acceptance",
+                            "single",
+                            "--lifecycle-after-task",
+                            "exit",
+                            "--task",
+                        ]
+                        .map(OsString::from),
+                    );
+                    args.push(task.into());
+                }
+                None => args.extend(
+                    [
+                        "--lifecycle-task-acceptance",
+                        "queue",
+                        "--lifecycle-after-task",
+                        "sleep",
+                    ]
+                    .map(OsString::from),
+                ),
+            }
+            if self.json {
+                args.push("--json".into());
+            }
+        }
+        if let Some(d) = &self.deadline {
+            args.push("--inherited-deadline".into());
+            args.push(d.unix_ms.to_string().into());
+        }
+        MemberCommand {
+            program: self.mur_binary.clone(),
+            args,
+            formation_id: self.formation_id.clone(),
+            channel_fd: pipes.channel_read.as_raw_fd(),
+            lifeline_fd: pipes.lifeline_read.as_raw_fd(),
+            peer,
+        }
+    }
+
+    fn from_admitted(admitted: &Admitted, formation_id: String, home: MurHome, project_dir: PathBuf) -> LaunchPlan {
+        let members = admitted
+            .members
+            .iter()
+            .map(|m| PlanMember {
+                name: m.name.clone(),
+                capsule: m.capsule.to_string(),
+                version: m.version.clone(),
+                sha256: m.sha256.clone(),
+            })
+            .collect();
+        let entry = admitted.entry();
+        let callees = (0..admitted.members.len()).map(|i| admitted.callees(i)).collect();
+        let retention = admitted.members[entry].manifest.retain.clone();
+        LaunchPlan {
+            formation_id,
+            home,
+            project_dir,
+            members,
+            entry,
+            edges: admitted.edges.clone(),
+            callees,
+            launcher: crate::procinfo::own_start().map(|process_start| LauncherId {
+                pid: std::process::id(),
+                process_start,
+            }),
+            deadline: None,
+            task: None,
+            json: false,
+            mur_binary: PathBuf::new(),
+            retention,
+        }
+    }
+}
+
+fn refuse(diag: Diagnostic) -> Failure {
+    Failure { prefix: "", diag }
+}
+
+/// Resolves the `--roster` argument to the project directory (§5.5 step 3).
+fn project_dir_of(arg: &Path) -> Result<PathBuf, Diagnostic> {
+    if arg.is_dir() {
+        return Ok(arg.to_path_buf());
+    }
+    if arg.file_name().is_some_and(|n| n == "roster.yaml") {
+        let parent = arg
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        return Ok(parent.to_path_buf());
+    }
+    Err(Diagnostic::new(
+        diag::E_ROS_001,
+        format!(
+            "{}: a roster is read from roster.yaml in its project directory, and this path is neither a directory nor a file named roster.yaml",
+            arg.display()
+        ),
+    ))
+}
+
+/// `mur run --roster`: the front end (§5.5), then the launch (§9).
+pub fn run_roster(args: &RunArgs) -> Outcome {
+    let roster_arg = args.roster.as_deref().unwrap_or(Path::new("roster.yaml"));
+    // 1. The deadline's origin is the launcher's start.
+    let started = Instant::now();
+    let started_unix_ms = chrono::Utc::now().timestamp_millis().max(0) as u64;
+    // 2. A formation member cannot launch a formation.
+    if std::env::var("MURMUR_FORMATION_ID").is_ok_and(|v| !v.trim().is_empty()) {
+        return Err(refuse(Diagnostic::new(
+            diag::E_RUN_046,
+            "MURMUR_FORMATION_ID is set, so this process is already a member of a formation, and a formation member cannot launch a formation",
+        ).with_hint("launch the formation from a shell that is not itself a formation member")));
+    }
+    // 3. The roster's project directory.
+    let dir = project_dir_of(roster_arg).map_err(refuse)?;
+    let project_dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+    let project = Project::at(&project_dir);
+    let home = MurHome::from_env();
+    // 4–6. Stores, lock, admission. A refusal starts nothing.
+    let roster = crate::roster::read(&project.roster()).map_err(refuse)?;
+    crate::roster::check_structure(&roster).map_err(refuse)?;
+    let stores = crate::store::Stores::new(Some(project.artifacts()), home.artifacts());
+    let lock = crate::store::lock::Lock::read(&project.lock()).map_err(refuse)?;
+    let admitted = crate::roster::admit(&roster, &stores, lock.as_ref()).map_err(refuse)?;
+    // 7. Warnings still admit.
+    for w in &admitted.warnings {
+        w.eprint("[mur run] ");
+    }
+
+    let mut plan = LaunchPlan::from_admitted(&admitted, ids::mint(IdKind::Formation), home, project_dir);
+    plan.task = args.task.clone();
+    plan.json = args.json;
+    plan.mur_binary = match std::env::var_os("MURMUR_MUR_BINARY").filter(|v| !v.is_empty()) {
+        Some(p) => PathBuf::from(p),
+        None => std::env::current_exe().map_err(|e| {
+            refuse(Diagnostic::new(diag::E_RUN_045, format!("the mur binary could not be located: {e}")).without_hint())
+        })?,
+    };
+    if let Some(secs) = args.deadline {
+        let at_ms = started_unix_ms + secs * 1000;
+        let at = chrono::DateTime::from_timestamp_millis(at_ms as i64)
+            .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
+            .unwrap_or_default();
+        plan.deadline = Some(Deadline {
+            instant: started + Duration::from_secs(secs),
+            unix_ms: at_ms,
+            secs,
+            at,
+        });
+    }
+    launch(plan)
+}
+
+/// Runs the actors until the formation has ended; returns the launcher's exit code.
+fn launch(plan: LaunchPlan) -> Outcome {
+    registry::install_panic_hook();
+    let system = actix::System::new();
+    let code = system.block_on(async move {
+        // §9.1 step 2: signal handling before anything starts.
+        let signals = match Signals::install() {
+            Ok(s) => s,
+            Err(e) => {
+                Diagnostic::new(diag::E_IO_003, format!("signal handling could not be set up: {e}"))
+                    .without_hint()
+                    .eprint("");
+                return 1;
+            }
+        };
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+        let authority = authority::TokenAuthority::default().start();
+        let formation = formation::FormationActor::new(plan, authority, done_tx).start();
+        let forward = formation.clone();
+        actix::spawn(async move {
+            let mut signals = signals;
+            while let Some(n) = signals.next().await {
+                forward.do_send(formation::Signal(n));
+            }
+        });
+        done_rx.await.unwrap_or(1)
+    });
+    Ok(code)
+}
+
+/// SIGINT, SIGTERM and SIGHUP as one stream of signal numbers.
+struct Signals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            int: signal(SignalKind::interrupt())?,
+            term: signal(SignalKind::terminate())?,
+            hup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    async fn next(&mut self) -> Option<i32> {
+        tokio::select! {
+            s = self.int.recv() => s.map(|_| libc_sig::SIGINT),
+            s = self.term.recv() => s.map(|_| libc_sig::SIGTERM),
+            s = self.hup.recv() => s.map(|_| libc_sig::SIGHUP),
+        }
+    }
+}
+
+mod libc_sig {
+    pub const SIGHUP: i32 = nix::sys::signal::Signal::SIGHUP as i32;
+    pub const SIGINT: i32 = nix::sys::signal::Signal::SIGINT as i32;
+    pub const SIGTERM: i32 = nix::sys::signal::Signal::SIGTERM as i32;
+}

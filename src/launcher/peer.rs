@@ -1,0 +1,357 @@
+//! `PeerActor`: one non-entry member — its directory, process, lifeline, channel, readiness.
+//!
+//! It reports exactly one of `PeerReady`/`PeerFailed` to the formation during the launch, and
+//! `PeerStopped` once its process has been reaped after `CloseLifeline` (or on its own).
+
+use std::collections::VecDeque;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::DirBuilderExt;
+use std::path::PathBuf;
+use std::process::ExitStatus;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
+use tokio::sync::watch;
+
+use super::formation::{FormationActor, PeerFailed, PeerReady, PeerStarted, PeerStopped};
+use super::probe::{self, Readiness};
+use super::registry;
+use super::spawn::{self, MemberCommand, MemberPipes};
+use crate::timing::Timing;
+
+/// Everything a peer needs to start.
+pub struct PeerSpec {
+    pub index: usize,
+    pub name: String,
+    pub formation_id: String,
+    pub dir: PathBuf,
+    pub command: MemberCommand,
+    pub first_line: String,
+    pub pipes: MemberPipes,
+}
+
+pub struct PeerActor {
+    spec: Option<PeerSpec>,
+    index: usize,
+    name: String,
+    formation: Addr<FormationActor>,
+    pid: Option<u32>,
+    lifeline: Option<OwnedFd>,
+    channel: Option<OwnedFd>,
+    exit: Option<watch::Receiver<Option<ExitStatus>>>,
+    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    stopping: bool,
+    stopped_sent: bool,
+}
+
+/// How many stderr lines a failure report quotes.
+const TAIL: usize = 20;
+
+impl PeerActor {
+    pub fn new(spec: PeerSpec, formation: Addr<FormationActor>) -> PeerActor {
+        PeerActor {
+            index: spec.index,
+            name: spec.name.clone(),
+            spec: Some(spec),
+            formation,
+            pid: None,
+            lifeline: None,
+            channel: None,
+            exit: None,
+            stderr_tail: Arc::new(Mutex::new(VecDeque::new())),
+            stopping: false,
+            stopped_sent: false,
+        }
+    }
+
+    fn fail(&self, reason: String) {
+        self.formation.do_send(PeerFailed {
+            index: self.index,
+            reason,
+        });
+    }
+
+    fn start(&mut self, ctx: &mut Context<Self>) {
+        let Some(spec) = self.spec.take() else { return };
+        if let Err(e) = std::fs::DirBuilder::new().mode(0o700).create(&spec.dir) {
+            let p = spec.dir.display();
+            return self.fail(format!("its directory {p} could not be made: {p}: {e}"));
+        }
+        if let Err(e) = spawn::prefill_channel(&spec.pipes.channel_write, &spec.first_line) {
+            return self.fail(format!(
+                "its process could not be started: its channel could not be written: {e}"
+            ));
+        }
+        let mut child = match spec.command.spawn() {
+            Ok(c) => c,
+            Err(e) => return self.fail(format!("its process could not be started: {e}")),
+        };
+        let MemberPipes {
+            channel_read,
+            channel_write,
+            lifeline_read,
+            lifeline_write,
+        } = spec.pipes;
+        // The member holds its read ends now; the launcher keeps only the write ends.
+        drop(channel_read);
+        drop(lifeline_read);
+        let _ = spawn::set_nonblocking(&channel_write);
+        self.channel = Some(channel_write);
+        self.lifeline = Some(lifeline_write);
+        let pid = child.id().unwrap_or(0);
+        self.pid = Some(pid);
+        registry::register(pid, true);
+        self.formation.do_send(PeerStarted { index: self.index, pid });
+
+        if let Some(stderr) = child.stderr.take() {
+            actix::spawn(relay(
+                stderr,
+                format!("[{}] ", self.name),
+                Some(self.stderr_tail.clone()),
+            ));
+        }
+        let stdout = child.stdout.take();
+        let (exit_tx, exit_rx) = watch::channel(None);
+        self.exit = Some(exit_rx.clone());
+        let me = ctx.address();
+        actix::spawn(async move {
+            let status = child.wait().await.ok();
+            let _ = exit_tx.send(status);
+            me.do_send(Exited);
+        });
+
+        let Some(stdout) = stdout else {
+            return self.fail("its process could not be started: no stdout pipe".into());
+        };
+        let formation_id = spec.formation_id;
+        let tail = self.stderr_tail.clone();
+        let prefix = format!("[{}] ", self.name);
+        let deadline = Instant::now() + Timing::get().peer_readiness;
+        let fut = async move { await_ready(stdout, exit_rx, &formation_id, deadline, tail, prefix).await };
+        ctx.spawn(fut.into_actor(self).map(move |outcome, act, _| match outcome {
+            Ok(readiness) => act.formation.do_send(PeerReady {
+                index: act.index,
+                readiness,
+                pid,
+            }),
+            Err(reason) => act.fail(reason),
+        }));
+    }
+
+    fn finish_if_exited(&mut self) {
+        let exited = self.exit.as_ref().is_some_and(|rx| rx.borrow().is_some());
+        if exited && self.stopping && !self.stopped_sent {
+            self.stopped_sent = true;
+            if let Some(pid) = self.pid {
+                // Anything left in its group goes with it, even after the leader exited.
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(pid as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+                registry::unregister(pid);
+            }
+            self.formation.do_send(PeerStopped { index: self.index });
+        }
+    }
+}
+
+impl Actor for PeerActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.start(ctx);
+    }
+}
+
+/// The process was reaped.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Exited;
+
+impl Handler<Exited> for PeerActor {
+    type Result = ();
+    fn handle(&mut self, _: Exited, _: &mut Context<Self>) {
+        self.finish_if_exited();
+    }
+}
+
+/// Send the peer its callees' door URLs.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SendAddresses(pub String);
+
+impl Handler<SendAddresses> for PeerActor {
+    type Result = ();
+    fn handle(&mut self, msg: SendAddresses, _: &mut Context<Self>) {
+        if let Some(fd) = &self.channel
+            && let Err(e) = write_all_nonblocking(fd, msg.0.as_bytes())
+        {
+            eprintln!(
+                "[mur run] warning: the address line for '{}' could not be written: {e}",
+                self.name
+            );
+        }
+    }
+}
+
+/// Close the lifeline; SIGKILL the process group if it has not exited within the grace.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct CloseLifeline;
+
+impl Handler<CloseLifeline> for PeerActor {
+    type Result = ();
+    fn handle(&mut self, _: CloseLifeline, ctx: &mut Context<Self>) {
+        if self.stopping {
+            return;
+        }
+        self.stopping = true;
+        self.spec = None;
+        self.lifeline = None;
+        self.channel = None;
+        if self.pid.is_none() {
+            // Never started (e.g. its directory could not be made).
+            self.stopped_sent = true;
+            self.formation.do_send(PeerStopped { index: self.index });
+            return;
+        }
+        let pid = self.pid.unwrap_or(0);
+        ctx.run_later(Timing::get().launcher_grace, move |act, _| {
+            if !act.stopped_sent {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(pid as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        });
+        self.finish_if_exited();
+    }
+}
+
+fn write_all_nonblocking(fd: &OwnedFd, mut buf: &[u8]) -> std::io::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !buf.is_empty() {
+        match nix::unistd::write(fd, buf) {
+            Ok(n) => buf = &buf[n..],
+            Err(nix::errno::Errno::EAGAIN) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let _ = fd.as_raw_fd();
+    Ok(())
+}
+
+/// Relays lines from a member's pipe to the launcher's stderr behind `prefix`, remembering the
+/// most recent ones for failure reports.
+pub async fn relay<R: AsyncRead + Unpin>(r: R, prefix: String, tail: Option<Arc<Mutex<VecDeque<String>>>>) {
+    let mut lines = BufReader::new(r).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        eprintln!("{prefix}{line}");
+        if let Some(tail) = &tail
+            && let Ok(mut t) = tail.lock()
+        {
+            if t.len() == TAIL {
+                t.pop_front();
+            }
+            t.push_back(line);
+        }
+    }
+}
+
+fn status_code(s: &ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0))
+}
+
+fn tail_text(tail: &Mutex<VecDeque<String>>) -> String {
+    let lines: Vec<String> = tail.lock().map(|t| t.iter().cloned().collect()).unwrap_or_default();
+    if lines.is_empty() {
+        "; it wrote nothing to stderr".to_string()
+    } else {
+        let mut s = "; its last stderr lines were:".to_string();
+        for l in lines {
+            s.push_str("\n  ");
+            s.push_str(&l);
+        }
+        s
+    }
+}
+
+/// Reads the readiness line, then probes the door until it answers as the reported session.
+async fn await_ready(
+    stdout: tokio::process::ChildStdout,
+    mut exit: watch::Receiver<Option<ExitStatus>>,
+    formation_id: &str,
+    deadline: Instant,
+    tail: Arc<Mutex<VecDeque<String>>>,
+    prefix: String,
+) -> Result<Readiness, String> {
+    let t = Timing::get();
+    let budget = t.peer_readiness.as_secs();
+    let mut reader = BufReader::new(stdout);
+    let mut first = Vec::new();
+    let read = tokio::time::timeout_at(deadline.into(), async {
+        let mut limited = (&mut reader).take(crate::channel::line::MAX_LINE as u64);
+        limited.read_until(b'\n', &mut first).await
+    })
+    .await;
+    match read {
+        Err(_) => return Err(format!("it did not report within {budget}s")),
+        Ok(Err(e)) => {
+            return Err(format!(
+                "its first line is not a readiness line: it could not be read ({e})"
+            ));
+        }
+        Ok(Ok(0)) => {
+            // stdout closed before a line: give the process a moment to exit, else kill it.
+            let exited = tokio::time::timeout(t.exit_grace_after_eof, exit.wait_for(|s| s.is_some())).await;
+            let status = match exited {
+                Ok(Ok(s)) => s.map(|s| status_code(&s)),
+                _ => None,
+            };
+            let code = status.map(|c| c.to_string()).unwrap_or_else(|| "unknown".into());
+            // Let the stderr relay drain what the process wrote last.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            return Err(format!(
+                "its process exited with status {code} before reporting{}",
+                tail_text(&tail)
+            ));
+        }
+        Ok(Ok(_)) => {}
+    }
+    let line = String::from_utf8_lossy(&first).into_owned();
+    let ready = probe::parse_readiness(&line, formation_id)?;
+    // From here on the peer's stdout is relayed like its stderr.
+    actix::spawn(relay(reader, prefix, None));
+
+    let client = awc::Client::builder()
+        .connector(awc::Connector::new().timeout(t.probe_connect))
+        .timeout(t.probe_read)
+        .finish();
+    let mut last = String::from("no probe completed");
+    loop {
+        if let Some(s) = *exit.borrow() {
+            return Err(format!(
+                "its process reported and then exited with status {} before its door answered",
+                status_code(&s)
+            ));
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "its door at {} did not answer as session {} within {budget}s; the last probe said: {last}",
+                ready.url, ready.session_id
+            ));
+        }
+        match probe::probe_once(&client, &ready, t.probe_read).await {
+            Ok(true) => return Ok(ready),
+            Ok(false) => last = "it answered as another session".into(),
+            Err(e) => last = e,
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(t.probe_interval) => {}
+            _ = exit.changed() => {}
+        }
+    }
+}
