@@ -1,0 +1,508 @@
+//! The agent loop of a model capsule (runtime.md §16.3, §11.2–§11.6).
+//!
+//! One turn is one provider request. A reply with tool calls runs them and takes another turn; a
+//! reply without any ends the attempt, and its text is the candidate answer. If the task's calls
+//! still owe the model an answer and a turn is left, the task waits for every call, then continues
+//! once with all the answers, fenced (§11.5). A tool call with no turn left fails the task
+//! `max_turns_reached`. Cancelling the task drops whatever it is waiting on, the in-flight request
+//! included.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use super::client::{ProviderClient, Retry};
+use super::wire::{self, CALL_MEMBER, END_WITHOUT_ANSWER, Msg, Request, Stop, ToolCall, ToolOutput, ToolSpec};
+use super::{Identity, ModelConfig};
+use crate::calls::continuation_message;
+use crate::capsule::{BoxFuture, CallOutcome, CallStatus, CancelSignal};
+use crate::door::{NoAnswerBelow, TaskOutcome};
+
+/// How a `call-member` dispatch went, as the model is told (§11.3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallReply {
+    pub call_id: String,
+    /// The call was started or found the member busy: its outcome comes later, through
+    /// [`AgentCalls::await_all`]. `false`: it ended at once, and `text` already says how.
+    pub pending: bool,
+    /// The tool result is a failure (the call ended at once).
+    pub failed: bool,
+    /// The tool result text: summary line, data line, note.
+    pub text: String,
+}
+
+/// The member calls of one task, as the agent uses them. [`super::SessionCalls`] is the real one.
+pub trait AgentCalls: Send + Sync {
+    /// §11.2 steps 3–5 and §11.3 for `member`, which the agent has checked is a callee. `Err` is
+    /// a tool error: nothing was sent.
+    fn call<'a>(&'a self, member: &'a str, task: &'a str) -> BoxFuture<'a, Result<CallReply, String>>;
+    /// Waits until every call not handed over yet has an outcome; hands them all over.
+    fn await_all(&self) -> BoxFuture<'_, Vec<CallOutcome>>;
+    /// Hands over the calls that have an outcome now, without waiting.
+    fn take_settled(&self) -> Vec<CallOutcome>;
+}
+
+/// The calls of a member that may call nobody (it is offered no tools).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoCalls;
+
+impl AgentCalls for NoCalls {
+    fn call<'a>(&'a self, member: &'a str, _task: &'a str) -> BoxFuture<'a, Result<CallReply, String>> {
+        let text = format!("'{member}' is not a member this capsule may call; it may call no member");
+        Box::pin(async move { Err(text) })
+    }
+    fn await_all(&self) -> BoxFuture<'_, Vec<CallOutcome>> {
+        Box::pin(async { Vec::new() })
+    }
+    fn take_settled(&self) -> Vec<CallOutcome> {
+        Vec::new()
+    }
+}
+
+/// What a task reports besides its outcome.
+pub trait TaskEvents: Send + Sync {
+    /// A WORKING status with this note, e.g. `continuing with 2 member answer(s)` (§11.5).
+    fn working(&self, note: &str);
+    /// A trace record (`task_continued`, §14.2), fields in order.
+    fn record(&self, event_type: &str, fields: &[(&str, Value)]);
+}
+
+/// Reports nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoEvents;
+
+impl TaskEvents for NoEvents {
+    fn working(&self, _note: &str) {}
+    fn record(&self, _event_type: &str, _fields: &[(&str, Value)]) {}
+}
+
+/// One task, as the agent runs it.
+#[derive(Clone)]
+pub struct TaskCtx {
+    pub task_id: String,
+    /// The task is owned by `member:<x>`: `end-without-answer` is allowed (§11.6).
+    pub from_member: bool,
+    pub calls: Arc<dyn AgentCalls>,
+    pub cancel: CancelSignal,
+    pub events: Arc<dyn TaskEvents>,
+}
+
+impl std::fmt::Debug for TaskCtx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskCtx")
+            .field("task_id", &self.task_id)
+            .field("from_member", &self.from_member)
+            .field("cancel", &self.cancel)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a task ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentOutcome {
+    Completed(String),
+    Failed(String),
+    /// A tool call came with no turn left (§16.3): the task fails, status `max_turns_reached`.
+    MaxTurns(String),
+    /// `end-without-answer` in a member-sent task (§11.6).
+    NoAnswer {
+        reason: String,
+        below: Vec<NoAnswerBelow>,
+    },
+    Canceled,
+}
+
+impl AgentOutcome {
+    /// The outcome as the door's task board records it.
+    pub fn into_board(self) -> TaskOutcome {
+        match self {
+            AgentOutcome::Completed(a) => TaskOutcome::Completed(a),
+            AgentOutcome::Failed(m) | AgentOutcome::MaxTurns(m) => TaskOutcome::Failed(m),
+            AgentOutcome::NoAnswer { reason, below } => TaskOutcome::NoAnswer { reason, below },
+            AgentOutcome::Canceled => TaskOutcome::Canceled,
+        }
+    }
+
+    /// The session status it stands for (§6.5, §14.2).
+    pub fn status(&self) -> &'static str {
+        match self {
+            AgentOutcome::Completed(_) => "ok",
+            AgentOutcome::Failed(_) => "failed",
+            AgentOutcome::MaxTurns(_) => "max_turns_reached",
+            AgentOutcome::NoAnswer { .. } => "no_answer",
+            AgentOutcome::Canceled => "canceled",
+        }
+    }
+}
+
+/// The session's usage so far (`session_end`, §14.2).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UsageTotals {
+    pub turns: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub tool_calls: u64,
+}
+
+/// Usage counters shared by every task of a session.
+#[derive(Debug, Default)]
+pub struct Totals {
+    turns: AtomicU64,
+    input_tokens: AtomicU64,
+    output_tokens: AtomicU64,
+    tool_calls: AtomicU64,
+}
+
+impl Totals {
+    pub fn snapshot(&self) -> UsageTotals {
+        UsageTotals {
+            turns: self.turns.load(Ordering::Relaxed),
+            input_tokens: self.input_tokens.load(Ordering::Relaxed),
+            output_tokens: self.output_tokens.load(Ordering::Relaxed),
+            tool_calls: self.tool_calls.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A model capsule's agent: one per session, shared by its tasks.
+#[derive(Debug)]
+pub struct Agent {
+    config: ModelConfig,
+    system: String,
+    callees: Vec<String>,
+    tools: Vec<ToolSpec>,
+    retry: Retry,
+    totals: Arc<Totals>,
+}
+
+impl Agent {
+    /// An agent for `config`, answering as `identity`, offered the runtime tools when `callees`
+    /// (roster order) is not empty.
+    pub fn new(config: ModelConfig, identity: Identity, callees: Vec<String>, retry: Retry) -> Agent {
+        let system = wire::system_prompt(
+            &identity.capsule,
+            identity.member.as_deref(),
+            identity.formation.as_deref(),
+            &config.system_prompt,
+        );
+        let tools = wire::tools(&callees);
+        Agent {
+            config,
+            system,
+            callees,
+            tools,
+            retry,
+            totals: Arc::new(Totals::default()),
+        }
+    }
+
+    /// `session_start.model`.
+    pub fn model(&self) -> &str {
+        &self.config.model
+    }
+
+    /// `session_start.max_turns`.
+    pub fn max_turns(&self) -> Option<u32> {
+        self.config.max_turns
+    }
+
+    /// `session_start.tools_declared`.
+    pub fn tools_declared(&self) -> Vec<String> {
+        wire::tool_names(!self.callees.is_empty())
+    }
+
+    /// The system prompt every request starts with.
+    pub fn system_prompt(&self) -> &str {
+        &self.system
+    }
+
+    /// The session's usage counters (`session_end`).
+    pub fn totals(&self) -> Arc<Totals> {
+        Arc::clone(&self.totals)
+    }
+
+    /// Runs one task to its outcome. Call it on an actix arbiter (the provider client is awc).
+    pub async fn run(&self, task_text: &str, task: TaskCtx) -> AgentOutcome {
+        if task.cancel.is_canceled() {
+            return AgentOutcome::Canceled;
+        }
+        let cancel = task.cancel.clone();
+        tokio::select! {
+            biased;
+            _ = cancel.canceled() => AgentOutcome::Canceled,
+            outcome = self.run_task(task_text, &task) => outcome,
+        }
+    }
+
+    async fn run_task(&self, task_text: &str, task: &TaskCtx) -> AgentOutcome {
+        let client = match ProviderClient::new(&self.config, &self.retry) {
+            Ok(c) => c,
+            Err(why) => return AgentOutcome::Failed(format!("inference failed: {why}")),
+        };
+        let request = Request {
+            provider: self.config.provider,
+            model: &self.config.model,
+            max_tokens: self.config.max_tokens,
+            system: &self.system,
+            tools: &self.tools,
+        };
+        let mut run = TaskRun {
+            agent: self,
+            task,
+            messages: vec![Msg::User(task_text.to_string())],
+            pending: Vec::new(),
+            arrived: Vec::new(),
+            ended: Vec::new(),
+            turns: 0,
+            continuations: 0,
+        };
+        loop {
+            let body = wire::request_body(&request, &run.messages);
+            let bytes = match client.send(&body).await {
+                Ok(b) => b,
+                Err(text) => return AgentOutcome::Failed(text),
+            };
+            run.turns += 1;
+            self.totals.turns.fetch_add(1, Ordering::Relaxed);
+            let reply = match wire::parse_reply(self.config.provider, &bytes) {
+                Ok(r) => r,
+                Err(why) => {
+                    return AgentOutcome::Failed(format!(
+                        "inference failed: the provider's reply could not be read: {why}"
+                    ));
+                }
+            };
+            self.totals
+                .input_tokens
+                .fetch_add(reply.usage.input_tokens, Ordering::Relaxed);
+            self.totals
+                .output_tokens
+                .fetch_add(reply.usage.output_tokens, Ordering::Relaxed);
+            if reply.stop == Stop::Truncated {
+                return AgentOutcome::Failed(format!(
+                    "the model's reply was cut at inference.max_tokens ({} tokens)",
+                    self.config.max_tokens
+                ));
+            }
+            if let Some(echo) = reply.echo {
+                run.messages.push(Msg::Assistant(echo));
+            }
+            if !reply.tool_calls.is_empty() {
+                if !run.turn_left() {
+                    return AgentOutcome::MaxTurns(format!(
+                        "the model asked for a tool call after its last turn (inference.max_turns: {})",
+                        self.config.max_turns.unwrap_or_default()
+                    ));
+                }
+                let mut results = Vec::with_capacity(reply.tool_calls.len());
+                for call in &reply.tool_calls {
+                    self.totals.tool_calls.fetch_add(1, Ordering::Relaxed);
+                    match run.tool(call).await {
+                        Ok(output) => results.push(output),
+                        Err(ended) => return ended,
+                    }
+                }
+                run.messages.push(Msg::ToolResults(results));
+                continue;
+            }
+            // The attempt is over; `reply.text` is the candidate answer (§11.5).
+            if !run.turn_left() || !run.owes_answers() {
+                return AgentOutcome::Completed(reply.text);
+            }
+            run.continue_with_answers().await;
+        }
+    }
+}
+
+/// The state of one task's run.
+struct TaskRun<'a> {
+    agent: &'a Agent,
+    task: &'a TaskCtx,
+    messages: Vec<Msg>,
+    /// Calls started or busy whose outcome the model has not been shown: `(call id, member)`.
+    pending: Vec<(String, String)>,
+    /// Outcomes of pending calls, handed over by the calls but not shown to the model yet.
+    arrived: Vec<CallOutcome>,
+    /// Every outcome handed over, shown or not (for `noAnswerBelow`).
+    ended: Vec<CallOutcome>,
+    turns: u32,
+    continuations: u32,
+}
+
+impl TaskRun<'_> {
+    /// Whether another provider request is allowed.
+    fn turn_left(&self) -> bool {
+        self.agent.config.max_turns.is_none_or(|m| self.turns < m)
+    }
+
+    /// Whether some call still owes the model its outcome.
+    fn owes_answers(&self) -> bool {
+        !self.pending.is_empty() || !self.arrived.is_empty()
+    }
+
+    /// Files outcomes handed over by the calls.
+    fn absorb(&mut self, outcomes: Vec<CallOutcome>) {
+        for o in outcomes {
+            if let Some(i) = self.pending.iter().position(|(id, _)| *id == o.call_id) {
+                self.pending.remove(i);
+                self.arrived.push(o.clone());
+            }
+            // Otherwise it ended at dispatch, and its tool result already said so.
+            self.ended.push(o);
+        }
+    }
+
+    /// Waits for every pending call, then adds the continuation message (§11.5).
+    async fn continue_with_answers(&mut self) {
+        let started = Instant::now();
+        if !self.pending.is_empty() {
+            let outcomes = self.task.calls.await_all().await;
+            self.absorb(outcomes);
+            // A call the calls no longer know of (should not happen) must not wait forever.
+            for (call_id, member) in std::mem::take(&mut self.pending) {
+                self.arrived.push(CallOutcome {
+                    call_id,
+                    member: member.clone(),
+                    status: CallStatus::Abandoned,
+                    output: format!("the runtime lost track of this call, so no answer from {member} arrived"),
+                    truncated: false,
+                });
+            }
+        }
+        let answers = std::mem::take(&mut self.arrived);
+        self.continuations += 1;
+        let waited_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let turns_left = self.agent.config.max_turns.map(|m| m.saturating_sub(self.turns));
+        let call_ids: Vec<&str> = answers.iter().map(|o| o.call_id.as_str()).collect();
+        self.task
+            .events
+            .working(&format!("continuing with {} member answer(s)", answers.len()));
+        self.task.events.record(
+            "task_continued",
+            &[
+                ("task_id", json!(self.task.task_id)),
+                ("continuation", json!(self.continuations)),
+                ("call_ids", json!(call_ids)),
+                ("waited_ms", json!(waited_ms)),
+                ("turns_left", json!(turns_left)),
+            ],
+        );
+        self.messages.push(Msg::User(continuation_message(&answers)));
+    }
+
+    /// Runs one tool call. `Err` ends the task (end-without-answer).
+    async fn tool(&mut self, call: &ToolCall) -> Result<ToolOutput, AgentOutcome> {
+        let reply = |text: String, is_error: bool| ToolOutput {
+            id: call.id.clone(),
+            text,
+            is_error,
+        };
+        if self.agent.tools.is_empty() {
+            return Ok(reply(
+                format!("there is no tool named '{}': this capsule has no tools", call.name),
+                true,
+            ));
+        }
+        match call.name.as_str() {
+            CALL_MEMBER => Ok(match self.call_member(call).await {
+                Ok(r) => reply(r.text, r.failed),
+                Err(text) => reply(text, true),
+            }),
+            END_WITHOUT_ANSWER => match self.end_without_answer(call) {
+                Ok(ended) => Err(ended),
+                Err(text) => Ok(reply(text, true)),
+            },
+            other => Ok(reply(
+                format!("there is no tool named '{other}'; the tools are {CALL_MEMBER} and {END_WITHOUT_ANSWER}"),
+                true,
+            )),
+        }
+    }
+
+    /// `call-member` (§11.2). `Err` is a tool error: nothing was sent.
+    async fn call_member(&mut self, call: &ToolCall) -> Result<CallReply, String> {
+        // Step 1.
+        let input = call
+            .input
+            .as_ref()
+            .map_err(|why| format!("{CALL_MEMBER} could not read its input: {why}"))?;
+        let (Some(member), Some(text)) = (
+            input.get("member").and_then(Value::as_str),
+            input.get("task").and_then(Value::as_str),
+        ) else {
+            return Err(format!(
+                "{CALL_MEMBER} needs `member` (the member to call) and `task` (the task in full), both strings"
+            ));
+        };
+        // Step 2.
+        let callees = &self.agent.callees;
+        if !callees.iter().any(|c| c == member) {
+            return Err(format!(
+                "'{member}' is not a member this capsule may call; it may call: {}",
+                callees.join(", ")
+            ));
+        }
+        // Step 4, for answers handed over to the agent but not shown to the model yet (the calls
+        // check the rest).
+        let held = self
+            .pending
+            .iter()
+            .map(|(id, m)| (id, m))
+            .chain(self.arrived.iter().map(|o| (&o.call_id, &o.member)));
+        if let Some((id, _)) = held.into_iter().find(|(_, m)| *m == member) {
+            return Err(format!(
+                "call {id} to '{member}' has not been handed back yet (it is still running, or its answer is \
+                 waiting); end your turn now and collect every answer before calling '{member}' again"
+            ));
+        }
+        let r = self.task.calls.call(member, text).await?;
+        if r.pending {
+            self.pending.push((r.call_id.clone(), member.to_string()));
+        } else {
+            // It ended at once: take it back, so it no longer holds the member (§11.2 step 4).
+            let settled = self.task.calls.take_settled();
+            self.absorb(settled);
+        }
+        Ok(r)
+    }
+
+    /// `end-without-answer` (§11.6): `Ok` ends the task, `Err` is a tool error.
+    fn end_without_answer(&mut self, call: &ToolCall) -> Result<AgentOutcome, String> {
+        let reason = call
+            .input
+            .as_ref()
+            .ok()
+            .and_then(|i| i.get("reason"))
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("{END_WITHOUT_ANSWER} needs `reason`, a string"))?;
+        if !self.task.from_member {
+            return Err(format!(
+                "{END_WITHOUT_ANSWER} is only for a task another member sent you, and this one was not; answer it, \
+                 or say in your answer why you cannot"
+            ));
+        }
+        let settled = self.task.calls.take_settled();
+        self.absorb(settled);
+        if let Some((id, member)) = self.pending.first() {
+            return Err(format!(
+                "{END_WITHOUT_ANSWER} is refused while a call is outstanding: call {id} to {member} has no outcome \
+                 yet; end your turn to receive it first"
+            ));
+        }
+        let below = self
+            .ended
+            .iter()
+            .filter(|o| o.status != CallStatus::Completed)
+            .map(|o| NoAnswerBelow {
+                member: o.member.clone(),
+                status: o.status.as_str().to_string(),
+            })
+            .collect();
+        Ok(AgentOutcome::NoAnswer {
+            reason: reason.to_string(),
+            below,
+        })
+    }
+}

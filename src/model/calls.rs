@@ -1,0 +1,52 @@
+//! The agent's view of one task's real member calls ([`crate::calls::TaskCalls`]): dispatch
+//! rendered as the §11.3 tool result, the waiting of §11.5.
+
+use std::time::Duration;
+
+use super::agent::{AgentCalls, CallReply};
+use crate::calls::{DispatchKind, TaskCalls, tool_result};
+use crate::capsule::{BoxFuture, CallOutcome};
+
+/// A task's member calls for the agent loop.
+#[derive(Debug, Clone)]
+pub struct SessionCalls {
+    task: TaskCalls,
+    /// The call bound, named in the busy note.
+    bound: Duration,
+    /// The task was sent by a member: a failed call's note points at `end-without-answer`.
+    from_member: bool,
+}
+
+impl SessionCalls {
+    pub fn new(task: TaskCalls, bound: Duration, from_member: bool) -> SessionCalls {
+        SessionCalls {
+            task,
+            bound,
+            from_member,
+        }
+    }
+}
+
+impl AgentCalls for SessionCalls {
+    fn call<'a>(&'a self, member: &'a str, task: &'a str) -> BoxFuture<'a, Result<CallReply, String>> {
+        Box::pin(async move {
+            let d = self.task.dispatch(member, task).await?;
+            let pending = !matches!(d.kind, DispatchKind::Ended { .. });
+            let r = tool_result(&d, self.bound, self.from_member);
+            Ok(CallReply {
+                call_id: d.call_id,
+                pending,
+                failed: r.failed,
+                text: r.text,
+            })
+        })
+    }
+
+    fn await_all(&self) -> BoxFuture<'_, Vec<CallOutcome>> {
+        Box::pin(self.task.await_all())
+    }
+
+    fn take_settled(&self) -> Vec<CallOutcome> {
+        self.task.take_settled()
+    }
+}

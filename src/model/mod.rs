@@ -1,0 +1,163 @@
+//! Model capsules: the agent loop over a provider's API (runtime.md §16.1, §16.3, §11).
+//!
+//! - `wire` — the OpenAI Chat Completions and Anthropic Messages formats, pure: URL, request
+//!   body, reply, tool schemas, the `[Capsule]` block, the failure text.
+//! - `client` — one endpoint over awc: credential headers, timeouts, retries ([`Retry`]).
+//! - `agent` — [`Agent`]: turns, the runtime tools (`call-member`, `end-without-answer`),
+//!   waiting for member answers and continuing with them, usage totals.
+//! - `calls` — [`SessionCalls`], the agent's view of a task's real member calls.
+//!
+//! # Wiring (the session runtime, `session::startup` and `session::executor`)
+//!
+//! ```ignore
+//! // Session start (§6.1 step 5): refuse what cannot run (E-RUN-002), read the key once.
+//! let config = ModelConfig::resolve(full, version, inference, |v| std::env::var(v).ok())?;
+//! let agent = Agent::new(config, Identity { capsule, member, formation }, callees, Retry::default());
+//! // session_start: model = agent.model(), max_turns = agent.max_turns(),
+//! //                tools_declared = agent.tools_declared(); session_end: agent.totals().snapshot()
+//!
+//! // Per task, as a local task on the executor's arbiter (awc is not Send):
+//! let calls: Arc<dyn AgentCalls> = match &session_calls {
+//!     Some(c) => Arc::new(SessionCalls::new(c.task(&work.task_id, work.trust), bound, from_member)),
+//!     None => Arc::new(NoCalls),
+//! };
+//! let outcome = agent.run(&work.text, TaskCtx { task_id, from_member, calls, cancel, events }).await;
+//! session_calls.finish_task(&work.task_id); // unawaited calls end `abandoned`
+//! board.finish(&task_id, outcome.into_board()); // MaxTurns: tell the recorder first
+//! ```
+
+mod agent;
+mod calls;
+mod client;
+pub mod wire;
+
+#[cfg(test)]
+mod tests;
+
+use zeroize::Zeroizing;
+
+pub use agent::{
+    Agent, AgentCalls, AgentOutcome, CallReply, NoCalls, NoEvents, TaskCtx, TaskEvents, Totals, UsageTotals,
+};
+pub use calls::SessionCalls;
+pub use client::Retry;
+
+use crate::diag::{self, Diagnostic};
+use crate::manifest::{Inference, Provider, Transport};
+
+/// An API key, read from the environment at session start. Never printed: `Debug` redacts it,
+/// and the memory is wiped on drop.
+#[derive(Clone)]
+pub struct ApiKey(Zeroizing<String>);
+
+impl ApiKey {
+    pub fn new(key: String) -> ApiKey {
+        ApiKey(Zeroizing::new(key))
+    }
+
+    /// The key, for the credential header only.
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiKey([redacted])")
+    }
+}
+
+/// Everything a model capsule's requests need, checked at session start.
+#[derive(Debug, Clone)]
+pub struct ModelConfig {
+    pub provider: Provider,
+    /// The request URL (§16.3 URL rule applied).
+    pub url: String,
+    pub model: String,
+    /// `None`: `inference.api_key` is absent, so no credential header is sent.
+    pub api_key: Option<ApiKey>,
+    pub max_tokens: u32,
+    pub max_turns: Option<u32>,
+    /// `inference.system_prompt`, without the `[Capsule]` block.
+    pub system_prompt: String,
+}
+
+impl ModelConfig {
+    /// Checks what a model capsule needs to run (runtime.md §3: `transport: http`, a provider, a
+    /// model, an `http(s)` endpoint, the `${VAR}` of `api_key` set) and reads the key through
+    /// `env`. Refusals are E-RUN-002 `capsule '<full>@<version>' cannot be run: …`.
+    pub fn resolve(
+        full: &str,
+        version: &str,
+        inference: &Inference,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<ModelConfig, Diagnostic> {
+        let refuse = |why: String, hint: &str| {
+            Diagnostic::new(
+                diag::E_RUN_002,
+                format!("capsule '{full}@{version}' cannot be run: {why}"),
+            )
+            .with_hint(hint)
+        };
+        if inference.transport == Transport::Process {
+            return Err(refuse(
+                "its murmur.yaml sets inference.transport: process, which this runtime does not run".into(),
+                "use `inference.transport: http` (the default) in its murmur.yaml, then rebuild and reinstall it",
+            ));
+        }
+        let Some(provider) = inference.provider else {
+            return Err(refuse(
+                "it is a model capsule, and its murmur.yaml names no inference.provider".into(),
+                "set `inference.provider: openai` or `anthropic` in its murmur.yaml, then rebuild and reinstall it",
+            ));
+        };
+        let Some(model) = inference.model.clone().filter(|m| !m.trim().is_empty()) else {
+            return Err(refuse(
+                "it is a model capsule, and its murmur.yaml names no inference.model".into(),
+                "set `inference.model` in its murmur.yaml, then rebuild and reinstall it",
+            ));
+        };
+        if let Some(e) = &inference.endpoint {
+            let lower = e.to_ascii_lowercase();
+            let rest = lower.strip_prefix("http://").or_else(|| lower.strip_prefix("https://"));
+            if rest.is_none_or(|r| r.is_empty() || r.starts_with('/')) {
+                return Err(refuse(
+                    format!("its inference.endpoint '{e}' is not an http:// or https:// URL"),
+                    "set `inference.endpoint` to the provider's base URL, e.g. https://api.openai.com",
+                ));
+            }
+        }
+        let api_key = match &inference.api_key_var {
+            None => None,
+            Some(var) => match env(var).filter(|k| !k.is_empty()) {
+                Some(k) => Some(ApiKey::new(k)),
+                None => {
+                    return Err(refuse(
+                        format!("its inference.api_key is ${{{var}}}, and {var} is not set in this environment"),
+                        &format!("export {var}=<your key> before `mur run`, or remove inference.api_key"),
+                    ));
+                }
+            },
+        };
+        Ok(ModelConfig {
+            provider,
+            url: wire::url(provider, inference.endpoint.as_deref()),
+            model,
+            api_key,
+            max_tokens: inference.max_tokens,
+            max_turns: inference.max_turns,
+            system_prompt: inference.system_prompt.clone(),
+        })
+    }
+}
+
+/// Who the capsule is, for the `[Capsule]` block (§16.3, §14.3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// The full artifact name, `<scope>/<name>`.
+    pub capsule: String,
+    /// The member's roster name, in a formation.
+    pub member: Option<String>,
+    /// The formation id, in a formation.
+    pub formation: Option<String>,
+}

@@ -1,0 +1,1325 @@
+//! Model capsule tests: the wire formats (pure, table-driven) and the agent loop against the
+//! scripted provider of the integration tests (the same file, included below) on 127.0.0.1, with
+//! fake member calls.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::wire::{self, Msg, Request as WireRequest, Stop, ToolCall, ToolOutput, Usage};
+use super::*;
+use crate::capsule::{BoxFuture, CallOutcome, CallStatus, CancelSignal};
+use crate::door::{NoAnswerBelow, TaskOutcome};
+use crate::manifest::{Inference, Provider as Api, Transport};
+
+#[allow(dead_code, clippy::all)]
+#[path = "../../tests/it/support/provider.rs"]
+mod provider;
+
+use provider::{Provider, Reply, Step, anthropic, fenced_answers, openai};
+
+const FRM: &str = "frm_0199c4e2f1b7712a9d3e4f5061728394";
+
+// ---------------------------------------------------------------------------------------------
+// Wire: pure.
+
+#[test]
+fn url_rule() {
+    let table = [
+        (Api::OpenAi, None, "https://api.openai.com/v1/chat/completions"),
+        (Api::Anthropic, None, "https://api.anthropic.com/v1/messages"),
+        (
+            Api::OpenAi,
+            Some("http://127.0.0.1:8080"),
+            "http://127.0.0.1:8080/v1/chat/completions",
+        ),
+        (
+            Api::OpenAi,
+            Some("http://127.0.0.1:8080/"),
+            "http://127.0.0.1:8080/v1/chat/completions",
+        ),
+        (
+            Api::OpenAi,
+            Some("http://localhost:11434/v1"),
+            "http://localhost:11434/v1/chat/completions",
+        ),
+        (
+            Api::OpenAi,
+            Some("http://localhost:11434/v1/"),
+            "http://localhost:11434/v1/chat/completions",
+        ),
+        (
+            Api::Anthropic,
+            Some("https://proxy.example/v1"),
+            "https://proxy.example/v1/messages",
+        ),
+        (
+            Api::Anthropic,
+            Some("https://proxy.example/api"),
+            "https://proxy.example/api/v1/messages",
+        ),
+        (
+            Api::OpenAi,
+            Some("https://x.example/v10"),
+            "https://x.example/v10/v1/chat/completions",
+        ),
+    ];
+    for (api, endpoint, want) in table {
+        assert_eq!(wire::url(api, endpoint), want, "{api:?} {endpoint:?}");
+    }
+}
+
+#[test]
+fn system_prompt_starts_with_the_capsule_block() {
+    let table = [
+        (None, None, "", "[Capsule]\nname: local/solo\n"),
+        (None, None, "Be brief.", "[Capsule]\nname: local/solo\n\nBe brief."),
+        (
+            Some("planner"),
+            Some(FRM),
+            "Plan.",
+            "[Capsule]\nname: local/solo\nmember: planner\nformation: frm_0199c4e2f1b7712a9d3e4f5061728394\n\nPlan.",
+        ),
+    ];
+    for (member, formation, prompt, want) in table {
+        assert_eq!(wire::system_prompt("local/solo", member, formation, prompt), want);
+    }
+}
+
+#[test]
+fn tools_exist_exactly_with_callees() {
+    assert!(wire::tools(&[]).is_empty());
+    assert!(wire::tool_names(false).is_empty());
+    assert_eq!(wire::tool_names(true), ["call-member", "end-without-answer"]);
+    let tools = wire::tools(&["coder".into(), "tester".into()]);
+    let schemas: Vec<(&str, String)> = tools.iter().map(|t| (t.name, t.schema.to_string())).collect();
+    assert_eq!(
+        schemas,
+        [
+            (
+                "call-member",
+                r#"{"properties":{"member":{"enum":["coder","tester"],"type":"string"},"task":{"type":"string"}},"required":["member","task"],"type":"object"}"#.to_string()
+            ),
+            (
+                "end-without-answer",
+                r#"{"properties":{"reason":{"type":"string"}},"required":["reason"],"type":"object"}"#.to_string()
+            ),
+        ]
+    );
+    // §11.1: what the description must convey.
+    let d = tools[0].description;
+    for needle in [
+        "sees nothing but the task text",
+        "returns immediately",
+        "delivered to you once your current turn is over",
+        "again while its previous answer is still pending is refused",
+    ] {
+        assert!(d.contains(needle), "{needle}");
+    }
+}
+
+const CALL_MEMBER_DESC: &str = "Give a task to another member of your formation. The member sees nothing but the task text you write here, so state the task in full. The tool returns immediately, before the member answers: every answer is delivered to you once your current turn is over, so end your turn when you have nothing else to do. Calling a member again while its previous answer is still pending is refused.";
+const END_DESC: &str = "End the current task without an answer, and say why. Only for a task another member sent you, once none of your member calls is still outstanding; the member that sent the task is told that you gave no answer.";
+const SYSTEM_JSON: &str = r#""[Capsule]\nname: local/planner\nmember: planner\nformation: frm_0199c4e2f1b7712a9d3e4f5061728394\n\nYou plan.""#;
+const SCHEMA_JSON: &str = r#"{"properties":{"member":{"enum":["coder","tester"],"type":"string"},"task":{"type":"string"}},"required":["member","task"],"type":"object"}"#;
+const REASON_JSON: &str = r#"{"properties":{"reason":{"type":"string"}},"required":["reason"],"type":"object"}"#;
+
+fn openai_first_body() -> String {
+    format!(
+        concat!(
+            r#"{{"max_tokens":4096,"messages":[{{"content":{sys},"role":"system"}},{{"content":"Build it","role":"user"}}],"#,
+            r#""model":"gpt-test","tools":["#,
+            r#"{{"function":{{"description":"{d1}","name":"call-member","parameters":{s1}}},"type":"function"}},"#,
+            r#"{{"function":{{"description":"{d2}","name":"end-without-answer","parameters":{s2}}},"type":"function"}}]}}"#
+        ),
+        sys = SYSTEM_JSON,
+        d1 = CALL_MEMBER_DESC,
+        s1 = SCHEMA_JSON,
+        d2 = END_DESC,
+        s2 = REASON_JSON
+    )
+}
+
+fn anthropic_first_body() -> String {
+    format!(
+        concat!(
+            r#"{{"max_tokens":4096,"messages":[{{"content":"Build it","role":"user"}}],"model":"claude-test","#,
+            r#""system":{sys},"tools":["#,
+            r#"{{"description":"{d1}","input_schema":{s1},"name":"call-member"}},"#,
+            r#"{{"description":"{d2}","input_schema":{s2},"name":"end-without-answer"}}]}}"#
+        ),
+        sys = SYSTEM_JSON,
+        d1 = CALL_MEMBER_DESC,
+        s1 = SCHEMA_JSON,
+        d2 = END_DESC,
+        s2 = REASON_JSON
+    )
+}
+
+#[test]
+fn request_bodies_are_byte_exact() {
+    let tools = wire::tools(&["coder".into(), "tester".into()]);
+    let system = wire::system_prompt("local/planner", Some("planner"), Some(FRM), "You plan.");
+    let msgs = [Msg::User("Build it".into())];
+    let openai = WireRequest {
+        provider: Api::OpenAi,
+        model: "gpt-test",
+        max_tokens: 4096,
+        system: &system,
+        tools: &tools,
+    };
+    assert_eq!(wire::request_body(&openai, &msgs), openai_first_body());
+    let anthropic = WireRequest {
+        provider: Api::Anthropic,
+        model: "claude-test",
+        ..openai
+    };
+    assert_eq!(wire::request_body(&anthropic, &msgs), anthropic_first_body());
+    // No callees: no `tools` key at all.
+    let bare = WireRequest { tools: &[], ..openai };
+    assert!(!wire::request_body(&bare, &msgs).contains("\"tools\""));
+}
+
+#[test]
+fn tool_results_go_back_in_each_providers_shape() {
+    let results = vec![
+        ToolOutput {
+            id: "c1".into(),
+            text: "Called coder: started".into(),
+            is_error: false,
+        },
+        ToolOutput {
+            id: "c2".into(),
+            text: "nope".into(),
+            is_error: true,
+        },
+    ];
+    let req = WireRequest {
+        provider: Api::OpenAi,
+        model: "m",
+        max_tokens: 10,
+        system: "S",
+        tools: &[],
+    };
+    let msgs = [
+        Msg::User("T".into()),
+        Msg::Assistant(json!({"role": "assistant", "content": null, "tool_calls": []})),
+        Msg::ToolResults(results),
+    ];
+    assert_eq!(
+        wire::request_body(&req, &msgs),
+        r#"{"max_tokens":10,"messages":[{"content":"S","role":"system"},{"content":"T","role":"user"},{"content":null,"role":"assistant","tool_calls":[]},{"content":"Called coder: started","role":"tool","tool_call_id":"c1"},{"content":"nope","role":"tool","tool_call_id":"c2"}],"model":"m"}"#
+    );
+    let req = WireRequest {
+        provider: Api::Anthropic,
+        ..req
+    };
+    assert_eq!(
+        wire::request_body(&req, &msgs),
+        r#"{"max_tokens":10,"messages":[{"content":"T","role":"user"},{"content":null,"role":"assistant","tool_calls":[]},{"content":[{"content":"Called coder: started","tool_use_id":"c1","type":"tool_result"},{"content":"nope","is_error":true,"tool_use_id":"c2","type":"tool_result"}],"role":"user"}],"model":"m","system":"S"}"#
+    );
+}
+
+#[test]
+fn openai_replies_are_read() {
+    let r = wire::parse_reply(Api::OpenAi, openai::text("done").to_string().as_bytes()).unwrap();
+    assert_eq!((r.text.as_str(), &r.stop), ("done", &Stop::Done));
+    assert!(r.tool_calls.is_empty());
+    assert_eq!(
+        r.usage,
+        Usage {
+            input_tokens: 10,
+            output_tokens: 5
+        }
+    );
+    assert_eq!(r.echo, Some(json!({"role": "assistant", "content": "done"})));
+
+    let body = openai::tool_calls(&[("c1", "call-member", json!({"member": "coder", "task": "x"}))]);
+    let r = wire::parse_reply(Api::OpenAi, body.to_string().as_bytes()).unwrap();
+    assert_eq!(
+        r.tool_calls,
+        [ToolCall {
+            id: "c1".into(),
+            name: "call-member".into(),
+            input: Ok(json!({"member": "coder", "task": "x"}))
+        }]
+    );
+    // The assistant message goes back with the tool calls exactly as they came.
+    assert_eq!(
+        r.echo.as_ref().unwrap()["tool_calls"],
+        body["choices"][0]["message"]["tool_calls"]
+    );
+
+    let mut bad_args = body.clone();
+    bad_args["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = json!("{not json");
+    let r = wire::parse_reply(Api::OpenAi, bad_args.to_string().as_bytes()).unwrap();
+    assert!(
+        r.tool_calls[0]
+            .input
+            .as_ref()
+            .unwrap_err()
+            .starts_with("its arguments are not JSON")
+    );
+
+    let mut cut = openai::text("half");
+    cut["choices"][0]["finish_reason"] = json!("length");
+    assert_eq!(
+        wire::parse_reply(Api::OpenAi, cut.to_string().as_bytes()).unwrap().stop,
+        Stop::Truncated
+    );
+
+    let errors = [
+        (&b"nope"[..], "it is not JSON"),
+        (b"[1]", "it is not a JSON object"),
+        (br#"{"choices":[]}"#, "it has no choices[0]"),
+        (br#"{"choices":[{}]}"#, "choices[0] has no message"),
+        (
+            br#"{"choices":[{"message":{"content":7}}]}"#,
+            "choices[0].message.content is neither text nor null",
+        ),
+        (
+            br#"{"choices":[{"message":{"tool_calls":[{"function":{"name":"x"}}]}}]}"#,
+            "choices[0].message.tool_calls[0] has no id or function name",
+        ),
+    ];
+    for (body, want) in errors {
+        let e = wire::parse_reply(Api::OpenAi, body).unwrap_err();
+        assert!(e.starts_with(want), "{e}");
+    }
+}
+
+#[test]
+fn anthropic_replies_are_read() {
+    let body = anthropic::tool_use(&[("tu1", "call-member", json!({"member": "coder", "task": "x"}))]);
+    let r = wire::parse_reply(Api::Anthropic, body.to_string().as_bytes()).unwrap();
+    assert_eq!(r.text, "Handing out the work.");
+    assert_eq!(r.tool_calls.len(), 1);
+    assert_eq!(r.tool_calls[0].id, "tu1");
+    assert_eq!(
+        r.usage,
+        Usage {
+            input_tokens: 20,
+            output_tokens: 7
+        }
+    );
+    assert_eq!(r.echo, Some(json!({"role": "assistant", "content": body["content"]})));
+
+    let mut cut = anthropic::text("half");
+    cut["stop_reason"] = json!("max_tokens");
+    assert_eq!(
+        wire::parse_reply(Api::Anthropic, cut.to_string().as_bytes())
+            .unwrap()
+            .stop,
+        Stop::Truncated
+    );
+
+    // Several text blocks join; an empty reply has nothing to send back.
+    let r = wire::parse_reply(
+        Api::Anthropic,
+        br#"{"content":[{"type":"text","text":"a"},{"type":"thinking","thinking":"t"},{"type":"text","text":"b"}],"stop_reason":"end_turn"}"#,
+    )
+    .unwrap();
+    assert_eq!(r.text, "ab");
+    let r = wire::parse_reply(Api::Anthropic, br#"{"content":[],"stop_reason":"end_turn"}"#).unwrap();
+    assert_eq!((r.text.as_str(), r.echo), ("", None));
+    assert_eq!(
+        wire::parse_reply(Api::Anthropic, br#"{"content":[{"type":"tool_use","name":"x"}]}"#).unwrap_err(),
+        "content[0] is a tool_use without an id or a name"
+    );
+    assert_eq!(
+        wire::parse_reply(Api::Anthropic, br#"{"type":"error"}"#).unwrap_err(),
+        "it has no content list"
+    );
+}
+
+#[test]
+fn failure_text_quotes_the_first_200_bytes() {
+    let long = "x".repeat(300);
+    let table: Vec<(u16, Vec<u8>, Option<&str>, String)> = vec![
+        (
+            401,
+            br#"{"error":"bad key"}"#.to_vec(),
+            None,
+            r#"inference failed: 401 {"error":"bad key"}"#.into(),
+        ),
+        (
+            500,
+            long.clone().into_bytes(),
+            None,
+            format!("inference failed: 500 {}", &long[..200]),
+        ),
+        (503, Vec::new(), None, "inference failed: 503".into()),
+        // 199 ASCII bytes and a 2-byte character: the cut keeps the character out.
+        (
+            400,
+            format!("{}é", "y".repeat(199)).into_bytes(),
+            None,
+            format!("inference failed: 400 {}", "y".repeat(199)),
+        ),
+        (
+            401,
+            b"Incorrect API key provided: sk-secret".to_vec(),
+            Some("sk-secret"),
+            "inference failed: 401 Incorrect API key provided: [redacted]".into(),
+        ),
+    ];
+    for (status, body, secret, want) in table {
+        assert_eq!(wire::failure_text(status, &body, secret), want);
+    }
+    let retried: Vec<u16> = [200, 400, 401, 404, 429, 500, 502, 503, 599, 600]
+        .into_iter()
+        .filter(|s| wire::retryable(*s))
+        .collect();
+    assert_eq!(retried, [429, 500, 502, 503, 599]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Session-start checks.
+
+fn inference(provider: Option<Api>, model: Option<&str>) -> Inference {
+    Inference {
+        provider,
+        model: model.map(str::to_string),
+        ..Inference::default()
+    }
+}
+
+#[test]
+fn resolve_refuses_what_cannot_run() {
+    let env = |v: &str| (v == "SET_KEY").then(|| "sk-123".to_string());
+    let with = |f: fn(&mut Inference)| {
+        let mut i = inference(Some(Api::OpenAi), Some("gpt"));
+        f(&mut i);
+        i
+    };
+    let table: Vec<(Inference, &str)> = vec![
+        (
+            with(|i| i.transport = Transport::Process),
+            "its murmur.yaml sets inference.transport: process, which this runtime does not run",
+        ),
+        (
+            inference(None, Some("gpt")),
+            "it is a model capsule, and its murmur.yaml names no inference.provider",
+        ),
+        (
+            inference(Some(Api::OpenAi), None),
+            "it is a model capsule, and its murmur.yaml names no inference.model",
+        ),
+        (
+            with(|i| i.endpoint = Some("ftp://x".into())),
+            "its inference.endpoint 'ftp://x' is not an http:// or https:// URL",
+        ),
+        (
+            with(|i| i.endpoint = Some("http://".into())),
+            "its inference.endpoint 'http://' is not an http:// or https:// URL",
+        ),
+        (
+            with(|i| i.api_key_var = Some("UNSET_KEY".into())),
+            "its inference.api_key is ${UNSET_KEY}, and UNSET_KEY is not set in this environment",
+        ),
+    ];
+    for (inf, why) in table {
+        let d = ModelConfig::resolve("local/m", "1.0.0", &inf, env).unwrap_err();
+        assert_eq!(d.code.id, "E-RUN-002");
+        assert_eq!(d.message, format!("capsule 'local/m@1.0.0' cannot be run: {why}"));
+        assert!(d.hint().is_some());
+    }
+    let ok = ModelConfig::resolve(
+        "local/m",
+        "1.0.0",
+        &with(|i| {
+            i.api_key_var = Some("SET_KEY".into());
+            i.endpoint = Some("http://127.0.0.1:9/v1".into());
+            i.max_turns = Some(3);
+        }),
+        env,
+    )
+    .unwrap();
+    assert_eq!(ok.url, "http://127.0.0.1:9/v1/chat/completions");
+    assert_eq!(ok.api_key.as_ref().map(|k| k.expose()), Some("sk-123"));
+    assert_eq!((ok.max_tokens, ok.max_turns), (4096, Some(3)));
+    // The key never shows in Debug output.
+    let shown = format!("{ok:?}");
+    assert!(
+        !shown.contains("sk-123") && shown.contains("ApiKey([redacted])"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn outcomes_map_onto_the_board_and_statuses() {
+    let below = vec![NoAnswerBelow {
+        member: "coder".into(),
+        status: "failed".into(),
+    }];
+    let table = [
+        (
+            AgentOutcome::Completed("a".into()),
+            TaskOutcome::Completed("a".into()),
+            "ok",
+        ),
+        (
+            AgentOutcome::Failed("f".into()),
+            TaskOutcome::Failed("f".into()),
+            "failed",
+        ),
+        (
+            AgentOutcome::MaxTurns("m".into()),
+            TaskOutcome::Failed("m".into()),
+            "max_turns_reached",
+        ),
+        (
+            AgentOutcome::NoAnswer {
+                reason: "r".into(),
+                below: below.clone(),
+            },
+            TaskOutcome::NoAnswer {
+                reason: "r".into(),
+                below,
+            },
+            "no_answer",
+        ),
+        (AgentOutcome::Canceled, TaskOutcome::Canceled, "canceled"),
+    ];
+    for (outcome, board, status) in table {
+        assert_eq!(outcome.status(), status);
+        assert_eq!(outcome.into_board(), board);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The agent loop against the scripted provider.
+
+/// Member calls that answer `<member> did: <task>`; members in `fail` fail at dispatch.
+#[derive(Default)]
+struct FakeCalls {
+    fail: Vec<String>,
+    /// Members whose call ends without an answer (status failed) once awaited.
+    silent: Vec<String>,
+    state: Mutex<FakeState>,
+}
+
+#[derive(Default)]
+struct FakeState {
+    /// `(call id, member, task, outcome, returned)`.
+    calls: Vec<(String, String, String, Option<CallOutcome>, bool)>,
+    awaited: usize,
+}
+
+impl FakeCalls {
+    fn new(fail: &[&str], silent: &[&str]) -> Arc<FakeCalls> {
+        Arc::new(FakeCalls {
+            fail: fail.iter().map(|s| s.to_string()).collect(),
+            silent: silent.iter().map(|s| s.to_string()).collect(),
+            state: Mutex::default(),
+        })
+    }
+
+    fn started(&self) -> Vec<(String, String)> {
+        let s = self.state.lock().unwrap();
+        s.calls.iter().map(|c| (c.1.clone(), c.2.clone())).collect()
+    }
+
+    fn awaited(&self) -> usize {
+        self.state.lock().unwrap().awaited
+    }
+
+    fn hand_over(&self, settled_only: bool) -> Vec<CallOutcome> {
+        let mut s = self.state.lock().unwrap();
+        let mut out = Vec::new();
+        for c in s.calls.iter_mut().filter(|c| !c.4) {
+            let outcome = match (&c.3, settled_only) {
+                (Some(o), _) => o.clone(),
+                (None, true) => continue,
+                (None, false) if self.silent.contains(&c.1) => CallOutcome {
+                    call_id: c.0.clone(),
+                    member: c.1.clone(),
+                    status: CallStatus::Failed,
+                    output: format!("{} broke", c.1),
+                    truncated: false,
+                },
+                (None, false) => CallOutcome {
+                    call_id: c.0.clone(),
+                    member: c.1.clone(),
+                    status: CallStatus::Completed,
+                    output: format!("{} did: {}", c.1, c.2),
+                    truncated: false,
+                },
+            };
+            c.4 = true;
+            out.push(outcome);
+        }
+        out
+    }
+}
+
+impl AgentCalls for FakeCalls {
+    fn call<'a>(&'a self, member: &'a str, task: &'a str) -> BoxFuture<'a, Result<CallReply, String>> {
+        Box::pin(async move {
+            let mut s = self.state.lock().unwrap();
+            let call_id = format!("mcl_{}", s.calls.len() + 1);
+            if self.fail.iter().any(|f| f == member) {
+                let o = CallOutcome {
+                    call_id: call_id.clone(),
+                    member: member.into(),
+                    status: CallStatus::Unreachable,
+                    output: "no door".into(),
+                    truncated: false,
+                };
+                s.calls
+                    .push((call_id.clone(), member.into(), task.into(), Some(o), false));
+                return Ok(CallReply {
+                    call_id,
+                    pending: false,
+                    failed: true,
+                    text: format!("Called {member}: failed"),
+                });
+            }
+            s.calls.push((call_id.clone(), member.into(), task.into(), None, false));
+            Ok(CallReply {
+                text: format!("Called {member}: started ({call_id})"),
+                call_id,
+                pending: true,
+                failed: false,
+            })
+        })
+    }
+
+    fn await_all(&self) -> BoxFuture<'_, Vec<CallOutcome>> {
+        self.state.lock().unwrap().awaited += 1;
+        Box::pin(async move { self.hand_over(false) })
+    }
+
+    fn take_settled(&self) -> Vec<CallOutcome> {
+        self.hand_over(true)
+    }
+}
+
+#[derive(Default)]
+struct Events {
+    working: Mutex<Vec<String>>,
+    records: Mutex<Vec<(String, Value)>>,
+}
+
+impl TaskEvents for Events {
+    fn working(&self, note: &str) {
+        self.working.lock().unwrap().push(note.to_string());
+    }
+    fn record(&self, event_type: &str, fields: &[(&str, Value)]) {
+        let map: serde_json::Map<String, Value> = fields.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        self.records
+            .lock()
+            .unwrap()
+            .push((event_type.to_string(), Value::Object(map)));
+    }
+}
+
+struct Setup {
+    api: Api,
+    callees: Vec<String>,
+    max_turns: Option<u32>,
+    key: Option<&'static str>,
+    retry: Retry,
+}
+
+impl Setup {
+    fn new(api: Api) -> Setup {
+        Setup {
+            api,
+            callees: vec!["coder".into(), "tester".into()],
+            max_turns: None,
+            key: Some("sk-test-key"),
+            retry: fast_retry(),
+        }
+    }
+
+    fn agent(&self, endpoint: &str) -> Agent {
+        let config = ModelConfig {
+            provider: self.api,
+            url: wire::url(self.api, Some(endpoint)),
+            model: match self.api {
+                Api::OpenAi => "gpt-test".into(),
+                Api::Anthropic => "claude-test".into(),
+            },
+            api_key: self.key.map(|k| ApiKey::new(k.into())),
+            max_tokens: 4096,
+            max_turns: self.max_turns,
+            system_prompt: "You plan.".into(),
+        };
+        let identity = Identity {
+            capsule: "local/planner".into(),
+            member: Some("planner".into()),
+            formation: Some(FRM.into()),
+        };
+        Agent::new(config, identity, self.callees.clone(), self.retry.clone())
+    }
+}
+
+fn fast_retry() -> Retry {
+    Retry {
+        delays: vec![Duration::from_millis(10), Duration::from_millis(20)],
+        connect: Duration::from_secs(2),
+        request: Duration::from_secs(5),
+    }
+}
+
+fn ctx(calls: Arc<dyn AgentCalls>, events: Arc<Events>, from_member: bool) -> TaskCtx {
+    TaskCtx {
+        task_id: "tsk_1".into(),
+        from_member,
+        calls,
+        cancel: CancelSignal::new(),
+        events,
+    }
+}
+
+/// A planner's last step: answer with the fenced answers it was sent.
+fn planner_answer(api: Api) -> Step {
+    Step::func(move |req| {
+        let text = req.last_user_text().unwrap_or_default();
+        let summary: Vec<String> = fenced_answers(&text)
+            .into_iter()
+            .map(|(m, o)| format!("{m} => {o}"))
+            .collect();
+        let answer = format!("Plan done. {}", summary.join(" | "));
+        Reply::json(match api {
+            Api::OpenAi => openai::text(&answer),
+            Api::Anthropic => anthropic::text(&answer),
+        })
+    })
+}
+
+fn tool_reply(api: Api, calls: &[(&str, &str, Value)]) -> Reply {
+    Reply::json(match api {
+        Api::OpenAi => openai::tool_calls(calls),
+        Api::Anthropic => anthropic::tool_use(calls),
+    })
+}
+
+fn text_reply(api: Api, text: &str) -> Reply {
+    Reply::json(match api {
+        Api::OpenAi => openai::text(text),
+        Api::Anthropic => anthropic::text(text),
+    })
+}
+
+fn call(id: &'static str, member: &str, task: &str) -> (&'static str, &'static str, Value) {
+    (id, "call-member", json!({"member": member, "task": task}))
+}
+
+/// The tool results the request sent back: `(tool call id, text, is_error)`.
+fn tool_results(api: Api, body: &Value) -> Vec<(String, String, bool)> {
+    let msgs = body["messages"].as_array().cloned().unwrap_or_default();
+    match api {
+        Api::OpenAi => msgs
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .map(|m| {
+                (
+                    m["tool_call_id"].as_str().unwrap().to_string(),
+                    m["content"].as_str().unwrap().to_string(),
+                    false,
+                )
+            })
+            .collect(),
+        Api::Anthropic => msgs
+            .iter()
+            .filter_map(|m| m["content"].as_array())
+            .flatten()
+            .filter(|b| b["type"] == "tool_result")
+            .map(|b| {
+                (
+                    b["tool_use_id"].as_str().unwrap().to_string(),
+                    b["content"].as_str().unwrap().to_string(),
+                    b["is_error"] == json!(true),
+                )
+            })
+            .collect(),
+    }
+}
+
+async fn planner_calls_two_members(api: Api) {
+    let provider = Provider::start(vec![
+        tool_reply(
+            api,
+            &[
+                call("c1", "coder", "write the code"),
+                call("c2", "tester", "test the code"),
+            ],
+        )
+        .into(),
+        // The turn ends: the answers are delivered only now (§11.5).
+        text_reply(api, "Waiting for coder and tester.").into(),
+        planner_answer(api),
+    ]);
+    let agent = Setup::new(api).agent(provider.url());
+    let calls = FakeCalls::new(&[], &[]);
+    let events = Arc::new(Events::default());
+    let outcome = agent.run("Build it", ctx(calls.clone(), events.clone(), false)).await;
+    assert_eq!(
+        outcome,
+        AgentOutcome::Completed(
+            "Plan done. coder => coder did: write the code | tester => tester did: test the code".into()
+        )
+    );
+    assert_eq!(
+        calls.started(),
+        [
+            ("coder".to_string(), "write the code".to_string()),
+            ("tester".to_string(), "test the code".to_string())
+        ]
+    );
+    assert_eq!(calls.awaited(), 1);
+
+    let reqs = provider.requests();
+    assert_eq!(reqs.len(), 3);
+    let first = &reqs[0];
+    assert_eq!(first.method, "POST");
+    match api {
+        Api::OpenAi => {
+            assert_eq!(first.path, "/v1/chat/completions");
+            assert_eq!(first.header("authorization"), Some("Bearer sk-test-key"));
+            assert_eq!(first.header("x-api-key"), None);
+            assert_eq!(first.text(), openai_first_body());
+        }
+        Api::Anthropic => {
+            assert_eq!(first.path, "/v1/messages");
+            assert_eq!(first.header("x-api-key"), Some("sk-test-key"));
+            assert_eq!(first.header("anthropic-version"), Some("2023-06-01"));
+            assert_eq!(first.header("authorization"), None);
+            assert_eq!(first.text(), anthropic_first_body());
+        }
+    }
+    assert_eq!(first.header("content-type"), Some("application/json"));
+    assert_eq!(first.tool_names(), ["call-member", "end-without-answer"]);
+
+    // The second turn carries the tool results; the third the fenced answers as one user message,
+    // after the candidate answer of the second.
+    let second = reqs[1].json();
+    assert_eq!(
+        tool_results(api, &second),
+        [
+            ("c1".to_string(), "Called coder: started (mcl_1)".to_string(), false),
+            ("c2".to_string(), "Called tester: started (mcl_2)".to_string(), false)
+        ]
+    );
+    assert_eq!(
+        reqs[2].last_user_text().unwrap(),
+        "[call-member] call mcl_1 to coder ended completed:\n<untrusted-content source=member:coder>\ncoder did: write \
+         the code\n</untrusted-content>\n\n[call-member] call mcl_2 to tester ended completed:\n<untrusted-content \
+         source=member:tester>\ntester did: test the code\n</untrusted-content>\n\n[call-member] Every call this task \
+         made has ended."
+    );
+    // The assistant's tool-call message went back before the results.
+    let msgs = second["messages"].as_array().unwrap();
+    let assistant = msgs.iter().find(|m| m["role"] == "assistant").unwrap();
+    match api {
+        Api::OpenAi => assert_eq!(assistant["tool_calls"][1]["id"], "c2"),
+        Api::Anthropic => assert_eq!(assistant["content"][2]["id"], "c2"),
+    }
+
+    assert_eq!(*events.working.lock().unwrap(), ["continuing with 2 member answer(s)"]);
+    let records = events.records.lock().unwrap();
+    assert_eq!(records.len(), 1);
+    let (kind, fields) = &records[0];
+    assert_eq!(kind, "task_continued");
+    assert_eq!(fields["task_id"], "tsk_1");
+    assert_eq!(fields["continuation"], 1);
+    assert_eq!(fields["call_ids"], json!(["mcl_1", "mcl_2"]));
+    assert_eq!(fields["turns_left"], Value::Null);
+    assert!(fields["waited_ms"].is_u64());
+
+    let totals = agent.totals().snapshot();
+    assert_eq!(
+        totals,
+        UsageTotals {
+            turns: 3,
+            input_tokens: 40,
+            output_tokens: 17,
+            tool_calls: 2
+        }
+    );
+}
+
+#[actix_rt::test]
+async fn openai_planner_calls_two_members_and_answers_with_their_answers() {
+    planner_calls_two_members(Api::OpenAi).await;
+}
+
+#[actix_rt::test]
+async fn anthropic_planner_calls_two_members_and_answers_with_their_answers() {
+    planner_calls_two_members(Api::Anthropic).await;
+}
+
+#[actix_rt::test]
+async fn no_callees_means_no_tools_and_a_plain_answer() {
+    let provider = Provider::start(vec![text_reply(Api::OpenAi, "42").into()]);
+    let mut setup = Setup::new(Api::OpenAi);
+    setup.callees.clear();
+    setup.key = None;
+    let agent = setup.agent(provider.url());
+    assert!(agent.tools_declared().is_empty());
+    let outcome = agent.run("6*7?", ctx(Arc::new(NoCalls), Arc::default(), false)).await;
+    assert_eq!(outcome, AgentOutcome::Completed("42".into()));
+    let req = &provider.requests()[0];
+    assert!(req.tool_names().is_empty() && req.json().get("tools").is_none());
+    assert_eq!(req.header("authorization"), None);
+}
+
+#[actix_rt::test]
+async fn max_turns_with_calls_outstanding_does_not_wait() {
+    for api in [Api::OpenAi, Api::Anthropic] {
+        // Turn 1 calls coder; turn 2, the last, answers: no waiting, no continuation.
+        let provider = Provider::start(vec![
+            tool_reply(api, &[call("c1", "coder", "slow work")]).into(),
+            text_reply(api, "answered without coder").into(),
+        ]);
+        let mut setup = Setup::new(api);
+        setup.max_turns = Some(2);
+        let agent = setup.agent(provider.url());
+        let calls = FakeCalls::new(&[], &[]);
+        let events = Arc::new(Events::default());
+        let outcome = agent.run("Build it", ctx(calls.clone(), events.clone(), false)).await;
+        assert_eq!(outcome, AgentOutcome::Completed("answered without coder".into()));
+        assert_eq!(calls.started().len(), 1);
+        assert_eq!(calls.awaited(), 0, "{api:?}: no turn left, so no waiting");
+        assert_eq!(provider.requests().len(), 2);
+        assert!(events.records.lock().unwrap().is_empty());
+
+        // A tool call on the last turn fails the task max_turns_reached, and runs nothing.
+        let provider = Provider::start(vec![
+            tool_reply(api, &[call("c1", "coder", "one")]).into(),
+            tool_reply(api, &[call("c2", "tester", "two")]).into(),
+        ]);
+        let agent = setup.agent(provider.url());
+        let calls = FakeCalls::new(&[], &[]);
+        let outcome = agent.run("Build it", ctx(calls.clone(), Arc::default(), false)).await;
+        assert_eq!(
+            outcome,
+            AgentOutcome::MaxTurns(
+                "the model asked for a tool call after its last turn (inference.max_turns: 2)".into()
+            )
+        );
+        assert_eq!(outcome.status(), "max_turns_reached");
+        assert_eq!(calls.started(), [("coder".to_string(), "one".to_string())]);
+        assert_eq!(calls.awaited(), 0);
+        assert_eq!(agent.totals().snapshot().tool_calls, 1);
+    }
+}
+
+#[actix_rt::test]
+async fn continuation_counts_as_a_turn() {
+    // max_turns 3: call (1), text → wait and continue (2), final (3).
+    let api = Api::OpenAi;
+    let provider = Provider::start(vec![
+        tool_reply(api, &[call("c1", "coder", "work")]).into(),
+        text_reply(api, "waiting for coder").into(),
+        planner_answer(api),
+    ]);
+    let mut setup = Setup::new(api);
+    setup.max_turns = Some(3);
+    let agent = setup.agent(provider.url());
+    let events = Arc::new(Events::default());
+    let outcome = agent
+        .run("Build it", ctx(FakeCalls::new(&[], &[]), events.clone(), false))
+        .await;
+    assert_eq!(
+        outcome,
+        AgentOutcome::Completed("Plan done. coder => coder did: work".into())
+    );
+    let records = events.records.lock().unwrap();
+    assert_eq!(records[0].1["turns_left"], 1);
+    // The candidate answer went back as the assistant's message before the continuation.
+    let third = provider.requests()[2].json();
+    let msgs = third["messages"].as_array().unwrap();
+    assert_eq!(
+        msgs[msgs.len() - 2],
+        json!({"content": "waiting for coder", "role": "assistant"})
+    );
+}
+
+#[actix_rt::test]
+async fn a_500_is_retried_then_the_task_goes_on() {
+    let api = Api::Anthropic;
+    let provider = Provider::start(vec![
+        Reply::status(500, r#"{"error":"overloaded"}"#).into(),
+        Reply::status(429, r#"{"error":"slow down"}"#).into(),
+        text_reply(api, "fine").into(),
+    ]);
+    let agent = Setup::new(api).agent(provider.url());
+    let outcome = agent.run("Hi", ctx(Arc::new(NoCalls), Arc::default(), false)).await;
+    assert_eq!(outcome, AgentOutcome::Completed("fine".into()));
+    let reqs = provider.requests();
+    assert_eq!(reqs.len(), 3);
+    // Retries resend the same body; only answered requests count as turns.
+    assert_eq!(reqs[0].body, reqs[2].body);
+    assert_eq!(agent.totals().snapshot().turns, 1);
+
+    // Three 5xx in a row: two retries, then the task fails with the last answer.
+    let provider = Provider::start(vec![
+        Reply::status(502, "a").into(),
+        Reply::status(503, "b").into(),
+        Reply::status(500, r#"{"error":"still down"}"#).into(),
+        text_reply(api, "never").into(),
+    ]);
+    let agent = Setup::new(api).agent(provider.url());
+    let outcome = agent.run("Hi", ctx(Arc::new(NoCalls), Arc::default(), false)).await;
+    assert_eq!(
+        outcome,
+        AgentOutcome::Failed(r#"inference failed: 500 {"error":"still down"}"#.into())
+    );
+    assert_eq!(provider.requests().len(), 3);
+}
+
+#[actix_rt::test]
+async fn retry_waits_as_configured() {
+    let provider = Provider::start(vec![
+        Reply::status(500, "x").into(),
+        Reply::status(500, "y").into(),
+        text_reply(Api::OpenAi, "ok").into(),
+    ]);
+    let mut setup = Setup::new(Api::OpenAi);
+    setup.retry.delays = vec![Duration::from_millis(150), Duration::from_millis(300)];
+    let agent = setup.agent(provider.url());
+    let start = Instant::now();
+    let outcome = agent.run("Hi", ctx(Arc::new(NoCalls), Arc::default(), false)).await;
+    assert_eq!(outcome, AgentOutcome::Completed("ok".into()));
+    assert!(start.elapsed() >= Duration::from_millis(450), "{:?}", start.elapsed());
+    assert_eq!(
+        Retry::default().delays,
+        [Duration::from_secs(1), Duration::from_secs(2)]
+    );
+    assert_eq!(
+        (Retry::default().connect, Retry::default().request),
+        (Duration::from_secs(10), Duration::from_secs(300))
+    );
+}
+
+#[actix_rt::test]
+async fn a_401_fails_the_task_at_once() {
+    for api in [Api::OpenAi, Api::Anthropic] {
+        let body = r#"{"error":{"message":"Incorrect API key provided: sk-test-key","type":"invalid_request_error"}}"#;
+        let provider = Provider::start(vec![Reply::status(401, body).into(), text_reply(api, "never").into()]);
+        let agent = Setup::new(api).agent(provider.url());
+        let outcome = agent.run("Hi", ctx(Arc::new(NoCalls), Arc::default(), false)).await;
+        assert_eq!(
+            outcome,
+            AgentOutcome::Failed(
+                r#"inference failed: 401 {"error":{"message":"Incorrect API key provided: [redacted]","type":"invalid_request_error"}}"#
+                    .into()
+            )
+        );
+        assert_eq!(provider.requests().len(), 1, "{api:?}: a 401 is not retried");
+        assert_eq!(agent.totals().snapshot().turns, 0);
+    }
+}
+
+#[actix_rt::test]
+async fn transport_errors_are_retried_then_fail() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let agent = Setup::new(Api::OpenAi).agent(&format!("http://127.0.0.1:{port}"));
+    let outcome = agent.run("Hi", ctx(Arc::new(NoCalls), Arc::default(), false)).await;
+    let AgentOutcome::Failed(text) = outcome else {
+        panic!("{outcome:?}")
+    };
+    let head = format!("inference failed: no reply from http://127.0.0.1:{port}/v1/chat/completions: ");
+    assert!(text.starts_with(&head), "{text}");
+}
+
+#[actix_rt::test]
+async fn a_slow_provider_times_out() {
+    let slow = || Reply::json(openai::text("late")).delayed(Duration::from_secs(3));
+    let provider = Provider::start(vec![slow().into(), slow().into()]);
+    let mut setup = Setup::new(Api::OpenAi);
+    setup.retry.delays = vec![Duration::from_millis(10)];
+    setup.retry.request = Duration::from_millis(200);
+    let agent = setup.agent(provider.url());
+    let outcome = agent.run("Hi", ctx(Arc::new(NoCalls), Arc::default(), false)).await;
+    assert_eq!(
+        outcome,
+        AgentOutcome::Failed(format!(
+            "inference failed: no reply from {}/v1/chat/completions: no complete reply within 200ms",
+            provider.url()
+        ))
+    );
+    assert_eq!(provider.requests().len(), 2);
+}
+
+#[actix_rt::test]
+async fn cancelling_drops_the_request_in_flight() {
+    let provider = Provider::start(vec![
+        Reply::json(openai::text("late"))
+            .delayed(Duration::from_secs(20))
+            .into(),
+    ]);
+    let agent = Setup::new(Api::OpenAi).agent(provider.url());
+    let task = ctx(Arc::new(NoCalls), Arc::default(), false);
+    let cancel = task.cancel.clone();
+    actix_rt::spawn(async move {
+        actix_rt::time::sleep(Duration::from_millis(200)).await;
+        cancel.cancel();
+    });
+    let start = Instant::now();
+    assert_eq!(agent.run("Hi", task).await, AgentOutcome::Canceled);
+    assert!(start.elapsed() < Duration::from_secs(2), "{:?}", start.elapsed());
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while provider.dropped() == 0 && Instant::now() < deadline {
+        actix_rt::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(provider.dropped(), 1, "the provider saw the connection close");
+
+    // Cancelled before it starts: no request at all.
+    let provider = Provider::start(vec![text_reply(Api::OpenAi, "x").into()]);
+    let agent = Setup::new(Api::OpenAi).agent(provider.url());
+    let task = ctx(Arc::new(NoCalls), Arc::default(), false);
+    task.cancel.cancel();
+    assert_eq!(agent.run("Hi", task).await, AgentOutcome::Canceled);
+    assert!(provider.requests().is_empty());
+}
+
+#[actix_rt::test]
+async fn cancelling_while_waiting_for_answers() {
+    /// Calls whose answers never come.
+    struct Never;
+    impl AgentCalls for Never {
+        fn call<'a>(&'a self, _m: &'a str, _t: &'a str) -> BoxFuture<'a, Result<CallReply, String>> {
+            Box::pin(async {
+                Ok(CallReply {
+                    call_id: "mcl_1".into(),
+                    pending: true,
+                    failed: false,
+                    text: "started".into(),
+                })
+            })
+        }
+        fn await_all(&self) -> BoxFuture<'_, Vec<CallOutcome>> {
+            Box::pin(std::future::pending())
+        }
+        fn take_settled(&self) -> Vec<CallOutcome> {
+            Vec::new()
+        }
+    }
+    let api = Api::OpenAi;
+    let provider = Provider::start(vec![
+        tool_reply(api, &[call("c1", "coder", "x")]).into(),
+        text_reply(api, "waiting").into(),
+    ]);
+    let agent = Setup::new(api).agent(provider.url());
+    let task = ctx(Arc::new(Never), Arc::default(), false);
+    let cancel = task.cancel.clone();
+    actix_rt::spawn(async move {
+        actix_rt::time::sleep(Duration::from_millis(300)).await;
+        cancel.cancel();
+    });
+    assert_eq!(agent.run("Hi", task).await, AgentOutcome::Canceled);
+    assert_eq!(provider.requests().len(), 2);
+}
+
+#[actix_rt::test]
+async fn a_member_it_may_not_call_gets_the_dispatch_error_and_nothing_is_sent() {
+    for api in [Api::OpenAi, Api::Anthropic] {
+        let provider = Provider::start(vec![
+            tool_reply(
+                api,
+                &[
+                    call("c1", "reviewer", "review"),
+                    ("c2", "call-member", json!({"member": "coder"})),
+                ],
+            )
+            .into(),
+            text_reply(api, "gave up").into(),
+        ]);
+        let agent = Setup::new(api).agent(provider.url());
+        let calls = FakeCalls::new(&[], &[]);
+        let outcome = agent.run("Build it", ctx(calls.clone(), Arc::default(), false)).await;
+        assert_eq!(outcome, AgentOutcome::Completed("gave up".into()));
+        assert!(calls.started().is_empty(), "nothing was sent");
+        assert_eq!(calls.awaited(), 0);
+        let second = provider.requests()[1].json();
+        assert_eq!(
+            tool_results(api, &second),
+            [
+                (
+                    "c1".to_string(),
+                    "'reviewer' is not a member this capsule may call; it may call: coder, tester".to_string(),
+                    api == Api::Anthropic
+                ),
+                (
+                    "c2".to_string(),
+                    "call-member needs `member` (the member to call) and `task` (the task in full), both strings"
+                        .to_string(),
+                    api == Api::Anthropic
+                ),
+            ]
+        );
+        assert_eq!(agent.totals().snapshot().tool_calls, 2);
+    }
+}
+
+#[actix_rt::test]
+async fn a_second_call_to_a_member_whose_answer_is_pending_is_refused() {
+    let api = Api::Anthropic;
+    let provider = Provider::start(vec![
+        tool_reply(api, &[call("c1", "coder", "one"), call("c2", "coder", "two")]).into(),
+        text_reply(api, "waiting").into(),
+        planner_answer(api),
+    ]);
+    let agent = Setup::new(api).agent(provider.url());
+    let calls = FakeCalls::new(&[], &[]);
+    let outcome = agent.run("Build it", ctx(calls.clone(), Arc::default(), false)).await;
+    assert_eq!(
+        outcome,
+        AgentOutcome::Completed("Plan done. coder => coder did: one".into())
+    );
+    assert_eq!(calls.started(), [("coder".to_string(), "one".to_string())]);
+    let results = tool_results(api, &provider.requests()[1].json());
+    assert_eq!(
+        results[1],
+        (
+            "c2".to_string(),
+            "call mcl_1 to 'coder' has not been handed back yet (it is still running, or its answer is waiting); end \
+             your turn now and collect every answer before calling 'coder' again"
+                .to_string(),
+            true
+        )
+    );
+}
+
+#[actix_rt::test]
+async fn a_call_that_fails_at_dispatch_is_not_waited_for() {
+    let api = Api::OpenAi;
+    let provider = Provider::start(vec![
+        tool_reply(api, &[call("c1", "coder", "one")]).into(),
+        // The failed call does not hold coder: a new call to it is dispatched.
+        tool_reply(api, &[call("c2", "coder", "again")]).into(),
+        text_reply(api, "done anyway").into(),
+    ]);
+    let agent = Setup::new(api).agent(provider.url());
+    let calls = FakeCalls::new(&["coder"], &[]);
+    let outcome = agent.run("Build it", ctx(calls.clone(), Arc::default(), false)).await;
+    assert_eq!(outcome, AgentOutcome::Completed("done anyway".into()));
+    assert_eq!(calls.started().len(), 2);
+    assert_eq!(calls.awaited(), 0, "nothing pending, so no continuation");
+    let results = tool_results(api, &provider.requests()[1].json());
+    assert_eq!(results[0].1, "Called coder: failed");
+}
+
+#[actix_rt::test]
+async fn end_without_answer_rules() {
+    let api = Api::OpenAi;
+    let ewa = |id: &'static str| (id, "end-without-answer", json!({"reason": "coder could not do it"}));
+    // Not a member-sent task: a tool error, and the task goes on.
+    let provider = Provider::start(vec![
+        tool_reply(api, &[ewa("e1")]).into(),
+        text_reply(api, "ok then").into(),
+    ]);
+    let agent = Setup::new(api).agent(provider.url());
+    let outcome = agent
+        .run("Hi", ctx(FakeCalls::new(&[], &[]), Arc::default(), false))
+        .await;
+    assert_eq!(outcome, AgentOutcome::Completed("ok then".into()));
+    assert_eq!(
+        tool_results(api, &provider.requests()[1].json())[0].1,
+        "end-without-answer is only for a task another member sent you, and this one was not; answer it, or say in \
+         your answer why you cannot"
+    );
+
+    // A member-sent task with a call outstanding: refused; once every call ended, accepted, with
+    // the calls that gave no answer below it.
+    let provider = Provider::start(vec![
+        tool_reply(api, &[call("c1", "coder", "one"), call("c2", "tester", "two")]).into(),
+        tool_reply(api, &[ewa("e1")]).into(),
+        text_reply(api, "waiting").into(),
+        tool_reply(api, &[ewa("e2")]).into(),
+    ]);
+    let agent = Setup::new(api).agent(provider.url());
+    let calls = FakeCalls::new(&[], &["coder"]);
+    let outcome = agent.run("Hi", ctx(calls.clone(), Arc::default(), true)).await;
+    assert_eq!(
+        outcome,
+        AgentOutcome::NoAnswer {
+            reason: "coder could not do it".into(),
+            below: vec![NoAnswerBelow {
+                member: "coder".into(),
+                status: "failed".into()
+            }],
+        }
+    );
+    assert_eq!(
+        tool_results(api, &provider.requests()[2].json())[2].1,
+        "end-without-answer is refused while a call is outstanding: call mcl_1 to coder has no outcome yet; end your \
+         turn to receive it first"
+    );
+    // The continuation named the silent member.
+    let cont = provider.requests()[3].last_user_text().unwrap();
+    assert!(
+        cont.contains("[call-member] call mcl_1 to coder ended failed, with no answer from coder:\n"),
+        "{cont}"
+    );
+    assert!(cont.contains("[call-member] No answer came from: coder\n\n"), "{cont}");
+}
+
+#[actix_rt::test]
+async fn unusable_replies_fail_the_task() {
+    let mut cut = openai::text("half");
+    cut["choices"][0]["finish_reason"] = json!("length");
+    let table = [
+        (
+            Reply::json(cut),
+            "the model's reply was cut at inference.max_tokens (4096 tokens)".to_string(),
+        ),
+        (
+            Reply::status(200, "<html>"),
+            "inference failed: the provider's reply could not be read: it is not JSON (expected value at line 1 column 1)"
+                .to_string(),
+        ),
+    ];
+    for (reply, want) in table {
+        let provider = Provider::start(vec![reply.into()]);
+        let agent = Setup::new(Api::OpenAi).agent(provider.url());
+        let outcome = agent.run("Hi", ctx(Arc::new(NoCalls), Arc::default(), false)).await;
+        assert_eq!(outcome, AgentOutcome::Failed(want));
+    }
+}
+
+#[actix_rt::test]
+async fn unknown_tools_get_a_tool_error() {
+    let api = Api::Anthropic;
+    let provider = Provider::start(vec![
+        tool_reply(api, &[("t1", "shell", json!({"cmd": "ls"}))]).into(),
+        text_reply(api, "ok").into(),
+    ]);
+    let agent = Setup::new(api).agent(provider.url());
+    agent
+        .run("Hi", ctx(FakeCalls::new(&[], &[]), Arc::default(), false))
+        .await;
+    assert_eq!(
+        tool_results(api, &provider.requests()[1].json())[0],
+        (
+            "t1".to_string(),
+            "there is no tool named 'shell'; the tools are call-member and end-without-answer".to_string(),
+            true
+        )
+    );
+}
+
+#[actix_rt::test]
+async fn https_endpoints_get_a_tls_client() {
+    let config = ModelConfig {
+        provider: Api::Anthropic,
+        url: wire::url(Api::Anthropic, None),
+        model: "m".into(),
+        api_key: Some(ApiKey::new("sk-secret".into())),
+        max_tokens: 16,
+        max_turns: None,
+        system_prompt: String::new(),
+    };
+    let client = super::client::ProviderClient::new(&config, &Retry::default()).expect("TLS set up");
+    let shown = format!("{client:?}");
+    assert!(shown.contains("https://api.anthropic.com/v1/messages"), "{shown}");
+    assert!(!shown.contains("sk-secret"), "{shown}");
+}

@@ -1,0 +1,412 @@
+//! The two provider wire formats, as pure functions (runtime.md §16.3): the request URL, the
+//! request body of one turn, the reading of a reply, the runtime tools' schemas, the `[Capsule]`
+//! block and the failure text. No actix, HTTP or process code: `client` moves the bytes, this
+//! module decides what they are.
+//!
+//! A conversation is kept provider-neutral as [`Msg`]s; an assistant reply keeps the provider's
+//! own message ([`Reply::echo`]) so it goes back exactly as it came (tool call ids, Anthropic
+//! `thinking` blocks). Bodies are `serde_json::Value`s, so their keys are sorted at every depth and
+//! the bytes are deterministic (§1.2).
+
+use serde_json::{Map, Value, json};
+
+use crate::manifest::Provider;
+
+/// The `anthropic-version` header value (§16.3).
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// The runtime tool that hands a member a task (§11.1).
+pub const CALL_MEMBER: &str = "call-member";
+/// The runtime tool that ends a member-sent task without an answer (§11.1, §11.6).
+pub const END_WITHOUT_ANSWER: &str = "end-without-answer";
+
+/// Bytes of a failed reply's body quoted in the failure text (§16.3).
+pub const FAILURE_BODY_BYTES: usize = 200;
+
+/// The request URL: `<endpoint>/v1/chat/completions` or `<endpoint>/v1/messages`, without the
+/// `/v1` when the endpoint already ends in it (§16.3). A trailing `/` on the endpoint is ignored.
+pub fn url(provider: Provider, endpoint: Option<&str>) -> String {
+    let base = endpoint.unwrap_or(provider.default_endpoint()).trim_end_matches('/');
+    let tail = match provider {
+        Provider::OpenAi => "chat/completions",
+        Provider::Anthropic => "messages",
+    };
+    if base.ends_with("/v1") {
+        format!("{base}/{tail}")
+    } else {
+        format!("{base}/v1/{tail}")
+    }
+}
+
+/// The system prompt: the `[Capsule]` block (the capsule's full name and, in a formation, the
+/// member's roster name and the formation id), then `inference.system_prompt` after a blank line
+/// (§16.3, §14.3).
+pub fn system_prompt(capsule: &str, member: Option<&str>, formation: Option<&str>, prompt: &str) -> String {
+    let mut s = format!("[Capsule]\nname: {capsule}\n");
+    if let Some(m) = member {
+        s.push_str(&format!("member: {m}\n"));
+    }
+    if let Some(f) = formation {
+        s.push_str(&format!("formation: {f}\n"));
+    }
+    if !prompt.is_empty() {
+        s.push('\n');
+        s.push_str(prompt);
+    }
+    s
+}
+
+/// One runtime tool, provider-neutral.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    pub name: &'static str,
+    pub description: &'static str,
+    /// The JSON schema of its input.
+    pub schema: Value,
+}
+
+const CALL_MEMBER_DESCRIPTION: &str = "Give a task to another member of your formation. The member sees nothing but \
+the task text you write here, so state the task in full. The tool returns immediately, before the member answers: \
+every answer is delivered to you once your current turn is over, so end your turn when you have nothing else to do. \
+Calling a member again while its previous answer is still pending is refused.";
+
+const END_WITHOUT_ANSWER_DESCRIPTION: &str = "End the current task without an answer, and say why. Only for a task \
+another member sent you, once none of your member calls is still outstanding; the member that sent the task is told \
+that you gave no answer.";
+
+/// The tools of a member with `callees` (roster order): `call-member` and `end-without-answer`,
+/// or none when it may call nobody (§11.1).
+pub fn tools(callees: &[String]) -> Vec<ToolSpec> {
+    if callees.is_empty() {
+        return Vec::new();
+    }
+    vec![
+        ToolSpec {
+            name: CALL_MEMBER,
+            description: CALL_MEMBER_DESCRIPTION,
+            schema: json!({
+                "type": "object",
+                "properties": {
+                    "member": {"type": "string", "enum": callees},
+                    "task": {"type": "string"},
+                },
+                "required": ["member", "task"],
+            }),
+        },
+        ToolSpec {
+            name: END_WITHOUT_ANSWER,
+            description: END_WITHOUT_ANSWER_DESCRIPTION,
+            schema: json!({
+                "type": "object",
+                "properties": {"reason": {"type": "string"}},
+                "required": ["reason"],
+            }),
+        },
+    ]
+}
+
+/// The tool names `session_start.tools_declared` lists (§11.1, §14.2).
+pub fn tool_names(has_callees: bool) -> Vec<String> {
+    if has_callees {
+        vec![CALL_MEMBER.to_string(), END_WITHOUT_ANSWER.to_string()]
+    } else {
+        Vec::new()
+    }
+}
+
+/// A tool call the model asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    /// The provider's id, echoed in the result.
+    pub id: String,
+    pub name: String,
+    /// The input object, or why it could not be read (an OpenAI `arguments` string that is not
+    /// JSON).
+    pub input: Result<Value, String>,
+}
+
+/// What a tool call gives back to the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutput {
+    pub id: String,
+    pub text: String,
+    /// A tool error or a failed call (Anthropic's `is_error`; OpenAI has no such flag).
+    pub is_error: bool,
+}
+
+/// Why the provider stopped a reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    /// `stop` / `end_turn`, a tool call, or anything else that is not a cut.
+    Done,
+    /// The reply was cut at `max_tokens`: `length` / `max_tokens` (§16.3: the task fails).
+    Truncated,
+}
+
+/// Tokens one reply used.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// One provider reply, read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    /// The text of the reply (all text parts, concatenated).
+    pub text: String,
+    pub tool_calls: Vec<ToolCall>,
+    pub stop: Stop,
+    pub usage: Usage,
+    /// The assistant message to send back in later turns, in the provider's own shape; `None`
+    /// when there is nothing to send back (an empty Anthropic reply, which the API would refuse).
+    pub echo: Option<Value>,
+}
+
+/// One message of a task's conversation after the system prompt.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Msg {
+    /// A user message: the task text, or a continuation with member answers (§11.5).
+    User(String),
+    /// An assistant reply, as the provider sent it ([`Reply::echo`]).
+    Assistant(Value),
+    /// The results of one reply's tool calls, in call order.
+    ToolResults(Vec<ToolOutput>),
+}
+
+/// Everything fixed about a task's requests.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    pub provider: Provider,
+    pub model: &'a str,
+    pub max_tokens: u32,
+    pub system: &'a str,
+    pub tools: &'a [ToolSpec],
+}
+
+/// The body of one turn: compact JSON, keys sorted. `tools` is left out when there are none.
+pub fn request_body(req: &Request<'_>, messages: &[Msg]) -> String {
+    let mut body = Map::new();
+    body.insert("model".into(), json!(req.model));
+    body.insert("max_tokens".into(), json!(req.max_tokens));
+    match req.provider {
+        Provider::OpenAi => {
+            let mut out = vec![json!({"role": "system", "content": req.system})];
+            for m in messages {
+                match m {
+                    Msg::User(text) => out.push(json!({"role": "user", "content": text})),
+                    Msg::Assistant(echo) => out.push(echo.clone()),
+                    // One `tool` message per call; OpenAI has no error flag, the text says it.
+                    Msg::ToolResults(results) => out.extend(
+                        results
+                            .iter()
+                            .map(|r| json!({"role": "tool", "tool_call_id": r.id, "content": r.text})),
+                    ),
+                }
+            }
+            body.insert("messages".into(), Value::Array(out));
+            if !req.tools.is_empty() {
+                let tools: Vec<Value> = req
+                    .tools
+                    .iter()
+                    .map(|t| {
+                        json!({"type": "function", "function": {
+                            "name": t.name, "description": t.description, "parameters": t.schema,
+                        }})
+                    })
+                    .collect();
+                body.insert("tools".into(), Value::Array(tools));
+            }
+        }
+        Provider::Anthropic => {
+            body.insert("system".into(), json!(req.system));
+            let out: Vec<Value> = messages
+                .iter()
+                .map(|m| match m {
+                    Msg::User(text) => json!({"role": "user", "content": text}),
+                    Msg::Assistant(echo) => echo.clone(),
+                    Msg::ToolResults(results) => {
+                        let blocks: Vec<Value> = results
+                            .iter()
+                            .map(|r| {
+                                let mut b = json!({"type": "tool_result", "tool_use_id": r.id, "content": r.text});
+                                if r.is_error {
+                                    b["is_error"] = Value::Bool(true);
+                                }
+                                b
+                            })
+                            .collect();
+                        json!({"role": "user", "content": blocks})
+                    }
+                })
+                .collect();
+            body.insert("messages".into(), Value::Array(out));
+            if !req.tools.is_empty() {
+                let tools: Vec<Value> = req
+                    .tools
+                    .iter()
+                    .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.schema}))
+                    .collect();
+                body.insert("tools".into(), Value::Array(tools));
+            }
+        }
+    }
+    Value::Object(body).to_string()
+}
+
+/// Reads a successful (2xx) reply body. `Err` says what is wrong with it.
+pub fn parse_reply(provider: Provider, body: &[u8]) -> Result<Reply, String> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| format!("it is not JSON ({e})"))?;
+    if !v.is_object() {
+        return Err("it is not a JSON object".into());
+    }
+    match provider {
+        Provider::OpenAi => parse_openai(&v),
+        Provider::Anthropic => parse_anthropic(&v),
+    }
+}
+
+fn count(v: &Value, key: &str) -> u64 {
+    v.get(key).and_then(Value::as_u64).unwrap_or(0)
+}
+
+fn parse_openai(v: &Value) -> Result<Reply, String> {
+    let choice = v
+        .get("choices")
+        .and_then(Value::as_array)
+        .and_then(|c| c.first())
+        .ok_or("it has no choices[0]")?;
+    let message = choice
+        .get("message")
+        .filter(|m| m.is_object())
+        .ok_or("choices[0] has no message")?;
+    let content = message.get("content").cloned().unwrap_or(Value::Null);
+    let text = match &content {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        // Some compatible servers send content parts.
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect(),
+        _ => return Err("choices[0].message.content is neither text nor null".into()),
+    };
+    let raw_calls = match message.get("tool_calls") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(calls)) => calls.clone(),
+        Some(_) => return Err("choices[0].message.tool_calls is not a list".into()),
+    };
+    let mut tool_calls = Vec::new();
+    for (i, c) in raw_calls.iter().enumerate() {
+        let id = c.get("id").and_then(Value::as_str).unwrap_or_default();
+        let function = c.get("function");
+        let name = function.and_then(|f| f.get("name")).and_then(Value::as_str);
+        let (Some(name), false) = (name, id.is_empty()) else {
+            return Err(format!("choices[0].message.tool_calls[{i}] has no id or function name"));
+        };
+        let input = match function.and_then(|f| f.get("arguments")) {
+            Some(Value::String(s)) if s.trim().is_empty() => Ok(json!({})),
+            Some(Value::String(s)) => {
+                serde_json::from_str::<Value>(s).map_err(|e| format!("its arguments are not JSON ({e})"))
+            }
+            // Lenient: some compatible servers send the object itself.
+            Some(obj @ Value::Object(_)) => Ok(obj.clone()),
+            _ => Err("it has no arguments".to_string()),
+        };
+        tool_calls.push(ToolCall {
+            id: id.to_string(),
+            name: name.to_string(),
+            input,
+        });
+    }
+    let stop = match choice.get("finish_reason").and_then(Value::as_str) {
+        Some("length") => Stop::Truncated,
+        _ => Stop::Done,
+    };
+    let usage = v.get("usage").map_or(Usage::default(), |u| Usage {
+        input_tokens: count(u, "prompt_tokens"),
+        output_tokens: count(u, "completion_tokens"),
+    });
+    let mut echo = Map::new();
+    echo.insert("role".into(), json!("assistant"));
+    echo.insert("content".into(), if content.is_array() { json!(text) } else { content });
+    if !raw_calls.is_empty() {
+        echo.insert("tool_calls".into(), Value::Array(raw_calls));
+    }
+    Ok(Reply {
+        text,
+        tool_calls,
+        stop,
+        usage,
+        echo: Some(Value::Object(echo)),
+    })
+}
+
+fn parse_anthropic(v: &Value) -> Result<Reply, String> {
+    let blocks = v
+        .get("content")
+        .and_then(Value::as_array)
+        .ok_or("it has no content list")?;
+    let mut text = String::new();
+    let mut tool_calls = Vec::new();
+    for (i, b) in blocks.iter().enumerate() {
+        match b.get("type").and_then(Value::as_str) {
+            Some("text") => text.push_str(b.get("text").and_then(Value::as_str).unwrap_or_default()),
+            Some("tool_use") => {
+                let id = b.get("id").and_then(Value::as_str).unwrap_or_default();
+                let name = b.get("name").and_then(Value::as_str);
+                let (Some(name), false) = (name, id.is_empty()) else {
+                    return Err(format!("content[{i}] is a tool_use without an id or a name"));
+                };
+                let input = match b.get("input") {
+                    Some(obj @ Value::Object(_)) => Ok(obj.clone()),
+                    _ => Err("its input is not an object".to_string()),
+                };
+                tool_calls.push(ToolCall {
+                    id: id.to_string(),
+                    name: name.to_string(),
+                    input,
+                });
+            }
+            // thinking, redacted_thinking, …: kept in the echo, otherwise not ours to read.
+            _ => {}
+        }
+    }
+    let stop = match v.get("stop_reason").and_then(Value::as_str) {
+        Some("max_tokens") => Stop::Truncated,
+        _ => Stop::Done,
+    };
+    let usage = v.get("usage").map_or(Usage::default(), |u| Usage {
+        input_tokens: count(u, "input_tokens"),
+        output_tokens: count(u, "output_tokens"),
+    });
+    let echo = (!blocks.is_empty()).then(|| json!({"role": "assistant", "content": blocks}));
+    Ok(Reply {
+        text,
+        tool_calls,
+        stop,
+        usage,
+        echo,
+    })
+}
+
+/// `inference failed: <status> <first 200 bytes of body>` (§16.3). The body is cut at a character
+/// boundary; `secret` (the API key), should a provider echo it, is replaced first.
+pub fn failure_text(status: u16, body: &[u8], secret: Option<&str>) -> String {
+    let mut text = String::from_utf8_lossy(body).into_owned();
+    if let Some(k) = secret.filter(|k| !k.is_empty()) {
+        text = text.replace(k, "[redacted]");
+    }
+    let mut end = text.len().min(FAILURE_BODY_BYTES);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("inference failed: {status} {}", &text[..end])
+        .trim_end()
+        .to_string()
+}
+
+/// Whether a status is retried (§16.3: 429 and 5xx).
+pub fn retryable(status: u16) -> bool {
+    status == 429 || (500..600).contains(&status)
+}

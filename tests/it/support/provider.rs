@@ -1,0 +1,386 @@
+//! A scripted model provider on 127.0.0.1 (runtime.md §16.3, Testing): it speaks the OpenAI Chat
+//! Completions and Anthropic Messages APIs well enough for the agent loop, answering request *n*
+//! with step *n* of its script (a fixed reply, or a function of the request), and records every
+//! request so a test can assert what was sent (headers, bodies, tool lists).
+//!
+//! Plain `std` threads and sockets, so it serves synchronous integration tests and async unit
+//! tests alike; `src/model/tests.rs` includes this very file. One connection per request
+//! (`connection: close`). A request after the script's end gets a 500.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// One request as the provider received it.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub method: String,
+    pub path: String,
+    /// Names lowercased, in arrival order.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Request {
+    /// The first header named `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers.iter().find(|(k, _)| *k == name).map(|(_, v)| v.as_str())
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// The body as JSON (`null` when it is not JSON).
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+
+    /// The text of the last user message that is plain text (both APIs): the task, or a
+    /// continuation with member answers.
+    pub fn last_user_text(&self) -> Option<String> {
+        let v = self.json();
+        v["messages"]
+            .as_array()?
+            .iter()
+            .rev()
+            .filter(|m| m["role"] == "user")
+            .find_map(|m| m["content"].as_str().map(str::to_string))
+    }
+
+    /// The names of the tools offered (both APIs), in order.
+    pub fn tool_names(&self) -> Vec<String> {
+        let v = self.json();
+        v["tools"]
+            .as_array()
+            .map(|tools| {
+                tools
+                    .iter()
+                    .filter_map(|t| t["function"]["name"].as_str().or(t["name"].as_str()))
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// One scripted answer.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub body: String,
+    /// Held back this long before answering (the connection is watched meanwhile, so a client
+    /// that gives up is noticed at once).
+    pub delay: Duration,
+}
+
+impl Reply {
+    /// `200` with a JSON body.
+    pub fn json(v: Value) -> Reply {
+        Reply {
+            status: 200,
+            body: v.to_string(),
+            delay: Duration::ZERO,
+        }
+    }
+
+    /// Any status with a raw body.
+    pub fn status(status: u16, body: &str) -> Reply {
+        Reply {
+            status,
+            body: body.to_string(),
+            delay: Duration::ZERO,
+        }
+    }
+
+    pub fn delayed(mut self, delay: Duration) -> Reply {
+        self.delay = delay;
+        self
+    }
+}
+
+/// A step of the script.
+pub enum Step {
+    Fixed(Reply),
+    /// Computes the reply from the request (e.g. echo the member answers it was sent).
+    Func(Box<dyn Fn(&Request) -> Reply + Send + Sync>),
+}
+
+impl From<Reply> for Step {
+    fn from(r: Reply) -> Step {
+        Step::Fixed(r)
+    }
+}
+
+impl Step {
+    pub fn func(f: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> Step {
+        Step::Func(Box::new(f))
+    }
+}
+
+struct State {
+    script: Vec<Step>,
+    next: AtomicUsize,
+    requests: Mutex<Vec<Request>>,
+    /// Requests whose client closed the connection before the reply was sent.
+    dropped: AtomicUsize,
+    stop: AtomicBool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A running scripted provider; stops when dropped.
+pub struct Provider {
+    url: String,
+    addr: std::net::SocketAddr,
+    state: Arc<State>,
+}
+
+impl Provider {
+    /// Serves `script` on a free port of 127.0.0.1.
+    pub fn start(script: Vec<Step>) -> Provider {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the scripted provider");
+        let addr = listener.local_addr().expect("provider address");
+        let state = Arc::new(State {
+            script,
+            next: AtomicUsize::new(0),
+            requests: Mutex::new(Vec::new()),
+            dropped: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+        });
+        let s = Arc::clone(&state);
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if s.stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(conn) = conn else { continue };
+                let s = Arc::clone(&s);
+                std::thread::spawn(move || serve(conn, &s));
+            }
+        });
+        Provider {
+            url: format!("http://127.0.0.1:{}", addr.port()),
+            addr,
+            state,
+        }
+    }
+
+    /// `http://127.0.0.1:<port>`: what `inference.endpoint` names.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Every request so far, in arrival order.
+    pub fn requests(&self) -> Vec<Request> {
+        lock(&self.state.requests).clone()
+    }
+
+    /// How many clients closed their connection while their reply was held back.
+    pub fn dropped(&self) -> usize {
+        self.state.dropped.load(Ordering::SeqCst)
+    }
+
+    /// Waits until `n` requests have arrived or `limit` passes.
+    pub fn wait_requests(&self, n: usize, limit: Duration) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if lock(&self.state.requests).len() >= n {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        lock(&self.state.requests).len() >= n
+    }
+}
+
+impl Drop for Provider {
+    fn drop(&mut self) {
+        self.state.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop so it sees the flag.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
+    }
+}
+
+fn serve(mut conn: TcpStream, state: &State) {
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+    let Some(req) = read_request(&conn) else { return };
+    if state.stop.load(Ordering::SeqCst) {
+        return;
+    }
+    lock(&state.requests).push(req.clone());
+    let n = state.next.fetch_add(1, Ordering::SeqCst);
+    let reply = match state.script.get(n) {
+        Some(Step::Fixed(r)) => r.clone(),
+        Some(Step::Func(f)) => f(&req),
+        None => Reply::status(500, r#"{"error":"the scripted provider's script is exhausted"}"#),
+    };
+    if !reply.delay.is_zero() && !hold(&conn, reply.delay, state) {
+        state.dropped.fetch_add(1, Ordering::SeqCst);
+        return;
+    }
+    let head = format!(
+        "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        reply.status,
+        reason(reply.status),
+        reply.body.len()
+    );
+    let _ = conn.write_all(head.as_bytes());
+    let _ = conn.write_all(reply.body.as_bytes());
+    let _ = conn.flush();
+    let _ = conn.shutdown(Shutdown::Write);
+}
+
+/// Waits `delay`; `false` when the client closed the connection first.
+fn hold(conn: &TcpStream, delay: Duration, state: &State) -> bool {
+    let until = Instant::now() + delay;
+    let _ = conn.set_nonblocking(true);
+    let mut buf = [0u8; 1];
+    while Instant::now() < until && !state.stop.load(Ordering::SeqCst) {
+        match conn.peek(&mut buf) {
+            Ok(0) => return false,
+            Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => return false,
+            _ => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+    let _ = conn.set_nonblocking(false);
+    true
+}
+
+fn read_request(conn: &TcpStream) -> Option<Request> {
+    let mut r = BufReader::new(conn);
+    let mut line = String::new();
+    r.read_line(&mut line).ok()?;
+    let mut parts = line.split_whitespace();
+    let method = parts.next()?.to_string();
+    let path = parts.next()?.to_string();
+    let mut headers = Vec::new();
+    loop {
+        let mut h = String::new();
+        if r.read_line(&mut h).ok()? == 0 {
+            return None;
+        }
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        let (k, v) = h.split_once(':')?;
+        headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+    }
+    let len: usize = headers
+        .iter()
+        .find(|(k, _)| k == "content-length")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body).ok()?;
+    Some(Request {
+        method,
+        path,
+        headers,
+        body,
+    })
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        _ => "Status",
+    }
+}
+
+/// Reply bodies in the OpenAI Chat Completions shape.
+pub mod openai {
+    use serde_json::{Value, json};
+
+    /// A final answer: `finish_reason: stop`.
+    pub fn text(text: &str) -> Value {
+        json!({
+            "id": "chatcmpl-1", "object": "chat.completion", "model": "scripted",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": text}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        })
+    }
+
+    /// Tool calls `(id, name, input)`; `arguments` goes as a JSON string, as OpenAI sends it.
+    pub fn tool_calls(calls: &[(&str, &str, Value)]) -> Value {
+        let calls: Vec<Value> = calls
+            .iter()
+            .map(|(id, name, input)| {
+                json!({"id": id, "type": "function",
+                       "function": {"name": name, "arguments": input.to_string()}})
+            })
+            .collect();
+        json!({
+            "id": "chatcmpl-2", "object": "chat.completion", "model": "scripted",
+            "choices": [{"index": 0, "finish_reason": "tool_calls",
+                         "message": {"role": "assistant", "content": null, "tool_calls": calls}}],
+            "usage": {"prompt_tokens": 20, "completion_tokens": 7, "total_tokens": 27},
+        })
+    }
+}
+
+/// Reply bodies in the Anthropic Messages shape.
+pub mod anthropic {
+    use serde_json::{Value, json};
+
+    /// A final answer: `stop_reason: end_turn`.
+    pub fn text(text: &str) -> Value {
+        json!({
+            "id": "msg_1", "type": "message", "role": "assistant", "model": "scripted",
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 10, "output_tokens": 5},
+        })
+    }
+
+    /// `tool_use` blocks `(id, name, input)` after a short text.
+    pub fn tool_use(calls: &[(&str, &str, Value)]) -> Value {
+        let mut content = vec![json!({"type": "text", "text": "Handing out the work."})];
+        content.extend(
+            calls
+                .iter()
+                .map(|(id, name, input)| json!({"type": "tool_use", "id": id, "name": name, "input": input})),
+        );
+        json!({
+            "id": "msg_2", "type": "message", "role": "assistant", "model": "scripted",
+            "content": content,
+            "stop_reason": "tool_use",
+            "usage": {"input_tokens": 20, "output_tokens": 7},
+        })
+    }
+}
+
+/// The fenced answers of a continuation message, `(member, output)` of each completed call, in
+/// order (§11.5): what a scripted planner builds its final answer from.
+pub fn fenced_answers(continuation: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut rest = continuation;
+    while let Some(i) = rest.find("<untrusted-content source=member:") {
+        let after = &rest[i + "<untrusted-content source=member:".len()..];
+        let Some(close) = after.find(">\n") else { break };
+        let member = after[..close].to_string();
+        let body = &after[close + 2..];
+        let Some(end) = body.find("\n</untrusted-content>") else {
+            break;
+        };
+        out.push((member, body[..end].to_string()));
+        rest = &body[end..];
+    }
+    out
+}
