@@ -1,0 +1,144 @@
+//! `mur new --roster NAME [--inference openai|anthropic]`: scaffolds a two-member formation in
+//! `./NAME` (runtime.md §2).
+//!
+//! The files are written into a staging directory `./.NAME.tmp-<uuidv4>`, read back and checked
+//! by our own parsers, then the directory is renamed to `./NAME` without replacing anything, so
+//! `./NAME` either appears complete or not at all.
+
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+
+use super::{NewArgs, Outcome};
+use crate::diag::{self, Diagnostic};
+use crate::paths::MurHome;
+use crate::scaffold::{self, ConfigDefaults, Members, ModelSettings};
+
+pub fn run(a: &NewArgs) -> Outcome {
+    let name = a.roster.as_str();
+    scaffold::check_name(name)?;
+    let provider = a.inference.as_deref().map(scaffold::provider).transpose()?;
+    let target = PathBuf::from(name);
+    refuse_existing(&target, name)?;
+
+    let members = match provider {
+        None => Members::Components,
+        Some(p) => Members::Models(ModelSettings::new(p, &read_config(p))),
+    };
+    let files = scaffold::render(name, &members);
+    let staging = PathBuf::from(format!(".{name}.tmp-{}", uuid::Uuid::new_v4()));
+    let staged = stage(&staging, &files).and_then(|()| publish(&staging, &target, name));
+    if staged.is_err() {
+        // Best effort: the staging directory is ours alone and holds nothing of value.
+        let _ = std::fs::remove_dir_all(&staging);
+    }
+    staged?;
+
+    println!("Scaffolded formation '{name}' in ./{name}");
+    for f in &files {
+        println!("  {name}/{}", f.path);
+    }
+    println!();
+    println!("Next:");
+    for step in scaffold::next_steps(name, &members) {
+        println!("  {step}");
+    }
+    Ok(0)
+}
+
+/// E-NEW-003 when `./NAME` exists in any form, a dangling symlink included.
+fn refuse_existing(target: &Path, name: &str) -> Result<(), Diagnostic> {
+    match std::fs::symlink_metadata(target) {
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        Ok(meta) => {
+            let what = if meta.file_type().is_symlink() {
+                "a symbolic link"
+            } else if meta.is_dir() {
+                "a directory"
+            } else {
+                "a file"
+            };
+            Err(exists(name, &format!("./{name} already exists ({what})")))
+        }
+        Err(e) => Err(exists(name, &format!("./{name} cannot be checked: {e}"))),
+    }
+}
+
+fn exists(name: &str, msg: &str) -> Diagnostic {
+    Diagnostic::new(diag::E_NEW_003, msg.to_string()).with_hint(format!(
+        "choose another name, or move ./{name} away; mur new never writes into an existing path"
+    ))
+}
+
+/// Defaults from `~/.murmur/config.yaml`; a file that cannot be used is reported and ignored.
+fn read_config(provider: crate::manifest::Provider) -> ConfigDefaults {
+    let path = MurHome::from_env().config();
+    let bytes = match crate::yaml::read_capped(&path, crate::yaml::Limits::default().max_bytes) {
+        Ok(b) => b,
+        Err(crate::yaml::ReadError::Io(e)) if e.kind() == ErrorKind::NotFound => return ConfigDefaults::default(),
+        Err(e) => {
+            eprintln!("mur new: {} is ignored: {e}", path.display());
+            return ConfigDefaults::default();
+        }
+    };
+    scaffold::config_defaults(&bytes, provider).unwrap_or_else(|why| {
+        eprintln!("mur new: {} is ignored: {why}", path.display());
+        ConfigDefaults::default()
+    })
+}
+
+fn write_failed(path: &Path, e: &std::io::Error) -> Diagnostic {
+    Diagnostic::new(
+        diag::E_NEW_001,
+        format!("the scaffold cannot be written: {}: {e}", path.display()),
+    )
+    .with_hint("run mur new in a directory you can write to")
+}
+
+/// Writes every file under `staging` (made fresh, never reused), then reads each back and checks
+/// it with the parser that will read it.
+fn stage(staging: &Path, files: &[scaffold::File]) -> Result<(), Diagnostic> {
+    std::fs::create_dir(staging).map_err(|e| write_failed(staging, &e))?;
+    for f in files {
+        let path = staging.join(f.path);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| write_failed(dir, &e))?;
+        }
+        std::fs::write(&path, &f.bytes).map_err(|e| write_failed(&path, &e))?;
+    }
+    for f in files {
+        let path = staging.join(f.path);
+        let bytes = std::fs::read(&path).map_err(|e| write_failed(&path, &e))?;
+        scaffold::check(f.path, &bytes).map_err(|d| {
+            // Our own template failed our own parser: a bug in this build, not the user's doing.
+            Diagnostic::new(
+                diag::E_NEW_001,
+                format!(
+                    "the scaffold's {} does not pass its own check: {}",
+                    f.path,
+                    d.render("")
+                ),
+            )
+            .with_hint("this is a bug in mur; please report it")
+        })?;
+    }
+    Ok(())
+}
+
+/// Renames `staging` to `target`, refusing (E-NEW-003) if `target` appeared meanwhile.
+fn publish(staging: &Path, target: &Path, name: &str) -> Result<(), Diagnostic> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        use nix::errno::Errno;
+        use nix::fcntl::{RenameFlags, renameat2};
+        match renameat2(None, staging, None, target, RenameFlags::RENAME_NOREPLACE) {
+            Ok(()) => return Ok(()),
+            Err(Errno::EEXIST) => return Err(exists(name, &format!("./{name} already exists"))),
+            // A file system without RENAME_NOREPLACE: the plain rename below.
+            Err(Errno::EINVAL | Errno::ENOSYS) => {}
+            Err(e) => return Err(write_failed(target, &std::io::Error::from(e))),
+        }
+    }
+    // A plain rename would replace an empty directory, so check once more just before it.
+    refuse_existing(target, name)?;
+    std::fs::rename(staging, target).map_err(|e| write_failed(target, &e))
+}

@@ -1,0 +1,390 @@
+//! Files mur writes from what is built into it: the two-member formation `mur new --roster`
+//! scaffolds (runtime.md §2, the scaffold paragraph) and the demo formation `mur demo` launches
+//! ([`demo`]), plus the call tree `mur demo` prints ([`calltree`]).
+//!
+//! Rendering is pure: names and provider words in, file bytes out. The commands do the file
+//! system work, and check every file with our own parsers ([`check`]) before any is shown.
+
+pub mod calltree;
+pub mod demo;
+
+#[cfg(test)]
+mod tests;
+
+use crate::diag::{self, Diagnostic};
+use crate::manifest::{self, Provider};
+use crate::names::{self, NameError};
+
+/// The version both scaffolded members start at.
+pub const VERSION: &str = "0.1.0";
+
+/// The prebuilt components a component scaffold runs (Rust sources under
+/// `actors/demo/scaffold/`, rebuilt by `actors/demo/build.sh`).
+const LEAD_WASM: &[u8] = include_bytes!("../../actors/demo/scaffold/lead/capsule.wasm");
+const WORKER_WASM: &[u8] = include_bytes!("../../actors/demo/scaffold/worker/capsule.wasm");
+
+/// One file of a scaffold, by its path relative to the formation directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct File {
+    pub path: &'static str,
+    pub bytes: Vec<u8>,
+}
+
+/// What the members of a scaffold are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Members {
+    /// WebAssembly components that run offline and answer deterministically (the default).
+    Components,
+    /// Model capsules of one provider.
+    Models(ModelSettings),
+}
+
+/// The `inference` block both model members declare.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelSettings {
+    pub provider: Provider,
+    pub endpoint: String,
+    pub model: String,
+}
+
+impl ModelSettings {
+    /// The provider's defaults, overridden by `~/.murmur/config.yaml`'s `inference.endpoint` and
+    /// `inference.model` when set (see [`config_defaults`]).
+    pub fn new(provider: Provider, config: &ConfigDefaults) -> ModelSettings {
+        ModelSettings {
+            provider,
+            endpoint: config
+                .endpoint
+                .clone()
+                .unwrap_or_else(|| provider.default_endpoint().to_string()),
+            model: config
+                .model
+                .clone()
+                .unwrap_or_else(|| default_model(provider).to_string()),
+        }
+    }
+
+    /// The environment variable the members' `api_key` names.
+    pub fn key_var(&self) -> &'static str {
+        key_var(self.provider)
+    }
+}
+
+/// The model a scaffold names when the configuration names none. Any model of the provider works;
+/// the operator is expected to choose.
+pub fn default_model(provider: Provider) -> &'static str {
+    match provider {
+        Provider::OpenAi => "gpt-4o-mini",
+        Provider::Anthropic => "claude-sonnet-4-5",
+    }
+}
+
+pub fn key_var(provider: Provider) -> &'static str {
+    match provider {
+        Provider::OpenAi => "OPENAI_API_KEY",
+        Provider::Anthropic => "ANTHROPIC_API_KEY",
+    }
+}
+
+/// `inference.*` defaults read from `~/.murmur/config.yaml`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConfigDefaults {
+    pub endpoint: Option<String>,
+    pub model: Option<String>,
+}
+
+/// Checks NAME and the two capsule names made from it (E-NEW-002): each must be an artifact name
+/// part (`[a-z0-9-]`, 1–100 characters, no leading or trailing `-`), which also makes NAME a
+/// plain directory name.
+pub fn check_name(name: &str) -> Result<(), Diagnostic> {
+    let refuse = |what: String, e: NameError| {
+        Diagnostic::new(
+            diag::E_NEW_002,
+            format!("'{}' cannot name a formation: {what} {e}", shown(name)),
+        )
+        .with_hint("a formation name is 1 to 93 lowercase letters, digits and '-', not starting or ending with '-'; its members' capsules are named <NAME>-lead and <NAME>-worker")
+    };
+    names::check_part(name).map_err(|e| refuse("the name".into(), e))?;
+    for member in ["lead", "worker"] {
+        let capsule = format!("{name}-{member}");
+        names::check_part(&capsule).map_err(|e| refuse(format!("its {member}'s capsule name '{capsule}'"), e))?;
+    }
+    Ok(())
+}
+
+/// Reads `--inference PROVIDER` (E-NEW-004).
+pub fn provider(word: &str) -> Result<Provider, Diagnostic> {
+    match word {
+        "openai" => Ok(Provider::OpenAi),
+        "anthropic" => Ok(Provider::Anthropic),
+        other => Err(Diagnostic::new(
+            diag::E_NEW_004,
+            format!(
+                "'{}' is not an inference provider mur new can scaffold; it knows openai and anthropic",
+                shown(other)
+            ),
+        )),
+    }
+}
+
+/// The `inference.endpoint` and `inference.model` of `~/.murmur/config.yaml` that apply to
+/// `provider`: all of them when the file names no `inference.provider`, none when it names
+/// another one (a model of one provider means nothing to the other). `Err` says why the file
+/// cannot be used.
+pub fn config_defaults(bytes: &[u8], provider: Provider) -> Result<ConfigDefaults, String> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "it is not UTF-8".to_string())?;
+    let root =
+        crate::yaml::load(text, crate::yaml::Limits::default()).map_err(|e| format!("YAML syntax error at {e}"))?;
+    if root.is_null() {
+        return Ok(ConfigDefaults::default());
+    }
+    if root.as_map().is_none() {
+        return Err(format!("it must be a mapping, found {}", root.shape()));
+    }
+    let Some(inf) = root.get("inference") else {
+        return Ok(ConfigDefaults::default());
+    };
+    if inf.as_map().is_none() {
+        return Err(format!("inference: must be a mapping, found {}", inf.shape()));
+    }
+    let text_of = |key: &str| -> Result<Option<String>, String> {
+        match inf.get(key) {
+            None => Ok(None),
+            Some(n) => match n.as_scalar() {
+                // A model such as `4` or an unquoted date still means its spelling.
+                Some(s) if !s.text.trim().is_empty() && !s.text.contains(char::is_control) => Ok(Some(s.text.clone())),
+                _ => Err(format!(
+                    "inference.{key}: must be a one-line string, found {}",
+                    n.shape()
+                )),
+            },
+        }
+    };
+    if let Some(p) = text_of("provider")?
+        && p != provider.as_str()
+    {
+        return Ok(ConfigDefaults::default());
+    }
+    Ok(ConfigDefaults {
+        endpoint: text_of("endpoint")?,
+        model: text_of("model")?,
+    })
+}
+
+/// Every file of the scaffold of formation `name`, in the order `mur new` lists them.
+pub fn render(name: &str, members: &Members) -> Vec<File> {
+    let mut files = vec![File {
+        path: "roster.yaml",
+        bytes: roster(name).into_bytes(),
+    }];
+    match members {
+        Members::Components => {
+            files.push(File {
+                path: "lead/murmur.yaml",
+                bytes: lead_component(name).into_bytes(),
+            });
+            files.push(File {
+                path: "lead/capsule.wasm",
+                bytes: LEAD_WASM.to_vec(),
+            });
+            files.push(File {
+                path: "worker/murmur.yaml",
+                bytes: worker_component(name).into_bytes(),
+            });
+            files.push(File {
+                path: "worker/capsule.wasm",
+                bytes: WORKER_WASM.to_vec(),
+            });
+        }
+        Members::Models(m) => {
+            files.push(File {
+                path: "lead/murmur.yaml",
+                bytes: lead_model(name, m).into_bytes(),
+            });
+            files.push(File {
+                path: "worker/murmur.yaml",
+                bytes: worker_model(name, m).into_bytes(),
+            });
+        }
+    }
+    files
+}
+
+/// Checks one written file with the parser that will read it: `roster.yaml` with the roster
+/// parser and its structural checks, a `murmur.yaml` with the manifest parser (a warning counts
+/// as a fault: the scaffold must be clean). Other files pass.
+pub fn check(path: &str, bytes: &[u8]) -> Result<(), Diagnostic> {
+    if path == "roster.yaml" {
+        let roster = crate::roster::parse(bytes)?;
+        crate::roster::check_structure(&roster)?;
+    } else if path.ends_with("murmur.yaml") {
+        let parsed = manifest::parse(bytes)?;
+        if let Some(w) = parsed.warnings.into_iter().next() {
+            return Err(w);
+        }
+    }
+    Ok(())
+}
+
+/// The lines after the file list: how to build, install and run the scaffold.
+pub fn next_steps(name: &str, members: &Members) -> Vec<String> {
+    let mut out = Vec::new();
+    for m in ["lead", "worker"] {
+        out.push(format!(
+            "mur build {name}/{m} && mur install -g {name}/{m}/{name}-{m}-{VERSION}.mur.zip"
+        ));
+    }
+    if let Members::Models(s) = members {
+        out.push(format!(
+            "export {}=…   (the key both members send to {})",
+            s.key_var(),
+            s.endpoint
+        ));
+    }
+    out.push(format!("mur run --roster {name} --task \"<your task>\""));
+    out
+}
+
+fn roster(name: &str) -> String {
+    format!(
+        "# The formation {name}: lead takes each task and hands it to worker, the one member it may call.
+# Build and install both members, then launch it:
+#   mur build {name}/lead && mur install -g {name}/lead/{name}-lead-{VERSION}.mur.zip
+#   mur build {name}/worker && mur install -g {name}/worker/{name}-worker-{VERSION}.mur.zip
+#   mur run --roster {name} --task \"<your task>\"
+roster_version: 1
+members:
+  - name: lead
+    capsule: local/{name}-lead
+    version: {VERSION}
+    entry: true
+  - name: worker
+    capsule: local/{name}-worker
+    version: {VERSION}
+reachability:
+  - from: lead
+    to: [worker]
+"
+    )
+}
+
+/// The keys both members share: a door that checks the formation's credentials.
+const AUTHENTICATION: &str = "network:
+  authentication:
+    scheme: bearer
+";
+
+/// The lead calls worker's door on loopback, so its grant must reach localhost.
+const LEAD_GRANT: &str = "capabilities:
+  network:
+    allow:
+      - localhost
+";
+
+/// The worker waits for calls and serves them one after another.
+const WORKER_SERVES: &str = "lifecycle:
+  task_acceptance: queue
+  after_task: sleep
+exports:
+  peer_tasks:
+    accept: true
+";
+
+fn lead_component(name: &str) -> String {
+    format!(
+        "# lead, the entry member of {name}: hands each task to worker with one member call and answers
+# with worker's answer. capsule.wasm is a prebuilt WebAssembly component of the world
+# murmur:capsule/capsule@0.1.0; its Rust source is actors/demo/scaffold/lead in mur's repository.
+# Replace it with your own component, then build and install again.
+name: {name}-lead
+version: {VERSION}
+component: capsule.wasm
+{AUTHENTICATION}{LEAD_GRANT}"
+    )
+}
+
+fn worker_component(name: &str) -> String {
+    format!(
+        "# worker, the member of {name} that lead calls: answers each task with \"worker handled: <task>\".
+# capsule.wasm is a prebuilt WebAssembly component of the world murmur:capsule/capsule@0.1.0;
+# its Rust source is actors/demo/scaffold/worker in mur's repository. Replace it with your own
+# component, then build and install again.
+name: {name}-worker
+version: {VERSION}
+component: capsule.wasm
+{WORKER_SERVES}{AUTHENTICATION}"
+    )
+}
+
+fn inference_block(m: &ModelSettings, prompt: &str) -> String {
+    format!(
+        "inference:
+  provider: {}
+  endpoint: {}
+  model: {}
+  api_key: ${{{}}}
+  system_prompt: {}
+",
+        m.provider.as_str(),
+        yaml_scalar(&m.endpoint),
+        yaml_scalar(&m.model),
+        m.key_var(),
+        yaml_scalar(prompt),
+    )
+}
+
+fn lead_model(name: &str, m: &ModelSettings) -> String {
+    let prompt = "You lead a formation of two members. Hand every task you receive to the member `worker` \
+with the call-member tool, stating the task in full, then end your turn. When worker's answer arrives, \
+answer with it.";
+    format!(
+        "# lead, the entry member of {name}: a model capsule that hands each task to worker with
+# call-member and answers with worker's answer. The key is read from ${} when a session starts.
+name: {name}-lead
+version: {VERSION}
+{}{AUTHENTICATION}{LEAD_GRANT}",
+        m.key_var(),
+        inference_block(m, prompt)
+    )
+}
+
+fn worker_model(name: &str, m: &ModelSettings) -> String {
+    let prompt =
+        "You are the worker of a formation. Another member hands you a task; do it and answer with the result.";
+    format!(
+        "# worker, the member of {name} that lead calls: a model capsule that does the task it is handed.
+# The key is read from ${} when a session starts.
+name: {name}-worker
+version: {VERSION}
+{}{WORKER_SERVES}{AUTHENTICATION}",
+        m.key_var(),
+        inference_block(m, prompt)
+    )
+}
+
+/// A one-line YAML scalar for `s`: serde_yaml_ng's own rendering (plain, or quoted when the
+/// text would read as something else), or a double-quoted one when that rendering spans lines.
+fn yaml_scalar(s: &str) -> String {
+    match serde_yaml_ng::to_string(s) {
+        Ok(out) if out.trim_end_matches('\n').lines().count() == 1 => out.trim_end_matches('\n').to_string(),
+        // A JSON string is a valid YAML double-quoted scalar.
+        _ => serde_json::Value::String(s.to_string()).to_string(),
+    }
+}
+
+/// A user-supplied value for a message: control characters escaped, long values cut.
+fn shown(s: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i == 100 {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default())
+        } else {
+            out.push(c)
+        }
+    }
+    out
+}
