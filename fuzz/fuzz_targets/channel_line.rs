@@ -1,0 +1,24 @@
+//! Fuzzes the formation channel lines a member reads (runtime.md §10.1, §10.2).
+//!
+//! Properties: no panic, bounded memory; a first line that parses writes back (`to_line`) as a
+//! line that parses to the same value; token checks never panic; an address line that parses
+//! writes back (`address_line`) as a line that parses to the same addresses.
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use mur::channel::line::{FirstLine, address_line, parse_address_line};
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(line) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Ok(first) = FirstLine::parse(line) {
+        let again = FirstLine::parse(&first.to_line());
+        assert_eq!(again.as_ref(), Ok(&first), "{line:?}");
+        let _ = first.check_tokens();
+    }
+    if let Ok(addrs) = parse_address_line(line) {
+        assert_eq!(parse_address_line(&address_line(&addrs)), Ok(addrs), "{line:?}");
+    }
+});
