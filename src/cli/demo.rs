@@ -16,8 +16,9 @@ use crate::diag::{self, Diagnostic};
 use crate::manifest::{self, Kind};
 use crate::names::ArtifactName;
 use crate::paths::MurHome;
-use crate::scaffold::{calltree, demo};
+use crate::scaffold::demo;
 use crate::store::{self, archive};
+use crate::trace::formation as calltree;
 
 pub fn run(a: &DemoArgs) -> Outcome {
     let task = match a.task.as_deref() {

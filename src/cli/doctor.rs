@@ -6,10 +6,15 @@
 //! prints one `  ✓  <check>` / `  ✗  <message>` line per check [ours], then the Roster block when
 //! the project also holds `roster.yaml`. The exit code is 1 iff a check failed; warnings alone
 //! never fail.
+//!
+//! `--json` [ours] prints the same findings as one JSON object; `--graph` / `--dot` [ours] print
+//! only the admitted reachability graph, as Mermaid or Graphviz DOT.
 
 use std::path::Path;
 
-use super::{Failure, Outcome};
+use serde_json::{Value, json};
+
+use super::{DoctorArgs, Failure, Outcome};
 use crate::diag::{self, Diagnostic};
 use crate::manifest::{self, Kind};
 use crate::paths::{self, MurHome, Project};
@@ -18,7 +23,7 @@ use crate::store::{Stores, lock::Lock};
 
 const PREFIX: &str = "[mur doctor] ";
 
-pub fn run() -> Outcome {
+pub fn run(args: &DoctorArgs) -> Outcome {
     let cwd = std::env::current_dir().map_err(|e| {
         fail(Diagnostic::new(
             diag::E_IO_001,
@@ -26,6 +31,9 @@ pub fn run() -> Outcome {
         ))
     })?;
     let here = Project::at(&cwd);
+    if args.graph || args.dot {
+        return graph(&cwd, &here, args.dot);
+    }
     let mut report = Report::default();
     if exists(&here.roster()) && !exists(&here.manifest()) {
         report.line(&format!(
@@ -47,8 +55,76 @@ pub fn run() -> Outcome {
         }
     }
     report.tally();
-    print!("{}", report.out);
+    if args.json {
+        println!("{}", report.to_json());
+    } else {
+        print!("{}", report.out);
+    }
     Ok(u8::from(!report.errors.is_empty()))
+}
+
+/// `--graph` / `--dot`: the roster doctor would check (the formation directory's, else the
+/// project's), admitted, drawn. A refused roster is the refusal, exit 1.
+fn graph(cwd: &Path, here: &Project, dot: bool) -> Outcome {
+    let project = if exists(&here.roster()) {
+        here.clone()
+    } else {
+        paths::find_project_root(cwd, &["roster.yaml"]).ok_or_else(|| {
+            fail(
+                Diagnostic::new(
+                    diag::E_IO_001,
+                    "no roster.yaml in current or parent directories: there is no graph to draw",
+                )
+                .with_hint("run mur doctor --graph inside a formation directory holding roster.yaml"),
+            )
+        })?
+    };
+    let a = admit(&project, &MurHome::from_env()).map_err(fail)?;
+    print!("{}", if dot { dot_graph(&a) } else { mermaid(&a) });
+    Ok(0)
+}
+
+/// A node's label lines: name, capsule@version, and `entry` for the entry member.
+fn label_lines(m: &roster::AdmittedMember) -> Vec<String> {
+    let mut l = vec![m.name.clone(), format!("{}@{}", m.capsule, m.version)];
+    if m.entry {
+        l.push("entry".into());
+    }
+    l
+}
+
+/// A Mermaid flowchart [ours]. Nodes are `m<index>` because a member may be named after a
+/// Mermaid keyword (`end`); names and capsule names hold no quote, so labels need no escaping.
+pub fn mermaid(a: &Admitted) -> String {
+    let mut out = String::from("flowchart LR\n");
+    for (i, m) in a.members.iter().enumerate() {
+        out.push_str(&format!("    m{i}[\"{}\"]\n", label_lines(m).join("<br/>")));
+    }
+    for &(f, t) in &a.edges {
+        out.push_str(&format!("    m{f} --> m{t}\n"));
+    }
+    out
+}
+
+/// A Graphviz digraph [ours]; the entry member is drawn bold.
+pub fn dot_graph(a: &Admitted) -> String {
+    let mut out = String::from("digraph formation {\n    rankdir=LR;\n    node [shape=box];\n");
+    for m in &a.members {
+        let style = if m.entry { ", style=bold" } else { "" };
+        out.push_str(&format!(
+            "    \"{}\" [label=\"{}\"{style}];\n",
+            m.name,
+            label_lines(m).join("\\n")
+        ));
+    }
+    for &(f, t) in &a.edges {
+        out.push_str(&format!(
+            "    \"{}\" -> \"{}\";\n",
+            a.members[f].name, a.members[t].name
+        ));
+    }
+    out.push_str("}\n");
+    out
 }
 
 fn fail(diag: Diagnostic) -> Failure {
@@ -67,6 +143,11 @@ struct Report {
     passed: usize,
     errors: Vec<Diagnostic>,
     warning_fixes: Vec<String>,
+    /// The same findings for `--json`: each check, warnings, and the Roster block.
+    checks: Vec<Value>,
+    warnings: Vec<Value>,
+    member_dir: Option<String>,
+    roster: Option<Value>,
 }
 
 impl Report {
@@ -77,14 +158,39 @@ impl Report {
 
     fn pass(&mut self, check: &str) {
         self.passed += 1;
+        self.checks.push(json!({"ok": true, "text": check}));
         self.line(&format!("  \u{2713}  {check}"));
     }
 
     /// A refusal: `  ✗  <message>` on stdout, the full diagnostic on stderr.
     fn refuse(&mut self, d: Diagnostic) {
         self.line(&format!("  \u{2717}  {}", d.message));
+        self.checks.push(json!({"ok": false, "text": d.message}));
         d.eprint(PREFIX);
         self.errors.push(d);
+    }
+
+    /// `--json` [ours]: `ok` (no check failed), `errors` and `warnings` (`code`, `message`, `fix`),
+    /// `member` (`dir`, `checks`: `ok`, `text`; `null` in formation mode) and `roster` (`null` when
+    /// no roster was checked). Keys sorted (§1.2).
+    fn to_json(&self) -> String {
+        let errors: Vec<Value> = self
+            .errors
+            .iter()
+            .map(|d| json!({"code": d.code.id, "message": d.message, "fix": d.hint()}))
+            .collect();
+        let member = self
+            .member_dir
+            .as_ref()
+            .map(|dir| json!({"dir": dir, "checks": self.checks}));
+        json!({
+            "errors": errors,
+            "member": member,
+            "ok": self.errors.is_empty(),
+            "roster": self.roster,
+            "warnings": self.warnings,
+        })
+        .to_string()
     }
 
     fn tally(&mut self) {
@@ -114,6 +220,7 @@ impl Report {
 /// Member mode [ours]: the manifest parses (with its W-SEC-019 warnings) and its kind is sound.
 fn member_checks(report: &mut Report, project: &Project) {
     report.line(&format!("Member sources in {}", project.root().display()));
+    report.member_dir = Some(project.root().display().to_string());
     match manifest::load_file(&project.manifest()) {
         Err(d) => report.refuse(d),
         Ok(parsed) => {
@@ -121,11 +228,15 @@ fn member_checks(report: &mut Report, project: &Project) {
             report.pass(&format!("murmur.yaml parses: {}@{}", m.name, m.version));
             for w in &parsed.warnings {
                 report.line(&format!("  {}", w.render("")));
-                report.warning_fixes.push(format!(
+                let fix = format!(
                     "{} — remove the key or correct its spelling in murmur.yaml ({})",
                     w.message,
                     w.head()
-                ));
+                );
+                report
+                    .warnings
+                    .push(json!({"code": w.code.id, "message": w.message, "fix": fix}));
+                report.warning_fixes.push(fix);
             }
             match &m.kind {
                 Kind::Model => report.pass("kind: model capsule (inference)"),
@@ -152,9 +263,22 @@ fn member_checks(report: &mut Report, project: &Project) {
 fn roster_block(report: &mut Report, project: &Project, home: &MurHome) {
     report.line("Roster");
     report.line(&format!("  file: {}", project.roster().display()));
+    let file = project.roster().display().to_string();
     match admit(project, home) {
-        Err(d) => report.refuse(d),
+        Err(d) => {
+            report.roster = Some(json!({"admitted": false, "file": file, "error": d.code.id}));
+            report.refuse(d);
+        }
         Ok(a) => {
+            report.roster = Some(roster_json(&a, file));
+            // Each W-ROS-001 warning is one overflow, both in roster order.
+            let fixes: Vec<String> = roster::overflows(&a).iter().map(|o| o.fix()).collect();
+            for (i, w) in a.warnings.iter().enumerate() {
+                let fix = fixes.get(i).map(String::as_str).or(w.hint());
+                report
+                    .warnings
+                    .push(json!({"code": w.code.id, "message": w.message, "fix": fix}));
+            }
             for row in rows(&a) {
                 report.line(&row);
             }
@@ -168,6 +292,36 @@ fn roster_block(report: &mut Report, project: &Project, home: &MurHome) {
         }
     }
     report.line("");
+}
+
+/// The Roster block for `--json`: members in roster order and the admitted edges by name.
+fn roster_json(a: &Admitted, file: String) -> Value {
+    let members: Vec<Value> = a
+        .members
+        .iter()
+        .map(|m| {
+            json!({
+                "authenticated": m.manifest.authentication,
+                "capsule": m.capsule.to_string(),
+                "entry": m.entry,
+                "name": m.name,
+                "serves_peers": m.manifest.peer_tasks_accept,
+                "sha256": m.sha256,
+                "version": m.version,
+            })
+        })
+        .collect();
+    let edges: Vec<Value> = a
+        .edges
+        .iter()
+        .map(|&(f, t)| json!({"from": a.members[f].name, "to": a.members[t].name}))
+        .collect();
+    let mode = match a.reachability {
+        Reachability::All => "all",
+        Reachability::None => "none",
+        Reachability::Rules(_) => "rules",
+    };
+    json!({"admitted": true, "edges": edges, "file": file, "members": members, "reachability": mode})
 }
 
 /// Reads the roster, its stores (the project's, then the global one) and its lock, and admits it.

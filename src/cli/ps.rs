@@ -8,7 +8,7 @@ use super::Outcome;
 use crate::paths::MurHome;
 use crate::running::{self, RunningRecord};
 
-pub fn run() -> Outcome {
+pub fn run(json: bool) -> Outcome {
     let home = MurHome::from_env();
     let records = match running::live(&home) {
         Ok(r) => r,
@@ -18,8 +18,41 @@ pub fn run() -> Outcome {
             Vec::new()
         }
     };
-    print!("{}", render(&records));
+    if json {
+        println!("{}", render_json(&records));
+    } else {
+        print!("{}", render(&records));
+    }
     Ok(0)
+}
+
+/// `--json` [ours]: one compact line `{"sessions":[…]}`, keys sorted (§1.2), sessions in the
+/// table's order. Every session carries every key (`null` when absent) so scripts need no
+/// existence checks. The door token is never shown.
+pub fn render_json(records: &[RunningRecord]) -> String {
+    let mut sorted: Vec<&RunningRecord> = records.iter().collect();
+    // Standalone sessions first, then formations in id order, as the table lists them.
+    sorted.sort_by(|a, b| (&a.formation_id, &a.session_id).cmp(&(&b.formation_id, &b.session_id)));
+    let sessions: Vec<serde_json::Value> = sorted
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "capsule_name": r.capsule_name,
+                "capsule_version": r.capsule_version,
+                "formation_entry": r.formation_entry,
+                "formation_id": r.formation_id,
+                "formation_launcher_pid": r.formation_launcher.as_ref().map(|l| l.pid),
+                "formation_member": r.formation_member,
+                "pid": r.pid,
+                "records_dir": r.records_dir,
+                "session_id": r.session_id,
+                "started_at": r.started_at,
+                "url": r.url,
+                "workdir": r.workdir,
+            })
+        })
+        .collect();
+    serde_json::json!({ "sessions": sessions }).to_string()
 }
 
 /// The table for these (live) records; `No sessions are running.` when there are none.
@@ -140,6 +173,25 @@ mod tests {
             workdir: "/w".into(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn json_lists_sessions_in_table_order_without_tokens() {
+        assert_eq!(render_json(&[]), r#"{"sessions":[]}"#);
+        let frm = "frm_0199c4e2f1b7712a9d3e4f5061728394";
+        let mut b = rec("ses_b", Some(frm), Some("planner"));
+        b.door_token = Some("mdt1.secret".into());
+        b.formation_entry = true;
+        let out = render_json(&[b, rec("ses_a", None, None)]);
+        assert!(!out.contains("mdt1"), "{out}");
+        assert_eq!(
+            out,
+            format!(
+                "{{\"sessions\":[\
+                 {{\"capsule_name\":\"local/echo\",\"capsule_version\":\"0.1.0\",\"formation_entry\":false,\"formation_id\":null,\"formation_launcher_pid\":null,\"formation_member\":null,\"pid\":77,\"records_dir\":\"/r\",\"session_id\":\"ses_a\",\"started_at\":\"2026-01-01T00:00:00.000Z\",\"url\":\"localhost:4000\",\"workdir\":\"/w\"}},\
+                 {{\"capsule_name\":\"local/echo\",\"capsule_version\":\"0.1.0\",\"formation_entry\":true,\"formation_id\":\"{frm}\",\"formation_launcher_pid\":4242,\"formation_member\":\"planner\",\"pid\":77,\"records_dir\":\"/r\",\"session_id\":\"ses_b\",\"started_at\":\"2026-01-01T00:00:00.000Z\",\"url\":\"localhost:4000\",\"workdir\":\"/w\"}}]}}"
+            )
+        );
     }
 
     #[test]

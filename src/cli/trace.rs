@@ -19,7 +19,8 @@ pub fn show(id: &str) -> Outcome {
         ids::check(IdKind::Formation, id).map_err(|e| not_found(format!("'{id}' is not a formation id: {e}")))?;
         return show_formation(&home, id);
     }
-    ids::check(IdKind::Session, id).map_err(|e| not_found(format!("'{id}' is neither a session id nor a formation id: {e}")))?;
+    ids::check(IdKind::Session, id)
+        .map_err(|e| not_found(format!("'{id}' is neither a session id nor a formation id: {e}")))?;
     show_session(&home, id)
 }
 
@@ -30,8 +31,12 @@ fn not_found(message: String) -> Diagnostic {
 fn show_session(home: &MurHome, id: &str) -> Outcome {
     let path = find_session_trace(home, id)
         .ok_or_else(|| not_found(format!("no trace of session {id} under {}", home.records().display())))?;
-    let records = crate::trace::read_records(&path)
-        .map_err(|e| not_found(format!("the trace of session {id} at {} cannot be read: {e}", path.display())))?;
+    let records = crate::trace::read_records(&path).map_err(|e| {
+        not_found(format!(
+            "the trace of session {id} at {} cannot be read: {e}",
+            path.display()
+        ))
+    })?;
     for r in &records {
         println!("{}", session_line(r));
     }
@@ -108,8 +113,11 @@ fn formation_roots(home: &MurHome, id: &str) -> Vec<PathBuf> {
         roots.push(home.records_group(std::path::Path::new(&m.project_dir)));
     }
     if let Ok(entries) = std::fs::read_dir(home.formation(id)) {
-        let mut members: Vec<PathBuf> =
-            entries.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())).map(|e| e.path()).collect();
+        let mut members: Vec<PathBuf> = entries
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.path())
+            .collect();
         members.sort();
         roots.extend(members.iter().map(|m| home.records_group(m)));
     }
@@ -123,7 +131,11 @@ fn show_formation(home: &MurHome, id: &str) -> Outcome {
     let t = formation::collect(id, &roots);
     if t.sessions.is_empty() {
         let list: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
-        return Err(not_found(format!("no session under {} belongs to formation {id}", list.join(", "))).into());
+        return Err(not_found(format!(
+            "no session under {} belongs to formation {id}",
+            list.join(", ")
+        ))
+        .into());
     }
     print!("{}", render_formation(id, &roots, &t));
     Ok(0)
@@ -135,7 +147,12 @@ pub fn render_formation(id: &str, roots: &[PathBuf], t: &FormationTrace) -> Stri
         let head = if i == 0 { "searched:   " } else { "            " };
         out.push_str(&format!("{head}{}\n", root.display()));
     }
-    let width = t.sessions.iter().map(|s| s.member.as_deref().unwrap_or("-").len()).max().unwrap_or(1);
+    let width = t
+        .sessions
+        .iter()
+        .map(|s| s.member.as_deref().unwrap_or("-").len())
+        .max()
+        .unwrap_or(1);
     for s in &t.sessions {
         out.push_str(&format!(
             "{:<36}  {:<width$}  {}  {}\n",
@@ -146,10 +163,59 @@ pub fn render_formation(id: &str, roots: &[PathBuf], t: &FormationTrace) -> Stri
         ));
     }
     if !t.calls.is_empty() {
+        // A call made by a task that a call started is drawn under that call, two spaces deeper;
+        // a top-level line keeps §14.4's shape `  mcl_…  planner → coder  completed  1234 ms`.
         out.push_str("calls:\n");
-        for c in &t.calls {
-            out.push_str(&format!("  {}  {} → {}  {}  {} ms\n", c.call_id, c.from, c.to, c.status, c.duration_ms));
+        for line in formation::call_tree(&t.calls) {
+            let indent = "  ".repeat(line.depth + 1);
+            out.push_str(&format!("{indent}{}  {}\n", line.call_id, line.render().trim_start()));
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::formation::{CallSummary, SessionSummary};
+
+    #[test]
+    fn formation_calls_are_drawn_as_a_tree() {
+        let frm = "frm_0199c4e2f1b7712a9d3e4f5061728394";
+        let ses = |id: &str, member: &str, end: Option<&str>| SessionSummary {
+            session_id: id.into(),
+            member: Some(member.into()),
+            capsule: format!("local/{member}"),
+            exit_status: end.map(str::to_owned),
+            started_ms: 0,
+        };
+        let call = |id: &str, from: &str, to: &str, task: &str, mt: &str, status: &str, ms: Option<u64>| CallSummary {
+            call_id: id.into(),
+            from: from.into(),
+            to: to.into(),
+            status: status.into(),
+            duration_ms: ms,
+            task_id: task.into(),
+            member_task_id: Some(mt.into()),
+        };
+        let t = FormationTrace {
+            sessions: vec![ses("ses_a", "planner", Some("ok")), ses("ses_b", "coder", None)],
+            calls: vec![
+                call("mcl_2", "coder", "tester", "tsk_c", "tsk_t", "completed", Some(7)),
+                call("mcl_1", "planner", "coder", "tsk_p", "tsk_c", "completed", Some(1234)),
+                call("mcl_3", "planner", "tester", "tsk_p", "tsk_t2", "unfinished", None),
+            ],
+        };
+        let out = render_formation(frm, &[PathBuf::from("/r/a"), PathBuf::from("/r/b")], &t);
+        let want = format!(
+            "── Formation {}\nformation:  {frm}\nsearched:   /r/a\n            /r/b\n\
+             ses_a{}  planner  local/planner  ok\n\
+             ses_b{}  coder    local/coder  no session_end\n\
+             calls:\n  mcl_1  planner → coder  completed  1234 ms\n    mcl_2  coder → tester  completed  7 ms\n  mcl_3  planner → tester  unfinished\n",
+            "─".repeat(30),
+            " ".repeat(31),
+            " ".repeat(31)
+        );
+        assert_eq!(out, want);
+    }
 }

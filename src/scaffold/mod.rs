@@ -1,11 +1,10 @@
 //! Files mur writes from what is built into it: the two-member formation `mur new --roster`
 //! scaffolds (runtime.md §2, the scaffold paragraph) and the demo formation `mur demo` launches
-//! ([`demo`]), plus the call tree `mur demo` prints ([`calltree`]).
+//! ([`demo`]). The call tree `mur demo` prints is `crate::trace::formation::build`.
 //!
 //! Rendering is pure: names and provider words in, file bytes out. The commands do the file
 //! system work, and check every file with our own parsers ([`check`]) before any is shown.
 
-pub mod calltree;
 pub mod demo;
 
 #[cfg(test)]
@@ -171,8 +170,38 @@ pub fn config_defaults(bytes: &[u8], provider: Provider) -> Result<ConfigDefault
     })
 }
 
+/// The JSON Schemas `schemas/` checks in (kept in step with the parsers by `schema`'s tests).
+/// The scaffold carries its own copies so editors validate it offline.
+const ROSTER_SCHEMA: &str = include_str!("../../schemas/roster.schema.json");
+const MANIFEST_SCHEMA: &str = include_str!("../../schemas/murmur.schema.json");
+
+/// The first line of each YAML file `mur new` writes: yaml-language-server reads it.
+const ROSTER_SCHEMA_LINE: &str = "# yaml-language-server: $schema=.schemas/roster.schema.json\n";
+const MANIFEST_SCHEMA_LINE: &str = "# yaml-language-server: $schema=../.schemas/murmur.schema.json\n";
+
 /// Every file of the scaffold of formation `name`, in the order `mur new` lists them.
 pub fn render(name: &str, members: &Members) -> Vec<File> {
+    let mut files = render_documents(name, members);
+    for f in &mut files {
+        let line = match f.path {
+            "roster.yaml" => ROSTER_SCHEMA_LINE,
+            p if p.ends_with("murmur.yaml") => MANIFEST_SCHEMA_LINE,
+            _ => continue,
+        };
+        f.bytes.splice(0..0, line.bytes());
+    }
+    files.push(File {
+        path: ".schemas/roster.schema.json",
+        bytes: ROSTER_SCHEMA.as_bytes().to_vec(),
+    });
+    files.push(File {
+        path: ".schemas/murmur.schema.json",
+        bytes: MANIFEST_SCHEMA.as_bytes().to_vec(),
+    });
+    files
+}
+
+fn render_documents(name: &str, members: &Members) -> Vec<File> {
     let mut files = vec![File {
         path: "roster.yaml",
         bytes: roster(name).into_bytes(),

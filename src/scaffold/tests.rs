@@ -155,12 +155,39 @@ fn component_scaffold_is_what_the_spec_lists() {
             "lead/murmur.yaml",
             "lead/capsule.wasm",
             "worker/murmur.yaml",
-            "worker/capsule.wasm"
+            "worker/capsule.wasm",
+            ".schemas/roster.schema.json",
+            ".schemas/murmur.schema.json"
         ]
     );
     for f in &files {
         check(f.path, &f.bytes).unwrap_or_else(|d| panic!("{}: {d}", f.path));
     }
+    // Editors validate the scaffold offline against the schemas it carries.
+    let first_line = |p: &str| {
+        let f = files.iter().find(|f| f.path == p).expect(p);
+        String::from_utf8_lossy(&f.bytes)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(
+        first_line("roster.yaml"),
+        "# yaml-language-server: $schema=.schemas/roster.schema.json"
+    );
+    assert_eq!(
+        first_line("lead/murmur.yaml"),
+        "# yaml-language-server: $schema=../.schemas/murmur.schema.json"
+    );
+    let schema = files
+        .iter()
+        .find(|f| f.path == ".schemas/roster.schema.json")
+        .expect("schema");
+    assert_eq!(
+        schema.bytes,
+        std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/schemas/roster.schema.json")).unwrap()
+    );
 
     let roster = crate::roster::parse(&files[0].bytes).expect("roster");
     let members: Vec<(&str, String, &str, bool)> = roster
@@ -223,7 +250,16 @@ fn model_scaffold_declares_provider_endpoint_model_and_key() {
         let settings = ModelSettings::new(provider, &ConfigDefaults::default());
         let files = render("crew", &Members::Models(settings));
         let paths: Vec<&str> = files.iter().map(|f| f.path).collect();
-        assert_eq!(paths, ["roster.yaml", "lead/murmur.yaml", "worker/murmur.yaml"]);
+        assert_eq!(
+            paths,
+            [
+                "roster.yaml",
+                "lead/murmur.yaml",
+                "worker/murmur.yaml",
+                ".schemas/roster.schema.json",
+                ".schemas/murmur.schema.json"
+            ]
+        );
         for f in &files {
             check(f.path, &f.bytes).unwrap_or_else(|d| panic!("{}: {d}", f.path));
         }
@@ -353,7 +389,7 @@ fn call_end(task: &str, call: &str, member: &str, member_task: &str, status: &st
            "member_task_id": member_task, "status": status, "duration_ms": ms})
 }
 
-fn rendered(lines: &[calltree::CallLine]) -> Vec<String> {
+fn rendered(lines: &[crate::trace::formation::CallLine]) -> Vec<String> {
     lines.iter().map(|l| l.render()).collect()
 }
 
@@ -385,7 +421,7 @@ fn call_tree_nests_calls_under_the_task_that_made_them() {
     ];
     let sessions = vec![analyst, writer, stranger, planner, alone];
 
-    let lines = calltree::build(&sessions, Some(frm));
+    let lines = crate::trace::formation::build(&sessions, Some(frm));
     assert_eq!(
         rendered(&lines),
         [
@@ -398,7 +434,7 @@ fn call_tree_nests_calls_under_the_task_that_made_them() {
     assert_eq!(lines[2].depth, 1);
 
     // Without a formation id, every session of any formation counts.
-    assert_eq!(calltree::build(&sessions, None).len(), 4);
+    assert_eq!(crate::trace::formation::build(&sessions, None).len(), 4);
 }
 
 #[test]
@@ -418,7 +454,7 @@ fn call_tree_shows_calls_without_an_outcome_and_survives_bad_traces() {
         start("worker", frm),
         call_end("tsk_w", "mcl_3", "helper", "tsk_w", "completed", 1),
     ];
-    let lines = calltree::build(&[lead, worker, Vec::new()], Some(frm));
+    let lines = crate::trace::formation::build(&[lead, worker, Vec::new()], Some(frm));
     assert_eq!(
         rendered(&lines),
         [

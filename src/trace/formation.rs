@@ -2,8 +2,12 @@
 //!
 //! A session belongs to a formation when its trace starts with a `session_start` naming that
 //! `formation_id`. Calls are joined across sessions by `call_id`: the caller's `member_call`
-//! record carries the outcome. `mur trace show frm_…` and `mur demo` render what this returns.
+//! record carries the outcome, its `member_call_start` the callee's task when the call has not
+//! ended. [`call_tree`] nests each call under the call that started the task which made it
+//! (`task_id` = that call's `member_task_id`). `mur trace show frm_…` and `mur demo` render what
+//! this returns.
 
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -23,13 +27,15 @@ pub struct SessionSummary {
 }
 
 /// One call between members, as its caller recorded it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CallSummary {
     pub call_id: String,
     pub from: String,
     pub to: String,
+    /// The `member_call` status, or `unfinished` when the trace holds only the call's start.
     pub status: String,
-    pub duration_ms: u64,
+    /// `None` while unfinished.
+    pub duration_ms: Option<u64>,
     /// The caller's task that made the call, and the callee's task that served it.
     pub task_id: String,
     pub member_task_id: Option<String>,
@@ -45,6 +51,7 @@ pub struct FormationTrace {
 /// places it in `formation_id`.
 pub fn collect(formation_id: &str, roots: &[PathBuf]) -> FormationTrace {
     let mut out = FormationTrace::default();
+    let mut calls = BTreeMap::new();
     let mut seen = std::collections::HashSet::new();
     for root in roots {
         for trace in trace_files(root, 3) {
@@ -68,28 +75,144 @@ pub fn collect(formation_id: &str, roots: &[PathBuf]) -> FormationTrace {
                     .and_then(|r| r["exit_status"].as_str().map(str::to_owned)),
                 started_ms: first["timestamp"].as_u64().unwrap_or(0),
             };
-            for r in records.iter().filter(|r| r["event_type"] == "member_call") {
-                out.calls.push(CallSummary {
-                    call_id: str_of(r, "call_id"),
-                    from: member.clone().unwrap_or_else(|| "-".into()),
-                    to: str_of(r, "member"),
-                    status: str_of(r, "status"),
-                    duration_ms: r["duration_ms"].as_u64().unwrap_or(0),
-                    task_id: str_of(r, "task_id"),
-                    member_task_id: r["member_task_id"].as_str().map(str::to_owned),
-                });
-            }
+            add_calls(&mut calls, &records, member.as_deref().unwrap_or("-"));
             out.sessions.push(session);
         }
     }
-    out.sessions.sort_by(|a, b| (a.started_ms, &a.session_id).cmp(&(b.started_ms, &b.session_id)));
-    out.calls.sort_by(|a, b| a.call_id.cmp(&b.call_id));
-    out.calls.dedup_by(|a, b| a.call_id == b.call_id);
+    out.sessions
+        .sort_by(|a, b| (a.started_ms, &a.session_id).cmp(&(b.started_ms, &b.session_id)));
+    out.calls = calls.into_values().collect();
     out
 }
 
-fn str_of(r: &Value, key: &str) -> String {
-    r[key].as_str().unwrap_or_default().to_owned()
+/// Merges the `member_call_start` / `member_call` records of one session (whose member is
+/// `caller`) into `calls`, keyed by `call_id`; a record without a call id or member is skipped.
+fn add_calls(calls: &mut BTreeMap<String, CallSummary>, records: &[Value], caller: &str) {
+    for r in records {
+        let kind = r["event_type"].as_str().unwrap_or("");
+        if kind != "member_call_start" && kind != "member_call" {
+            continue;
+        }
+        let (Some(call_id), Some(to)) = (r["call_id"].as_str(), r["member"].as_str()) else {
+            continue;
+        };
+        let c = calls.entry(call_id.to_owned()).or_insert_with(|| CallSummary {
+            call_id: call_id.to_owned(),
+            status: "unfinished".into(),
+            ..CallSummary::default()
+        });
+        c.from = caller.to_owned();
+        c.to = to.to_owned();
+        if let Some(t) = r["task_id"].as_str() {
+            c.task_id = t.to_owned();
+        }
+        if let Some(t) = r["member_task_id"].as_str().filter(|t| !t.is_empty()) {
+            c.member_task_id = Some(t.to_owned());
+        }
+        if kind == "member_call" {
+            c.status = r["status"].as_str().unwrap_or("?").to_owned();
+            c.duration_ms = r["duration_ms"].as_u64();
+        }
+    }
+}
+
+/// The calls of every session (each trace's records in file order) whose `session_start` names
+/// `formation_id` (any formation when `None`), drawn as a tree; for callers that hold traces
+/// rather than a records directory (`mur demo`).
+pub fn build(sessions: &[Vec<Value>], formation_id: Option<&str>) -> Vec<CallLine> {
+    let mut calls = BTreeMap::new();
+    for records in sessions {
+        let Some(start) = records.first().filter(|r| r["event_type"] == "session_start") else {
+            continue;
+        };
+        let Some(frm) = start["formation_id"].as_str() else {
+            continue;
+        };
+        if formation_id.is_some_and(|want| want != frm) {
+            continue;
+        }
+        add_calls(&mut calls, records, start["formation_member"].as_str().unwrap_or("-"));
+    }
+    call_tree(&calls.into_values().collect::<Vec<_>>())
+}
+
+/// One call placed in the tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallLine {
+    /// 0 for a call the entry's task made, 1 for a call made by a task such a call started, …
+    pub depth: usize,
+    pub call_id: String,
+    pub caller: String,
+    pub member: String,
+    pub status: String,
+    pub duration_ms: Option<u64>,
+}
+
+impl CallLine {
+    /// `planner → coder  completed  12 ms`, indented two spaces per level below the first.
+    pub fn render(&self) -> String {
+        let mut out = format!(
+            "{}{} → {}  {}",
+            "  ".repeat(self.depth),
+            self.caller,
+            self.member,
+            self.status
+        );
+        if let Some(ms) = self.duration_ms {
+            out.push_str(&format!("  {ms} ms"));
+        }
+        out
+    }
+}
+
+/// Deeper than any formation nests: a guard against traces whose task ids loop.
+const MAX_DEPTH: usize = 32;
+
+/// `calls` as a depth-first tree: each call is followed by the calls its callee's task made,
+/// siblings in call-id (mint) order. Roots are calls made by a task no call started (the entry's
+/// own). Every call appears exactly once: calls caught in a loop of task ids, or below
+/// [`MAX_DEPTH`], are drawn as roots after the rest.
+pub fn call_tree(calls: &[CallSummary]) -> Vec<CallLine> {
+    let mut sorted: Vec<&CallSummary> = calls.iter().collect();
+    sorted.sort_by(|a, b| a.call_id.cmp(&b.call_id));
+    let started: HashSet<&str> = sorted.iter().filter_map(|c| c.member_task_id.as_deref()).collect();
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    for c in &sorted {
+        if !started.contains(c.task_id.as_str()) {
+            walk(&sorted, c, 0, &mut seen, &mut out);
+        }
+    }
+    for c in &sorted {
+        walk(&sorted, c, 0, &mut seen, &mut out);
+    }
+    out
+}
+
+fn walk<'a>(
+    calls: &[&'a CallSummary],
+    call: &'a CallSummary,
+    depth: usize,
+    seen: &mut HashSet<&'a str>,
+    out: &mut Vec<CallLine>,
+) {
+    if depth > MAX_DEPTH || !seen.insert(call.call_id.as_str()) {
+        return;
+    }
+    out.push(CallLine {
+        depth,
+        call_id: call.call_id.clone(),
+        caller: call.from.clone(),
+        member: call.to.clone(),
+        status: call.status.clone(),
+        duration_ms: call.duration_ms,
+    });
+    let Some(task) = call.member_task_id.as_deref() else {
+        return;
+    };
+    for child in calls.iter().filter(|c| c.task_id == task) {
+        walk(calls, child, depth + 1, seen, out);
+    }
 }
 
 /// `trace.jsonl` files at most `depth` directories below `root` (records groups hold session
@@ -129,14 +252,24 @@ mod tests {
             w.write(
                 "session_start",
                 None,
-                &[("capsule_name", json!(format!("local/{member}"))), ("formation_id", json!(frm_id)), ("formation_member", json!(member))],
+                &[
+                    ("capsule_name", json!(format!("local/{member}"))),
+                    ("formation_id", json!(frm_id)),
+                    ("formation_member", json!(member)),
+                ],
             )
             .unwrap();
             for (id, to) in calls {
                 w.write(
                     "member_call",
                     None,
-                    &[("task_id", json!("tsk_1")), ("call_id", json!(id)), ("member", json!(to)), ("status", json!("completed")), ("duration_ms", json!(12))],
+                    &[
+                        ("task_id", json!("tsk_1")),
+                        ("call_id", json!(id)),
+                        ("member", json!(to)),
+                        ("status", json!("completed")),
+                        ("duration_ms", json!(12)),
+                    ],
                 )
                 .unwrap();
             }
@@ -147,13 +280,101 @@ mod tests {
         mk("proj", "ses_a", "planner", frm, Some("ok"), &[("mcl_1", "coder")]);
         mk("peers/coder", "ses_b", "coder", frm, None, &[]);
         mk("proj", "ses_c", "other", "frm_other", Some("ok"), &[]);
-        let t = collect(frm, &[dir.path().join("proj"), dir.path().join("peers"), dir.path().join("proj")]);
+        let t = collect(
+            frm,
+            &[
+                dir.path().join("proj"),
+                dir.path().join("peers"),
+                dir.path().join("proj"),
+            ],
+        );
         let ids: Vec<&str> = t.sessions.iter().map(|s| s.session_id.as_str()).collect();
         assert_eq!(ids.len(), 2);
         assert!(ids.contains(&"ses_a") && ids.contains(&"ses_b"));
         let coder = t.sessions.iter().find(|s| s.session_id == "ses_b").unwrap();
         assert_eq!(coder.exit_status, None);
         assert_eq!(t.calls.len(), 1);
-        assert_eq!((t.calls[0].from.as_str(), t.calls[0].to.as_str(), t.calls[0].duration_ms), ("planner", "coder", 12));
+        assert_eq!(
+            (t.calls[0].from.as_str(), t.calls[0].to.as_str(), t.calls[0].duration_ms),
+            ("planner", "coder", Some(12))
+        );
+    }
+
+    fn call(id: &str, from: &str, to: &str, task: &str, member_task: Option<&str>, status: &str) -> CallSummary {
+        CallSummary {
+            call_id: id.into(),
+            from: from.into(),
+            to: to.into(),
+            status: status.into(),
+            duration_ms: (status != "unfinished").then_some(5),
+            task_id: task.into(),
+            member_task_id: member_task.map(str::to_owned),
+        }
+    }
+
+    fn drawn(calls: &[CallSummary]) -> Vec<String> {
+        call_tree(calls)
+            .iter()
+            .map(|l| format!("{} {}", l.call_id, l.render()))
+            .collect()
+    }
+
+    #[test]
+    fn calls_nest_under_the_call_whose_task_made_them() {
+        let calls = [
+            call("mcl_3", "reviewer", "coder", "tsk_r", Some("tsk_c2"), "completed"),
+            call("mcl_1", "planner", "coder", "tsk_p", Some("tsk_c"), "completed"),
+            call("mcl_2", "planner", "reviewer", "tsk_p", Some("tsk_r"), "failed"),
+            call("mcl_4", "coder", "tester", "tsk_c", None, "unfinished"),
+        ];
+        assert_eq!(
+            drawn(&calls),
+            [
+                "mcl_1 planner → coder  completed  5 ms",
+                "mcl_4   coder → tester  unfinished",
+                "mcl_2 planner → reviewer  failed  5 ms",
+                "mcl_3   reviewer → coder  completed  5 ms",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_loop_of_task_ids_still_draws_every_call_once() {
+        let calls = [
+            call("mcl_1", "a", "b", "tsk_a", Some("tsk_b"), "completed"),
+            call("mcl_2", "b", "a", "tsk_b", Some("tsk_a"), "completed"),
+        ];
+        assert_eq!(
+            drawn(&calls),
+            ["mcl_1 a → b  completed  5 ms", "mcl_2   b → a  completed  5 ms"]
+        );
+        assert!(call_tree(&[]).is_empty());
+    }
+
+    #[test]
+    fn build_joins_start_and_end_records_across_sessions() {
+        let frm = "frm_0199c4e2f1b7712a9d3e4f5061728394";
+        let start = |member: &str, f: &str| json!({"event_type": "session_start", "formation_id": f, "formation_member": member});
+        let lead = vec![
+            start("lead", frm),
+            json!({"event_type": "member_call_start", "task_id": "tsk_l", "call_id": "mcl_1", "member": "worker", "member_task_id": "tsk_w"}),
+            json!({"event_type": "member_call", "task_id": "tsk_l", "call_id": "mcl_1", "member": "worker", "member_task_id": "tsk_w", "status": "completed", "duration_ms": 40}),
+        ];
+        let worker = vec![
+            start("worker", frm),
+            json!({"event_type": "member_call_start", "task_id": "tsk_w", "call_id": "mcl_2", "member": "helper", "member_task_id": "tsk_h"}),
+        ];
+        let other = vec![
+            start("x", "frm_other"),
+            json!({"event_type": "member_call", "task_id": "t", "call_id": "mcl_0", "member": "y", "status": "completed", "duration_ms": 1}),
+        ];
+        let lines: Vec<String> = build(&[worker, other, lead, Vec::new()], Some(frm))
+            .iter()
+            .map(CallLine::render)
+            .collect();
+        assert_eq!(
+            lines,
+            ["lead → worker  completed  40 ms", "  worker → helper  unfinished"]
+        );
     }
 }

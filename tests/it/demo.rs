@@ -202,6 +202,8 @@ fn new_roster_scaffold_builds_installs_is_admitted_and_runs_offline() {
   crew/lead/capsule.wasm
   crew/worker/murmur.yaml
   crew/worker/capsule.wasm
+  crew/.schemas/roster.schema.json
+  crew/.schemas/murmur.schema.json
 
 Next:
   mur build crew/lead && mur install -g crew/lead/crew-lead-0.1.0.mur.zip
@@ -211,7 +213,10 @@ Next:
     );
     assert_eq!(stderr(&out), "");
     assert_eq!(entries(&cwd), ["crew"], "the staging directory is gone");
-    assert_eq!(entries(&cwd.join("crew")), ["lead", "roster.yaml", "worker"]);
+    assert_eq!(
+        entries(&cwd.join("crew")),
+        [".schemas", "lead", "roster.yaml", "worker"]
+    );
 
     build_and_install(&sb, &cwd, &stdout(&out));
     let doctor = ok(&sb, &cwd.join("crew"), &["doctor"]);
@@ -238,6 +243,8 @@ fn new_roster_with_inference_scaffolds_model_members_that_are_admitted() {
   team/roster.yaml
   team/lead/murmur.yaml
   team/worker/murmur.yaml
+  team/.schemas/roster.schema.json
+  team/.schemas/murmur.schema.json
 
 Next:
 "
