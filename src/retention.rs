@@ -73,7 +73,10 @@ mod tests {
             let current = id(prefix, now, 9);
             let mut all = old.clone();
             all.push(current.clone());
-            let retain = Retain { max_sessions: Some(3), max_age_secs: Some(4 * 86_400 + 1) };
+            let retain = Retain {
+                max_sessions: Some(3),
+                max_age_secs: Some(4 * 86_400 + 1),
+            };
             // Ranks: current 0, old[4] 1, old[3] 2, old[2] 3, old[1] 4, old[0] 5 (five days old).
             assert_eq!(
                 plan(all, kind, &current, &retain, now, &|_| false),
@@ -92,7 +95,10 @@ mod tests {
         let now = 10 * DAY;
         let p = "frm_";
         let (old, current, newer, live) = (id(p, DAY, 1), id(p, 2 * DAY, 2), id(p, 3 * DAY, 3), id(p, DAY / 2, 4));
-        let retain = Retain { max_sessions: Some(1), max_age_secs: Some(1) };
+        let retain = Retain {
+            max_sessions: Some(1),
+            max_age_secs: Some(1),
+        };
         let got = plan(
             vec![old.clone(), current.clone(), newer, live.clone()],
             IdKind::Formation,
@@ -106,7 +112,10 @@ mod tests {
 
     #[test]
     fn no_limit_removes_nothing() {
-        let retain = Retain { max_sessions: None, max_age_secs: None };
+        let retain = Retain {
+            max_sessions: None,
+            max_age_secs: None,
+        };
         let ids = vec![id("ses_", DAY, 1), id("ses_", 2 * DAY, 2)];
         assert!(plan(ids.clone(), IdKind::Session, &ids[1], &retain, 100 * DAY, &|_| false).is_empty());
     }

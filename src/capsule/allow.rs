@@ -61,9 +61,7 @@ impl AllowRule {
     /// A rule that reaches a loopback door: it matches `http://localhost` at any port (§12.4,
     /// the W-RUN-008 condition).
     pub fn reaches_loopback_door(&self) -> bool {
-        self.port.is_none()
-            && self.host == "localhost"
-            && self.scheme.as_deref().is_none_or(|s| s == "http")
+        self.port.is_none() && self.host == "localhost" && self.scheme.as_deref().is_none_or(|s| s == "http")
     }
 }
 
@@ -170,20 +168,14 @@ fn default_port(scheme: &str) -> Option<u16> {
 }
 
 fn unbracket(host: &str) -> &str {
-    host.strip_prefix('[')
-        .and_then(|h| h.strip_suffix(']'))
-        .unwrap_or(host)
+    host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host)
 }
 
 /// `host`, `host:port`, `[v6]` or `[v6]:port` → (host without brackets, port).
 fn split_authority(s: &str) -> Option<(&str, Option<u16>)> {
     let (host, port) = if let Some(rest) = s.strip_prefix('[') {
         let (v6, after) = rest.split_once(']')?;
-        if v6.is_empty()
-            || !v6
-                .chars()
-                .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
-        {
+        if v6.is_empty() || !v6.chars().all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.') {
             return None;
         }
         match after {
@@ -243,10 +235,7 @@ mod tests {
             ("LocalHost", "localhost"),
             ("localhost:8080", "localhost:8080"),
             ("http://localhost", "http://localhost"),
-            (
-                "HTTPS://API.Example.com:8443",
-                "https://api.example.com:8443",
-            ),
+            ("HTTPS://API.Example.com:8443", "https://api.example.com:8443"),
             ("https://api.example.com/", "https://api.example.com"),
             ("[::1]:9000", "[::1]:9000"),
             ("http://[::1]", "http://[::1]"),
@@ -272,10 +261,7 @@ mod tests {
             "[]:80",
         ];
         for rule in bad {
-            assert!(
-                AllowRule::parse(rule).is_err(),
-                "{rule:?} should be refused"
-            );
+            assert!(AllowRule::parse(rule).is_err(), "{rule:?} should be refused");
         }
     }
 
@@ -295,27 +281,9 @@ mod tests {
             ("localhost:80", "https", "localhost", None, false),
             ("http://localhost", "http", "localhost", Some(1), true),
             ("http://localhost", "https", "localhost", None, false),
-            (
-                "https://api.example.com",
-                "https",
-                "api.example.com",
-                None,
-                true,
-            ),
-            (
-                "https://api.example.com:443",
-                "https",
-                "api.example.com",
-                None,
-                true,
-            ),
-            (
-                "https://api.example.com:8443",
-                "https",
-                "api.example.com",
-                None,
-                false,
-            ),
+            ("https://api.example.com", "https", "api.example.com", None, true),
+            ("https://api.example.com:443", "https", "api.example.com", None, true),
+            ("https://api.example.com:8443", "https", "api.example.com", None, false),
             ("[::1]", "http", "[::1]", Some(5), true),
             ("[::1]", "http", "::1", Some(5), true),
         ];
@@ -366,11 +334,7 @@ mod tests {
             (&[], false),
         ];
         for (rules, want) in table {
-            assert_eq!(
-                AllowList::parse(rules).reaches_loopback_door(),
-                *want,
-                "{rules:?}"
-            );
+            assert_eq!(AllowList::parse(rules).reaches_loopback_door(), *want, "{rules:?}");
         }
     }
 }

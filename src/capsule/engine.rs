@@ -59,10 +59,9 @@ impl CapsuleEngine {
         let mut config = Config::new();
         config.wasm_component_model(true);
         config.epoch_interruption(true);
-        let engine = Engine::new(&config)
-            .map_err(|e| format!("the WebAssembly engine cannot start: {e}"))?;
-        let linker = host_linker(&engine)
-            .map_err(|e| format!("the capsule host interfaces cannot be linked: {e:#}"))?;
+        let engine = Engine::new(&config).map_err(|e| format!("the WebAssembly engine cannot start: {e}"))?;
+        let linker =
+            host_linker(&engine).map_err(|e| format!("the capsule host interfaces cannot be linked: {e:#}"))?;
 
         let ticker_stop = Arc::new(AtomicBool::new(false));
         let (stop, ticking) = (ticker_stop.clone(), engine.clone());
@@ -106,16 +105,13 @@ impl Capsule {
     /// host: every import must be one the host provides, and `run` must be exported with the
     /// world's signature.
     pub fn load(engine: &CapsuleEngine, bytes: &[u8]) -> Result<Capsule, String> {
-        let component = Component::new(&engine.inner.engine, bytes).map_err(|e| {
-            format!("the capsule is not a WebAssembly component this runtime can compile: {e:#}")
-        })?;
+        let component = Component::new(&engine.inner.engine, bytes)
+            .map_err(|e| format!("the capsule is not a WebAssembly component this runtime can compile: {e:#}"))?;
         let instance_pre = engine
             .inner
             .linker
             .instantiate_pre(&component)
-            .map_err(|e| {
-                format!("the capsule needs something this runtime does not provide: {e:#}")
-            })?;
+            .map_err(|e| format!("the capsule needs something this runtime does not provide: {e:#}"))?;
         let pre = bindings::CapsulePre::new(instance_pre).map_err(|e| {
             format!(
                 "the capsule does not export `run: func(task: string) -> result<string, failure>` of world murmur:capsule/capsule@0.1.0: {e:#}"
@@ -264,12 +260,7 @@ struct Limiter {
 }
 
 impl ResourceLimiter for Limiter {
-    fn memory_growing(
-        &mut self,
-        current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
+    fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
         let total = (self.memory - current.min(self.memory)).saturating_add(desired);
         if total > self.max_memory {
             self.refused = true;
@@ -279,12 +270,7 @@ impl ResourceLimiter for Limiter {
         Ok(true)
     }
 
-    fn table_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
         Ok(desired <= 1_000_000)
     }
 

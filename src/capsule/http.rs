@@ -235,9 +235,7 @@ impl WasiHttpHooks for PolicyHooks {
             let request = match policy.decide(&target).await {
                 HttpDecision::Deny => return Err(Error::HttpRequestDenied),
                 HttpDecision::PassThrough => request,
-                HttpDecision::Route(route) => {
-                    rewrite(request, &route).ok_or(Error::HttpRequestDenied)?
-                }
+                HttpDecision::Route(route) => rewrite(request, &route).ok_or(Error::HttpRequestDenied)?,
             };
             let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
             Ok((response.map(WasiBody::new), Box::new(io) as IoFuture))
@@ -246,11 +244,7 @@ impl WasiHttpHooks for PolicyHooks {
 }
 
 /// The headers a component may not choose when its request is routed to a door (§12.3).
-const ROUTE_DROPPED: [&str; 3] = [
-    "authorization",
-    "x-murmur-task-origin",
-    "x-murmur-task-trust",
-];
+const ROUTE_DROPPED: [&str; 3] = ["authorization", "x-murmur-task-origin", "x-murmur-task-trust"];
 
 /// Points `request` at `route`: scheme and authority (and `Host`) of the route, path and query
 /// of the request, §12.3 headers. `None` when the route or a header is malformed.
@@ -262,11 +256,7 @@ fn rewrite<B>(mut request: http::Request<B>, route: &Route) -> Option<http::Requ
         None if host.contains(':') => format!("[{host}]"),
         None => host.to_string(),
     };
-    let path = request
-        .uri()
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .to_string();
+    let path = request.uri().path_and_query().map_or("/", |p| p.as_str()).to_string();
     let uri = http::Uri::builder()
         .scheme(scheme)
         .authority(authority.as_str())
@@ -308,8 +298,7 @@ mod tests {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .push(member.to_string());
-            let route = (member == "coder")
-                .then(|| Route::peer_door("http://localhost:4242", "mft1.x.y", "untrusted"));
+            let route = (member == "coder").then(|| Route::peer_door("http://localhost:4242", "mft1.x.y", "untrusted"));
             Box::pin(async move { route })
         }
     }
@@ -346,8 +335,7 @@ mod tests {
 
     #[test]
     fn default_policy_refuses_formation_addresses_and_applies_the_allow_list() {
-        let policy =
-            NetworkPolicy::new(AllowList::parse(&["localhost", "https://api.example.com"]));
+        let policy = NetworkPolicy::new(AllowList::parse(&["localhost", "https://api.example.com"]));
         let table: &[(&str, HttpDecision)] = &[
             ("http://x.formation.invalid/", HttpDecision::Deny),
             ("http://coder.formation.invalid/", HttpDecision::Deny),
@@ -371,8 +359,7 @@ mod tests {
         let peers = Arc::new(OnePeer {
             asked: Mutex::new(Vec::new()),
         });
-        let with_localhost =
-            NetworkPolicy::new(AllowList::parse(&["localhost"])).with_peers(peers.clone());
+        let with_localhost = NetworkPolicy::new(AllowList::parse(&["localhost"])).with_peers(peers.clone());
         let route = Route::peer_door("http://localhost:4242", "mft1.x.y", "untrusted");
         assert_eq!(
             block_on(with_localhost.decide(&target("http://coder.formation.invalid/"))),
@@ -388,17 +375,12 @@ mod tests {
             HttpDecision::Deny
         );
         // The roster grants a name, never network access: no loopback rule, no call.
-        let without =
-            NetworkPolicy::new(AllowList::parse(&["example.com"])).with_peers(peers.clone());
+        let without = NetworkPolicy::new(AllowList::parse(&["example.com"])).with_peers(peers.clone());
         assert_eq!(
             block_on(without.decide(&target("http://coder.formation.invalid/"))),
             HttpDecision::Deny
         );
-        let asked = peers
-            .asked
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let asked = peers.asked.lock().unwrap_or_else(|p| p.into_inner()).clone();
         assert_eq!(asked, ["coder", "reviewer", "coder"]);
     }
 
@@ -417,20 +399,14 @@ mod tests {
         let out = rewrite(request, &route).unwrap_or_else(|| panic!("rewrites"));
         assert_eq!(out.uri().to_string(), "http://localhost:4242/rpc?x=1");
         let h = out.headers();
-        assert_eq!(
-            h.get("host").map(|v| v.as_bytes()),
-            Some(&b"localhost:4242"[..])
-        );
+        assert_eq!(h.get("host").map(|v| v.as_bytes()), Some(&b"localhost:4242"[..]));
         assert_eq!(h.get_all("authorization").iter().count(), 1);
         assert_eq!(
             h.get("authorization").map(|v| v.as_bytes()),
             Some(&b"Bearer mft1.p.s"[..])
         );
         assert!(h.get("authorization").is_some_and(|v| v.is_sensitive()));
-        assert_eq!(
-            h.get("x-murmur-task-origin").map(|v| v.as_bytes()),
-            Some(&b"peer"[..])
-        );
+        assert_eq!(h.get("x-murmur-task-origin").map(|v| v.as_bytes()), Some(&b"peer"[..]));
         assert_eq!(
             h.get("x-murmur-task-trust").map(|v| v.as_bytes()),
             Some(&b"untrusted"[..])
@@ -491,8 +467,7 @@ mod tests {
             while !head.ends_with(b"\r\n\r\n") && conn.read(&mut byte).unwrap_or(0) == 1 {
                 head.push(byte[0]);
             }
-            let _ = conn
-                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok");
+            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok");
             String::from_utf8_lossy(&head).to_ascii_lowercase()
         });
         let policy = NetworkPolicy::new(AllowList::parse(&["127.0.0.1"]))
@@ -511,22 +486,12 @@ mod tests {
             .build()
             .unwrap_or_else(|e| panic!("{e}"));
         let fut = hooks.send_request(request, None, Box::new(async { Ok(()) }));
-        let status = rt.block_on(async {
-            Box::into_pin(fut)
-                .await
-                .map(|(res, _io)| res.status().as_u16())
-        });
+        let status = rt.block_on(async { Box::into_pin(fut).await.map(|(res, _io)| res.status().as_u16()) });
         assert_eq!(status.ok(), Some(200));
         let head = door.join().unwrap_or_else(|_| panic!("door thread"));
         assert!(head.starts_with("get /rpc?x=1 http/1.1\r\n"), "{head}");
-        assert!(
-            head.contains(&format!("host: 127.0.0.1:{port}\r\n")),
-            "{head}"
-        );
-        assert!(
-            head.contains("authorization: bearer mft1.p.s\r\n"),
-            "{head}"
-        );
+        assert!(head.contains(&format!("host: 127.0.0.1:{port}\r\n")), "{head}");
+        assert!(head.contains("authorization: bearer mft1.p.s\r\n"), "{head}");
         assert!(!head.contains("stolen"), "{head}");
         assert!(head.contains("x-murmur-task-origin: peer\r\n"), "{head}");
         assert!(head.contains("x-murmur-task-trust: trusted\r\n"), "{head}");

@@ -33,9 +33,7 @@ use std::time::Duration;
 
 pub use self::allow::{AllowList, AllowRule};
 pub use self::engine::{Capsule, CapsuleEngine};
-pub use self::http::{
-    HttpDecision, HttpPolicy, NetworkPolicy, OutgoingTarget, PeerResolver, Route, RouteHeader,
-};
+pub use self::http::{HttpDecision, HttpPolicy, NetworkPolicy, OutgoingTarget, PeerResolver, Route, RouteHeader};
 pub use self::output::{MemoryOutput, OutputSink};
 
 /// A boxed, sendable future: what the host's trait objects return.
@@ -188,8 +186,7 @@ pub struct CallOutcome {
 pub trait MemberCalls: Send + Sync {
     /// Dispatches a call; `Ok(call id)` once the callee's door holds the task or is busy (the
     /// session keeps re-offering), `Err(message)` for a dispatch fault.
-    fn start<'a>(&'a self, member: &'a str, task: &'a str)
-    -> BoxFuture<'a, Result<String, String>>;
+    fn start<'a>(&'a self, member: &'a str, task: &'a str) -> BoxFuture<'a, Result<String, String>>;
     /// Waits until every call this task started has an outcome; returns each not yet returned.
     fn await_all(&self) -> BoxFuture<'_, Vec<CallOutcome>>;
 }
@@ -199,13 +196,8 @@ pub trait MemberCalls: Send + Sync {
 pub struct NoCallees;
 
 impl MemberCalls for NoCallees {
-    fn start<'a>(
-        &'a self,
-        member: &'a str,
-        _task: &'a str,
-    ) -> BoxFuture<'a, Result<String, String>> {
-        let message =
-            format!("'{member}' is not a member this capsule may call; it may call no member");
+    fn start<'a>(&'a self, member: &'a str, _task: &'a str) -> BoxFuture<'a, Result<String, String>> {
+        let message = format!("'{member}' is not a member this capsule may call; it may call no member");
         Box::pin(async move { Err(message) })
     }
 

@@ -139,11 +139,7 @@ impl StdoutStream for TaskOutput {
 }
 
 impl AsyncWrite for TaskOutput {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
+    fn poll_write(self: Pin<&mut Self>, _cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
         // Writes are short appends to a local file; doing them inline is what wasmtime's own
         // `OutputFile` does.
         self.write(buf);
@@ -173,10 +169,7 @@ mod tests {
         t.write(b"abc");
         t.write(b"defg");
         t.write(b"more");
-        assert_eq!(
-            mem.text(),
-            "abcde\n[capsule output cut at 5 bytes for this task]\n"
-        );
+        assert_eq!(mem.text(), "abcde\n[capsule output cut at 5 bytes for this task]\n");
         // A new task starts with a fresh budget on the same sink.
         sink.for_task(5).write(b"xy");
         assert!(mem.text().ends_with("task]\nxy"));

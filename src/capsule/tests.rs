@@ -69,9 +69,7 @@ async fn a_runaway_loop_is_stopped_at_its_budget_and_the_engine_serves_on() {
     let took = started.elapsed();
     assert_eq!(
         outcome,
-        TaskOutcome::Failed(
-            "the capsule ran longer than its time budget of 1 s and was stopped".into()
-        )
+        TaskOutcome::Failed("the capsule ran longer than its time budget of 1 s and was stopped".into())
     );
     assert!(
         took >= Duration::from_secs(1) && took < Duration::from_secs(3),
@@ -82,14 +80,10 @@ async fn a_runaway_loop_is_stopped_at_its_budget_and_the_engine_serves_on() {
         load(ECHO).run("next", TaskEnv::default()).await,
         TaskOutcome::Completed("next".into())
     );
-    let outcome = spin
-        .run("again", with_budget(Duration::from_millis(300)))
-        .await;
+    let outcome = spin.run("again", with_budget(Duration::from_millis(300))).await;
     assert_eq!(
         outcome,
-        TaskOutcome::Failed(
-            "the capsule ran longer than its time budget of 300 ms and was stopped".into()
-        )
+        TaskOutcome::Failed("the capsule ran longer than its time budget of 300 ms and was stopped".into())
     );
 }
 
@@ -105,15 +99,11 @@ async fn a_memory_hog_is_refused_and_fails() {
     };
     assert_eq!(
         hog.run("eat", small).await,
-        TaskOutcome::Failed(
-            "the capsule needed more memory than its limit of 16 MiB and was stopped".into()
-        )
+        TaskOutcome::Failed("the capsule needed more memory than its limit of 16 MiB and was stopped".into())
     );
     assert_eq!(
         hog.run("eat", TaskEnv::default()).await,
-        TaskOutcome::Failed(
-            "the capsule needed more memory than its limit of 256 MiB and was stopped".into()
-        )
+        TaskOutcome::Failed("the capsule needed more memory than its limit of 256 MiB and was stopped".into())
     );
     // An instance whose initial memory does not fit never starts.
     let tiny = TaskEnv {
@@ -125,9 +115,7 @@ async fn a_memory_hog_is_refused_and_fails() {
     };
     assert_eq!(
         load(ECHO).run("x", tiny).await,
-        TaskOutcome::Failed(
-            "the capsule needed more memory than its limit of 1 KiB and was stopped".into()
-        )
+        TaskOutcome::Failed("the capsule needed more memory than its limit of 1 KiB and was stopped".into())
     );
 }
 
@@ -151,10 +139,7 @@ async fn cancel_stops_a_spinning_capsule_promptly() {
         .unwrap_or_else(|p| p.into_inner())
         .unwrap_or_else(|| panic!("cancel never fired"));
     let lag = ended.duration_since(fired);
-    assert!(
-        lag < Duration::from_millis(150),
-        "stopped {lag:?} after the cancel"
-    );
+    assert!(lag < Duration::from_millis(150), "stopped {lag:?} after the cancel");
     assert_eq!(
         load(ECHO).run("after", TaskEnv::default()).await,
         TaskOutcome::Completed("after".into())
@@ -179,10 +164,7 @@ async fn identity_and_the_peers_variable_reach_the_component() {
     let env = TaskEnv {
         formation_id: Some("frm_0199c4e2f1b7712a9d3e4f5061728394".into()),
         member_name: Some("lead".into()),
-        peers_env: Some(
-            "coder=http://coder.formation.invalid reviewer=http://reviewer.formation.invalid"
-                .into(),
-        ),
+        peers_env: Some("coder=http://coder.formation.invalid reviewer=http://reviewer.formation.invalid".into()),
         ..TaskEnv::default()
     };
     assert_eq!(
@@ -200,11 +182,7 @@ struct Scripted {
 }
 
 impl MemberCalls for Scripted {
-    fn start<'a>(
-        &'a self,
-        member: &'a str,
-        task: &'a str,
-    ) -> BoxFuture<'a, Result<String, String>> {
+    fn start<'a>(&'a self, member: &'a str, task: &'a str) -> BoxFuture<'a, Result<String, String>> {
         self.started
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -242,9 +220,7 @@ async fn member_calls_go_through_the_host() {
     // The default: a capsule that may call nobody gets the dispatch error as a failure.
     assert_eq!(
         relay.run("sum 2 and 2", TaskEnv::default()).await,
-        TaskOutcome::Failed(
-            "'worker' is not a member this capsule may call; it may call no member".into()
-        )
+        TaskOutcome::Failed("'worker' is not a member this capsule may call; it may call no member".into())
     );
 
     let calls = scripted(CallStatus::Completed, "4 — vier");
@@ -256,11 +232,7 @@ async fn member_calls_go_through_the_host() {
         relay.run("sum 2 and 2", env).await,
         TaskOutcome::Completed("4 — vier".into())
     );
-    let started = calls
-        .started
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
+    let started = calls.started.lock().unwrap_or_else(|p| p.into_inner()).clone();
     assert_eq!(started, [("worker".to_string(), "sum 2 and 2".to_string())]);
 
     let env = TaskEnv {
@@ -285,11 +257,7 @@ async fn member_calls_go_through_the_host() {
 struct Hanging;
 
 impl MemberCalls for Hanging {
-    fn start<'a>(
-        &'a self,
-        _member: &'a str,
-        _task: &'a str,
-    ) -> BoxFuture<'a, Result<String, String>> {
+    fn start<'a>(&'a self, _member: &'a str, _task: &'a str) -> BoxFuture<'a, Result<String, String>> {
         Box::pin(async { Ok("mcl_x".to_string()) })
     }
     fn await_all(&self) -> BoxFuture<'_, Vec<CallOutcome>> {
@@ -306,9 +274,7 @@ async fn cancel_and_budget_reach_a_component_waiting_on_the_host() {
     };
     assert_eq!(
         relay.run("x", env).await,
-        TaskOutcome::Failed(
-            "the capsule ran longer than its time budget of 300 ms and was stopped".into()
-        )
+        TaskOutcome::Failed("the capsule ran longer than its time budget of 300 ms and was stopped".into())
     );
     let env = TaskEnv {
         calls: Arc::new(Hanging),

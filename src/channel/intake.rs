@@ -30,9 +30,7 @@ pub enum ChannelEvent {
 
 /// The log text for an unreadable address line (§10.2), to print behind `[capsule-runtime] `.
 pub fn unreadable_notice(why: &str) -> String {
-    format!(
-        "the formation channel sent an address line that could not be read ({why}); it was ignored"
-    )
+    format!("the formation channel sent an address line that could not be read ({why}); it was ignored")
 }
 
 /// E-RUN-046 with the §10.3 text around `reason`.
@@ -102,13 +100,9 @@ fn open_channel(value: &str) -> Result<OwnedFd, String> {
         let shown: String = value.chars().take(20).collect();
         return Err(format!("descriptor '{shown}' is not a number"));
     }
-    let fd: RawFd = value
-        .parse()
-        .map_err(|_| format!("descriptor {value} is not open"))?;
+    let fd: RawFd = value.parse().map_err(|_| format!("descriptor {value} is not open"))?;
     if fd <= 2 {
-        return Err(format!(
-            "descriptor {fd} is a standard stream, not a formation channel"
-        ));
+        return Err(format!("descriptor {fd} is a standard stream, not a formation channel"));
     }
     match fcntl(fd, FcntlArg::F_GETFD) {
         Ok(_) => {}
@@ -196,9 +190,7 @@ fn read_lines(mut file: File, mut pending: Vec<u8>, on_event: &mut impl FnMut(Ch
         }
         if pending.len() > MAX_LINE + 1 {
             if !skipping {
-                on_event(ChannelEvent::Unreadable(
-                    "the line is longer than 1 MiB".into(),
-                ));
+                on_event(ChannelEvent::Unreadable("the line is longer than 1 MiB".into()));
             }
             skipping = true;
             pending.clear();
@@ -213,9 +205,7 @@ fn read_lines(mut file: File, mut pending: Vec<u8>, on_event: &mut impl FnMut(Ch
             Ok(k) => pending.extend_from_slice(&chunk[..k]),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => {
-                on_event(ChannelEvent::Unreadable(format!(
-                    "the channel could not be read: {e}"
-                )));
+                on_event(ChannelEvent::Unreadable(format!("the channel could not be read: {e}")));
                 return;
             }
         }
@@ -306,10 +296,7 @@ mod tests {
         assert_eq!(d.code, diag::E_RUN_046);
         let m = &d.message;
         let head = "MURMUR_FORMATION_CHANNEL does not carry this member's formation credentials: ";
-        assert!(
-            m.starts_with(head) && m.ends_with(", so the launch is refused"),
-            "{m}"
-        );
+        assert!(m.starts_with(head) && m.ends_with(", so the launch is refused"), "{m}");
         m[head.len()..m.len() - ", so the launch is refused".len()].to_string()
     }
 
@@ -346,10 +333,7 @@ mod tests {
             ChannelEvent::Addresses(vec![])
         );
         drop(w);
-        assert_eq!(
-            rx.recv_timeout(Duration::from_secs(5)).unwrap(),
-            ChannelEvent::Closed
-        );
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), ChannelEvent::Closed);
         h.join().unwrap();
     }
 
@@ -370,10 +354,7 @@ mod tests {
             .unwrap()
             .join()
             .unwrap();
-        assert_eq!(
-            rx.try_iter().collect::<Vec<_>>(),
-            vec![ChannelEvent::Closed]
-        );
+        assert_eq!(rx.try_iter().collect::<Vec<_>>(), vec![ChannelEvent::Closed]);
     }
 
     #[test]
@@ -383,14 +364,8 @@ mod tests {
             ("x3", "descriptor 'x3' is not a number"),
             ("-4", "descriptor '-4' is not a number"),
             (" 4", "descriptor ' 4' is not a number"),
-            (
-                "1",
-                "descriptor 1 is a standard stream, not a formation channel",
-            ),
-            (
-                "0",
-                "descriptor 0 is a standard stream, not a formation channel",
-            ),
+            ("1", "descriptor 1 is a standard stream, not a formation channel"),
+            ("0", "descriptor 0 is a standard stream, not a formation channel"),
             ("999999", "descriptor 999999 is not open"),
             ("99999999999", "descriptor 99999999999 is not open"),
         ];
@@ -406,10 +381,7 @@ mod tests {
         let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
         let n = a.as_raw_fd();
         let d = read_first_line(&n.to_string(), Some(FRM), SHORT).unwrap_err();
-        assert_eq!(
-            reason(&d),
-            format!("descriptor {n} is not a pipe or a file")
-        );
+        assert_eq!(reason(&d), format!("descriptor {n} is not a pipe or a file"));
     }
 
     #[test]

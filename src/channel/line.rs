@@ -96,17 +96,14 @@ impl FirstLine {
         ids::check(IdKind::Formation, formation_id)
             .map_err(|e| format!("its first line's `formation_id` is not a formation id: {e}"))?;
         let member = req_str(&obj, "member")?;
-        names::check_member(member)
-            .map_err(|e| format!("its first line's `member` is not a member name: it {e}"))?;
-        let launcher =
-            match obj.get("launcher") {
-                None | Some(Value::Null) => None,
-                Some(Value::Object(l)) => Some(parse_launcher(l)?),
-                Some(_) => return Err(
-                    "its first line's `launcher` must be an object with `pid` and `process_start`"
-                        .into(),
-                ),
-            };
+        names::check_member(member).map_err(|e| format!("its first line's `member` is not a member name: it {e}"))?;
+        let launcher = match obj.get("launcher") {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(l)) => Some(parse_launcher(l)?),
+            Some(_) => {
+                return Err("its first line's `launcher` must be an object with `pid` and `process_start`".into());
+            }
+        };
         let entry = match obj.get("entry") {
             None | Some(Value::Null) => false,
             Some(Value::Bool(b)) => *b,
@@ -114,10 +111,7 @@ impl FirstLine {
         };
         let verify_key = req_str(&obj, "verify_key")?;
         if VerifyKey::from_b64(verify_key).is_none() {
-            return Err(
-                "its first line's `verify_key` is not a verification key (43 base64url characters)"
-                    .into(),
-            );
+            return Err("its first line's `verify_key` is not a verification key (43 base64url characters)".into());
         }
         let calls = match obj.get("calls") {
             Some(Value::Array(a)) => a,
@@ -130,22 +124,15 @@ impl FirstLine {
                 .as_object()
                 .ok_or_else(|| format!("its first line's `calls[{i}]` must be an object"))?;
             let Some(Value::String(name)) = c.get("name") else {
-                return Err(format!(
-                    "its first line's `calls[{i}].name` must be a string"
-                ));
+                return Err(format!("its first line's `calls[{i}].name` must be a string"));
             };
-            names::check_member(name).map_err(|e| {
-                format!("its first line's `calls[{i}].name` is not a member name: it {e}")
-            })?;
+            names::check_member(name)
+                .map_err(|e| format!("its first line's `calls[{i}].name` is not a member name: it {e}"))?;
             if out.iter().any(|o: &Call| &o.name == name) {
-                return Err(format!(
-                    "its first line's `calls[{i}].name` repeats '{name}'"
-                ));
+                return Err(format!("its first line's `calls[{i}].name` repeats '{name}'"));
             }
             let Some(Value::String(tok)) = c.get("token") else {
-                return Err(format!(
-                    "its first line's `calls[{i}].token` must be a string"
-                ));
+                return Err(format!("its first line's `calls[{i}].token` must be a string"));
             };
             out.push(Call {
                 name: name.clone(),
@@ -170,9 +157,9 @@ impl FirstLine {
     /// §10.3: every call token verifies under the line's own key, with `formation` =
     /// `formation_id`, `from` = `member`, `to` = the call's `name`.
     pub fn check_tokens(&self) -> Result<(), String> {
-        let key = self.key().ok_or(
-            "its first line's `verify_key` is not a verification key (43 base64url characters)",
-        )?;
+        let key = self
+            .key()
+            .ok_or("its first line's `verify_key` is not a verification key (43 base64url characters)")?;
         for (i, c) in self.calls.iter().enumerate() {
             match token::verify(&key, &c.token, &self.formation_id, &c.name) {
                 Verdict::Member { from } if from == self.member => {}
@@ -193,15 +180,11 @@ fn parse_launcher(l: &Map<String, Value>) -> Result<LauncherId, String> {
         .and_then(Value::as_u64)
         .filter(|p| (1..=MAX_PID).contains(p))
         .and_then(|p| u32::try_from(p).ok())
-        .ok_or_else(|| {
-            format!("its first line's `launcher.pid` must be an integer from 1 to {MAX_PID}")
-        })?;
+        .ok_or_else(|| format!("its first line's `launcher.pid` must be an integer from 1 to {MAX_PID}"))?;
     let process_start = match l.get("process_start") {
         Some(Value::String(s)) if !s.is_empty() => s.clone(),
         _ => {
-            return Err(
-                "its first line's `launcher.process_start` must be a non-empty string".into(),
-            );
+            return Err("its first line's `launcher.process_start` must be a non-empty string".into());
         }
     };
     Ok(LauncherId { pid, process_start })
@@ -227,13 +210,7 @@ pub struct Address {
 pub fn address_line(addrs: &[Address]) -> String {
     let items: Vec<String> = addrs
         .iter()
-        .map(|a| {
-            format!(
-                "{{\"name\":{},\"url\":{}}}",
-                json_str(&a.name),
-                json_str(&a.url)
-            )
-        })
+        .map(|a| format!("{{\"name\":{},\"url\":{}}}", json_str(&a.name), json_str(&a.url)))
         .collect();
     format!("{{\"addresses\":[{}]}}\n", items.join(","))
 }
@@ -247,17 +224,13 @@ pub fn parse_address_line(line: &str) -> Result<Vec<Address>, String> {
     };
     let mut out = Vec::with_capacity(list.len());
     for (i, a) in list.iter().enumerate() {
-        let (Some(Value::String(name)), Some(Value::String(url))) = (a.get("name"), a.get("url"))
-        else {
+        let (Some(Value::String(name)), Some(Value::String(url))) = (a.get("name"), a.get("url")) else {
             return Err(format!(
                 "`addresses[{i}]` is not an object with a string `name` and `url`"
             ));
         };
         if !is_door_url(url) {
-            return Err(format!(
-                "`addresses[{i}].url` {} is not http://host:port",
-                brief(url)
-            ));
+            return Err(format!("`addresses[{i}].url` {} is not http://host:port", brief(url)));
         }
         out.push(Address {
             name: name.clone(),
@@ -409,9 +382,7 @@ mod tests {
     fn malformed_first_lines_give_their_reason() {
         let key = SigningKey::generate().unwrap();
         let vk = key.verify_key().to_b64();
-        let line = |body: &str| {
-            format!(r#"{{"formation_id":"{FRM}","member":"planner","verify_key":"{vk}"{body}}}"#)
-        };
+        let line = |body: &str| format!(r#"{{"formation_id":"{FRM}","member":"planner","verify_key":"{vk}"{body}}}"#);
         let big = format!(r#"{{"x":"{}"}}"#, "a".repeat(MAX_LINE));
         let table: Vec<(String, &str)> = vec![
             (
@@ -420,10 +391,7 @@ mod tests {
             ),
             ("[1]".into(), "its first line is not a JSON object"),
             (big, "its first line is longer than 1 MiB"),
-            (
-                r#"{"member":"a"}"#.into(),
-                "its first line has no `formation_id`",
-            ),
+            (r#"{"member":"a"}"#.into(), "its first line has no `formation_id`"),
             (
                 r#"{"formation_id":1}"#.into(),
                 "its first line's `formation_id` must be a string",
@@ -441,10 +409,7 @@ mod tests {
                 "its first line's `verify_key` is not a verification key (43 base64url characters)",
             ),
             (line(""), "its first line has no `calls`"),
-            (
-                line(r#","calls":{}"#),
-                "its first line's `calls` must be a list",
-            ),
+            (line(r#","calls":{}"#), "its first line's `calls` must be a list"),
             (
                 line(r#","calls":["coder"]"#),
                 "its first line's `calls[0]` must be an object",
@@ -516,16 +481,8 @@ mod tests {
             )
         };
         let cases: Vec<(&str, String, usize)> = vec![
-            (
-                "another caller's token",
-                key.mint(FRM, "reviewer", "coder"),
-                0,
-            ),
-            (
-                "token for another callee",
-                key.mint(FRM, "planner", "reviewer"),
-                0,
-            ),
+            ("another caller's token", key.mint(FRM, "reviewer", "coder"), 0),
+            ("token for another callee", key.mint(FRM, "planner", "reviewer"), 0),
             (
                 "another formation",
                 key.mint("frm_0199c4e2f1b7712a9d3e4f5061728395", "planner", "coder"),
@@ -603,7 +560,10 @@ mod tests {
     fn unreadable_address_lines_give_their_reason() {
         let long = format!("ftp://{}:1", "a".repeat(100));
         let table: Vec<(String, String)> = vec![
-            ("nope".into(), "the line is not JSON (expected ident at line 1 column 2)".into()),
+            (
+                "nope".into(),
+                "the line is not JSON (expected ident at line 1 column 2)".into(),
+            ),
             ("[]".into(), "the line is not a JSON object".into()),
             ("{\"addr\":[]}".into(), "the line has no `addresses` list".into()),
             (
@@ -611,7 +571,8 @@ mod tests {
                 "`addresses[0]` is not an object with a string `name` and `url`".into(),
             ),
             (
-                "{\"addresses\":[{\"name\":\"a\",\"url\":\"http://x:1\"},{\"name\":\"b\",\"url\":\"ftp://x:1\"}]}".into(),
+                "{\"addresses\":[{\"name\":\"a\",\"url\":\"http://x:1\"},{\"name\":\"b\",\"url\":\"ftp://x:1\"}]}"
+                    .into(),
                 "`addresses[1].url` 'ftp://x:1' is not http://host:port".into(),
             ),
             (

@@ -17,9 +17,7 @@ use futures_util::future::LocalBoxFuture;
 use serde_json::json;
 
 use super::jsonrpc;
-use crate::token::{
-    self, DoorCredential, DoorKey, FORMATION_SCOPES, Verdict, VerifyCache, VerifyKey,
-};
+use crate::token::{self, DoorCredential, DoorKey, FORMATION_SCOPES, Verdict, VerifyCache, VerifyKey};
 
 /// The path of the public agent card (§7.2 step 2), never authenticated.
 pub const CARD_PATH: &str = "/.well-known/agent-card.json";
@@ -116,7 +114,9 @@ impl Refusal {
                 StatusCode::FORBIDDEN,
                 "insufficient_scope",
                 format!("credential '{credential}' does not reach {scope}"),
-                Some(format!("Bearer realm=\"{realm}\", error=\"insufficient_scope\", scope=\"{scope}\"")),
+                Some(format!(
+                    "Bearer realm=\"{realm}\", error=\"insufficient_scope\", scope=\"{scope}\""
+                )),
             ),
             Refusal::PeerNotAccepted => (
                 StatusCode::FORBIDDEN,
@@ -164,10 +164,7 @@ impl std::fmt::Debug for Authority {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Authority")
             .field("realm", &self.realm)
-            .field(
-                "formation",
-                &self.formation.as_ref().map(|t| &t.formation_id),
-            )
+            .field("formation", &self.formation.as_ref().map(|t| &t.formation_id))
             .finish_non_exhaustive()
     }
 }
@@ -181,9 +178,7 @@ impl Authority {
             realm: realm.to_string(),
             door_key,
             formation,
-            cache: VerifyCache::with_lasting(CACHE_CAPACITY, |v| {
-                !matches!(v, TokenVerdict::Invalid)
-            }),
+            cache: VerifyCache::with_lasting(CACHE_CAPACITY, |v| !matches!(v, TokenVerdict::Invalid)),
         }
     }
 
@@ -224,12 +219,10 @@ impl Authority {
             };
         }
         match self.door_key.verify(token) {
-            Some(DoorCredential { credential, scopes }) => {
-                TokenVerdict::Caller(Caller::Credential {
-                    name: credential,
-                    scopes,
-                })
-            }
+            Some(DoorCredential { credential, scopes }) => TokenVerdict::Caller(Caller::Credential {
+                name: credential,
+                scopes,
+            }),
             None => TokenVerdict::Invalid,
         }
     }
@@ -239,9 +232,7 @@ impl Authority {
 fn bearer_token(value: &str) -> Option<&str> {
     let (scheme, rest) = value.trim().split_once(' ')?;
     let token = rest.trim_start_matches(' ');
-    let ok = scheme.eq_ignore_ascii_case("bearer")
-        && !token.is_empty()
-        && !token.contains(char::is_whitespace);
+    let ok = scheme.eq_ignore_ascii_case("bearer") && !token.is_empty() && !token.contains(char::is_whitespace);
     ok.then_some(token)
 }
 
@@ -313,9 +304,7 @@ where
             }
             Err(resp) => {
                 let (req, _) = req.into_parts();
-                Box::pin(ready(Ok(
-                    ServiceResponse::new(req, resp).map_into_right_body()
-                )))
+                Box::pin(ready(Ok(ServiceResponse::new(req, resp).map_into_right_body())))
             }
         }
     }
@@ -361,10 +350,7 @@ mod tests {
         altered.push(if good.ends_with('A') { 'B' } else { 'A' });
         let operator = Caller::Credential {
             name: "operator".into(),
-            scopes: token::OPERATOR_SCOPES
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
+            scopes: token::OPERATOR_SCOPES.iter().map(|s| s.to_string()).collect(),
         };
         let table: Vec<(&Authority, Vec<String>, Result<Caller, Refusal>)> = vec![
             (&a, vec![], Err(Refusal::Unauthenticated)),
@@ -376,23 +362,11 @@ mod tests {
             (&a, vec![op.clone()], Err(Refusal::InvalidToken)),
             (&a, vec![format!("Basic {op}")], Err(Refusal::InvalidToken)),
             (&a, vec!["Bearer ".into()], Err(Refusal::InvalidToken)),
-            (
-                &a,
-                vec![format!("Bearer {op} x")],
-                Err(Refusal::InvalidToken),
-            ),
+            (&a, vec![format!("Bearer {op} x")], Err(Refusal::InvalidToken)),
             (&a, vec![format!("Bearer {op}")], Ok(operator.clone())),
             (&a, vec![format!("bEaReR {op}")], Ok(operator)),
-            (
-                &a,
-                vec![format!("Bearer {good}")],
-                Ok(Caller::member("planner")),
-            ),
-            (
-                &a,
-                vec![format!("Bearer {altered}")],
-                Err(Refusal::InvalidToken),
-            ),
+            (&a, vec![format!("Bearer {good}")], Ok(Caller::member("planner"))),
+            (&a, vec![format!("Bearer {altered}")], Err(Refusal::InvalidToken)),
             (
                 &a,
                 vec![format!("Bearer {}", other.mint(FRM, "planner", "coder"))],
@@ -406,20 +380,10 @@ mod tests {
             (
                 &a,
                 vec![format!("Bearer {}", sk.mint(FRM, "planner", "reviewer"))],
-                Err(Refusal::NotPermitted {
-                    from: "planner".into(),
-                }),
+                Err(Refusal::NotPermitted { from: "planner".into() }),
             ),
-            (
-                &plain,
-                vec![format!("Bearer {good}")],
-                Err(Refusal::InvalidToken),
-            ),
-            (
-                &a,
-                vec!["Bearer mdt1.e30.AAAA".into()],
-                Err(Refusal::InvalidToken),
-            ),
+            (&plain, vec![format!("Bearer {good}")], Err(Refusal::InvalidToken)),
+            (&a, vec!["Bearer mdt1.e30.AAAA".into()], Err(Refusal::InvalidToken)),
         ];
         for (i, (auth, headers, want)) in table.into_iter().enumerate() {
             assert_eq!(check(auth, &headers), want, "row {i}");
@@ -433,20 +397,13 @@ mod tests {
         let sk = SigningKey::generate().expect("key");
         let (a, _) = authority(&sk, true);
         let (_, other_op) = authority(&sk, true);
-        assert_eq!(
-            check(&a, &[format!("Bearer {other_op}")]),
-            Err(Refusal::InvalidToken)
-        );
+        assert_eq!(check(&a, &[format!("Bearer {other_op}")]), Err(Refusal::InvalidToken));
     }
 
     #[test]
     fn caller_scopes_and_visibility() {
         let m = Caller::member("planner");
-        assert!(
-            m.reaches("SendMessage")
-                && !m.reaches("SendStreamingMessage")
-                && !m.reaches("resources/files")
-        );
+        assert!(m.reaches("SendMessage") && !m.reaches("SendStreamingMessage") && !m.reaches("resources/files"));
         assert_eq!(
             (m.owner().as_deref(), m.member_name()),
             (Some("member:planner"), Some("planner"))
@@ -476,9 +433,7 @@ mod tests {
                 Some(r#"Bearer realm="local/c", error="invalid_token""#),
             ),
             (
-                Refusal::NotPermitted {
-                    from: "planner".into(),
-                },
+                Refusal::NotPermitted { from: "planner".into() },
                 403,
                 r#"{"error":"not_permitted","message":"member 'planner' may not call this capsule"}"#,
                 Some(r#"Bearer realm="local/c", error="insufficient_scope""#),
@@ -490,9 +445,7 @@ mod tests {
                 },
                 403,
                 r#"{"error":"insufficient_scope","message":"credential 'member:planner' does not reach SendStreamingMessage"}"#,
-                Some(
-                    r#"Bearer realm="local/c", error="insufficient_scope", scope="SendStreamingMessage""#,
-                ),
+                Some(r#"Bearer realm="local/c", error="insufficient_scope", scope="SendStreamingMessage""#),
             ),
             (
                 Refusal::PeerNotAccepted,
@@ -505,9 +458,7 @@ mod tests {
             let resp = r.response("local/c");
             assert_eq!(resp.status().as_u16(), *status, "{r:?}");
             assert_eq!(
-                resp.headers()
-                    .get(header::CONTENT_TYPE)
-                    .and_then(|v| v.to_str().ok()),
+                resp.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()),
                 Some("application/json")
             );
             assert_eq!(

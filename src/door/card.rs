@@ -4,8 +4,7 @@
 use serde_json::{Value, json};
 
 pub const DOOR_EXTENSION: &str = "https://docs.murmur.nexus/reference/agent-card/#murmur-door-v1";
-pub const CAPSULE_EXTENSION: &str =
-    "https://docs.murmur.nexus/reference/agent-card/#murmur-capsule-v1";
+pub const CAPSULE_EXTENSION: &str = "https://docs.murmur.nexus/reference/agent-card/#murmur-capsule-v1";
 
 /// What the card says about this session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,16 +99,8 @@ mod tests {
         let auth = facts(true);
         let public = auth.card(false);
         assert_eq!(public["capabilities"]["extendedAgentCard"], true);
-        assert_eq!(
-            public["capabilities"]["extensions"]
-                .as_array()
-                .map(Vec::len),
-            Some(1)
-        );
+        assert_eq!(public["capabilities"]["extensions"].as_array().map(Vec::len), Some(1));
         let ext = auth.card(true);
-        assert_eq!(
-            ext["capabilities"]["extensions"][1]["uri"],
-            CAPSULE_EXTENSION
-        );
+        assert_eq!(ext["capabilities"]["extensions"][1]["uri"], CAPSULE_EXTENSION);
     }
 }

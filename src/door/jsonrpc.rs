@@ -125,8 +125,7 @@ impl RpcError {
 /// Steps 7 and 8. On failure the id to answer with (null unless the request carried a usable
 /// one) comes with the error.
 pub fn decode(body: &[u8]) -> Result<Request, (Value, RpcError)> {
-    let value: Value =
-        serde_json::from_slice(body).map_err(|_| (Value::Null, RpcError::plain(PARSE_ERROR)))?;
+    let value: Value = serde_json::from_slice(body).map_err(|_| (Value::Null, RpcError::plain(PARSE_ERROR)))?;
     let invalid = |id: Value| (id, RpcError::plain(INVALID_REQUEST));
     let Value::Object(mut obj) = value else {
         return Err(invalid(Value::Null));
@@ -261,11 +260,7 @@ mod tests {
                 -32600,
             ),
             ("\"x\"", Value::Null, -32600),
-            (
-                "{\"jsonrpc\":\"2.0\",\"method\":\"GetTask\"}",
-                Value::Null,
-                -32600,
-            ),
+            ("{\"jsonrpc\":\"2.0\",\"method\":\"GetTask\"}", Value::Null, -32600),
             (
                 "{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"GetTask\"}",
                 Value::Null,
@@ -282,19 +277,14 @@ mod tests {
                 -32600,
             ),
             ("{\"id\":\"a\",\"method\":\"GetTask\"}", json!("a"), -32600),
-            (
-                "{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"method\":5}",
-                json!("a"),
-                -32600,
-            ),
+            ("{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"method\":5}", json!("a"), -32600),
             ("{\"jsonrpc\":\"2.0\",\"id\":\"a\"}", json!("a"), -32600),
         ];
         for (body, id, code) in table {
             let (got_id, err) = decode(body.as_bytes()).expect_err(body);
             assert_eq!((&got_id, err.code), (id, *code), "{body}");
         }
-        let r =
-            decode(br#"{"jsonrpc":"2.0","id":null,"method":"GetTask","params":[1]}"#).expect("ok");
+        let r = decode(br#"{"jsonrpc":"2.0","id":null,"method":"GetTask","params":[1]}"#).expect("ok");
         assert_eq!(
             r,
             Request {
@@ -337,16 +327,11 @@ mod tests {
             r#"{"error":{"code":-32001,"data":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","domain":"a2a-protocol.org","metadata":{"taskId":"tsk_x"},"reason":"TASK_NOT_FOUND"}],"message":"Task not found"},"id":3,"jsonrpc":"2.0"}"#
         );
         assert_eq!(
-            String::from_utf8(to_bytes(&error_value(
-                &Value::Null,
-                &RpcError::plain(PARSE_ERROR)
-            )))
-            .expect("utf8"),
+            String::from_utf8(to_bytes(&error_value(&Value::Null, &RpcError::plain(PARSE_ERROR)))).expect("utf8"),
             r#"{"error":{"code":-32700,"message":"Parse error"},"id":null,"jsonrpc":"2.0"}"#
         );
         assert_eq!(
-            String::from_utf8(to_bytes(&result_value(&json!("r"), json!({"b":1,"a":2}))))
-                .expect("utf8"),
+            String::from_utf8(to_bytes(&result_value(&json!("r"), json!({"b":1,"a":2})))).expect("utf8"),
             r#"{"id":"r","jsonrpc":"2.0","result":{"a":2,"b":1}}"#
         );
     }
@@ -354,11 +339,7 @@ mod tests {
     #[test]
     fn methods_and_scopes() {
         let table: &[(&str, Option<Method>, Option<&str>)] = &[
-            (
-                "SendMessage",
-                Some(Method::SendMessage),
-                Some("SendMessage"),
-            ),
+            ("SendMessage", Some(Method::SendMessage), Some("SendMessage")),
             (
                 "SendStreamingMessage",
                 Some(Method::SendStreamingMessage),
@@ -372,11 +353,7 @@ mod tests {
                 Some(Method::SubscribeToTask),
                 Some("SubscribeToTask"),
             ),
-            (
-                "GetExtendedAgentCard",
-                Some(Method::GetExtendedAgentCard),
-                None,
-            ),
+            ("GetExtendedAgentCard", Some(Method::GetExtendedAgentCard), None),
             (
                 "murmur.WatchSession",
                 Some(Method::WatchSession),
@@ -387,11 +364,7 @@ mod tests {
                 Some(Method::StopSession),
                 Some("murmur.StopSession"),
             ),
-            (
-                "CreateTaskPushNotificationConfig",
-                Some(Method::PushConfig),
-                None,
-            ),
+            ("CreateTaskPushNotificationConfig", Some(Method::PushConfig), None),
             ("message/send", None, None),
             ("sendMessage", None, None),
         ];

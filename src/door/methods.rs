@@ -10,9 +10,7 @@ use serde_json::{Map, Value, json};
 use super::auth::Caller;
 use super::card::CardFacts;
 use super::jsonrpc::{A2aError, Method, RpcError};
-use super::tasks::{
-    Board, CancelResult, ListQuery, NewTask, Origin, TaskSnapshot, TaskState, Trust,
-};
+use super::tasks::{Board, CancelResult, ListQuery, NewTask, Origin, TaskSnapshot, TaskState, Trust};
 
 /// ListTasks page size when none is asked for (§18).
 pub const DEFAULT_PAGE_SIZE: usize = 50;
@@ -167,11 +165,7 @@ pub fn parse_offer(params: &Map<String, Value>) -> Result<Offer, RpcError> {
     })
 }
 
-async fn send(
-    params: &Map<String, Value>,
-    call: &Call<'_>,
-    streaming: bool,
-) -> Result<Reply, RpcError> {
+async fn send(params: &Map<String, Value>, call: &Call<'_>, streaming: bool) -> Result<Reply, RpcError> {
     let offer = parse_offer(params)?;
     let snap = call.board.submit(NewTask {
         text: offer.text,
@@ -262,27 +256,19 @@ pub fn parse_list(params: &Map<String, Value>) -> Result<(ListQuery, bool), RpcE
         None | Some(Value::Null) => DEFAULT_PAGE_SIZE,
         Some(Value::Number(n)) => match n.as_u64() {
             Some(0) => DEFAULT_PAGE_SIZE,
-            Some(n) => usize::try_from(n)
-                .unwrap_or(MAX_PAGE_SIZE)
-                .min(MAX_PAGE_SIZE),
+            Some(n) => usize::try_from(n).unwrap_or(MAX_PAGE_SIZE).min(MAX_PAGE_SIZE),
             None => return Err(bad()),
         },
         Some(_) => return Err(bad()),
     };
     let before = match string("pageToken")? {
         None => None,
-        Some(t) if t.bytes().all(|b| b.is_ascii_digit()) => {
-            Some(t.parse::<u64>().map_err(|_| bad())?)
-        }
+        Some(t) if t.bytes().all(|b| b.is_ascii_digit()) => Some(t.parse::<u64>().map_err(|_| bad())?),
         Some(_) => return Err(bad()),
     };
     let after = match string("statusTimestampAfter")? {
         None => None,
-        Some(t) => Some(
-            DateTime::parse_from_rfc3339(t)
-                .map_err(|_| bad())?
-                .with_timezone(&Utc),
-        ),
+        Some(t) => Some(DateTime::parse_from_rfc3339(t).map_err(|_| bad())?.with_timezone(&Utc)),
     };
     let include_artifacts = match params.get("includeArtifacts") {
         None | Some(Value::Null) => false,
@@ -304,11 +290,7 @@ pub fn parse_list(params: &Map<String, Value>) -> Result<(ListQuery, bool), RpcE
 fn list_tasks(params: &Map<String, Value>, call: &Call<'_>) -> Result<Reply, RpcError> {
     let (q, include_artifacts) = parse_list(params)?;
     let page = call.board.list(&q, |owner| call.caller.sees(owner));
-    let tasks: Vec<Value> = page
-        .tasks
-        .iter()
-        .map(|t| t.to_json(include_artifacts))
-        .collect();
+    let tasks: Vec<Value> = page.tasks.iter().map(|t| t.to_json(include_artifacts)).collect();
     Ok(Reply::Result(json!({
         "nextPageToken": page.next.map(|n| n.to_string()).unwrap_or_default(),
         "pageSize": q.page_size,
@@ -353,10 +335,7 @@ mod tests {
             (json!({"message": {"parts": [{"text": "a"}]}}), -32602),
             (json!({"message": {"messageId": "m", "parts": []}}), -32602),
             (json!({"message": {"messageId": "m", "parts": {}}}), -32602),
-            (
-                json!({"message": {"messageId": "m", "parts": [{"text": 1}]}}),
-                -32602,
-            ),
+            (json!({"message": {"messageId": "m", "parts": [{"text": 1}]}}), -32602),
             (
                 json!({"message": {"messageId": "m", "contextId": 3, "parts": [{"text": "a"}]}}),
                 -32602,
@@ -369,15 +348,9 @@ mod tests {
                 json!({"message": {"messageId": "m", "taskId": "tsk_1", "parts": [{"text": "a"}]}}),
                 -32004,
             ),
-            (
-                msg(json!([{"text": "a", "mediaType": "text/markdown"}])),
-                -32005,
-            ),
+            (msg(json!([{"text": "a", "mediaType": "text/markdown"}])), -32005),
             (msg(json!([{"data": {"a": 1}}])), -32005),
-            (
-                msg(json!([{"url": "http://x", "mediaType": "image/png"}])),
-                -32005,
-            ),
+            (msg(json!([{"url": "http://x", "mediaType": "image/png"}])), -32005),
         ];
         for (params, code) in table {
             assert_eq!(
@@ -387,10 +360,7 @@ mod tests {
             );
         }
         let o = parse_offer(&obj(json!({"message": {"messageId": "m", "contextId": "ctx_a", "parts": [{"text": "x"}]}, "configuration": {"returnImmediately": true}}))).expect("ok");
-        assert_eq!(
-            (o.context_id.as_deref(), o.return_immediately),
-            (Some("ctx_a"), true)
-        );
+        assert_eq!((o.context_id.as_deref(), o.return_immediately), (Some("ctx_a"), true));
     }
 
     #[test]
@@ -403,10 +373,7 @@ mod tests {
         assert_eq!(q(json!({})), Ok((50, None, None, None, false)));
         assert_eq!(q(json!({"pageSize": 0})), Ok((50, None, None, None, false)));
         assert_eq!(q(json!({"pageSize": 7})), Ok((7, None, None, None, false)));
-        assert_eq!(
-            q(json!({"pageSize": 1000})),
-            Ok((100, None, None, None, false))
-        );
+        assert_eq!(q(json!({"pageSize": 1000})), Ok((100, None, None, None, false)));
         assert_eq!(q(json!({"pageSize": -1})), Err(-32602));
         assert_eq!(q(json!({"pageSize": 1.5})), Err(-32602));
         assert_eq!(q(json!({"pageSize": "5"})), Err(-32602));
@@ -422,26 +389,15 @@ mod tests {
         assert_eq!(q(json!({"pageToken": "x"})), Err(-32602));
         assert_eq!(q(json!({"includeArtifacts": 1})), Err(-32602));
         assert_eq!(q(json!({"statusTimestampAfter": "yesterday"})), Err(-32602));
-        let (lq, _) = parse_list(&obj(
-            json!({"statusTimestampAfter": "2023-11-14T22:13:20.123+01:00"}),
-        ))
-        .expect("ok");
-        assert_eq!(
-            lq.after.map(|t| t.timestamp_millis()),
-            Some(1_699_996_400_123)
-        );
+        let (lq, _) = parse_list(&obj(json!({"statusTimestampAfter": "2023-11-14T22:13:20.123+01:00"}))).expect("ok");
+        assert_eq!(lq.after.map(|t| t.timestamp_millis()), Some(1_699_996_400_123));
     }
 
     #[test]
     fn provenance_rule() {
         let table = [
             (None, None, Origin::Event, Trust::Untrusted),
-            (
-                Some("event"),
-                Some("trusted"),
-                Origin::Event,
-                Trust::Untrusted,
-            ),
+            (Some("event"), Some("trusted"), Origin::Event, Trust::Untrusted),
             (Some("peer"), None, Origin::Peer, Trust::Untrusted),
             (Some("peer"), Some("trusted"), Origin::Peer, Trust::Trusted),
             (
@@ -456,12 +412,7 @@ mod tests {
                 Origin::Completion,
                 Trust::Untrusted,
             ),
-            (
-                Some("Peer"),
-                Some("trusted"),
-                Origin::Event,
-                Trust::Untrusted,
-            ),
+            (Some("Peer"), Some("trusted"), Origin::Event, Trust::Untrusted),
         ];
         for (o, t, origin, trust) in table {
             assert_eq!(

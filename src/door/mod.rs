@@ -31,8 +31,8 @@ use zeroize::Zeroizing;
 pub use auth::{Caller, FormationAuth, FormationTrust};
 pub use card::CardFacts;
 pub use tasks::{
-    Board, BoardEvent, Cancel, CancelResult, Clock, NoAnswerBelow, Origin, REJECT_BUSY,
-    REJECT_CLOSING, TaskOutcome, TaskSnapshot, TaskState, Trust, Work,
+    Board, BoardEvent, Cancel, CancelResult, Clock, NoAnswerBelow, Origin, REJECT_BUSY, REJECT_CLOSING, TaskOutcome,
+    TaskSnapshot, TaskState, Trust, Work,
 };
 
 use crate::diag::{self, Diagnostic};
@@ -112,37 +112,20 @@ impl Door {
 
     /// As [`Door::start`] with a board made by the caller (e.g. with an injected clock); the
     /// board's acceptance governs admission.
-    pub fn start_with_board(
-        config: DoorConfig,
-        bind: &str,
-        board: Arc<Board>,
-    ) -> Result<Door, Diagnostic> {
-        let cannot = |why: String| {
-            Diagnostic::new(
-                diag::E_RUN_010,
-                format!("the door cannot bind {bind}: {why}"),
-            )
-        };
+    pub fn start_with_board(config: DoorConfig, bind: &str, board: Arc<Board>) -> Result<Door, Diagnostic> {
+        let cannot = |why: String| Diagnostic::new(diag::E_RUN_010, format!("the door cannot bind {bind}: {why}"));
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(cannot("no async runtime is running on this thread".into()));
         }
         let listener = TcpListener::bind((bind, 0)).map_err(|e| cannot(e.to_string()))?;
-        let port = listener
-            .local_addr()
-            .map_err(|e| cannot(e.to_string()))?
-            .port();
+        let port = listener.local_addr().map_err(|e| cannot(e.to_string()))?.port();
         let url = format!("localhost:{port}");
 
         let (auth, operator_token) = if config.authenticate {
-            let key =
-                DoorKey::generate().map_err(|e| cannot(format!("no random door key: {e}")))?;
+            let key = DoorKey::generate().map_err(|e| cannot(format!("no random door key: {e}")))?;
             let token = Zeroizing::new(key.mint_operator());
-            let authority =
-                auth::Authority::new(&config.capsule_name, key, config.formation.clone());
-            (
-                FormationAuth::authenticating(Arc::new(authority)),
-                Some(token),
-            )
+            let authority = auth::Authority::new(&config.capsule_name, key, config.formation.clone());
+            (FormationAuth::authenticating(Arc::new(authority)), Some(token))
         } else {
             (FormationAuth::public(), None)
         };

@@ -61,11 +61,7 @@ async fn read_body(req: &HttpRequest, mut payload: web::Payload) -> Result<Bytes
 }
 
 /// The one handler behind FormationAuth.
-pub async fn handle(
-    req: HttpRequest,
-    payload: web::Payload,
-    shared: web::Data<Shared>,
-) -> HttpResponse {
+pub async fn handle(req: HttpRequest, payload: web::Payload, shared: web::Data<Shared>) -> HttpResponse {
     // Step 1.
     let provenance = Provenance::from_headers(
         header_str(&req, "x-murmur-task-origin"),
@@ -98,8 +94,8 @@ pub async fn handle(
         return HttpResponse::NotFound().finish();
     }
     // Step 6.
-    let json_type = header_str(&req, "content-type")
-        .is_some_and(|c| c.to_ascii_lowercase().contains("application/json"));
+    let json_type =
+        header_str(&req, "content-type").is_some_and(|c| c.to_ascii_lowercase().contains("application/json"));
     if req.method() != HttpMethod::POST || !(path == "/" || path.is_empty()) || !json_type {
         return HttpResponse::NotFound().finish();
     }
@@ -117,16 +113,9 @@ pub async fn handle(
     };
     let id = request.id;
     // Step 9.
-    let versions: Vec<&[u8]> = req
-        .headers()
-        .get_all("a2a-version")
-        .map(|v| v.as_bytes())
-        .collect();
+    let versions: Vec<&[u8]> = req.headers().get_all("a2a-version").map(|v| v.as_bytes()).collect();
     if !jsonrpc::version_ok(&versions) {
-        let asked = versions
-            .first()
-            .and_then(|v| std::str::from_utf8(v).ok())
-            .unwrap_or("");
+        let asked = versions.first().and_then(|v| std::str::from_utf8(v).ok()).unwrap_or("");
         return rpc_error(
             &id,
             &A2aError::VersionNotSupported.with(&[("requested", asked), ("supported", "1.0")]),

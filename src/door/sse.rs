@@ -32,9 +32,7 @@ struct Follow {
 /// `data: {"id":…,"jsonrpc":"2.0","result":<StreamResponse>}\n\n`.
 fn event(request_id: &Value, result: Value) -> Vec<u8> {
     let mut v = b"data: ".to_vec();
-    v.extend_from_slice(&jsonrpc::to_bytes(&jsonrpc::result_value(
-        request_id, result,
-    )));
+    v.extend_from_slice(&jsonrpc::to_bytes(&jsonrpc::result_value(request_id, result)));
     v.extend_from_slice(b"\n\n");
     v
 }
@@ -52,8 +50,7 @@ impl Follow {
                 if !self.artifact_sent
                     && let Some(a) = snap.artifact_json()
                 {
-                    let upd =
-                        json!({"artifact": a, "contextId": snap.context_id, "taskId": snap.id});
+                    let upd = json!({"artifact": a, "contextId": snap.context_id, "taskId": snap.id});
                     out.extend(event(&self.request_id, json!({"artifactUpdate": upd})));
                     self.artifact_sent = true;
                 }
@@ -91,12 +88,7 @@ impl Follow {
 
 /// The SSE response following a task, each event answering JSON-RPC request `request_id`. It
 /// opens with `first` when given, else with the task as it stands.
-pub fn follow(
-    board: &Arc<Board>,
-    task_id: String,
-    first: Option<TaskSnapshot>,
-    request_id: Value,
-) -> HttpResponse {
+pub fn follow(board: &Arc<Board>, task_id: String, first: Option<TaskSnapshot>, request_id: Value) -> HttpResponse {
     let f = Follow {
         board: Arc::clone(board),
         task_id,

@@ -122,10 +122,7 @@ pub enum TaskOutcome {
     Failed(String),
     /// end-without-answer (§11.6): `TASK_STATE_FAILED`, the reason as status text, and
     /// `metadata.murmur` `{noAnswer, noAnswerBelow}`.
-    NoAnswer {
-        reason: String,
-        below: Vec<NoAnswerBelow>,
-    },
+    NoAnswer { reason: String, below: Vec<NoAnswerBelow> },
     /// `TASK_STATE_CANCELED`.
     Canceled,
 }
@@ -192,10 +189,7 @@ impl TaskSnapshot {
             );
         }
         m.insert("state".into(), Value::String(self.state.wire().into()));
-        m.insert(
-            "timestamp".into(),
-            Value::String(rfc3339_ms(self.timestamp)),
-        );
+        m.insert("timestamp".into(), Value::String(rfc3339_ms(self.timestamp)));
         Value::Object(m)
     }
 
@@ -712,13 +706,7 @@ impl Board {
                 if let Some(e) = st.tasks.get_mut(&id)
                     && !e.snap.state.is_terminal()
                 {
-                    end(
-                        e,
-                        TaskState::Rejected,
-                        Some(REJECT_CLOSING.to_string()),
-                        seq,
-                        now,
-                    );
+                    end(e, TaskState::Rejected, Some(REJECT_CLOSING.to_string()), seq, now);
                     let _ = e.cancel.send_replace(true);
                     ev.push(BoardEvent::Ended {
                         task_id: id,
@@ -820,11 +808,7 @@ impl Board {
             .collect();
         let more = rest.len() > q.page_size;
         let tasks: Vec<TaskSnapshot> = rest.into_iter().take(q.page_size).collect();
-        let next = if more {
-            tasks.last().map(|s| s.changed)
-        } else {
-            None
-        };
+        let next = if more { tasks.last().map(|s| s.changed) } else { None };
         ListPage { tasks, next, total }
     }
 }
@@ -908,10 +892,7 @@ mod tests {
             (t.state, t.trust, t.owner.clone()),
             (TaskState::Submitted, Trust::Trusted, None)
         );
-        assert_eq!(
-            b.submit(offer("x")).status_text.as_deref(),
-            Some(REJECT_BUSY)
-        );
+        assert_eq!(b.submit(offer("x")).status_text.as_deref(), Some(REJECT_BUSY));
         // A `none` door still runs its --task task.
         let n = Board::new(Acceptance::None, 0);
         assert_eq!(n.submit_local("t").state, TaskState::Submitted);
@@ -952,10 +933,7 @@ mod tests {
         assert_eq!(t(0).to_json(false).get("artifacts"), None);
         let failed = t(1).to_json(true);
         assert_eq!(failed["status"]["state"], "TASK_STATE_FAILED");
-        assert_eq!(
-            failed["status"]["message"]["parts"],
-            json!([{"text": "boom"}])
-        );
+        assert_eq!(failed["status"]["message"]["parts"], json!([{"text": "boom"}]));
         assert_eq!(failed["status"]["message"]["role"], "ROLE_AGENT");
         assert_eq!(failed["status"]["message"]["taskId"], json!(ids[1]));
         let na = t(2).to_json(true);
@@ -979,9 +957,7 @@ mod tests {
         let w = b.next_work().await.expect("work");
         assert!(!w.cancel.is_cancelled());
         // Cancel a queued task: it leaves the queue.
-        assert!(
-            matches!(b.cancel(&q1, "r"), CancelResult::Canceled(s) if s.state == TaskState::Canceled)
-        );
+        assert!(matches!(b.cancel(&q1, "r"), CancelResult::Canceled(s) if s.state == TaskState::Canceled));
         assert!(matches!(b.cancel(&q1, "r"), CancelResult::NotCancelable(_)));
         assert_eq!(b.cancel("tsk_nope", "r"), CancelResult::NotFound);
         b.close();
@@ -995,20 +971,13 @@ mod tests {
         );
         // The executor's late outcome does not overwrite the cancellation.
         assert_eq!(
-            b.finish(&a, TaskOutcome::Completed("late".into()))
-                .map(|t| t.state),
+            b.finish(&a, TaskOutcome::Completed("late".into())).map(|t| t.state),
             Some(TaskState::Canceled)
         );
         drop(w);
         assert!(b.next_work().await.is_none());
-        assert_eq!(
-            b.submit(offer("d")).status_text.as_deref(),
-            Some(REJECT_CLOSING)
-        );
-        assert_eq!(
-            b.submit_local("e").status_text.as_deref(),
-            Some(REJECT_CLOSING)
-        );
+        assert_eq!(b.submit(offer("d")).status_text.as_deref(), Some(REJECT_CLOSING));
+        assert_eq!(b.submit_local("e").status_text.as_deref(), Some(REJECT_CLOSING));
         let ends: Vec<(String, TaskState)> = lock(&events)
             .iter()
             .filter_map(|e| match e {
@@ -1040,10 +1009,7 @@ mod tests {
         b.submit(offer("b"));
         drop(b.next_work().await);
         let t = b.get(&a).expect("a");
-        assert_eq!(
-            (t.state, t.status_text.as_deref()),
-            (TaskState::Failed, Some(LOST))
-        );
+        assert_eq!((t.state, t.status_text.as_deref()), (TaskState::Failed, Some(LOST)));
         assert_eq!(b.next_work().await.map(|w| w.text), Some("b".into()));
     }
 

@@ -112,9 +112,8 @@ fn start(cfg: DoorConfig) -> TestDoor {
                     return;
                 }
             };
-            door.board().set_observer(move |e| {
-                ev.lock().unwrap_or_else(|p| p.into_inner()).push(e.clone())
-            });
+            door.board()
+                .set_observer(move |e| ev.lock().unwrap_or_else(|p| p.into_inner()).push(e.clone()));
             let _ = tx.send(Ok((
                 door.url().to_string(),
                 door.operator_token().map(str::to_string),
@@ -149,9 +148,7 @@ struct Http {
 }
 
 fn agent() -> ureq::Agent {
-    ureq::AgentBuilder::new()
-        .timeout(Duration::from_secs(20))
-        .build()
+    ureq::AgentBuilder::new().timeout(Duration::from_secs(20)).build()
 }
 
 fn response(r: Result<ureq::Response, ureq::Error>) -> Http {
@@ -161,11 +158,8 @@ fn response(r: Result<ureq::Response, ureq::Error>) -> Http {
         Err(e) => panic!("transport: {e}"),
     };
     let h = |n: &str| resp.header(n).map(str::to_string);
-    let (content_type, content_length, www_authenticate) = (
-        h("content-type"),
-        h("content-length"),
-        h("www-authenticate"),
-    );
+    let (content_type, content_length, www_authenticate) =
+        (h("content-type"), h("content-length"), h("www-authenticate"));
     let status = resp.status();
     let body = resp.into_string().expect("body");
     Http {
@@ -179,17 +173,11 @@ fn response(r: Result<ureq::Response, ureq::Error>) -> Http {
 
 impl TestDoor {
     fn http_url(&self, path: &str) -> String {
-        format!(
-            "http://{}{path}",
-            self.url.replace("localhost", "127.0.0.1")
-        )
+        format!("http://{}{path}", self.url.replace("localhost", "127.0.0.1"))
     }
 
     fn op(&self) -> String {
-        format!(
-            "Bearer {}",
-            self.operator.clone().expect("authenticating door")
-        )
+        format!("Bearer {}", self.operator.clone().expect("authenticating door"))
     }
 
     /// POST / with the A2A headers and optional extra headers.
@@ -209,8 +197,7 @@ impl TestDoor {
 
     /// A JSON-RPC call; asserts an HTTP 200 JSON reply with content-length and returns it parsed.
     fn rpc(&self, auth: Option<&str>, method: &str, params: Value) -> Value {
-        let body =
-            json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
         let h = self.post(auth, &[], &body);
         assert_eq!(h.status, 200, "{method}: {}", h.body);
         assert_eq!(h.content_type.as_deref(), Some("application/json"));
@@ -240,8 +227,7 @@ impl TestDoor {
     fn raw(&self, request: &[u8]) -> String {
         let addr = self.url.replace("localhost", "127.0.0.1");
         let mut s = TcpStream::connect(addr).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(20)))
-            .expect("timeout");
+        s.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
         // The door may answer (413) and close before it has read everything we send.
         let _ = s.write_all(request);
         let mut out = Vec::new();
@@ -271,10 +257,7 @@ impl Sse {
             if self.0.read_line(&mut line).expect("sse line") == 0 {
                 return None;
             }
-            if let Some(data) = line
-                .strip_suffix('\n')
-                .and_then(|l| l.strip_prefix("data: "))
-            {
+            if let Some(data) = line.strip_suffix('\n').and_then(|l| l.strip_prefix("data: ")) {
                 return Some(serde_json::from_str(data).expect("event json"));
             }
         }
@@ -292,11 +275,7 @@ fn sse_events(resp: ureq::Response) -> Vec<Value> {
 #[test]
 fn card_is_public_and_extended_card_needs_a_token() {
     let d = start(config(Acceptance::Queue, 2, true));
-    let card = response(
-        agent()
-            .get(&d.http_url("/.well-known/agent-card.json"))
-            .call(),
-    );
+    let card = response(agent().get(&d.http_url("/.well-known/agent-card.json")).call());
     assert_eq!(
         (card.status, card.content_type.as_deref()),
         (200, Some("application/json"))
@@ -340,24 +319,15 @@ fn card_is_public_and_extended_card_needs_a_token() {
 
     // A public door shows the capsule extension on its public card and has no extended card.
     let p = start(config(Acceptance::None, 0, false));
-    let c: Value = serde_json::from_str(
-        &response(
-            agent()
-                .get(&p.http_url("/.well-known/agent-card.json"))
-                .call(),
-        )
-        .body,
-    )
-    .expect("json");
+    let c: Value =
+        serde_json::from_str(&response(agent().get(&p.http_url("/.well-known/agent-card.json")).call()).body)
+            .expect("json");
     assert_eq!(c["capabilities"]["extendedAgentCard"], false);
     assert_eq!(
         c["capabilities"]["extensions"][0]["params"]["methods"],
         json!(["GetTask", "ListTasks", "CancelTask"])
     );
-    assert_eq!(
-        c["capabilities"]["extensions"][1]["params"]["sessionId"],
-        SES
-    );
+    assert_eq!(c["capabilities"]["extensions"][1]["params"]["sessionId"], SES);
     let r = p.rpc(None, "GetExtendedAgentCard", json!({}));
     assert_eq!(
         (code(&r), r["error"]["data"][0]["reason"].as_str()),
@@ -400,10 +370,7 @@ fn authentication_cases_over_a_socket() {
         ("no scheme", Some(good.clone()), invalid),
         (
             "forged",
-            Some(format!(
-                "Bearer {}",
-                other_key.mint(FRM, "planner", "coder")
-            )),
+            Some(format!("Bearer {}", other_key.mint(FRM, "planner", "coder"))),
             invalid,
         ),
         ("altered", Some(format!("Bearer {altered}")), invalid),
@@ -413,11 +380,7 @@ fn authentication_cases_over_a_socket() {
             invalid,
         ),
         ("garbage mft1", Some("Bearer mft1.x.y".into()), invalid),
-        (
-            "another door's operator token",
-            Some(other_door.op()),
-            invalid,
-        ),
+        ("another door's operator token", Some(other_door.op()), invalid),
         (
             "for another member's door",
             Some(format!("Bearer {}", sk.mint(FRM, "planner", "reviewer"))),
@@ -428,11 +391,7 @@ fn authentication_cases_over_a_socket() {
         let h = d.post(auth.as_deref(), &[], get);
         assert_eq!(h.status, status, "{name}: {}", h.body);
         assert_eq!(h.www_authenticate.as_deref(), Some(challenge), "{name}");
-        assert_eq!(
-            h.content_type.as_deref(),
-            Some("application/json"),
-            "{name}"
-        );
+        assert_eq!(h.content_type.as_deref(), Some("application/json"), "{name}");
         assert_eq!(h.content_length, Some(body.len().to_string()), "{name}");
         assert_eq!(h.body, body, "{name}");
     }
@@ -471,18 +430,12 @@ fn formation_tokens_reach_only_their_five_scopes() {
         ("murmur.WatchSession", json!({})),
         ("murmur.StopSession", json!({})),
     ] {
-        let body =
-            json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
         let h = d.post(Some(&member), &[], &body);
         assert_eq!(h.status, 403, "{method}");
         assert_eq!(
             h.www_authenticate.as_deref(),
-            Some(
-                format!(
-                    r#"Bearer realm="local/coder", error="insufficient_scope", scope="{method}""#
-                )
-                .as_str()
-            )
+            Some(format!(r#"Bearer realm="local/coder", error="insufficient_scope", scope="{method}""#).as_str())
         );
         assert_eq!(
             h.body,
@@ -514,28 +467,16 @@ fn formation_tokens_reach_only_their_five_scopes() {
             .call(),
     );
     assert_eq!((op_files.status, op_files.body.as_str()), (404, ""));
-    assert_eq!(
-        code(&d.rpc(Some(&d.op()), "murmur.WatchSession", json!({}))),
-        -32601
-    );
+    assert_eq!(code(&d.rpc(Some(&d.op()), "murmur.WatchSession", json!({}))), -32601);
     // GetExtendedAgentCard needs only a valid token.
     assert!(d.rpc(Some(&member), "GetExtendedAgentCard", json!({}))["result"]["name"].is_string());
     // And the five scopes are served.
     let t = d.send(Some(&member), "hi", false);
     assert_eq!(t["status"]["state"], "TASK_STATE_COMPLETED");
     let id = t["id"].as_str().unwrap_or_default();
-    assert_eq!(
-        d.rpc(Some(&member), "GetTask", json!({"id": id}))["result"]["id"],
-        id
-    );
-    assert_eq!(
-        d.rpc(Some(&member), "ListTasks", json!({}))["result"]["totalSize"],
-        1
-    );
-    assert_eq!(
-        code(&d.rpc(Some(&member), "CancelTask", json!({"id": id}))),
-        -32002
-    );
+    assert_eq!(d.rpc(Some(&member), "GetTask", json!({"id": id}))["result"]["id"], id);
+    assert_eq!(d.rpc(Some(&member), "ListTasks", json!({}))["result"]["totalSize"], 1);
+    assert_eq!(code(&d.rpc(Some(&member), "CancelTask", json!({"id": id}))), -32002);
     assert_eq!(
         code(&d.rpc(Some(&member), "SubscribeToTask", json!({"id": id}))),
         -32004
@@ -548,10 +489,7 @@ fn peer_consent_comes_after_authentication() {
     let d = start(member_config(&sk, false));
     let member = format!("Bearer {}", sk.mint(FRM, "planner", "coder"));
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{}}"#;
-    let peer = [
-        ("x-murmur-task-origin", "peer"),
-        ("x-murmur-task-trust", "trusted"),
-    ];
+    let peer = [("x-murmur-task-origin", "peer"), ("x-murmur-task-trust", "trusted")];
     let h = d.post(None, &peer, body);
     assert_eq!(h.status, 401);
     let refused = r#"{"error":"peer_not_accepted","message":"this capsule does not accept tasks from peers"}"#;
@@ -576,7 +514,13 @@ fn peer_consent_comes_after_authentication() {
 fn json_rpc_errors_and_http_fallbacks() {
     let d = start(config(Acceptance::Queue, 5, false));
     let raw_post = |headers: &str, body: &str| {
-        d.raw(format!("POST / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{headers}Content-Length: {}\r\n\r\n{body}", body.len()).as_bytes())
+        d.raw(
+            format!(
+                "POST / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{headers}Content-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        )
     };
     let reply = |h: Http| -> Value {
         assert_eq!(h.status, 200, "{}", h.body);
@@ -591,12 +535,8 @@ fn json_rpc_errors_and_http_fallbacks() {
         )
     );
     assert_eq!(
-        d.post(
-            None,
-            &[],
-            r#"{"jsonrpc":"1.0","id":"a","method":"GetTask"}"#
-        )
-        .body,
+        d.post(None, &[], r#"{"jsonrpc":"1.0","id":"a","method":"GetTask"}"#)
+            .body,
         r#"{"error":{"code":-32600,"message":"Invalid Request"},"id":"a","jsonrpc":"2.0"}"#
     );
     // -32009: missing, wrong, twice.
@@ -638,12 +578,7 @@ fn json_rpc_errors_and_http_fallbacks() {
             -32003,
             Some("PUSH_NOTIFICATION_NOT_SUPPORTED"),
         ),
-        (
-            "GetExtendedAgentCard",
-            json!({}),
-            -32004,
-            Some("UNSUPPORTED_OPERATION"),
-        ),
+        ("GetExtendedAgentCard", json!({}), -32004, Some("UNSUPPORTED_OPERATION")),
         ("GetTask", json!([1]), -32602, None),
         ("GetTask", json!({}), -32602, None),
         (
@@ -652,18 +587,8 @@ fn json_rpc_errors_and_http_fallbacks() {
             -32001,
             Some("TASK_NOT_FOUND"),
         ),
-        (
-            "CancelTask",
-            json!({"id": "nope"}),
-            -32001,
-            Some("TASK_NOT_FOUND"),
-        ),
-        (
-            "SubscribeToTask",
-            json!({"id": "nope"}),
-            -32001,
-            Some("TASK_NOT_FOUND"),
-        ),
+        ("CancelTask", json!({"id": "nope"}), -32001, Some("TASK_NOT_FOUND")),
+        ("SubscribeToTask", json!({"id": "nope"}), -32001, Some("TASK_NOT_FOUND")),
         ("ListTasks", json!({"pageSize": -3}), -32602, None),
         (
             "SendMessage",
@@ -681,11 +606,7 @@ fn json_rpc_errors_and_http_fallbacks() {
     for (method, params, want, reason) in table {
         let r = d.rpc(None, method, params.clone());
         assert_eq!(code(&r), *want, "{method} {params}");
-        assert_eq!(
-            r["error"]["data"][0]["reason"].as_str(),
-            *reason,
-            "{method}"
-        );
+        assert_eq!(r["error"]["data"][0]["reason"].as_str(), *reason, "{method}");
         assert_eq!(r["id"], 1);
     }
     let nf = d.rpc(None, "GetTask", json!({"id": "tsk_x"}));
@@ -694,11 +615,7 @@ fn json_rpc_errors_and_http_fallbacks() {
         json!({"code": -32001, "message": "Task not found", "data": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "domain": "a2a-protocol.org", "metadata": {"taskId": "tsk_x"}, "reason": "TASK_NOT_FOUND"}]})
     );
     // Absent params read as {}.
-    let r = d.post(
-        None,
-        &[],
-        r#"{"jsonrpc":"2.0","id":9,"method":"ListTasks"}"#,
-    );
+    let r = d.post(None, &[], r#"{"jsonrpc":"2.0","id":9,"method":"ListTasks"}"#);
     assert_eq!(
         serde_json::from_str::<Value>(&r.body).expect("json")["result"]["totalSize"],
         0
@@ -725,9 +642,7 @@ fn json_rpc_errors_and_http_fallbacks() {
             .set("content-type", "application/json")
             .send_string(""),
     ));
-    not_found(response(
-        agent().get(&d.http_url("/resources/files")).call(),
-    ));
+    not_found(response(agent().get(&d.http_url("/resources/files")).call()));
     // The content type only has to contain application/json.
     let h = response(
         agent()
@@ -775,10 +690,7 @@ fn none_door_refuses_task_methods_but_runs_its_local_task() {
     let t = d.board.submit_local("local work");
     d.wait_state(&t.id, TaskState::Completed);
     let got = d.rpc(None, "GetTask", json!({"id": t.id}));
-    assert_eq!(
-        got["result"]["artifacts"][0]["parts"][0]["text"],
-        "echo: local work"
-    );
+    assert_eq!(got["result"]["artifacts"][0]["parts"][0]["text"], "echo: local work");
 }
 
 #[test]
@@ -801,10 +713,7 @@ fn send_message_outcomes() {
             .is_some_and(|s| crate::ids::is(crate::ids::IdKind::Context, s))
     );
     let ts = t["status"]["timestamp"].as_str().unwrap_or_default();
-    assert!(
-        ts.len() == 24 && ts.ends_with('Z') && ts.as_bytes()[19] == b'.',
-        "{ts}"
-    );
+    assert!(ts.len() == 24 && ts.ends_with('Z') && ts.as_bytes()[19] == b'.', "{ts}");
 
     let f = d.send(None, "fail:boom", false);
     assert_eq!(f["status"]["state"], "TASK_STATE_FAILED");
@@ -870,10 +779,7 @@ fn queue_cancel_and_close() {
         .unwrap_or_default()
         .to_string();
     let refused = d.send(Some(&op), "r", true);
-    assert_eq!(
-        refused["status"]["message"]["parts"][0]["text"],
-        REJECT_BUSY
-    );
+    assert_eq!(refused["status"]["message"]["parts"][0]["text"], REJECT_BUSY);
     // A rejected task is a task: GetTask finds it.
     let rid = refused["id"].as_str().unwrap_or_default();
     assert_eq!(
@@ -935,10 +841,7 @@ fn list_tasks_pages_and_filters() {
         .map(|a| a.iter().filter_map(|t| t["id"].as_str()).collect())
         .unwrap_or_default();
     assert_eq!(got, [ids[4].as_str(), ids[3].as_str()]);
-    assert_eq!(
-        (p1["pageSize"].as_u64(), p1["totalSize"].as_u64()),
-        (Some(2), Some(5))
-    );
+    assert_eq!((p1["pageSize"].as_u64(), p1["totalSize"].as_u64()), (Some(2), Some(5)));
     assert_eq!(p1["tasks"][0].get("artifacts"), None);
     let token = p1["nextPageToken"].as_str().unwrap_or_default();
     assert!(!token.is_empty());
@@ -946,20 +849,14 @@ fn list_tasks_pages_and_filters() {
     assert_eq!(p2["tasks"][0]["id"], ids[2]);
     let p3 = page(json!({"pageSize": 2, "pageToken": p2["nextPageToken"]}));
     assert_eq!(
-        (
-            p3["tasks"].as_array().map(Vec::len),
-            p3["nextPageToken"].as_str()
-        ),
+        (p3["tasks"].as_array().map(Vec::len), p3["nextPageToken"].as_str()),
         (Some(1), Some(""))
     );
     // Defaults and the clamp.
     assert_eq!(page(json!({}))["pageSize"], 50);
     assert_eq!(page(json!({"pageSize": 1000}))["pageSize"], 100);
     // Filters.
-    assert_eq!(
-        page(json!({"status": "TASK_STATE_COMPLETED"}))["totalSize"],
-        5
-    );
+    assert_eq!(page(json!({"status": "TASK_STATE_COMPLETED"}))["totalSize"], 5);
     assert_eq!(page(json!({"status": "TASK_STATE_FAILED"}))["totalSize"], 0);
     let ctx = d.rpc(None, "GetTask", json!({"id": ids[1]}))["result"]["contextId"].clone();
     let by_ctx = page(json!({"contextId": ctx}));
@@ -979,10 +876,7 @@ fn list_tasks_pages_and_filters() {
         page(json!({"statusTimestampAfter": "2999-01-01T00:00:00Z"}))["totalSize"],
         0
     );
-    assert_eq!(
-        code(&d.rpc(None, "ListTasks", json!({"status": "DONE"}))),
-        -32602
-    );
+    assert_eq!(code(&d.rpc(None, "ListTasks", json!({"status": "DONE"}))), -32602);
 }
 
 #[test]
@@ -1011,10 +905,7 @@ fn members_see_only_their_own_tasks() {
         assert_eq!(code(&r), -32001, "{method} {params}");
     }
     // Nothing was cancelled, and the reviewer's list is empty, counts included.
-    assert_eq!(
-        d.board.get(&mine).map(|t| t.state),
-        Some(TaskState::Working)
-    );
+    assert_eq!(d.board.get(&mine).map(|t| t.state), Some(TaskState::Working));
     let list = d.rpc(Some(&reviewer), "ListTasks", json!({}))["result"].clone();
     assert_eq!(
         list,
@@ -1026,14 +917,8 @@ fn members_see_only_their_own_tasks() {
         (pl["totalSize"].as_u64(), &pl["tasks"][0]["id"]),
         (Some(1), &json!(mine))
     );
-    assert_eq!(
-        code(&d.rpc(Some(&planner), "GetTask", json!({"id": done}))),
-        -32001
-    );
-    assert_eq!(
-        d.rpc(Some(&d.op()), "ListTasks", json!({}))["result"]["totalSize"],
-        2
-    );
+    assert_eq!(code(&d.rpc(Some(&planner), "GetTask", json!({"id": done}))), -32001);
+    assert_eq!(d.rpc(Some(&d.op()), "ListTasks", json!({}))["result"]["totalSize"], 2);
     assert_eq!(
         d.rpc(Some(&d.op()), "GetTask", json!({"id": mine}))["result"]["id"],
         mine
@@ -1052,17 +937,12 @@ fn members_see_only_their_own_tasks() {
         .iter()
         .filter_map(|e| match e {
             BoardEvent::Received {
-                task_id,
-                caller_member,
-                ..
+                task_id, caller_member, ..
             } => Some((task_id.clone(), caller_member.clone())),
             BoardEvent::Ended { .. } => None,
         })
         .collect();
-    assert_eq!(
-        received,
-        [(mine.clone(), Some("planner".into())), (done, None)]
-    );
+    assert_eq!(received, [(mine.clone(), Some("planner".into())), (done, None)]);
 }
 
 #[test]
@@ -1096,12 +976,7 @@ fn provenance_and_traceparent_reach_the_board() {
     assert_eq!(
         got,
         [
-            (
-                Origin::Peer,
-                Trust::Trusted,
-                Some("00-abc-def-01".into()),
-                "mX".into()
-            ),
+            (Origin::Peer, Trust::Trusted, Some("00-abc-def-01".into()), "mX".into()),
             (Origin::Event, Trust::Untrusted, None, "mX".into())
         ]
     );
@@ -1123,53 +998,31 @@ fn sse_streams_follow_a_task_to_its_end() {
     let mut stream = Sse::new(post(&body));
     let first = stream.next().expect("snapshot");
     // SendStreamingMessage opens with the task as it was created.
-    assert_eq!(
-        first["result"]["task"]["status"]["state"],
-        "TASK_STATE_SUBMITTED"
-    );
-    let task_id = first["result"]["task"]["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    assert!(
-        crate::ids::is(crate::ids::IdKind::Task, &task_id),
-        "{first}"
-    );
+    assert_eq!(first["result"]["task"]["status"]["state"], "TASK_STATE_SUBMITTED");
+    let task_id = first["result"]["task"]["id"].as_str().unwrap_or_default().to_string();
+    assert!(crate::ids::is(crate::ids::IdKind::Task, &task_id), "{first}");
     d.wait_state(&task_id, TaskState::Working);
     // A second stream subscribes to the same task; both then follow it to its end.
     let sub_body =
-        json!({"jsonrpc": "2.0", "id": 7, "method": "SubscribeToTask", "params": {"id": task_id}})
-            .to_string();
+        json!({"jsonrpc": "2.0", "id": 7, "method": "SubscribeToTask", "params": {"id": task_id}}).to_string();
     let mut sub = Sse::new(post(&sub_body));
     let snap = sub.next().expect("snapshot");
     assert_eq!(snap["id"], 7);
     let status = &snap["result"]["task"]["status"];
     assert_eq!(
-        (
-            status["state"].as_str(),
-            status["message"]["parts"][0]["text"].as_str()
-        ),
-        (
-            Some("TASK_STATE_WORKING"),
-            Some("continuing with 1 member answer(s)")
-        )
+        (status["state"].as_str(), status["message"]["parts"][0]["text"].as_str()),
+        (Some("TASK_STATE_WORKING"), Some("continuing with 1 member answer(s)"))
     );
     d.release.notify_one();
 
     let events = stream.rest();
     assert!(
-        events
-            .iter()
-            .all(|e| e["id"] == "s1" && e["jsonrpc"] == "2.0"),
+        events.iter().all(|e| e["id"] == "s1" && e["jsonrpc"] == "2.0"),
         "{events:?}"
     );
     let last = &events[events.len() - 1]["result"]["statusUpdate"];
     assert_eq!(
-        (
-            last["taskId"].as_str(),
-            &last["status"]["state"],
-            &last["contextId"]
-        ),
+        (last["taskId"].as_str(), &last["status"]["state"], &last["contextId"]),
         (
             Some(task_id.as_str()),
             &json!("TASK_STATE_COMPLETED"),
@@ -1209,10 +1062,7 @@ fn sse_streams_follow_a_task_to_its_end() {
         .expect("stream");
     let ev = sse_events(resp);
     assert_eq!(ev.len(), 1);
-    assert_eq!(
-        ev[0]["result"]["task"]["status"]["state"],
-        "TASK_STATE_REJECTED"
-    );
+    assert_eq!(ev[0]["result"]["task"]["status"]["state"], "TASK_STATE_REJECTED");
 }
 
 #[test]
@@ -1229,10 +1079,7 @@ fn a_quick_streamed_task_still_shows_its_whole_course() {
         let ev = sse_events(resp);
         let n = ev.len();
         assert!(n >= 3, "{ev:?}");
-        assert_eq!(
-            ev[0]["result"]["task"]["status"]["state"],
-            "TASK_STATE_SUBMITTED"
-        );
+        assert_eq!(ev[0]["result"]["task"]["status"]["state"], "TASK_STATE_SUBMITTED");
         assert_eq!(
             ev[n - 2]["result"]["artifactUpdate"]["artifact"]["parts"][0]["text"],
             "echo: quick"
@@ -1254,12 +1101,7 @@ fn cancel_reaches_a_streamed_task() {
         .set("A2A-Version", "1.0")
         .send_string(&body)
         .expect("stream");
-    let id = d
-        .board
-        .all()
-        .first()
-        .map(|t| t.id.clone())
-        .unwrap_or_default();
+    let id = d.board.all().first().map(|t| t.id.clone()).unwrap_or_default();
     d.wait_state(&id, TaskState::Working);
     assert_eq!(
         d.rpc(None, "CancelTask", json!({"id": id}))["result"]["status"]["state"],
@@ -1270,10 +1112,7 @@ fn cancel_reaches_a_streamed_task() {
         ev[ev.len() - 1]["result"]["statusUpdate"]["status"]["state"],
         "TASK_STATE_CANCELED"
     );
-    assert!(
-        ev.iter()
-            .all(|e| e["result"].get("artifactUpdate").is_none())
-    );
+    assert!(ev.iter().all(|e| e["result"].get("artifactUpdate").is_none()));
 }
 
 #[test]
@@ -1281,8 +1120,7 @@ fn connections_are_kept_alive() {
     let d = start(config(Acceptance::Queue, 5, false));
     let addr = d.url.replace("localhost", "127.0.0.1");
     let mut s = TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("timeout");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}"#;
     let req = format!(
         "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nA2A-Version: 1.0\r\nContent-Length: {}\r\n\r\n{body}",
@@ -1314,14 +1152,11 @@ fn connections_are_kept_alive() {
 #[test]
 fn bind_failure_is_e_run_010() {
     let sys = actix_rt::System::new();
-    let err = sys.block_on(async {
-        Door::start(config(Acceptance::Queue, 1, false), "203.0.113.255").map(|_| ())
-    });
+    let err = sys.block_on(async { Door::start(config(Acceptance::Queue, 1, false), "203.0.113.255").map(|_| ()) });
     let e = err.expect_err("cannot bind a foreign address");
     assert_eq!(e.code, crate::diag::E_RUN_010);
     assert!(
-        e.message
-            .starts_with("the door cannot bind 203.0.113.255: "),
+        e.message.starts_with("the door cannot bind 203.0.113.255: "),
         "{}",
         e.message
     );

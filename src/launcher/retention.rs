@@ -3,11 +3,11 @@
 //! The decision is `crate::retention::plan` (pure, shared with the session pass); this module
 //! finds the candidates — directories whose marker names this project — and applies it.
 
-use std::path::Path;
 use crate::ids::{self, IdKind};
 use crate::launcher::marker::{self, Marker};
 use crate::manifest::Retain;
 use crate::paths::MurHome;
+use std::path::Path;
 
 /// A formation directory that belongs to this project.
 #[derive(Debug, Clone)]
@@ -60,7 +60,9 @@ pub fn run(home: &MurHome, project_dir: &Path, current: &str, retain: &Retain) {
     let running = crate::running::live(home).ok();
     let is_live = |id: &str| -> bool {
         let Some(running) = &running else { return true };
-        let Some(c) = cands.iter().find(|c| c.formation_id == id) else { return true };
+        let Some(c) = cands.iter().find(|c| c.formation_id == id) else {
+            return true;
+        };
         let launcher_start = (!c.marker.launcher_start.is_empty()).then_some(c.marker.launcher_start.as_str());
         if launcher_start.is_some() && crate::procinfo::is_alive(c.marker.launcher_pid, launcher_start) {
             return true;

@@ -234,11 +234,8 @@ pub const MAX_MANIFEST_BYTES: usize = 1 << 20;
 pub fn load_file(path: &Path) -> Result<Parsed, Diagnostic> {
     let bytes = crate::yaml::read_capped(path, MAX_MANIFEST_BYTES).map_err(|e| match e {
         crate::yaml::ReadError::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
-            Diagnostic::new(
-                diag::E_MAN_001,
-                format!("murmur.yaml not found at {}", path.display()),
-            )
-            .with_hint("point it at a capsule's source directory, the one holding murmur.yaml")
+            Diagnostic::new(diag::E_MAN_001, format!("murmur.yaml not found at {}", path.display()))
+                .with_hint("point it at a capsule's source directory, the one holding murmur.yaml")
         }
         other => Diagnostic::new(
             diag::E_MAN_001,

@@ -5,8 +5,8 @@ use crate::diag::{self, Diagnostic};
 use crate::yaml::{self, Node, NodeKind, Resolved};
 
 use super::{
-    Acceptance, AfterTask, DEFAULT_DELEGATION_DEADLINE_SECS, Inference, Kind, Lifecycle, Manifest,
-    Parsed, Provider, Retain, Transport,
+    Acceptance, AfterTask, DEFAULT_DELEGATION_DEADLINE_SECS, Inference, Kind, Lifecycle, Manifest, Parsed, Provider,
+    Retain, Transport,
 };
 
 /// Top-level keys: ours, then those only the reference implementation reads (known, ignored).
@@ -101,10 +101,7 @@ impl Walker {
             if !known.contains(&k.as_str()) && !ignored.contains(&k.as_str()) {
                 self.warnings.push(Diagnostic::new(
                     diag::W_SEC_019,
-                    format!(
-                        "murmur.yaml: {}: unknown key; it is ignored",
-                        join(prefix, &shown(k))
-                    ),
+                    format!("murmur.yaml: {}: unknown key; it is ignored", join(prefix, &shown(k))),
                 ));
             }
         }
@@ -157,30 +154,17 @@ fn integer(parent: &Node, prefix: &str, key: &str, min: i128, max: i128) -> R<Op
             Some(i) if i < min => Err(bad(&path, format!("must be at least {min}, found {i}"))),
             Some(i) if i > max => Err(bad(&path, format!("must be at most {max}, found {i}"))),
             Some(i) => Ok(Some(i)),
-            None => Err(bad(
-                &path,
-                format!("must be an integer, found {}", n.shape()),
-            )),
+            None => Err(bad(&path, format!("must be an integer, found {}", n.shape()))),
         },
     }
 }
 
 /// One of a fixed set of words.
-fn word<T>(
-    parent: &Node,
-    prefix: &str,
-    key: &str,
-    words: &[&str],
-    pick: impl Fn(&str) -> Option<T>,
-) -> R<Option<T>> {
+fn word<T>(parent: &Node, prefix: &str, key: &str, words: &[&str], pick: impl Fn(&str) -> Option<T>) -> R<Option<T>> {
     let Some(n) = parent.get(key) else {
         return Ok(None);
     };
-    let choices = words
-        .iter()
-        .map(|w| format!("`{w}`"))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let choices = words.iter().map(|w| format!("`{w}`")).collect::<Vec<_>>().join(", ");
     let found = match n.as_str() {
         Some(s) => match pick(s) {
             Some(v) => return Ok(Some(v)),
@@ -200,10 +184,7 @@ fn string_list(parent: &Node, prefix: &str, key: &str) -> R<Vec<String>> {
         return Ok(Vec::new());
     };
     let Some(items) = n.as_seq() else {
-        return Err(bad(
-            &path,
-            format!("must be a list of strings, found {}", n.shape()),
-        ));
+        return Err(bad(&path, format!("must be a list of strings, found {}", n.shape())));
     };
     items
         .iter()
@@ -219,12 +200,8 @@ fn string_list(parent: &Node, prefix: &str, key: &str) -> R<Vec<String>> {
 }
 
 pub(super) fn parse(bytes: &[u8]) -> R<Parsed> {
-    let text = std::str::from_utf8(bytes).map_err(|e| {
-        Diagnostic::new(
-            diag::E_MAN_001,
-            format!("murmur.yaml: is not UTF-8 text ({e})"),
-        )
-    })?;
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| Diagnostic::new(diag::E_MAN_001, format!("murmur.yaml: is not UTF-8 text ({e})")))?;
     let root = yaml::load(text, yaml::Limits::default()).map_err(|e| {
         Diagnostic::new(
             diag::E_MAN_001,
@@ -243,9 +220,7 @@ pub(super) fn parse(bytes: &[u8]) -> R<Parsed> {
             ),
         ));
     }
-    let mut w = Walker {
-        warnings: Vec::new(),
-    };
+    let mut w = Walker { warnings: Vec::new() };
     w.unknown(&root, "", TOP, TOP_IGNORED);
 
     let name = match string(&root, "", "name")? {
@@ -253,7 +228,13 @@ pub(super) fn parse(bytes: &[u8]) -> R<Parsed> {
         Some(n) => n,
     };
     crate::names::check_part(&name).map_err(|e| {
-        bad("name", format!("'{}' {e}; a capsule name is 1–100 characters of [a-z0-9-], not starting or ending in '-'", shown(&name)))
+        bad(
+            "name",
+            format!(
+                "'{}' {e}; a capsule name is 1–100 characters of [a-z0-9-], not starting or ending in '-'",
+                shown(&name)
+            ),
+        )
     })?;
     let version = version(&root)?;
     let component = match string(&root, "", "component")? {
@@ -329,10 +310,7 @@ fn version(root: &Node) -> R<String> {
     let text = match &n.kind {
         NodeKind::Scalar(s) if s.resolve() != Resolved::Null => s.text.clone(),
         _ => {
-            return Err(bad(
-                "version",
-                format!("must be a version string, found {}", n.shape()),
-            ));
+            return Err(bad("version", format!("must be a version string, found {}", n.shape())));
         }
     };
     check_version(&text).map_err(|why| bad("version", why))?;
@@ -399,13 +377,7 @@ fn lifecycle(w: &mut Walker, root: &Node) -> R<Lifecycle> {
     )? {
         l.task_acceptance = a;
     }
-    if let Some(a) = word(
-        lc,
-        p,
-        "after_task",
-        &["exit", "sleep"],
-        AfterTask::from_word,
-    )? {
+    if let Some(a) = word(lc, p, "after_task", &["exit", "sleep"], AfterTask::from_word)? {
         l.after_task = a;
     }
     if let Some(d) = integer(lc, p, "queue_depth", 0, u32::MAX.into())? {
@@ -523,9 +495,7 @@ fn max_age(n: &Node) -> R<u64> {
     let path = "trace.retain.max_age";
     let expected = "must be a duration such as 3600, 90s, 30m, 12h or 7d";
     let text = match &n.kind {
-        NodeKind::Scalar(s) if matches!(s.resolve(), Resolved::Int(_) | Resolved::Str) => {
-            s.text.as_str()
-        }
+        NodeKind::Scalar(s) if matches!(s.resolve(), Resolved::Int(_) | Resolved::Str) => s.text.as_str(),
         _ => return Err(bad(path, format!("{expected}, found {}", n.shape()))),
     };
     let (digits, unit) = match text.char_indices().last() {

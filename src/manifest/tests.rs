@@ -65,10 +65,7 @@ fn full_manifest() {
             delegation_deadline_secs: 30
         }
     );
-    assert_eq!(
-        m.network_allow,
-        ["localhost", "https://api.example.com:443"]
-    );
+    assert_eq!(m.network_allow, ["localhost", "https://api.example.com:443"]);
     assert!(m.spawn_allow.is_empty());
     assert_eq!(
         m.retain,
@@ -169,16 +166,14 @@ fn max_age_forms() {
 
 #[test]
 fn unknown_keys_warn_and_reference_keys_do_not() {
-    let p = ok(
-        "runtime: {image: x}\nexecution: {mode: y}\nartifacts: [{name: z}]\n\
+    let p = ok("runtime: {image: x}\nexecution: {mode: y}\nartifacts: [{name: z}]\n\
          description: hi\n\
          exports: {peer_tasks: {accept: true, extra: 1}, other: 2}\n\
          network: {authentication: {scheme: bearer, realm: r}, egress: x}\n\
          lifecycle: {idle: 3}\n\
          capabilities: {env: {allow: [A]}, network: {allow: [], deny: []}}\n\
          inference: {driver: d, temperature: 0.2}\n\
-         trace: {retain: {max_sessions: 1, keep: 2}, level: debug}\n",
-    );
+         trace: {retain: {max_sessions: 1, keep: 2}, level: debug}\n");
     let got: Vec<String> = p.warnings.iter().map(|w| w.render("")).collect();
     let want: Vec<String> = [
         "description",
@@ -211,10 +206,7 @@ fn type_errors() {
             "- a\n",
             "murmur.yaml: must be a mapping with `name` and `version`, found a list",
         ),
-        (
-            "name: [\n",
-            "murmur.yaml: YAML syntax error at line 2, column 1: ",
-        ),
+        ("name: [\n", "murmur.yaml: YAML syntax error at line 2, column 1: "),
         ("version: 1\n", "murmur.yaml: name: is required"),
         ("name:\nversion: 1\n", "murmur.yaml: name: is required"),
         (
@@ -234,10 +226,7 @@ fn type_errors() {
             "name: a\nversion: [1]\n",
             "murmur.yaml: version: must be a version string, found a list",
         ),
-        (
-            "name: a\nversion: '  '\n",
-            "murmur.yaml: version: must not be blank",
-        ),
+        ("name: a\nversion: '  '\n", "murmur.yaml: version: must not be blank"),
         (
             "name: a\nversion: ../x\n",
             "murmur.yaml: version: '../x' cannot name a store directory;",
@@ -257,15 +246,9 @@ fn type_errors() {
         assert!(d.message.starts_with(want), "{text:?}: {:?}", d.message);
     }
     let keyed: &[(&str, &str)] = &[
-        (
-            "component: 3\n",
-            "component: must be a string, found an integer",
-        ),
+        ("component: 3\n", "component: must be a string, found an integer"),
         ("component: ''\n", "component: must not be blank"),
-        (
-            "exports: true\n",
-            "exports: must be a mapping, found a boolean",
-        ),
+        ("exports: true\n", "exports: must be a mapping, found a boolean"),
         (
             "exports: {peer_tasks: yes}\n",
             "exports.peer_tasks: must be a mapping, found a string",
@@ -286,10 +269,7 @@ fn type_errors() {
             "network: {authentication: {scheme: basic}}\n",
             "network.authentication.scheme: must be one of `bearer`, found 'basic'",
         ),
-        (
-            "lifecycle: []\n",
-            "lifecycle: must be a mapping, found a list",
-        ),
+        ("lifecycle: []\n", "lifecycle: must be a mapping, found a list"),
         (
             "lifecycle: {task_acceptance: many}\n",
             "lifecycle.task_acceptance: must be one of `none`, `single`, `queue`, found 'many'",
@@ -334,10 +314,7 @@ fn type_errors() {
             "capabilities: {spawn: []}\n",
             "capabilities.spawn: must be a mapping, found a list",
         ),
-        (
-            "inference: openai\n",
-            "inference: must be a mapping, found a string",
-        ),
+        ("inference: openai\n", "inference: must be a mapping, found a string"),
         (
             "inference: {transport: grpc}\n",
             "inference.transport: must be one of `http`, `process`, found 'grpc'",
@@ -404,14 +381,7 @@ fn type_errors() {
 
 #[test]
 fn api_key_must_name_a_variable_and_is_never_echoed() {
-    for bad in [
-        "sk-live-SECRET",
-        "${}",
-        "${1A}",
-        "$OPENAI_API_KEY",
-        "${A-B}",
-        "'${A} '",
-    ] {
+    for bad in ["sk-live-SECRET", "${}", "${1A}", "$OPENAI_API_KEY", "${A-B}", "'${A} '"] {
         let d = refused(&format!("{HEAD}inference:\n  api_key: {bad}\n"));
         assert_eq!(d.code, E_MAN_001, "{bad}");
         assert!(
@@ -472,10 +442,7 @@ fn load_file_reports_absence_and_bytes() {
     let d = load_file(&path).unwrap_err();
     assert_eq!(
         (d.code, d.message.clone()),
-        (
-            E_MAN_001,
-            format!("murmur.yaml not found at {}", path.display())
-        )
+        (E_MAN_001, format!("murmur.yaml not found at {}", path.display()))
     );
     std::fs::write(&path, HEAD).unwrap();
     assert_eq!(load_file(&path).unwrap().manifest.version, "1.2.0");
@@ -487,9 +454,5 @@ fn load_file_reports_absence_and_bytes() {
             .starts_with("murmur.yaml: is not UTF-8 text")
     );
     let d = load_file(dir.path()).unwrap_err();
-    assert!(
-        d.message.starts_with("failed to read murmur.yaml at "),
-        "{}",
-        d.message
-    );
+    assert!(d.message.starts_with("failed to read murmur.yaml at "), "{}", d.message);
 }

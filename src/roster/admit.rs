@@ -6,10 +6,7 @@ use std::path::PathBuf;
 
 use super::parse::shown;
 use super::{Admitted, AdmittedMember, MemberDecl, Reachability, Roster, edges, warn};
-use crate::diag::{
-    Diagnostic, E_REG_005, E_ROS_002, E_ROS_003, E_ROS_004, E_ROS_005, E_ROS_006, E_ROS_007,
-    E_ROS_008,
-};
+use crate::diag::{Diagnostic, E_REG_005, E_ROS_002, E_ROS_003, E_ROS_004, E_ROS_005, E_ROS_006, E_ROS_007, E_ROS_008};
 use crate::names::ArtifactName;
 
 /// Checks 2–5: unique names, exactly one entry, rules name members, no rule calls the entry.
@@ -23,16 +20,11 @@ fn structure(r: &Roster) -> Result<usize, Diagnostic> {
     if let Some(m) = r.members.iter().find(|m| !seen.insert(m.name.as_str())) {
         return Err(Diagnostic::new(
             E_ROS_003,
-            format!(
-                "roster.yaml: member name '{}' is declared more than once",
-                m.name
-            ),
+            format!("roster.yaml: member name '{}' is declared more than once", m.name),
         ));
     }
 
-    let entries: Vec<usize> = (0..r.members.len())
-        .filter(|&i| r.members[i].entry)
-        .collect();
+    let entries: Vec<usize> = (0..r.members.len()).filter(|&i| r.members[i].entry).collect();
     let entry = match entries.as_slice() {
         [one] => *one,
         [] => {
@@ -42,10 +34,7 @@ fn structure(r: &Roster) -> Result<usize, Diagnostic> {
             ));
         }
         many => {
-            let names: Vec<String> = many
-                .iter()
-                .map(|&i| format!("'{}'", r.members[i].name))
-                .collect();
+            let names: Vec<String> = many.iter().map(|&i| format!("'{}'", r.members[i].name)).collect();
             return Err(Diagnostic::new(
                 E_ROS_002,
                 format!(
@@ -156,12 +145,7 @@ pub(crate) fn admit_with(
         }
         let bound = resolve(&m.capsule, &m.version).map_err(|why| not_admitted(m, &why))?;
         let manifest = crate::manifest::parse(&bound.manifest)
-            .map_err(|d| {
-                not_admitted(
-                    m,
-                    &format!("its packed murmur.yaml does not parse: {}", d.message),
-                )
-            })?
+            .map_err(|d| not_admitted(m, &format!("its packed murmur.yaml does not parse: {}", d.message)))?
             .manifest;
         let full = m.capsule.to_string();
         if let Some(p) = pin(&full) {
@@ -178,10 +162,7 @@ pub(crate) fn admit_with(
         });
     }
 
-    let accepts: Vec<bool> = members
-        .iter()
-        .map(|m| m.manifest.peer_tasks_accept)
-        .collect();
+    let accepts: Vec<bool> = members.iter().map(|m| m.manifest.peer_tasks_accept).collect();
     let edges = edges::build(&r.reachability, &r.members, &accepts, entry);
 
     // Check 7: explicit rules only (`all` pairs only consenting members), callees in roster order.
@@ -215,18 +196,18 @@ pub(crate) fn admit_with(
         && let Some(m) = members.iter().find(|m| !m.manifest.authentication)
     {
         return Err(Diagnostic::new(
-                E_ROS_006,
-                format!(
-                    "roster.yaml: member '{}' declares no `network.authentication`, and this roster declares peer traffic, \
+            E_ROS_006,
+            format!(
+                "roster.yaml: member '{}' declares no `network.authentication`, and this roster declares peer traffic, \
                      so every member's door must require authentication",
-                    m.name
-                ),
-            )
-            .with_hint(format!(
-                "declare `network.authentication: {{scheme: bearer}}` in the murmur.yaml of {}, then rebuild and \
+                m.name
+            ),
+        )
+        .with_hint(format!(
+            "declare `network.authentication: {{scheme: bearer}}` in the murmur.yaml of {}, then rebuild and \
                  reinstall it; a capsule that authenticates cannot also declare capabilities.spawn.allow (E-MAN-003)",
-                m.capsule
-            )));
+            m.capsule
+        )));
     }
 
     let admitted = Admitted {
@@ -235,14 +216,8 @@ pub(crate) fn admit_with(
         warnings: Vec::new(),
         reachability: r.reachability.clone(),
     };
-    let warnings = overflows(&admitted)
-        .iter()
-        .map(warn::Overflow::diagnostic)
-        .collect();
-    Ok(Admitted {
-        warnings,
-        ..admitted
-    })
+    let warnings = overflows(&admitted).iter().map(warn::Overflow::diagnostic).collect();
+    Ok(Admitted { warnings, ..admitted })
 }
 
 /// Every W-ROS-001 overflow of an admitted roster, in roster order.
@@ -250,11 +225,7 @@ pub fn overflows(a: &Admitted) -> Vec<warn::Overflow> {
     (0..a.members.len())
         .filter_map(|i| {
             let m = &a.members[i];
-            let callers = a
-                .callers(i)
-                .into_iter()
-                .map(|c| a.members[c].name.clone())
-                .collect();
+            let callers = a.callers(i).into_iter().map(|c| a.members[c].name.clone()).collect();
             let lc = &m.manifest.lifecycle;
             warn::check(
                 &m.name,
@@ -269,12 +240,14 @@ pub fn overflows(a: &Admitted) -> Vec<warn::Overflow> {
 
 fn not_admitted(m: &MemberDecl, why: &str) -> Diagnostic {
     let cv = format!("{}@{}", m.capsule, shown(&m.version));
-    Diagnostic::new(E_ROS_007, format!("roster.yaml: member '{}' ({cv}) cannot be admitted: {why}", m.name)).with_hint(
-        format!(
-            "install {cv} into the project or global store \u{2014} `mur install {cv}` \u{2014} or change the member's \
-             version in roster.yaml to one `mur list` shows"
-        ),
+    Diagnostic::new(
+        E_ROS_007,
+        format!("roster.yaml: member '{}' ({cv}) cannot be admitted: {why}", m.name),
     )
+    .with_hint(format!(
+        "install {cv} into the project or global store \u{2014} `mur install {cv}` \u{2014} or change the member's \
+             version in roster.yaml to one `mur list` shows"
+    ))
 }
 
 /// E-REG-005 when the lock pins this member's capsule differently from what was resolved.
@@ -307,9 +280,7 @@ fn lock_agrees(m: &MemberDecl, full: &str, p: &PinView, sha256: &str) -> Result<
             format!(
                 "'{full}' is pinned only per platform (sha256.platforms without any), which this runtime cannot compare"
             ),
-            format!(
-                "pin `sha256: {{any: <64 hex>}}` for '{full}' in murmur.lock, or drop its entry"
-            ),
+            format!("pin `sha256: {{any: <64 hex>}}` for '{full}' in murmur.lock, or drop its entry"),
         );
     }
     if let Some(pinned) = &p.sha256

@@ -9,12 +9,7 @@ use super::{MemberDecl, Reachability};
 ///
 /// `accepts[i]` says whether member `i` declares `exports.peer_tasks.accept: true`; only `all`
 /// reads it. A rule naming a non-member contributes nothing (check 4 refuses such a roster first).
-pub fn build(
-    reach: &Reachability,
-    members: &[MemberDecl],
-    accepts: &[bool],
-    entry: usize,
-) -> Vec<(usize, usize)> {
+pub fn build(reach: &Reachability, members: &[MemberDecl], accepts: &[bool], entry: usize) -> Vec<(usize, usize)> {
     let mut set = BTreeSet::new();
     match reach {
         Reachability::None => {}
@@ -48,20 +43,12 @@ pub fn build(
 
 /// The members `i` may call, in roster order.
 pub fn callees(edges: &[(usize, usize)], i: usize) -> Vec<usize> {
-    let set: BTreeSet<usize> = edges
-        .iter()
-        .filter(|(f, _)| *f == i)
-        .map(|(_, t)| *t)
-        .collect();
+    let set: BTreeSet<usize> = edges.iter().filter(|(f, _)| *f == i).map(|(_, t)| *t).collect();
     set.into_iter().collect()
 }
 
 /// The members that may call `i`, in roster order.
 pub fn callers(edges: &[(usize, usize)], i: usize) -> Vec<usize> {
-    let set: BTreeSet<usize> = edges
-        .iter()
-        .filter(|(_, t)| *t == i)
-        .map(|(f, _)| *f)
-        .collect();
+    let set: BTreeSet<usize> = edges.iter().filter(|(_, t)| *t == i).map(|(f, _)| *f).collect();
     set.into_iter().collect()
 }

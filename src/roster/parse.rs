@@ -78,9 +78,7 @@ fn read_bytes(path: &Path) -> Result<Vec<u8>, Diagnostic> {
         .read_to_end(&mut buf)
         .map_err(|e| failed(&e))?;
     if buf.len() > MAX_BYTES {
-        return Err(failed(&format!(
-            "the file is larger than {MAX_BYTES} bytes"
-        )));
+        return Err(failed(&format!("the file is larger than {MAX_BYTES} bytes")));
     }
     Ok(buf)
 }
@@ -88,11 +86,7 @@ fn read_bytes(path: &Path) -> Result<Vec<u8>, Diagnostic> {
 /// Parses roster.yaml bytes (check 1). Never panics; every refusal is E-ROS-001.
 pub fn parse(bytes: &[u8]) -> Result<Roster, Diagnostic> {
     if bytes.len() > MAX_BYTES {
-        return Err(syntax(
-            1,
-            1,
-            &format!("the file is larger than {MAX_BYTES} bytes"),
-        ));
+        return Err(syntax(1, 1, &format!("the file is larger than {MAX_BYTES} bytes")));
     }
     let text = match std::str::from_utf8(bytes) {
         Ok(t) => t,
@@ -129,19 +123,12 @@ pub fn parse(bytes: &[u8]) -> Result<Roster, Diagnostic> {
         ));
     };
     if let Some(key) = first_unknown(top, TOP_KEYS) {
-        return Err(fault(
-            &shown(key),
-            None,
-            unknown_key("the top level", TOP_KEYS),
-        ));
+        return Err(fault(&shown(key), None, unknown_key("the top level", TOP_KEYS)));
     }
     roster_version(&root)?;
     let members = members(&root)?;
     let reachability = reachability(&root)?;
-    Ok(Roster {
-        members,
-        reachability,
-    })
+    Ok(Roster { members, reachability })
 }
 
 /// YAML 1.2 `c-printable`.
@@ -185,9 +172,7 @@ fn syntax(line: usize, col: usize, err: &str) -> Diagnostic {
 
 /// `roster.yaml: <key path>[ (member '<name>')]: <problem>`.
 fn fault(path: &str, member: Option<&str>, problem: impl Display) -> Diagnostic {
-    let label = member
-        .map(|m| format!(" (member '{m}')"))
-        .unwrap_or_default();
+    let label = member.map(|m| format!(" (member '{m}')")).unwrap_or_default();
     Diagnostic::new(E_ROS_001, format!("roster.yaml: {path}{label}: {problem}"))
 }
 
@@ -234,11 +219,7 @@ fn members(root: &Node) -> Result<Vec<MemberDecl>, Diagnostic> {
     if items.is_empty() {
         return Err(fault("members", None, "must list at least one member"));
     }
-    items
-        .iter()
-        .enumerate()
-        .map(|(i, item)| member(i, item))
-        .collect()
+    items.iter().enumerate().map(|(i, item)| member(i, item)).collect()
 }
 
 fn member(i: usize, item: &Node) -> Result<MemberDecl, Diagnostic> {
@@ -254,10 +235,7 @@ fn member(i: usize, item: &Node) -> Result<MemberDecl, Diagnostic> {
         ));
     };
     // The label names the member only once its name is one a reader can trust.
-    let label = item
-        .get("name")
-        .and_then(Node::as_str)
-        .filter(|n| names::is_member(n));
+    let label = item.get("name").and_then(Node::as_str).filter(|n| names::is_member(n));
     if let Some(key) = first_unknown(entries, MEMBER_KEYS) {
         return Err(fault(
             &at(&shown(key)),
@@ -282,10 +260,7 @@ fn member(i: usize, item: &Node) -> Result<MemberDecl, Diagnostic> {
                     return Err(fault(
                         &at("name"),
                         None,
-                        format!(
-                            "'{}' {why}; a member name matches ^[a-z][a-z0-9-]{{0,31}}$",
-                            shown(s)
-                        ),
+                        format!("'{}' {why}; a member name matches ^[a-z][a-z0-9-]{{0,31}}$", shown(s)),
                     ));
                 }
             },
@@ -334,10 +309,7 @@ fn member(i: usize, item: &Node) -> Result<MemberDecl, Diagnostic> {
             "must not be blank; a member pins an exact version",
         ));
     }
-    if ALIASES
-        .iter()
-        .any(|a| version.trim().eq_ignore_ascii_case(a))
-    {
+    if ALIASES.iter().any(|a| version.trim().eq_ignore_ascii_case(a)) {
         return Err(fault(
             &at("version"),
             label,
@@ -384,10 +356,7 @@ fn capsule(s: &str) -> Result<ArtifactName, (String, Option<String>)> {
                 )),
             ))
         }
-        Err(why) => Err((
-            format!("'{}' is not a full artifact name: {why}", shown(s)),
-            None,
-        )),
+        Err(why) => Err((format!("'{}' is not a full artifact name: {why}", shown(s)), None)),
     }
 }
 
@@ -435,10 +404,7 @@ fn rule(j: usize, node: &Node) -> Result<Rule, Diagnostic> {
         return Err(fault(
             &format!("reachability[{j}]"),
             None,
-            format!(
-                "must be a rule with `from` and `to`, found {}",
-                node.shape()
-            ),
+            format!("must be a rule with `from` and `to`, found {}", node.shape()),
         ));
     };
     if let Some(key) = first_unknown(entries, RULE_KEYS) {
@@ -461,9 +427,7 @@ fn rule(j: usize, node: &Node) -> Result<Rule, Diagnostic> {
             }
         },
     };
-    let to_node = node
-        .get("to")
-        .ok_or_else(|| fault(&at("to"), None, "is required"))?;
+    let to_node = node.get("to").ok_or_else(|| fault(&at("to"), None, "is required"))?;
     let Some(items) = to_node.as_seq() else {
         return Err(fault(
             &at("to"),

@@ -99,30 +99,25 @@ fn fields_rules_that_parse() {
         ),
         // `key:` with no value is absent: entry defaults to false, reachability to none.
         (
-            format!(
-                "{M0}name: a\n    capsule: local/a\n    version: '1'\n    entry:\nreachability:\n"
-            ),
+            format!("{M0}name: a\n    capsule: local/a\n    version: '1'\n    entry:\nreachability:\n"),
             |r| !r.members[0].entry && r.reachability == Reachability::None,
         ),
         (
             format!("{M0}{{name: a, capsule: local/a, version: '1', entry: ~}}\n"),
             |r| !r.members[0].entry,
         ),
-        (abc("reachability: all\n"), |r| {
-            r.reachability == Reachability::All
-        }),
+        (abc("reachability: all\n"), |r| r.reachability == Reachability::All),
         (abc("reachability: []\n"), |r| {
             r.reachability == Reachability::Rules(vec![])
         }),
         (abc(""), |r| r.reachability == Reachability::None),
         // Duplicates inside one `to` are kept by the parser.
-        (
-            abc("reachability: [{from: a, to: [b, b, c]}]\n"),
-            |r| match &r.reachability {
+        (abc("reachability: [{from: a, to: [b, b, c]}]\n"), |r| {
+            match &r.reachability {
                 Reachability::Rules(rules) => rules[0].to == ["b", "b", "c"],
                 _ => false,
-            },
-        ),
+            }
+        }),
         // Two members may run the same capsule; a 32-character name is valid.
         (
             format!(
@@ -179,10 +174,7 @@ fn every_parser_message() {
             "roster.yaml: extra: unknown key; the top level accepts only `members`, `reachability`, `roster_version`",
         ),
         // roster_version
-        (
-            "members: []\n".into(),
-            "roster.yaml: roster_version: is required",
-        ),
+        ("members: []\n".into(), "roster.yaml: roster_version: is required"),
         (
             "roster_version:\nmembers: []\n".into(),
             "roster.yaml: roster_version: is required",
@@ -208,10 +200,7 @@ fn every_parser_message() {
             "roster.yaml: roster_version: must be 1, the only roster format this build reads; found a list",
         ),
         // members
-        (
-            "roster_version: 1\n".into(),
-            "roster.yaml: members: is required",
-        ),
+        ("roster_version: 1\n".into(), "roster.yaml: members: is required"),
         (
             "roster_version: 1\nmembers:\n".into(),
             "roster.yaml: members: is required",
@@ -476,10 +465,7 @@ fn bare_capsule_names_get_their_own_hint() {
 fn first_fault_wins_in_the_stated_order() {
     let table: Vec<(String, &str)> = vec![
         // unknown top-level key before a bad roster_version
-        (
-            "roster_version: 2\nfoo: 1\n".into(),
-            "roster.yaml: foo: unknown key",
-        ),
+        ("roster_version: 2\nfoo: 1\n".into(), "roster.yaml: foo: unknown key"),
         // roster_version before members
         (
             "roster_version: 2\nmembers: 1\n".into(),
@@ -559,11 +545,7 @@ fn hostile_input_is_e_ros_001_not_a_panic() {
     );
     let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
     for i in 0..9 {
-        let prev = if i == 0 {
-            "a".to_string()
-        } else {
-            format!("l{}", i - 1)
-        };
+        let prev = if i == 0 { "a".to_string() } else { format!("l{}", i - 1) };
         bomb.push_str(&format!(
             "l{i}: &l{i} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"
         ));
@@ -613,11 +595,7 @@ fn hostile_input_is_e_ros_001_not_a_panic() {
         let started = std::time::Instant::now();
         let d = parse(&bytes).expect_err("hostile input must be refused");
         assert_eq!(d.code, diag::E_ROS_001);
-        assert!(
-            d.message.starts_with(want),
-            "got {}\nwant {want}",
-            d.message
-        );
+        assert!(d.message.starts_with(want), "got {}\nwant {want}", d.message);
         assert!(
             started.elapsed() < std::time::Duration::from_secs(2),
             "{want}: took {:?}",
@@ -706,10 +684,8 @@ fn read_refuses_what_is_not_a_readable_file() {
         std::fs::set_permissions(p("locked"), std::fs::Permissions::from_mode(0o000)).unwrap();
         let d = read(&p("locked")).unwrap_err();
         assert!(
-            d.message.starts_with(&format!(
-                "failed to read roster.yaml at {}: ",
-                p("locked").display()
-            )),
+            d.message
+                .starts_with(&format!("failed to read roster.yaml at {}: ", p("locked").display())),
             "{}",
             d.message
         );
@@ -744,13 +720,7 @@ fn every_structural_check_message() {
         ),
         (
             members(
-                &[
-                    ("a", true),
-                    ("b", false),
-                    ("c", false),
-                    ("b", false),
-                    ("a", false),
-                ],
+                &[("a", true), ("b", false), ("c", false), ("b", false), ("a", false)],
                 "",
             ),
             diag::E_ROS_003,
@@ -804,17 +774,11 @@ fn structural_checks_run_in_order() {
     // 003 before 002, 002 before 004, 004 before 008.
     let table: Vec<(String, Code)> = vec![
         (
-            members(
-                &[("a", false), ("a", false)],
-                "reachability: [{from: a, to: [zz]}]\n",
-            ),
+            members(&[("a", false), ("a", false)], "reachability: [{from: a, to: [zz]}]\n"),
             diag::E_ROS_003,
         ),
         (
-            members(
-                &[("a", true), ("b", true)],
-                "reachability: [{from: b, to: [a, zz]}]\n",
-            ),
+            members(&[("a", true), ("b", true)], "reachability: [{from: b, to: [a, zz]}]\n"),
             diag::E_ROS_002,
         ),
         (
@@ -825,10 +789,7 @@ fn structural_checks_run_in_order() {
             diag::E_ROS_004,
         ),
         (
-            members(
-                &[("a", true), ("b", false)],
-                "reachability: [{from: b, to: [a]}]\n",
-            ),
+            members(&[("a", true), ("b", false)], "reachability: [{from: b, to: [a]}]\n"),
             diag::E_ROS_008,
         ),
     ];
@@ -838,24 +799,14 @@ fn structural_checks_run_in_order() {
     // Checks 1–5 refuse with no store at all: the resolver is never asked.
     for (text, code) in &table {
         let r = parse_str(text).unwrap();
-        let d = admit_with(
-            &r,
-            &mut |_, _| panic!("checks 1–5 read no store"),
-            &|_| None,
-        )
-        .unwrap_err();
+        let d = admit_with(&r, &mut |_, _| panic!("checks 1–5 read no store"), &|_| None).unwrap_err();
         assert_eq!(d.code, *code);
     }
 }
 
 #[test]
 fn check_structure_passes_all_and_empty_reachability() {
-    for reach in [
-        "",
-        "reachability: all\n",
-        "reachability: []\n",
-        "reachability:\n",
-    ] {
+    for reach in ["", "reachability: all\n", "reachability: []\n", "reachability:\n"] {
         check_structure(&parse_str(&abc(reach)).unwrap()).unwrap();
     }
 }
@@ -904,16 +855,13 @@ impl Fake {
     }
 
     fn raw(mut self, name: &str, manifest: &str) -> Fake {
-        self.store.insert(
-            (format!("local/{name}"), "1".into()),
-            (sha('a'), manifest.into()),
-        );
+        self.store
+            .insert((format!("local/{name}"), "1".into()), (sha('a'), manifest.into()));
         self
     }
 
     fn pin(mut self, full: &str, version: &str, sha: Option<String>, platforms_only: bool) -> Fake {
-        self.pins
-            .insert(full.into(), (version.into(), sha, platforms_only));
+        self.pins.insert(full.into(), (version.into(), sha, platforms_only));
         self
     }
 
@@ -975,9 +923,7 @@ fn every_store_check_message() {
             &none,
             diag::E_REG_005,
             "roster.yaml: member 'b': murmur.lock conflict for 'local/b': pinned local/b@2, but local/b@1 was resolved",
-            Some(
-                "pin the locked version (2) in roster.yaml, or drop the stale entry for 'local/b' from murmur.lock",
-            ),
+            Some("pin the locked version (2) in roster.yaml, or drop the stale entry for 'local/b' from murmur.lock"),
         ),
         (
             Fake::new()
@@ -1041,17 +987,13 @@ fn every_store_check_message() {
 fn store_checks_run_in_order() {
     let rules = abc("reachability: [{from: a, to: [b]}]\n");
     // Check 6 takes member a through E-ROS-007 and E-REG-005 before member b.
-    let f = Fake::new()
-        .with("a", true, true, "")
-        .pin("local/a", "9", None, false);
+    let f = Fake::new().with("a", true, true, "").pin("local/a", "9", None, false);
     assert_eq!(f.admit(&rules).unwrap_err().code, diag::E_REG_005);
     // E-ROS-007 of a member precedes its own lock check.
     let f = Fake::new().pin("local/a", "9", None, false);
     assert_eq!(f.admit(&rules).unwrap_err().code, diag::E_ROS_007);
     // Check 6 before 7, 7 before 8.
-    let f = Fake::new()
-        .with("a", false, false, "")
-        .with("b", false, false, "");
+    let f = Fake::new().with("a", false, false, "").with("b", false, false, "");
     assert_eq!(f.admit(&rules).unwrap_err().code, diag::E_ROS_007);
     let f = Fake::new()
         .with("a", false, false, "")
@@ -1098,9 +1040,7 @@ fn admission_without_edges_needs_no_consent_or_authentication() {
         .with("b", false, false, "")
         .with("c", false, false, "");
     for reach in ["", "reachability: []\n", "reachability: all\n"] {
-        let a = f
-            .admit(&abc(reach))
-            .unwrap_or_else(|d| panic!("{reach:?}: {d}"));
+        let a = f.admit(&abc(reach)).unwrap_or_else(|d| panic!("{reach:?}: {d}"));
         assert!(!a.has_edges());
         assert!(a.warnings.is_empty());
     }
@@ -1121,9 +1061,7 @@ fn admitted_roster_binds_each_member() {
         .with("c", true, true, "")
         .pin("local/b", "1", Some(sha('A')), false);
     let a = f
-        .admit(&abc(
-            "reachability: [{from: a, to: [c, b, c]}, {from: b, to: [c]}]\n",
-        ))
+        .admit(&abc("reachability: [{from: a, to: [c, b, c]}, {from: b, to: [c]}]\n"))
         .unwrap();
     assert_eq!(a.entry(), 0);
     assert_eq!(a.edges, vec![(0, 1), (0, 2), (1, 2)]);
@@ -1189,36 +1127,14 @@ fn edges_for_every_reachability() {
             0,
             vec![(0, 1), (0, 2), (1, 2), (2, 1)],
         ),
-        (
-            Reachability::All,
-            3,
-            vec![false, true, true],
-            0,
-            vec![(1, 2), (2, 1)],
-        ),
-        (
-            Reachability::All,
-            3,
-            vec![true, true, false],
-            0,
-            vec![(0, 1)],
-        ),
+        (Reachability::All, 3, vec![false, true, true], 0, vec![(1, 2), (2, 1)]),
+        (Reachability::All, 3, vec![true, true, false], 0, vec![(0, 1)]),
         (
             Reachability::All,
             4,
             vec![true, true, true, true],
             2,
-            vec![
-                (0, 1),
-                (0, 3),
-                (1, 0),
-                (1, 3),
-                (2, 0),
-                (2, 1),
-                (2, 3),
-                (3, 0),
-                (3, 1),
-            ],
+            vec![(0, 1), (0, 3), (1, 0), (1, 3), (2, 0), (2, 1), (2, 3), (3, 0), (3, 1)],
         ),
         (Reachability::All, 1, vec![true], 0, vec![]),
         (Reachability::All, 2, vec![true, false], 0, vec![]),
@@ -1230,13 +1146,7 @@ fn edges_for_every_reachability() {
             0,
             vec![(0, 1), (0, 2), (2, 1)],
         ),
-        (
-            rules(&[("b", &["d", "c"])]),
-            4,
-            vec![false; 4],
-            0,
-            vec![(1, 2), (1, 3)],
-        ),
+        (rules(&[("b", &["d", "c"])]), 4, vec![false; 4], 0, vec![(1, 2), (1, 3)]),
     ];
     for (reach, n, accepts, entry, want) in table {
         assert_eq!(
@@ -1252,12 +1162,7 @@ fn edges_for_every_reachability() {
 #[test]
 fn w_ros_001_texts() {
     let url = "(https://docs.murmur.nexus/reference/diagnostics/#w-ros-001)";
-    type Case = (
-        Acceptance,
-        u32,
-        &'static [&'static str],
-        Option<(String, &'static str)>,
-    );
+    type Case = (Acceptance, u32, &'static [&'static str], Option<(String, &'static str)>);
     let table: Vec<Case> = vec![
         (
             Acceptance::Queue,
@@ -1308,10 +1213,7 @@ fn w_ros_001_texts() {
             (None, None) => {}
             (Some(o), Some((msg, fix))) => {
                 assert_eq!(o.message(), msg);
-                assert_eq!(
-                    o.diagnostic().render(""),
-                    format!("warning[W-ROS-001]: {msg}")
-                );
+                assert_eq!(o.diagnostic().render(""), format!("warning[W-ROS-001]: {msg}"));
                 assert_eq!(o.fix(), fix);
             }
             (got, want) => panic!("{acc:?} {callers:?}: got {got:?}, want {want:?}"),

@@ -61,8 +61,7 @@ pub fn try_pack(manifest: &[u8], component: Option<&[u8]>) -> Result<Vec<u8>, St
 /// Opens an archive's two entries, in bounded memory: each entry is read through a cap (the
 /// declared size is not trusted), so a zip bomb stops at the cap.
 pub fn open(zip_bytes: &[u8]) -> Result<Archive, String> {
-    let mut zip =
-        ZipArchive::new(Cursor::new(zip_bytes)).map_err(|e| format!("not a ZIP archive: {e}"))?;
+    let mut zip = ZipArchive::new(Cursor::new(zip_bytes)).map_err(|e| format!("not a ZIP archive: {e}"))?;
     if zip.len() > MAX_ENTRIES {
         return Err(format!(
             "the archive holds {} entries, more than the {MAX_ENTRIES} a capsule archive may",
@@ -90,22 +89,12 @@ pub fn open(zip_bytes: &[u8]) -> Result<Archive, String> {
         Some(c) => Some(read_entry(&mut zip, c, COMPONENT_ENTRY, MAX_ENTRY_BYTES)?),
         None => None,
     };
-    Ok(Archive {
-        manifest,
-        component,
-    })
+    Ok(Archive { manifest, component })
 }
 
-fn read_entry(
-    zip: &mut ZipArchive<Cursor<&[u8]>>,
-    index: usize,
-    name: &str,
-    cap: u64,
-) -> Result<Vec<u8>, String> {
+fn read_entry(zip: &mut ZipArchive<Cursor<&[u8]>>, index: usize, name: &str, cap: u64) -> Result<Vec<u8>, String> {
     let too_big = || format!("{name} is larger than {cap} bytes uncompressed");
-    let entry = zip
-        .by_index(index)
-        .map_err(|e| format!("cannot read {name}: {e}"))?;
+    let entry = zip.by_index(index).map_err(|e| format!("cannot read {name}: {e}"))?;
     if entry.is_dir() {
         return Err(format!("{name} is a directory, not a file"));
     }
@@ -182,10 +171,7 @@ mod tests {
         ];
         for (bytes, want) in table {
             let got = open(&bytes).unwrap_err();
-            assert!(
-                got.starts_with(want),
-                "{got:?} does not start with {want:?}"
-            );
+            assert!(got.starts_with(want), "{got:?} does not start with {want:?}");
         }
         let ok = open(&zip_of(&[("README", b"r"), ("murmur.yaml", b"m")])).unwrap();
         assert_eq!(

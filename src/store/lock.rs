@@ -62,14 +62,10 @@ impl Lock {
             return Ok(Lock { entries });
         };
         let Some(items) = list.as_seq() else {
-            return Err(invalid(format!(
-                "artifacts: must be a list, found {}",
-                list.shape()
-            )));
+            return Err(invalid(format!("artifacts: must be a list, found {}", list.shape())));
         };
         for (i, item) in items.iter().enumerate() {
-            let at =
-                |key: &str, problem: String| invalid(format!("artifacts[{i}]{key}: {problem}"));
+            let at = |key: &str, problem: String| invalid(format!("artifacts[{i}]{key}: {problem}"));
             if item.as_map().is_none() {
                 return Err(at("", format!("must be a mapping, found {}", item.shape())));
             }
@@ -103,10 +99,7 @@ impl Lock {
                     None => (None, sha.get("platforms").is_some()),
                 },
                 Some(sha) => {
-                    return Err(at(
-                        ".sha256",
-                        format!("must be a mapping, found {}", sha.shape()),
-                    ));
+                    return Err(at(".sha256", format!("must be a mapping, found {}", sha.shape())));
                 }
             };
             entries.push((
@@ -123,10 +116,7 @@ impl Lock {
 
     /// The pin for `full_name` (`<scope>/<name>`); the first entry with that name wins [ours].
     pub fn pin(&self, full_name: &str) -> Option<&Pin> {
-        self.entries
-            .iter()
-            .find(|(n, _)| n == full_name)
-            .map(|(_, p)| p)
+        self.entries.iter().find(|(n, _)| n == full_name).map(|(_, p)| p)
     }
 
     /// Every entry, in file order.
@@ -145,12 +135,7 @@ fn load(bytes: &[u8]) -> Result<Node, String> {
             ..yaml::Limits::default()
         },
     )
-    .map_err(|e| {
-        format!(
-            "YAML syntax error at line {}, column {}: {}",
-            e.line, e.col, e.message
-        )
-    })?;
+    .map_err(|e| format!("YAML syntax error at line {}, column {}: {}", e.line, e.col, e.message))?;
     if root.as_map().is_none() {
         return Err(format!(
             "must be a mapping with `lock_version: 3`, found {}",
@@ -161,13 +146,8 @@ fn load(bytes: &[u8]) -> Result<Node, String> {
         None => Err("lock_version is missing; this build reads lock_version 3".into()),
         Some(v) if v.as_int() == Some(LOCK_VERSION) => Ok(root),
         Some(v) => match v.as_int() {
-            Some(n) => Err(format!(
-                "lock_version is {n}; this build reads lock_version 3"
-            )),
-            None => Err(format!(
-                "lock_version must be the integer 3, found {}",
-                v.shape()
-            )),
+            Some(n) => Err(format!("lock_version is {n}; this build reads lock_version 3")),
+            None => Err(format!("lock_version must be the integer 3, found {}", v.shape())),
         },
     }
 }
@@ -187,9 +167,7 @@ fn to_value(node: &Node) -> Value {
             Resolved::Null => Value::Null,
             Resolved::Bool(b) => Value::Bool(b),
             Resolved::Int(i) => match i64::try_from(i) {
-                Ok(i) if s.text.bytes().all(|b| b.is_ascii_digit() || b == b'-') => {
-                    Value::Number(i.into())
-                }
+                Ok(i) if s.text.bytes().all(|b| b.is_ascii_digit() || b == b'-') => Value::Number(i.into()),
                 _ => Value::String(s.text.clone()),
             },
             Resolved::Float | Resolved::Str => Value::String(s.text.clone()),
@@ -203,12 +181,8 @@ fn to_value(node: &Node) -> Value {
 /// A lock that does not read is left untouched (`InvalidData`). Written to a temporary file and
 /// renamed over the lock.
 pub fn upsert(path: &Path, full_name: &str, version: &str, sha256: &str) -> std::io::Result<()> {
-    let invalid_data = |why: String| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("invalid murmur.lock: {why}"),
-        )
-    };
+    let invalid_data =
+        |why: String| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("invalid murmur.lock: {why}"));
     let mut root = match yaml::read_capped(path, MAX_LOCK_BYTES) {
         Ok(bytes) => match to_value(&load(&bytes).map_err(invalid_data)?) {
             Value::Mapping(m) => m,
@@ -222,9 +196,7 @@ pub fn upsert(path: &Path, full_name: &str, version: &str, sha256: &str) -> std:
         Err(yaml::ReadError::Io(e)) => return Err(e),
         Err(e) => return Err(invalid_data(e.to_string())),
     };
-    let artifacts = root
-        .entry("artifacts".into())
-        .or_insert(Value::Sequence(Vec::new()));
+    let artifacts = root.entry("artifacts".into()).or_insert(Value::Sequence(Vec::new()));
     if artifacts.is_null() {
         *artifacts = Value::Sequence(Vec::new());
     }
@@ -253,8 +225,7 @@ pub fn upsert(path: &Path, full_name: &str, version: &str, sha256: &str) -> std:
     entry.insert("resolved_version".into(), Value::String(version.into()));
     entry.insert("sha256".into(), Value::Mapping(hash));
     entry.insert("origin".into(), Value::String("operator".into()));
-    let text =
-        serde_yaml_ng::to_string(&Value::Mapping(root)).map_err(|e| invalid_data(e.to_string()))?;
+    let text = serde_yaml_ng::to_string(&Value::Mapping(root)).map_err(|e| invalid_data(e.to_string()))?;
     super::write_atomic(path, text.as_bytes())
 }
 
@@ -288,18 +259,14 @@ mod tests {
         );
         assert_eq!(lock.pin("gh/tool"), Some(&pin("2", None, true)));
         assert_eq!(lock.pin("local/other"), None);
-        let digits = format!(
-            "lock_version: 3\nartifacts: [{{name: a/b, resolved_version: 1, sha256: {{any: {DIGITS}}}}}]\n"
-        );
+        let digits =
+            format!("lock_version: 3\nartifacts: [{{name: a/b, resolved_version: 1, sha256: {{any: {DIGITS}}}}}]\n");
         assert_eq!(
             Lock::parse(digits.as_bytes()).unwrap().pin("a/b"),
             Some(&pin("1", Some(DIGITS), false))
         );
         assert_eq!(Lock::parse(b"lock_version: 3\n").unwrap(), Lock::default());
-        assert_eq!(
-            Lock::parse(b"lock_version: 3\nartifacts:\n").unwrap(),
-            Lock::default()
-        );
+        assert_eq!(Lock::parse(b"lock_version: 3\nartifacts:\n").unwrap(), Lock::default());
     }
 
     #[test]
@@ -397,16 +364,10 @@ mod tests {
             Some(&pin("1.10", None, false)),
             "other entries keep their text"
         );
-        assert_eq!(
-            lock.pin("local/coder"),
-            Some(&pin("0.2.0", Some(H2), false))
-        );
+        assert_eq!(lock.pin("local/coder"), Some(&pin("0.2.0", Some(H2), false)));
         assert_eq!(lock.pin("local/new"), Some(&pin("3", Some(H1), false)));
         let text = std::fs::read_to_string(&path).unwrap();
-        assert!(
-            text.contains("extra: '1.20'") && text.contains("note: kept"),
-            "{text}"
-        );
+        assert!(text.contains("extra: '1.20'") && text.contains("note: kept"), "{text}");
         assert_eq!(lock.entries().len(), 3);
 
         std::fs::write(&path, "lock_version: 2\n").unwrap();

@@ -65,14 +65,9 @@ pub enum ResolveError {
 impl fmt::Display for ResolveError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ResolveError::NotInstalled => {
-                f.write_str("not installed in the project or global store")
-            }
+            ResolveError::NotInstalled => f.write_str("not installed in the project or global store"),
             ResolveError::HashMismatch { actual, recorded } => {
-                write!(
-                    f,
-                    "the stored bytes hash to {actual}, but the store records {recorded}"
-                )
+                write!(f, "the stored bytes hash to {actual}, but the store records {recorded}")
             }
             ResolveError::Archive(why) => write!(f, "the stored archive is damaged: {why}"),
             ResolveError::Io(why) => f.write_str(why),
@@ -130,20 +125,14 @@ impl Stores {
                 Ok(b) => b,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => {
-                    return Err(ResolveError::Io(format!(
-                        "cannot read {}: {e}",
-                        sidecar.display()
-                    )));
+                    return Err(ResolveError::Io(format!("cannot read {}: {e}", sidecar.display())));
                 }
             };
             let bytes = match read_zip(&zip_path) {
                 Ok(b) => b,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => {
-                    return Err(ResolveError::Io(format!(
-                        "cannot read {}: {e}",
-                        zip_path.display()
-                    )));
+                    return Err(ResolveError::Io(format!("cannot read {}: {e}", zip_path.display())));
                 }
             };
             let recorded = recorded.trim().to_ascii_lowercase();
@@ -174,11 +163,7 @@ impl Stores {
         let mut out = Vec::new();
         for (root, kind) in self.roots() {
             let mut found = list_store(root, kind);
-            found.sort_by(|a, b| {
-                a.name
-                    .cmp(&b.name)
-                    .then_with(|| version_order(&a.version, &b.version))
-            });
+            found.sort_by(|a, b| a.name.cmp(&b.name).then_with(|| version_order(&a.version, &b.version)));
             out.extend(found);
         }
         out
@@ -209,10 +194,7 @@ fn read_sidecar(path: &Path) -> std::io::Result<String> {
 /// Reads a `.mur.zip` to install, under [`MAX_ZIP_BYTES`].
 pub fn read_archive_file(path: &Path) -> std::io::Result<Vec<u8>> {
     if std::fs::metadata(path)?.is_dir() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::IsADirectory,
-            "is a directory",
-        ));
+        return Err(std::io::Error::new(std::io::ErrorKind::IsADirectory, "is a directory"));
     }
     read_zip(path)
 }
@@ -229,10 +211,7 @@ fn dir_names(dir: &Path) -> Vec<String> {
 
 fn list_store(root: &Path, kind: StoreKind) -> Vec<Listed> {
     let mut out = Vec::new();
-    for scope in dir_names(root)
-        .into_iter()
-        .filter(|s| names::check_part(s).is_ok())
-    {
+    for scope in dir_names(root).into_iter().filter(|s| names::check_part(s).is_ok()) {
         for name in dir_names(&root.join(&scope))
             .into_iter()
             .filter(|n| names::check_part(n).is_ok())
@@ -303,15 +282,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = parent.join(format!(
-        ".{file_name}.tmp-{}",
-        uuid::Uuid::new_v4().simple()
-    ));
+    let tmp = parent.join(format!(".{file_name}.tmp-{}", uuid::Uuid::new_v4().simple()));
     let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)
@@ -330,9 +303,8 @@ pub fn install(
     version: &str,
     zip_bytes: &[u8],
 ) -> std::io::Result<(PathBuf, String)> {
-    crate::manifest::check_version(version).map_err(|why| {
-        std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("version {why}"))
-    })?;
+    crate::manifest::check_version(version)
+        .map_err(|why| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("version {why}")))?;
     let dir = paths::artifact_dir(store_root, &name.scope, &name.name, version);
     std::fs::create_dir_all(&dir)?;
     let sha = sha256_hex(zip_bytes);
@@ -369,16 +341,10 @@ mod tests {
         let zip_g = archive::pack(b"name: a\nversion: 1.0.0\n", None);
         let zip_p = archive::pack(b"name: a\nversion: 1.0.0\n# project\n", None);
 
-        assert_eq!(
-            stores.resolve(&name("a"), "1.0.0"),
-            Err(ResolveError::NotInstalled)
-        );
+        assert_eq!(stores.resolve(&name("a"), "1.0.0"), Err(ResolveError::NotInstalled));
         install(&global, &name("a"), "1.0.0", &zip_g).unwrap();
         let r = stores.resolve(&name("a"), "1.0.0").unwrap();
-        assert_eq!(
-            (r.store, r.sha256.clone()),
-            (StoreKind::Global, sha256_hex(&zip_g))
-        );
+        assert_eq!((r.store, r.sha256.clone()), (StoreKind::Global, sha256_hex(&zip_g)));
         assert_eq!(r.zip_path, global.join("local/a/1.0.0/a-1.0.0.mur.zip"));
         assert_eq!(r.archive.manifest, b"name: a\nversion: 1.0.0\n");
 
@@ -386,16 +352,10 @@ mod tests {
         let (pz, _) = install(&project, &name("a"), "1.0.0", &zip_p).unwrap();
         let side = paths::artifact_sidecar(&project, "local", "a", "1.0.0");
         std::fs::remove_file(&side).unwrap();
-        assert_eq!(
-            stores.resolve(&name("a"), "1.0.0").unwrap().store,
-            StoreKind::Global
-        );
+        assert_eq!(stores.resolve(&name("a"), "1.0.0").unwrap().store, StoreKind::Global);
         // With both files, the project store wins.
         install(&project, &name("a"), "1.0.0", &zip_p).unwrap();
-        assert_eq!(
-            stores.resolve(&name("a"), "1.0.0").unwrap().store,
-            StoreKind::Project
-        );
+        assert_eq!(stores.resolve(&name("a"), "1.0.0").unwrap().store, StoreKind::Project);
 
         // A mismatch never falls through.
         std::fs::write(&pz, b"tampered").unwrap();
@@ -416,20 +376,11 @@ mod tests {
             "{e}"
         );
         std::fs::write(&side, "junk").unwrap();
-        assert!(matches!(
-            stores.resolve(&name("a"), "1.0.0"),
-            Err(ResolveError::Io(_))
-        ));
+        assert!(matches!(stores.resolve(&name("a"), "1.0.0"), Err(ResolveError::Io(_))));
 
         // Versions that would leave the store are never found.
-        assert_eq!(
-            stores.resolve(&name("a"), "../1.0.0"),
-            Err(ResolveError::NotInstalled)
-        );
-        assert_eq!(
-            stores.resolve(&name("a"), ".."),
-            Err(ResolveError::NotInstalled)
-        );
+        assert_eq!(stores.resolve(&name("a"), "../1.0.0"), Err(ResolveError::NotInstalled));
+        assert_eq!(stores.resolve(&name("a"), ".."), Err(ResolveError::NotInstalled));
         assert!(install(&global, &name("a"), "../x", &zip_g).is_err());
         assert_eq!(
             ResolveError::NotInstalled.to_string(),
@@ -453,15 +404,7 @@ mod tests {
         let got: Vec<String> = Stores::new(Some(project), global)
             .list()
             .iter()
-            .map(|l| {
-                format!(
-                    "{} {} {} {}",
-                    l.name,
-                    l.version,
-                    l.store.as_str(),
-                    &l.sha256[..12]
-                )
-            })
+            .map(|l| format!("{} {} {} {}", l.name, l.version, l.store.as_str(), &l.sha256[..12]))
             .collect();
         let h = &sha256_hex(b"zip")[..12];
         assert_eq!(

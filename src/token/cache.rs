@@ -225,9 +225,7 @@ mod tests {
         let handles: Vec<_> = (0..4)
             .map(|i| {
                 let c = c.clone();
-                std::thread::spawn(move || {
-                    c.get_or_insert_with(&format!("t{}", i % 2), || 1 + i % 2)
-                })
+                std::thread::spawn(move || c.get_or_insert_with(&format!("t{}", i % 2), || 1 + i % 2))
             })
             .collect();
         for h in handles {

@@ -44,10 +44,7 @@ impl DoorKey {
     /// The operator token: `{"credential":"operator","scopes":[every door scope]}`.
     pub fn mint_operator(&self) -> String {
         let scopes: Vec<String> = OPERATOR_SCOPES.iter().map(|s| json_str(s)).collect();
-        let payload = format!(
-            "{{\"credential\":\"operator\",\"scopes\":[{}]}}",
-            scopes.join(",")
-        );
+        let payload = format!("{{\"credential\":\"operator\",\"scopes\":[{}]}}", scopes.join(","));
         let payload_b64 = b64(payload.as_bytes());
         let mac = self
             .mac()
@@ -76,8 +73,7 @@ impl DoorKey {
 
     fn mac(&self) -> HmacSha256 {
         // HMAC takes keys of any length, so this cannot fail; the fallback keeps it panic-free.
-        HmacSha256::new_from_slice(self.0.as_ref())
-            .unwrap_or_else(|_| HmacSha256::new(&Default::default()))
+        HmacSha256::new_from_slice(self.0.as_ref()).unwrap_or_else(|_| HmacSha256::new(&Default::default()))
     }
 }
 
@@ -88,10 +84,7 @@ mod tests {
 
     fn forge(key: &DoorKey, payload: &str) -> String {
         let p = b64(payload.as_bytes());
-        let mac = key
-            .mac()
-            .chain_update(signing_input(DOMAIN, None, &p))
-            .finalize();
+        let mac = key.mac().chain_update(signing_input(DOMAIN, None, &p)).finalize();
         format!("mdt1.{p}.{}", b64(&mac.into_bytes()))
     }
 
@@ -145,10 +138,7 @@ mod tests {
                 "mac-valid extra key",
                 forge(&k, r#"{"credential":"operator","scopes":[],"x":1}"#),
             ),
-            (
-                "mac-valid missing scopes",
-                forge(&k, r#"{"credential":"operator"}"#),
-            ),
+            ("mac-valid missing scopes", forge(&k, r#"{"credential":"operator"}"#)),
             (
                 "mac-valid non-string scope",
                 forge(&k, r#"{"credential":"operator","scopes":[1]}"#),

@@ -72,9 +72,7 @@ impl VerifyKey {
     /// Refuses anything but 43 B64 characters that decode to a valid curve point.
     pub fn from_b64(s: &str) -> Option<VerifyKey> {
         let bytes: [u8; 32] = unb64(s)?.try_into().ok()?;
-        ed25519_dalek::VerifyingKey::from_bytes(&bytes)
-            .ok()
-            .map(VerifyKey)
+        ed25519_dalek::VerifyingKey::from_bytes(&bytes).ok().map(VerifyKey)
     }
 }
 
@@ -149,15 +147,11 @@ mod tests {
         let vk = k.verify_key();
         assert_eq!(
             verify(&vk, &t, FRM, "coder"),
-            Verdict::Member {
-                from: "planner".into()
-            }
+            Verdict::Member { from: "planner".into() }
         );
         assert_eq!(
             verify(&vk, &t, FRM, "reviewer"),
-            Verdict::NotPermitted {
-                from: "planner".into()
-            }
+            Verdict::NotPermitted { from: "planner".into() }
         );
         assert_eq!(verify(&vk, &t, OTHER_FRM, "coder"), Verdict::Invalid);
         let other = SigningKey::generate().unwrap().verify_key();
@@ -211,8 +205,7 @@ mod tests {
         let mut flipped = sig.clone();
         flipped[10] ^= 1;
         let other_key = SigningKey::generate().unwrap();
-        let altered =
-            b64(format!(r#"{{"formation":"{FRM}","from":"planner","to":"coderx"}}"#).as_bytes());
+        let altered = b64(format!(r#"{{"formation":"{FRM}","from":"planner","to":"coderx"}}"#).as_bytes());
         let table: Vec<(&str, String)> = vec![
             ("two segments", format!("mft1.{p}")),
             ("four segments", format!("{good}.x")),
@@ -248,10 +241,7 @@ mod tests {
                 "extra key",
                 format!(r#"{{"formation":"{FRM}","from":"a","to":"coder","x":"y"}}"#),
             ),
-            (
-                "missing to",
-                format!(r#"{{"formation":"{FRM}","from":"a"}}"#),
-            ),
+            ("missing to", format!(r#"{{"formation":"{FRM}","from":"a"}}"#)),
             (
                 "duplicate key",
                 format!(r#"{{"formation":"{FRM}","from":"a","to":"coder","to":"coder"}}"#),
@@ -260,10 +250,7 @@ mod tests {
                 "number value",
                 format!(r#"{{"formation":"{FRM}","from":1,"to":"coder"}}"#),
             ),
-            (
-                "null value",
-                r#"{"formation":null,"from":"a","to":"coder"}"#.into(),
-            ),
+            ("null value", r#"{"formation":null,"from":"a","to":"coder"}"#.into()),
             ("array payload", format!(r#"["{FRM}","a","coder"]"#)),
             ("not json", "formation=x".into()),
             (
@@ -280,15 +267,9 @@ mod tests {
             ),
             (
                 "long from",
-                format!(
-                    r#"{{"formation":"{FRM}","from":"{}","to":"coder"}}"#,
-                    "a".repeat(33)
-                ),
+                format!(r#"{{"formation":"{FRM}","from":"{}","to":"coder"}}"#, "a".repeat(33)),
             ),
-            (
-                "bad to",
-                format!(r#"{{"formation":"{FRM}","from":"a","to":"Coder"}}"#),
-            ),
+            ("bad to", format!(r#"{{"formation":"{FRM}","from":"a","to":"Coder"}}"#)),
             (
                 "other formation",
                 format!(r#"{{"formation":"{OTHER_FRM}","from":"a","to":"coder"}}"#),
@@ -301,10 +282,7 @@ mod tests {
         // Key order is not a verifier's concern: it works on the transmitted bytes.
         let reordered = format!(r#"{{ "to":"coder","from":"a","formation":"{FRM}"}}"#);
         let t = sign_raw(&k, "mft1", reordered.as_bytes());
-        assert_eq!(
-            verify(&vk, &t, FRM, "coder"),
-            Verdict::Member { from: "a".into() }
-        );
+        assert_eq!(verify(&vk, &t, FRM, "coder"), Verdict::Member { from: "a".into() });
     }
 
     #[test]

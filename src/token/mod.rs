@@ -17,13 +17,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 /// The scopes a formation token carries (§8.2 row 6), in that order.
-pub const FORMATION_SCOPES: [&str; 5] = [
-    "SendMessage",
-    "GetTask",
-    "CancelTask",
-    "ListTasks",
-    "SubscribeToTask",
-];
+pub const FORMATION_SCOPES: [&str; 5] = ["SendMessage", "GetTask", "CancelTask", "ListTasks", "SubscribeToTask"];
 
 /// The scopes of the operator door token (§8.3), in that order.
 pub const OPERATOR_SCOPES: [&str; 9] = [

@@ -28,10 +28,7 @@ mod tests {
     fn skips_what_does_not_parse() {
         let text = b"{\"event_type\":\"session_start\"}\n\nnot json\n[1]\n\xff\xfe\n{\"event_type\":\"x\",\"a\":1}\r\n{\"event_type\":\"session_e";
         let recs = parse_records(text);
-        let types: Vec<&str> = recs
-            .iter()
-            .filter_map(|r| r["event_type"].as_str())
-            .collect();
+        let types: Vec<&str> = recs.iter().filter_map(|r| r["event_type"].as_str()).collect();
         assert_eq!(types, ["session_start", "x"]);
     }
 

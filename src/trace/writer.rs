@@ -18,13 +18,7 @@ use serde_json::Value;
 use crate::ids::{self, IdKind};
 
 /// The keys every record starts with; a field may not reuse one.
-const COMMON_KEYS: [&str; 5] = [
-    "event_type",
-    "event_id",
-    "parent_id",
-    "session_id",
-    "timestamp",
-];
+const COMMON_KEYS: [&str; 5] = ["event_type", "event_id", "parent_id", "session_id", "timestamp"];
 
 /// One session's trace. Share it by reference or `Arc`: writes from several threads are
 /// serialised by one lock, and each record is one `write` on an append-mode file, so lines never
@@ -44,11 +38,7 @@ impl std::fmt::Debug for TraceWriter {
 impl TraceWriter {
     /// Opens `path` for appending, creating it at mode 0600.
     pub fn create(path: &Path, session_id: &str) -> std::io::Result<TraceWriter> {
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(path)?;
+        let file = OpenOptions::new().create(true).append(true).mode(0o600).open(path)?;
         Ok(TraceWriter {
             file: Mutex::new(file),
             session_id: session_id.to_string(),
@@ -67,12 +57,7 @@ impl TraceWriter {
         parent_id: Option<&str>,
         fields: &[(&str, Value)],
     ) -> std::io::Result<String> {
-        self.write_at(
-            chrono::Utc::now().timestamp_millis(),
-            event_type,
-            parent_id,
-            fields,
-        )
+        self.write_at(chrono::Utc::now().timestamp_millis(), event_type, parent_id, fields)
     }
 
     /// As [`TraceWriter::write`], at a given Unix-ms timestamp (for tests and replays).
@@ -90,14 +75,7 @@ impl TraceWriter {
             ));
         }
         let event_id = ids::mint(IdKind::Event);
-        let line = render_record(
-            event_type,
-            &event_id,
-            parent_id,
-            &self.session_id,
-            timestamp_ms,
-            fields,
-        );
+        let line = render_record(event_type, &event_id, parent_id, &self.session_id, timestamp_ms, fields);
         // A panic while holding the lock cannot leave a half line behind: write_all is the only
         // operation under it, so a poisoned lock is still safe to use.
         let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
@@ -170,10 +148,7 @@ mod tests {
                 vec![
                     ("tools_declared", json!([])),
                     ("max_turns", Value::Null),
-                    (
-                        "deadline",
-                        json!({"source": "inherited", "at": "t", "secs": 5}),
-                    ),
+                    ("deadline", json!({"source": "inherited", "at": "t", "secs": 5})),
                     ("z\"q", json!("a\nb")),
                 ],
                 r#"{"event_type":"session_start","event_id":"evt_1","parent_id":null,"session_id":"ses_1","timestamp":5,"tools_declared":[],"max_turns":null,"deadline":{"at":"t","secs":5,"source":"inherited"},"z\"q":"a\nb"}"#,
@@ -197,17 +172,14 @@ mod tests {
             .unwrap();
         assert!(ids::is(IdKind::Event, &a), "{a}");
         let b = w
-            .write_at(
-                7,
-                "formation_ended",
-                Some(&a),
-                &[("formation_id", json!("frm_1"))],
-            )
+            .write_at(7, "formation_ended", Some(&a), &[("formation_id", json!("frm_1"))])
             .unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 2);
-        assert!(lines[0].starts_with(&format!(r#"{{"event_type":"session_start","event_id":"{a}","parent_id":null,"session_id":"ses_1","timestamp":"#)));
+        assert!(lines[0].starts_with(&format!(
+            r#"{{"event_type":"session_start","event_id":"{a}","parent_id":null,"session_id":"ses_1","timestamp":"#
+        )));
         assert_eq!(
             lines[1],
             format!(
@@ -215,10 +187,7 @@ mod tests {
             )
         );
         use std::os::unix::fs::PermissionsExt;
-        assert_eq!(
-            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-            0o600
-        );
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
         // Reopening appends rather than truncating.
         drop(w);
         TraceWriter::create(&path, "ses_1")
@@ -247,12 +216,8 @@ mod tests {
                 let (w, big) = (w.clone(), big.clone());
                 std::thread::spawn(move || {
                     for _ in 0..10 {
-                        w.write(
-                            "member_call",
-                            None,
-                            &[("output", json!(big)), ("n", json!(i))],
-                        )
-                        .unwrap();
+                        w.write("member_call", None, &[("output", json!(big)), ("n", json!(i))])
+                            .unwrap();
                     }
                 })
             })

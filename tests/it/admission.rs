@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use crate::support::{Sandbox, stderr, stdout};
 
-const MANIFEST_ONLY_INTRO: &str = "checking its roster.yaml. Run mur doctor in a member's source directory to check that member's artifacts.";
+const MANIFEST_ONLY_INTRO: &str =
+    "checking its roster.yaml. Run mur doctor in a member's source directory to check that member's artifacts.";
 
 /// Writes a manifest-only capsule's sources, builds it and installs it globally; returns the zip.
 fn install(sb: &Sandbox, name: &str, version: &str, extra: &str) -> PathBuf {
@@ -17,20 +18,10 @@ fn install(sb: &Sandbox, name: &str, version: &str, extra: &str) -> PathBuf {
     );
     let dir = sb.path(&src);
     let o = sb.run(sb.dir.path(), &["build", dir.to_str().unwrap()]);
-    assert!(
-        o.status.success(),
-        "build {name}: {}{}",
-        stdout(&o),
-        stderr(&o)
-    );
+    assert!(o.status.success(), "build {name}: {}{}", stdout(&o), stderr(&o));
     let zip = dir.join(format!("{name}-{version}.mur.zip"));
     let o = sb.run(sb.dir.path(), &["install", "-g", zip.to_str().unwrap()]);
-    assert!(
-        o.status.success(),
-        "install {name}: {}{}",
-        stdout(&o),
-        stderr(&o)
-    );
+    assert!(o.status.success(), "install {name}: {}{}", stdout(&o), stderr(&o));
     zip
 }
 
@@ -253,10 +244,7 @@ fn doctor_refusals() {
         assert_eq!(out, refused(&dir, &c.message, &c.hint), "{}", c.roster);
         assert_eq!(
             err,
-            format!(
-                "[mur doctor] error[{}]: {}\n  hint: {}\n",
-                c.code, c.message, c.hint
-            ),
+            format!("[mur doctor] error[{}]: {}\n  hint: {}\n", c.code, c.message, c.hint),
             "{}",
             c.roster
         );
@@ -276,13 +264,8 @@ fn doctor_reports_a_hash_mismatch_and_never_falls_through_to_the_global_store() 
     let store = dir.join(".murmur/artifacts/local/coder/1.2.0");
     std::fs::create_dir_all(&store).unwrap();
     std::fs::copy(&zip, store.join("coder-1.2.0.mur.zip")).unwrap();
-    let global_sidecar = sb
-        .home()
-        .join(".murmur/artifacts/local/coder/1.2.0/coder-1.2.0.sha256");
-    let actual = std::fs::read_to_string(&global_sidecar)
-        .unwrap()
-        .trim()
-        .to_string();
+    let global_sidecar = sb.home().join(".murmur/artifacts/local/coder/1.2.0/coder-1.2.0.sha256");
+    let actual = std::fs::read_to_string(&global_sidecar).unwrap().trim().to_string();
     let recorded = "0".repeat(64);
     std::fs::write(store.join("coder-1.2.0.sha256"), format!("{recorded}\n")).unwrap();
 
@@ -311,11 +294,8 @@ fn doctor_checks_the_lock_beside_the_roster() {
         &sb,
         "roster_version: 1\nmembers:\n  - {name: coder, capsule: local/coder, version: 1.2.0, entry: true}\n",
     );
-    let sha = std::fs::read_to_string(
-        sb.home()
-            .join(".murmur/artifacts/local/coder/1.2.0/coder-1.2.0.sha256"),
-    )
-    .unwrap();
+    let sha =
+        std::fs::read_to_string(sb.home().join(".murmur/artifacts/local/coder/1.2.0/coder-1.2.0.sha256")).unwrap();
     let sha = sha.trim();
     let lock = |version: &str, sha: &str| {
         std::fs::write(
@@ -331,7 +311,8 @@ fn doctor_checks_the_lock_beside_the_roster() {
     lock("1.1.0", sha);
     let (code, out, err) = doctor(&sb, &dir);
     let message = "roster.yaml: member 'coder': murmur.lock conflict for 'local/coder': pinned local/coder@1.1.0, but local/coder@1.2.0 was resolved";
-    let hint = "pin the locked version (1.1.0) in roster.yaml, or drop the stale entry for 'local/coder' from murmur.lock";
+    let hint =
+        "pin the locked version (1.1.0) in roster.yaml, or drop the stale entry for 'local/coder' from murmur.lock";
     assert_eq!(out, refused(&dir, message, hint));
     assert_eq!(
         err,
@@ -399,10 +380,7 @@ fn doctor_outside_any_project_is_e_io_001() {
 #[test]
 fn doctor_in_a_member_source_directory() {
     let sb = Sandbox::new();
-    sb.write(
-        "member/murmur.yaml",
-        "name: coder\nversion: 1.10\nflavour: spicy\n",
-    );
+    sb.write("member/murmur.yaml", "name: coder\nversion: 1.10\nflavour: spicy\n");
     let dir = std::fs::canonicalize(sb.path("member")).unwrap();
     let (code, out, err) = doctor(&sb, &dir);
     assert_eq!(err, "");
@@ -416,7 +394,10 @@ fn doctor_in_a_member_source_directory() {
     assert_eq!(code, 0);
 
     // A subdirectory finds the member above it; a roster beside the manifest adds its block.
-    sb.write("member/roster.yaml", "roster_version: 1\nmembers:\n  - {name: coder, capsule: local/coder, version: 1.10, entry: true}\n");
+    sb.write(
+        "member/roster.yaml",
+        "roster_version: 1\nmembers:\n  - {name: coder, capsule: local/coder, version: 1.10, entry: true}\n",
+    );
     let sub = sb.path("member/sub");
     let (code, out, err) = doctor(&sb, &sub);
     assert!(out.contains(&format!("Roster\n  file: {}/roster.yaml\n  \u{2717}  roster.yaml: member 'coder' (local/coder@1.10) cannot be admitted: not installed in the project or global store\n\n", dir.display())), "{out}");
@@ -427,10 +408,7 @@ fn doctor_in_a_member_source_directory() {
     // A manifest that does not parse is a failed check.
     sb.write("member/murmur.yaml", "name: coder\n");
     let (code, out, err) = doctor(&sb, &dir);
-    assert!(
-        out.contains("  \u{2717}  murmur.yaml: version: is required\n"),
-        "{out}"
-    );
+    assert!(out.contains("  \u{2717}  murmur.yaml: version: is required\n"), "{out}");
     assert!(
         err.starts_with("[mur doctor] error[E-MAN-001]: murmur.yaml: version: is required"),
         "{err}"

@@ -7,14 +7,10 @@ use sha2::{Digest, Sha256};
 use crate::support::{Sandbox, stderr, stdout};
 
 fn sha256(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
-const CODER: &str =
-    "name: coder\nversion: 1.10\ncomponent: capsule.wat\nexports: {peer_tasks: {accept: true}}\n";
+const CODER: &str = "name: coder\nversion: 1.10\ncomponent: capsule.wat\nexports: {peer_tasks: {accept: true}}\n";
 const WAT: &str = "(component)\n";
 
 /// Writes a capsule source directory `rel` with `manifest` and, optionally, `capsule.wat`.
@@ -37,13 +33,7 @@ fn ok(o: &std::process::Output) {
 }
 
 fn refused(o: &std::process::Output, code: &str) -> String {
-    assert_eq!(
-        o.status.code(),
-        Some(1),
-        "stdout: {}\nstderr: {}",
-        stdout(o),
-        stderr(o)
-    );
+    assert_eq!(o.status.code(), Some(1), "stdout: {}\nstderr: {}", stdout(o), stderr(o));
     let err = stderr(o);
     assert!(err.starts_with(&format!("error[{code}]: ")), "{err}");
     err
@@ -70,10 +60,7 @@ fn build_install_list_round_trip() {
 
     let o = sb.run(sb.dir.path(), &["build", "src/coder"]);
     ok(&o);
-    assert_eq!(
-        stdout(&o),
-        "Built coder@1.10: src/coder/coder-1.10.mur.zip\n"
-    );
+    assert_eq!(stdout(&o), "Built coder@1.10: src/coder/coder-1.10.mur.zip\n");
     assert_eq!(stderr(&o), "");
     assert_eq!(
         zip_entries(&zip),
@@ -105,10 +92,7 @@ fn build_install_list_round_trip() {
         format!("Installed local/coder@1.10 from {}\n", zip.display())
     );
     let gdir = sb.home().join(".murmur/artifacts/local/coder/1.10");
-    assert_eq!(
-        std::fs::read(gdir.join("coder-1.10.mur.zip")).unwrap(),
-        first
-    );
+    assert_eq!(std::fs::read(gdir.join("coder-1.10.mur.zip")).unwrap(), first);
     assert_eq!(
         std::fs::read_to_string(gdir.join("coder-1.10.sha256")).unwrap(),
         format!("{sha}\n")
@@ -125,10 +109,7 @@ fn build_install_list_round_trip() {
         format!("Installed local/coder@1.10 from {}\n", zip.display())
     );
     let pdir = proj.join(".murmur/artifacts/local/coder/1.10");
-    assert_eq!(
-        std::fs::read(pdir.join("coder-1.10.mur.zip")).unwrap(),
-        first
-    );
+    assert_eq!(std::fs::read(pdir.join("coder-1.10.mur.zip")).unwrap(), first);
     assert_eq!(
         std::fs::read_to_string(pdir.join("coder-1.10.sha256")).unwrap(),
         format!("{sha}\n")
@@ -149,10 +130,7 @@ fn build_install_list_round_trip() {
         1,
         "a manifest-only capsule packs only murmur.yaml"
     );
-    ok(&sb.run(
-        &proj,
-        &["install", "--global", helper_zip.to_str().unwrap()],
-    ));
+    ok(&sb.run(&proj, &["install", "--global", helper_zip.to_str().unwrap()]));
     sb.write("src/coder/murmur.yaml", &CODER.replace("1.10", "1.9"));
     ok(&sb.run(sb.dir.path(), &["build", "src/coder"]));
     let zip19 = src.join("coder-1.9.mur.zip");
@@ -180,11 +158,7 @@ fn build_install_list_round_trip() {
     let formation = sb.path("formation");
     sb.write("formation/roster.yaml", "roster_version: 1\n");
     std::fs::create_dir_all(formation.join(".murmur/artifacts/local/solo/1")).unwrap();
-    std::fs::write(
-        formation.join(".murmur/artifacts/local/solo/1/solo-1.mur.zip"),
-        b"z",
-    )
-    .unwrap();
+    std::fs::write(formation.join(".murmur/artifacts/local/solo/1/solo-1.mur.zip"), b"z").unwrap();
     std::fs::write(
         formation.join(".murmur/artifacts/local/solo/1/solo-1.sha256"),
         format!("{}\n", sha256(b"z")),
@@ -217,17 +191,11 @@ fn reinstall_replaces_and_upserts_the_lock() {
     ok(&sb.run(&proj, &["build", "coder"]));
     let o = sb.run(&proj, &["install", "coder/coder-1.10.mur.zip"]);
     ok(&o);
-    assert_eq!(
-        stdout(&o),
-        "Installed local/coder@1.10 from coder/coder-1.10.mur.zip\n"
-    );
+    assert_eq!(stdout(&o), "Installed local/coder@1.10 from coder/coder-1.10.mur.zip\n");
     let new = sha256(&std::fs::read(&zip).unwrap());
     assert_ne!(old, new);
     let dir = proj.join(".murmur/artifacts/local/coder/1.10");
-    assert_eq!(
-        sha256(&std::fs::read(dir.join("coder-1.10.mur.zip")).unwrap()),
-        new
-    );
+    assert_eq!(sha256(&std::fs::read(dir.join("coder-1.10.mur.zip")).unwrap()), new);
     assert_eq!(
         std::fs::read_to_string(dir.join("coder-1.10.sha256")).unwrap(),
         format!("{new}\n")
@@ -236,11 +204,7 @@ fn reinstall_replaces_and_upserts_the_lock() {
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
-    assert_eq!(
-        names.len(),
-        2,
-        "no temporary files are left behind: {names:?}"
-    );
+    assert_eq!(names.len(), 2, "no temporary files are left behind: {names:?}");
     assert_eq!(
         std::fs::read_to_string(proj.join("murmur.lock")).unwrap(),
         format!(
@@ -268,9 +232,9 @@ fn build_refusals() {
         None,
     );
     let err = refused(&sb.run(cwd, &["build", "bad"]), "E-MAN-001");
-    assert!(err.starts_with(
-        "error[E-MAN-001]: murmur.yaml: lifecycle.queue_depth: must be an integer, found a string\n"
-    ));
+    assert!(
+        err.starts_with("error[E-MAN-001]: murmur.yaml: lifecycle.queue_depth: must be an integer, found a string\n")
+    );
 
     source(
         &sb,
@@ -288,19 +252,12 @@ fn build_refusals() {
     );
     let err = refused(&sb.run(cwd, &["build", "nocomp"]), "E-BLD-001");
     assert!(
-        err.starts_with(
-            "error[E-BLD-001]: component 'missing.wasm' not found at nocomp/missing.wasm\n  hint: "
-        ),
+        err.starts_with("error[E-BLD-001]: component 'missing.wasm' not found at nocomp/missing.wasm\n  hint: "),
         "{err}"
     );
     assert!(!sb.dir.path().join("nocomp/nocomp-1.mur.zip").exists());
 
-    source(
-        &sb,
-        "dircomp",
-        "name: dircomp\nversion: 1\ncomponent: sub\n",
-        None,
-    );
+    source(&sb, "dircomp", "name: dircomp\nversion: 1\ncomponent: sub\n", None);
     sb.path("dircomp/sub");
     let err = refused(&sb.run(cwd, &["build", "dircomp"]), "E-BLD-001");
     assert!(
@@ -338,27 +295,18 @@ fn install_refusals() {
     sb.write("proj/junk.mur.zip", "not a zip");
     let err = refused(&sb.run(&proj, &["install", "junk.mur.zip"]), "E-INS-001");
     assert!(
-        err.starts_with(
-            "error[E-INS-001]: junk.mur.zip is not a capsule archive: not a ZIP archive: "
-        ),
+        err.starts_with("error[E-INS-001]: junk.mur.zip is not a capsule archive: not a ZIP archive: "),
         "{err}"
     );
 
     let no_manifest = write_zip(&sb, "proj/empty.mur.zip", &[("capsule.wasm", b"x")]);
-    let err = refused(
-        &sb.run(&proj, &["install", no_manifest.to_str().unwrap()]),
-        "E-INS-001",
-    );
+    let err = refused(&sb.run(&proj, &["install", no_manifest.to_str().unwrap()]), "E-INS-001");
     assert!(
         err.contains("is not a capsule archive: the archive has no murmur.yaml at its root"),
         "{err}"
     );
 
-    write_zip(
-        &sb,
-        "proj/bad.mur.zip",
-        &[("murmur.yaml", b"name: Bad\nversion: 1\n")],
-    );
+    write_zip(&sb, "proj/bad.mur.zip", &[("murmur.yaml", b"name: Bad\nversion: 1\n")]);
     let err = refused(&sb.run(&proj, &["install", "bad.mur.zip"]), "E-INS-001");
     assert!(
         err.starts_with("error[E-INS-001]: bad.mur.zip: its packed murmur.yaml does not parse: murmur.yaml: name: 'Bad' may hold only"),
@@ -385,11 +333,11 @@ fn install_refusals() {
 
     // A project lock that does not read refuses before anything is stored, and is kept as is.
     sb.write("proj/murmur.lock", "lock_version: 2\n");
-    let err = refused(
-        &sb.run(&proj, &["install", good.to_str().unwrap()]),
-        "E-RUN-003",
+    let err = refused(&sb.run(&proj, &["install", good.to_str().unwrap()]), "E-RUN-003");
+    assert!(
+        err.starts_with("error[E-RUN-003]: invalid murmur.lock: lock_version is 2; this build reads lock_version 3"),
+        "{err}"
     );
-    assert!(err.starts_with("error[E-RUN-003]: invalid murmur.lock: lock_version is 2; this build reads lock_version 3"), "{err}");
     assert!(!proj.join(".murmur/artifacts/local/good").exists());
     assert_eq!(
         std::fs::read_to_string(proj.join("murmur.lock")).unwrap(),
@@ -401,8 +349,7 @@ fn write_zip(sb: &Sandbox, rel: &str, entries: &[(&str, &[u8])]) -> std::path::P
     use std::io::Write;
     let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
     for (name, data) in entries {
-        zip.start_file(*name, zip::write::SimpleFileOptions::default())
-            .unwrap();
+        zip.start_file(*name, zip::write::SimpleFileOptions::default()).unwrap();
         zip.write_all(data).unwrap();
     }
     let bytes = zip.finish().unwrap().into_inner();

@@ -625,7 +625,11 @@ fn trace_show_lists_every_member_session_of_a_formation() {
     let (sb, dir) = formation(TWO_ECHOES);
     let out = sb.run(&dir, &["run", "--roster", "--task", "traced"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let frm = stderr(&out).lines().find_map(|l| l.strip_prefix("formation: ")).unwrap().to_string();
+    let frm = stderr(&out)
+        .lines()
+        .find_map(|l| l.strip_prefix("formation: "))
+        .unwrap()
+        .to_string();
     let shown = sb.run(&dir, &["trace", "show", &frm]);
     assert_eq!(shown.status.code(), Some(0), "{}", stderr(&shown));
     let text = stdout(&shown);
@@ -639,11 +643,23 @@ fn trace_show_lists_every_member_session_of_a_formation() {
     // Each session's own trace reads back too.
     let ses = rows[0].split_whitespace().next().unwrap();
     let one = sb.run(&dir, &["trace", "show", ses]);
-    assert!(stdout(&one).lines().next().unwrap().contains("  session_start  "), "{}", stdout(&one));
-    assert!(stdout(&one).lines().last().unwrap().contains("  session_end  "), "{}", stdout(&one));
+    assert!(
+        stdout(&one).lines().next().unwrap().contains("  session_start  "),
+        "{}",
+        stdout(&one)
+    );
+    assert!(
+        stdout(&one).lines().last().unwrap().contains("  session_end  "),
+        "{}",
+        stdout(&one)
+    );
     let none = sb.run(&dir, &["trace", "show", "frm_0199c4e2f1b7712a9d3e4f5061728394"]);
     assert_eq!(none.status.code(), Some(1));
-    assert!(stderr(&none).starts_with("error[E-TRC-002]: no session under "), "{}", stderr(&none));
+    assert!(
+        stderr(&none).starts_with("error[E-TRC-002]: no session under "),
+        "{}",
+        stderr(&none)
+    );
 }
 
 #[test]
@@ -662,9 +678,24 @@ fn mur_stop_and_ps_see_a_launched_formation() {
     let stop = sb.run(&dir, &["stop", &frm]);
     assert_eq!(stop.status.code(), Some(0), "{}", stderr(&stop));
     let text = stdout(&stop);
-    assert!(text.starts_with(&format!("stopped:  {frm}\nlauncher: pid {}, SIGTERM", launch.child.id())), "{text}");
-    assert_eq!(text.lines().filter(|l| l.starts_with("member:   ses_")).count(), 2, "{text}");
-    assert!(text.lines().filter(|l| l.starts_with("member:")).all(|l| l.ends_with("formation_ended")), "{text}");
+    assert!(
+        text.starts_with(&format!(
+            "stopped:  {frm}\nlauncher: pid {}, SIGTERM",
+            launch.child.id()
+        )),
+        "{text}"
+    );
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("member:   ses_")).count(),
+        2,
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .filter(|l| l.starts_with("member:"))
+            .all(|l| l.ends_with("formation_ended")),
+        "{text}"
+    );
     let (code, _, _) = launch.wait(Duration::from_secs(30));
     assert_eq!(code, 143);
     assert!(formation_pids(&frm).is_empty());
@@ -674,16 +705,22 @@ fn mur_stop_and_ps_see_a_launched_formation() {
 fn tokens_in_memory(pid: u32) -> Vec<String> {
     use std::io::{Read, Seek, SeekFrom};
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
-    let Ok(mut mem) = std::fs::File::open(format!("/proc/{pid}/mem")) else { return Vec::new() };
+    let Ok(mut mem) = std::fs::File::open(format!("/proc/{pid}/mem")) else {
+        return Vec::new();
+    };
     let mut found = std::collections::BTreeSet::new();
     for line in maps.lines() {
         let mut parts = line.split_whitespace();
-        let (Some(range), Some(perms)) = (parts.next(), parts.next()) else { continue };
+        let (Some(range), Some(perms)) = (parts.next(), parts.next()) else {
+            continue;
+        };
         if !perms.starts_with("rw") {
             continue;
         }
         let Some((a, b)) = range.split_once('-') else { continue };
-        let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)) else { continue };
+        let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)) else {
+            continue;
+        };
         if b - a > 256 << 20 || mem.seek(SeekFrom::Start(a)).is_err() {
             continue;
         }
@@ -721,7 +758,10 @@ fn a_token_from_an_earlier_launch_is_refused_at_every_door_of_a_new_one() {
         .to_string();
     let lead = formation_pids(&frm1)
         .into_iter()
-        .find(|p| nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(*p as i32))).ok() == Some(nix::unistd::Pid::from_raw(first.child.id() as i32)))
+        .find(|p| {
+            nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(*p as i32))).ok()
+                == Some(nix::unistd::Pid::from_raw(first.child.id() as i32))
+        })
         .expect("the entry member");
     let old_tokens = tokens_in_memory(lead);
     assert!(!old_tokens.is_empty(), "the entry member holds its formation token");
@@ -732,7 +772,9 @@ fn a_token_from_an_earlier_launch_is_refused_at_every_door_of_a_new_one() {
     let second = Launch::start(&sb, &dir, &["--json"], &[]);
     wait_until(Duration::from_secs(60), || second.stdout().lines().count() >= 2).expect("formation and entry lines");
     let out = second.stdout();
-    let mut lines = out.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap());
+    let mut lines = out
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap());
     let formation_line = lines.next().unwrap();
     let entry_ready = lines.next().unwrap();
     assert_ne!(formation_line["formation_id"].as_str().unwrap(), frm1);
@@ -747,7 +789,9 @@ fn a_token_from_an_earlier_launch_is_refused_at_every_door_of_a_new_one() {
                 .set("a2a-version", "1.0")
                 .set("content-type", "application/json")
                 .send_string(r#"{"id":1,"jsonrpc":"2.0","method":"ListTasks","params":{}}"#);
-            let Err(ureq::Error::Status(401, resp)) = resp else { panic!("{door}: an earlier launch's token was not refused") };
+            let Err(ureq::Error::Status(401, resp)) = resp else {
+                panic!("{door}: an earlier launch's token was not refused")
+            };
             let body: serde_json::Value = serde_json::from_str(&resp.into_string().unwrap()).unwrap();
             assert_eq!(body["error"], "invalid_token", "{door}");
         }

@@ -3,3 +3,14 @@
 //! One test binary (modules below) keeps link time down; each area has its own file.
 
 mod support;
+
+mod admission;
+mod artifacts;
+mod capsules;
+mod demo;
+mod door;
+mod firsthour;
+mod formation;
+mod hostile;
+mod model;
+mod session;

@@ -1,0 +1,472 @@
+//! Door end to end over loopback (issue 7, item 2): the same JSON-RPC `GetTask` against a public
+//! door and an authenticating one, under `wrk`, at several concurrency levels.
+//!
+//! Two real doors run in this process (library `Door::start`, one actix worker each, as a member
+//! runs them), each holding one completed task. `wrk` drives them over 127.0.0.1 with:
+//! - `public`        — the public door, no `Authorization`;
+//! - `formation`     — the authenticating door, a valid `mft1` (remembered after first sight);
+//! - `operator`      — the authenticating door, its `mdt1` operator token (HMAC, remembered);
+//! - `forged-each`   — a different forged `mft1` on every request (signed by another key), so
+//!   each costs one Ed25519 verification and ends 401 `invalid_token`;
+//! - `forged-same`   — one forged `mft1` over and over (its refusal is remembered);
+//! - `no-token`      — no `Authorization` at all (401 `unauthenticated`).
+//!
+//! Per run: requests/s, latency p50/p99 (wrk's), and door CPU per request (the sum of this
+//! process's thread CPU times from `/proc/self/task/*/schedstat`, divided by requests). On
+//! 2 cores the doors are pinned to CPU 0 and wrk to CPU 1 (`taskset`), so the door has one core
+//! to itself, as it would in a formation, and the load generator does not steal it.
+//!
+//! Knobs (environment): `MUR_BENCH_SECS` (per run, default 5), `MUR_BENCH_REPS` (default 3),
+//! `MUR_BENCH_CONNS` (default `1,4,16,64`), `MUR_BENCH_PIN=0` to skip pinning. A bare argument
+//! keeps only the variants whose name contains it. Needs `wrk` (Debian package `wrk`).
+//!
+//! Tokens are written only into a 0600 Lua script in a private temp directory: never argv,
+//! environment or stdout.
+
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, mpsc};
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, anyhow, bail};
+use mur::door::{Board, Door, DoorConfig, FormationTrust, TaskOutcome};
+use mur::manifest::Acceptance;
+use mur::token::SigningKey;
+use serde_json::{Value, json};
+
+const FRM: &str = "frm_0199c4e2f1b7712a9d3e4f5061728394";
+const SES: &str = "ses_0199c4e2f1b7712a9d3e4f5061728394";
+
+/// One door running on its own thread and actix system.
+struct RunningDoor {
+    addr: String,
+    operator: Option<String>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for RunningDoor {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn config(formation: Option<FormationTrust>) -> DoorConfig {
+    DoorConfig {
+        capsule_name: "local/coder".into(),
+        capsule_version: "1.0.0".into(),
+        description: "bench door".into(),
+        session_id: SES.into(),
+        authenticate: formation.is_some(),
+        peer_tasks_accept: true,
+        acceptance: Acceptance::Queue,
+        queue_depth: 10,
+        formation,
+        network_allow: vec![],
+        tools: vec![],
+    }
+}
+
+/// Completes every task at once with `echo: <text>`.
+async fn execute(board: Arc<Board>) {
+    while let Some(w) = board.next_work().await {
+        board.finish(&w.task_id, TaskOutcome::Completed(format!("echo: {}", w.text)));
+    }
+}
+
+fn start_door(cfg: DoorConfig) -> Result<RunningDoor> {
+    let (tx, rx) = mpsc::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        actix_rt::System::new().block_on(async move {
+            let door = match Door::start(cfg, "127.0.0.1") {
+                Ok(d) => d,
+                Err(e) => {
+                    let _ = tx.send(Err(anyhow!("{}", e.render("door"))));
+                    return;
+                }
+            };
+            let _ = tx.send(Ok((
+                format!("127.0.0.1:{}", door.port()),
+                door.operator_token().map(str::to_string),
+            )));
+            actix_rt::spawn(execute(Arc::clone(door.board())));
+            let _ = stop_rx.await;
+            door.board().close();
+            door.stop().await;
+        });
+    });
+    let (addr, operator) = rx.recv().context("door thread")??;
+    Ok(RunningDoor {
+        addr,
+        operator,
+        stop: Some(stop_tx),
+        thread: Some(thread),
+    })
+}
+
+/// SendMessage (blocking until the executor completes it); returns the task id.
+fn create_task(addr: &str, auth: Option<&str>) -> Result<String> {
+    let body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+        "params": {"message": {"messageId": "m1", "role": "ROLE_USER",
+                   "parts": [{"text": "hello", "mediaType": "text/plain"}]}},
+    });
+    let mut r = ureq::post(&format!("http://{addr}/"))
+        .set("content-type", "application/json")
+        .set("A2A-Version", "1.0");
+    if let Some(a) = auth {
+        r = r.set("authorization", &format!("Bearer {a}"));
+    }
+    let reply: Value = serde_json::from_str(&r.send_string(&body.to_string())?.into_string()?)?;
+    let task = &reply["result"]["task"];
+    if task["status"]["state"] != "TASK_STATE_COMPLETED" {
+        bail!("the bench task did not complete: {reply}");
+    }
+    task["id"]
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| anyhow!("no task id in {reply}"))
+}
+
+/// What one variant sends.
+enum Auth {
+    None,
+    Bearer(String),
+    /// A file of tokens, one per line, one per request in turn.
+    EachFrom(PathBuf),
+}
+
+struct Variant {
+    name: &'static str,
+    addr: String,
+    task_id: String,
+    auth: Auth,
+    /// The HTTP status every reply must have.
+    status: u16,
+}
+
+fn lua_str(s: &str) -> String {
+    // Tokens, ids and paths here are ASCII without quotes or backslashes; `%q`-style escaping
+    // keeps the script valid whatever they hold.
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The wrk script: a fixed request (or one token per request), and a `done` that prints one
+/// machine-readable line.
+fn script(v: &Variant) -> String {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": v.task_id}});
+    let mut s = format!(
+        "wrk.method = \"POST\"\nwrk.body = {}\nwrk.headers[\"Content-Type\"] = \"application/json\"\n\
+         wrk.headers[\"A2A-Version\"] = \"1.0\"\n",
+        lua_str(&body.to_string())
+    );
+    match &v.auth {
+        Auth::None => {}
+        Auth::Bearer(t) => s.push_str(&format!(
+            "wrk.headers[\"Authorization\"] = {}\n",
+            lua_str(&format!("Bearer {t}"))
+        )),
+        Auth::EachFrom(path) => s.push_str(&format!(
+            "local tokens = {{}}\nfor line in io.lines({}) do tokens[#tokens + 1] = \"Bearer \" .. line end\n\
+             local i = 0\nrequest = function()\n  i = i % #tokens + 1\n  \
+             wrk.headers[\"Authorization\"] = tokens[i]\n  return wrk.format()\nend\n",
+            lua_str(&path.to_string_lossy())
+        )),
+    }
+    s.push_str(
+        "done = function(summary, latency, requests)\n  io.write(string.format(\
+         \"WRKRESULT %d %d %d %d %d %d %d %d %d\\n\", summary.requests, summary.duration, \
+         summary.errors.status, summary.errors.connect + summary.errors.read + \
+         summary.errors.write + summary.errors.timeout, latency:percentile(50), \
+         latency:percentile(90), latency:percentile(99), latency.max, latency.mean))\nend\n",
+    );
+    s
+}
+
+fn write_private(path: &Path, text: &str) -> Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(text.as_bytes())?;
+    Ok(())
+}
+
+/// This process's CPU time so far, in ns (all threads alive now; the doors' live for the run).
+fn cpu_ns() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+fn rss_kib(pid: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// One wrk run.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    rps: f64,
+    p50_us: f64,
+    p99_us: f64,
+    cpu_us_per_req: f64,
+}
+
+fn wrk(pin: bool, script: &Path, addr: &str, conns: u32, secs: u64, status: u16) -> Result<Run> {
+    let mut cmd = if pin {
+        let mut c = Command::new("taskset");
+        c.args(["-c", "1", "wrk"]);
+        c
+    } else {
+        Command::new("wrk")
+    };
+    cmd.args(["-t", "1", "-c", &conns.to_string(), "-d", &format!("{secs}s")])
+        .args(["--timeout", "10s", "-s"])
+        .arg(script)
+        .arg(format!("http://{addr}/"));
+    let before = cpu_ns();
+    let out = cmd.output().context("running wrk (apt-get install wrk)")?;
+    let cpu = cpu_ns().saturating_sub(before);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("WRKRESULT "))
+        .ok_or_else(|| anyhow!("wrk printed no result: {text}{}", String::from_utf8_lossy(&out.stderr)))?;
+    let f: Vec<f64> = line.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+    let [
+        requests,
+        duration_us,
+        non2xx,
+        socket_errors,
+        p50,
+        _p90,
+        p99,
+        _max,
+        _mean,
+    ] = f[..]
+    else {
+        bail!("unexpected wrk result line: {line}");
+    };
+    // A public or genuine request answered other than 200, or a forged one other than 401,
+    // means the bench measured the wrong thing.
+    let want_non2xx = if status == 200 { 0.0 } else { requests };
+    if non2xx != want_non2xx || socket_errors > 0.0 {
+        bail!("wrk saw {non2xx} non-2xx of {requests} (want {want_non2xx}) and {socket_errors} socket errors");
+    }
+    Ok(Run {
+        rps: requests / (duration_us / 1e6),
+        p50_us: p50,
+        p99_us: p99,
+        cpu_us_per_req: cpu as f64 / 1e3 / requests.max(1.0),
+    })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn main() -> Result<()> {
+    let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let secs: u64 = env_or("MUR_BENCH_SECS", 5);
+    let reps: usize = env_or("MUR_BENCH_REPS", 3);
+    let conns: Vec<u32> = std::env::var("MUR_BENCH_CONNS")
+        .unwrap_or_else(|_| "1,4,16,64".into())
+        .split(',')
+        .filter_map(|c| c.trim().parse().ok())
+        .collect();
+    let pin = std::env::var("MUR_BENCH_PIN").map_or(true, |v| v != "0");
+    if Command::new("wrk").arg("--version").output().is_err() {
+        bail!("door_load needs wrk on PATH (Debian: apt-get install wrk)");
+    }
+
+    let key = SigningKey::generate()?;
+    let public = start_door(config(None))?;
+    let authed = start_door(config(Some(FormationTrust {
+        formation_id: FRM.into(),
+        member: "coder".into(),
+        verify_key: key.verify_key(),
+    })))?;
+    let token = key.mint(FRM, "planner", "coder");
+    let operator = authed
+        .operator
+        .clone()
+        .ok_or_else(|| anyhow!("the authenticating door has no operator token"))?;
+    let public_task = create_task(&public.addr, None)?;
+    let member_task = create_task(&authed.addr, Some(&token))?;
+
+    let dir = tempfile::Builder::new().prefix("mur-door-load-").tempdir()?;
+    // Enough distinct forgeries that none repeats within a run even at the verify-bound rate.
+    let forger = SigningKey::generate()?;
+    let n_forged = (secs as usize * 40_000).clamp(10_000, 400_000);
+    let forged_path = dir.path().join("forged.txt");
+    let forged: String = (0..n_forged)
+        .map(|i| forger.mint(FRM, &format!("p{i}"), "coder") + "\n")
+        .collect();
+    write_private(&forged_path, &forged)?;
+    let forged_one = forger.mint(FRM, "planner", "coder");
+
+    if pin {
+        // Doors (and everything this process starts later) on CPU 0; wrk goes on CPU 1.
+        let ok = Command::new("taskset")
+            .args(["-a", "-p", "-c", "0", &std::process::id().to_string()])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !ok {
+            eprintln!("door_load: taskset failed; running unpinned");
+        }
+    }
+
+    let variants = vec![
+        Variant {
+            name: "public",
+            addr: public.addr.clone(),
+            task_id: public_task,
+            auth: Auth::None,
+            status: 200,
+        },
+        Variant {
+            name: "formation",
+            addr: authed.addr.clone(),
+            task_id: member_task.clone(),
+            auth: Auth::Bearer(token),
+            status: 200,
+        },
+        Variant {
+            name: "operator",
+            addr: authed.addr.clone(),
+            task_id: member_task.clone(),
+            auth: Auth::Bearer(operator),
+            status: 200,
+        },
+        Variant {
+            name: "forged-each",
+            addr: authed.addr.clone(),
+            task_id: member_task.clone(),
+            auth: Auth::EachFrom(forged_path),
+            status: 401,
+        },
+        Variant {
+            name: "forged-same",
+            addr: authed.addr.clone(),
+            task_id: member_task.clone(),
+            auth: Auth::Bearer(forged_one),
+            status: 401,
+        },
+        Variant {
+            name: "no-token",
+            addr: authed.addr.clone(),
+            task_id: member_task,
+            auth: Auth::None,
+            status: 401,
+        },
+    ];
+
+    let me = std::process::id().to_string();
+    println!(
+        "door_load: {secs}s per run, {reps} runs, wrk -t1, pinned: {pin}, load: {}",
+        std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()
+    );
+    println!("| variant | conns | req/s median | req/s min–max | p50 µs | p99 µs | door CPU µs/req |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    let mut medians: Vec<(&str, u32, f64)> = Vec::new();
+    for v in &variants {
+        if filter.as_deref().is_some_and(|f| !v.name.contains(f)) {
+            continue;
+        }
+        let path = dir.path().join(format!("{}.lua", v.name));
+        write_private(&path, &script(v))?;
+        let rss_before = rss_kib(&me);
+        // Warm-up: first sight of the token, connection setup, allocator pools.
+        wrk(pin, &path, &v.addr, 16, 1, v.status)?;
+        for &c in &conns {
+            let runs: Vec<Run> = (0..reps)
+                .map(|_| wrk(pin, &path, &v.addr, c, secs, v.status))
+                .collect::<Result<_>>()
+                .with_context(|| format!("{} at {c} connections", v.name))?;
+            let rps: Vec<f64> = runs.iter().map(|r| r.rps).collect();
+            let (lo, hi) = rps.iter().fold((f64::MAX, 0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+            let m = median(rps.clone());
+            medians.push((v.name, c, m));
+            println!(
+                "| {} | {c} | {m:.0} | {lo:.0}–{hi:.0} | {:.0} | {:.0} | {:.1} |",
+                v.name,
+                median(runs.iter().map(|r| r.p50_us).collect()),
+                median(runs.iter().map(|r| r.p99_us).collect()),
+                median(runs.iter().map(|r| r.cpu_us_per_req).collect()),
+            );
+        }
+        if v.name.starts_with("forged") {
+            // The remembered-token table is bounded: a flood of forgeries must not grow memory.
+            println!(
+                "|   ({}: process RSS {} KiB before, {} KiB after) |||||||",
+                v.name,
+                rss_before,
+                rss_kib(&me)
+            );
+        }
+    }
+
+    println!();
+    println!("| conns | formation / public | operator / public | formation vs Murmur 0.8 |");
+    println!("|---:|---:|---:|---:|");
+    let get = |name: &str, c: u32| medians.iter().find(|(n, cc, _)| *n == name && *cc == c).map(|m| m.2);
+    for &c in &conns {
+        let (Some(p), Some(f)) = (get("public", c), get("formation", c)) else {
+            continue;
+        };
+        let op = get("operator", c).map_or("—".into(), |o| format!("{:.1} %", 100.0 * o / p));
+        let reference = match c {
+            1 => format!("{:.1}× (4.0 k)", f / 4000.0),
+            16 => format!("{:.1}× (5.7 k)", f / 5700.0),
+            _ => "—".into(),
+        };
+        println!("| {c} | {:.1} % | {op} | {reference} |", 100.0 * f / p);
+    }
+    drop((public, authed));
+    // Give the doors' shutdown a moment to finish before the temp directory goes.
+    std::thread::sleep(Duration::from_millis(50));
+    Ok(())
+}

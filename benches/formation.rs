@@ -1,0 +1,392 @@
+//! Formation launch and teardown (issue 7, items 3 and 4), with the real `mur` binary of this
+//! build (`CARGO_BIN_EXE_mur`, release under `cargo bench`) in a private HOME.
+//!
+//! - launch: `mur run --roster --json` (a serving formation: the entry stays up) of N echo
+//!   members, the entry calling one worker; time from spawn to the formation line (first stdout
+//!   line) and to the entry's readiness line (second);
+//! - idle memory: once every member is up and has been idle for a second, VmRSS, RssAnon and PSS
+//!   (`/proc/<pid>/smaps_rollup`, shared pages split between the processes sharing them) of
+//!   every member;
+//! - teardown: SIGKILL the launcher, then poll every member's `/proc/<pid>` every 0.5 ms until
+//!   the last is gone (exited or a zombie); a full `/proc` scan for `MURMUR_FORMATION_ID=<frm>`
+//!   confirms nothing of the formation is left;
+//! - answer: `mur run --roster --json --task ping` of a relay entry calling an echo worker;
+//!   time from spawn to the entry's answer line, and from the formation line to it.
+//!
+//! Knobs (environment): `MUR_BENCH_SIZES` (default `2,8,32,64`), `MUR_BENCH_REPS` (default 5),
+//! `MUR_BENCH_IDLE_MS` (default 1000). A bare argument keeps only the parts (`launch`,
+//! `answer`) whose name contains it.
+
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, anyhow, bail};
+use serde_json::Value;
+
+const RELAY_MANIFEST: &str = "name: relay\nversion: 0.1.0\ncomponent: capsule.wat\nnetwork:\n  \
+     authentication:\n    scheme: bearer\ncapabilities:\n  network:\n    allow: [localhost]\n";
+
+struct Sandbox {
+    dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    fn mur(&self, cwd: &Path) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_mur"));
+        c.current_dir(cwd)
+            .env("HOME", self.home())
+            .env_remove("MURMUR_FORMATION_ID")
+            .env_remove("MURMUR_FORMATION_CHANNEL")
+            .env_remove("MURMUR_FORMATION_LIFELINE")
+            .env_remove("MURMUR_FORMATION_PEERS")
+            .env_remove("RUST_LOG");
+        c
+    }
+
+    /// `mur build <src>` then `mur install -g <zip>`.
+    fn install(&self, src: &Path) -> Result<()> {
+        let out = self.mur(self.dir.path()).arg("build").arg(src).output()?;
+        if !out.status.success() {
+            bail!("mur build: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        let built = String::from_utf8_lossy(&out.stdout).to_string();
+        let zip = built
+            .trim()
+            .rsplit(": ")
+            .next()
+            .ok_or_else(|| anyhow!("mur build named no zip: {built}"))?;
+        let out = self.mur(self.dir.path()).args(["install", "-g", zip]).output()?;
+        if !out.status.success() {
+            bail!("mur install: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(())
+    }
+
+    fn project(&self, name: &str, roster: &str) -> Result<PathBuf> {
+        let dir = self.dir.path().join(name);
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join("roster.yaml"), roster)?;
+        Ok(dir)
+    }
+}
+
+fn sandbox() -> Result<Sandbox> {
+    let sb = Sandbox {
+        dir: tempfile::Builder::new().prefix("mur-bench-").tempdir()?,
+    };
+    std::fs::create_dir_all(sb.home())?;
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let echo = sb.dir.path().join("src/echo");
+    std::fs::create_dir_all(&echo)?;
+    for f in ["murmur.yaml", "capsule.wat"] {
+        std::fs::copy(repo.join("actors/echo").join(f), echo.join(f))?;
+    }
+    sb.install(&echo)?;
+    let relay = sb.dir.path().join("src/relay");
+    std::fs::create_dir_all(&relay)?;
+    std::fs::copy(repo.join("src/capsule/testdata/relay.wat"), relay.join("capsule.wat"))?;
+    std::fs::write(relay.join("murmur.yaml"), RELAY_MANIFEST)?;
+    sb.install(&relay)?;
+    Ok(sb)
+}
+
+/// N echo members: `lead` (entry) calls `w01`; `w01 … w<N-1>` are idle peers.
+fn echo_roster(n: usize) -> String {
+    let mut r = String::from(
+        "roster_version: 1\nmembers:\n  - name: lead\n    capsule: local/echo\n    version: 0.1.0\n    entry: true\n",
+    );
+    for i in 1..n {
+        r.push_str(&format!(
+            "  - name: w{i:02}\n    capsule: local/echo\n    version: 0.1.0\n"
+        ));
+    }
+    if n > 1 {
+        r.push_str("reachability:\n  - from: lead\n    to: [w01]\n");
+    }
+    r
+}
+
+const RELAY_ROSTER: &str = "roster_version: 1\nmembers:\n  - name: lead\n    capsule: local/relay\n    \
+     version: 0.1.0\n    entry: true\n  - name: worker\n    capsule: local/echo\n    version: 0.1.0\n\
+     reachability:\n  - from: lead\n    to: [worker]\n";
+
+/// A launcher with its stdout read line by line here and its stderr kept for error reports.
+struct Launch {
+    child: Child,
+    started: Instant,
+    lines: std::io::Lines<BufReader<ChildStdout>>,
+    err: Arc<Mutex<String>>,
+}
+
+impl Launch {
+    fn start(sb: &Sandbox, dir: &Path, args: &[&str]) -> Result<Launch> {
+        let mut cmd = sb.mur(dir);
+        cmd.args(["run", "--roster", "--json"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        let started = Instant::now();
+        let mut child = cmd.spawn().context("spawn mur run --roster")?;
+        let stdout = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
+        let mut stderr = child.stderr.take().ok_or_else(|| anyhow!("no stderr"))?;
+        let err = Arc::new(Mutex::new(String::new()));
+        let sink = Arc::clone(&err);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                let mut s = sink.lock().unwrap_or_else(|p| p.into_inner());
+                s.push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Ok(Launch {
+            child,
+            started,
+            lines: BufReader::new(stdout).lines(),
+            err,
+        })
+    }
+
+    /// The next stdout line as JSON, and when it arrived (since spawn).
+    fn next_json(&mut self) -> Result<(Value, Duration)> {
+        let line = self
+            .lines
+            .next()
+            .ok_or_else(|| anyhow!("stdout closed; stderr:\n{}", self.stderr()))??;
+        let at = self.started.elapsed();
+        let v = serde_json::from_str(&line).with_context(|| format!("not JSON: {line}"))?;
+        Ok((v, at))
+    }
+
+    fn stderr(&self) -> String {
+        self.err.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+impl Drop for Launch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Live (non-zombie) pids whose environment carries `MURMUR_FORMATION_ID=<frm>`.
+fn formation_pids(frm: &str) -> Vec<u32> {
+    let needle = format!("MURMUR_FORMATION_ID={frm}");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return vec![];
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
+                && alive(*pid)
+        })
+        .collect()
+}
+
+/// Running (not exited, not a zombie).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rfind(')').map(|i| !s[i + 1..].trim_start().starts_with(['Z', 'X'])))
+        .unwrap_or(false)
+}
+
+/// (VmRSS, RssAnon, Pss) in KiB.
+fn memory_kib(pid: u32) -> Option<(u64, u64, u64)> {
+    let field = |text: &str, name: &str| -> Option<u64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    };
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
+    Some((
+        field(&status, "VmRSS:")?,
+        field(&status, "RssAnon:")?,
+        field(&rollup, "Pss:")?,
+    ))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// `median (min–max)`.
+fn stat(v: &[f64], unit_div: f64, prec: usize) -> String {
+    let lo = v.iter().cloned().fold(f64::MAX, f64::min) / unit_div;
+    let hi = v.iter().cloned().fold(0f64, f64::max) / unit_div;
+    format!("{:.prec$} ({lo:.prec$}–{hi:.prec$})", median(v.to_vec()) / unit_div)
+}
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+struct LaunchRun {
+    formation_ms: f64,
+    entry_ready_ms: f64,
+    teardown_ms: f64,
+    /// Per member (VmRSS, RssAnon, Pss) KiB, peers and entry.
+    memory: Vec<(u64, u64, u64)>,
+}
+
+fn launch_once(sb: &Sandbox, dir: &Path, n: usize, idle: Duration) -> Result<LaunchRun> {
+    let mut l = Launch::start(sb, dir, &[])?;
+    let (formation, at_formation) = l.next_json()?;
+    let (_ready, at_ready) = l.next_json()?;
+    let frm = formation["formation_id"]
+        .as_str()
+        .ok_or_else(|| anyhow!("no formation_id: {formation}"))?
+        .to_string();
+    std::thread::sleep(idle);
+    let members = formation_pids(&frm);
+    if members.len() != n {
+        bail!("{} of {n} members running; stderr:\n{}", members.len(), l.stderr());
+    }
+    let memory = members.iter().filter_map(|p| memory_kib(*p)).collect();
+
+    // Teardown: SIGKILL the launcher alone, then watch the members we know of.
+    let launcher = nix::unistd::Pid::from_raw(l.child.id() as i32);
+    nix::sys::signal::kill(launcher, nix::sys::signal::Signal::SIGKILL)?;
+    let killed = Instant::now();
+    let mut left = members.clone();
+    while !left.is_empty() {
+        left.retain(|p| alive(*p));
+        if killed.elapsed() > Duration::from_secs(60) {
+            bail!("members still alive 60 s after the launcher's SIGKILL: {left:?}");
+        }
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    let teardown = killed.elapsed();
+    let _ = l.child.wait();
+    let rest = formation_pids(&frm);
+    if !rest.is_empty() {
+        bail!("processes of {frm} outlived its members: {rest:?}");
+    }
+    Ok(LaunchRun {
+        formation_ms: at_formation.as_secs_f64() * 1e3,
+        entry_ready_ms: at_ready.as_secs_f64() * 1e3,
+        teardown_ms: teardown.as_secs_f64() * 1e3,
+        memory,
+    })
+}
+
+/// (launch → answer, formation line → answer) in ms.
+fn answer_once(sb: &Sandbox, dir: &Path) -> Result<(f64, f64)> {
+    let mut l = Launch::start(sb, dir, &["--task", "ping"])?;
+    let (_formation, at_formation) = l.next_json()?;
+    let (_ready, _) = l.next_json()?;
+    let (answer, at_answer) = l.next_json()?;
+    if answer["answer"] != "ping" {
+        bail!("unexpected answer line {answer}; stderr:\n{}", l.stderr());
+    }
+    let status = l.child.wait()?;
+    if status.code() != Some(0) {
+        bail!(
+            "launcher ended {:?}/{:?}; stderr:\n{}",
+            status.code(),
+            status.signal(),
+            l.stderr()
+        );
+    }
+    Ok((
+        at_answer.as_secs_f64() * 1e3,
+        (at_answer - at_formation).as_secs_f64() * 1e3,
+    ))
+}
+
+fn main() -> Result<()> {
+    let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let wants = |part: &str| filter.as_deref().is_none_or(|f| part.contains(f));
+    let sizes: Vec<usize> = std::env::var("MUR_BENCH_SIZES")
+        .unwrap_or_else(|_| "2,8,32,64".into())
+        .split(',')
+        .filter_map(|c| c.trim().parse().ok())
+        .collect();
+    let reps: usize = env_or("MUR_BENCH_REPS", 5);
+    let idle = Duration::from_millis(env_or("MUR_BENCH_IDLE_MS", 1000));
+    let sb = sandbox()?;
+    println!(
+        "formation: {reps} runs each, binary {}, load: {}",
+        env!("CARGO_BIN_EXE_mur"),
+        std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()
+    );
+
+    if wants("launch") {
+        println!();
+        println!(
+            "| members | spawn → formation line ms | spawn → entry ready ms | per member ms | \
+             SIGKILL launcher → last member gone ms |"
+        );
+        println!("|---:|---:|---:|---:|---:|");
+        let mut mem_rows = Vec::new();
+        for &n in &sizes {
+            let dir = sb.project(&format!("f{n}"), &echo_roster(n))?;
+            // One unmeasured launch warms the page cache and the store.
+            launch_once(&sb, &dir, n, Duration::from_millis(100))?;
+            let runs: Vec<LaunchRun> = (0..reps)
+                .map(|_| launch_once(&sb, &dir, n, idle))
+                .collect::<Result<_>>()
+                .with_context(|| format!("{n} members"))?;
+            let f: Vec<f64> = runs.iter().map(|r| r.formation_ms).collect();
+            let per: Vec<f64> = f.iter().map(|x| x / n as f64).collect();
+            println!(
+                "| {n} | {} | {} | {} | {} |",
+                stat(&f, 1.0, 0),
+                stat(&runs.iter().map(|r| r.entry_ready_ms).collect::<Vec<_>>(), 1.0, 0),
+                stat(&per, 1.0, 1),
+                stat(&runs.iter().map(|r| r.teardown_ms).collect::<Vec<_>>(), 1.0, 0),
+            );
+            let all: Vec<&(u64, u64, u64)> = runs.iter().flat_map(|r| &r.memory).collect();
+            let pick = |k: fn(&(u64, u64, u64)) -> u64| -> Vec<f64> { all.iter().map(|m| k(m) as f64).collect() };
+            mem_rows.push(format!(
+                "| {n} | {} | {} | {} |",
+                stat(&pick(|m| m.0), 1024.0, 1),
+                stat(&pick(|m| m.1), 1024.0, 1),
+                stat(&pick(|m| m.2), 1024.0, 1),
+            ));
+        }
+        println!();
+        println!("| members | idle VmRSS MiB | idle RssAnon MiB | idle PSS MiB |");
+        println!("|---:|---:|---:|---:|");
+        for r in mem_rows {
+            println!("{r}");
+        }
+    }
+
+    if wants("answer") {
+        let dir = sb.project("relay", RELAY_ROSTER)?;
+        answer_once(&sb, &dir)?;
+        let runs: Vec<(f64, f64)> = (0..reps).map(|_| answer_once(&sb, &dir)).collect::<Result<_>>()?;
+        println!();
+        println!("| lead (relay) → worker (echo) | spawn → answer ms | formation line → answer ms |");
+        println!("|---|---:|---:|");
+        println!(
+            "| --task ping | {} | {} |",
+            stat(&runs.iter().map(|r| r.0).collect::<Vec<_>>(), 1.0, 0),
+            stat(&runs.iter().map(|r| r.1).collect::<Vec<_>>(), 1.0, 0),
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,36 @@
+//! Token path costs (issue: door auth throughput): an `mft1` verified on first sight (parse +
+//! Ed25519), the same token answered from the door's verify cache, a forged token (one verify,
+//! then refused), and the HMAC `mdt1` operator token.
+
+use criterion::{Criterion, black_box, criterion_group, criterion_main};
+use mur::token::formation::{SigningKey, Verdict, verify};
+use mur::token::{DoorKey, VerifyCache};
+
+const FRM: &str = "frm_0199c4e2f1b7712a9d3e4f5061728394";
+
+fn tokens(c: &mut Criterion) {
+    let key = SigningKey::generate().expect("key");
+    let vk = key.verify_key();
+    let token = key.mint(FRM, "planner", "coder");
+    let forged = SigningKey::generate().expect("key").mint(FRM, "planner", "coder");
+
+    c.bench_function("mft1 verify, first sight (parse + ed25519)", |b| {
+        b.iter(|| verify(black_box(&vk), black_box(&token), FRM, "coder"))
+    });
+    let cache: VerifyCache<Verdict> = VerifyCache::with_lasting(1024, |v| matches!(v, Verdict::Member { .. }));
+    cache.get_or_insert_with(&token, || verify(&vk, &token, FRM, "coder"));
+    c.bench_function("mft1 verify, remembered (cache hit)", |b| {
+        b.iter(|| cache.get_or_insert_with(black_box(&token), || verify(&vk, &token, FRM, "coder")))
+    });
+    c.bench_function("mft1 forged (one verify, refused)", |b| {
+        b.iter(|| verify(black_box(&vk), black_box(&forged), FRM, "coder"))
+    });
+    let door = DoorKey::generate().expect("door key");
+    let operator = door.mint_operator();
+    c.bench_function("mdt1 verify (HMAC-SHA256)", |b| {
+        b.iter(|| door.verify(black_box(&operator)))
+    });
+}
+
+criterion_group!(benches, tokens);
+criterion_main!(benches);

@@ -1,0 +1,247 @@
+//! The `mur` command line: one file per command, each a thin shell over the library.
+//!
+//! Every command returns an exit code or a [`Diagnostic`]; this module renders diagnostics
+//! (runtime.md §1.3) and leaves usage errors (exit 2) to clap.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::diag::Diagnostic;
+
+pub mod build;
+pub mod completion;
+pub mod demo;
+pub mod doctor;
+pub mod install;
+pub mod list;
+pub mod new;
+pub mod ps;
+pub mod run;
+pub mod stop;
+pub mod trace;
+
+/// What a command hands back: an exit code, or a refusal to render with its prefix.
+pub type Outcome = Result<u8, Failure>;
+
+/// A refusal and the prefix it prints behind (e.g. `[mur run] `).
+#[derive(Debug)]
+pub struct Failure {
+    pub prefix: &'static str,
+    pub diag: Diagnostic,
+}
+
+impl From<Diagnostic> for Failure {
+    fn from(diag: Diagnostic) -> Self {
+        Failure { prefix: "", diag }
+    }
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "mur",
+    version,
+    about = "Launch formations of agent capsules, with least privilege between them"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Scaffold a new formation
+    New(NewArgs),
+    /// Pack a capsule's source directory into <name>-<version>.mur.zip
+    Build(BuildArgs),
+    /// Install a .mur.zip into the project store (or the global one with -g)
+    Install(InstallArgs),
+    /// List installed capsules
+    List(JsonArgs),
+    /// Check a roster (in a formation directory) or a capsule's sources
+    Doctor(DoctorArgs),
+    /// Run one capsule, or launch a formation with --roster
+    Run(Box<RunArgs>),
+    /// Stop a running session or formation
+    Stop(StopArgs),
+    /// List running sessions, grouped by formation
+    Ps(JsonArgs),
+    /// Show traces
+    Trace(TraceArgs),
+    /// Build, install and launch the offline demo formation in a private home
+    Demo(DemoArgs),
+    /// Print a shell completion script (e.g. `mur completion bash > ~/.local/share/bash-completion/completions/mur`)
+    Completion {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the mur(1) man page (roff), or write every page into --dir
+    Man {
+        /// Write mur.1 and one page per subcommand (mur-run.1, …) into DIR
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct NewArgs {
+    /// Scaffold a formation (roster.yaml and two members) named NAME
+    #[arg(long, value_name = "NAME")]
+    pub roster: String,
+    /// Make both members model capsules of this provider (openai or anthropic)
+    #[arg(long, value_name = "PROVIDER")]
+    pub inference: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct BuildArgs {
+    /// The capsule's source directory (holding murmur.yaml)
+    pub dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct InstallArgs {
+    /// Install into the global store (~/.murmur/artifacts)
+    #[arg(short = 'g', long)]
+    pub global: bool,
+    /// The .mur.zip to install
+    pub file: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Launch the formation of this roster (a roster.yaml, or its directory)
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "roster.yaml",
+          conflicts_with_all = ["capsule", "capsule_version", "workdir", "bind", "resume",
+                                "lifecycle_task_acceptance", "lifecycle_after_task"])]
+    pub roster: Option<PathBuf>,
+    /// The installed capsule to run, as <scope>/<name>
+    #[arg(long, requires = "capsule_version")]
+    pub capsule: Option<String>,
+    /// The exact version of --capsule
+    #[arg(long, requires = "capsule")]
+    pub capsule_version: Option<String>,
+    /// A task: its text, or a file (relative to the current directory) holding it
+    #[arg(long)]
+    pub task: Option<String>,
+    /// Machine-readable output on stdout
+    #[arg(long)]
+    pub json: bool,
+    /// Address the door binds
+    #[arg(long, value_name = "ADDR")]
+    pub bind: Option<String>,
+    /// Work folder (default: the current directory)
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<PathBuf>,
+    /// With --roster: end every member at this many seconds after launch
+    #[arg(long, value_name = "SECS", requires = "roster", value_parser = clap::value_parser!(u64).range(1..))]
+    pub deadline: Option<u64>,
+    /// Resume a session (not supported together with --roster)
+    #[arg(long, value_name = "SESSION")]
+    pub resume: Option<String>,
+    #[command(flatten)]
+    pub hidden: HiddenRunArgs,
+}
+
+/// Flags the launcher passes to its members; not for operators.
+#[derive(Debug, Args, Default)]
+pub struct HiddenRunArgs {
+    #[arg(long, hide = true, value_name = "HEX")]
+    pub capsule_sha256: Option<String>,
+    #[arg(long, hide = true, value_name = "DIR")]
+    pub store_root: Option<PathBuf>,
+    #[arg(long, hide = true)]
+    pub readiness_tokens: bool,
+    #[arg(long, hide = true, value_name = "UNIX_MS")]
+    pub inherited_deadline: Option<u64>,
+    #[arg(long, hide = true, value_name = "none|single|queue")]
+    pub lifecycle_task_acceptance: Option<String>,
+    #[arg(long, hide = true, value_name = "exit|sleep")]
+    pub lifecycle_after_task: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct JsonArgs {
+    /// Machine-readable output on stdout: one JSON object
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Machine-readable output on stdout: one JSON object
+    #[arg(long, conflicts_with_all = ["graph", "dot"])]
+    pub json: bool,
+    /// Print the admitted reachability graph as a Mermaid flowchart
+    #[arg(long)]
+    pub graph: bool,
+    /// Print the admitted reachability graph in Graphviz DOT
+    #[arg(long)]
+    pub dot: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StopArgs {
+    /// A session id (ses_…) or formation id (frm_…)
+    pub id: String,
+    /// Seconds to wait for the process before SIGKILL
+    #[arg(long, default_value_t = 10)]
+    pub timeout: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    #[command(subcommand)]
+    pub command: TraceCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TraceCommand {
+    /// Show a session's trace, or every session of a formation
+    Show { id: String },
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// The task for the demo formation (a default one when omitted)
+    pub task: Option<String>,
+}
+
+/// Installs the `RUST_LOG`-driven tracing subscriber on stderr (silent by default).
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+pub fn main() -> ExitCode {
+    init_tracing();
+    let cli = Cli::parse();
+    let outcome = match &cli.command {
+        Command::New(a) => new::run(a),
+        Command::Build(a) => build::run(a),
+        Command::Install(a) => install::run(a),
+        Command::List(a) => list::run(a.json),
+        Command::Doctor(a) => doctor::run(a),
+        Command::Run(a) => run::run(a),
+        Command::Stop(a) => stop::run(a),
+        Command::Ps(a) => ps::run(a.json),
+        Command::Trace(a) => match &a.command {
+            TraceCommand::Show { id } => trace::show(id),
+        },
+        Command::Demo(a) => demo::run(a),
+        Command::Completion { shell } => completion::completion(*shell),
+        Command::Man { dir } => completion::man(dir.as_deref()),
+    };
+    match outcome {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => {
+            f.diag.eprint(f.prefix);
+            ExitCode::from(1)
+        }
+    }
+}
