@@ -75,9 +75,8 @@ impl PeerActor {
 
     fn start(&mut self, ctx: &mut Context<Self>) {
         let Some(spec) = self.spec.take() else { return };
-        if let Err(e) = std::fs::DirBuilder::new().mode(0o700).create(&spec.dir) {
-            let p = spec.dir.display();
-            return self.fail(format!("its directory {p} could not be made: {p}: {e}"));
+        if let Err(reason) = make_member_dir(&spec.dir) {
+            return self.fail(reason);
         }
         if let Err(e) = spawn::prefill_channel(&spec.pipes.channel_write, &spec.first_line) {
             return self.fail(format!(
@@ -163,6 +162,15 @@ impl Actor for PeerActor {
     fn started(&mut self, ctx: &mut Context<Self>) {
         self.start(ctx);
     }
+}
+
+/// Makes a peer's work folder at 0700. A path already there is never reused (the page: the peer
+/// is refused with E-RUN-045 naming it); the error is that refusal's reason text.
+pub fn make_member_dir(dir: &std::path::Path) -> Result<(), String> {
+    std::fs::DirBuilder::new().mode(0o700).create(dir).map_err(|e| {
+        let p = dir.display();
+        format!("its directory {p} could not be made: {p}: {e}")
+    })
 }
 
 /// The process was reaped.
@@ -353,5 +361,26 @@ async fn await_ready(
             _ = tokio::time::sleep(t.probe_interval) => {}
             _ = exit.changed() => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_member_directory_is_made_owner_only_and_never_reused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("coder");
+        make_member_dir(&dir).unwrap();
+        assert_eq!(std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
+        let again = make_member_dir(&dir).unwrap_err();
+        let p = dir.display();
+        assert_eq!(again, format!("its directory {p} could not be made: {p}: File exists (os error 17)"));
+        // A dangling symlink is "already there" too.
+        let link = tmp.path().join("linked");
+        std::os::unix::fs::symlink(tmp.path().join("nowhere"), &link).unwrap();
+        assert!(make_member_dir(&link).is_err());
     }
 }
