@@ -353,6 +353,9 @@ pub struct PeerReady {
 impl Handler<PeerReady> for FormationActor {
     type Result = ();
     fn handle(&mut self, msg: PeerReady, ctx: &mut Context<Self>) {
+        self.plan
+            .progress
+            .show(&self.plan.members[msg.index].name, report::PeerState::Ready);
         self.ready[msg.index] = Some((msg.readiness, msg.pid));
         self.maybe_start_entry(ctx);
     }
@@ -369,6 +372,9 @@ pub struct PeerStarted {
 impl Handler<PeerStarted> for FormationActor {
     type Result = ();
     fn handle(&mut self, msg: PeerStarted, _: &mut Context<Self>) {
+        self.plan
+            .progress
+            .show(&self.plan.members[msg.index].name, report::PeerState::Starting);
         self.started[msg.index] = Some(msg.pid);
     }
 }
@@ -384,6 +390,9 @@ impl Handler<PeerFailed> for FormationActor {
     type Result = ();
     fn handle(&mut self, msg: PeerFailed, ctx: &mut Context<Self>) {
         if self.phase == Phase::StartingPeers || self.phase == Phase::Minting {
+            self.plan
+                .progress
+                .show(&self.plan.members[msg.index].name, report::PeerState::Failed);
             self.begin_stop(
                 Ending::PeerFailed {
                     index: msg.index,

@@ -67,6 +67,8 @@ pub struct LaunchPlan {
     pub deadline: Option<Deadline>,
     pub task: Option<String>,
     pub json: bool,
+    /// Progress lines per peer while the formation starts (terminals only).
+    pub progress: report::Progress,
     pub mur_binary: PathBuf,
     /// The entry member's `trace.retain`, which bounds this project's formation directories.
     pub retention: Option<crate::manifest::Retain>,
@@ -175,6 +177,7 @@ impl LaunchPlan {
             deadline: None,
             task: None,
             json: false,
+            progress: report::Progress::for_stderr(),
             mur_binary: PathBuf::new(),
             retention,
         }

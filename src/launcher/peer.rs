@@ -377,7 +377,10 @@ mod tests {
         assert_eq!(std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
         let again = make_member_dir(&dir).unwrap_err();
         let p = dir.display();
-        assert_eq!(again, format!("its directory {p} could not be made: {p}: File exists (os error 17)"));
+        assert_eq!(
+            again,
+            format!("its directory {p} could not be made: {p}: File exists (os error 17)")
+        );
         // A dangling symlink is "already there" too.
         let link = tmp.path().join("linked");
         std::os::unix::fs::symlink(tmp.path().join("nowhere"), &link).unwrap();

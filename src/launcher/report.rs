@@ -6,6 +6,54 @@ use super::LaunchPlan;
 use super::probe::Readiness;
 use crate::diag::{self, Diagnostic};
 
+/// Where a peer is in its start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerState {
+    Starting,
+    Ready,
+    Failed,
+}
+
+/// Progress lines while a formation starts: one per peer and state, only when stderr is a
+/// terminal (scripts and logs get the formation line alone); coloured unless `NO_COLOR` is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    pub enabled: bool,
+    pub color: bool,
+}
+
+impl Progress {
+    pub fn for_stderr() -> Progress {
+        use std::io::IsTerminal;
+        let enabled = std::io::stderr().is_terminal();
+        let color = enabled && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+        Progress { enabled, color }
+    }
+
+    /// `[mur run] worker: ready`, or nothing when disabled.
+    pub fn line(&self, peer: &str, state: PeerState) -> Option<String> {
+        if !self.enabled {
+            return None;
+        }
+        let (word, color) = match state {
+            PeerState::Starting => ("starting", "2"),
+            PeerState::Ready => ("ready", "32"),
+            PeerState::Failed => ("failed", "31"),
+        };
+        Some(if self.color {
+            format!("[mur run] {peer}: \x1b[{color}m{word}\x1b[0m")
+        } else {
+            format!("[mur run] {peer}: {word}")
+        })
+    }
+
+    pub fn show(&self, peer: &str, state: PeerState) {
+        if let Some(l) = self.line(peer, state) {
+            eprintln!("{l}");
+        }
+    }
+}
+
 /// Prints the formation line: JSON on stdout with `--json`, else the human block on stderr.
 pub fn formation_line(plan: &LaunchPlan, ready: &[Option<(Readiness, u32)>]) {
     if plan.json {
@@ -150,5 +198,39 @@ pub fn ending(plan: &LaunchPlan, ending: EndingView<'_>, stopped: &[(usize, u32)
             .eprint("");
             1
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_lines_only_on_terminals_and_colour_only_without_no_color() {
+        let off = Progress {
+            enabled: false,
+            color: false,
+        };
+        assert_eq!(off.line("worker", PeerState::Ready), None);
+        let plain = Progress {
+            enabled: true,
+            color: false,
+        };
+        assert_eq!(
+            plain.line("worker", PeerState::Starting).as_deref(),
+            Some("[mur run] worker: starting")
+        );
+        assert_eq!(
+            plain.line("worker", PeerState::Failed).as_deref(),
+            Some("[mur run] worker: failed")
+        );
+        let colored = Progress {
+            enabled: true,
+            color: true,
+        };
+        assert_eq!(
+            colored.line("worker", PeerState::Ready).as_deref(),
+            Some("[mur run] worker: \x1b[32mready\x1b[0m")
+        );
     }
 }

@@ -31,7 +31,11 @@ fn formation_dir(sb: &Sandbox, roster: &str) -> PathBuf {
 fn run_task(sb: &Sandbox, dir: &Path, task: &str) -> (i32, String, String) {
     let out = sb.run(dir, &["run", "--roster", "--task", task]);
     let err = stderr(&out);
-    let frm = err.lines().find_map(|l| l.strip_prefix("formation: ")).unwrap_or_default().to_string();
+    let frm = err
+        .lines()
+        .find_map(|l| l.strip_prefix("formation: "))
+        .unwrap_or_default()
+        .to_string();
     if !frm.is_empty() {
         assert!(formation_pids(&frm).is_empty(), "members of {frm} still running");
     }
@@ -96,8 +100,14 @@ fn a_call_through_the_import_answers_and_is_traced_on_both_sides() {
     let (code, out, err) = run_task(&sb, &dir, "carried by a member call");
     assert_eq!((code, out.as_str()), (0, "carried by a member call\n"), "{err}");
     let lead = member_records(&sb, "lead");
-    let call = lead.iter().find(|r| r["event_type"] == "member_call").expect("member_call in the caller's trace");
-    assert_eq!((call["member"].as_str(), call["status"].as_str()), (Some("worker"), Some("completed")));
+    let call = lead
+        .iter()
+        .find(|r| r["event_type"] == "member_call")
+        .expect("member_call in the caller's trace");
+    assert_eq!(
+        (call["member"].as_str(), call["status"].as_str()),
+        (Some("worker"), Some("completed"))
+    );
     assert!(lead.iter().any(|r| r["event_type"] == "member_call_start"));
     let worker = member_records(&sb, "worker");
     let received = worker
@@ -120,7 +130,10 @@ fn a_forbidden_call_never_reaches_the_member() {
     );
     let (code, out, err) = run_task(&sb, &dir, "should not arrive");
     assert_eq!(code, 1, "the lead's task fails: {err}");
-    assert_eq!(out, "failed: 'worker' is not a member this capsule may call; it may call no member\n");
+    assert_eq!(
+        out,
+        "failed: 'worker' is not a member this capsule may call; it may call no member\n"
+    );
     let worker = member_records(&sb, "worker");
     assert!(!worker.is_empty(), "the worker ran");
     assert!(
@@ -203,7 +216,10 @@ fn rpc(rec: &serde_json::Value, method: &str, params: serde_json::Value) -> serd
     let url = format!("http://{}/", rec["url"].as_str().expect("url"));
     let body = serde_json::json!({"id": 1, "jsonrpc": "2.0", "method": method, "params": params});
     let resp = ureq::post(&url)
-        .set("authorization", &format!("Bearer {}", rec["door_token"].as_str().expect("door token")))
+        .set(
+            "authorization",
+            &format!("Bearer {}", rec["door_token"].as_str().expect("door token")),
+        )
         .set("a2a-version", "1.0")
         .set("content-type", "application/json")
         .send_string(&body.to_string())
@@ -217,7 +233,10 @@ fn send_task(rec: &serde_json::Value, text: &str) -> String {
         "SendMessage",
         serde_json::json!({"configuration": {"returnImmediately": true}, "message": {"messageId": format!("msg-{text}"), "role": "ROLE_USER", "parts": [{"text": text, "mediaType": "text/plain"}]}}),
     );
-    reply["result"]["task"]["id"].as_str().unwrap_or_else(|| panic!("{reply}")).to_string()
+    reply["result"]["task"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{reply}"))
+        .to_string()
 }
 
 const SPIN_PEER: &str = "lifecycle:\n  task_acceptance: queue\n  after_task: sleep\n  queue_depth: 1\nexports:\n  peer_tasks:\n    accept: true\n";
@@ -225,8 +244,11 @@ const SPIN_PEER: &str = "lifecycle:\n  task_acceptance: queue\n  after_task: sle
 /// Tasks the worker received from `lead` and did not reject as busy.
 fn taken_from_lead(sb: &Sandbox) -> Vec<String> {
     let recs = member_records(sb, "worker");
-    let rejected: Vec<&serde_json::Value> =
-        recs.iter().filter(|r| r["event_type"] == "task_rejected").map(|r| &r["task_id"]).collect();
+    let rejected: Vec<&serde_json::Value> = recs
+        .iter()
+        .filter(|r| r["event_type"] == "task_rejected")
+        .map(|r| &r["task_id"])
+        .collect();
     recs.iter()
         .filter(|r| r["event_type"] == "a2a_task_received" && r["caller_member"] == "lead")
         .filter(|r| !rejected.contains(&&r["task_id"]))
@@ -250,18 +272,26 @@ fn a_busy_callee_gets_the_task_once_it_frees_up() {
     let fillers = [send_task(&worker, "fill 1"), send_task(&worker, "fill 2")];
     send_task(&lead, "for the busy worker");
     crate::support::wait_until(std::time::Duration::from_secs(30), || {
-        member_records(&sb, "lead").iter().any(|r| r["event_type"] == "member_call_busy")
+        member_records(&sb, "lead")
+            .iter()
+            .any(|r| r["event_type"] == "member_call_busy")
     })
     .expect("the lead's call found the worker busy");
-    assert!(taken_from_lead(&sb).is_empty(), "a busy worker refuses the offers (each is task_rejected)");
+    assert!(
+        taken_from_lead(&sb).is_empty(),
+        "a busy worker refuses the offers (each is task_rejected)"
+    );
     // Free the worker: the next re-offer is taken.
     for id in &fillers {
         rpc(&worker, "CancelTask", serde_json::json!({"id": id}));
     }
     crate::support::wait_until(std::time::Duration::from_secs(30), || taken_from_lead(&sb).len() == 1)
         .expect("the worker took the lead's task once it was free");
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(launch.child.id() as i32), nix::sys::signal::Signal::SIGTERM)
-        .expect("stop the formation");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(launch.child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("stop the formation");
     let (code, err) = launch.wait();
     assert_eq!(code, 143, "{err}");
 }
@@ -275,9 +305,16 @@ fn a_callee_killed_mid_task_is_unreachable_to_its_caller() {
         &sb,
         "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/relay, version: 0.1.0, entry: true}\n  - {name: worker, capsule: local/spinner, version: 0.1.0}\nreachability:\n  - {from: lead, to: [worker]}\n",
     );
-    let launch = Background::start(&sb, &dir, &["--task", "never answered"], "component_task=60s,answer_poll=100ms");
+    let launch = Background::start(
+        &sb,
+        &dir,
+        &["--task", "never answered"],
+        "component_task=60s,answer_poll=100ms",
+    );
     crate::support::wait_until(std::time::Duration::from_secs(30), || {
-        member_records(&sb, "worker").iter().any(|r| r["event_type"] == "a2a_task_received" && r["caller_member"] == "lead")
+        member_records(&sb, "worker")
+            .iter()
+            .any(|r| r["event_type"] == "a2a_task_received" && r["caller_member"] == "lead")
     })
     .expect("the worker is working on the lead's call");
     let worker = running_record(&sb, "worker");

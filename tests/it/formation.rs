@@ -799,3 +799,50 @@ fn a_token_from_an_earlier_launch_is_refused_at_every_door_of_a_new_one() {
     second.signal(nix::sys::signal::Signal::SIGTERM);
     let _ = second.wait(Duration::from_secs(30));
 }
+
+/// Runs `mur run --roster --task t` with stderr on a pseudo-terminal; returns what it printed.
+fn launch_on_a_terminal(sb: &Sandbox, dir: &Path, env: &[(&str, &str)]) -> String {
+    use std::io::Read;
+    let pty = nix::pty::openpty(None, None).expect("openpty");
+    let mut cmd = sb.mur(dir);
+    cmd.args(["run", "--roster", "--task", "t"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(pty.slave));
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("spawn");
+    drop(cmd); // the parent's copy of the terminal's slave side
+    let mut master = std::fs::File::from(pty.master);
+    let reader = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        // Reading ends with EIO once every holder of the slave side has exited.
+        while let Ok(n) = master.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    });
+    assert!(child.wait().expect("wait").success());
+    reader.join().expect("reader")
+}
+
+#[test]
+fn a_terminal_sees_a_progress_line_per_peer_and_no_color_is_honoured() {
+    let (sb, dir) = formation(TWO_ECHOES);
+    let out = launch_on_a_terminal(&sb, &dir, &[]);
+    assert!(out.contains("[mur run] worker: \x1b[2mstarting\x1b[0m"), "{out:?}");
+    assert!(out.contains("[mur run] worker: \x1b[32mready\x1b[0m"), "{out:?}");
+    let plain = launch_on_a_terminal(&sb, &dir, &[("NO_COLOR", "1")]);
+    assert!(
+        plain.contains("[mur run] worker: starting") && plain.contains("[mur run] worker: ready"),
+        "{plain:?}"
+    );
+    assert!(!plain.contains('\x1b'), "NO_COLOR: no escape sequences: {plain:?}");
+    // Not a terminal: no progress lines at all.
+    let piped = sb.run(&dir, &["run", "--roster", "--task", "t"]);
+    assert!(!stderr(&piped).contains("[mur run] worker:"), "{}", stderr(&piped));
+}
