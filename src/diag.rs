@@ -152,6 +152,24 @@ impl fmt::Display for Diagnostic {
 
 impl std::error::Error for Diagnostic {}
 
+/// A user-written value inside a message: control characters escaped so a file or a peer cannot
+/// write to the terminal through a diagnostic, and cut after 80 characters so it cannot flood it.
+pub fn shown(s: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i == 80 {
+            out.push('\u{2026}');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,5 +199,13 @@ mod tests {
         assert_eq!(d.render(""), "error[E-ROS-003]: m");
         assert_eq!(Diagnostic::new(W_ROS_001, "w").render(""), "warning[W-ROS-001]: w");
         assert_eq!(lookup("E-RUN-045"), Some(E_RUN_045));
+    }
+
+    #[test]
+    fn user_values_are_escaped_and_cut() {
+        assert_eq!(shown("a\nb\x1b[31m"), "a\\nb\\u{1b}[31m");
+        let long = "x".repeat(100);
+        assert_eq!(shown(&long), format!("{}\u{2026}", "x".repeat(80)));
+        assert_eq!(shown("plain"), "plain");
     }
 }

@@ -1,7 +1,7 @@
 //! The `murmur.yaml` walker: typed reads with E-MAN-001 messages, W-SEC-019 for unknown keys,
 //! then the E-MAN-003 rule conflicts once every key has its type.
 
-use crate::diag::{self, Diagnostic};
+use crate::diag::{self, Diagnostic, shown};
 use crate::yaml::{self, Node, NodeKind, Resolved};
 
 use super::{
@@ -49,23 +49,6 @@ fn join(prefix: &str, key: &str) -> String {
     } else {
         format!("{prefix}.{key}")
     }
-}
-
-/// A user-supplied value for a message: control characters escaped, long values cut.
-pub(crate) fn shown(s: &str) -> String {
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i == 80 {
-            out.push('…');
-            break;
-        }
-        if c.is_control() {
-            out.extend(c.escape_default())
-        } else {
-            out.push(c)
-        }
-    }
-    out
 }
 
 /// Whether a version can name a store directory: not blank, no path separators, whitespace or

@@ -4,8 +4,8 @@
 use std::collections::HashSet;
 use std::path::PathBuf;
 
-use super::parse::shown;
 use super::{Admitted, AdmittedMember, MemberDecl, Reachability, Roster, edges, warn};
+use crate::diag::shown;
 use crate::diag::{Diagnostic, E_REG_005, E_ROS_002, E_ROS_003, E_ROS_004, E_ROS_005, E_ROS_006, E_ROS_007, E_ROS_008};
 use crate::names::ArtifactName;
 

@@ -10,7 +10,7 @@ use std::io::Read;
 use std::path::Path;
 
 use super::{MemberDecl, Reachability, Roster, Rule};
-use crate::diag::{Diagnostic, E_ROS_001};
+use crate::diag::{Diagnostic, E_ROS_001, shown};
 use crate::names::{self, ArtifactName, ArtifactNameError};
 use crate::yaml::{self, Limits, Node, NodeKind};
 
@@ -143,24 +143,6 @@ fn position(prefix: &[u8]) -> (usize, usize) {
     let line = text.matches('\n').count() + 1;
     let col = text.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
     (line, col)
-}
-
-/// A user-written value inside a message: control characters escaped so a roster cannot write to
-/// the terminal, and cut after 80 characters so a hostile value cannot flood it.
-pub(super) fn shown(s: &str) -> String {
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i == 80 {
-            out.push('\u{2026}');
-            break;
-        }
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 fn syntax(line: usize, col: usize, err: &str) -> Diagnostic {

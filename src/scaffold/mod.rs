@@ -10,7 +10,7 @@ pub mod demo;
 #[cfg(test)]
 mod tests;
 
-use crate::diag::{self, Diagnostic};
+use crate::diag::{self, Diagnostic, shown};
 use crate::manifest::{self, Provider};
 use crate::names::{self, NameError};
 
@@ -399,21 +399,4 @@ fn yaml_scalar(s: &str) -> String {
         // A JSON string is a valid YAML double-quoted scalar.
         _ => serde_json::Value::String(s.to_string()).to_string(),
     }
-}
-
-/// A user-supplied value for a message: control characters escaped, long values cut.
-fn shown(s: &str) -> String {
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i == 100 {
-            out.push('…');
-            break;
-        }
-        if c.is_control() {
-            out.extend(c.escape_default())
-        } else {
-            out.push(c)
-        }
-    }
-    out
 }

@@ -54,7 +54,8 @@ fn formation_names() {
     assert_eq!(
         d.message,
         format!(
-            "'{long_bad}' cannot name a formation: its worker's capsule name '{long_bad}-worker' is longer than 100 characters"
+            "'{}' cannot name a formation: its worker's capsule name '{long_bad}-worker' is longer than 100 characters",
+            diag::shown(&long_bad)
         )
     );
     assert!(d.hint().is_some_and(|h| h.contains("<NAME>-lead and <NAME>-worker")));

@@ -294,7 +294,8 @@ fn new_roster_refuses_bad_names_existing_paths_and_unknown_providers() {
         (
             vec![&long],
             format!(
-                "error[E-NEW-002]: '{long}' cannot name a formation: its worker's capsule name '{long}-worker' is longer than 100 characters"
+                "error[E-NEW-002]: '{}…' cannot name a formation: its worker's capsule name '{long}-worker' is longer than 100 characters",
+                &long[..80]
             ),
         ),
         (vec!["taken"], "error[E-NEW-003]: ./taken already exists (a directory)".into()),
