@@ -14,7 +14,9 @@
 //! Per run: requests/s, latency p50/p99 (wrk's), and door CPU per request (the sum of this
 //! process's thread CPU times from `/proc/self/task/*/schedstat`, divided by requests). On
 //! 2 cores the doors are pinned to CPU 0 and wrk to CPU 1 (`taskset`), so the door has one core
-//! to itself, as it would in a formation, and the load generator does not steal it.
+//! to itself, as it would in a formation, and the load generator does not steal it. Within each
+//! repetition the variants take turns, and the auth/public ratios are taken between runs made back
+//! to back, so drifts in the machine's background load fall on both sides of a ratio.
 //!
 //! Knobs (environment): `MUR_BENCH_SECS` (per run, default 5), `MUR_BENCH_REPS` (default 3),
 //! `MUR_BENCH_CONNS` (default `1,4,16,64`), `MUR_BENCH_PIN=0` to skip pinning. A bare argument
@@ -295,6 +297,13 @@ fn wrk(pin: bool, script: &Path, addr: &str, conns: u32, secs: u64, status: u16)
     })
 }
 
+/// (median, min, max).
+fn spread(v: Vec<f64>) -> (f64, f64, f64) {
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (median(v), lo, hi)
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     match v.len() {
@@ -338,9 +347,10 @@ fn main() -> Result<()> {
     let member_task = create_task(&authed.addr, Some(&token))?;
 
     let dir = tempfile::Builder::new().prefix("mur-door-load-").tempdir()?;
-    // Enough distinct forgeries that none repeats within a run even at the verify-bound rate.
+    // Distinct forgeries, cycled: the door remembers at most 256 refused tokens (a FIFO ring), so
+    // each one is evicted long before it comes round again and every request costs a verify.
     let forger = SigningKey::generate()?;
-    let n_forged = (secs as usize * 40_000).clamp(10_000, 400_000);
+    let n_forged = 20_000;
     let forged_path = dir.path().join("forged.txt");
     let forged: String = (0..n_forged)
         .map(|i| forger.mint(FRM, &format!("p{i}"), "coder") + "\n")
@@ -359,7 +369,7 @@ fn main() -> Result<()> {
         }
     }
 
-    let variants = vec![
+    let variants = [
         Variant {
             name: "public",
             addr: public.addr.clone(),
@@ -409,61 +419,78 @@ fn main() -> Result<()> {
         "door_load: {secs}s per run, {reps} runs, wrk -t1, pinned: {pin}, load: {}",
         std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()
     );
-    println!("| variant | conns | req/s median | req/s min–max | p50 µs | p99 µs | door CPU µs/req |");
-    println!("|---|---:|---:|---:|---:|---:|---:|");
-    let mut medians: Vec<(&str, u32, f64)> = Vec::new();
-    for v in &variants {
-        if filter.as_deref().is_some_and(|f| !v.name.contains(f)) {
-            continue;
-        }
+    let chosen: Vec<&Variant> = variants
+        .iter()
+        .filter(|v| filter.as_deref().is_none_or(|f| v.name.contains(f)))
+        .collect();
+    let mut scripts = Vec::new();
+    for v in &chosen {
         let path = dir.path().join(format!("{}.lua", v.name));
         write_private(&path, &script(v))?;
-        let rss_before = rss_kib(&me);
         // Warm-up: first sight of the token, connection setup, allocator pools.
         wrk(pin, &path, &v.addr, 16, 1, v.status)?;
-        for &c in &conns {
-            let runs: Vec<Run> = (0..reps)
-                .map(|_| wrk(pin, &path, &v.addr, c, secs, v.status))
-                .collect::<Result<_>>()
-                .with_context(|| format!("{} at {c} connections", v.name))?;
-            let rps: Vec<f64> = runs.iter().map(|r| r.rps).collect();
-            let (lo, hi) = rps.iter().fold((f64::MAX, 0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
-            let m = median(rps.clone());
-            medians.push((v.name, c, m));
-            println!(
-                "| {} | {c} | {m:.0} | {lo:.0}–{hi:.0} | {:.0} | {:.0} | {:.1} |",
-                v.name,
-                median(runs.iter().map(|r| r.p50_us).collect()),
-                median(runs.iter().map(|r| r.p99_us).collect()),
-                median(runs.iter().map(|r| r.cpu_us_per_req).collect()),
-            );
-        }
-        if v.name.starts_with("forged") {
-            // The remembered-token table is bounded: a flood of forgeries must not grow memory.
-            println!(
-                "|   ({}: process RSS {} KiB before, {} KiB after) |||||||",
-                v.name,
-                rss_before,
-                rss_kib(&me)
-            );
+        scripts.push(path);
+    }
+    let rss_start = rss_kib(&me);
+    let mut rss_peak = rss_start;
+    // runs[conns index][variant index]: the variants take turns within each repetition, so a
+    // change in the machine's background load falls on all of them alike.
+    let mut runs: Vec<Vec<Vec<Run>>> = vec![vec![Vec::new(); chosen.len()]; conns.len()];
+    for (ci, &c) in conns.iter().enumerate() {
+        for _ in 0..reps {
+            for (vi, v) in chosen.iter().enumerate() {
+                let run = wrk(pin, &scripts[vi], &v.addr, c, secs, v.status)
+                    .with_context(|| format!("{} at {c} connections", v.name))?;
+                runs[ci][vi].push(run);
+                rss_peak = rss_peak.max(rss_kib(&me));
+            }
         }
     }
 
-    println!();
-    println!("| conns | formation / public | operator / public | formation vs Murmur 0.8 |");
-    println!("|---:|---:|---:|---:|");
-    let get = |name: &str, c: u32| medians.iter().find(|(n, cc, _)| *n == name && *cc == c).map(|m| m.2);
-    for &c in &conns {
-        let (Some(p), Some(f)) = (get("public", c), get("formation", c)) else {
-            continue;
+    println!("| variant | conns | req/s median | req/s min–max | p50 µs | p99 µs | door CPU µs/req |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for (vi, v) in chosen.iter().enumerate() {
+        for (ci, &c) in conns.iter().enumerate() {
+            let r = &runs[ci][vi];
+            let (m, lo, hi) = spread(r.iter().map(|x| x.rps).collect());
+            println!(
+                "| {} | {c} | {m:.0} | {lo:.0}–{hi:.0} | {:.0} | {:.0} | {:.1} |",
+                v.name,
+                median(r.iter().map(|x| x.p50_us).collect()),
+                median(r.iter().map(|x| x.p99_us).collect()),
+                median(r.iter().map(|x| x.cpu_us_per_req).collect()),
+            );
+        }
+    }
+    // The remembered-token table is bounded: floods of forgeries must not grow memory.
+    println!("\nprocess RSS: {rss_start} KiB after warm-up, peak {rss_peak} KiB over every run");
+
+    let index = |name: &str| chosen.iter().position(|v| v.name == name);
+    if let (Some(p), Some(f)) = (index("public"), index("formation")) {
+        println!();
+        println!("| conns | formation / public | operator / public | formation vs Murmur 0.8 |");
+        println!("|---:|---:|---:|---:|");
+        // Ratios of runs made back to back, then their median and range.
+        let ratio = |ci: usize, vi: usize| {
+            let (m, lo, hi) = spread(
+                runs[ci][vi]
+                    .iter()
+                    .zip(&runs[ci][p])
+                    .map(|(a, b)| 100.0 * a.rps / b.rps)
+                    .collect(),
+            );
+            format!("{m:.1} % ({lo:.0}–{hi:.0})")
         };
-        let op = get("operator", c).map_or("—".into(), |o| format!("{:.1} %", 100.0 * o / p));
-        let reference = match c {
-            1 => format!("{:.1}× (4.0 k)", f / 4000.0),
-            16 => format!("{:.1}× (5.7 k)", f / 5700.0),
-            _ => "—".into(),
-        };
-        println!("| {c} | {:.1} % | {op} | {reference} |", 100.0 * f / p);
+        for (ci, &c) in conns.iter().enumerate() {
+            let op = index("operator").map_or("—".into(), |o| ratio(ci, o));
+            let fm = median(runs[ci][f].iter().map(|x| x.rps).collect());
+            let reference = match c {
+                1 => format!("{:.1}× (4.0 k)", fm / 4000.0),
+                16 => format!("{:.1}× (5.7 k)", fm / 5700.0),
+                _ => "—".into(),
+            };
+            println!("| {c} | {} | {op} | {reference} |", ratio(ci, f));
+        }
     }
     drop((public, authed));
     // Give the doors' shutdown a moment to finish before the temp directory goes.

@@ -4,9 +4,9 @@
 //! - launch: `mur run --roster --json` (a serving formation: the entry stays up) of N echo
 //!   members, the entry calling one worker; time from spawn to the formation line (first stdout
 //!   line) and to the entry's readiness line (second);
-//! - idle memory: once every member is up and has been idle for a second, VmRSS, RssAnon and PSS
-//!   (`/proc/<pid>/smaps_rollup`, shared pages split between the processes sharing them) of
-//!   every member;
+//! - idle cost: over a second of idleness once every member is up, the CPU time the members use
+//!   (`/proc/<pid>/task/*/schedstat`), then VmRSS, RssAnon and PSS (`/proc/<pid>/smaps_rollup`,
+//!   shared pages split between the processes sharing them) of every member;
 //! - teardown: SIGKILL the launcher, then poll every member's `/proc/<pid>` every 0.5 ms until
 //!   the last is gone (exited or a zombie); a full `/proc` scan for `MURMUR_FORMATION_ID=<frm>`
 //!   confirms nothing of the formation is left;
@@ -207,6 +207,18 @@ fn alive(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
+/// CPU time of every thread of `pid` so far, in ns (0 once it is gone).
+fn cpu_ns(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
 /// (VmRSS, RssAnon, Pss) in KiB.
 fn memory_kib(pid: u32) -> Option<(u64, u64, u64)> {
     let field = |text: &str, name: &str| -> Option<u64> {
@@ -244,6 +256,8 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 }
 
 struct LaunchRun {
+    /// CPU time the idle members used over the idle window, per member, in % of one core.
+    idle_cpu_pct: f64,
     formation_ms: f64,
     entry_ready_ms: f64,
     teardown_ms: f64,
@@ -259,11 +273,21 @@ fn launch_once(sb: &Sandbox, dir: &Path, n: usize, idle: Duration) -> Result<Lau
         .as_str()
         .ok_or_else(|| anyhow!("no formation_id: {formation}"))?
         .to_string();
-    std::thread::sleep(idle);
+    // Let start-up finish, then watch the idle members' CPU time over the idle window.
+    std::thread::sleep(Duration::from_millis(200));
     let members = formation_pids(&frm);
     if members.len() != n {
         bail!("{} of {n} members running; stderr:\n{}", members.len(), l.stderr());
     }
+    let cpu_before: u64 = members.iter().map(|p| cpu_ns(*p)).sum();
+    let window = Instant::now();
+    std::thread::sleep(idle);
+    let cpu = members
+        .iter()
+        .map(|p| cpu_ns(*p))
+        .sum::<u64>()
+        .saturating_sub(cpu_before);
+    let idle_cpu_pct = 100.0 * cpu as f64 / window.elapsed().as_nanos() as f64 / n as f64;
     let memory = members.iter().filter_map(|p| memory_kib(*p)).collect();
 
     // Teardown: SIGKILL the launcher alone, then watch the members we know of.
@@ -285,6 +309,7 @@ fn launch_once(sb: &Sandbox, dir: &Path, n: usize, idle: Duration) -> Result<Lau
         bail!("processes of {frm} outlived its members: {rest:?}");
     }
     Ok(LaunchRun {
+        idle_cpu_pct,
         formation_ms: at_formation.as_secs_f64() * 1e3,
         entry_ready_ms: at_ready.as_secs_f64() * 1e3,
         teardown_ms: teardown.as_secs_f64() * 1e3,
@@ -361,15 +386,16 @@ fn main() -> Result<()> {
             let all: Vec<&(u64, u64, u64)> = runs.iter().flat_map(|r| &r.memory).collect();
             let pick = |k: fn(&(u64, u64, u64)) -> u64| -> Vec<f64> { all.iter().map(|m| k(m) as f64).collect() };
             mem_rows.push(format!(
-                "| {n} | {} | {} | {} |",
+                "| {n} | {} | {} | {} | {} |",
                 stat(&pick(|m| m.0), 1024.0, 1),
                 stat(&pick(|m| m.1), 1024.0, 1),
                 stat(&pick(|m| m.2), 1024.0, 1),
+                stat(&runs.iter().map(|r| r.idle_cpu_pct).collect::<Vec<_>>(), 1.0, 2),
             ));
         }
         println!();
-        println!("| members | idle VmRSS MiB | idle RssAnon MiB | idle PSS MiB |");
-        println!("|---:|---:|---:|---:|");
+        println!("| members | idle VmRSS MiB | idle RssAnon MiB | idle PSS MiB | idle CPU % per member |");
+        println!("|---:|---:|---:|---:|---:|");
         for r in mem_rows {
             println!("{r}");
         }
