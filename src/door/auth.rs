@@ -8,11 +8,13 @@
 use std::future::{Ready, ready};
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::Duration;
 
 use actix_web::body::{EitherBody, MessageBody};
-use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform, forward_ready};
+use actix_web::dev::{Payload, Service, ServiceRequest, ServiceResponse, Transform, forward_ready};
 use actix_web::http::{Method as HttpMethod, StatusCode, header};
 use actix_web::{Error, HttpMessage, HttpRequest, HttpResponse};
+use futures_util::StreamExt as _;
 use futures_util::future::LocalBoxFuture;
 use serde_json::json;
 
@@ -144,12 +146,13 @@ pub struct FormationTrust {
     pub verify_key: VerifyKey,
 }
 
-/// What one token verified to, cached per token.
+/// What one token verified to, cached per token. The caller is shared, so answering a
+/// remembered token clones a pointer rather than the credential's name and scopes.
 #[derive(Debug, Clone, PartialEq)]
 enum TokenVerdict {
     Invalid,
     NotPermitted(String),
-    Caller(Caller),
+    Caller(Arc<Caller>),
 }
 
 /// The verification state of an authenticating door.
@@ -187,7 +190,7 @@ impl Authority {
     }
 
     /// §7.6 verification of one request's headers.
-    pub fn check(&self, req: &HttpRequest) -> Result<Caller, Refusal> {
+    pub fn check(&self, req: &HttpRequest) -> Result<Arc<Caller>, Refusal> {
         let mut values = req.headers().get_all(header::AUTHORIZATION);
         let Some(first) = values.next() else {
             return Err(Refusal::Unauthenticated);
@@ -215,14 +218,14 @@ impl Authority {
             return match token::verify(&f.verify_key, token, &f.formation_id, &f.member) {
                 Verdict::Invalid => TokenVerdict::Invalid,
                 Verdict::NotPermitted { from } => TokenVerdict::NotPermitted(from),
-                Verdict::Member { from } => TokenVerdict::Caller(Caller::member(&from)),
+                Verdict::Member { from } => TokenVerdict::Caller(Arc::new(Caller::member(&from))),
             };
         }
         match self.door_key.verify(token) {
-            Some(DoorCredential { credential, scopes }) => TokenVerdict::Caller(Caller::Credential {
+            Some(DoorCredential { credential, scopes }) => TokenVerdict::Caller(Arc::new(Caller::Credential {
                 name: credential,
                 scopes,
-            }),
+            })),
             None => TokenVerdict::Invalid,
         }
     }
@@ -236,7 +239,39 @@ fn bearer_token(value: &str) -> Option<&str> {
     ok.then_some(token)
 }
 
-/// The middleware. On a public door it attaches `Caller::Public` and ignores `Authorization`.
+/// Refused request bodies up to this size are read and dropped so the connection stays open
+/// [ours: performance]; actix closes a connection whose request body was left unread. Larger or
+/// unsized bodies stay unread, so an unauthenticated caller never makes the door read much.
+const DRAIN_LIMIT: u64 = 64 * 1024;
+
+/// How long a refusal waits for a small body before answering anyway (and closing).
+const DRAIN_WAIT: Duration = Duration::from_secs(1);
+
+/// A declared `content-length` within [`DRAIN_LIMIT`] (0 and absent need no draining).
+fn small_body(req: &ServiceRequest) -> bool {
+    req.headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .is_some_and(|n| n > 0 && n <= DRAIN_LIMIT)
+}
+
+/// Reads and drops a refused request's body, within the size and time bounds.
+async fn drain_payload(mut payload: Payload) {
+    let read = async {
+        let mut seen = 0u64;
+        while let Some(Ok(chunk)) = payload.next().await {
+            seen += chunk.len() as u64;
+            if seen > DRAIN_LIMIT {
+                return;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DRAIN_WAIT, read).await;
+}
+
+/// The middleware. It attaches an `Arc<Caller>` to every request it lets through; on a public
+/// door that is `Caller::Public`, and `Authorization` is ignored.
 #[derive(Clone)]
 pub struct FormationAuth {
     authority: Option<Arc<Authority>>,
@@ -269,6 +304,7 @@ where
         ready(Ok(FormationAuthService {
             service: Rc::new(service),
             authority: self.authority.clone(),
+            public: Arc::new(Caller::Public),
         }))
     }
 }
@@ -276,6 +312,7 @@ where
 pub struct FormationAuthService<S> {
     service: Rc<S>,
     authority: Option<Arc<Authority>>,
+    public: Arc<Caller>,
 }
 
 impl<S, B> Service<ServiceRequest> for FormationAuthService<S>
@@ -289,11 +326,11 @@ where
 
     forward_ready!(service);
 
-    fn call(&self, req: ServiceRequest) -> Self::Future {
+    fn call(&self, mut req: ServiceRequest) -> Self::Future {
         let is_card = req.method() == HttpMethod::GET && req.path() == CARD_PATH;
         let verdict = match (&self.authority, is_card) {
             // Step 2 comes before authentication: the public card is never authenticated.
-            (_, true) | (None, _) => Ok(Caller::Public),
+            (_, true) | (None, _) => Ok(Arc::clone(&self.public)),
             (Some(a), false) => a.check(req.request()).map_err(|r| r.response(a.realm())),
         };
         match verdict {
@@ -303,8 +340,14 @@ where
                 Box::pin(async move { Ok(fut.await?.map_into_left_body()) })
             }
             Err(resp) => {
+                let drain = small_body(&req).then(|| req.take_payload());
                 let (req, _) = req.into_parts();
-                Box::pin(ready(Ok(ServiceResponse::new(req, resp).map_into_right_body())))
+                Box::pin(async move {
+                    if let Some(payload) = drain {
+                        drain_payload(payload).await;
+                    }
+                    Ok(ServiceResponse::new(req, resp).map_into_right_body())
+                })
             }
         }
     }
@@ -335,7 +378,7 @@ mod tests {
         for h in headers {
             t = t.append_header((header::AUTHORIZATION, h.as_str()));
         }
-        a.check(&t.to_http_request())
+        a.check(&t.to_http_request()).map(|c| (*c).clone())
     }
 
     #[test]

@@ -72,7 +72,7 @@ pub async fn handle(req: HttpRequest, payload: web::Payload, shared: web::Data<S
         return json_response(StatusCode::OK, &shared.facts.card(false));
     }
     // Step 3 ran in FormationAuth; a request it did not mark is refused, never served as public.
-    let Some(caller) = req.extensions().get::<Caller>().cloned() else {
+    let Some(caller) = req.extensions().get::<Arc<Caller>>().cloned() else {
         return Refusal::InvalidToken.response(&shared.realm);
     };
     // Step 4.
@@ -82,7 +82,7 @@ pub async fn handle(req: HttpRequest, payload: web::Payload, shared: web::Data<S
     // Step 5.
     let path = req.path();
     if path == "/resources" || path.starts_with("/resources/") {
-        if let Caller::Credential { name, .. } = &caller
+        if let Caller::Credential { name, .. } = &*caller
             && !caller.reaches("resources/files")
         {
             let r = Refusal::InsufficientScope {
@@ -141,7 +141,7 @@ pub async fn handle(req: HttpRequest, payload: web::Payload, shared: web::Data<S
         _ => {}
     }
     // Step 11.
-    if let (Some(scope), Caller::Credential { name, .. }) = (method.scope(), &caller)
+    if let (Some(scope), Caller::Credential { name, .. }) = (method.scope(), &*caller)
         && !caller.reaches(scope)
     {
         let r = Refusal::InsufficientScope {

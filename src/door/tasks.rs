@@ -538,6 +538,14 @@ impl Board {
 
     /// `Some(None)` = closed and drained; `None` = nothing yet.
     fn take_work(self: &Arc<Self>) -> Option<Option<Work>> {
+        // Look before mutating: `mutate` wakes every waiter, `next_work` included, so taking
+        // nothing through it would make an idle executor spin on its own notification.
+        {
+            let st = self.lock();
+            if st.running.is_some() || st.queue.is_empty() {
+                return (st.running.is_none() && st.closing).then_some(None);
+            }
+        }
         self.mutate(|st, _, now| {
             if st.running.is_some() {
                 return None;
@@ -882,6 +890,26 @@ mod tests {
         drop(w);
         let w2 = b.next_work().await.expect("work");
         assert_eq!(w2.text, "b");
+    }
+
+    #[actix_rt::test]
+    async fn an_idle_executor_waits_without_waking_itself() {
+        let b = Board::new(Acceptance::Queue, 1);
+        let mut rx = b.changes();
+        rx.borrow_and_update();
+        let idle = std::time::Duration::from_millis(20);
+        assert!(tokio::time::timeout(idle, b.next_work()).await.is_err());
+        assert_eq!(rx.has_changed().ok(), Some(false), "waiting changed the board");
+        // The same while a task runs: the next one waits for its end without spinning.
+        b.submit(offer("a"));
+        let w = b.next_work().await.expect("work");
+        rx.borrow_and_update();
+        assert!(tokio::time::timeout(idle, b.next_work()).await.is_err());
+        assert_eq!(rx.has_changed().ok(), Some(false), "waiting changed the board");
+        b.finish(&w.task_id, TaskOutcome::Completed("A".into()));
+        drop(w);
+        b.close();
+        assert!(b.next_work().await.is_none(), "closed and drained");
     }
 
     #[actix_rt::test]

@@ -1149,6 +1149,69 @@ fn connections_are_kept_alive() {
     }
 }
 
+/// One response off a kept-alive connection: the status line, the lowercased header block, and
+/// the body (by content-length).
+fn read_response(reader: &mut BufReader<TcpStream>) -> (String, String, String) {
+    let mut status = String::new();
+    reader.read_line(&mut status).expect("status");
+    let (mut headers, mut len) = (String::new(), 0);
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).expect("header");
+        if line == "\r\n" || line.is_empty() {
+            break;
+        }
+        let line = line.to_ascii_lowercase();
+        if let Some(v) = line.strip_prefix("content-length:") {
+            len = v.trim().parse().unwrap_or(0);
+        }
+        headers.push_str(&line);
+    }
+    let mut buf = vec![0; len];
+    reader.read_exact(&mut buf).expect("body");
+    (status, headers, String::from_utf8_lossy(&buf).into_owned())
+}
+
+#[test]
+fn refusals_of_small_requests_keep_the_connection() {
+    let d = start(config(Acceptance::Queue, 5, true));
+    let addr = d.url.replace("localhost", "127.0.0.1");
+    let s = TcpStream::connect(&addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    let mut w = s.try_clone().expect("clone");
+    let mut reader = BufReader::new(s);
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}"#;
+    let req = |auth: &str| {
+        format!(
+            "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nA2A-Version: 1.0\r\n{auth}Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let op = format!("Authorization: {}\r\n", d.op());
+    let forged = "Authorization: Bearer mft1.e30.AAAA\r\n";
+    for (auth, want) in [("", "401"), (forged, "401"), (op.as_str(), "200")] {
+        w.write_all(req(auth).as_bytes()).expect("write");
+        let (status, headers, body) = read_response(&mut reader);
+        assert!(status.starts_with(&format!("HTTP/1.1 {want}")), "{status}");
+        assert!(!headers.contains("connection: close"), "{status}{headers}");
+        if want == "200" {
+            assert!(body.contains("\"totalSize\":0"), "{body}");
+        }
+    }
+    // A refused request declaring more than the drain limit is answered unread, and closed.
+    let big = "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 70000\r\n\r\n";
+    w.write_all(big.as_bytes()).expect("write");
+    let (status, headers, _) = read_response(&mut reader);
+    assert!(status.starts_with("HTTP/1.1 401"), "{status}");
+    assert!(headers.contains("connection: close"), "{headers}");
+    let mut rest = Vec::new();
+    assert_eq!(
+        reader.read_to_end(&mut rest).map(|_| rest.len()).ok(),
+        Some(0),
+        "closed"
+    );
+}
+
 #[test]
 fn bind_failure_is_e_run_010() {
     let sys = actix_rt::System::new();
