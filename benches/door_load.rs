@@ -19,7 +19,8 @@
 //! to back, so drifts in the machine's background load fall on both sides of a ratio.
 //!
 //! Knobs (environment): `MUR_BENCH_SECS` (per run, default 5), `MUR_BENCH_REPS` (default 3),
-//! `MUR_BENCH_CONNS` (default `1,4,16,64`), `MUR_BENCH_PIN=0` to skip pinning. A bare argument
+//! `MUR_BENCH_CONNS` (default `1,4,16,64`), `MUR_BENCH_PIN=0` to skip pinning,
+//! `MUR_BENCH_VARIANTS` (names, comma-separated, in the order they take turns). A bare argument
 //! keeps only the variants whose name contains it. Needs `wrk` (Debian package `wrk`).
 //!
 //! Tokens are written only into a 0600 Lua script in a private temp directory: never argv,
@@ -419,10 +420,17 @@ fn main() -> Result<()> {
         "door_load: {secs}s per run, {reps} runs, wrk -t1, pinned: {pin}, load: {}",
         std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()
     );
-    let chosen: Vec<&Variant> = variants
-        .iter()
-        .filter(|v| filter.as_deref().is_none_or(|f| v.name.contains(f)))
-        .collect();
+    let chosen: Vec<&Variant> = match std::env::var("MUR_BENCH_VARIANTS") {
+        // Exactly these, in this order (the order the variants take turns in).
+        Ok(list) => list
+            .split(',')
+            .filter_map(|name| variants.iter().find(|v| v.name == name.trim()))
+            .collect(),
+        Err(_) => variants
+            .iter()
+            .filter(|v| filter.as_deref().is_none_or(|f| v.name.contains(f)))
+            .collect(),
+    };
     let mut scripts = Vec::new();
     for v in &chosen {
         let path = dir.path().join(format!("{}.lua", v.name));

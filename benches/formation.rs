@@ -14,7 +14,8 @@
 //!   time from spawn to the entry's answer line, and from the formation line to it.
 //!
 //! Knobs (environment): `MUR_BENCH_SIZES` (default `2,8,32,64`), `MUR_BENCH_REPS` (default 5),
-//! `MUR_BENCH_IDLE_MS` (default 1000). A bare argument keeps only the parts (`launch`,
+//! `MUR_BENCH_IDLE_MS` (default 1000), `MUR_BENCH_MUR` (another `mur` binary to measure, e.g. a
+//! copy built before a change, for before/after figures). A bare argument keeps only the parts (`launch`,
 //! `answer`) whose name contains it.
 
 use std::io::{BufRead, BufReader, Read};
@@ -30,6 +31,13 @@ use serde_json::Value;
 const RELAY_MANIFEST: &str = "name: relay\nversion: 0.1.0\ncomponent: capsule.wat\nnetwork:\n  \
      authentication:\n    scheme: bearer\ncapabilities:\n  network:\n    allow: [localhost]\n";
 
+/// The `mur` under test: `MUR_BENCH_MUR`, else the one this build made.
+fn mur_binary() -> PathBuf {
+    std::env::var_os("MUR_BENCH_MUR")
+        .filter(|v| !v.is_empty())
+        .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_mur")), PathBuf::from)
+}
+
 struct Sandbox {
     dir: tempfile::TempDir,
 }
@@ -40,7 +48,7 @@ impl Sandbox {
     }
 
     fn mur(&self, cwd: &Path) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_mur"));
+        let mut c = Command::new(mur_binary());
         c.current_dir(cwd)
             .env("HOME", self.home())
             .env_remove("MURMUR_FORMATION_ID")
@@ -354,7 +362,7 @@ fn main() -> Result<()> {
     let sb = sandbox()?;
     println!(
         "formation: {reps} runs each, binary {}, load: {}",
-        env!("CARGO_BIN_EXE_mur"),
+        mur_binary().display(),
         std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()
     );
 

@@ -1,8 +1,14 @@
 //! Token path costs (issue: door auth throughput): an `mft1` verified on first sight (parse +
 //! Ed25519), the same token answered from the door's verify cache, a forged token (one verify,
-//! then refused), and the HMAC `mdt1` operator token.
+//! then refused), and the HMAC `mdt1` operator token. Last, the whole per-request cost of
+//! FormationAuth on a door for a remembered token (header, `Bearer` parse, cache key, lookup): the
+//! only work an authenticated request does that a public one does not.
 
+use actix_web::http::header;
+use actix_web::test::TestRequest;
 use criterion::{Criterion, black_box, criterion_group, criterion_main};
+use mur::door::FormationTrust;
+use mur::door::auth::Authority;
 use mur::token::formation::{SigningKey, Verdict, verify};
 use mur::token::{DoorKey, VerifyCache};
 
@@ -29,6 +35,26 @@ fn tokens(c: &mut Criterion) {
     let operator = door.mint_operator();
     c.bench_function("mdt1 verify (HMAC-SHA256)", |b| {
         b.iter(|| door.verify(black_box(&operator)))
+    });
+
+    let trust = FormationTrust {
+        formation_id: FRM.into(),
+        member: "coder".into(),
+        verify_key: vk.clone(),
+    };
+    let authority = Authority::new("local/coder", door, Some(trust));
+    let req = TestRequest::post()
+        .insert_header((header::AUTHORIZATION, format!("Bearer {token}")))
+        .to_http_request();
+    let _ = authority.check(&req);
+    c.bench_function("door FormationAuth check, remembered mft1 (per request)", |b| {
+        b.iter(|| authority.check(black_box(&req)))
+    });
+    // Before the cached caller was shared, each remembered request also cloned it twice (cache,
+    // then pipeline): a name and five scope strings each time.
+    let caller = mur::door::Caller::member("planner");
+    c.bench_function("clone of a member Caller (paid twice per request before)", |b| {
+        b.iter(|| black_box(&caller).clone())
     });
 }
 
