@@ -101,6 +101,16 @@ fn served_methods(acceptance: Acceptance, authenticate: bool) -> Vec<&'static st
     m
 }
 
+/// `--bind ADDR` binds a port the OS chooses (runtime.md §7.1). `ADDR:PORT` [ours] binds that
+/// port, which a cluster Service needs to name the door (`mur deploy --kubernetes`); only a full
+/// socket address is read that way, so every plain address keeps its meaning.
+fn bind_listener(bind: &str) -> std::io::Result<TcpListener> {
+    match bind.parse::<std::net::SocketAddr>() {
+        Ok(addr) => TcpListener::bind(addr),
+        Err(_) => TcpListener::bind((bind, 0)),
+    }
+}
+
 impl Door {
     /// Binds `bind` on a port the OS chooses and serves the door on the current actix system
     /// (call it inside `actix_rt::System::block_on` or an `actix_rt` runtime). The board is made
@@ -117,7 +127,7 @@ impl Door {
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(cannot("no async runtime is running on this thread".into()));
         }
-        let listener = TcpListener::bind((bind, 0)).map_err(|e| cannot(e.to_string()))?;
+        let listener = bind_listener(bind).map_err(|e| cannot(e.to_string()))?;
         let port = listener.local_addr().map_err(|e| cannot(e.to_string()))?.port();
         let url = format!("localhost:{port}");
 

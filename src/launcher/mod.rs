@@ -209,6 +209,21 @@ fn project_dir_of(arg: &Path) -> Result<PathBuf, Diagnostic> {
     ))
 }
 
+/// §5.5 steps 3–6: the roster's project directory (symlinks resolved), then the roster, the
+/// stores, the lock and admission. `mur deploy` admits through this too, so both commands refuse
+/// a roster with the same codes and texts.
+pub fn admit_roster(roster_arg: &Path, home: &MurHome) -> Result<(PathBuf, Admitted), Diagnostic> {
+    let dir = project_dir_of(roster_arg)?;
+    let project_dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+    let project = Project::at(&project_dir);
+    let roster = crate::roster::read(&project.roster())?;
+    crate::roster::check_structure(&roster)?;
+    let stores = crate::store::Stores::new(Some(project.artifacts()), home.artifacts());
+    let lock = crate::store::lock::Lock::read(&project.lock())?;
+    let admitted = crate::roster::admit(&roster, &stores, lock.as_ref())?;
+    Ok((project_dir, admitted))
+}
+
 /// `mur run --roster`: the front end (§5.5), then the launch (§9).
 pub fn run_roster(args: &RunArgs) -> Outcome {
     let roster_arg = args.roster.as_deref().unwrap_or(Path::new("roster.yaml"));
@@ -222,17 +237,9 @@ pub fn run_roster(args: &RunArgs) -> Outcome {
             "MURMUR_FORMATION_ID is set, so this process is already a member of a formation, and a formation member cannot launch a formation",
         ).with_hint("launch the formation from a shell that is not itself a formation member")));
     }
-    // 3. The roster's project directory.
-    let dir = project_dir_of(roster_arg).map_err(refuse)?;
-    let project_dir = std::fs::canonicalize(&dir).unwrap_or(dir);
-    let project = Project::at(&project_dir);
+    // 3–6. The project directory, stores, lock, admission. A refusal starts nothing.
     let home = MurHome::from_env();
-    // 4–6. Stores, lock, admission. A refusal starts nothing.
-    let roster = crate::roster::read(&project.roster()).map_err(refuse)?;
-    crate::roster::check_structure(&roster).map_err(refuse)?;
-    let stores = crate::store::Stores::new(Some(project.artifacts()), home.artifacts());
-    let lock = crate::store::lock::Lock::read(&project.lock()).map_err(refuse)?;
-    let admitted = crate::roster::admit(&roster, &stores, lock.as_ref()).map_err(refuse)?;
+    let (project_dir, admitted) = admit_roster(roster_arg, &home).map_err(refuse)?;
     // 7. Warnings still admit.
     for w in &admitted.warnings {
         w.eprint("[mur run] ");
