@@ -73,6 +73,10 @@ codes! {
     E_INS_001 = "E-INS-001", Error, "mur install: the archive is bad, has no root murmur.yaml, or there is no project", None;
     E_TRC_002 = "E-TRC-002", Error, "mur trace show: nothing found for the id", Some("`mur ps` lists running sessions; a session's id is printed in its readiness line");
     E_DEMO_001 = "E-DEMO-001", Error, "mur demo: the demo formation cannot be prepared or launched", None;
+    // [ours] `mur deploy --kubernetes`.
+    E_DEP_001 = "E-DEP-001", Error, "mur deploy: manifests carrying credentials would be written to a terminal", Some("pipe them to the cluster (`mur deploy … | kubectl apply -f -`) or write them to owner-only files with -o DIR");
+    E_DEP_002 = "E-DEP-002", Error, "mur deploy: an option or member name cannot be carried into Kubernetes objects", None;
+    E_DEP_003 = "E-DEP-003", Error, "mur deploy: the manifests cannot be rendered or written", None;
 }
 
 /// Looks a code up by its printed id, e.g. `"E-ROS-001"`.

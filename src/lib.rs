@@ -5,6 +5,8 @@
 //! it cannot reach actix, HTTP or the capsule host; the fuzz targets build it alone.
 
 pub mod channel;
+#[cfg(feature = "kubernetes")]
+pub mod deploy;
 pub mod diag;
 pub mod ids;
 pub mod manifest;

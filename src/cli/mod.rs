@@ -13,6 +13,7 @@ use crate::diag::Diagnostic;
 pub mod build;
 pub mod completion;
 pub mod demo;
+pub mod deploy;
 pub mod doctor;
 pub mod install;
 pub mod list;
@@ -63,6 +64,8 @@ pub enum Command {
     Doctor(DoctorArgs),
     /// Run one capsule, or launch a formation with --roster
     Run(Box<RunArgs>),
+    /// Write a formation as Kubernetes manifests (admitted as `mur run --roster` admits it)
+    Deploy(deploy::DeployArgs),
     /// Stop a running session or formation
     Stop(StopArgs),
     /// List running sessions, grouped by formation
@@ -228,6 +231,7 @@ pub fn main() -> ExitCode {
         Command::List(a) => list::run(a.json),
         Command::Doctor(a) => doctor::run(a),
         Command::Run(a) => run::run(a),
+        Command::Deploy(a) => deploy::run(a),
         Command::Stop(a) => stop::run(a),
         Command::Ps(a) => ps::run(a.json),
         Command::Trace(a) => match &a.command {

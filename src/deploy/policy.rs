@@ -1,0 +1,162 @@
+//! Reachability as NetworkPolicies: the cluster refuses what the tokens would refuse.
+//!
+//! One policy selects every pod of the formation and admits no ingress (default deny). Each
+//! callee then gets one policy admitting, on its door's port, exactly the pods of its admitted
+//! callers. Policies are additive, so a pod's allowed ingress is the union of those selecting
+//! it: for a callee, its callers; for anything else, nobody. The entry, which no member may
+//! call, is reachable only from pods labelled as the formation's operator, and only when it
+//! serves tasks (without `--task`). Egress is left open: a capsule's `network.allow` governs it.
+//!
+//! [`edges_of`] reads the member edges back out of policies, so tests can hold the output
+//! against the admitted edge set.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::networking::v1::{
+    NetworkPolicy, NetworkPolicyIngressRule, NetworkPolicyPeer, NetworkPolicyPort, NetworkPolicySpec,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::{
+    DOOR_PORT, Formation, LABEL_FORMATION, LABEL_MEMBER, LABEL_ROLE, Options, ROLE_OPERATOR, labels, pod_selector,
+};
+
+fn selector(labels: BTreeMap<String, String>) -> LabelSelector {
+    LabelSelector {
+        match_labels: Some(labels),
+        ..Default::default()
+    }
+}
+
+fn policy(
+    f: &Formation,
+    o: &Options,
+    owner: &OwnerReference,
+    name: String,
+    member: Option<usize>,
+    spec: NetworkPolicySpec,
+) -> NetworkPolicy {
+    NetworkPolicy {
+        metadata: ObjectMeta {
+            name: Some(name),
+            namespace: Some(o.namespace.clone()),
+            labels: Some(labels(f, member)),
+            owner_references: Some(vec![owner.clone()]),
+            ..Default::default()
+        },
+        spec: Some(spec),
+    }
+}
+
+fn door_rule(from: Vec<NetworkPolicyPeer>) -> NetworkPolicyIngressRule {
+    NetworkPolicyIngressRule {
+        from: Some(from),
+        ports: Some(vec![NetworkPolicyPort {
+            port: Some(IntOrString::Int(i32::from(DOOR_PORT))),
+            protocol: Some("TCP".into()),
+            ..Default::default()
+        }]),
+    }
+}
+
+fn pods(labels: BTreeMap<String, String>) -> NetworkPolicyPeer {
+    NetworkPolicyPeer {
+        pod_selector: Some(selector(labels)),
+        ..Default::default()
+    }
+}
+
+/// The labels of the pods that may reach the entry's door when it serves tasks.
+pub fn operator_labels(f: &Formation) -> BTreeMap<String, String> {
+    let mut l = BTreeMap::new();
+    l.insert(LABEL_FORMATION.to_string(), f.id.clone());
+    l.insert(LABEL_ROLE.to_string(), ROLE_OPERATOR.to_string());
+    l
+}
+
+/// The formation's NetworkPolicies: default deny, then one per callee in roster order, then the
+/// operator's way to the entry.
+pub fn network_policies(f: &Formation, o: &Options, owner: &OwnerReference) -> Vec<NetworkPolicy> {
+    let mut all_pods = BTreeMap::new();
+    all_pods.insert(LABEL_FORMATION.to_string(), f.id.clone());
+    let mut out = vec![policy(
+        f,
+        o,
+        owner,
+        format!("{}-deny", f.object_name()),
+        None,
+        NetworkPolicySpec {
+            pod_selector: Some(selector(all_pods)),
+            policy_types: Some(vec!["Ingress".into()]),
+            ingress: Some(Vec::new()),
+            ..Default::default()
+        },
+    )];
+    for callee in 0..f.members.len() {
+        let callers = f.callers(callee);
+        if callers.is_empty() {
+            continue;
+        }
+        out.push(policy(
+            f,
+            o,
+            owner,
+            format!("{}-callers", f.member_object(callee)),
+            Some(callee),
+            NetworkPolicySpec {
+                pod_selector: Some(selector(pod_selector(f, callee))),
+                policy_types: Some(vec!["Ingress".into()]),
+                ingress: Some(vec![door_rule(
+                    callers.iter().map(|&c| pods(pod_selector(f, c))).collect(),
+                )]),
+                ..Default::default()
+            },
+        ));
+    }
+    let entry = f.entry();
+    if o.task.is_none() {
+        out.push(policy(
+            f,
+            o,
+            owner,
+            format!("{}-operator", f.member_object(entry)),
+            Some(entry),
+            NetworkPolicySpec {
+                pod_selector: Some(selector(pod_selector(f, entry))),
+                policy_types: Some(vec!["Ingress".into()]),
+                ingress: Some(vec![door_rule(vec![pods(operator_labels(f))])]),
+                ..Default::default()
+            },
+        ));
+    }
+    out
+}
+
+/// `(caller, callee)` member names that the policies of `formation` let through to a door:
+/// every `from` pod selector naming a member, against the member the policy selects. Selectors
+/// of other shapes (the operator's, the default deny) add no member edge.
+pub fn edges_of(policies: &[NetworkPolicy], formation: &str) -> BTreeSet<(String, String)> {
+    let member_of = |sel: &LabelSelector| -> Option<String> {
+        let l = sel.match_labels.as_ref()?;
+        if l.get(LABEL_FORMATION).map(String::as_str) != Some(formation) || l.len() != 2 {
+            return None;
+        }
+        l.get(LABEL_MEMBER).cloned()
+    };
+    let mut out = BTreeSet::new();
+    for p in policies {
+        let Some(spec) = &p.spec else { continue };
+        let Some(callee) = spec.pod_selector.as_ref().and_then(member_of) else {
+            continue;
+        };
+        for rule in spec.ingress.iter().flatten() {
+            for peer in rule.from.iter().flatten() {
+                if let Some(caller) = peer.pod_selector.as_ref().and_then(member_of) {
+                    out.insert((caller, callee.clone()));
+                }
+            }
+        }
+    }
+    out
+}

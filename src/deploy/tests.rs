@@ -1,0 +1,519 @@
+//! Table-driven tests of the pure deploy planner: edges, credentials, ownership, options.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+
+use super::*;
+use crate::channel::line::parse_address_line;
+use crate::token::{self, Verdict};
+
+const FRM: &str = "frm_0199c4e2f1b7712a9d3e4f5061728394";
+const UID: &str = "2f0c6c4e-3d1a-4b7e-9d52-6a1f0e8b7c39";
+
+fn member(name: &str, entry: bool) -> Member {
+    Member {
+        name: name.into(),
+        capsule: "local/echo".into(),
+        version: "0.1.0".into(),
+        sha256: "ab".repeat(32),
+        entry,
+    }
+}
+
+/// A formation of `names` (the first is the entry) with `edges` by name.
+fn formation(names: &[&str], edges: &[(&str, &str)]) -> Formation {
+    let idx = |n: &str| names.iter().position(|m| *m == n).expect("member");
+    Formation {
+        id: FRM.into(),
+        members: names.iter().enumerate().map(|(i, n)| member(n, i == 0)).collect(),
+        edges: edges.iter().map(|&(a, b)| (idx(a), idx(b))).collect(),
+    }
+}
+
+fn options(task: Option<&str>, uid: Option<&str>) -> Options {
+    Options {
+        namespace: "agents".into(),
+        image: "registry.example/mur:1".into(),
+        task: task.map(String::from),
+        deadline: None,
+        owner_uid: uid.map(String::from),
+    }
+}
+
+fn names(f: &Formation) -> BTreeSet<(String, String)> {
+    f.edges
+        .iter()
+        .map(|&(a, b)| (f.members[a].name.clone(), f.members[b].name.clone()))
+        .collect()
+}
+
+fn policies(objects: &[Object]) -> Vec<NetworkPolicy> {
+    objects
+        .iter()
+        .filter_map(|o| match o {
+            Object::NetworkPolicy(p) => Some(p.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Shapes: `all` among three consenting peers (a cycle), explicit rules, a chain, no edges.
+fn shapes() -> Vec<(&'static str, Formation)> {
+    vec![
+        (
+            "all",
+            formation(
+                &["lead", "a", "b", "c"],
+                &[
+                    ("lead", "a"),
+                    ("lead", "b"),
+                    ("lead", "c"),
+                    ("a", "b"),
+                    ("a", "c"),
+                    ("b", "a"),
+                    ("b", "c"),
+                    ("c", "a"),
+                    ("c", "b"),
+                ],
+            ),
+        ),
+        (
+            "rules",
+            formation(
+                &["planner", "analyst", "writer"],
+                &[("planner", "analyst"), ("planner", "writer"), ("writer", "analyst")],
+            ),
+        ),
+        (
+            "chain",
+            formation(&["lead", "mid", "tail"], &[("lead", "mid"), ("mid", "tail")]),
+        ),
+        ("none", formation(&["lead", "solo"], &[])),
+        ("alone", formation(&["lead"], &[])),
+    ]
+}
+
+#[test]
+fn network_policies_carry_exactly_the_admitted_edges() {
+    for (why, f) in shapes() {
+        for task in [None, Some("t")] {
+            let key = SigningKey::generate().unwrap();
+            let m = manifests(&f, &options(task, Some(UID)), &key).unwrap();
+            let ps = policies(&m.objects);
+            assert_eq!(policy::edges_of(&ps, FRM), names(&f), "{why}");
+            // The default deny comes first and selects every pod of the formation.
+            let deny = ps[0].spec.as_ref().unwrap();
+            assert_eq!(deny.ingress.as_deref(), Some(&[][..]), "{why}");
+            let sel = deny.pod_selector.as_ref().unwrap().match_labels.as_ref().unwrap();
+            assert_eq!(sel.len(), 1);
+            assert_eq!(sel[LABEL_FORMATION], FRM);
+            // One policy per callee, plus the operator's when the entry serves tasks.
+            let callees: BTreeSet<usize> = f.edges.iter().map(|e| e.1).collect();
+            assert_eq!(ps.len(), 1 + callees.len() + usize::from(task.is_none()), "{why}");
+        }
+    }
+}
+
+#[test]
+fn edges_of_ignores_other_formations_and_foreign_selectors() {
+    let f = formation(&["lead", "w"], &[("lead", "w")]);
+    let key = SigningKey::generate().unwrap();
+    let ps = policies(&manifests(&f, &options(None, Some(UID)), &key).unwrap().objects);
+    assert!(policy::edges_of(&ps, "frm_0199c4e2f1b7712a9d3e4f5061728395").is_empty());
+    // The operator's selector (formation + role) names no member.
+    let op: Vec<NetworkPolicy> = ps
+        .iter()
+        .filter(|p| p.metadata.name.as_deref().is_some_and(|n| n.ends_with("-operator")))
+        .cloned()
+        .collect();
+    assert_eq!(op.len(), 1);
+    assert!(policy::edges_of(&op, FRM).is_empty());
+}
+
+#[test]
+fn each_channel_holds_only_its_own_tokens_and_its_callees_addresses() {
+    for (why, f) in shapes() {
+        let key = SigningKey::generate().unwrap();
+        let vk = key.verify_key();
+        for (i, m) in f.members.iter().enumerate() {
+            let file = channel_file(&f, i, &key);
+            let mut lines = file.lines();
+            let first = FirstLine::parse(lines.next().unwrap()).unwrap();
+            assert_eq!(first.check_tokens(), Ok(()), "{why}/{}", m.name);
+            assert_eq!((first.member.as_str(), first.entry), (m.name.as_str(), m.entry));
+            assert_eq!(first.formation_id, FRM);
+            assert_eq!(first.launcher, None);
+            let want: Vec<String> = f.callees(i).iter().map(|&c| f.members[c].name.clone()).collect();
+            let got: Vec<String> = first.calls.iter().map(|c| c.name.clone()).collect();
+            assert_eq!(got, want, "{why}/{}", m.name);
+            for c in &first.calls {
+                // Issued to this member for that callee, and refused at any other door.
+                assert_eq!(
+                    token::verify(&vk, &c.token, FRM, &c.name),
+                    Verdict::Member { from: m.name.clone() }
+                );
+                for other in f.members.iter().filter(|o| o.name != c.name) {
+                    assert_ne!(
+                        token::verify(&vk, &c.token, FRM, &other.name),
+                        Verdict::Member { from: m.name.clone() }
+                    );
+                }
+            }
+            match lines.next() {
+                None => assert!(want.is_empty(), "{why}/{}", m.name),
+                Some(l) => {
+                    let addrs = parse_address_line(l).unwrap();
+                    let got: Vec<(String, String)> = addrs.into_iter().map(|a| (a.name, a.url)).collect();
+                    let expect: Vec<(String, String)> = f
+                        .callees(i)
+                        .iter()
+                        .map(|&c| (f.members[c].name.clone(), format!("http://localhost:{}", 10000 + c)))
+                        .collect();
+                    assert_eq!(got, expect, "{why}/{}", m.name);
+                }
+            }
+            assert_eq!(
+                lines.next(),
+                None,
+                "{why}/{}: end of file closes the address book",
+                m.name
+            );
+        }
+    }
+}
+
+#[test]
+fn without_an_owner_uid_only_the_formation_object_is_written() {
+    let f = formation(&["lead", "w"], &[("lead", "w")]);
+    let key = SigningKey::generate().unwrap();
+    let m = manifests(&f, &options(Some("t"), None), &key).unwrap();
+    assert!(!m.carries_credentials);
+    assert_eq!(
+        format!("{:?}", m.objects),
+        "[ConfigMap/frm-0199c4e2f1b7712a9d3e4f5061728394]"
+    );
+    let Object::ConfigMap(cm) = &m.objects[0] else {
+        unreachable!()
+    };
+    assert_eq!(cm.metadata.owner_references, None);
+    let data = cm.data.as_ref().unwrap();
+    assert_eq!(data["task"], "t");
+    let facts: serde_json::Value = serde_json::from_str(&data["formation.json"]).unwrap();
+    assert_eq!(facts["formation_id"], FRM);
+    assert_eq!(facts["edges"], serde_json::json!([{"from": "lead", "to": "w"}]));
+    assert_eq!(facts["members"][0]["sha256"], "ab".repeat(32));
+}
+
+#[test]
+fn every_object_is_owned_by_the_formation_object_and_labelled() {
+    for (why, f) in shapes() {
+        for task in [None, Some("t")] {
+            let key = SigningKey::generate().unwrap();
+            let m = manifests(&f, &options(task, Some(UID)), &key).unwrap();
+            assert!(m.carries_credentials);
+            for (n, o) in m.objects.iter().enumerate() {
+                let meta = o.metadata();
+                assert_eq!(meta.namespace.as_deref(), Some("agents"), "{why}: {o:?}");
+                assert_eq!(meta.labels.as_ref().unwrap()[LABEL_FORMATION], FRM, "{o:?}");
+                if n == 0 {
+                    assert_eq!(o.kind(), "ConfigMap");
+                    assert_eq!(meta.owner_references, None);
+                    continue;
+                }
+                let owners = meta.owner_references.as_ref().unwrap();
+                assert_eq!(owners.len(), 1, "{o:?}");
+                let own = &owners[0];
+                assert_eq!(
+                    (
+                        own.api_version.as_str(),
+                        own.kind.as_str(),
+                        own.name.as_str(),
+                        own.uid.as_str()
+                    ),
+                    ("v1", "ConfigMap", "frm-0199c4e2f1b7712a9d3e4f5061728394", UID)
+                );
+                assert_eq!((own.controller, own.block_owner_deletion), (Some(true), Some(true)));
+            }
+        }
+    }
+}
+
+/// Kinds and names in output order.
+fn layout(objects: &[Object]) -> Vec<String> {
+    objects.iter().map(|o| format!("{o:?}")).collect()
+}
+
+#[test]
+fn objects_per_member_and_their_order() {
+    let f = formation(&["lead", "a", "b"], &[("lead", "a"), ("a", "b")]);
+    let key = SigningKey::generate().unwrap();
+    let table: Vec<(Option<&str>, Vec<&str>)> = vec![
+        (
+            Some("t"),
+            vec![
+                "ConfigMap/frm-0199c4e2f1b7712a9d3e4f5061728394",
+                "NetworkPolicy/frm-0199c4e2f1b7712a9d3e4f5061728394-deny",
+                "NetworkPolicy/a-4f5061728394-callers",
+                "NetworkPolicy/b-4f5061728394-callers",
+                "Secret/lead-4f5061728394-channel",
+                "Secret/a-4f5061728394-channel",
+                "Secret/b-4f5061728394-channel",
+                "Service/a-4f5061728394",
+                "Service/b-4f5061728394",
+                "Deployment/a-4f5061728394",
+                "Deployment/b-4f5061728394",
+                "Job/lead-4f5061728394",
+            ],
+        ),
+        (
+            None,
+            vec![
+                "ConfigMap/frm-0199c4e2f1b7712a9d3e4f5061728394",
+                "NetworkPolicy/frm-0199c4e2f1b7712a9d3e4f5061728394-deny",
+                "NetworkPolicy/a-4f5061728394-callers",
+                "NetworkPolicy/b-4f5061728394-callers",
+                "NetworkPolicy/lead-4f5061728394-operator",
+                "Secret/lead-4f5061728394-channel",
+                "Secret/a-4f5061728394-channel",
+                "Secret/b-4f5061728394-channel",
+                "Service/lead-4f5061728394",
+                "Service/a-4f5061728394",
+                "Service/b-4f5061728394",
+                "Deployment/a-4f5061728394",
+                "Deployment/b-4f5061728394",
+                "Deployment/lead-4f5061728394",
+            ],
+        ),
+    ];
+    for (task, want) in table {
+        let m = manifests(&f, &options(task, Some(UID)), &key).unwrap();
+        assert_eq!(layout(&m.objects), want, "task {task:?}");
+    }
+}
+
+fn pod_spec_of(o: &Object) -> &k8s_openapi::api::core::v1::PodSpec {
+    match o {
+        Object::Deployment(Deployment { spec: Some(s), .. }) => s.template.spec.as_ref().unwrap(),
+        Object::Job(Job { spec: Some(s), .. }) => s.template.spec.as_ref().unwrap(),
+        _ => panic!("{o:?} has no pod"),
+    }
+}
+
+#[test]
+fn each_pod_mounts_only_its_own_secret_and_no_api_credentials() {
+    for (why, f) in shapes() {
+        let key = SigningKey::generate().unwrap();
+        let m = manifests(&f, &options(Some("t"), Some(UID)), &key).unwrap();
+        for o in m
+            .objects
+            .iter()
+            .filter(|o| matches!(o, Object::Deployment(_) | Object::Job(_)))
+        {
+            let member = o.metadata().labels.as_ref().unwrap()[LABEL_MEMBER].clone();
+            let i = f.members.iter().position(|m| m.name == member).unwrap();
+            let spec = pod_spec_of(o);
+            assert_eq!(spec.automount_service_account_token, Some(false), "{why}");
+            assert_eq!(spec.service_account_name, None);
+            let secrets: Vec<&str> = spec
+                .volumes
+                .iter()
+                .flatten()
+                .filter_map(|v| v.secret.as_ref()?.secret_name.as_deref())
+                .collect();
+            assert_eq!(secrets, vec![f.secret_name(i).as_str()], "{why}/{member}");
+            let member_c = &spec.containers[0];
+            let env: Vec<(String, String)> = member_c
+                .env
+                .iter()
+                .flatten()
+                .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))
+                .collect();
+            assert!(env.contains(&("MURMUR_FORMATION_CHANNEL".into(), "3".into())));
+            assert!(env.contains(&("MURMUR_FORMATION_ID".into(), FRM.into())));
+            // No credential in argv or env: the Secret is the only carrier.
+            for s in member_c.args.iter().flatten().chain(member_c.command.iter().flatten()) {
+                assert!(!s.contains("mft1.") && !s.contains("mdt1."), "{s}");
+            }
+            // One relay per callee, each a native sidecar; the entry also waits for its callees.
+            let init = spec.init_containers.clone().unwrap_or_default();
+            let relays: Vec<&str> = init
+                .iter()
+                .filter(|c| c.restart_policy.as_deref() == Some("Always"))
+                .map(|c| c.name.as_str())
+                .collect();
+            let want: Vec<String> = f
+                .callees(i)
+                .iter()
+                .map(|&c| format!("to-{}-door", f.members[c].name))
+                .collect();
+            assert_eq!(relays, want, "{why}/{member}");
+            let waits = init.iter().any(|c| c.name == "wait-for-callees");
+            assert_eq!(waits, f.members[i].entry && !want.is_empty(), "{why}/{member}");
+        }
+    }
+}
+
+#[test]
+fn member_command_lines() {
+    let f = formation(&["lead", "w"], &[("lead", "w")]);
+    let common = "run --capsule local/echo --capsule-version 0.1.0 --capsule-sha256 ".to_string()
+        + &"ab".repeat(32)
+        + " --store-root /opt/murmur --workdir /work --json --bind 0.0.0.0:8080";
+    let table: Vec<(usize, Option<&str>, String)> = vec![
+        (1, None, common.clone()),
+        (1, Some("t"), common.clone()),
+        (
+            0,
+            None,
+            format!("{common} --lifecycle-task-acceptance queue --lifecycle-after-task sleep"),
+        ),
+        (
+            0,
+            Some("t"),
+            format!("{common} --lifecycle-task-acceptance single --lifecycle-after-task exit --task /etc/murmur/task"),
+        ),
+    ];
+    for (i, task, want) in table {
+        assert_eq!(objects::member_args(&f, &options(task, None), i).join(" "), want);
+    }
+    assert_eq!(
+        objects::member_command(),
+        vec![
+            "/bin/sh",
+            "-c",
+            "exec /usr/local/bin/mur \"$@\" 3</var/run/murmur/channel",
+            "mur"
+        ]
+    );
+}
+
+#[test]
+fn deadline_is_the_jobs_and_needs_a_task() {
+    let f = formation(&["lead"], &[]);
+    let key = SigningKey::generate().unwrap();
+    let mut o = options(Some("t"), Some(UID));
+    o.deadline = Some(90);
+    let m = manifests(&f, &o, &key).unwrap();
+    let Some(Object::Job(job)) = m.objects.last() else {
+        panic!("no job")
+    };
+    let spec = job.spec.as_ref().unwrap();
+    assert_eq!((spec.active_deadline_seconds, spec.backoff_limit), (Some(90), Some(0)));
+    assert_eq!(
+        spec.template.spec.as_ref().unwrap().restart_policy.as_deref(),
+        Some("Never")
+    );
+    o.task = None;
+    let e = manifests(&f, &o, &key).err().unwrap();
+    assert_eq!(e.code.id, "E-DEP-002");
+}
+
+#[test]
+fn options_the_cluster_would_refuse_are_refused_first() {
+    let f = formation(&["lead", "w"], &[("lead", "w")]);
+    type Change = Box<dyn Fn(&mut Formation, &mut Options)>;
+    let table: Vec<(&str, Change, &str)> = vec![
+        (
+            "upper-case namespace",
+            Box::new(|_, o| o.namespace = "Agents".into()),
+            "--namespace 'Agents' is not a Kubernetes namespace name",
+        ),
+        (
+            "empty namespace",
+            Box::new(|_, o| o.namespace = String::new()),
+            "--namespace '' is not a Kubernetes namespace name",
+        ),
+        (
+            "long namespace",
+            Box::new(|_, o| o.namespace = "a".repeat(64)),
+            "is not a Kubernetes namespace name",
+        ),
+        (
+            "namespace ending in -",
+            Box::new(|_, o| o.namespace = "a-".into()),
+            "--namespace 'a-' is not",
+        ),
+        (
+            "image with a space",
+            Box::new(|_, o| o.image = "mur 1".into()),
+            "--image 'mur 1' is not a container image reference",
+        ),
+        (
+            "empty image",
+            Box::new(|_, o| o.image = String::new()),
+            "--image '' is not",
+        ),
+        (
+            "uid not a uuid",
+            Box::new(|_, o| o.owner_uid = Some("abc".into())),
+            "--formation-uid 'abc' is not an object uid",
+        ),
+        (
+            "upper-case uid",
+            Box::new(|_, o| o.owner_uid = Some(UID.to_uppercase())),
+            "is not an object uid",
+        ),
+        (
+            "bad formation id",
+            Box::new(|f, _| f.id = "frm_x".into()),
+            "--formation-id 'frm_x' is not a formation id",
+        ),
+        (
+            "member ending in -",
+            Box::new(|f, _| f.members[1].name = "w-".into()),
+            "member 'w-' ends in '-', which a Kubernetes label value cannot",
+        ),
+    ];
+    for (why, change, want) in table {
+        let (mut f, mut o) = (f.clone(), options(None, Some(UID)));
+        change(&mut f, &mut o);
+        let e = check(&f, &o).err().unwrap_or_else(|| panic!("{why}: admitted"));
+        assert_eq!(e.code.id, "E-DEP-002", "{why}");
+        assert!(e.message.contains(want), "{why}: {}", e.message);
+        assert!(e.hint().is_some(), "{why}");
+    }
+    assert_eq!(check(&f, &options(None, Some(UID))), Ok(()));
+}
+
+/// Reads one document back into the type its `kind` names.
+fn parse(doc: &str) -> Object {
+    let v: serde_yaml_ng::Value = serde_yaml_ng::from_str(doc).unwrap();
+    let kind = v.get("kind").and_then(|k| k.as_str()).unwrap().to_string();
+    match kind.as_str() {
+        "ConfigMap" => Object::ConfigMap(serde_yaml_ng::from_value::<ConfigMap>(v).unwrap()),
+        "NetworkPolicy" => Object::NetworkPolicy(serde_yaml_ng::from_value::<NetworkPolicy>(v).unwrap()),
+        "Secret" => Object::Secret(serde_yaml_ng::from_value::<Secret>(v).unwrap()),
+        "Service" => Object::Service(serde_yaml_ng::from_value::<Service>(v).unwrap()),
+        "Deployment" => Object::Deployment(serde_yaml_ng::from_value::<Deployment>(v).unwrap()),
+        "Job" => Object::Job(serde_yaml_ng::from_value::<Job>(v).unwrap()),
+        k => panic!("unexpected kind {k}"),
+    }
+}
+
+#[test]
+fn objects_round_trip_through_yaml() {
+    for (why, f) in shapes() {
+        for task in [None, Some("line one\nline two: 'quoted'")] {
+            let key = SigningKey::generate().unwrap();
+            let m = manifests(&f, &options(task, Some(UID)), &key).unwrap();
+            let stream = objects::to_yaml_stream(&m.objects).unwrap();
+            let docs: Vec<&str> = stream.split("---\n").filter(|d| !d.is_empty()).collect();
+            assert_eq!(docs.len(), m.objects.len(), "{why}");
+            for (doc, o) in docs.iter().zip(&m.objects) {
+                let back = parse(doc);
+                assert!(back == *o, "{why}: {o:?} changed through YAML");
+                assert_eq!(back.to_yaml().unwrap(), *doc, "{why}: {o:?}");
+            }
+        }
+    }
+}
+
+#[cfg(feature = "runtime")]
+#[test]
+fn the_probe_path_is_the_doors_public_card() {
+    assert_eq!(CARD_PATH, crate::door::auth::CARD_PATH);
+}
