@@ -40,7 +40,7 @@ fn run_bounded(sb: &Sandbox, cwd: &Path, args: &[&str], limit: Duration) -> Outp
 const LIMIT: Duration = Duration::from_secs(180);
 
 /// The demo's answer to its default task, as planner composes it.
-const DEFAULT_ANSWER: &str = "planner split the task in two:
+pub(crate) const DEFAULT_ANSWER: &str = "planner split the task in two:
 - analyst, on \"Mur launches formations of capsules that call each other.\": 9 words, 48 letters, longest word \"formations\"
 - writer, on \"Every call is checked at the callee's door and recorded in the trace.\": \"Every call is checked at the …\" (analyst counted 13 words, 55 letters, longest word \"callee's\")
 ";

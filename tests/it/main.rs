@@ -9,6 +9,7 @@ mod artifacts;
 mod calls;
 mod capsules;
 mod demo;
+mod deploy;
 mod door;
 mod firsthour;
 mod formation;
