@@ -131,7 +131,7 @@ pub struct RunArgs {
     /// Machine-readable output on stdout
     #[arg(long)]
     pub json: bool,
-    /// Address the door binds
+    /// Address the door binds, on a port the OS chooses; ADDR:PORT binds that port
     #[arg(long, value_name = "ADDR")]
     pub bind: Option<String>,
     /// Work folder (default: the current directory)
