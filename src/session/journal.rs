@@ -123,7 +123,10 @@ impl Journal {
             .remove(task_id)
     }
 
-    pub fn session_start(&self, s: &Start<'_>) -> String {
+    /// Writes `session_start`, the record every other one hangs off. Unlike later records, its
+    /// failure is returned: a session that cannot write its first record (a full disk) must not
+    /// start at all, since it would run with no trace.
+    pub fn session_start(&self, s: &Start<'_>) -> std::io::Result<String> {
         let mut f: Vec<(&str, Value)> = vec![
             ("capsule_name", s.capsule_name.into()),
             ("capsule_version", s.capsule_version.into()),
@@ -146,7 +149,7 @@ impl Journal {
                 serde_json::json!({"at": d.at, "secs": d.secs, "source": "inherited"}),
             ));
         }
-        self.write("session_start", None, &f)
+        self.inner.writer.write("session_start", None, &f)
     }
 
     pub fn task_received(
@@ -242,18 +245,20 @@ mod tests {
         let path = dir.path().join("trace.jsonl");
         let j = Journal::create(&path, "ses_1", Console::new()).unwrap();
         let callees = vec!["coder".to_string()];
-        let start = j.session_start(&Start {
-            capsule_name: "local/echo",
-            capsule_version: "0.1.0",
-            tools_declared: &[],
-            formation_id: Some("frm_1"),
-            member: Some(("lead", &callees)),
-            deadline: Some(Deadline {
-                at: "2026-01-01T00:00:00.000Z",
-                secs: 5,
-            }),
-            ..Start::default()
-        });
+        let start = j
+            .session_start(&Start {
+                capsule_name: "local/echo",
+                capsule_version: "0.1.0",
+                tools_declared: &[],
+                formation_id: Some("frm_1"),
+                member: Some(("lead", &callees)),
+                deadline: Some(Deadline {
+                    at: "2026-01-01T00:00:00.000Z",
+                    secs: 5,
+                }),
+                ..Start::default()
+            })
+            .unwrap();
         j.formation_ended(&start, "frm_1");
         j.session_end(12, "ok");
         let text = std::fs::read_to_string(&path).unwrap();
@@ -272,5 +277,13 @@ mod tests {
         assert_eq!(lines[2]["total_shell_calls"], 0);
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+
+    #[test]
+    fn a_session_start_that_cannot_be_written_is_an_error() {
+        // /dev/full opens, and every write to it fails with ENOSPC, as on a full disk.
+        let j = Journal::create(Path::new("/dev/full"), "ses_1", Console::new()).unwrap();
+        let err = j.session_start(&Start::default()).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(28), "{err}");
     }
 }

@@ -136,7 +136,12 @@ impl Session {
                 secs: secs_until(started_at, d),
             }),
         };
-        let session_start = journal.session_start(&start);
+        let session_start = journal.session_start(&start).map_err(|e| {
+            staging("trace.jsonl cannot be written", e).with_hint(format!(
+                "the session's records go to {}; free space on its file system, or make it writable, and run it again",
+                records.dir().display()
+            ))
+        })?;
 
         // W-RUN-008 (§12.4): stderr and logs/bootstrap.log, both through the console.
         if let Some(first) = p.membership.as_ref().and_then(|m| m.first.as_ref())
