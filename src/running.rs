@@ -80,22 +80,29 @@ impl RunningRecord {
         serde_json::to_value(self).map(|v| v.to_string()).unwrap_or_default()
     }
 
-    /// Writes the record atomically: a temp file at 0600, then a rename.
+    /// Writes the record atomically: a temp file at 0600, then a rename. A failed write (a full
+    /// disk) removes its temp file, so nothing half-written stays behind.
     pub fn write(&self, home: &MurHome) -> std::io::Result<PathBuf> {
         let dir = home.running();
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
         let path = home.running_record(&self.session_id);
         let tmp = dir.join(format!(".{}.tmp", self.session_id));
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(self.to_json().as_bytes())?;
-        f.write_all(b"\n")?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &path)?;
+        let written = (|| {
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)?;
+            f.write_all(self.to_json().as_bytes())?;
+            f.write_all(b"\n")?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &path)
+        })();
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
         Ok(path)
     }
 }
@@ -184,5 +191,23 @@ mod tests {
         dead.write(&home).unwrap();
         assert_eq!(live(&home).unwrap().len(), 1);
         assert!(!home.running_record("ses_1").exists(), "dead record pruned");
+    }
+
+    #[test]
+    fn a_record_that_cannot_be_written_leaves_no_temp_file_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = MurHome::at_home(dir.path());
+        let rec = RunningRecord {
+            session_id: "ses_2".into(),
+            ..Default::default()
+        };
+        // A non-empty directory where the record goes: the final rename fails.
+        std::fs::create_dir_all(home.running_record("ses_2").join("x")).unwrap();
+        assert!(rec.write(&home).is_err());
+        let names: Vec<String> = std::fs::read_dir(home.running())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["ses_2.json"], "only the blocking directory is left");
     }
 }
