@@ -5,6 +5,7 @@
 //! compact with keys in ascending byte order at every depth (§1.2); `serde_json`'s `Map` is a
 //! `BTreeMap` in this build (no `preserve_order`), which gives exactly that order.
 
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 /// A request that passed steps 7 and 8.
@@ -223,7 +224,7 @@ impl Method {
 
 /// `{"id":…,"jsonrpc":"2.0","result":…}`.
 pub fn result_value(id: &Value, result: Value) -> Value {
-    json!({"id": id, "jsonrpc": "2.0", "result": result})
+    envelope(id, "result", result)
 }
 
 /// `{"error":{"code":…,"data"?:…,"message":…},"id":…,"jsonrpc":"2.0"}`.
@@ -234,7 +235,39 @@ pub fn error_value(id: &Value, err: &RpcError) -> Value {
         e.insert("data".into(), d.clone());
     }
     e.insert("message".into(), Value::String(err.message.clone()));
-    json!({"error": e, "id": id, "jsonrpc": "2.0"})
+    envelope(id, "error", Value::Object(e))
+}
+
+/// `{"id":…,"jsonrpc":"2.0","result":…}` written straight from a typed result: the same bytes as
+/// [`to_bytes`] of [`result_value`], without building a `Value` tree first.
+pub fn result_bytes<T: Serialize>(id: &Value, result: &T) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Envelope<'a, T> {
+        id: &'a Value,
+        jsonrpc: &'static str,
+        result: &'a T,
+    }
+    let reply = Envelope {
+        id,
+        jsonrpc: "2.0",
+        result,
+    };
+    // Room for a typical task reply, so the buffer is not regrown while writing.
+    let mut out = Vec::with_capacity(512);
+    // The results written this way are plain structs with string keys: serialising cannot fail.
+    let _ = serde_json::to_writer(&mut out, &reply);
+    out
+}
+
+/// The JSON-RPC envelope around `body`.
+fn envelope(id: &Value, key: &str, body: Value) -> Value {
+    object([("id", id.clone()), ("jsonrpc", Value::from("2.0")), (key, body)])
+}
+
+/// A JSON object of values moved in. `json!` with a `Value` inside copies that whole tree
+/// through `to_value`; replies that wrap a task (or a page of them) use this instead.
+pub fn object<const N: usize>(members: [(&str, Value); N]) -> Value {
+    Value::Object(members.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
 }
 
 /// Compact bytes of a JSON value.
@@ -316,6 +349,14 @@ mod tests {
         ];
         for (values, ok) in table {
             assert_eq!(version_ok(values), *ok, "{values:?}");
+        }
+    }
+
+    #[test]
+    fn typed_results_are_written_as_value_results_are() {
+        for id in [json!("r"), json!(7), Value::Null] {
+            let result = json!({"b": 1, "a": [true, null], "c": {"z": "ü\n", "y": 1.5}});
+            assert_eq!(result_bytes(&id, &result), to_bytes(&result_value(&id, result.clone())));
         }
     }
 

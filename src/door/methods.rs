@@ -5,11 +5,11 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::auth::Caller;
 use super::card::CardFacts;
-use super::jsonrpc::{A2aError, Method, RpcError};
+use super::jsonrpc::{self, A2aError, Method, RpcError};
 use super::tasks::{Board, CancelResult, ListQuery, NewTask, Origin, TaskSnapshot, TaskState, Trust};
 
 /// ListTasks page size when none is asked for (§18).
@@ -51,6 +51,8 @@ impl Provenance {
 #[derive(Debug)]
 pub enum Reply {
     Result(Value),
+    /// A Task object as the result (GetTask, CancelTask), written straight from the snapshot.
+    Task(TaskSnapshot),
     Error(RpcError),
     /// An SSE stream of this task (SendStreamingMessage, SubscribeToTask), opening with `first`
     /// when given.
@@ -71,8 +73,10 @@ pub struct Call<'a> {
 
 pub async fn dispatch(method: Method, params: &Map<String, Value>, call: &Call<'_>) -> Reply {
     let r = match method {
-        Method::SendMessage => send(params, call, false).await,
-        Method::SendStreamingMessage => send(params, call, true).await,
+        // Boxed: the send future is large, and held inline it would make every request's
+        // handler future large too (a bigger allocation per GetTask, for a method it never runs).
+        Method::SendMessage => Box::pin(send(params, call, false)).await,
+        Method::SendStreamingMessage => Box::pin(send(params, call, true)).await,
         Method::GetTask => get_task(params, call),
         Method::CancelTask => cancel_task(params, call),
         Method::ListTasks => list_tasks(params, call),
@@ -189,7 +193,7 @@ async fn send(params: &Map<String, Value>, call: &Call<'_>, streaming: bool) -> 
     } else {
         call.board.wait_terminal(&snap.id).await.unwrap_or(snap)
     };
-    Ok(Reply::Result(json!({"task": snap.to_json(true)})))
+    Ok(Reply::Result(jsonrpc::object([("task", snap.to_json(true))])))
 }
 
 fn task_id(params: &Map<String, Value>) -> Result<&str, RpcError> {
@@ -209,7 +213,7 @@ fn visible(call: &Call<'_>, id: &str) -> Result<TaskSnapshot, RpcError> {
 
 fn get_task(params: &Map<String, Value>, call: &Call<'_>) -> Result<Reply, RpcError> {
     let id = task_id(params)?;
-    Ok(Reply::Result(visible(call, id)?.to_json(true)))
+    Ok(Reply::Task(visible(call, id)?))
 }
 
 fn cancel_task(params: &Map<String, Value>, call: &Call<'_>) -> Result<Reply, RpcError> {
@@ -217,7 +221,7 @@ fn cancel_task(params: &Map<String, Value>, call: &Call<'_>) -> Result<Reply, Rp
     visible(call, id)?;
     let reason = format!("canceled by CancelTask from {}", call.caller.name());
     match call.board.cancel(id, &reason) {
-        CancelResult::Canceled(t) => Ok(Reply::Result(t.to_json(true))),
+        CancelResult::Canceled(t) => Ok(Reply::Task(t)),
         CancelResult::NotCancelable(_) => Err(A2aError::TaskNotCancelable.with(&[("taskId", id)])),
         CancelResult::NotFound => Err(A2aError::task_not_found(id)),
     }
@@ -291,17 +295,21 @@ fn list_tasks(params: &Map<String, Value>, call: &Call<'_>) -> Result<Reply, Rpc
     let (q, include_artifacts) = parse_list(params)?;
     let page = call.board.list(&q, |owner| call.caller.sees(owner));
     let tasks: Vec<Value> = page.tasks.iter().map(|t| t.to_json(include_artifacts)).collect();
-    Ok(Reply::Result(json!({
-        "nextPageToken": page.next.map(|n| n.to_string()).unwrap_or_default(),
-        "pageSize": q.page_size,
-        "tasks": tasks,
-        "totalSize": page.total,
-    })))
+    Ok(Reply::Result(jsonrpc::object([
+        (
+            "nextPageToken",
+            Value::from(page.next.map(|n| n.to_string()).unwrap_or_default()),
+        ),
+        ("pageSize", Value::from(q.page_size)),
+        ("tasks", Value::Array(tasks)),
+        ("totalSize", Value::from(page.total)),
+    ])))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn obj(v: Value) -> Map<String, Value> {
         match v {

@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use actix_web::http::{Method as HttpMethod, StatusCode, header};
+use actix_web::http::header::{self, HeaderName};
+use actix_web::http::{Method as HttpMethod, StatusCode};
 use actix_web::web::{self, Bytes, BytesMut};
 use actix_web::{HttpMessage, HttpRequest, HttpResponse};
 use futures_util::StreamExt as _;
@@ -34,18 +35,30 @@ fn json_response(status: StatusCode, v: &Value) -> HttpResponse {
         .body(jsonrpc::to_bytes(v))
 }
 
+fn bytes_response(body: Vec<u8>) -> HttpResponse {
+    HttpResponse::Ok()
+        .insert_header((header::CONTENT_TYPE, "application/json"))
+        .body(body)
+}
+
 fn rpc_error(id: &Value, e: &RpcError) -> HttpResponse {
     json_response(StatusCode::OK, &jsonrpc::error_value(id, e))
 }
 
-fn header_str<'r>(req: &'r HttpRequest, name: &str) -> Option<&'r str> {
+// Header names built once: a lookup by `&str` parses the name again on every request.
+const TASK_ORIGIN: HeaderName = HeaderName::from_static("x-murmur-task-origin");
+const TASK_TRUST: HeaderName = HeaderName::from_static("x-murmur-task-trust");
+const A2A_VERSION: HeaderName = HeaderName::from_static("a2a-version");
+const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+
+fn header_str<'r>(req: &'r HttpRequest, name: &HeaderName) -> Option<&'r str> {
     req.headers().get(name).and_then(|v| v.to_str().ok())
 }
 
 /// The body; 413 when it exceeds [`BODY_LIMIT`], 400 when the upload breaks off.
 async fn read_body(req: &HttpRequest, mut payload: web::Payload) -> Result<Bytes, HttpResponse> {
     let too_large = || HttpResponse::PayloadTooLarge().finish();
-    let declared = header_str(req, "content-length").and_then(|v| v.parse::<u64>().ok());
+    let declared = header_str(req, &header::CONTENT_LENGTH).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > BODY_LIMIT as u64) {
         return Err(too_large());
     }
@@ -63,10 +76,7 @@ async fn read_body(req: &HttpRequest, mut payload: web::Payload) -> Result<Bytes
 /// The one handler behind FormationAuth.
 pub async fn handle(req: HttpRequest, payload: web::Payload, shared: web::Data<Shared>) -> HttpResponse {
     // Step 1.
-    let provenance = Provenance::from_headers(
-        header_str(&req, "x-murmur-task-origin"),
-        header_str(&req, "x-murmur-task-trust"),
-    );
+    let provenance = Provenance::from_headers(header_str(&req, &TASK_ORIGIN), header_str(&req, &TASK_TRUST));
     // Step 2.
     if req.method() == HttpMethod::GET && req.path() == CARD_PATH {
         return json_response(StatusCode::OK, &shared.facts.card(false));
@@ -94,8 +104,11 @@ pub async fn handle(req: HttpRequest, payload: web::Payload, shared: web::Data<S
         return HttpResponse::NotFound().finish();
     }
     // Step 6.
-    let json_type =
-        header_str(&req, "content-type").is_some_and(|c| c.to_ascii_lowercase().contains("application/json"));
+    let json_type = header_str(&req, &header::CONTENT_TYPE).is_some_and(|c| {
+        c.as_bytes()
+            .windows(b"application/json".len())
+            .any(|w| w.eq_ignore_ascii_case(b"application/json"))
+    });
     if req.method() != HttpMethod::POST || !(path == "/" || path.is_empty()) || !json_type {
         return HttpResponse::NotFound().finish();
     }
@@ -113,7 +126,7 @@ pub async fn handle(req: HttpRequest, payload: web::Payload, shared: web::Data<S
     };
     let id = request.id;
     // Step 9.
-    let versions: Vec<&[u8]> = req.headers().get_all("a2a-version").map(|v| v.as_bytes()).collect();
+    let versions: Vec<&[u8]> = req.headers().get_all(&A2A_VERSION).map(|v| v.as_bytes()).collect();
     if !jsonrpc::version_ok(&versions) {
         let asked = versions.first().and_then(|v| std::str::from_utf8(v).ok()).unwrap_or("");
         return rpc_error(
@@ -160,12 +173,34 @@ pub async fn handle(req: HttpRequest, payload: web::Payload, shared: web::Data<S
         board: &shared.board,
         caller: &caller,
         provenance,
-        traceparent: header_str(&req, "traceparent").map(str::to_string),
+        traceparent: header_str(&req, &TRACEPARENT).map(str::to_string),
         facts: &shared.facts,
     };
     match methods::dispatch(method, &params, &call).await {
         Reply::Result(v) => json_response(StatusCode::OK, &jsonrpc::result_value(&id, v)),
+        Reply::Task(t) => bytes_response(jsonrpc::result_bytes(&id, &t.view(true))),
         Reply::Error(e) => rpc_error(&id, &e),
         Reply::Stream { task_id, first } => sse::follow(&shared.board, task_id, first, id),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn future_size<F, Fut>(_handler: F) -> usize
+    where
+        F: Fn(HttpRequest, web::Payload, web::Data<Shared>) -> Fut,
+    {
+        std::mem::size_of::<Fut>()
+    }
+
+    /// actix boxes the handler's future once per request. Past about 1 KiB that allocation takes
+    /// glibc's large-chunk path, which consolidates the fast bins every time; SendMessage's
+    /// future, held inline, once made every GetTask pay for that.
+    #[test]
+    fn the_handler_future_stays_small() {
+        let size = future_size(handle);
+        assert!(size < 768, "the door's handler future grew to {size} bytes");
     }
 }

@@ -43,7 +43,7 @@ impl Follow {
         let mut out = Vec::new();
         match self.sent {
             None => {
-                out.extend(event(&self.request_id, json!({"task": snap.to_json(true)})));
+                out.extend(event(&self.request_id, jsonrpc::object([("task", snap.to_json(true))])));
                 self.artifact_sent = snap.answer.is_some();
             }
             Some(c) if c != snap.changed => {

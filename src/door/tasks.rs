@@ -9,7 +9,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::ids::{self, IdKind};
@@ -107,7 +108,7 @@ impl Origin {
 }
 
 /// One `{member, status}` of `metadata.murmur.noAnswerBelow` (§7.4).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NoAnswerBelow {
     pub member: String,
     pub status: String,
@@ -153,50 +154,137 @@ pub struct TaskSnapshot {
 impl TaskSnapshot {
     /// The A2A Task object (§7.4); `artifacts` only when asked for and present.
     pub fn to_json(&self, include_artifacts: bool) -> Value {
-        let mut m = Map::new();
-        if include_artifacts && let Some(a) = self.artifact_json() {
-            m.insert("artifacts".into(), Value::Array(vec![a]));
+        // Serialising the view into a `Value` cannot fail: every key is a string.
+        serde_json::to_value(self.view(include_artifacts)).unwrap_or(Value::Null)
+    }
+
+    /// The A2A Task object as a borrowed, serialisable view: what the door writes for GetTask
+    /// and friends straight into the reply bytes, with no `Value` tree in between.
+    pub fn view(&self, include_artifacts: bool) -> TaskView<'_> {
+        TaskView {
+            artifacts: if include_artifacts {
+                self.artifact_view().map(|a| [a])
+            } else {
+                None
+            },
+            context_id: &self.context_id,
+            id: &self.id,
+            metadata: self.no_answer_below.as_deref().map(|below| Metadata {
+                murmur: NoAnswer {
+                    no_answer: true,
+                    no_answer_below: below,
+                },
+            }),
+            status: self.status_view(),
         }
-        m.insert("contextId".into(), Value::String(self.context_id.clone()));
-        m.insert("id".into(), Value::String(self.id.clone()));
-        if let Some(below) = &self.no_answer_below {
-            let below: Vec<Value> = below
-                .iter()
-                .map(|b| json!({"member": b.member, "status": b.status}))
-                .collect();
-            m.insert(
-                "metadata".into(),
-                json!({"murmur": {"noAnswer": true, "noAnswerBelow": below}}),
-            );
-        }
-        m.insert("status".into(), self.status_json());
-        Value::Object(m)
     }
 
     /// `{"message"?,"state","timestamp"}`.
     pub fn status_json(&self) -> Value {
-        let mut m = Map::new();
-        if let (Some(text), Some(mid)) = (&self.status_text, &self.status_message_id) {
-            m.insert(
-                "message".into(),
-                json!({
-                    "contextId": self.context_id,
-                    "messageId": mid,
-                    "parts": [{"text": text}],
-                    "role": "ROLE_AGENT",
-                    "taskId": self.id,
+        serde_json::to_value(self.status_view()).unwrap_or(Value::Null)
+    }
+
+    fn status_view(&self) -> StatusView<'_> {
+        StatusView {
+            message: match (&self.status_text, &self.status_message_id) {
+                (Some(text), Some(message_id)) => Some(MessageView {
+                    context_id: &self.context_id,
+                    message_id,
+                    parts: [TextPart { text }],
+                    role: "ROLE_AGENT",
+                    task_id: &self.id,
                 }),
-            );
+                _ => None,
+            },
+            state: self.state.wire(),
+            timestamp: Rfc3339Ms(self.timestamp),
         }
-        m.insert("state".into(), Value::String(self.state.wire().into()));
-        m.insert("timestamp".into(), Value::String(rfc3339_ms(self.timestamp)));
-        Value::Object(m)
     }
 
     /// The `response` artifact of a completed task.
     pub fn artifact_json(&self) -> Option<Value> {
-        let answer = self.answer.as_ref()?;
-        Some(json!({"artifactId": "response", "name": "response", "parts": [{"text": answer}]}))
+        self.artifact_view().and_then(|a| serde_json::to_value(a).ok())
+    }
+
+    fn artifact_view(&self) -> Option<ArtifactView<'_>> {
+        let text = self.answer.as_deref()?;
+        Some(ArtifactView {
+            artifact_id: "response",
+            name: "response",
+            parts: [TextPart { text }],
+        })
+    }
+}
+
+// The wire shapes of §7.4. Fields are declared in alphabetical order, the order a
+// `serde_json::Map` keeps, so both renderings give the same bytes.
+
+/// A task as A2A shows it; see [`TaskSnapshot::view`].
+#[derive(Debug, Serialize)]
+pub struct TaskView<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    artifacts: Option<[ArtifactView<'a>; 1]>,
+    #[serde(rename = "contextId")]
+    context_id: &'a str,
+    id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metadata: Option<Metadata<'a>>,
+    status: StatusView<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct ArtifactView<'a> {
+    #[serde(rename = "artifactId")]
+    artifact_id: &'static str,
+    name: &'static str,
+    parts: [TextPart<'a>; 1],
+}
+
+#[derive(Debug, Serialize)]
+struct TextPart<'a> {
+    text: &'a str,
+}
+
+#[derive(Debug, Serialize)]
+struct Metadata<'a> {
+    murmur: NoAnswer<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct NoAnswer<'a> {
+    #[serde(rename = "noAnswer")]
+    no_answer: bool,
+    #[serde(rename = "noAnswerBelow")]
+    no_answer_below: &'a [NoAnswerBelow],
+}
+
+#[derive(Debug, Serialize)]
+struct StatusView<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<MessageView<'a>>,
+    state: &'static str,
+    timestamp: Rfc3339Ms,
+}
+
+#[derive(Debug, Serialize)]
+struct MessageView<'a> {
+    #[serde(rename = "contextId")]
+    context_id: &'a str,
+    #[serde(rename = "messageId")]
+    message_id: &'a str,
+    parts: [TextPart<'a>; 1],
+    role: &'static str,
+    #[serde(rename = "taskId")]
+    task_id: &'a str,
+}
+
+/// A time written as [`rfc3339_ms`] writes it.
+#[derive(Debug)]
+struct Rfc3339Ms(DateTime<Utc>);
+
+impl Serialize for Rfc3339Ms {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&rfc3339_ms(self.0))
     }
 }
 
@@ -832,6 +920,7 @@ fn end(e: &mut Entry, state: TaskState, text: Option<String>, seq: u64, now: Dat
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn offer(text: &str) -> NewTask {
         NewTask {
@@ -971,6 +1060,15 @@ mod tests {
             json!({"murmur": {"noAnswer": true, "noAnswerBelow": [{"member": "coder", "status": "failed"}]}})
         );
         assert_eq!(t(3).state, TaskState::Canceled);
+        // The door writes GetTask replies from the view directly; a field declared out of
+        // alphabetical order would make its bytes differ from the (sorted) `Value` rendering.
+        for i in 0..4 {
+            for artifacts in [true, false] {
+                let direct = serde_json::to_string(&t(i).view(artifacts)).expect("view");
+                let through_value = serde_json::to_string(&t(i).to_json(artifacts)).expect("value");
+                assert_eq!(direct, through_value, "task {i}, artifacts {artifacts}");
+            }
+        }
     }
 
     #[actix_rt::test]
