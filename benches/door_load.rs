@@ -9,7 +9,10 @@
 //! - `forged-each`   — a different forged `mft1` on every request (signed by another key), so
 //!   each costs one Ed25519 verification and ends 401 `invalid_token`;
 //! - `forged-same`   — one forged `mft1` over and over (its refusal is remembered);
-//! - `no-token`      — no `Authorization` at all (401 `unauthenticated`).
+//! - `no-token`      — no `Authorization` at all (401 `unauthenticated`);
+//! - `floor`         — not a door: a bare actix-web server (one worker) answering every POST with
+//!   the public door's `GetTask` reply, pre-rendered. It is what this machine, loopback and
+//!   actix-web allow at all, so the doors' figures can be read against it.
 //!
 //! Per run: requests/s, latency p50/p99 (wrk's), and door CPU per request (the sum of this
 //! process's thread CPU times from `/proc/self/task/*/schedstat`, divided by requests). On
@@ -113,6 +116,62 @@ fn start_door(cfg: DoorConfig) -> Result<RunningDoor> {
         stop: Some(stop_tx),
         thread: Some(thread),
     })
+}
+
+/// The `floor` variant's server: the same HTTP stack as a door (actix-web, one worker), no
+/// JSON-RPC, no board, no auth; every request gets `body`.
+fn start_floor(body: String) -> Result<RunningDoor> {
+    use actix_web::{App, HttpResponse, HttpServer, web};
+    let (tx, rx) = mpsc::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        actix_rt::System::new().block_on(async move {
+            let body = web::Bytes::from(body);
+            let server = HttpServer::new(move || {
+                let body = body.clone();
+                // Reading the request body matters: actix closes a connection whose body was
+                // left unread, and the floor must keep connections alive as the doors do.
+                App::new().default_service(web::to(move |_request: web::Bytes| {
+                    let body = body.clone();
+                    async move { HttpResponse::Ok().content_type("application/json").body(body) }
+                }))
+            })
+            .workers(1)
+            .disable_signals()
+            .bind(("127.0.0.1", 0));
+            let server = match server {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = tx.send(Err(anyhow!("floor server: {e}")));
+                    return;
+                }
+            };
+            let port = server.addrs().first().map_or(0, |a| a.port());
+            let server = server.run();
+            let handle = server.handle();
+            actix_rt::spawn(server);
+            let _ = tx.send(Ok(format!("127.0.0.1:{port}")));
+            let _ = stop_rx.await;
+            handle.stop(false).await;
+        });
+    });
+    let addr = rx.recv().context("floor thread")??;
+    Ok(RunningDoor {
+        addr,
+        operator: None,
+        stop: Some(stop_tx),
+        thread: Some(thread),
+    })
+}
+
+/// The body a door answers to `GetTask` for `task_id`.
+fn get_task_reply(addr: &str, task_id: &str) -> Result<String> {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}});
+    Ok(ureq::post(&format!("http://{addr}/"))
+        .set("content-type", "application/json")
+        .set("A2A-Version", "1.0")
+        .send_string(&body.to_string())?
+        .into_string()?)
 }
 
 /// SendMessage (blocking until the executor completes it); returns the task id.
@@ -346,17 +405,13 @@ fn main() -> Result<()> {
         .ok_or_else(|| anyhow!("the authenticating door has no operator token"))?;
     let public_task = create_task(&public.addr, None)?;
     let member_task = create_task(&authed.addr, Some(&token))?;
+    let floor = start_floor(get_task_reply(&public.addr, &public_task)?)?;
 
     let dir = tempfile::Builder::new().prefix("mur-door-load-").tempdir()?;
     // Distinct forgeries, cycled: the door remembers at most 256 refused tokens (a FIFO ring), so
     // each one is evicted long before it comes round again and every request costs a verify.
     let forger = SigningKey::generate()?;
-    let n_forged = 20_000;
     let forged_path = dir.path().join("forged.txt");
-    let forged: String = (0..n_forged)
-        .map(|i| forger.mint(FRM, &format!("p{i}"), "coder") + "\n")
-        .collect();
-    write_private(&forged_path, &forged)?;
     let forged_one = forger.mint(FRM, "planner", "coder");
 
     if pin {
@@ -371,6 +426,13 @@ fn main() -> Result<()> {
     }
 
     let variants = [
+        Variant {
+            name: "floor",
+            addr: floor.addr.clone(),
+            task_id: public_task.clone(),
+            auth: Auth::None,
+            status: 200,
+        },
         Variant {
             name: "public",
             addr: public.addr.clone(),
@@ -396,7 +458,7 @@ fn main() -> Result<()> {
             name: "forged-each",
             addr: authed.addr.clone(),
             task_id: member_task.clone(),
-            auth: Auth::EachFrom(forged_path),
+            auth: Auth::EachFrom(forged_path.clone()),
             status: 401,
         },
         Variant {
@@ -431,6 +493,13 @@ fn main() -> Result<()> {
             .filter(|v| filter.as_deref().is_none_or(|f| v.name.contains(f)))
             .collect(),
     };
+    if chosen.iter().any(|v| matches!(v.auth, Auth::EachFrom(_))) {
+        let n_forged = 20_000;
+        let forged: String = (0..n_forged)
+            .map(|i| forger.mint(FRM, &format!("p{i}"), "coder") + "\n")
+            .collect();
+        write_private(&forged_path, &forged)?;
+    }
     let mut scripts = Vec::new();
     for v in &chosen {
         let path = dir.path().join(format!("{}.lua", v.name));
@@ -500,7 +569,7 @@ fn main() -> Result<()> {
             println!("| {c} | {} | {op} | {reference} |", ratio(ci, f));
         }
     }
-    drop((public, authed));
+    drop((public, authed, floor));
     // Give the doors' shutdown a moment to finish before the temp directory goes.
     std::thread::sleep(Duration::from_millis(50));
     Ok(())
