@@ -221,9 +221,22 @@ fn init_tracing() {
         .try_init();
 }
 
+/// Rust ignores SIGPIPE, so a print to a closed stdout (`mur ps | head -1`) would panic. Commands
+/// that only report take the default back and end quietly, as other Unix tools do. `run` and
+/// `demo` keep ignoring it: they own processes, and must wind them down rather than vanish.
+fn end_quietly_when_stdout_closes(command: &Command) {
+    if matches!(command, Command::Run(_) | Command::Demo(_)) {
+        return;
+    }
+    use nix::sys::signal::{SigHandler, Signal, signal};
+    // SAFETY: restores one signal's default disposition; no handler of ours is replaced.
+    let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
+}
+
 pub fn main() -> ExitCode {
     init_tracing();
     let cli = Cli::parse();
+    end_quietly_when_stdout_closes(&cli.command);
     let outcome = match &cli.command {
         Command::New(a) => new::run(a),
         Command::Build(a) => build::run(a),

@@ -80,6 +80,28 @@ fn man_page_on_stdout_and_into_a_directory() {
     assert!(cwd.join("pages/mur.1").is_file());
 }
 
+/// `mur man | head -1`: the reader goes away before the page is written. The command ends by
+/// SIGPIPE, as other Unix tools do, instead of panicking on the next print.
+#[test]
+fn a_closed_stdout_ends_a_report_quietly() {
+    use std::os::unix::process::ExitStatusExt as _;
+    use std::process::Stdio;
+    let sb = Sandbox::new();
+    let cwd = sb.path("w");
+    let mut child = sb
+        .mur(&cwd)
+        .arg("man")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn mur man");
+    // Closing the only read end before mur writes makes its first write fail with EPIPE.
+    drop(child.stdout.take());
+    let o = child.wait_with_output().expect("mur man");
+    assert_eq!(o.status.signal(), Some(13), "{:?} {}", o.status, stderr(&o));
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+}
+
 #[test]
 fn list_and_ps_json() {
     let sb = Sandbox::new();
