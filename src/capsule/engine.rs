@@ -1,13 +1,14 @@
 //! The wasmtime engine, component loading and one task's run.
 //!
-//! Interruption: the engine counts epochs on a ticker thread; every store gets a deadline of one
+//! Interruption: the engine counts epochs on a ticker thread, which ticks only while some guest
+//! runs (an idle member must not wake 100 times a second); every store gets a deadline of one
 //! tick and a callback that, at each tick, stops the guest if the task was cancelled or ran past
 //! its budget, and otherwise yields to the async executor. The yield is what lets the select in
 //! [`Capsule::run`] notice a cancellation while a guest spins; the select's own branches cover a
 //! guest that is waiting on the host (a member call, a clock, an HTTP response).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -43,12 +44,42 @@ pub struct CapsuleEngine {
 struct EngineInner {
     engine: Engine,
     linker: Linker<HostState>,
-    ticker_stop: Arc<AtomicBool>,
+    ticker: Arc<Ticker>,
+    ticker_thread: thread::Thread,
 }
 
 impl Drop for EngineInner {
     fn drop(&mut self) {
-        self.ticker_stop.store(true, Ordering::Relaxed);
+        self.ticker.stop.store(true, Ordering::Relaxed);
+        self.ticker_thread.unpark();
+    }
+}
+
+/// What the epoch thread shares with the runs: how many guests run now, and whether to stop.
+#[derive(Default)]
+struct Ticker {
+    running: AtomicUsize,
+    stop: AtomicBool,
+    ticks: AtomicU64,
+}
+
+/// One guest counted as running; the ticker parks again once the last one is dropped.
+struct Running<'a> {
+    engine: &'a EngineInner,
+}
+
+impl<'a> Running<'a> {
+    fn start(engine: &'a EngineInner) -> Running<'a> {
+        if engine.ticker.running.fetch_add(1, Ordering::SeqCst) == 0 {
+            engine.ticker_thread.unpark();
+        }
+        Running { engine }
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.engine.ticker.running.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -63,14 +94,21 @@ impl CapsuleEngine {
         let linker =
             host_linker(&engine).map_err(|e| format!("the capsule host interfaces cannot be linked: {e:#}"))?;
 
-        let ticker_stop = Arc::new(AtomicBool::new(false));
-        let (stop, ticking) = (ticker_stop.clone(), engine.clone());
-        thread::Builder::new()
+        let ticker = Arc::new(Ticker::default());
+        let (shared, ticking) = (Arc::clone(&ticker), engine.clone());
+        let handle = thread::Builder::new()
             .name("mur-epoch".into())
             .spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
+                while !shared.stop.load(Ordering::Relaxed) {
+                    // An unpark between the load and the park is kept as a token, so a run that
+                    // starts right then is never missed.
+                    if shared.running.load(Ordering::SeqCst) == 0 {
+                        thread::park();
+                        continue;
+                    }
                     thread::sleep(EPOCH_TICK);
                     ticking.increment_epoch();
+                    shared.ticks.fetch_add(1, Ordering::Relaxed);
                 }
             })
             .map_err(|e| format!("the WebAssembly epoch thread cannot start: {e}"))?;
@@ -78,9 +116,18 @@ impl CapsuleEngine {
             inner: Arc::new(EngineInner {
                 engine,
                 linker,
-                ticker_stop,
+                ticker,
+                ticker_thread: handle.thread().clone(),
             }),
         })
+    }
+}
+
+#[cfg(test)]
+impl CapsuleEngine {
+    /// Epochs counted so far.
+    pub(super) fn ticks(&self) -> u64 {
+        self.inner.ticker.ticks.load(Ordering::Relaxed)
     }
 }
 
@@ -136,6 +183,7 @@ impl Capsule {
             .checked_add(limits.time_budget)
             .unwrap_or(now + Duration::from_secs(365 * 86_400));
         let cancel = env.cancel.clone();
+        let _running = Running::start(&self.engine.inner);
         let mut store = Store::new(&self.engine.inner.engine, HostState::new(&env));
         store.limiter(|s| &mut s.limiter);
         store.set_epoch_deadline(1);

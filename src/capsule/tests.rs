@@ -61,6 +61,31 @@ async fn a_trap_fails_the_task_with_its_reason() {
     );
 }
 
+/// An idle member must cost nothing: the epoch thread parks while no guest runs, and still
+/// ticks for a guest that spins (without ticks its budget could not stop it).
+#[tokio::test]
+async fn the_epoch_ticks_only_while_a_guest_runs() {
+    let engine = CapsuleEngine::new().unwrap_or_else(|e| panic!("{e}"));
+    let spin = Capsule::load(&engine, SPIN).unwrap_or_else(|e| panic!("{e}"));
+    let quiet = Duration::from_millis(60);
+    tokio::time::sleep(quiet).await;
+    assert_eq!(engine.ticks(), 0, "an engine with no guest running ticked");
+    let outcome = spin.run("spin", with_budget(Duration::from_millis(100))).await;
+    assert_eq!(
+        outcome,
+        TaskOutcome::Failed("the capsule ran longer than its time budget of 100 ms and was stopped".into())
+    );
+    let after_run = engine.ticks();
+    assert!(after_run > 0, "the spinning guest was stopped without a tick");
+    tokio::time::sleep(quiet).await;
+    // At most the tick that was already sleeping when the run ended.
+    assert!(
+        engine.ticks() <= after_run + 1,
+        "{} ticks after the run ended at {after_run}",
+        engine.ticks()
+    );
+}
+
 #[tokio::test]
 async fn a_runaway_loop_is_stopped_at_its_budget_and_the_engine_serves_on() {
     let spin = load(SPIN);
