@@ -21,7 +21,7 @@ use actix::Actor;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
-use super::wire::{self, Ended, Poll, SendReply, SseReader, StreamNews, TaskView};
+use super::wire::{self, Ended, Poll, SendReply, SseReader, StreamNews, StreamedTask, TaskView};
 use super::*;
 use crate::capsule::{self, CallOutcome, CallStatus, Capsule, CapsuleEngine, TaskEnv};
 use crate::channel::{Address, Call, ChannelEvent};
@@ -489,6 +489,70 @@ fn server_sent_events_are_read_across_chunks() {
         StreamNews::Live
     );
     assert!(SseReader::default().push(&vec![b'x'; (8 << 20) + 1]).is_err());
+}
+
+#[test]
+fn a_stream_that_saw_the_task_end_knows_its_outcome() {
+    let ev = |result: Value| json!({"id": CALL, "jsonrpc": "2.0", "result": result});
+    let working = ev(json!({"task": task_json("TASK_STATE_WORKING", None)}));
+    let artifact = ev(
+        json!({"artifactUpdate": {"artifact": {"artifactId": "response", "name": "response", "parts": [{"text": "done"}]}, "taskId": "tsk_1"}}),
+    );
+    let status = |state: &str, text: Option<&str>| {
+        let mut status = task_json(state, text)["status"].clone();
+        status["timestamp"] = json!("2025-01-01T00:00:01.000Z");
+        ev(json!({"statusUpdate": {"contextId": "ctx_1", "status": status, "taskId": "tsk_1"}}))
+    };
+    let mut terminal_snapshot = task_json("TASK_STATE_COMPLETED", None);
+    terminal_snapshot["artifacts"] = json!([{"artifactId": "response", "parts": [{"text": "at once"}]}]);
+    let no_answer = ev(
+        json!({"statusUpdate": {"metadata": {"murmur": {"noAnswer": true, "noAnswerBelow": []}}, "status": {"state": "TASK_STATE_FAILED", "message": {"parts": [{"text": "nothing to say"}]}}, "taskId": "tsk_1"}}),
+    );
+    let cases: Vec<(&str, Vec<Value>, Option<Ended>)> = vec![
+        (
+            "completed, its answer in an artifact update",
+            vec![working.clone(), artifact.clone(), status("TASK_STATE_COMPLETED", None)],
+            Some(Ended::new(CallStatus::Completed, "done")),
+        ),
+        (
+            "already over when the stream opened",
+            vec![ev(json!({"task": terminal_snapshot}))],
+            Some(Ended::new(CallStatus::Completed, "at once")),
+        ),
+        (
+            "failed, with its status text",
+            vec![working.clone(), status("TASK_STATE_FAILED", Some("it broke"))],
+            Some(Ended::new(CallStatus::Failed, "it broke")),
+        ),
+        (
+            "no answer, from the update's metadata",
+            vec![working.clone(), no_answer],
+            Some(Ended::new(CallStatus::NoAnswer, "nothing to say")),
+        ),
+        ("still live", vec![working.clone(), artifact.clone()], None),
+        (
+            "updates before any snapshot",
+            vec![artifact.clone(), status("TASK_STATE_COMPLETED", None)],
+            None,
+        ),
+        (
+            "a snapshot that is not a task",
+            vec![ev(json!({"task": 5})), status("TASK_STATE_COMPLETED", None)],
+            None,
+        ),
+        (
+            "an error event",
+            vec![json!({"error": {"code": -32001}, "id": 1, "jsonrpc": "2.0"})],
+            None,
+        ),
+    ];
+    for (name, events, want) in cases {
+        let mut streamed = StreamedTask::default();
+        for e in &events {
+            streamed.apply(e);
+        }
+        assert_eq!(streamed.ended("coder"), want, "{name}");
+    }
 }
 
 #[test]
@@ -1620,6 +1684,107 @@ async fn without_a_stream_the_callee_is_polled() {
     let bodies = lock(&seen).clone();
     assert_eq!(bodies[2]["params"], json!({"id": "tsk_1"}));
     assert_eq!(bodies[0]["id"], d.call_id.as_str());
+}
+
+/// A callee whose session ends with its task: it takes the task, streams it to its end, and
+/// then its door is gone (every later connection is closed unanswered).
+fn door_that_closes_after_its_stream() -> (String, Arc<Mutex<Vec<String>>>) {
+    let listener = ok(TcpListener::bind("127.0.0.1:0"));
+    let port = ok(listener.local_addr()).port();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = Arc::clone(&seen);
+    std::thread::spawn(move || {
+        let gone = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let (seen, gone) = (Arc::clone(&s), Arc::clone(&gone));
+            std::thread::spawn(move || {
+                loop {
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") {
+                        if conn.read(&mut byte).unwrap_or(0) != 1 {
+                            return;
+                        }
+                        head.push(byte[0]);
+                    }
+                    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+                    let len: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .and_then(|v| v.trim().parse().ok())
+                        .unwrap_or(0);
+                    let mut body = vec![0u8; len];
+                    if conn.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                    let method = request["method"].as_str().unwrap_or_default().to_string();
+                    lock(&seen).push(method.clone());
+                    if gone.load(Ordering::SeqCst) {
+                        return; // closed without an answer
+                    }
+                    let id = request["id"].clone();
+                    if method == "SubscribeToTask" {
+                        // One chunk per event, as the door streams them.
+                        let event = |result: Value| {
+                            let data = format!("data: {}\n\n", json!({"id": id, "jsonrpc": "2.0", "result": result}));
+                            format!("{:x}\r\n{data}\r\n", data.len())
+                        };
+                        let mut out =
+                            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+                                .to_string();
+                        out.push_str(&event(json!({"task": task_json("TASK_STATE_WORKING", None)})));
+                        out.push_str(&event(json!({"artifactUpdate": {"artifact": {"artifactId": "response", "parts": [{"text": "finished"}]}, "taskId": "tsk_1"}})));
+                        out.push_str(&event(
+                            json!({"statusUpdate": {"status": {"state": "TASK_STATE_COMPLETED"}, "taskId": "tsk_1"}}),
+                        ));
+                        out.push_str("0\r\n\r\n");
+                        gone.store(true, Ordering::SeqCst);
+                        let _ = conn.write_all(out.as_bytes());
+                        return;
+                    }
+                    let reply = json!({"id": id, "jsonrpc": "2.0", "result": {"task": task_json("TASK_STATE_SUBMITTED", None)}}).to_string();
+                    let out = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{reply}",
+                        reply.len()
+                    );
+                    if conn.write_all(out.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (format!("http://localhost:{port}"), seen)
+}
+
+#[actix_rt::test]
+async fn a_callee_whose_door_closes_after_the_stream_still_answers() {
+    let sk = ok(SigningKey::generate());
+    let (url, seen) = door_that_closes_after_its_stream();
+    let mut t = timing();
+    t.answer_poll = Duration::from_millis(30);
+    let me = caller(&sk, &[("coder", Some(&url))], &["localhost"], &t);
+    let task = me.calls.task("tsk_1", Trust::Untrusted);
+    ok(task.dispatch("coder", "x").await);
+    let o = task.await_all().await;
+    assert_eq!(
+        (o[0].status, o[0].output.as_str()),
+        (CallStatus::Completed, "finished"),
+        "{:?}",
+        lock(&seen)
+    );
+    assert_eq!(
+        lock(&seen).clone(),
+        ["SendMessage", "SubscribeToTask", "GetTask"],
+        "GetTask found the door gone"
+    );
+    let end = &me.records_of("member_call")[0];
+    assert_eq!(
+        (end["status"].clone(), end["output"].clone()),
+        (json!("completed"), json!("finished"))
+    );
 }
 
 #[actix_rt::test]

@@ -9,8 +9,9 @@
 //!    the callee takes it, refuses it otherwise, stays unreachable, or the bound passes.
 //! 4. Started: follow the callee's task with SubscribeToTask, so its end is seen the moment it
 //!    happens, then read the outcome with GetTask; when the stream fails, poll GetTask every
-//!    500 ms. Two consecutive transport failures end the call `unreachable`; the bound ends it
-//!    `timed_out` and leaves the callee's task running.
+//!    500 ms. Two consecutive transport failures end the call `unreachable`, unless the stream
+//!    already showed the task end (its door gone with its session): then that is the outcome.
+//!    The bound ends it `timed_out` and leaves the callee's task running.
 //!
 //! The caller giving up (its task ended) stops the watcher at once. A re-offer still in flight
 //! at that moment (or when the bound passes) is let finish, and if the callee took the task after
@@ -26,7 +27,7 @@ use tokio::sync::oneshot;
 use super::client::{DoorClient, Subscription};
 use super::dispatch::{CallSlot, DispatchKind, Dispatched, TaskInner, report_ended};
 use super::router::{self, Resolution};
-use super::wire::{self, Ended, Poll, SendReply, SseReader, StreamNews};
+use super::wire::{self, Ended, Poll, SendReply, SseReader, StreamNews, StreamedTask};
 use crate::capsule::CallStatus;
 
 /// Which came first.
@@ -281,6 +282,7 @@ async fn follow(inner: &TaskInner, slot: &CallSlot, client: &DoorClient, task_id
         )
     };
     let mut failures = 0u32;
+    let mut streamed = StreamedTask::default();
 
     // The stream first: its terminal event is the signal to read the outcome.
     let body = wire::task_method_body("SubscribeToTask", &slot.call_id, task_id);
@@ -313,6 +315,7 @@ async fn follow(inner: &TaskInner, slot: &CallSlot, client: &DoorClient, task_id
                             break 'stream;
                         };
                         for e in &events {
+                            streamed.apply(e);
                             match wire::stream_news(e) {
                                 StreamNews::Live => {}
                                 StreamNews::Terminal | StreamNews::Error => break 'stream,
@@ -334,6 +337,12 @@ async fn follow(inner: &TaskInner, slot: &CallSlot, client: &DoorClient, task_id
                 return;
             }
             Race::Done(Err(e)) => {
+                // The stream showed the task end: its outcome stands even though the door has
+                // gone (a callee whose session ended with that task).
+                if let Some(ended) = streamed.ended(member) {
+                    inner.settle(slot, ended);
+                    return;
+                }
                 failures += 1;
                 if failures >= 2 {
                     inner.settle(

@@ -242,7 +242,12 @@ pub fn read_get_task(member: &str, http_status: u16, body: &[u8]) -> Poll {
         Ok(v) => v,
         Err((_, output)) => return Poll::Ended(Ended::new(CallStatus::Failed, output)),
     };
-    let view = TaskView::read(&task);
+    task_outcome(member, &task)
+}
+
+/// What a Task object says about the call: live, or its outcome.
+fn task_outcome(member: &str, task: &Value) -> Poll {
+    let view = TaskView::read(task);
     let text = |fallback: String| view.status_text.clone().unwrap_or(fallback);
     let ended = match view.state {
         None => Ended::new(
@@ -319,6 +324,56 @@ pub enum StreamNews {
     Terminal,
     /// A JSON-RPC error: the stream is of no use.
     Error,
+}
+
+/// The callee's task as a SubscribeToTask stream has shown it: the opening snapshot with every
+/// later status, metadata and artifact applied. GetTask stays the outcome of record; this is
+/// what the caller knows when GetTask can no longer reach the door, as when a callee whose
+/// session ends with its task (any lifecycle but `queue` + `sleep`) closes its door right after
+/// the stream's last event.
+#[derive(Debug, Default)]
+pub struct StreamedTask {
+    task: Option<Value>,
+}
+
+impl StreamedTask {
+    /// Applies one stream event. Updates before the snapshot, and any that are not what A2A
+    /// sends, are ignored.
+    pub fn apply(&mut self, event: &Value) {
+        let Some(result) = event.get("result") else { return };
+        if let Some(task) = result.get("task") {
+            self.task = Some(task.clone());
+            return;
+        }
+        let Some(task) = self.task.as_mut().and_then(Value::as_object_mut) else {
+            return;
+        };
+        if let Some(update) = result.get("statusUpdate") {
+            for key in ["status", "metadata"] {
+                if let Some(v) = update.get(key) {
+                    task.insert(key.to_string(), v.clone());
+                }
+            }
+        }
+        if let Some(artifact) = result.get("artifactUpdate").and_then(|u| u.get("artifact")) {
+            match task.get_mut("artifacts").and_then(Value::as_array_mut) {
+                Some(list) => list.push(artifact.clone()),
+                None => {
+                    task.insert("artifacts".to_string(), Value::Array(vec![artifact.clone()]));
+                }
+            }
+        }
+    }
+
+    /// The call's outcome, once the stream showed the task in a terminal state.
+    pub fn ended(&self, member: &str) -> Option<Ended> {
+        let task = self.task.as_ref()?;
+        TaskView::read(task).state.filter(|s| s.is_terminal())?;
+        match task_outcome(member, task) {
+            Poll::Ended(e) => Some(e),
+            Poll::Live => None,
+        }
+    }
 }
 
 /// Reads one SubscribeToTask event (`{"task":…}`, `{"statusUpdate":…}`, `{"artifactUpdate":…}`).
