@@ -112,6 +112,25 @@ impl Sandbox {
     }
 }
 
+impl Sandbox {
+    /// Builds a component capsule `name@0.1.0` from a WAT file of the repository (`wat`, relative
+    /// to its root) with an authenticating door and the manifest lines `extra`, and installs it
+    /// globally.
+    pub fn install_component(&self, name: &str, wat: &str, extra: &str) {
+        let dir = self.path(&format!("src/{name}"));
+        std::fs::copy(repo_root().join(wat), dir.join("capsule.wat")).expect("copy wat");
+        let manifest = format!(
+            "name: {name}\nversion: 0.1.0\ncomponent: capsule.wat\nnetwork:\n  authentication:\n    scheme: bearer\n{extra}"
+        );
+        std::fs::write(dir.join("murmur.yaml"), manifest).expect("manifest");
+        let out = self.run(&dir, &["build", "."]);
+        assert!(out.status.success(), "mur build {name}: {}", stderr(&out));
+        let zip = dir.join(format!("{name}-0.1.0.mur.zip"));
+        let out = self.run(&dir, &["install", "-g", zip.to_str().expect("utf-8 path")]);
+        assert!(out.status.success(), "mur install {name}: {}", stderr(&out));
+    }
+}
+
 fn copy_dir(src: &Path, dst: &Path) {
     std::fs::create_dir_all(dst).expect("mkdir");
     for entry in std::fs::read_dir(src).expect("read actor dir") {
@@ -163,6 +182,174 @@ pub fn wait_until(limit: std::time::Duration, mut cond: impl FnMut() -> bool) ->
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     cond().then(|| start.elapsed())
+}
+
+/// A `mur run --roster` running in the background, in a process group of its own, with its
+/// stdout and stderr collected line by line. Dropping it kills the launcher.
+pub struct Launcher {
+    pub child: std::process::Child,
+    out: std::sync::Arc<std::sync::Mutex<String>>,
+    err: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Launcher {
+    /// Starts `mur run --roster args…` in `dir` with `env` added.
+    pub fn start(sb: &Sandbox, dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Launcher {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = sb.mur(dir);
+        cmd.arg("run")
+            .arg("--roster")
+            .args(args)
+            .envs(env.iter().copied())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .process_group(0);
+        Launcher::spawn(cmd)
+    }
+
+    /// Spawns a prepared command (stdout and stderr must be piped).
+    pub fn spawn(mut cmd: Command) -> Launcher {
+        let mut child = cmd.spawn().expect("spawn launcher");
+        let out = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let err = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        collect_lines(child.stdout.take().expect("stdout piped"), out.clone());
+        collect_lines(child.stderr.take().expect("stderr piped"), err.clone());
+        Launcher { child, out, err }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn stdout(&self) -> String {
+        self.out.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn stderr(&self) -> String {
+        self.err.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The formation id from the formation line on stderr, once every peer is ready (60 s at most).
+    pub fn formation_id(&self) -> String {
+        wait_until(std::time::Duration::from_secs(60), || {
+            self.stderr().contains("  entry  ")
+        })
+        .unwrap_or_else(|| panic!("no formation line; stderr:\n{}", self.stderr()));
+        self.stderr()
+            .lines()
+            .find_map(|l| l.strip_prefix("formation: "))
+            .expect("formation line")
+            .trim()
+            .to_string()
+    }
+
+    pub fn signal(&self, sig: nix::sys::signal::Signal) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid() as i32), sig).expect("signal the launcher");
+    }
+
+    /// Waits for the launcher to exit; returns its exit code (128 + N for signal N), stdout and
+    /// stderr. Panics (killing it) after `limit`.
+    pub fn wait(mut self, limit: std::time::Duration) -> (i32, String, String) {
+        use std::os::unix::process::ExitStatusExt;
+        let start = std::time::Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                // The readers end when every holder of the pipes is gone.
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                let code = status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+                return (code, self.stdout(), self.stderr());
+            }
+            if start.elapsed() > limit {
+                let _ = self.child.kill();
+                panic!("launcher still running after {limit:?}; stderr:\n{}", self.stderr());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Launcher {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn collect_lines(r: impl std::io::Read + Send + 'static, into: std::sync::Arc<std::sync::Mutex<String>>) {
+    use std::io::BufRead;
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(r).lines().map_while(Result::ok) {
+            let mut s = into.lock().unwrap_or_else(|e| e.into_inner());
+            s.push_str(&line);
+            s.push('\n');
+        }
+    });
+}
+
+/// Every running record under this sandbox's HOME that parses, live or not.
+pub fn running_records(sb: &Sandbox) -> Vec<serde_json::Value> {
+    std::fs::read_dir(sb.home().join(".murmur/running"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .filter_map(|t| serde_json::from_str(&t).ok())
+        .collect()
+}
+
+/// The running record of formation member `member`, once it exists (30 s at most).
+pub fn running_record(sb: &Sandbox, member: &str) -> serde_json::Value {
+    let mut found = None;
+    wait_until(std::time::Duration::from_secs(30), || {
+        found = running_records(sb)
+            .into_iter()
+            .find(|r| r["formation_member"] == member);
+        found.is_some()
+    });
+    found.unwrap_or_else(|| panic!("no running record for {member}"))
+}
+
+/// One JSON-RPC call at the door a running record names, with its operator token.
+pub fn door_rpc(rec: &serde_json::Value, method: &str, params: serde_json::Value) -> serde_json::Value {
+    let url = format!("http://{}/", rec["url"].as_str().expect("url"));
+    let body = serde_json::json!({"id": 1, "jsonrpc": "2.0", "method": method, "params": params});
+    let resp = ureq::post(&url)
+        .set(
+            "authorization",
+            &format!("Bearer {}", rec["door_token"].as_str().expect("door token")),
+        )
+        .set("a2a-version", "1.0")
+        .set("content-type", "application/json")
+        .send_string(&body.to_string())
+        .unwrap_or_else(|e| panic!("{method} at {url}: {e}"));
+    serde_json::from_str(&resp.into_string().expect("body")).expect("JSON-RPC reply")
+}
+
+/// Every session trace of formation member `member` under this sandbox, one record list per
+/// session.
+pub fn member_traces(sb: &Sandbox, member: &str) -> Vec<Vec<serde_json::Value>> {
+    let mut out = Vec::new();
+    let mut stack = vec![sb.home().join(".murmur/records")];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.ends_with("trace.jsonl") {
+                let recs: Vec<serde_json::Value> = std::fs::read_to_string(&p)
+                    .unwrap_or_default()
+                    .lines()
+                    .filter_map(|l| serde_json::from_str(l).ok())
+                    .collect();
+                if recs.first().is_some_and(|r| r["formation_member"] == member) {
+                    out.push(recs);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The scripted model provider (runtime.md §16.3, Testing).
