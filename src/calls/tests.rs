@@ -1606,27 +1606,29 @@ fn scripted_door(script: Arc<Script>) -> (String, Arc<Mutex<Vec<Value>>>) {
     (format!("http://localhost:{port}"), seen)
 }
 
+/// The next request's JSON body on a keep-alive connection; `None` once the client is gone.
+fn read_request(conn: &mut std::net::TcpStream) -> Option<Value> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if conn.read(&mut byte).unwrap_or(0) != 1 {
+            return None;
+        }
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0u8; len];
+    conn.read_exact(&mut body).ok()?;
+    Some(serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
 fn serve_scripted(mut conn: std::net::TcpStream, script: &Script, seen: &Mutex<Vec<Value>>) {
-    loop {
-        let mut head = Vec::new();
-        let mut byte = [0u8; 1];
-        while !head.ends_with(b"\r\n\r\n") {
-            if conn.read(&mut byte).unwrap_or(0) != 1 {
-                return;
-            }
-            head.push(byte[0]);
-        }
-        let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
-        let len: usize = head
-            .lines()
-            .find_map(|l| l.strip_prefix("content-length:"))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0);
-        let mut body = vec![0u8; len];
-        if conn.read_exact(&mut body).is_err() {
-            return;
-        }
-        let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    while let Some(request) = read_request(&mut conn) {
         lock(seen).push(request.clone());
         let (delay, reply) = script(&request);
         std::thread::sleep(delay);
@@ -1699,26 +1701,7 @@ fn door_that_closes_after_its_stream() -> (String, Arc<Mutex<Vec<String>>>) {
             let Ok(mut conn) = conn else { return };
             let (seen, gone) = (Arc::clone(&s), Arc::clone(&gone));
             std::thread::spawn(move || {
-                loop {
-                    let mut head = Vec::new();
-                    let mut byte = [0u8; 1];
-                    while !head.ends_with(b"\r\n\r\n") {
-                        if conn.read(&mut byte).unwrap_or(0) != 1 {
-                            return;
-                        }
-                        head.push(byte[0]);
-                    }
-                    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
-                    let len: usize = head
-                        .lines()
-                        .find_map(|l| l.strip_prefix("content-length:"))
-                        .and_then(|v| v.trim().parse().ok())
-                        .unwrap_or(0);
-                    let mut body = vec![0u8; len];
-                    if conn.read_exact(&mut body).is_err() {
-                        return;
-                    }
-                    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                while let Some(request) = read_request(&mut conn) {
                     let method = request["method"].as_str().unwrap_or_default().to_string();
                     lock(&seen).push(method.clone());
                     if gone.load(Ordering::SeqCst) {

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::support::{Sandbox, formation_pids, repo_root, stderr, stdout};
+use crate::support::{Sandbox, formation_pids, member_traces, repo_root, stderr, stdout};
 
 /// Builds and installs a component capsule from a WAT file of the repository.
 fn install_component(sb: &Sandbox, name: &str, wat: &str, extra: &str) {
@@ -44,26 +44,7 @@ fn run_task(sb: &Sandbox, dir: &Path, task: &str) -> (i32, String, String) {
 
 /// Every trace record of every session in the sandbox whose member is `member`.
 fn member_records(sb: &Sandbox, member: &str) -> Vec<serde_json::Value> {
-    let mut out = Vec::new();
-    let mut stack = vec![sb.home().join(".murmur/records")];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.ends_with("trace.jsonl") {
-                let recs: Vec<serde_json::Value> = std::fs::read_to_string(&p)
-                    .unwrap_or_default()
-                    .lines()
-                    .filter_map(|l| serde_json::from_str(l).ok())
-                    .collect();
-                if recs.first().is_some_and(|r| r["formation_member"] == member) {
-                    out.extend(recs);
-                }
-            }
-        }
-    }
-    out
+    member_traces(sb, member).into_iter().flatten().collect()
 }
 
 #[test]
