@@ -164,6 +164,9 @@ impl Door {
                 .default_service(web::to(pipeline::handle))
         })
         .workers(1)
+        // A stream's events are small writes in quick succession: with Nagle on, the second
+        // waits for the client's delayed ACK (40 ms) whenever the first is still unacknowledged.
+        .tcp_nodelay(true)
         .disable_signals()
         .shutdown_timeout(SHUTDOWN_GRACE_SECS)
         .listen(listener)

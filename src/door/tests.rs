@@ -1172,6 +1172,38 @@ fn read_response(reader: &mut BufReader<TcpStream>) -> (String, String, String) 
     (status, headers, String::from_utf8_lossy(&buf).into_owned())
 }
 
+/// The door's side of a connection has Nagle off: SSE events are small writes in quick
+/// succession, and with Nagle a second event waited for the client's delayed ACK (40 ms).
+#[test]
+fn accepted_connections_have_nagle_off() {
+    use std::mem::ManuallyDrop;
+    use std::os::fd::FromRawFd as _;
+    let d = start(config(Acceptance::Queue, 5, false));
+    let addr = d.url.replace("localhost", "127.0.0.1");
+    let s = TcpStream::connect(&addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    let mut w = s.try_clone().expect("clone");
+    w.write_all(b"GET /.well-known/agent-card.json HTTP/1.1\r\nHost: x\r\n\r\n")
+        .expect("write");
+    let (status, _, _) = read_response(&mut BufReader::new(s.try_clone().expect("clone")));
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    let (client, door) = (s.local_addr().expect("local"), s.peer_addr().expect("peer"));
+    // The door runs in this process: find its end of this connection among our descriptors.
+    let mut found = None;
+    for entry in std::fs::read_dir("/proc/self/fd").expect("fds").flatten() {
+        let Some(fd) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        // SAFETY: the descriptor is only inspected, never closed (ManuallyDrop), and every
+        // call below fails harmlessly on one that is not a TCP socket.
+        let sock = ManuallyDrop::new(unsafe { TcpStream::from_raw_fd(fd) });
+        if sock.local_addr().ok() == Some(door) && sock.peer_addr().ok() == Some(client) {
+            found = sock.nodelay().ok();
+        }
+    }
+    assert_eq!(found, Some(true), "the door's end of the connection (None: not found)");
+}
+
 #[test]
 fn refusals_of_small_requests_keep_the_connection() {
     let d = start(config(Acceptance::Queue, 5, true));
