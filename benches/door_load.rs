@@ -18,8 +18,9 @@
 //! process's thread CPU times from `/proc/self/task/*/schedstat`, divided by requests). On
 //! 2 cores the doors are pinned to CPU 0 and wrk to CPU 1 (`taskset`), so the door has one core
 //! to itself, as it would in a formation, and the load generator does not steal it. Within each
-//! repetition the variants take turns, and the auth/public ratios are taken between runs made back
-//! to back, so drifts in the machine's background load fall on both sides of a ratio.
+//! repetition the variants take turns (in reverse order every other repetition), and the
+//! auth/public ratios are taken between runs made back to back, so drifts in the machine's
+//! background load fall on both sides of a ratio.
 //!
 //! Knobs (environment): `MUR_BENCH_SECS` (per run, default 5), `MUR_BENCH_REPS` (default 3),
 //! `MUR_BENCH_CONNS` (default `1,4,16,64`), `MUR_BENCH_PIN=0` to skip pinning,
@@ -514,8 +515,15 @@ fn main() -> Result<()> {
     // change in the machine's background load falls on all of them alike.
     let mut runs: Vec<Vec<Vec<Run>>> = vec![vec![Vec::new(); chosen.len()]; conns.len()];
     for (ci, &c) in conns.iter().enumerate() {
-        for _ in 0..reps {
-            for (vi, v) in chosen.iter().enumerate() {
+        for rep in 0..reps {
+            // Forward on even repetitions, backward on odd ones (A B, B A, …): whichever variant
+            // goes second in a pair does not always pay for what the first left behind.
+            let mut order: Vec<usize> = (0..chosen.len()).collect();
+            if rep % 2 == 1 {
+                order.reverse();
+            }
+            for vi in order {
+                let v = chosen[vi];
                 let run = wrk(pin, &scripts[vi], &v.addr, c, secs, v.status)
                     .with_context(|| format!("{} at {c} connections", v.name))?;
                 runs[ci][vi].push(run);
