@@ -23,6 +23,13 @@ pub struct Marker {
 /// Makes `~/.murmur/formations/` and `<frm>/` owner-only, then writes the marker at 0600.
 pub fn write(home: &MurHome, formation_id: &str, marker: &Marker) -> std::io::Result<()> {
     let parent = home.formations();
+    // A regular file in the way makes `create` say "File exists", which reads like a race.
+    if std::fs::metadata(&parent).is_ok_and(|m| !m.is_dir()) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::NotADirectory,
+            format!("{} is not a directory", parent.display()),
+        ));
+    }
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&parent)?;
     std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o700))?;
     let dir = home.formation(formation_id);
@@ -70,5 +77,24 @@ mod tests {
         assert_eq!(mode(&home.formation("frm_x")), 0o700);
         assert_eq!(mode(&home.formations()), 0o700);
         assert_eq!(read(&path), Some(m));
+    }
+
+    #[test]
+    fn a_file_in_place_of_the_formations_directory_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = MurHome::at_home(dir.path());
+        std::fs::create_dir_all(home.formations().parent().unwrap()).unwrap();
+        std::fs::write(home.formations(), "not a directory").unwrap();
+        let m = Marker {
+            launcher_pid: 1,
+            launcher_start: String::new(),
+            project_dir: "/p".into(),
+        };
+        let e = write(&home, "frm_x", &m).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotADirectory);
+        assert_eq!(
+            e.to_string(),
+            format!("{} is not a directory", home.formations().display())
+        );
     }
 }
