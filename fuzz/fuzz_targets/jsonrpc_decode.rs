@@ -9,7 +9,8 @@
 //! (separated by 0xFF); the rest is the body. Properties: no panic or stack overflow (deep
 //! nesting included); a body that is not JSON is -32700; a JSON body that `decode` refuses is
 //! -32600; an accepted request has a string, number or null id and the door can render both a
-//! reply and an error for it as JSON that reads back.
+//! reply and an error for it as JSON that reads back; `decode` answers exactly as
+//! `decode_via_value` does.
 
 #![no_main]
 
@@ -36,7 +37,14 @@ fuzz_target!(|data: &[u8]| {
     }
 
     let is_json = serde_json::from_slice::<Value>(body).is_ok();
-    match jsonrpc::decode(body) {
+    // The direct reading of well-formed requests answers exactly as the Value reading does.
+    let decoded = jsonrpc::decode(body);
+    let by_value = jsonrpc::decode_via_value(body);
+    assert_eq!(
+        decoded.as_ref().map_err(|(id, e)| (id, e.code)),
+        by_value.as_ref().map_err(|(id, e)| (id, e.code))
+    );
+    match decoded {
         Err((id, e)) => {
             let want = if is_json {
                 jsonrpc::INVALID_REQUEST

@@ -125,7 +125,55 @@ impl RpcError {
 
 /// Steps 7 and 8. On failure the id to answer with (null unless the request carried a usable
 /// one) comes with the error.
+///
+/// A well-formed request is read straight into its fields; anything else, and anything the
+/// direct reading is unsure of, is decided by [`decode_via_value`], which is the definition.
+/// The two agree on every input (a unit table and the `jsonrpc_decode` fuzz target check it).
 pub fn decode(body: &[u8]) -> Result<Request, (Value, RpcError)> {
+    match decode_direct(body) {
+        Some(request) => Ok(request),
+        None => decode_via_value(body),
+    }
+}
+
+/// The common case without a `Value` tree for the envelope. `None` whenever the answer is not
+/// plainly an accepted request: a refusal's exact code and id are left to `decode_via_value`.
+fn decode_direct(body: &[u8]) -> Option<Request> {
+    #[derive(serde::Deserialize)]
+    struct Envelope<'a> {
+        #[serde(default, deserialize_with = "present")]
+        id: Option<Value>,
+        // Borrowed: an escaped "2.0" fails here and is read by the slow path.
+        jsonrpc: Option<&'a str>,
+        method: Option<String>,
+        #[serde(default, deserialize_with = "present")]
+        params: Option<Value>,
+    }
+    /// Tells a member sent as `null` (`Some(Null)`) from an absent one (`None`).
+    fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+        <Value as serde::Deserialize>::deserialize(d).map(Some)
+    }
+    // A derived struct would also accept an array, read by position; a request is an object.
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return None;
+    }
+    // Duplicate members, wrong types, trailing bytes: all errors here, all left to the slow path.
+    let envelope: Envelope<'_> = serde_json::from_slice(body).ok()?;
+    let id = envelope
+        .id
+        .filter(|id| matches!(id, Value::String(_) | Value::Number(_) | Value::Null))?;
+    if envelope.jsonrpc != Some("2.0") {
+        return None;
+    }
+    Some(Request {
+        id,
+        method: envelope.method?,
+        params: envelope.params,
+    })
+}
+
+/// Steps 7 and 8 over a `serde_json::Value`: the definition [`decode`] answers by.
+pub fn decode_via_value(body: &[u8]) -> Result<Request, (Value, RpcError)> {
     let value: Value = serde_json::from_slice(body).map_err(|_| (Value::Null, RpcError::plain(PARSE_ERROR)))?;
     let invalid = |id: Value| (id, RpcError::plain(INVALID_REQUEST));
     let Value::Object(mut obj) = value else {
@@ -350,6 +398,53 @@ mod tests {
         for (values, ok) in table {
             assert_eq!(version_ok(values), *ok, "{values:?}");
         }
+    }
+
+    #[test]
+    fn the_direct_reading_agrees_with_the_value_reading() {
+        let bodies = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"tsk_1"}}"#,
+            r#"  {"id":"a","jsonrpc":"2.0","method":"ListTasks"}"#,
+            r#"{"id":null,"jsonrpc":"2.0","method":"ListTasks","params":null}"#,
+            r#"{"id":1.5e3,"jsonrpc":"2.0","method":"X","params":[1,2],"extra":{"deep":[[]]}}"#,
+            r#"{"id":1,"jsonrpc":"2.0","method":"GetTask"}"#,
+            r#"{"id":1,"jsonrpc":"2.0","method":"GetTask"}"#,
+            r#"{"id":1,"id":2,"jsonrpc":"2.0","method":"GetTask"}"#,
+            r#"{"id":1,"jsonrpc":"2.0","method":"A","method":"B"}"#,
+            r#"{"id":true,"jsonrpc":"2.0","method":"GetTask"}"#,
+            r#"{"id":{},"jsonrpc":"2.0","method":"GetTask"}"#,
+            r#"{"jsonrpc":"2.0","method":"GetTask"}"#,
+            r#"{"id":1,"jsonrpc":"1.0","method":"GetTask"}"#,
+            r#"{"id":1,"jsonrpc":null,"method":"GetTask"}"#,
+            r#"{"id":1,"jsonrpc":2,"method":"GetTask"}"#,
+            r#"{"id":1,"jsonrpc":"2.0","method":null}"#,
+            r#"{"id":1,"jsonrpc":"2.0","method":7}"#,
+            r#"{"id":1,"jsonrpc":"2.0"}"#,
+            r#"[1,"2.0","GetTask",{}]"#,
+            r#"{"id":1,"jsonrpc":"2.0","method":"GetTask"} x"#,
+            r#"{"id":1,"jsonrpc":"2.0","method":"GetTask""#,
+            "\u{c}{}",
+            "",
+            "null",
+        ];
+        // The well-formed ones take the direct path (else it would be dead weight).
+        for body in &bodies[..4] {
+            assert!(decode_direct(body.as_bytes()).is_some(), "{body}");
+        }
+        for body in bodies {
+            let via_value = decode_via_value(body.as_bytes()).map_err(|(id, e)| (id, e.code));
+            let direct = decode(body.as_bytes()).map_err(|(id, e)| (id, e.code));
+            assert_eq!(direct, via_value, "{body}");
+        }
+        let deep = format!(
+            "{{\"id\":1,\"jsonrpc\":\"2.0\",\"method\":\"X\",\"params\":{}{}}}",
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        assert_eq!(
+            decode(deep.as_bytes()).map_err(|(_, e)| e.code),
+            decode_via_value(deep.as_bytes()).map_err(|(_, e)| e.code)
+        );
     }
 
     #[test]
