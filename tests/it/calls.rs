@@ -3,22 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::support::{Sandbox, formation_pids, member_traces, repo_root, stderr, stdout};
+use crate::support::{Sandbox, formation_pids, member_traces, stderr, stdout};
 
-/// Builds and installs a component capsule from a WAT file of the repository.
-fn install_component(sb: &Sandbox, name: &str, wat: &str, extra: &str) {
-    let dir = sb.path(&format!("src/{name}"));
-    std::fs::copy(repo_root().join(wat), dir.join("capsule.wat")).expect("copy wat");
-    let manifest = format!(
-        "name: {name}\nversion: 0.1.0\ncomponent: capsule.wat\nnetwork:\n  authentication:\n    scheme: bearer\n{extra}"
-    );
-    std::fs::write(dir.join("murmur.yaml"), manifest).expect("manifest");
-    let out = sb.run(&dir, &["build", "."]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let zip = dir.join(format!("{name}-0.1.0.mur.zip"));
-    let out = sb.run(&dir, &["install", "-g", zip.to_str().expect("utf-8")]);
-    assert!(out.status.success(), "{}", stderr(&out));
-}
 
 const GRANT: &str = "capabilities:\n  network:\n    allow: [localhost]\n";
 
@@ -51,7 +37,7 @@ fn member_records(sb: &Sandbox, member: &str) -> Vec<serde_json::Value> {
 fn virtual_addresses_reach_callees_only_with_the_runtimes_credentials() {
     let sb = Sandbox::new();
     sb.install_actor("echo");
-    install_component(&sb, "probe", "src/calls/testdata/http_probe.wat", GRANT);
+    sb.install_component("probe", "src/calls/testdata/http_probe.wat", GRANT);
     let dir = formation_dir(
         &sb,
         "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/probe, version: 0.1.0, entry: true}\n  - {name: worker, capsule: local/echo, version: 0.1.0}\n  - {name: outsider, capsule: local/echo, version: 0.1.0}\nreachability:\n  - {from: lead, to: [worker]}\n",
@@ -73,7 +59,7 @@ fn virtual_addresses_reach_callees_only_with_the_runtimes_credentials() {
 fn a_call_through_the_import_answers_and_is_traced_on_both_sides() {
     let sb = Sandbox::new();
     sb.install_actor("echo");
-    install_component(&sb, "relay", "src/capsule/testdata/relay.wat", GRANT);
+    sb.install_component("relay", "src/capsule/testdata/relay.wat", GRANT);
     let dir = formation_dir(
         &sb,
         "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/relay, version: 0.1.0, entry: true}\n  - {name: worker, capsule: local/echo, version: 0.1.0}\nreachability:\n  - {from: lead, to: [worker]}\n",
@@ -102,7 +88,7 @@ fn a_call_through_the_import_answers_and_is_traced_on_both_sides() {
 fn a_forbidden_call_never_reaches_the_member() {
     let sb = Sandbox::new();
     sb.install_actor("echo");
-    install_component(&sb, "relay", "src/capsule/testdata/relay.wat", GRANT);
+    sb.install_component("relay", "src/capsule/testdata/relay.wat", GRANT);
     // relay always calls `worker`, but this roster lets lead call nobody: `worker` is a peer it
     // may not call.
     let dir = formation_dir(
@@ -240,8 +226,8 @@ fn taken_from_lead(sb: &Sandbox) -> Vec<String> {
 #[test]
 fn a_busy_callee_gets_the_task_once_it_frees_up() {
     let sb = Sandbox::new();
-    install_component(&sb, "relay", "src/capsule/testdata/relay.wat", GRANT);
-    install_component(&sb, "spinner", "actors/spin/capsule.wat", SPIN_PEER);
+    sb.install_component("relay", "src/capsule/testdata/relay.wat", GRANT);
+    sb.install_component("spinner", "actors/spin/capsule.wat", SPIN_PEER);
     let dir = formation_dir(
         &sb,
         "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/relay, version: 0.1.0, entry: true}\n  - {name: worker, capsule: local/spinner, version: 0.1.0}\nreachability:\n  - {from: lead, to: [worker]}\n",
@@ -280,8 +266,8 @@ fn a_busy_callee_gets_the_task_once_it_frees_up() {
 #[test]
 fn a_callee_killed_mid_task_is_unreachable_to_its_caller() {
     let sb = Sandbox::new();
-    install_component(&sb, "relay", "src/capsule/testdata/relay.wat", GRANT);
-    install_component(&sb, "spinner", "actors/spin/capsule.wat", SPIN_PEER);
+    sb.install_component("relay", "src/capsule/testdata/relay.wat", GRANT);
+    sb.install_component("spinner", "actors/spin/capsule.wat", SPIN_PEER);
     let dir = formation_dir(
         &sb,
         "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/relay, version: 0.1.0, entry: true}\n  - {name: worker, capsule: local/spinner, version: 0.1.0}\nreachability:\n  - {from: lead, to: [worker]}\n",
