@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 
 use crate::support::{Sandbox, formation_pids, member_traces, stderr, stdout};
 
-
 const GRANT: &str = "capabilities:\n  network:\n    allow: [localhost]\n";
 
 fn formation_dir(sb: &Sandbox, roster: &str) -> PathBuf {
