@@ -167,6 +167,10 @@ impl Door {
         // A stream's events are small writes in quick succession: with Nagle on, the second
         // waits for the client's delayed ACK (40 ms) whenever the first is still unacknowledged.
         .tcp_nodelay(true)
+        // Each connection's own memo of the token it last presented (see `ConnectionMemo`).
+        .on_connect(|_, extensions| {
+            extensions.insert(auth::ConnectionMemo::default());
+        })
         .disable_signals()
         .shutdown_timeout(SHUTDOWN_GRACE_SECS)
         .listen(listener)

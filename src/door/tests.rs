@@ -1172,6 +1172,61 @@ fn read_response(reader: &mut BufReader<TcpStream>) -> (String, String, String) 
     (status, headers, String::from_utf8_lossy(&buf).into_owned())
 }
 
+/// One keep-alive connection, tokens changing between requests: the connection's memo of the
+/// last genuine token must answer for exactly that token and nothing else.
+#[test]
+fn a_connection_remembers_only_the_token_it_last_verified() {
+    let sk = SigningKey::generate().expect("key");
+    let forger = SigningKey::generate().expect("key");
+    let d = start(member_config(&sk, true));
+    let planner = sk.mint(FRM, "planner", "coder");
+    let writer = sk.mint(FRM, "writer", "coder");
+    let mut altered = planner.clone();
+    altered.pop();
+    altered.push(if planner.ends_with('A') { 'B' } else { 'A' });
+    let addr = d.url.replace("localhost", "127.0.0.1");
+    let s = TcpStream::connect(&addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    let mut w = s.try_clone().expect("clone");
+    let mut reader = BufReader::new(s);
+    let mut call = |token: &str, body: &str| {
+        let req = format!(
+            "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nA2A-Version: 1.0\r\nAuthorization: Bearer {token}\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        w.write_all(req.as_bytes()).expect("write");
+        let (status, headers, body) = read_response(&mut reader);
+        assert!(!headers.contains("connection: close"), "{status}{headers}");
+        (status, body)
+    };
+    let send = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hi"}]},"configuration":{"returnImmediately":true}}}"#;
+    let list = r#"{"jsonrpc":"2.0","id":2,"method":"ListTasks","params":{}}"#;
+    let (status, body) = call(&planner, send);
+    assert!(status.starts_with("HTTP/1.1 200"), "{status} {body}");
+    // planner sees its task; writer (genuine, next on the same connection) sees none; planner
+    // again sees it: each request is answered as its own token's caller.
+    for (token, total) in [(&planner, 1), (&writer, 0), (&planner, 1), (&planner, 1), (&writer, 0)] {
+        let (status, body) = call(token, list);
+        assert!(status.starts_with("HTTP/1.1 200"), "{status} {body}");
+        assert!(body.contains(&format!("\"totalSize\":{total}")), "{body}");
+    }
+    // Right after planner was remembered: a token one byte off, a forgery and a token for
+    // another door are refused as on a fresh connection.
+    let (status, _) = call(&planner, list);
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    let other_door = sk.mint(FRM, "planner", "reviewer");
+    for (token, want) in [
+        (altered.as_str(), "401"),
+        (&forger.mint(FRM, "planner", "coder"), "401"),
+        (&other_door, "403"),
+    ] {
+        let (status, body) = call(token, list);
+        assert!(status.starts_with(&format!("HTTP/1.1 {want}")), "{status} {body}");
+        let (status, _) = call(&planner, list);
+        assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    }
+}
+
 /// The door's side of a connection has Nagle off: SSE events are small writes in quick
 /// succession, and with Nagle a second event waited for the client's delayed ACK (40 ms).
 #[test]
