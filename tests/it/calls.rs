@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::support::{Sandbox, formation_pids, member_traces, stderr, stdout};
+use crate::support::{Sandbox, door_rpc, formation_pids, member_traces, running_record, stderr, stdout};
 
 const GRANT: &str = "capabilities:\n  network:\n    allow: [localhost]\n";
 
@@ -160,41 +160,8 @@ impl Drop for Background {
     }
 }
 
-/// The running record of `member`, once it exists.
-fn running_record(sb: &Sandbox, member: &str) -> serde_json::Value {
-    let dir = sb.home().join(".murmur/running");
-    let mut found = None;
-    crate::support::wait_until(std::time::Duration::from_secs(30), || {
-        found = std::fs::read_dir(&dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|e| std::fs::read_to_string(e.path()).ok())
-            .filter_map(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-            .find(|r| r["formation_member"] == member);
-        found.is_some()
-    });
-    found.unwrap_or_else(|| panic!("no running record for {member}"))
-}
-
-/// A JSON-RPC call at a member's door with its operator token.
-fn rpc(rec: &serde_json::Value, method: &str, params: serde_json::Value) -> serde_json::Value {
-    let url = format!("http://{}/", rec["url"].as_str().expect("url"));
-    let body = serde_json::json!({"id": 1, "jsonrpc": "2.0", "method": method, "params": params});
-    let resp = ureq::post(&url)
-        .set(
-            "authorization",
-            &format!("Bearer {}", rec["door_token"].as_str().expect("door token")),
-        )
-        .set("a2a-version", "1.0")
-        .set("content-type", "application/json")
-        .send_string(&body.to_string())
-        .expect("door answers");
-    serde_json::from_str(&resp.into_string().expect("body")).expect("json")
-}
-
 fn send_task(rec: &serde_json::Value, text: &str) -> String {
-    let reply = rpc(
+    let reply = door_rpc(
         rec,
         "SendMessage",
         serde_json::json!({"configuration": {"returnImmediately": true}, "message": {"messageId": format!("msg-{text}"), "role": "ROLE_USER", "parts": [{"text": text, "mediaType": "text/plain"}]}}),
@@ -249,7 +216,7 @@ fn a_busy_callee_gets_the_task_once_it_frees_up() {
     );
     // Free the worker: the next re-offer is taken.
     for id in &fillers {
-        rpc(&worker, "CancelTask", serde_json::json!({"id": id}));
+        door_rpc(&worker, "CancelTask", serde_json::json!({"id": id}));
     }
     crate::support::wait_until(std::time::Duration::from_secs(30), || taken_from_lead(&sb).len() == 1)
         .expect("the worker took the lead's task once it was free");
