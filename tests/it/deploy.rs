@@ -666,14 +666,6 @@ impl Drop for Pod {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
 struct Image {
     /// `/opt/murmur`: the store the Dockerfile installs the formation's capsules into.
     store_root: PathBuf,
@@ -699,7 +691,7 @@ impl Image {
     }
 
     /// Runs a member container: its command and args with the image's paths mapped.
-    fn run(&self, name: &str, c: &Container, channel: &str, task: Option<&str>, port: u16) -> Child {
+    fn run(&self, name: &str, c: &Container, channel: &str, task: Option<&str>) -> Child {
         let pod = self.root.join("pods").join(name);
         for d in ["home", "work", "secret", "etc"] {
             std::fs::create_dir_all(pod.join(d)).expect("mkdir");
@@ -723,7 +715,9 @@ impl Image {
             .map(|a| match a.as_str() {
                 "/opt/murmur" => self.store_root.display().to_string(),
                 "/work" => pod.join("work").display().to_string(),
-                "0.0.0.0:8080" => format!("127.0.0.1:{port}"),
+                // The OS picks the port, as in a pod each door has its own network namespace; a
+                // port picked ahead by the test could be taken by another test's door meanwhile.
+                "0.0.0.0:8080" => "127.0.0.1".to_string(),
                 "/etc/murmur/task" => task_file.display().to_string(),
                 _ => a,
             })
@@ -747,6 +741,20 @@ impl Image {
             .spawn()
             .expect("spawn pod")
     }
+}
+
+/// The port a pod's door bound, from its readiness line; the rest of its stdout is drained.
+fn readiness_port(child: &mut Child) -> u16 {
+    use std::io::BufRead as _;
+    let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("readiness line");
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let r: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+    let url = r["url"].as_str().expect("url");
+    url.strip_prefix("localhost:")
+        .and_then(|p| p.parse().ok())
+        .expect("localhost:<port>")
 }
 
 fn card_answers(port: u16) -> bool {
@@ -773,27 +781,43 @@ fn the_pods_command_lines_run_the_demo_formation_to_its_answer() {
         Obj::ConfigMap(cm) => cm.data.as_ref()?.get("task").cloned(),
         _ => None,
     });
-    let ports: BTreeMap<String, u16> = chans.keys().map(|m| (m.clone(), free_port())).collect();
-    // Each relay URL (localhost:10000+i) becomes the callee's door, as the relay would carry it.
+    // Doors get their ports from the OS, so a callee starts before its callers and each relay
+    // URL (localhost:10000+i) is pointed at the port its callee's door reported.
+    let mut ports: BTreeMap<String, u16> = BTreeMap::new();
     let order: Vec<&str> = vec!["planner", "analyst", "writer"];
-    let mapped = |text: &str| -> String {
+    let mapped = |text: &str, ports: &BTreeMap<String, u16>| -> Option<String> {
         let mut lines: Vec<String> = text.lines().map(String::from).collect();
         if let Some(addr) = lines.get_mut(1) {
             for a in parse_address_line(addr).expect("address line") {
                 let i = order.iter().position(|m| *m == a.name).expect("member");
                 assert_eq!(a.url, format!("http://localhost:{}", 10000 + i));
-                *addr = addr.replace(&a.url, &format!("http://localhost:{}", ports[&a.name]));
+                *addr = addr.replace(&a.url, &format!("http://localhost:{}", ports.get(&a.name)?));
             }
         }
-        lines.join("\n") + "\n"
+        Some(lines.join("\n") + "\n")
     };
+    let mut peers: Vec<(String, Container)> = objs
+        .iter()
+        .filter_map(|(_, o)| match o {
+            Obj::Deployment(d) => {
+                let spec = d.spec.as_ref()?.template.spec.as_ref()?;
+                let member = d.metadata.labels.as_ref()?.get("murmur.nexus/member")?.clone();
+                Some((member, spec.containers[0].clone()))
+            }
+            _ => None,
+        })
+        .collect();
     let mut pods = Vec::new();
-    for (_, o) in &objs {
-        let Obj::Deployment(d) = o else { continue };
-        let spec = d.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
-        let member = d.metadata.labels.as_ref().unwrap()["murmur.nexus/member"].clone();
-        let port = ports[&member];
-        let child = image.run(&member, &spec.containers[0], &mapped(&chans[&member]), None, port);
+    while !peers.is_empty() {
+        let ready = peers
+            .iter()
+            .position(|(m, _)| mapped(&chans[m], &ports).is_some())
+            .expect("a peer whose callees all run");
+        let (member, container) = peers.remove(ready);
+        let channel = mapped(&chans[&member], &ports).expect("callees run");
+        let mut child = image.run(&member, &container, &channel, None);
+        let port = readiness_port(&mut child);
+        ports.insert(member, port);
         pods.push(Pod { child, port });
     }
     assert_eq!(pods.len(), 2);
@@ -812,13 +836,8 @@ fn the_pods_command_lines_run_the_demo_formation_to_its_answer() {
         })
         .expect("the entry's Job");
     let spec = job.spec.as_ref().unwrap().template.spec.clone().unwrap();
-    let entry = image.run(
-        "planner",
-        &spec.containers[0],
-        &mapped(&chans["planner"]),
-        task.as_deref(),
-        ports["planner"],
-    );
+    let channel = mapped(&chans["planner"], &ports).expect("the entry's callees run");
+    let entry = image.run("planner", &spec.containers[0], &channel, task.as_deref());
     let out = entry.wait_with_output().expect("entry");
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(0), "{}\n{}", text, stderr(&out));
