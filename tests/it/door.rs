@@ -1817,27 +1817,13 @@ fn a_door_that_refuses_peers_answers_every_peer_request_alike() {
 // ---------------------------------------------------------------------------------------------
 // The official A2A SDK
 
-/// The Python that runs the SDK check: `MUR_TEST_PYTHON` when set (e.g. a virtualenv's), else the
-/// `python3` on PATH, into which `.ci/run` installs a2a-sdk.
-fn python() -> String {
-    std::env::var("MUR_TEST_PYTHON")
-        .ok()
-        .filter(|p| !p.is_empty())
-        .unwrap_or_else(|| "python3".into())
-}
+/// The A2A Python SDK the interop test drives doors with. The version is pinned because
+/// tests/interop/a2a_sdk_check.py uses the 1.x client API.
+const A2A_SDK: &[&str] = &["a2a-sdk==1.3.0"];
 
 #[test]
 fn official_a2a_sdk_client_interoperates() {
-    let py = python();
-    let probe = Command::new(&py)
-        .args(["-c", "import a2a.client, a2a.types.a2a_pb2, httpx"])
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run `{py}` ({e}); the A2A SDK interop test needs Python 3 with a2a-sdk"));
-    assert!(
-        probe.status.success(),
-        "the official A2A Python SDK is not importable by `{py}`: {}\n.ci/run installs it (python3 -m pip install 'a2a-sdk==1.3.0'); run that, or point MUR_TEST_PYTHON at a Python that has it",
-        stderr(&probe).trim()
-    );
+    let py = crate::support::python::python_with(A2A_SDK, "a2a.client, a2a.types.a2a_pb2, httpx");
 
     let sb = Sandbox::new();
     sb.install_actor("echo");

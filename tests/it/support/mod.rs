@@ -354,3 +354,4 @@ pub fn member_traces(sb: &Sandbox, member: &str) -> Vec<Vec<serde_json::Value>> 
 
 /// The scripted model provider (runtime.md §16.3, Testing).
 pub mod provider;
+pub mod python;
