@@ -21,6 +21,7 @@ use crate::deploy::{self, Formation, Object, Options};
 use crate::diag::{self, Diagnostic};
 use crate::ids::{self, IdKind};
 use crate::paths::MurHome;
+use crate::roster;
 use crate::token::SigningKey;
 
 const PREFIX: &str = "[mur deploy] ";
@@ -66,9 +67,11 @@ fn io_refusal(msg: String) -> Failure {
 }
 
 pub fn run(a: &DeployArgs) -> Outcome {
-    // Admission exactly as `mur run --roster`: same steps, same refusals, rendered the same way.
-    let (_, admitted) =
-        crate::launcher::admit_roster(&a.roster, &MurHome::from_env()).map_err(|diag| Failure { prefix: "", diag })?;
+    // Admission through the one front end `mur run --roster` uses: same steps, same refusals,
+    // rendered the same way.
+    let admitted = roster::front::admit_arg(&a.roster, &MurHome::from_env())
+        .map_err(|diag| Failure { prefix: "", diag })?
+        .admitted;
     for w in &admitted.warnings {
         w.eprint(PREFIX);
     }

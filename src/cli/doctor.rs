@@ -19,7 +19,6 @@ use crate::diag::{self, Diagnostic};
 use crate::manifest::{self, Kind};
 use crate::paths::{self, MurHome, Project};
 use crate::roster::{self, Admitted, Reachability};
-use crate::store::{Stores, lock::Lock};
 
 const PREFIX: &str = "[mur doctor] ";
 
@@ -79,7 +78,7 @@ fn graph(cwd: &Path, here: &Project, dot: bool) -> Outcome {
             )
         })?
     };
-    let a = admit(&project, &MurHome::from_env()).map_err(fail)?;
+    let a = roster::front::admit_project(project.root(), &MurHome::from_env()).map_err(fail)?;
     print!("{}", if dot { dot_graph(&a) } else { mermaid(&a) });
     Ok(0)
 }
@@ -264,7 +263,7 @@ fn roster_block(report: &mut Report, project: &Project, home: &MurHome) {
     report.line("Roster");
     report.line(&format!("  file: {}", project.roster().display()));
     let file = project.roster().display().to_string();
-    match admit(project, home) {
+    match roster::front::admit_project(project.root(), home) {
         Err(d) => {
             report.roster = Some(json!({"admitted": false, "file": file, "error": d.code.id}));
             report.refuse(d);
@@ -322,14 +321,6 @@ fn roster_json(a: &Admitted, file: String) -> Value {
         Reachability::Rules(_) => "rules",
     };
     json!({"admitted": true, "edges": edges, "file": file, "members": members, "reachability": mode})
-}
-
-/// Reads the roster, its stores (the project's, then the global one) and its lock, and admits it.
-fn admit(project: &Project, home: &MurHome) -> Result<Admitted, Diagnostic> {
-    let r = roster::read(&project.roster())?;
-    let stores = Stores::new(Some(project.artifacts()), home.artifacts());
-    let lock = Lock::read(&project.lock())?;
-    roster::admit(&r, &stores, lock.as_ref())
 }
 
 /// One row per member: columns padded to their widest cell, three spaces between them.

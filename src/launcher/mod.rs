@@ -1,7 +1,8 @@
 //! The launcher: `mur run --roster` (runtime.md §5.5, §9, §13.5, §15; the roster page's
 //! "Launching a formation" and "How a formation ends").
 //!
-//! The front end here admits the roster (pure, nothing started on refusal), builds a
+//! The front end admits the roster through `roster::front` (pure, the same for `mur doctor` and
+//! `mur deploy`; nothing started on refusal), builds a
 //! [`LaunchPlan`], and runs a [`formation::FormationActor`] on an actix system until it reports
 //! the exit code. The actors: `FormationActor` (the launch state machine), one `PeerActor` per
 //! non-entry member (process, lifeline, channel, readiness probe), and `TokenAuthority` (the only
@@ -28,8 +29,9 @@ use crate::channel::line::LauncherId;
 use crate::cli::{Failure, Outcome, RunArgs};
 use crate::diag::{self, Diagnostic};
 use crate::ids::{self, IdKind};
-use crate::paths::{MurHome, Project};
+use crate::paths::MurHome;
 use crate::roster::Admitted;
+use crate::roster::front::{self, Admission};
 use spawn::{MemberCommand, MemberPipes};
 
 /// One member as the launcher starts it.
@@ -188,42 +190,6 @@ fn refuse(diag: Diagnostic) -> Failure {
     Failure { prefix: "", diag }
 }
 
-/// Resolves the `--roster` argument to the project directory (§5.5 step 3).
-fn project_dir_of(arg: &Path) -> Result<PathBuf, Diagnostic> {
-    if arg.is_dir() {
-        return Ok(arg.to_path_buf());
-    }
-    if arg.file_name().is_some_and(|n| n == "roster.yaml") {
-        let parent = arg
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        return Ok(parent.to_path_buf());
-    }
-    Err(Diagnostic::new(
-        diag::E_ROS_001,
-        format!(
-            "{}: a roster is read from roster.yaml in its project directory, and this path is neither a directory nor a file named roster.yaml",
-            arg.display()
-        ),
-    ))
-}
-
-/// §5.5 steps 3–6: the roster's project directory (symlinks resolved), then the roster, the
-/// stores, the lock and admission. `mur deploy` admits through this too, so both commands refuse
-/// a roster with the same codes and texts.
-pub fn admit_roster(roster_arg: &Path, home: &MurHome) -> Result<(PathBuf, Admitted), Diagnostic> {
-    let dir = project_dir_of(roster_arg)?;
-    let project_dir = std::fs::canonicalize(&dir).unwrap_or(dir);
-    let project = Project::at(&project_dir);
-    let roster = crate::roster::read(&project.roster())?;
-    crate::roster::check_structure(&roster)?;
-    let stores = crate::store::Stores::new(Some(project.artifacts()), home.artifacts());
-    let lock = crate::store::lock::Lock::read(&project.lock())?;
-    let admitted = crate::roster::admit(&roster, &stores, lock.as_ref())?;
-    Ok((project_dir, admitted))
-}
-
 /// `mur run --roster`: the front end (§5.5), then the launch (§9).
 pub fn run_roster(args: &RunArgs) -> Outcome {
     let roster_arg = args.roster.as_deref().unwrap_or(Path::new("roster.yaml"));
@@ -239,7 +205,7 @@ pub fn run_roster(args: &RunArgs) -> Outcome {
     }
     // 3–6. The project directory, stores, lock, admission. A refusal starts nothing.
     let home = MurHome::from_env();
-    let (project_dir, admitted) = admit_roster(roster_arg, &home).map_err(refuse)?;
+    let Admission { project_dir, admitted } = front::admit_arg(roster_arg, &home).map_err(refuse)?;
     // 7. Warnings still admit.
     for w in &admitted.warnings {
         w.eprint("[mur run] ");

@@ -1,11 +1,13 @@
 //! `roster.yaml`: parsing (check 1, E-ROS-001), admission (checks 2–8), edges and W-ROS-001.
 //!
-//! Pure: no actix, HTTP or processes, and admission writes nothing. The launcher and `mur doctor`
-//! call [`read`] (or [`parse`]), then [`admit`] with the project's stores and lock. The texts are
-//! the [compatible] ones of runtime.md §5.
+//! Pure: no actix, HTTP or processes, and admission writes nothing. `mur run --roster`, `mur
+//! doctor` and `mur deploy` admit through [`front`], which reads the project's lock and then
+//! calls [`read`] and [`admit`] with its stores. The texts are the [compatible] ones of
+//! runtime.md §5.
 
 mod admit;
 pub mod edges;
+pub mod front;
 mod parse;
 pub mod warn;
 
