@@ -14,6 +14,7 @@ mod door;
 mod faults;
 mod firsthour;
 mod formation;
+mod frontend;
 mod hostile;
 mod load;
 mod model;
