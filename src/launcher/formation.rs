@@ -12,7 +12,7 @@ use actix::prelude::*;
 use tokio::sync::oneshot;
 
 use super::authority::{DropKey, Mint, TokenAuthority};
-use super::peer::{CloseLifeline, PeerActor, PeerSpec, SendAddresses};
+use super::peer::{self, CloseLifeline, PeerActor, PeerSpec, SendAddresses};
 use super::probe::Readiness;
 use super::registry;
 use super::report;
@@ -51,6 +51,8 @@ pub struct FormationActor {
     first_lines: Vec<String>,
     verify_key: String,
     entry_pid: Option<u32>,
+    /// The entry's registry entry; forgotten once it exited, before it is reaped.
+    entry_member: Option<registry::Member>,
     entry_lifeline: Option<OwnedFd>,
     entry_running: bool,
     /// Pids of the members that were started, by roster index.
@@ -75,6 +77,7 @@ impl FormationActor {
             first_lines: vec![String::new(); n],
             verify_key: String::new(),
             entry_pid: None,
+            entry_member: None,
             entry_lifeline: None,
             entry_running: false,
             started: vec![None; n],
@@ -212,13 +215,24 @@ impl FormationActor {
         let MemberPipes { lifeline_write, .. } = pipes; // the channel is complete: close it
         self.entry_lifeline = Some(lifeline_write);
         let pid = child.id().unwrap_or(0);
-        registry::register(pid, false);
+        let Some(member) = registry::register(pid, false) else {
+            // Untracked, it could never be signalled safely: end it now (it is not reaped yet).
+            let _ = child.start_kill();
+            actix::spawn(async move {
+                let _ = child.wait().await;
+            });
+            return self.begin_stop(
+                Ending::Internal("the entry member could not be tracked by the launcher".into()),
+                ctx,
+            );
+        };
         self.entry_pid = Some(pid);
+        self.entry_member = Some(member);
         self.entry_running = true;
         self.phase = Phase::EntryRunning;
         let me = ctx.address();
         actix::spawn(async move {
-            let status = child.wait().await.ok();
+            let status = peer::reap(child, member, false).await;
             me.do_send(EntryExited(status));
         });
     }
@@ -262,12 +276,12 @@ impl FormationActor {
             && let Some(pid) = self.entry_pid
         {
             self.stopped.push((self.plan.entry, pid));
-            ctx.run_later(grace, move |act, _| {
-                if act.entry_running {
-                    let _ = nix::sys::signal::kill(
-                        nix::unistd::Pid::from_raw(pid as i32),
-                        nix::sys::signal::Signal::SIGKILL,
-                    );
+            ctx.run_later(grace, |act, _| {
+                // Once reaped, the entry is forgotten: its pid is never signalled again.
+                if act.entry_running
+                    && let Some(m) = act.entry_member
+                {
+                    registry::kill(m);
                 }
             });
         }
@@ -441,9 +455,6 @@ impl Handler<EntryExited> for FormationActor {
     fn handle(&mut self, msg: EntryExited, ctx: &mut Context<Self>) {
         use std::os::unix::process::ExitStatusExt;
         self.entry_running = false;
-        if let Some(pid) = self.entry_pid {
-            registry::unregister(pid);
-        }
         let code = msg
             .0
             .map(|s| s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)))

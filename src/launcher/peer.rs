@@ -38,6 +38,9 @@ pub struct PeerActor {
     name: String,
     formation: Addr<FormationActor>,
     pid: Option<u32>,
+    /// Its registry entry: every signal to its process group goes through it, and it is
+    /// forgotten the moment the process exited, before it is reaped.
+    member: Option<registry::Member>,
     lifeline: Option<OwnedFd>,
     channel: Option<OwnedFd>,
     exit: Option<watch::Receiver<Option<ExitStatus>>>,
@@ -57,6 +60,7 @@ impl PeerActor {
             spec: Some(spec),
             formation,
             pid: None,
+            member: None,
             lifeline: None,
             channel: None,
             exit: None,
@@ -100,8 +104,16 @@ impl PeerActor {
         self.channel = Some(channel_write);
         self.lifeline = Some(lifeline_write);
         let pid = child.id().unwrap_or(0);
+        let Some(member) = registry::register(pid, true) else {
+            // Untracked, it could never be signalled safely: end it now (it is not reaped yet).
+            let _ = child.start_kill();
+            actix::spawn(async move {
+                let _ = child.wait().await;
+            });
+            return self.fail("its process could not be started: the launcher cannot track another member".into());
+        };
         self.pid = Some(pid);
-        registry::register(pid, true);
+        self.member = Some(member);
         self.formation.do_send(PeerStarted { index: self.index, pid });
 
         if let Some(stderr) = child.stderr.take() {
@@ -116,7 +128,7 @@ impl PeerActor {
         self.exit = Some(exit_rx.clone());
         let me = ctx.address();
         actix::spawn(async move {
-            let status = child.wait().await.ok();
+            let status = reap(child, member, true).await;
             let _ = exit_tx.send(status);
             me.do_send(Exited);
         });
@@ -128,7 +140,7 @@ impl PeerActor {
         let tail = self.stderr_tail.clone();
         let prefix = format!("[{}] ", self.name);
         let deadline = Instant::now() + Timing::get().peer_readiness;
-        let fut = async move { await_ready(stdout, exit_rx, &formation_id, deadline, tail, prefix).await };
+        let fut = async move { await_ready(stdout, exit_rx, member, &formation_id, deadline, tail, prefix).await };
         ctx.spawn(fut.into_actor(self).map(move |outcome, act, _| match outcome {
             Ok(readiness) => act.formation.do_send(PeerReady {
                 index: act.index,
@@ -142,15 +154,8 @@ impl PeerActor {
     fn finish_if_exited(&mut self) {
         let exited = self.exit.as_ref().is_some_and(|rx| rx.borrow().is_some());
         if exited && self.stopping && !self.stopped_sent {
+            // Its group was swept and forgotten when it exited (see `reap`): nothing to signal.
             self.stopped_sent = true;
-            if let Some(pid) = self.pid {
-                // Anything left in its group goes with it, even after the leader exited.
-                let _ = nix::sys::signal::killpg(
-                    nix::unistd::Pid::from_raw(pid as i32),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-                registry::unregister(pid);
-            }
             self.formation.do_send(PeerStopped { index: self.index });
         }
     }
@@ -225,13 +230,12 @@ impl Handler<CloseLifeline> for PeerActor {
             self.formation.do_send(PeerStopped { index: self.index });
             return;
         }
-        let pid = self.pid.unwrap_or(0);
         ctx.run_later(Timing::get().launcher_grace, move |act, _| {
-            if !act.stopped_sent {
-                let _ = nix::sys::signal::killpg(
-                    nix::unistd::Pid::from_raw(pid as i32),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
+            // A peer already reaped is forgotten, so this never reaches a reused group id.
+            if !act.stopped_sent
+                && let Some(m) = act.member
+            {
+                registry::kill(m);
             }
         });
         self.finish_if_exited();
@@ -251,6 +255,52 @@ fn write_all_nonblocking(fd: &OwnedFd, mut buf: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Waits for a started member's process to exit, then reaps it and returns how it ended.
+///
+/// Its pid, and a peer's process group id, stay the launcher's only until the reap: the member is
+/// waited for without reaping (`WNOWAIT`), a peer's group is swept with SIGKILL while its exited
+/// leader still holds the number (anything left in it goes with it), the registry forgets it, and
+/// only then is it reaped. No signal path can reach that number afterwards.
+pub(super) async fn reap(
+    mut child: tokio::process::Child,
+    member: registry::Member,
+    sweep_group: bool,
+) -> Option<ExitStatus> {
+    exited(member.pid()).await;
+    if sweep_group {
+        registry::kill(member);
+    }
+    registry::forget(member);
+    child.wait().await.ok()
+}
+
+/// Returns once process `pid` (a child of ours) has exited, leaving it unreaped.
+async fn exited(pid: u32) {
+    use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(raw) = i32::try_from(pid) else { return };
+    let pid = nix::unistd::Pid::from_raw(raw);
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    // Listening before the first look, so an exit between the two is not missed.
+    let mut sigchld = signal(SignalKind::child()).ok();
+    loop {
+        match waitid(Id::Pid(pid), flags) {
+            Ok(WaitStatus::StillAlive) | Err(nix::errno::Errno::EINTR) => {}
+            // Exited (unreaped), or not a child to wait for: nothing more to wait for either way.
+            _ => return,
+        }
+        match sigchld.as_mut() {
+            Some(s) => {
+                tokio::select! {
+                    _ = s.recv() => {}
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+            }
+            None => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
+
 /// Relays lines from a member's pipe to the launcher's stderr behind `prefix`, remembering the
 /// most recent ones for failure reports.
 pub async fn relay<R: AsyncRead + Unpin>(r: R, prefix: String, tail: Option<Arc<Mutex<VecDeque<String>>>>) {
@@ -265,6 +315,14 @@ pub async fn relay<R: AsyncRead + Unpin>(r: R, prefix: String, tail: Option<Arc<
             }
             t.push_back(line);
         }
+    }
+}
+
+/// The process's exit code (128 + N for signal N) if it is reaped within `grace`.
+async fn exit_within(exit: &mut watch::Receiver<Option<ExitStatus>>, grace: Duration) -> Option<i32> {
+    match tokio::time::timeout(grace, exit.wait_for(|s| s.is_some())).await {
+        Ok(Ok(s)) => s.map(|s| status_code(&s)),
+        _ => None,
     }
 }
 
@@ -291,6 +349,7 @@ fn tail_text(tail: &Mutex<VecDeque<String>>) -> String {
 async fn await_ready(
     stdout: tokio::process::ChildStdout,
     mut exit: watch::Receiver<Option<ExitStatus>>,
+    member: registry::Member,
     formation_id: &str,
     deadline: Instant,
     tail: Arc<Mutex<VecDeque<String>>>,
@@ -313,12 +372,13 @@ async fn await_ready(
             ));
         }
         Ok(Ok(0)) => {
-            // stdout closed before a line: give the process a moment to exit, else kill it.
-            let exited = tokio::time::timeout(t.exit_grace_after_eof, exit.wait_for(|s| s.is_some())).await;
-            let status = match exited {
-                Ok(Ok(s)) => s.map(|s| status_code(&s)),
-                _ => None,
-            };
+            // stdout closed before a line: give the process a moment to exit, else kill its
+            // group (§9.5) rather than leave it to the stop grace.
+            let mut status = exit_within(&mut exit, t.exit_grace_after_eof).await;
+            if status.is_none() {
+                registry::kill(member);
+                status = exit_within(&mut exit, t.exit_grace_after_eof).await;
+            }
             let code = status.map(|c| c.to_string()).unwrap_or_else(|| "unknown".into());
             // Let the stderr relay drain what the process wrote last.
             tokio::time::sleep(Duration::from_millis(50)).await;

@@ -16,12 +16,12 @@ const GRANT: &str = "capabilities:\n  network:\n    allow: [localhost]\n";
 const SPIN_PEER: &str = "lifecycle:\n  task_acceptance: queue\n  after_task: sleep\n  queue_depth: 1\nexports:\n  peer_tasks:\n    accept: true\n";
 
 /// A lead that hands its task to `worker` (relay) and a worker that never finishes (spin).
-const RELAY_TO_SPINNER: &str = "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/relay, version: 0.1.0, entry: true}\n  - {name: worker, capsule: local/spinner, version: 0.1.0}\nreachability:\n  - {from: lead, to: [worker]}\n";
+pub(crate) const RELAY_TO_SPINNER: &str = "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/relay, version: 0.1.0, entry: true}\n  - {name: worker, capsule: local/spinner, version: 0.1.0}\nreachability:\n  - {from: lead, to: [worker]}\n";
 
 const TWO_ECHOES: &str = "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/echo, version: 0.1.0, entry: true}\n  - {name: worker, capsule: local/echo, version: 0.1.0}\nreachability:\n  - {from: lead, to: [worker]}\n";
 
 /// A sandbox with relay and spinner installed and a formation directory holding `roster`.
-fn relay_and_spinner(roster: &str) -> (Sandbox, PathBuf) {
+pub(crate) fn relay_and_spinner(roster: &str) -> (Sandbox, PathBuf) {
     let sb = Sandbox::new();
     sb.install_component("relay", "src/capsule/testdata/relay.wat", GRANT);
     sb.install_component("spinner", "actors/spin/capsule.wat", SPIN_PEER);
@@ -38,7 +38,7 @@ fn echoes(roster: &str) -> (Sandbox, PathBuf) {
     (sb, dir)
 }
 
-fn records_of(sb: &Sandbox, member: &str) -> Vec<Value> {
+pub(crate) fn records_of(sb: &Sandbox, member: &str) -> Vec<Value> {
     member_traces(sb, member).into_iter().flatten().collect()
 }
 
@@ -61,7 +61,7 @@ fn signal_pid(pid: i64, sig: Signal) {
 /// Every process, not a zombie, whose environment holds `HOME=<home>`, except `launcher`: the
 /// members a launcher of this sandbox started, found even when no formation id is known (a
 /// launcher killed before it printed one), and even a child forked but not yet executed.
-fn members_of_home(home: &Path, launcher: u32) -> Vec<u32> {
+pub(crate) fn members_of_home(home: &Path, launcher: u32) -> Vec<u32> {
     let home_kv = format!("HOME={}", home.display());
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
@@ -85,7 +85,7 @@ fn members_of_home(home: &Path, launcher: u32) -> Vec<u32> {
 
 /// Waits until no member of the sandbox runs; returns how long after `killed` the last one went.
 /// The page's bound is 30 s after a kill -KILL.
-fn all_members_gone(sb: &Sandbox, launcher: u32, killed: Instant, what: &str) -> Duration {
+pub(crate) fn all_members_gone(sb: &Sandbox, launcher: u32, killed: Instant, what: &str) -> Duration {
     wait_until(Duration::from_secs(30), || {
         members_of_home(&sb.home(), launcher).is_empty()
     })
@@ -99,7 +99,7 @@ fn all_members_gone(sb: &Sandbox, launcher: u32, killed: Instant, what: &str) ->
 }
 
 /// No running record (nor a half-written one) is left behind, and `mur ps` lists nothing.
-fn nothing_claims_to_run(sb: &Sandbox, dir: &Path, what: &str) {
+pub(crate) fn nothing_claims_to_run(sb: &Sandbox, dir: &Path, what: &str) {
     let left: Vec<String> = std::fs::read_dir(sb.home().join(".murmur/running"))
         .into_iter()
         .flatten()
@@ -551,4 +551,62 @@ fn an_unwritable_records_directory_refuses_the_launch_and_leaves_nothing_running
         nothing_claims_to_run(&sb, &dir, &what);
         std::fs::remove_file(path).expect("remove blocker");
     }
+}
+
+/// The launcher's debug lines that signal `pid` or its process group (see `registry::send_kill`).
+fn signals_to(err: &str, pid: i64) -> Vec<usize> {
+    let group = format!("SIGKILL to process group {pid}");
+    let alone = format!("SIGKILL to member {pid}");
+    err.lines()
+        .enumerate()
+        .filter(|(_, l)| {
+            let l = l.trim_end();
+            l.ends_with(&group) || l.ends_with(&alone)
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+#[test]
+fn a_peer_reaped_early_is_never_signalled_again() {
+    // A pid, and so a process group id, is the launcher's only until it reaps the process: the
+    // kernel may hand the number to any new process after that. A peer that ended on its own
+    // long before the formation must not be signalled when the formation ends.
+    let (sb, dir) = echoes(TWO_ECHOES);
+    let launch = Launcher::start(
+        &sb,
+        &dir,
+        &[],
+        &[
+            ("RUST_LOG", "mur::launcher=debug"),
+            ("MURMUR_TEST_TIMING", "launcher_grace=1s"),
+        ],
+    );
+    let frm = launch.formation_id();
+    wait_until(Duration::from_secs(30), || formation_pids(&frm).len() == 2).expect("both members run");
+    let worker = running_record(&sb, "worker")["pid"].as_i64().expect("pid");
+    signal_pid(worker, Signal::SIGKILL);
+    let forgotten = format!("member {worker} forgotten before it is reaped");
+    wait_until(Duration::from_secs(30), || launch.stderr().contains(&forgotten))
+        .unwrap_or_else(|| panic!("the launcher never reaped the worker:\n{}", launch.stderr()));
+    launch.signal(Signal::SIGTERM);
+    let (code, _, err) = launch.wait(Duration::from_secs(20));
+    assert_eq!(code, 143, "{err}");
+    assert!(
+        err.contains("[mur run] SIGTERM: the formation was stopped; stopped: lead (pid "),
+        "{err}"
+    );
+    let reaped_at = err
+        .lines()
+        .position(|l| l.trim_end().ends_with(&forgotten))
+        .expect("forgotten line");
+    let late: Vec<&str> = signals_to(&err, worker)
+        .into_iter()
+        .filter(|&i| i > reaped_at)
+        .filter_map(|i| err.lines().nth(i))
+        .collect();
+    assert!(late.is_empty(), "signalled after it was reaped: {late:?}\n{err}");
+    // The lead wound down through its lifeline, as ever.
+    assert!(has_event(&sb, "lead", "formation_ended"));
+    assert!(formation_pids(&frm).is_empty());
 }

@@ -329,6 +329,39 @@ fn every_readiness_failure_refuses_the_launch_and_never_starts_the_entry() {
 }
 
 #[test]
+fn a_peer_that_closes_its_stdout_and_lingers_is_killed_within_two_seconds() {
+    let (sb, dir) = formation(TWO_ECHOES);
+    // Its stdout closes before any readiness line, and the process (a shell and its child, in
+    // the peer's process group) lives on.
+    let fake = fake_peer_binary(&sb, "exec >&-\necho 'stdout closed' >&2\nsleep 30\necho 'never' >&2");
+    let started = Instant::now();
+    let launch = Launch::start(
+        &sb,
+        &dir,
+        &["--task", "never runs"],
+        &[("MURMUR_MUR_BINARY", fake.to_str().unwrap())],
+    );
+    let (code, out, err) = launch.wait(Duration::from_secs(20));
+    let took = started.elapsed();
+    eprintln!("a peer that closed stdout and lingered: the launch ended {took:?} after its start");
+    assert_eq!(code, 1, "{err}");
+    assert!(out.is_empty(), "{out}");
+    // §9.5: 2 s to exit, then SIGKILL; it is reported with the status that ended it, not left
+    // to the 25 s stop grace.
+    assert!(
+        err.contains("'worker' (local/echo@0.1.0): its process exited with status 137 before reporting; its last stderr lines were:\n    stdout closed\n"),
+        "{err}"
+    );
+    assert!(!err.contains("never"), "{err}");
+    assert!(err.contains("\n  stopped: worker (pid "), "{err}");
+    assert!(took < Duration::from_secs(10), "the launch took {took:?}");
+    assert!(
+        crate::faults::members_of_home(&sb.home(), 0).is_empty(),
+        "the peer's whole process group was killed"
+    );
+}
+
+#[test]
 fn an_unrunnable_peer_is_named_with_its_own_error() {
     let (sb, dir) = formation(
         "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/echo, version: 0.1.0, entry: true}\n  - {name: shell, capsule: local/shell, version: 1.0.0}\n",
