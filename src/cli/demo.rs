@@ -30,6 +30,8 @@ pub fn run(a: &DemoArgs) -> Outcome {
         }
         Some(t) => t,
     };
+    // From here on a signal is noted, not fatal, so the private home is always removed.
+    note_signals()?;
     let root = PrivateDir::create()?;
     eprintln!(
         "mur demo: private home {} (removed when the demo ends)",
@@ -94,6 +96,9 @@ fn launch(root: &Path, task: &str) -> Result<u8, Diagnostic> {
     // The task goes in a file: a task that happened to name a file would otherwise be read as one.
     let task_file = root.join("task.txt");
     std::fs::write(&task_file, task).map_err(|e| io_fail("write", &task_file, &e))?;
+    if let Some(code) = interrupted_before_launch() {
+        return Ok(code);
+    }
     let exe = std::env::current_exe()
         .map_err(|e| fail(format!("cannot find this mur binary to launch the formation: {e}")))?;
     eprintln!(
@@ -141,11 +146,33 @@ extern "C" fn note_signal(sig: nix::libc::c_int) {
     PENDING_SIGNAL.store(sig, Ordering::SeqCst);
 }
 
+/// Notes SIGINT, SIGTERM and SIGHUP instead of dying of them: before the launch `mur demo` stops
+/// and cleans up, during it they are passed on to the launcher, which stops the formation.
+fn note_signals() -> Result<(), Diagnostic> {
+    use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
+    let action = SigAction::new(SigHandler::Handler(note_signal), SaFlags::SA_RESTART, SigSet::empty());
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        // SAFETY: the handler only stores into an atomic. A handler (not SIG_IGN) is reset to
+        // the default in the child at exec, so the launcher installs its own as usual.
+        unsafe { sigaction(sig, &action) }.map_err(|e| fail(format!("cannot set up signal handling: {e}")))?;
+    }
+    Ok(())
+}
+
+/// A signal that arrived before the launcher was started: the demo ends there, with 128 + N.
+fn interrupted_before_launch() -> Option<u8> {
+    let sig = nix::sys::signal::Signal::try_from(PENDING_SIGNAL.load(Ordering::SeqCst)).ok()?;
+    if sig == nix::sys::signal::Signal::SIGHUP {
+        crate::launcher::silence_a_hung_up_terminal();
+    }
+    eprintln!("mur demo: {sig} arrived before the formation was launched; nothing was started");
+    u8::try_from(128 + sig as i32).ok()
+}
+
 /// Runs `mur run --roster <project> --task task.txt` in the private home with our stdio, and
-/// waits for it. SIGINT, SIGTERM and SIGHUP are passed on to the launcher, which stops the
-/// formation, rather than ending `mur demo` before it can clean up.
+/// waits for it, passing on each signal `mur demo` receives meanwhile to the launcher.
 fn run_formation(exe: &Path, root: &Path, home: &Path, project: &Path) -> Result<ExitStatus, Diagnostic> {
-    use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, kill, sigaction};
+    use nix::sys::signal::{Signal, kill};
 
     let mut cmd = Command::new(exe);
     cmd.arg("run")
@@ -163,12 +190,6 @@ fn run_formation(exe: &Path, root: &Path, home: &Path, project: &Path) -> Result
         .env_remove("MURMUR_FORMATION_PEERS")
         .stdin(Stdio::null());
 
-    let action = SigAction::new(SigHandler::Handler(note_signal), SaFlags::SA_RESTART, SigSet::empty());
-    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
-        // SAFETY: the handler only stores into an atomic. A handler (not SIG_IGN) is reset to
-        // the default in the child at exec, so the launcher installs its own as usual.
-        unsafe { sigaction(sig, &action) }.map_err(|e| fail(format!("cannot set up signal handling: {e}")))?;
-    }
     let mut child = cmd
         .spawn()
         .map_err(|e| fail(format!("cannot start {}: {e}", exe.display())))?;
@@ -181,6 +202,10 @@ fn run_formation(exe: &Path, root: &Path, home: &Path, project: &Path) -> Result
         }
         let sig = PENDING_SIGNAL.swap(0, Ordering::SeqCst);
         if let Ok(sig) = Signal::try_from(sig) {
+            if sig == Signal::SIGHUP {
+                // What follows the launch must not fail on a terminal that hung up.
+                crate::launcher::silence_a_hung_up_terminal();
+            }
             let _ = kill(pid, sig);
         }
         std::thread::sleep(Duration::from_millis(50));

@@ -257,12 +257,43 @@ fn launch(plan: LaunchPlan) -> Outcome {
         actix::spawn(async move {
             let mut signals = signals;
             while let Some(n) = signals.next().await {
+                if n == libc_sig::SIGHUP {
+                    silence_a_hung_up_terminal();
+                }
                 forward.do_send(formation::Signal(n));
             }
         });
         done_rx.await.unwrap_or(1)
     });
     Ok(code)
+}
+
+/// Once a terminal hangs up, every write to it fails with EIO, and a failed print would end the
+/// launcher in a panic before it has stopped its members. Output no one can see any more goes to
+/// /dev/null instead; a stdout or stderr that is not a hung-up terminal is left alone.
+pub(crate) fn silence_a_hung_up_terminal() {
+    use std::os::fd::AsRawFd;
+    let hung_up =
+        |fd: std::os::fd::BorrowedFd<'_>| matches!(nix::sys::termios::tcgetattr(fd), Err(nix::errno::Errno::EIO));
+    let targets = [
+        (
+            hung_up(std::os::fd::AsFd::as_fd(&std::io::stdout())),
+            std::io::stdout().as_raw_fd(),
+        ),
+        (
+            hung_up(std::os::fd::AsFd::as_fd(&std::io::stderr())),
+            std::io::stderr().as_raw_fd(),
+        ),
+    ];
+    if !targets.iter().any(|(h, _)| *h) {
+        return;
+    }
+    let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") else {
+        return;
+    };
+    for (_, fd) in targets.iter().filter(|(h, _)| *h) {
+        let _ = nix::unistd::dup2(null.as_raw_fd(), *fd);
+    }
 }
 
 /// SIGINT, SIGTERM and SIGHUP as one stream of signal numbers.

@@ -201,10 +201,10 @@ impl Handler<SendAddresses> for PeerActor {
         if let Some(fd) = &self.channel
             && let Err(e) = write_all_nonblocking(fd, msg.0.as_bytes())
         {
-            eprintln!(
+            err_line(&format!(
                 "[mur run] warning: the address line for '{}' could not be written: {e}",
                 self.name
-            );
+            ));
         }
     }
 }
@@ -301,12 +301,19 @@ async fn exited(pid: u32) {
     }
 }
 
+/// One line on the launcher's stderr. A terminal that hung up fails every write; that must not
+/// end the launcher before it has stopped its members.
+fn err_line(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
 /// Relays lines from a member's pipe to the launcher's stderr behind `prefix`, remembering the
 /// most recent ones for failure reports.
 pub async fn relay<R: AsyncRead + Unpin>(r: R, prefix: String, tail: Option<Arc<Mutex<VecDeque<String>>>>) {
     let mut lines = BufReader::new(r).lines();
     while let Ok(Some(line)) = lines.next_line().await {
-        eprintln!("{prefix}{line}");
+        err_line(&format!("{prefix}{line}"));
         if let Some(tail) = &tail
             && let Ok(mut t) = tail.lock()
         {

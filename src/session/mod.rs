@@ -45,6 +45,7 @@ use startup::{Prepared, Refusal};
 pub fn run(args: &RunArgs) -> Outcome {
     let console = Console::new();
     ignore_sigpipe();
+    ignore_terminal_signals_in_a_formation();
     let code = match startup::prepare(args, &console) {
         Err(Refusal::Usage(msg)) => {
             console.err_line(&format!("error: {msg}"));
@@ -70,6 +71,24 @@ fn ignore_sigpipe() {
     use nix::sys::signal::{SigHandler, Signal, signal};
     // SAFETY: SIG_IGN installs no handler code; it only changes the disposition.
     let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigIgn) };
+}
+
+/// A formation member ends when its lifeline closes (§13.1), and the launcher closes every
+/// lifeline on SIGINT, SIGTERM or SIGHUP. The entry shares the launcher's process group, so a
+/// terminal's ^C or hangup reaches it directly as well: a member ignores both and winds down
+/// through its lifeline, instead of dying with no `formation_ended` and no `session_end`. A
+/// process handed no lifeline is a standalone session and keeps the default dispositions. (A
+/// lifeline that proves invalid is refused with E-RUN-046 at once, so ignoring them from the
+/// first instruction changes nothing for it.)
+fn ignore_terminal_signals_in_a_formation() {
+    use nix::sys::signal::{SigHandler, Signal, signal};
+    if std::env::var_os("MURMUR_FORMATION_LIFELINE").is_none() {
+        return;
+    }
+    for sig in [Signal::SIGINT, Signal::SIGHUP] {
+        // SAFETY: SIG_IGN installs no handler code; it only changes the disposition.
+        let _ = unsafe { signal(sig, SigHandler::SigIgn) };
+    }
 }
 
 fn rfc3339_ms(t: DateTime<Utc>) -> String {

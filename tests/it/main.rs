@@ -19,3 +19,4 @@ mod hostile;
 mod load;
 mod model;
 mod session;
+mod terminal;

@@ -1,0 +1,317 @@
+//! A formation on a real terminal: ^C typed at it, and the terminal hanging up. The launcher (or
+//! `mur demo`) runs as the session leader of a fresh pseudo-terminal, in its foreground process
+//! group, as it would from a shell; the entry member shares that group, so the terminal's
+//! signals reach it directly, as they reach the launcher.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use nix::fcntl::{FcntlArg, FdFlag, OFlag, fcntl};
+use serde_json::Value;
+
+use crate::faults::{RELAY_TO_SPINNER, all_members_gone, members_of_home, nothing_claims_to_run, relay_and_spinner};
+use crate::support::{Launcher, Sandbox, wait_until};
+
+/// A process whose controlling terminal is a pseudo-terminal only this test holds the master of.
+struct OnTerminal {
+    child: Child,
+    master: Option<File>,
+    out: Arc<Mutex<Vec<u8>>>,
+    stop: Arc<AtomicBool>,
+    reader: Option<JoinHandle<()>>,
+}
+
+impl OnTerminal {
+    /// Starts `cmd` with stdin, stdout and stderr on a new terminal, as the leader of a new
+    /// session whose controlling terminal it is.
+    fn start(mut cmd: Command) -> OnTerminal {
+        let pty = nix::pty::openpty(None, None).expect("openpty");
+        // No other process may hold the master, or closing it would not hang the terminal up.
+        for fd in [&pty.master, &pty.slave] {
+            fcntl(
+                std::os::fd::AsRawFd::as_raw_fd(fd),
+                FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC),
+            )
+            .expect("cloexec");
+        }
+        let slave = File::from(pty.slave);
+        cmd.stdin(Stdio::from(slave.try_clone().expect("dup")))
+            .stdout(Stdio::from(slave.try_clone().expect("dup")))
+            .stderr(Stdio::from(slave));
+        // SAFETY: between fork and exec this calls only setsid(2) and ioctl(2), both
+        // async-signal-safe, and allocates nothing.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::unistd::setsid().map_err(std::io::Error::from)?;
+                if nix::libc::ioctl(0, nix::libc::TIOCSCTTY as _, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().expect("spawn on the terminal");
+        drop(cmd); // the parent's copies of the slave side
+        let master = File::from(pty.master);
+        let reading = master.try_clone().expect("dup master");
+        let flags = OFlag::from_bits_truncate(
+            fcntl(std::os::fd::AsRawFd::as_raw_fd(&reading), FcntlArg::F_GETFL).expect("getfl"),
+        );
+        fcntl(
+            std::os::fd::AsRawFd::as_raw_fd(&reading),
+            FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK),
+        )
+        .expect("nonblocking");
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (o, s) = (out.clone(), stop.clone());
+        let reader = std::thread::spawn(move || {
+            let mut reading = reading;
+            let mut buf = [0u8; 4096];
+            // The terminal is read all along, so nothing written to it ever blocks.
+            while !s.load(Ordering::Acquire) {
+                match reading.read(&mut buf) {
+                    Ok(n) if n > 0 => o.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(&buf[..n]),
+                    _ => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        });
+        OnTerminal {
+            child,
+            master: Some(master),
+            out,
+            stop,
+            reader: Some(reader),
+        }
+    }
+
+    fn output(&self) -> String {
+        String::from_utf8_lossy(&self.out.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+    }
+
+    /// Types `bytes` at the terminal, as a user at its keyboard.
+    fn type_bytes(&mut self, bytes: &[u8]) {
+        let master = self.master.as_mut().expect("the terminal is still there");
+        master.write_all(bytes).expect("write to the terminal");
+    }
+
+    /// Closes the terminal's master side, as closing a terminal window does: the kernel hangs
+    /// the terminal up.
+    fn hang_up(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(r) = self.reader.take() {
+            r.join().expect("reader");
+        }
+        self.master = None;
+    }
+
+    /// The exit code (128 + N for signal N), failing the test after `limit`.
+    fn wait(&mut self, limit: Duration) -> i32 {
+        use std::os::unix::process::ExitStatusExt;
+        let start = Instant::now();
+        loop {
+            if let Some(s) = self.child.try_wait().expect("try_wait") {
+                std::thread::sleep(Duration::from_millis(100)); // the last output
+                return s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0));
+            }
+            assert!(
+                start.elapsed() < limit,
+                "still running after {limit:?}; the terminal shows:\n{}",
+                self.output()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for OnTerminal {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.stop.store(true, Ordering::Release);
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+    }
+}
+
+/// Every trace of formation member `member`, with its records directory.
+fn sessions_of(sb: &Sandbox, member: &str) -> Vec<(PathBuf, Vec<Value>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![sb.home().join(".murmur/records")];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.ends_with("trace.jsonl") {
+                let recs: Vec<Value> = std::fs::read_to_string(&p)
+                    .unwrap_or_default()
+                    .lines()
+                    .filter_map(|l| serde_json::from_str(l).ok())
+                    .collect();
+                if recs.first().is_some_and(|r| r["formation_member"] == member) {
+                    out.push((dir.clone(), recs));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn types(recs: &[Value]) -> Vec<&str> {
+    recs.iter().map(|r| r["event_type"].as_str().unwrap_or("")).collect()
+}
+
+/// The arguments and environment of a formation whose entry is busy until it is stopped: a lead
+/// whose task waits on a worker that never finishes.
+const BUSY_ARGS: [&str; 4] = ["run", "--roster", "--task", "in flight"];
+const BUSY_ENV: (&str, &str) = ("MURMUR_TEST_TIMING", "component_task=60s");
+
+/// Waits until the worker runs the lead's call, so the entry is busy.
+fn until_the_entry_is_busy(sb: &Sandbox, shows: impl Fn() -> String) {
+    wait_until(Duration::from_secs(60), || {
+        crate::faults::records_of(sb, "worker")
+            .iter()
+            .any(|r| r["event_type"] == "a2a_task_received" && r["caller_member"] == "lead")
+    })
+    .unwrap_or_else(|| panic!("the worker never ran the lead's call; output:\n{}", shows()));
+}
+
+/// The busy formation, started on a terminal.
+fn busy_formation_on_a_terminal() -> (Sandbox, PathBuf, OnTerminal) {
+    let (sb, dir) = relay_and_spinner(RELAY_TO_SPINNER);
+    let mut cmd = sb.mur(&dir);
+    cmd.args(BUSY_ARGS).env(BUSY_ENV.0, BUSY_ENV.1);
+    let term = OnTerminal::start(cmd);
+    until_the_entry_is_busy(&sb, || term.output());
+    (sb, dir, term)
+}
+
+/// Every member wound down through its lifeline: the busy entry's trace has `formation_ended`,
+/// then its task cancelled, then `session_end formation_ended`, and its result file the
+/// `canceled:` line; the worker's ends the same way; nothing runs or claims to.
+fn assert_wound_down(sb: &Sandbox, dir: &Path, launcher: u32, what: &str) {
+    all_members_gone(sb, launcher, Instant::now(), what);
+    for member in ["lead", "worker"] {
+        let sessions = sessions_of(sb, member);
+        assert_eq!(sessions.len(), 1, "{what}: one session of {member}");
+        let (records_dir, recs) = &sessions[0];
+        let t = types(recs);
+        let ended = t.iter().position(|e| *e == "formation_ended");
+        let canceled = t.iter().position(|e| *e == "task_canceled");
+        assert!(
+            ended.is_some() && canceled > ended,
+            "{what}: {member} wound down through its lifeline: {t:?}"
+        );
+        assert_eq!(t.last(), Some(&"session_end"), "{what}: {member}: {t:?}");
+        assert_eq!(
+            recs.last().expect("records")["exit_status"],
+            "formation_ended",
+            "{what}: {member}"
+        );
+        let result = std::fs::read_to_string(records_dir.join("out/result.txt"))
+            .unwrap_or_else(|e| panic!("{what}: {member}'s out/result.txt: {e}"));
+        assert!(
+            result.lines().any(|l| l.starts_with("canceled: ")),
+            "{what}: {member}: {result:?}"
+        );
+    }
+    nothing_claims_to_run(sb, dir, what);
+}
+
+#[test]
+fn ctrl_c_at_the_terminal_winds_every_member_down() {
+    let (sb, dir, mut term) = busy_formation_on_a_terminal();
+    term.type_bytes(b"\x03");
+    let code = term.wait(Duration::from_secs(60));
+    let shown = term.output();
+    assert_eq!(code, 130, "{shown}");
+    assert!(
+        shown.contains("[mur run] SIGINT: the formation was stopped; stopped: lead (pid "),
+        "{shown}"
+    );
+    assert!(
+        !shown.contains("E-RUN-040"),
+        "no member reports an error of its own: {shown}"
+    );
+    assert_wound_down(&sb, &dir, term.child.id(), "^C");
+}
+
+#[test]
+fn a_terminal_that_hangs_up_winds_every_member_down() {
+    let (sb, dir, mut term) = busy_formation_on_a_terminal();
+    term.hang_up();
+    let code = term.wait(Duration::from_secs(60));
+    assert_eq!(code, 129, "the launcher ends as SIGHUP ends it");
+    assert_wound_down(&sb, &dir, term.child.id(), "hangup");
+}
+
+#[test]
+fn sighup_to_the_launchers_process_group_winds_every_member_down() {
+    // A shell whose terminal closes sends SIGHUP to each of its jobs' process groups: the
+    // launcher and the entry get it at once.
+    let (sb, dir) = relay_and_spinner(RELAY_TO_SPINNER);
+    let launch = Launcher::start(&sb, &dir, &BUSY_ARGS[2..], &[BUSY_ENV]);
+    until_the_entry_is_busy(&sb, || launch.stderr());
+    nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(launch.pid() as i32),
+        nix::sys::signal::Signal::SIGHUP,
+    )
+    .expect("SIGHUP to the launcher's group");
+    let pid = launch.pid();
+    let (code, out, err) = launch.wait(Duration::from_secs(60));
+    assert_eq!(code, 129, "{err}");
+    assert!(
+        err.contains("[mur run] SIGHUP: the formation was stopped; stopped: lead (pid "),
+        "{err}"
+    );
+    assert!(
+        out.starts_with("canceled: "),
+        "the entry reports its cancelled task: {out}"
+    );
+    assert_wound_down(&sb, &dir, pid, "SIGHUP to the group");
+}
+
+#[test]
+fn ctrl_c_during_mur_demo_leaves_nothing_behind() {
+    let sb = Sandbox::new();
+    let cwd = sb.path("work");
+    let tmp = sb.path("tmp");
+    let mut cmd = sb.mur(&cwd);
+    cmd.arg("demo").env("TMPDIR", &tmp);
+    let mut term = OnTerminal::start(cmd);
+    // ^C as soon as the demo has made its private home: while it builds, or launches.
+    wait_until(Duration::from_secs(60), || {
+        term.output().contains("mur demo: private home ")
+    })
+    .unwrap_or_else(|| panic!("no private home line:\n{}", term.output()));
+    term.type_bytes(b"\x03");
+    let code = term.wait(Duration::from_secs(120));
+    let shown = term.output();
+    assert_eq!(code, 130, "{shown}");
+    let private = shown
+        .lines()
+        .find_map(|l| l.strip_prefix("mur demo: private home "))
+        .and_then(|l| l.split(' ').next())
+        .expect("the private home's path")
+        .to_string();
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .expect("tmp")
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}\n{shown}");
+    let home = Path::new(&private).join("home");
+    assert!(
+        wait_until(Duration::from_secs(30), || members_of_home(&home, 0).is_empty()).is_some(),
+        "demo members still running: {:?}",
+        members_of_home(&home, 0)
+    );
+}
