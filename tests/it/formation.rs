@@ -502,15 +502,40 @@ fn deadline_ends_every_member_at_one_instant() {
     assert_eq!(code, 1, "the launcher exits with the entry's 1: {err}");
     assert!(started.elapsed() >= Duration::from_secs(2));
     assert!(err.contains("E-RUN-053"), "{err}");
-    for (path, recs) in traces(&sb) {
-        let last = recs.last().unwrap();
+    let all = traces(&sb);
+    // (member, the deadline instant its record names, when it wrote deadline_reached), Unix ms.
+    let mut ends = Vec::new();
+    for member in ["lead", "worker"] {
+        let mine: Vec<_> = all
+            .iter()
+            .filter(|(_, recs)| recs.first().is_some_and(|r| r["formation_member"] == member))
+            .collect();
+        assert_eq!(mine.len(), 1, "one trace of {member}: {all:?}");
+        let (path, recs) = mine[0];
+        let last = recs.last().expect("records");
+        assert_eq!(last["event_type"], "session_end", "{}", path.display());
         assert_eq!(last["exit_status"], "deadline_reached", "{}", path.display());
         assert!(
-            !event_types(&recs).contains(&"formation_ended".to_string()),
+            !event_types(recs).contains(&"formation_ended".to_string()),
             "{}",
             path.display()
         );
+        let reached = recs
+            .iter()
+            .find(|r| r["event_type"] == "deadline_reached")
+            .unwrap_or_else(|| panic!("{}: no deadline_reached", path.display()));
+        let at = chrono::DateTime::parse_from_rfc3339(reached["deadline_at"].as_str().expect("deadline_at"))
+            .expect("an RFC 3339 deadline")
+            .timestamp_millis();
+        let wrote = reached["timestamp"].as_i64().expect("timestamp");
+        assert!(wrote >= at, "{member} ended {} ms before the deadline", at - wrote);
+        ends.push((member, at, wrote));
     }
+    eprintln!("deadline ends (member, instant, written at): {ends:?}");
+    assert_eq!(ends[0].1, ends[1].1, "every member was handed the same instant");
+    let spread = ends.iter().map(|e| e.2).max().unwrap_or(0) - ends.iter().map(|e| e.2).min().unwrap_or(0);
+    // Each member ends itself on its own timer; only scheduling separates them.
+    assert!(spread <= 750, "the members ended {spread} ms apart: {ends:?}");
 }
 
 #[test]
