@@ -16,12 +16,12 @@ const GRANT: &str = "capabilities:\n  network:\n    allow: [localhost]\n";
 const SPIN_PEER: &str = "lifecycle:\n  task_acceptance: queue\n  after_task: sleep\n  queue_depth: 1\nexports:\n  peer_tasks:\n    accept: true\n";
 
 /// A lead that hands its task to `worker` (relay) and a worker that never finishes (spin).
-pub(crate) const RELAY_TO_SPINNER: &str = "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/relay, version: 0.1.0, entry: true}\n  - {name: worker, capsule: local/spinner, version: 0.1.0}\nreachability:\n  - {from: lead, to: [worker]}\n";
+const RELAY_TO_SPINNER: &str = "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/relay, version: 0.1.0, entry: true}\n  - {name: worker, capsule: local/spinner, version: 0.1.0}\nreachability:\n  - {from: lead, to: [worker]}\n";
 
 const TWO_ECHOES: &str = "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/echo, version: 0.1.0, entry: true}\n  - {name: worker, capsule: local/echo, version: 0.1.0}\nreachability:\n  - {from: lead, to: [worker]}\n";
 
 /// A sandbox with relay and spinner installed and a formation directory holding `roster`.
-pub(crate) fn relay_and_spinner(roster: &str) -> (Sandbox, PathBuf) {
+fn relay_and_spinner(roster: &str) -> (Sandbox, PathBuf) {
     let sb = Sandbox::new();
     sb.install_component("relay", "src/capsule/testdata/relay.wat", GRANT);
     sb.install_component("spinner", "actors/spin/capsule.wat", SPIN_PEER);
@@ -38,7 +38,7 @@ fn echoes(roster: &str) -> (Sandbox, PathBuf) {
     (sb, dir)
 }
 
-pub(crate) fn records_of(sb: &Sandbox, member: &str) -> Vec<Value> {
+fn records_of(sb: &Sandbox, member: &str) -> Vec<Value> {
     member_traces(sb, member).into_iter().flatten().collect()
 }
 

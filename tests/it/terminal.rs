@@ -5,6 +5,8 @@
 
 use std::fs::File;
 use std::io::{Read, Write};
+use std::os::fd::{FromRawFd, IntoRawFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -13,11 +15,11 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use nix::fcntl::{FcntlArg, FdFlag, OFlag, fcntl};
+use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use serde_json::Value;
 
-use crate::faults::{RELAY_TO_SPINNER, all_members_gone, members_of_home, nothing_claims_to_run, relay_and_spinner};
-use crate::support::{Launcher, Sandbox, wait_until};
+use crate::faults::{all_members_gone, members_of_home, nothing_claims_to_run};
+use crate::support::{Launcher, Sandbox, door_rpc, running_record, wait_until};
 
 /// A process whose controlling terminal is a pseudo-terminal only this test holds the master of.
 struct OnTerminal {
@@ -32,16 +34,20 @@ impl OnTerminal {
     /// Starts `cmd` with stdin, stdout and stderr on a new terminal, as the leader of a new
     /// session whose controlling terminal it is.
     fn start(mut cmd: Command) -> OnTerminal {
-        let pty = nix::pty::openpty(None, None).expect("openpty");
-        // No other process may hold the master, or closing it would not hang the terminal up.
-        for fd in [&pty.master, &pty.slave] {
-            fcntl(
-                std::os::fd::AsRawFd::as_raw_fd(fd),
-                FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC),
-            )
-            .expect("cloexec");
-        }
-        let slave = File::from(pty.slave);
+        // Both sides close-on-exec from the start: a copy of the master in any other process
+        // (a parallel test's, or a member) would keep the terminal from hanging up.
+        let pty = nix::pty::posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC).expect("posix_openpt");
+        nix::pty::grantpt(&pty).expect("grantpt");
+        nix::pty::unlockpt(&pty).expect("unlockpt");
+        let name = nix::pty::ptsname_r(&pty).expect("ptsname");
+        let slave = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(nix::libc::O_NOCTTY)
+            .open(&name)
+            .expect("open the terminal");
+        // SAFETY: the descriptor comes straight from `into_raw_fd`, so this is its only owner.
+        let master = unsafe { File::from_raw_fd(pty.into_raw_fd()) };
         cmd.stdin(Stdio::from(slave.try_clone().expect("dup")))
             .stdout(Stdio::from(slave.try_clone().expect("dup")))
             .stderr(Stdio::from(slave));
@@ -58,7 +64,6 @@ impl OnTerminal {
         }
         let child = cmd.spawn().expect("spawn on the terminal");
         drop(cmd); // the parent's copies of the slave side
-        let master = File::from(pty.master);
         let reading = master.try_clone().expect("dup master");
         let flags = OFlag::from_bits_truncate(
             fcntl(std::os::fd::AsRawFd::as_raw_fd(&reading), FcntlArg::F_GETFL).expect("getfl"),
@@ -169,24 +174,35 @@ fn types(recs: &[Value]) -> Vec<&str> {
     recs.iter().map(|r| r["event_type"].as_str().unwrap_or("")).collect()
 }
 
-/// The arguments and environment of a formation whose entry is busy until it is stopped: a lead
-/// whose task waits on a worker that never finishes.
+/// A formation whose entry is busy until it is stopped: the lead spins on its `--task` task, and
+/// an idle worker serves its door. (The entry does its own work, so no peer's wind-down can
+/// reach its task before its own lifeline does.)
+const BUSY_ROSTER: &str = "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/spinner, version: 0.1.0, entry: true}\n  - {name: worker, capsule: local/echo, version: 0.1.0}\n";
 const BUSY_ARGS: [&str; 4] = ["run", "--roster", "--task", "in flight"];
 const BUSY_ENV: (&str, &str) = ("MURMUR_TEST_TIMING", "component_task=60s");
 
-/// Waits until the worker runs the lead's call, so the entry is busy.
+fn busy_formation() -> (Sandbox, PathBuf) {
+    let sb = Sandbox::new();
+    sb.install_component("spinner", "actors/spin/capsule.wat", "");
+    sb.install_actor("echo");
+    let dir = sb.path("formation");
+    std::fs::write(dir.join("roster.yaml"), BUSY_ROSTER).expect("roster");
+    (sb, dir)
+}
+
+/// Waits until the lead's door shows its task working, so the entry is busy.
 fn until_the_entry_is_busy(sb: &Sandbox, shows: impl Fn() -> String) {
+    let lead = running_record(sb, "lead");
     wait_until(Duration::from_secs(60), || {
-        crate::faults::records_of(sb, "worker")
-            .iter()
-            .any(|r| r["event_type"] == "a2a_task_received" && r["caller_member"] == "lead")
+        let listed = door_rpc(&lead, "ListTasks", serde_json::json!({}));
+        listed["result"]["tasks"][0]["status"]["state"] == "TASK_STATE_WORKING"
     })
-    .unwrap_or_else(|| panic!("the worker never ran the lead's call; output:\n{}", shows()));
+    .unwrap_or_else(|| panic!("the lead's task never ran; output:\n{}", shows()));
 }
 
 /// The busy formation, started on a terminal.
 fn busy_formation_on_a_terminal() -> (Sandbox, PathBuf, OnTerminal) {
-    let (sb, dir) = relay_and_spinner(RELAY_TO_SPINNER);
+    let (sb, dir) = busy_formation();
     let mut cmd = sb.mur(&dir);
     cmd.args(BUSY_ARGS).env(BUSY_ENV.0, BUSY_ENV.1);
     let term = OnTerminal::start(cmd);
@@ -196,32 +212,35 @@ fn busy_formation_on_a_terminal() -> (Sandbox, PathBuf, OnTerminal) {
 
 /// Every member wound down through its lifeline: the busy entry's trace has `formation_ended`,
 /// then its task cancelled, then `session_end formation_ended`, and its result file the
-/// `canceled:` line; the worker's ends the same way; nothing runs or claims to.
+/// `canceled:` line; the idle worker's has `formation_ended`, then `session_end ok`; nothing
+/// runs or claims to.
 fn assert_wound_down(sb: &Sandbox, dir: &Path, launcher: u32, what: &str) {
     all_members_gone(sb, launcher, Instant::now(), what);
-    for member in ["lead", "worker"] {
+    for (member, busy) in [("lead", true), ("worker", false)] {
         let sessions = sessions_of(sb, member);
         assert_eq!(sessions.len(), 1, "{what}: one session of {member}");
         let (records_dir, recs) = &sessions[0];
         let t = types(recs);
         let ended = t.iter().position(|e| *e == "formation_ended");
-        let canceled = t.iter().position(|e| *e == "task_canceled");
         assert!(
-            ended.is_some() && canceled > ended,
+            ended.is_some(),
             "{what}: {member} wound down through its lifeline: {t:?}"
         );
         assert_eq!(t.last(), Some(&"session_end"), "{what}: {member}: {t:?}");
-        assert_eq!(
-            recs.last().expect("records")["exit_status"],
-            "formation_ended",
-            "{what}: {member}"
-        );
-        let result = std::fs::read_to_string(records_dir.join("out/result.txt"))
-            .unwrap_or_else(|e| panic!("{what}: {member}'s out/result.txt: {e}"));
-        assert!(
-            result.lines().any(|l| l.starts_with("canceled: ")),
-            "{what}: {member}: {result:?}"
-        );
+        let status = &recs.last().expect("records")["exit_status"];
+        if busy {
+            let canceled = t.iter().position(|e| *e == "task_canceled");
+            assert!(canceled > ended, "{what}: {member}'s task was cancelled: {t:?}");
+            assert_eq!(status, "formation_ended", "{what}: {member}");
+            let result = std::fs::read_to_string(records_dir.join("out/result.txt"))
+                .unwrap_or_else(|e| panic!("{what}: {member}'s out/result.txt: {e}"));
+            assert!(
+                result.lines().any(|l| l.starts_with("canceled: ")),
+                "{what}: {member}: {result:?}"
+            );
+        } else {
+            assert_eq!(status, "ok", "{what}: {member}");
+        }
     }
     nothing_claims_to_run(sb, dir, what);
 }
@@ -257,7 +276,7 @@ fn a_terminal_that_hangs_up_winds_every_member_down() {
 fn sighup_to_the_launchers_process_group_winds_every_member_down() {
     // A shell whose terminal closes sends SIGHUP to each of its jobs' process groups: the
     // launcher and the entry get it at once.
-    let (sb, dir) = relay_and_spinner(RELAY_TO_SPINNER);
+    let (sb, dir) = busy_formation();
     let launch = Launcher::start(&sb, &dir, &BUSY_ARGS[2..], &[BUSY_ENV]);
     until_the_entry_is_busy(&sb, || launch.stderr());
     nix::sys::signal::killpg(
