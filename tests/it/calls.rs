@@ -45,13 +45,14 @@ fn virtual_addresses_reach_callees_only_with_the_runtimes_credentials() {
     // Authorization would have been a 401; the door's 404 for GET /probe shows it was replaced.
     let (code, out, err) = run_task(&sb, &dir, "worker.formation.invalid");
     assert_eq!((code, out.as_str()), (0, "status 404\n"), "{err}");
+    // The run whose request carried the edge's token shows it nowhere: the lead's components
+    // learn only the name they may call.
+    assert!(!err.contains("mft1."), "no token on stderr");
     // A member it may not call, and no member at all: one refusal, before any connection.
     let (code, out, err) = run_task(&sb, &dir, "outsider.formation.invalid");
     assert_eq!((code, out.as_str()), (0, "error 15\n"), "{err}");
     let (_, out_nobody, _) = run_task(&sb, &dir, "nobody.formation.invalid");
     assert_eq!(out_nobody, out, "the same refusal whether or not the name is a member");
-    // The lead's components learn only the name they may call.
-    assert!(!err.contains("mft1."), "no token on stderr");
 }
 
 #[test]
