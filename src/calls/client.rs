@@ -8,12 +8,14 @@
 //! the watcher counts those. The error text never contains the token; it may contain the door's
 //! address, which callers redact before anyone sees it.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use actix_web::web::Bytes;
 use futures_util::StreamExt;
 
 use super::router::PeerRoute;
+use crate::channel;
 use crate::door::Trust;
 
 /// Largest reply body read (a callee's answer is cut to 64 KiB later; this only bounds memory).
@@ -54,6 +56,9 @@ impl EventStream {
 pub struct DoorClient {
     client: awc::Client,
     route: PeerRoute,
+    /// Where the door is dialled: 127.0.0.1, never a resolved name (see
+    /// [`channel::door_socket`]). `None` for a URL that is not a door's: every request fails.
+    addr: Option<SocketAddr>,
     trust: Trust,
 }
 
@@ -76,27 +81,44 @@ impl DoorClient {
             .disable_redirects()
             .disable_timeout()
             .finish();
-        DoorClient { client, route, trust }
+        let addr = channel::door_socket(&route.url);
+        DoorClient {
+            client,
+            route,
+            addr,
+            trust,
+        }
     }
 
-    fn request(&self, timeout: Duration) -> awc::ClientRequest {
+    /// A request to the door, or the transport error of a route that names no door (its URL is
+    /// not quoted: callers redact door URLs, and this one is not a door's).
+    fn request(&self, timeout: Duration) -> Result<awc::ClientRequest, String> {
+        let addr = self
+            .addr
+            .ok_or_else(|| "the callee's door address is not http://localhost:<port>".to_string())?;
         let mut auth = awc::http::header::HeaderValue::from_str(&format!("Bearer {}", self.route.token()))
             .unwrap_or_else(|_| awc::http::header::HeaderValue::from_static(""));
         auth.set_sensitive(true);
-        self.client
+        Ok(self
+            .client
             .post(format!("{}/", self.route.url))
+            .address(addr)
             .timeout(timeout)
             .insert_header((awc::http::header::AUTHORIZATION, auth))
             .insert_header(("a2a-version", "1.0"))
             .insert_header(("content-type", "application/json"))
             .insert_header(("x-murmur-task-origin", "peer"))
-            .insert_header(("x-murmur-task-trust", self.trust.as_str()))
+            .insert_header(("x-murmur-task-trust", self.trust.as_str())))
     }
 
     /// POSTs a JSON-RPC body and reads the whole reply, all within `timeout`.
     pub async fn post(&self, body: String, timeout: Duration) -> Result<Reply, String> {
         let read = async {
-            let mut resp = self.request(timeout).send_body(body).await.map_err(|e| e.to_string())?;
+            let mut resp = self
+                .request(timeout)?
+                .send_body(body)
+                .await
+                .map_err(|e| e.to_string())?;
             let status = resp.status().as_u16();
             let body = resp.body().limit(MAX_BODY).await.map_err(|e| e.to_string())?;
             Ok(Reply { status, body })
@@ -111,7 +133,7 @@ impl DoorClient {
     /// itself has no time limit: the watcher bounds it).
     pub async fn subscribe(&self, body: String, head: Duration) -> Result<Subscription, String> {
         let resp = self
-            .request(head)
+            .request(head)?
             .insert_header(("accept", "text/event-stream"))
             .send_body(body)
             .await

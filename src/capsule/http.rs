@@ -7,7 +7,8 @@
 //!
 //! [`NetworkPolicy`] is the policy the session uses: `*.formation.invalid` is never sent as
 //! written (§12.2) — it is routed through a [`PeerResolver`] when one is given and the member may
-//! be called, else refused — and every other host must pass `capabilities.network.allow`.
+//! be called, else refused — and every other host must pass `capabilities.network.allow`. A
+//! routed request is dialled at the door's socket, 127.0.0.1, never at a resolved name.
 
 use std::fmt;
 use std::future::Future;
@@ -17,8 +18,8 @@ use ::http::header::{HeaderName, HeaderValue};
 use wasmtime_wasi_http::{RequestOptions, WasiBody, WasiHttpHooks};
 
 use super::BoxFuture;
-use super::allow::{AllowList, split_url};
-use crate::names;
+use super::allow::AllowList;
+use crate::{channel, names};
 
 /// Where a component's request is going, as the policy sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,8 +75,8 @@ impl OutgoingTarget {
 /// Where to send a request instead of its written address.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Route {
-    /// `scheme://host[:port]` of the destination; its path, if any, is ignored (the request
-    /// keeps its own path and query).
+    /// The door URL of the destination, `http://localhost:P` (the request keeps its own path
+    /// and query). Anything that is not a door URL is refused when the request is sent.
     pub base_url: String,
     /// Headers to set, replacing any the component set under the same name.
     pub headers: Vec<RouteHeader>,
@@ -246,20 +247,17 @@ impl WasiHttpHooks for PolicyHooks {
 /// The headers a component may not choose when its request is routed to a door (§12.3).
 const ROUTE_DROPPED: [&str; 3] = ["authorization", "x-murmur-task-origin", "x-murmur-task-trust"];
 
-/// Points `request` at `route`: scheme and authority (and `Host`) of the route, path and query
-/// of the request, §12.3 headers. `None` when the route or a header is malformed.
+/// Points `request` at the door `route` names: the URI's authority is the door's socket
+/// (127.0.0.1, never a name to resolve: see [`channel::door_socket`]), `Host` is the door URL's
+/// authority as advertised; path and query of the request, §12.3 headers. `None` when the route
+/// names no door or a header is malformed.
 fn rewrite<B>(mut request: http::Request<B>, route: &Route) -> Option<http::Request<B>> {
-    let (scheme, host, port) = split_url(&route.base_url)?;
-    let authority = match port {
-        Some(p) if host.contains(':') => format!("[{host}]:{p}"),
-        Some(p) => format!("{host}:{p}"),
-        None if host.contains(':') => format!("[{host}]"),
-        None => host.to_string(),
-    };
+    let socket = channel::door_socket(&route.base_url)?;
+    let authority = route.base_url.strip_prefix("http://")?;
     let path = request.uri().path_and_query().map_or("/", |p| p.as_str()).to_string();
     let uri = http::Uri::builder()
-        .scheme(scheme)
-        .authority(authority.as_str())
+        .scheme("http")
+        .authority(socket.to_string())
         .path_and_query(path)
         .build()
         .ok()?;
@@ -268,7 +266,7 @@ fn rewrite<B>(mut request: http::Request<B>, route: &Route) -> Option<http::Requ
     for name in ROUTE_DROPPED {
         headers.remove(name);
     }
-    headers.insert(http::header::HOST, HeaderValue::from_str(&authority).ok()?);
+    headers.insert(http::header::HOST, HeaderValue::from_str(authority).ok()?);
     for h in &route.headers {
         let name = HeaderName::from_bytes(h.name.as_bytes()).ok()?;
         let mut value = HeaderValue::from_str(&h.value).ok()?;
@@ -397,7 +395,8 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         let route = Route::peer_door("http://localhost:4242", "mft1.p.s", "untrusted");
         let out = rewrite(request, &route).unwrap_or_else(|| panic!("rewrites"));
-        assert_eq!(out.uri().to_string(), "http://localhost:4242/rpc?x=1");
+        // Dialled at the socket the door bound; `Host` as the door is advertised.
+        assert_eq!(out.uri().to_string(), "http://127.0.0.1:4242/rpc?x=1");
         let h = out.headers();
         assert_eq!(h.get("host").map(|v| v.as_bytes()), Some(&b"localhost:4242"[..]));
         assert_eq!(h.get_all("authorization").iter().count(), 1);
@@ -419,6 +418,24 @@ mod tests {
             !format!("{route:?}").contains("mft1.p.s"),
             "Debug must not show the token"
         );
+    }
+
+    #[test]
+    fn rewrite_refuses_a_route_that_names_no_door() {
+        for base in [
+            "http://[::1]:4242",
+            "http://example.com:4242",
+            "https://localhost:4242",
+            "http://localhost",
+            "http://127.0.0.2:4242",
+        ] {
+            let request = http::Request::builder()
+                .uri("http://coder.formation.invalid/")
+                .body(())
+                .unwrap_or_else(|e| panic!("{e}"));
+            let route = Route::peer_door(base, "mft1.p.s", "untrusted");
+            assert!(rewrite(request, &route).is_none(), "{base}");
+        }
     }
 
     #[test]

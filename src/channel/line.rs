@@ -269,6 +269,26 @@ fn is_door_url(url: &str) -> bool {
     host_ok && port_ok
 }
 
+/// The socket a door URL names, for a client to connect to without resolving a name.
+///
+/// Doors bind 127.0.0.1 but are advertised as `localhost` (readiness line, address lines). A
+/// client that resolved `localhost` would, where /etc/hosts lists `::1` first, dial `[::1]:P`,
+/// where any local user may listen and receive the bearer token and the task. So every client
+/// dials the socket this returns: `http://localhost:P` and `http://127.0.0.1:P` are 127.0.0.1:P,
+/// and anything else is not a door a formation serves (`None`).
+pub fn door_socket(url: &str) -> Option<std::net::SocketAddr> {
+    let rest = url.strip_prefix("http://")?;
+    let (host, port) = rest.split_once(':')?;
+    if host != "localhost" && host != "127.0.0.1" {
+        return None;
+    }
+    if !(1..=5).contains(&port.len()) || !port.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let port = port.parse::<u16>().ok().filter(|&p| p != 0)?;
+    Some(std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port)))
+}
+
 /// A `\n`-terminated (or bare) line as a JSON object; the error reads after "its first line" /
 /// "the line".
 fn parse_object(line: &str) -> Result<Map<String, Value>, String> {
@@ -553,6 +573,45 @@ mod tests {
         ];
         for u in bad {
             assert!(!is_door_url(u), "{u}");
+        }
+    }
+
+    #[test]
+    fn door_urls_are_dialled_at_127_0_0_1() {
+        let at = |p: u16| Some(std::net::SocketAddr::from(([127, 0, 0, 1], p)));
+        let table: &[(&str, Option<std::net::SocketAddr>)] = &[
+            ("http://localhost:4242", at(4242)),
+            ("http://127.0.0.1:4242", at(4242)),
+            ("http://localhost:1", at(1)),
+            ("http://localhost:65535", at(65535)),
+            ("http://localhost:08080", at(8080)),
+            // Never a name to resolve, never another loopback address.
+            ("http://[::1]:4242", None),
+            ("http://[127.0.0.1]:4242", None),
+            ("http://127.0.0.2:4242", None),
+            ("http://127.1:4242", None),
+            ("http://LOCALHOST:4242", None),
+            ("http://localhost.:4242", None),
+            ("http://localhost.example.com:4242", None),
+            ("http://example.com:4242", None),
+            ("http://a-b.c:80", None),
+            // Not http://host:port.
+            ("https://localhost:4242", None),
+            ("HTTP://localhost:4242", None),
+            ("localhost:4242", None),
+            ("http://localhost", None),
+            ("http://localhost:", None),
+            ("http://localhost:0", None),
+            ("http://localhost:65536", None),
+            ("http://localhost:123456", None),
+            ("http://localhost:+80", None),
+            ("http://localhost:80/", None),
+            ("http://localhost:80:80", None),
+            ("http://user@localhost:80", None),
+            ("", None),
+        ];
+        for (url, want) in table {
+            assert_eq!(door_socket(url), *want, "{url}");
         }
     }
 

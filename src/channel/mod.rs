@@ -9,4 +9,4 @@ pub mod line;
 
 #[cfg(feature = "runtime")]
 pub use intake::{ChannelEvent, Intake, read_first_line, refusal, unreadable_notice};
-pub use line::{Address, Call, FirstLine, LauncherId, MAX_LINE, address_line, parse_address_line};
+pub use line::{Address, Call, FirstLine, LauncherId, MAX_LINE, address_line, door_socket, parse_address_line};

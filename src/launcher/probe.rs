@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::channel;
+
 /// What a peer's readiness line reported.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Readiness {
@@ -81,11 +83,20 @@ pub fn card_session_id(card: &Value) -> Option<&str> {
 
 /// One probe of a door: `Ok(true)` when it answers as `session_id`, `Ok(false)` when it answers
 /// as someone else, `Err` with what went wrong otherwise.
+/// The door is dialled at 127.0.0.1, never at a resolved `localhost` (see
+/// [`channel::door_socket`]): the operator token must reach exactly the socket the door bound.
 pub async fn probe_once(client: &awc::Client, ready: &Readiness, read_timeout: Duration) -> Result<bool, String> {
+    let Some(addr) = channel::door_socket(&ready.url) else {
+        return Err(format!(
+            "it reported the door address {}, which is not http://localhost:<port>",
+            crate::diag::shown(&ready.url)
+        ));
+    };
     let card: Value = match &ready.operator_token {
         Some(token) => {
             let mut resp = client
                 .post(format!("{}/", ready.url))
+                .address(addr)
                 .timeout(read_timeout)
                 .insert_header(("authorization", format!("Bearer {token}")))
                 .insert_header(("a2a-version", "1.0"))
@@ -101,6 +112,7 @@ pub async fn probe_once(client: &awc::Client, ready: &Readiness, read_timeout: D
         None => {
             let mut resp = client
                 .get(format!("{}/.well-known/agent-card.json", ready.url))
+                .address(addr)
                 .timeout(read_timeout)
                 .send()
                 .await

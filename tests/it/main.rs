@@ -17,6 +17,7 @@ mod formation;
 mod frontend;
 mod hostile;
 mod load;
+mod loopback;
 mod model;
 mod session;
 mod terminal;
