@@ -8,8 +8,16 @@
 //! tolerated). Hosts compare ASCII case-insensitively; a part a rule leaves out matches anything,
 //! so a bare host matches every scheme and port. There are no wildcards: `localhost` does not
 //! match `127.0.0.1`, and `example.com` does not match `api.example.com`.
+//!
+//! Loopback destinations are the exception ([`AllowList::allows_direct`]). A caller must declare
+//! the bare `localhost` for its calls to reach doors at ports chosen at launch (§12.4), and the
+//! runtime's own route to a door is checked against it; but a request the component sends as
+//! written to a loopback host (`localhost`, 127.0.0.0/8, `::1`, and every other spelling that
+//! reaches this machine) passes only a rule that names its port, such as `localhost:5432`.
+//! Otherwise that one grant would reach every service listening on the machine's loopback.
 
 use std::fmt;
+use std::net::{IpAddr, Ipv4Addr};
 
 /// One parsed rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,13 +123,25 @@ impl AllowList {
         &self.rejected
     }
 
-    /// Whether any rule lets a request to `scheme://host[:port]` through.
+    /// Whether any rule lets a request to `scheme://host[:port]` through: the check of a door the
+    /// runtime routes a call to (a bare `localhost` reaches every door).
     pub fn allows(&self, scheme: &str, host: &str, port: Option<u16>) -> bool {
         self.rules.iter().any(|r| r.matches(scheme, host, port))
     }
 
-    /// Whether any rule lets a request to this absolute URL through; a URL that does not parse
-    /// is never allowed.
+    /// Whether a request the component sends as written to `scheme://host[:port]` may go: as
+    /// [`allows`](Self::allows), except that a loopback host is reached only through a rule that
+    /// names the port (a bare `localhost` is for doors, routed by the runtime, not for every
+    /// service on the machine).
+    pub fn allows_direct(&self, scheme: &str, host: &str, port: Option<u16>) -> bool {
+        let loopback = is_loopback_host(host);
+        self.rules
+            .iter()
+            .any(|r| (!loopback || r.port.is_some()) && r.matches(scheme, host, port))
+    }
+
+    /// Whether any rule lets a request to this absolute door URL through (see
+    /// [`allows`](Self::allows)); a URL that does not parse is never allowed.
     pub fn allows_url(&self, url: &str) -> bool {
         match split_url(url) {
             Some((scheme, host, port)) => self.allows(scheme, host, port),
@@ -133,6 +153,68 @@ impl AllowList {
     pub fn reaches_loopback_door(&self) -> bool {
         self.rules.iter().any(AllowRule::reaches_loopback_door)
     }
+}
+
+/// Whether a connection to `host` (as a URL writes it; IPv6 may keep its brackets) reaches this
+/// machine's loopback: `localhost` and names under it, 127.0.0.0/8, `::1`, the unspecified
+/// addresses (a connection to 0.0.0.0 or `::` reaches the local host), IPv4-mapped forms of
+/// these, and the numeric spellings the system resolver reads as IPv4 (`127.1`, `0x7f000001`,
+/// `2130706433`, `0`). A trailing dot is ignored. Names that merely resolve to loopback are not
+/// recognised: a rule must name them, and the manifest that does is the one that chose them.
+pub fn is_loopback_host(host: &str) -> bool {
+    let h = unbracket(host).to_ascii_lowercase();
+    let h = h.strip_suffix('.').unwrap_or(&h);
+    if h == "localhost" || h.ends_with(".localhost") {
+        return true;
+    }
+    let ip = match h.parse::<IpAddr>() {
+        Ok(ip) => ip,
+        Err(_) => match numeric_ipv4(h) {
+            Some(v4) => IpAddr::V4(v4),
+            None => return false,
+        },
+    };
+    let local_v4 = |a: Ipv4Addr| a.is_loopback() || a.is_unspecified();
+    match ip {
+        IpAddr::V4(a) => local_v4(a),
+        IpAddr::V6(a) => a.is_loopback() || a.is_unspecified() || a.to_ipv4_mapped().is_some_and(local_v4),
+    }
+}
+
+/// The IPv4 address `inet_aton` reads from `s`: one to four dot-separated parts, each decimal,
+/// octal (leading `0`) or hex (`0x`), the last filling the remaining bytes.
+fn numeric_ipv4(s: &str) -> Option<Ipv4Addr> {
+    let parts: Vec<&str> = s.split('.').collect();
+    if parts.is_empty() || parts.len() > 4 {
+        return None;
+    }
+    let mut values = Vec::with_capacity(parts.len());
+    for p in &parts {
+        let v = if let Some(hex) = p.strip_prefix("0x") {
+            if hex.is_empty() {
+                return None;
+            }
+            u32::from_str_radix(hex, 16).ok()?
+        } else if p.len() > 1 && p.starts_with('0') {
+            u32::from_str_radix(&p[1..], 8).ok()?
+        } else {
+            p.parse::<u32>().ok()?
+        };
+        values.push(v);
+    }
+    let (last, head) = values.split_last()?;
+    let mut addr: u32 = 0;
+    for (i, &v) in head.iter().enumerate() {
+        if v > 0xff {
+            return None;
+        }
+        addr |= v << (24 - 8 * i);
+    }
+    let room = 32 - 8 * head.len();
+    if room < 32 && *last >> room != 0 {
+        return None;
+    }
+    Some(Ipv4Addr::from(addr | last))
 }
 
 /// Splits `scheme://host[:port][/…]` into its parts; `None` when it is not such a URL (userinfo
@@ -319,6 +401,114 @@ mod tests {
         assert!(!list.allows_url("http://user@localhost:4242"));
         assert!(!list.allows_url("localhost:4242"));
         assert!(!list.allows_url("http://localhost:99999"));
+    }
+
+    #[test]
+    fn loopback_hosts_in_every_spelling() {
+        let table: &[(&str, bool)] = &[
+            ("localhost", true),
+            ("LocalHost", true),
+            ("localhost.", true),
+            ("db.localhost", true),
+            ("127.0.0.1", true),
+            ("127.255.255.254", true),
+            ("127.1", true),
+            ("127.0.1", true),
+            ("0x7f000001", true),
+            ("0X7F.1", true),
+            ("0177.0.0.1", true),
+            ("2130706433", true),
+            ("0", true),
+            ("0.0.0.0", true),
+            ("::1", true),
+            ("[::1]", true),
+            ("[0:0:0:0:0:0:0:1]", true),
+            ("[::]", true),
+            ("[::ffff:127.0.0.1]", true),
+            ("[::ffff:7f00:2]", true),
+            ("[::ffff:0.0.0.0]", true),
+            // Not this machine's loopback.
+            ("localhost.example.com", false),
+            ("mylocalhost", false),
+            ("example.com", false),
+            ("128.0.0.1", false),
+            ("10.0.0.1", false),
+            ("126.255.255.255", false),
+            ("1.127.0.0", false),
+            ("[::2]", false),
+            ("[::ffff:10.0.0.1]", false),
+            ("[2001:db8::1]", false),
+            ("127.0.0.1.example.com", false),
+            ("0x", false),
+            ("08.0.0.1", false),
+            ("127.0.0.256", false),
+            ("127.16777216", false),
+            ("4294967296", false),
+            ("127..1", false),
+            ("", false),
+        ];
+        for (host, want) in table {
+            assert_eq!(is_loopback_host(host), *want, "{host:?}");
+        }
+    }
+
+    #[test]
+    fn direct_requests_reach_loopback_only_at_a_named_port() {
+        // (rules, scheme, host, port, sent as written, routed to a door)
+        type Row<'a> = (&'a [&'a str], &'a str, &'a str, Option<u16>, bool, bool);
+        let table: &[Row] = &[
+            // The bare grant every caller declares reaches doors, not every loopback service.
+            (&["localhost"], "http", "localhost", Some(5432), false, true),
+            (&["localhost"], "http", "localhost", None, false, true),
+            (&["http://localhost"], "http", "localhost", Some(4242), false, true),
+            (&["LOCALHOST"], "http", "LocalHost", Some(4242), false, true),
+            (&["127.0.0.1"], "http", "127.0.0.1", Some(5432), false, true),
+            (&["[::1]"], "http", "[::1]", Some(5432), false, true),
+            (&["0.0.0.0"], "http", "0.0.0.0", Some(5432), false, true),
+            (&["2130706433"], "http", "2130706433", Some(5432), false, true),
+            // A rule that names the port reaches that port, and only it.
+            (
+                &["localhost", "localhost:5432"],
+                "http",
+                "localhost",
+                Some(5432),
+                true,
+                true,
+            ),
+            (&["localhost:5432"], "http", "localhost", Some(5433), false, false),
+            (&["localhost:5432"], "https", "localhost", Some(5432), true, true),
+            (&["http://localhost:8080"], "http", "localhost", Some(8080), true, true),
+            (
+                &["http://localhost:8080"],
+                "https",
+                "localhost",
+                Some(8080),
+                false,
+                false,
+            ),
+            (&["localhost:80"], "http", "localhost", None, true, true),
+            (&["127.0.0.1:5432"], "http", "127.0.0.1", Some(5432), true, true),
+            (&["127.0.0.1:5432"], "http", "localhost", Some(5432), false, false),
+            (&["[::1]:9000"], "http", "[::1]", Some(9000), true, true),
+            // Other hosts keep the plain rules.
+            (&["example.com"], "https", "example.com", None, true, true),
+            (&["example.com"], "http", "example.com", Some(8080), true, true),
+            (
+                &["https://api.example.com"],
+                "http",
+                "api.example.com",
+                None,
+                false,
+                false,
+            ),
+            (&[], "http", "localhost", Some(1), false, false),
+        ];
+        for (rules, scheme, host, port, direct, routed) in table {
+            let list = AllowList::parse(rules);
+            let at = format!("{rules:?} vs {scheme}://{host}:{port:?}");
+            assert_eq!(list.allows_direct(scheme, host, *port), *direct, "direct: {at}");
+            assert_eq!(list.allows(scheme, host, *port), *routed, "routed: {at}");
+        }
     }
 
     #[test]

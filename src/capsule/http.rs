@@ -7,8 +7,10 @@
 //!
 //! [`NetworkPolicy`] is the policy the session uses: `*.formation.invalid` is never sent as
 //! written (§12.2) — it is routed through a [`PeerResolver`] when one is given and the member may
-//! be called, else refused — and every other host must pass `capabilities.network.allow`. A
-//! routed request is dialled at the door's socket, 127.0.0.1, never at a resolved name.
+//! be called, else refused — and every other host must pass `capabilities.network.allow`. The
+//! bare `localhost` a caller declares lets the runtime's routes reach doors; a request sent as
+//! written to a loopback host needs a rule that names its port ([`AllowList::allows_direct`]).
+//! A routed request is dialled at the door's socket, 127.0.0.1, never at a resolved name.
 
 use std::fmt;
 use std::future::Future;
@@ -198,7 +200,8 @@ impl NetworkPolicy {
                 _ => HttpDecision::Deny,
             };
         }
-        if self.allow.allows(&target.scheme, &target.host, target.port) {
+        // Sent as written: a loopback host only at a port the list names (see `allow`).
+        if self.allow.allows_direct(&target.scheme, &target.host, target.port) {
             HttpDecision::PassThrough
         } else {
             HttpDecision::Deny
@@ -333,11 +336,19 @@ mod tests {
 
     #[test]
     fn default_policy_refuses_formation_addresses_and_applies_the_allow_list() {
-        let policy = NetworkPolicy::new(AllowList::parse(&["localhost", "https://api.example.com"]));
+        let policy = NetworkPolicy::new(AllowList::parse(&[
+            "localhost",
+            "localhost:8080",
+            "https://api.example.com",
+        ]));
         let table: &[(&str, HttpDecision)] = &[
             ("http://x.formation.invalid/", HttpDecision::Deny),
             ("http://coder.formation.invalid/", HttpDecision::Deny),
-            ("http://localhost:4242/", HttpDecision::PassThrough),
+            // The bare `localhost` is for routed calls; loopback only at a named port.
+            ("http://localhost:4242/", HttpDecision::Deny),
+            ("http://localhost/", HttpDecision::Deny),
+            ("http://localhost:8080/", HttpDecision::PassThrough),
+            ("http://LOCALHOST:8080/x", HttpDecision::PassThrough),
             ("https://api.example.com/v1/chat", HttpDecision::PassThrough),
             ("http://api.example.com/", HttpDecision::Deny),
             ("http://127.0.0.1:4242/", HttpDecision::Deny),

@@ -55,6 +55,102 @@ fn virtual_addresses_reach_callees_only_with_the_runtimes_credentials() {
     assert_eq!(out_nobody, out, "the same refusal whether or not the name is a member");
 }
 
+/// A plain HTTP service on 127.0.0.1 that answers every request `200` and counts connections;
+/// it stops when dropped.
+struct LocalService {
+    port: u16,
+    hits: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl LocalService {
+    fn start() -> LocalService {
+        use std::io::{Read, Write};
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let port = listener.local_addr().expect("addr").port();
+        let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (h, st) = (hits.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !st.load(Ordering::Relaxed) {
+                let Ok((mut conn, _)) = listener.accept() else {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    continue;
+                };
+                h.fetch_add(1, Ordering::SeqCst);
+                let _ = conn.set_nonblocking(false);
+                let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && head.len() < 16 << 10 && conn.read(&mut byte).unwrap_or(0) == 1 {
+                    head.push(byte[0]);
+                }
+                let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+            }
+        });
+        LocalService { port, hits, stop }
+    }
+
+    fn hits(&self) -> usize {
+        self.hits.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for LocalService {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn loopback_is_reached_only_at_a_port_the_allow_list_names() {
+    let sb = Sandbox::new();
+    let service = LocalService::start();
+    let port = service.port;
+    sb.install_actor("echo");
+    // The grant every caller declares, and the same with the service's port named.
+    sb.install_component("probe", "src/calls/testdata/http_probe.wat", GRANT);
+    sb.install_component(
+        "granted",
+        "src/calls/testdata/http_probe.wat",
+        &format!("capabilities:\n  network:\n    allow: [localhost, \"localhost:{port}\"]\n"),
+    );
+    let roster = |lead: &str| {
+        format!(
+            "roster_version: 1\nmembers:\n  - {{name: lead, capsule: local/{lead}, version: 0.1.0, entry: true}}\n  - {{name: worker, capsule: local/echo, version: 0.1.0}}\nreachability:\n  - {{from: lead, to: [worker]}}\n"
+        )
+    };
+
+    // `localhost` lets calls reach the worker's door, and nothing else on the loopback: every
+    // spelling of the service's address is refused before a connection (error 15).
+    let dir = formation_dir(&sb, &roster("probe"));
+    let (code, out, err) = run_task(&sb, &dir, "worker.formation.invalid");
+    assert_eq!((code, out.as_str()), (0, "status 404\n"), "{err}");
+    for authority in [
+        format!("localhost:{port}"),
+        format!("127.0.0.1:{port}"),
+        format!("[::ffff:127.0.0.1]:{port}"),
+        format!("127.1:{port}"),
+    ] {
+        let (code, out, err) = run_task(&sb, &dir, &authority);
+        assert_eq!((code, out.as_str()), (0, "error 15\n"), "{authority}: {err}");
+    }
+    assert_eq!(service.hits(), 0, "the service saw no connection");
+
+    // `localhost:<port>` opens that port, and that port alone; calls still work.
+    let dir = formation_dir(&sb, &roster("granted"));
+    let (code, out, err) = run_task(&sb, &dir, &format!("localhost:{port}"));
+    assert_eq!((code, out.as_str()), (0, "status 200\n"), "{err}");
+    assert_eq!(service.hits(), 1, "the named port was reached");
+    let other = if port == u16::MAX { port - 1 } else { port + 1 };
+    let (code, out, err) = run_task(&sb, &dir, &format!("localhost:{other}"));
+    assert_eq!((code, out.as_str()), (0, "error 15\n"), "{err}");
+    let (code, out, err) = run_task(&sb, &dir, "worker.formation.invalid");
+    assert_eq!((code, out.as_str()), (0, "status 404\n"), "{err}");
+}
+
 #[test]
 fn a_call_through_the_import_answers_and_is_traced_on_both_sides() {
     let sb = Sandbox::new();
