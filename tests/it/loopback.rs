@@ -211,7 +211,7 @@ fn no_door_client_dials_localhost_by_name() {
     sb.install_component("relay", "src/capsule/testdata/relay.wat", GRANT);
     sb.install_component("probe", "src/calls/testdata/http_probe.wat", GRANT);
 
-    // The launcher probes both doors with their operator tokens; the lead calls the worker
+    // The launcher probes the worker's door with its operator token; the lead calls the worker
     // through the call import with the edge's formation token.
     let dir = formation_dir(&sb, "relay");
     let o = run_in_namespaces(&sb, &dir, "carried past [::1]");
