@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use super::auth::Caller;
 use super::card::CardFacts;
 use super::jsonrpc::{self, A2aError, Method, RpcError};
-use super::tasks::{Board, CancelResult, ListQuery, NewTask, Origin, TaskSnapshot, TaskState, Trust};
+use super::tasks::{Board, CancelResult, ListQuery, NewTask, Origin, Pinned, TaskSnapshot, TaskState, Trust};
 
 /// ListTasks page size when none is asked for (§18).
 pub const DEFAULT_PAGE_SIZE: usize = 50;
@@ -55,10 +55,11 @@ pub enum Reply {
     Task(TaskSnapshot),
     Error(RpcError),
     /// An SSE stream of this task (SendStreamingMessage, SubscribeToTask), opening with `first`
-    /// when given.
+    /// when given; `pin` keeps the task on the board until the stream has shown its end.
     Stream {
         task_id: String,
         first: Option<TaskSnapshot>,
+        pin: Pinned,
     },
 }
 
@@ -171,7 +172,8 @@ pub fn parse_offer(params: &Map<String, Value>) -> Result<Offer, RpcError> {
 
 async fn send(params: &Map<String, Value>, call: &Call<'_>, streaming: bool) -> Result<Reply, RpcError> {
     let offer = parse_offer(params)?;
-    let snap = call.board.submit(NewTask {
+    // Pinned until the reply is built: the task's end must not be forgotten before it is shown.
+    let (snap, pin) = call.board.submit_pinned(NewTask {
         text: offer.text,
         context_id: offer.context_id,
         message_id: offer.message_id,
@@ -186,6 +188,7 @@ async fn send(params: &Map<String, Value>, call: &Call<'_>, streaming: bool) -> 
         return Ok(Reply::Stream {
             task_id: snap.id.clone(),
             first: Some(snap),
+            pin,
         });
     }
     let snap = if offer.return_immediately || snap.state.is_terminal() {
@@ -193,7 +196,9 @@ async fn send(params: &Map<String, Value>, call: &Call<'_>, streaming: bool) -> 
     } else {
         call.board.wait_terminal(&snap.id).await.unwrap_or(snap)
     };
-    Ok(Reply::Result(jsonrpc::object([("task", snap.to_json(true))])))
+    let reply = jsonrpc::object([("task", snap.to_json(true))]);
+    drop(pin);
+    Ok(Reply::Result(reply))
 }
 
 fn task_id(params: &Map<String, Value>) -> Result<&str, RpcError> {
@@ -229,6 +234,8 @@ fn cancel_task(params: &Map<String, Value>, call: &Call<'_>) -> Result<Reply, Rp
 
 fn subscribe(params: &Map<String, Value>, call: &Call<'_>) -> Result<Reply, RpcError> {
     let id = task_id(params)?;
+    // Pinned before it is looked at, so a live task cannot be forgotten before the stream ends.
+    let pin = call.board.pin(id);
     let t = visible(call, id)?;
     if t.state.is_terminal() {
         return Err(A2aError::UnsupportedOperation.with(&[("taskId", id)]));
@@ -236,6 +243,7 @@ fn subscribe(params: &Map<String, Value>, call: &Call<'_>) -> Result<Reply, RpcE
     Ok(Reply::Stream {
         task_id: t.id,
         first: None,
+        pin,
     })
 }
 

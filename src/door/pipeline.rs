@@ -180,7 +180,7 @@ pub async fn handle(req: HttpRequest, payload: web::Payload, shared: web::Data<S
         Reply::Result(v) => json_response(StatusCode::OK, &jsonrpc::result_value(&id, v)),
         Reply::Task(t) => bytes_response(jsonrpc::result_bytes(&id, &t.view(true))),
         Reply::Error(e) => rpc_error(&id, &e),
-        Reply::Stream { task_id, first } => sse::follow(&shared.board, task_id, first, id),
+        Reply::Stream { task_id, first, pin } => sse::follow(&shared.board, task_id, first, pin, id),
     }
 }
 

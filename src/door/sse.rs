@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::jsonrpc;
-use super::tasks::{Board, TaskSnapshot};
+use super::tasks::{Board, Pinned, TaskSnapshot};
 
 struct Follow {
     board: Arc<Board>,
@@ -27,6 +27,8 @@ struct Follow {
     sent: Option<u64>,
     artifact_sent: bool,
     done: bool,
+    /// Keeps the task on the board until this stream is gone.
+    _pin: Pinned,
 }
 
 /// `data: {"id":…,"jsonrpc":"2.0","result":<StreamResponse>}\n\n`.
@@ -88,7 +90,13 @@ impl Follow {
 
 /// The SSE response following a task, each event answering JSON-RPC request `request_id`. It
 /// opens with `first` when given, else with the task as it stands.
-pub fn follow(board: &Arc<Board>, task_id: String, first: Option<TaskSnapshot>, request_id: Value) -> HttpResponse {
+pub fn follow(
+    board: &Arc<Board>,
+    task_id: String,
+    first: Option<TaskSnapshot>,
+    pin: Pinned,
+    request_id: Value,
+) -> HttpResponse {
     let f = Follow {
         board: Arc::clone(board),
         task_id,
@@ -98,6 +106,7 @@ pub fn follow(board: &Arc<Board>, task_id: String, first: Option<TaskSnapshot>, 
         sent: None,
         artifact_sent: false,
         done: false,
+        _pin: pin,
     };
     HttpResponse::Ok()
         .insert_header((header::CONTENT_TYPE, "text/event-stream"))

@@ -4,8 +4,14 @@
 //! One `Mutex` guards the state; nothing awaits while holding it. A board-wide `watch` counter is
 //! bumped on every change, so waiters re-check state and can never miss an update. Observer
 //! events are delivered in mutation order, after the state lock is released.
+//!
+//! A board never grows for the session's life: an ended task is kept only within [`Retention`]
+//! (refused tasks are forgotten first, then the oldest ended), and a refused task never holds its
+//! offer's text. Live tasks, and ended ones a reply or stream still owes a caller ([`Pinned`]),
+//! are never forgotten.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -22,6 +28,28 @@ pub const REJECT_BUSY: &str = "task rejected: capsule is busy";
 pub const REJECT_CLOSING: &str = "task rejected: the session is closing";
 /// Status text of a task whose executor let go of it without an outcome [ours].
 const LOST: &str = "the task ended without an outcome";
+
+/// Ended tasks a board keeps for GetTask and ListTasks [ours]. A caller collects an outcome
+/// within moments of its end (call-member polls every 500 ms), while a peer sending without
+/// pause would otherwise grow the member for its whole life.
+pub const KEEP_ENDED_TASKS: usize = 1000;
+/// Bytes the kept ended tasks may hold: answers, status texts, ids [ours]. Two answers the size of
+/// the largest body the door reads, so recent outcomes survive and an idle member stays small.
+pub const KEEP_ENDED_BYTES: usize = 16 * 1024 * 1024;
+
+/// How much of its ended tasks a board keeps; past either limit the oldest are forgotten.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    pub tasks: usize,
+    pub bytes: usize,
+}
+
+impl Retention {
+    pub const DEFAULT: Retention = Retention {
+        tasks: KEEP_ENDED_TASKS,
+        bytes: KEEP_ENDED_BYTES,
+    };
+}
 
 /// A2A task states (§7.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -414,18 +442,127 @@ pub struct ListPage {
 
 struct Entry {
     snap: TaskSnapshot,
+    /// The offer, until the executor takes it; never kept for a refused task.
     text: String,
     cancel: watch::Sender<bool>,
+    /// Open replies and streams that still owe this task's end to a caller.
+    pins: u32,
+}
+
+/// What an ended task holds, roughly, in bytes: the entry, its id three times (map key, snapshot,
+/// ListTasks order) and every string it keeps.
+fn footprint(e: &Entry) -> usize {
+    let s = &e.snap;
+    let opt = |o: &Option<String>| o.as_ref().map_or(0, String::len);
+    let below: usize = s
+        .no_answer_below
+        .iter()
+        .flatten()
+        .map(|b| std::mem::size_of::<NoAnswerBelow>() + b.member.len() + b.status.len())
+        .sum();
+    std::mem::size_of::<Entry>()
+        + 3 * s.id.len()
+        + s.context_id.len()
+        + opt(&s.status_text)
+        + opt(&s.status_message_id)
+        + opt(&s.answer)
+        + opt(&s.owner)
+        + below
+        + e.text.len()
 }
 
 struct State {
     tasks: HashMap<String, Entry>,
+    /// Every task by its last change number: ListTasks walks it newest first.
+    order: BTreeMap<u64, String>,
+    /// Ended tasks still kept, each list oldest end first, with what each holds. Refused tasks
+    /// are forgotten before the others: their caller had the refusal in the SendMessage reply, and
+    /// a flood of refusals must not push out the outcomes other callers have yet to collect.
+    refused: VecDeque<(String, usize)>,
+    ended: VecDeque<(String, usize)>,
+    /// Sum of what `refused` and `ended` hold.
+    kept_bytes: usize,
     queue: VecDeque<String>,
     running: Option<String>,
     /// `single`: the slot has been used once.
     slot_used: bool,
     closing: bool,
     seq: u64,
+}
+
+impl State {
+    /// Files the tasks `events` ended for forgetting, then forgets what `keep` does not cover.
+    fn settle(&mut self, events: &[BoardEvent], keep: Retention) {
+        for ev in events {
+            if let BoardEvent::Ended { task_id, state, .. } = ev
+                && let Some(e) = self.tasks.get_mut(task_id)
+            {
+                // Nothing runs an ended task; its offer is dead weight.
+                e.text = String::new();
+                let bytes = footprint(e);
+                self.kept_bytes += bytes;
+                let list = if *state == TaskState::Rejected {
+                    &mut self.refused
+                } else {
+                    &mut self.ended
+                };
+                list.push_back((task_id.clone(), bytes));
+            }
+        }
+        self.evict(keep);
+    }
+
+    /// Forgets ended tasks, refused ones first and each kind oldest first, until `keep` holds.
+    /// A pinned task, or one whose executor still holds the running slot, is passed over.
+    fn evict(&mut self, keep: Retention) {
+        for refused in [true, false] {
+            let mut i = 0;
+            loop {
+                let over = self.refused.len() + self.ended.len() > keep.tasks || self.kept_bytes > keep.bytes;
+                let list = if refused { &mut self.refused } else { &mut self.ended };
+                let Some((id, _)) = list.get(i).filter(|_| over) else {
+                    break;
+                };
+                let held = self.running.as_ref() == Some(id) || self.tasks.get(id).is_some_and(|e| e.pins > 0);
+                if held {
+                    i += 1;
+                    continue;
+                }
+                if let Some((id, bytes)) = list.remove(i) {
+                    self.kept_bytes = self.kept_bytes.saturating_sub(bytes);
+                    if let Some(e) = self.tasks.remove(&id) {
+                        self.order.remove(&e.snap.changed);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Moves a task to change number `seq` in the ListTasks order.
+fn reorder(order: &mut BTreeMap<u64, String>, snap: &mut TaskSnapshot, seq: u64) {
+    let id = order.remove(&snap.changed).unwrap_or_else(|| snap.id.clone());
+    snap.changed = seq;
+    order.insert(seq, id);
+}
+
+/// Keeps a task on the board after its end while a reply or stream still owes that end to a
+/// caller; dropping it lets the board forget the task again.
+pub struct Pinned {
+    board: Arc<Board>,
+    task_id: String,
+}
+
+impl std::fmt::Debug for Pinned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Pinned({})", self.task_id)
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        self.board.unpin(&self.task_id);
+    }
 }
 
 /// The session's tasks. Shared as `Arc<Board>` between the door and the executor.
@@ -437,6 +574,7 @@ pub struct Board {
     acceptance: Acceptance,
     queue_depth: u32,
     clock: Clock,
+    retention: Retention,
 }
 
 impl std::fmt::Debug for Board {
@@ -471,9 +609,18 @@ impl Board {
     }
 
     pub fn with_clock(acceptance: Acceptance, queue_depth: u32, clock: Clock) -> Arc<Board> {
+        Board::with_retention(acceptance, queue_depth, clock, Retention::DEFAULT)
+    }
+
+    /// As [`Board::with_clock`], keeping ended tasks within `retention`.
+    pub fn with_retention(acceptance: Acceptance, queue_depth: u32, clock: Clock, retention: Retention) -> Arc<Board> {
         Arc::new(Board {
             state: Mutex::new(State {
                 tasks: HashMap::new(),
+                order: BTreeMap::new(),
+                refused: VecDeque::new(),
+                ended: VecDeque::new(),
+                kept_bytes: 0,
                 queue: VecDeque::new(),
                 running: None,
                 slot_used: false,
@@ -485,6 +632,7 @@ impl Board {
             acceptance,
             queue_depth,
             clock,
+            retention,
         })
     }
 
@@ -509,7 +657,9 @@ impl Board {
         let mut events = Vec::new();
         let r = {
             let mut st = self.lock();
-            f(&mut st, &mut events, (self.clock)())
+            let r = f(&mut st, &mut events, (self.clock)());
+            st.settle(&events, self.retention);
+            r
         };
         if let Some(obs) = observer.as_ref() {
             for e in &events {
@@ -534,15 +684,45 @@ impl Board {
             trust: Trust::Trusted,
             traceparent: None,
         };
-        self.insert(new, true)
+        self.insert(new, true, false)
     }
 
     /// A task offered at the door: admitted (`SUBMITTED`) or refused (`REJECTED`) per §6.4.
     pub fn submit(&self, new: NewTask) -> TaskSnapshot {
-        self.insert(new, false)
+        self.insert(new, false, false)
     }
 
-    fn insert(&self, new: NewTask, local: bool) -> TaskSnapshot {
+    /// As [`Board::submit`], pinned from its creation: the task stays on the board, ended or not,
+    /// until the returned pin is dropped (a SendMessage reply or stream owes it to its caller).
+    pub fn submit_pinned(self: &Arc<Self>, new: NewTask) -> (TaskSnapshot, Pinned) {
+        let snap = self.insert(new, false, true);
+        let pin = Pinned {
+            board: Arc::clone(self),
+            task_id: snap.id.clone(),
+        };
+        (snap, pin)
+    }
+
+    /// Pins a task already on the board (see [`Pinned`]); a pin on an unknown id holds nothing.
+    pub fn pin(self: &Arc<Self>, task_id: &str) -> Pinned {
+        if let Some(e) = self.lock().tasks.get_mut(task_id) {
+            e.pins += 1;
+        }
+        Pinned {
+            board: Arc::clone(self),
+            task_id: task_id.to_string(),
+        }
+    }
+
+    fn unpin(&self, task_id: &str) {
+        let mut st = self.lock();
+        if let Some(e) = st.tasks.get_mut(task_id) {
+            e.pins = e.pins.saturating_sub(1);
+        }
+        st.evict(self.retention);
+    }
+
+    fn insert(&self, new: NewTask, local: bool, pinned: bool) -> TaskSnapshot {
         let (acceptance, depth) = (self.acceptance, self.queue_depth as usize);
         self.mutate(|st, ev, now| {
             let refusal = if st.closing {
@@ -601,9 +781,12 @@ impl Board {
             }
             let entry = Entry {
                 snap: snap.clone(),
-                text: new.text,
+                // A refused offer is never run: keep none of it.
+                text: if refusal.is_some() { String::new() } else { new.text },
                 cancel: watch::channel(false).0,
+                pins: u32::from(pinned),
             };
+            st.order.insert(st.seq, id.clone());
             st.tasks.insert(id, entry);
             snap
         })
@@ -646,11 +829,12 @@ impl Board {
             let e = st.tasks.get_mut(&id)?;
             e.snap.state = TaskState::Working;
             e.snap.timestamp = now;
-            e.snap.changed = seq;
+            reorder(&mut st.order, &mut e.snap, seq);
             let work = Work {
                 task_id: id.clone(),
                 context_id: e.snap.context_id.clone(),
-                text: e.text.clone(),
+                // Nothing reads the offer again once it runs.
+                text: std::mem::take(&mut e.text),
                 trust: e.snap.trust,
                 origin: e.snap.origin,
                 owner: e.snap.owner.clone(),
@@ -676,7 +860,7 @@ impl Board {
             {
                 e.snap.state = TaskState::Working;
                 e.snap.timestamp = now;
-                e.snap.changed = seq;
+                reorder(&mut st.order, &mut e.snap, seq);
                 e.snap.status_text = note.map(str::to_string);
                 e.snap.status_message_id = note.map(|_| mint_message_id());
             }
@@ -707,7 +891,7 @@ impl Board {
                     }
                     TaskOutcome::Canceled => (TaskState::Canceled, None, None),
                 };
-                end(e, state, text, seq, now);
+                end(e, &mut st.order, state, text, seq, now);
                 let _ = e.cancel.send_replace(state == TaskState::Canceled);
                 ev.push(BoardEvent::Ended {
                     task_id: task_id.to_string(),
@@ -751,7 +935,7 @@ impl Board {
             if e.snap.state.is_terminal() {
                 return CancelResult::NotCancelable(e.snap.clone());
             }
-            end(e, TaskState::Canceled, None, seq, now);
+            end(e, &mut st.order, TaskState::Canceled, None, seq, now);
             let _ = e.cancel.send_replace(true);
             let snap = e.snap.clone();
             st.queue.retain(|q| q != task_id);
@@ -776,7 +960,7 @@ impl Board {
                 if let Some(e) = st.tasks.get_mut(&id)
                     && !e.snap.state.is_terminal()
                 {
-                    end(e, TaskState::Canceled, None, seq, now);
+                    end(e, &mut st.order, TaskState::Canceled, None, seq, now);
                     let _ = e.cancel.send_replace(true);
                     ev.push(BoardEvent::Ended {
                         task_id: id,
@@ -802,7 +986,14 @@ impl Board {
                 if let Some(e) = st.tasks.get_mut(&id)
                     && !e.snap.state.is_terminal()
                 {
-                    end(e, TaskState::Rejected, Some(REJECT_CLOSING.to_string()), seq, now);
+                    end(
+                        e,
+                        &mut st.order,
+                        TaskState::Rejected,
+                        Some(REJECT_CLOSING.to_string()),
+                        seq,
+                        now,
+                    );
                     let _ = e.cancel.send_replace(true);
                     ev.push(BoardEvent::Ended {
                         task_id: id,
@@ -818,7 +1009,7 @@ impl Board {
                 && let Some(e) = st.tasks.get_mut(&id)
                 && !e.snap.state.is_terminal()
             {
-                end(e, TaskState::Canceled, None, seq, now);
+                end(e, &mut st.order, TaskState::Canceled, None, seq, now);
                 let _ = e.cancel.send_replace(true);
                 ev.push(BoardEvent::Ended {
                     task_id: id,
@@ -855,14 +1046,19 @@ impl Board {
         self.lock().tasks.get(task_id).map(|e| e.snap.clone())
     }
 
-    /// Every task, most recent status change first.
+    /// Every task still on the board, most recent status change first.
     pub fn all(&self) -> Vec<TaskSnapshot> {
-        let mut v: Vec<TaskSnapshot> = self.lock().tasks.values().map(|e| e.snap.clone()).collect();
-        v.sort_by_key(|t| std::cmp::Reverse(t.changed));
-        v
+        let st = self.lock();
+        st.order
+            .values()
+            .rev()
+            .filter_map(|id| st.tasks.get(id))
+            .map(|e| e.snap.clone())
+            .collect()
     }
 
-    /// Completes with the task once it is terminal; `None` for an unknown id.
+    /// Completes with the task once it is terminal; `None` for an unknown id. Hold a pin on the
+    /// task meanwhile, or it may be forgotten between its end and this call's wake-up.
     pub async fn wait_terminal(&self, task_id: &str) -> Option<TaskSnapshot> {
         let mut rx = self.changes.subscribe();
         loop {
@@ -883,36 +1079,43 @@ impl Board {
     }
 
     /// ListTasks over the tasks `visible` admits (by owner): filters, newest change first, one
-    /// page after the `before` cursor.
+    /// page after the `before` cursor. The page is a walk down the change order from the cursor;
+    /// only its tasks are copied. A cursor whose task has since been forgotten still pages on.
     pub fn list(&self, q: &ListQuery, visible: impl Fn(Option<&str>) -> bool) -> ListPage {
-        let mut matching: Vec<TaskSnapshot> = self
-            .lock()
-            .tasks
-            .values()
+        let st = self.lock();
+        let matches = |s: &TaskSnapshot| {
+            visible(s.owner.as_deref())
+                && q.context_id.as_ref().is_none_or(|c| &s.context_id == c)
+                && q.state.is_none_or(|st| s.state == st)
+                && q.after.is_none_or(|t| s.timestamp >= t)
+        };
+        let total = st.tasks.values().filter(|e| matches(&e.snap)).count();
+        let upto = q.before.map_or(Bound::Unbounded, Bound::Excluded);
+        let mut walk = st
+            .order
+            .range((Bound::Unbounded, upto))
+            .rev()
+            .filter_map(|(_, id)| st.tasks.get(id))
             .map(|e| &e.snap)
-            .filter(|s| visible(s.owner.as_deref()))
-            .filter(|s| q.context_id.as_ref().is_none_or(|c| &s.context_id == c))
-            .filter(|s| q.state.is_none_or(|st| s.state == st))
-            .filter(|s| q.after.is_none_or(|t| s.timestamp >= t))
-            .cloned()
-            .collect();
-        matching.sort_by_key(|t| std::cmp::Reverse(t.changed));
-        let total = matching.len();
-        let rest: Vec<TaskSnapshot> = matching
-            .into_iter()
-            .filter(|s| q.before.is_none_or(|b| s.changed < b))
-            .collect();
-        let more = rest.len() > q.page_size;
-        let tasks: Vec<TaskSnapshot> = rest.into_iter().take(q.page_size).collect();
+            .filter(|s| matches(s));
+        let tasks: Vec<TaskSnapshot> = walk.by_ref().take(q.page_size).cloned().collect();
+        let more = walk.next().is_some();
         let next = if more { tasks.last().map(|s| s.changed) } else { None };
         ListPage { tasks, next, total }
     }
 }
 
-fn end(e: &mut Entry, state: TaskState, text: Option<String>, seq: u64, now: DateTime<Utc>) {
+fn end(
+    e: &mut Entry,
+    order: &mut BTreeMap<u64, String>,
+    state: TaskState,
+    text: Option<String>,
+    seq: u64,
+    now: DateTime<Utc>,
+) {
     e.snap.state = state;
     e.snap.timestamp = now;
-    e.snap.changed = seq;
+    reorder(order, &mut e.snap, seq);
     e.snap.status_message_id = text.as_ref().map(|_| mint_message_id());
     e.snap.status_text = text;
 }
@@ -1137,6 +1340,149 @@ mod tests {
         let t = b.get(&a).expect("a");
         assert_eq!((t.state, t.status_text.as_deref()), (TaskState::Failed, Some(LOST)));
         assert_eq!(b.next_work().await.map(|w| w.text), Some("b".into()));
+    }
+
+    fn keeping(tasks: usize, bytes: usize) -> Arc<Board> {
+        Board::with_retention(Acceptance::Queue, 10, fixed_clock(), Retention { tasks, bytes })
+    }
+
+    /// Submits a task and ends it at once with `answer`.
+    fn complete(b: &Board, answer: &str) -> String {
+        let id = b.submit(offer("q")).id;
+        b.finish(&id, TaskOutcome::Completed(answer.into()));
+        id
+    }
+
+    fn kept(b: &Board, ids: &[&String]) -> Vec<bool> {
+        ids.iter().map(|id| b.get(id).is_some()).collect()
+    }
+
+    #[actix_rt::test]
+    async fn ended_tasks_are_forgotten_refused_first_then_oldest_first() {
+        let b = Board::with_retention(
+            Acceptance::Queue,
+            0,
+            fixed_clock(),
+            Retention {
+                tasks: 3,
+                bytes: usize::MAX,
+            },
+        );
+        let c1 = complete(&b, "1");
+        let c2 = complete(&b, "2");
+        // One runs; with no room to wait, the next two are refused.
+        let s = b.submit(offer("s")).id;
+        let w = b.next_work().await.expect("work");
+        let r1 = b.submit(offer("r1")).id;
+        let r2 = b.submit(offer("r2")).id;
+        // Four ended (c1 c2 r1 r2): the older refusal goes, though c1 ended before it.
+        assert_eq!(kept(&b, &[&c1, &c2, &r1, &r2, &s]), [true, true, false, true, true]);
+        b.finish(&s, TaskOutcome::Completed("s".into()));
+        drop(w);
+        assert_eq!(kept(&b, &[&c1, &c2, &r2, &s]), [true, true, false, true]);
+        // No refusal left: the oldest ended task goes.
+        let c3 = complete(&b, "3");
+        assert_eq!(kept(&b, &[&c1, &c2, &s, &c3]), [false, true, true, true]);
+        assert_eq!(b.all().len(), 3);
+    }
+
+    #[test]
+    fn ended_tasks_are_kept_within_a_byte_budget() {
+        let answer = "a".repeat(10_000);
+        // Two such tasks fit, three do not.
+        let b = keeping(100, 25_000);
+        let ids: Vec<String> = (0..3).map(|_| complete(&b, &answer)).collect();
+        assert_eq!(kept(&b, &[&ids[0], &ids[1], &ids[2]]), [false, true, true]);
+        // The books match what is kept.
+        let st = b.lock();
+        let held: usize = st.ended.iter().map(|(id, _)| footprint(&st.tasks[id])).sum();
+        assert_eq!(st.kept_bytes, held);
+        assert!((20_000..25_000).contains(&held), "{held}");
+        assert_eq!(st.tasks.len(), st.order.len());
+        drop(st);
+        // An answer bigger than the whole budget goes as soon as it has ended, and takes every
+        // older one with it.
+        let huge = complete(&b, &"h".repeat(30_000));
+        assert_eq!(kept(&b, &[&ids[1], &ids[2], &huge]), [false, false, false]);
+        assert_eq!(b.lock().kept_bytes, 0);
+    }
+
+    #[actix_rt::test]
+    async fn live_and_pinned_tasks_are_never_forgotten() {
+        let b = keeping(0, 0);
+        let ids: Vec<String> = (0..3).map(|i| b.submit(offer(&i.to_string())).id).collect();
+        let w = b.next_work().await.expect("work");
+        assert_eq!(kept(&b, &[&ids[0], &ids[1], &ids[2]]), [true, true, true]);
+        // Cancelled while its executor still holds the slot: kept until it lets go.
+        b.cancel(&ids[0], "r");
+        assert_eq!(b.get(&ids[0]).map(|t| t.state), Some(TaskState::Canceled));
+        b.cancel(&ids[1], "r");
+        assert_eq!(kept(&b, &[&ids[0], &ids[1], &ids[2]]), [true, false, true]);
+        drop(w);
+        assert_eq!(kept(&b, &[&ids[0], &ids[2]]), [false, true]);
+        // A pinned task outlives its end until the pin is dropped; so does a refused one.
+        let (snap, pin) = b.submit_pinned(offer("p"));
+        b.finish(&snap.id, TaskOutcome::Completed("done".into()));
+        assert_eq!(
+            b.wait_terminal(&snap.id).await.map(|t| t.state),
+            Some(TaskState::Completed)
+        );
+        drop(pin);
+        assert!(b.get(&snap.id).is_none());
+        let none = Board::with_retention(Acceptance::None, 0, fixed_clock(), Retention { tasks: 0, bytes: 0 });
+        let (refused, pin) = none.submit_pinned(offer("x"));
+        assert_eq!(none.get(&refused.id).map(|t| t.state), Some(TaskState::Rejected));
+        let again = none.pin(&refused.id);
+        drop(pin);
+        assert!(none.get(&refused.id).is_some(), "a second pin still holds it");
+        drop(again);
+        assert!(none.get(&refused.id).is_none());
+        assert_eq!(kept(&b, &[&ids[2]]), [true], "the queued task is still live");
+    }
+
+    #[actix_rt::test]
+    async fn no_task_keeps_its_offer_once_it_cannot_run_it() {
+        let big = "x".repeat(100_000);
+        let none = Board::new(Acceptance::None, 0);
+        let refused = none.submit(offer(&big)).id;
+        assert!(none.lock().tasks[&refused].text.is_empty());
+        let b = Board::new(Acceptance::Queue, 5);
+        let ran = b.submit(offer(&big)).id;
+        let queued = b.submit(offer(&big)).id;
+        assert_eq!(b.lock().tasks[&queued].text.len(), big.len(), "a waiting task keeps it");
+        let w = b.next_work().await.expect("work");
+        assert_eq!(w.text.len(), big.len());
+        assert!(b.lock().tasks[&ran].text.is_empty(), "the executor holds the one copy");
+        b.cancel(&queued, "r");
+        assert!(b.lock().tasks[&queued].text.is_empty());
+    }
+
+    #[test]
+    fn list_pages_on_across_forgotten_tasks() {
+        let b = keeping(2, usize::MAX);
+        let all = |_: Option<&str>| true;
+        let [a, x, y]: [String; 3] = std::array::from_fn(|i| b.submit(offer(&i.to_string())).id);
+        b.finish(&x, TaskOutcome::Completed("x".into()));
+        b.finish(&y, TaskOutcome::Completed("y".into()));
+        let q = ListQuery {
+            page_size: 2,
+            ..ListQuery::default()
+        };
+        let p1 = b.list(&q, all);
+        let names = |p: &ListPage| p.tasks.iter().map(|t| t.id.clone()).collect::<Vec<_>>();
+        assert_eq!((names(&p1), p1.total), (vec![y.clone(), x.clone()], 3));
+        // A third ended task pushes out `x`, the task the page token points at.
+        let z = complete(&b, "z");
+        assert!(b.get(&x).is_none());
+        let p2 = b.list(
+            &ListQuery {
+                before: p1.next,
+                ..q.clone()
+            },
+            all,
+        );
+        assert_eq!((names(&p2), p2.next, p2.total), (vec![a.clone()], None, 3));
+        assert_eq!(names(&b.list(&q, all)), [z, y]);
     }
 
     #[test]
