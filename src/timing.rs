@@ -43,6 +43,8 @@ pub struct Timing {
     pub call_send: Duration,
     /// A component task's time budget [ours].
     pub component_task: Duration,
+    /// Bound of reading one request body at a door, from its first byte to its last [ours].
+    pub door_body: Duration,
 }
 
 impl Timing {
@@ -65,6 +67,9 @@ impl Timing {
         answer_request: Duration::from_secs(5),
         call_send: Duration::from_secs(30),
         component_task: Duration::from_secs(600),
+        // The call-member send timeout: a caller of ours gives up on its request by then anyway,
+        // and 8 MiB needs under 300 KB/s to arrive in time.
+        door_body: Duration::from_secs(30),
     };
 
     /// The process-wide timing: the spec's values, the documented env knobs, then the test hook.
@@ -110,6 +115,7 @@ impl Timing {
                 "answer_poll" => &mut self.answer_poll,
                 "call_send" => &mut self.call_send,
                 "component_task" => &mut self.component_task,
+                "door_body" => &mut self.door_body,
                 _ => continue,
             };
             *slot = d;

@@ -17,6 +17,7 @@ use super::methods::{self, Call, Provenance, Reply};
 use super::sse;
 use super::tasks::Board;
 use crate::manifest::Acceptance;
+use crate::timing::Timing;
 
 /// Request bodies over this are answered 413 [ours].
 pub const BODY_LIMIT: usize = 8 * 1024 * 1024;
@@ -55,18 +56,27 @@ fn header_str<'r>(req: &'r HttpRequest, name: &HeaderName) -> Option<&'r str> {
     req.headers().get(name).and_then(|v| v.to_str().ok())
 }
 
-/// The body; 413 when it exceeds [`BODY_LIMIT`], 400 when the upload breaks off.
-async fn read_body(req: &HttpRequest, mut payload: web::Payload) -> Result<Bytes, HttpResponse> {
-    let too_large = || HttpResponse::PayloadTooLarge().finish();
+/// The body; 413 when it exceeds [`BODY_LIMIT`], 400 when the upload breaks off, 408 (and the
+/// connection closed) when it has not all arrived within [`Timing::door_body`]. actix-http bounds
+/// the head in time (its client request timeout) but not the body, so a client trickling a byte
+/// now and then would otherwise hold its connection and buffer for ever.
+async fn read_body(req: &HttpRequest, payload: web::Payload) -> Result<Bytes, HttpResponse> {
     let declared = header_str(req, &header::CONTENT_LENGTH).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > BODY_LIMIT as u64) {
-        return Err(too_large());
+        return Err(HttpResponse::PayloadTooLarge().finish());
     }
+    match tokio::time::timeout(Timing::get().door_body, collect_body(payload)).await {
+        Ok(r) => r,
+        Err(_) => Err(HttpResponse::RequestTimeout().force_close().finish()),
+    }
+}
+
+async fn collect_body(mut payload: web::Payload) -> Result<Bytes, HttpResponse> {
     let mut body = BytesMut::new();
     while let Some(chunk) = payload.next().await {
         let chunk = chunk.map_err(|_| HttpResponse::BadRequest().finish())?;
         if body.len() + chunk.len() > BODY_LIMIT {
-            return Err(too_large());
+            return Err(HttpResponse::PayloadTooLarge().finish());
         }
         body.extend_from_slice(&chunk);
     }
