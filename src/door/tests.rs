@@ -98,6 +98,11 @@ async fn execute(board: Arc<Board>, release: Arc<Notify>) {
 }
 
 fn start(cfg: DoorConfig) -> TestDoor {
+    start_keeping(cfg, tasks::Retention::DEFAULT)
+}
+
+/// A door whose board keeps its ended tasks within `keep`.
+fn start_keeping(cfg: DoorConfig, keep: tasks::Retention) -> TestDoor {
     let (tx, rx) = mpsc::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let release = Arc::new(Notify::new());
@@ -105,7 +110,8 @@ fn start(cfg: DoorConfig) -> TestDoor {
     let (rel, ev) = (Arc::clone(&release), Arc::clone(&events));
     let thread = std::thread::spawn(move || {
         actix_rt::System::new().block_on(async move {
-            let door = match Door::start(cfg, "127.0.0.1") {
+            let board = Board::with_retention(cfg.acceptance, cfg.queue_depth, Arc::new(chrono::Utc::now), keep);
+            let door = match Door::start_with_board(cfg, "127.0.0.1", board) {
                 Ok(d) => d,
                 Err(e) => {
                     let _ = tx.send(Err(e));
@@ -744,6 +750,41 @@ fn send_message_outcomes() {
         d.rpc(None, "GetTask", json!({"id": id, "historyLength": 3}))["result"]["status"]["state"],
         "TASK_STATE_COMPLETED"
     );
+}
+
+#[test]
+fn a_forgotten_task_is_unknown_yet_its_open_reply_and_stream_see_its_end() {
+    // Every ended task is forgotten at once, unless a reply or stream still owes its end.
+    let keep = tasks::Retention { tasks: 0, bytes: 0 };
+    let d = start_keeping(config(Acceptance::Queue, 5, false), keep);
+    let t = d.send(None, "hello", false);
+    assert_eq!(t["status"]["state"], "TASK_STATE_COMPLETED", "{t}");
+    assert_eq!(t["artifacts"][0]["parts"][0]["text"], "echo: hello");
+    let id = t["id"].as_str().unwrap_or_default();
+    for method in ["GetTask", "CancelTask", "SubscribeToTask"] {
+        let r = d.rpc(None, method, json!({ "id": id }));
+        assert_eq!(
+            (code(&r), r["error"]["message"].as_str()),
+            (-32001, Some("Task not found")),
+            "{method}: {r}"
+        );
+    }
+    assert_eq!(d.rpc(None, "ListTasks", json!({}))["result"]["totalSize"], 0);
+
+    let body = json!({"jsonrpc": "2.0", "id": "s1", "method": "SendStreamingMessage", "params": {"message": {"messageId": "m", "parts": [{"text": "hi"}]}}}).to_string();
+    let resp = agent()
+        .post(&d.http_url("/"))
+        .set("content-type", "application/json")
+        .set("A2A-Version", "1.0")
+        .send_string(&body)
+        .expect("stream");
+    let events = sse_events(resp);
+    let last = events.last().cloned().unwrap_or_default();
+    assert_eq!(
+        last["result"]["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{events:?}"
+    );
+    assert_eq!(d.rpc(None, "ListTasks", json!({}))["result"]["totalSize"], 0);
 }
 
 #[test]
