@@ -6,8 +6,7 @@
 //! events are delivered in mutation order, after the state lock is released.
 //!
 //! A board never grows for the session's life: an ended task is kept only within [`Retention`]
-//! (refused tasks are forgotten first, then the oldest ended), and a refused task never holds its
-//! offer's text. Live tasks, and ended ones a reply or stream still owes a caller ([`Pinned`]),
+//! (oldest forgotten first), and a refused task never holds its offer's text. Live tasks, and ended ones a reply or stream still owes a caller ([`Pinned`]),
 //! are never forgotten.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -475,9 +474,10 @@ struct State {
     tasks: HashMap<String, Entry>,
     /// Every task by its last change number: ListTasks walks it newest first.
     order: BTreeMap<u64, String>,
-    /// Ended tasks still kept, each list oldest end first, with what each holds. Refused tasks
-    /// are forgotten before the others: their caller had the refusal in the SendMessage reply, and
-    /// a flood of refusals must not push out the outcomes other callers have yet to collect.
+    /// Ended tasks still kept, each list oldest end first, with what each holds. Over the count,
+    /// refused tasks are forgotten before the others: their caller had the refusal in the
+    /// SendMessage reply, and a flood of refusals must not push out the outcomes other callers
+    /// have yet to collect.
     refused: VecDeque<(String, usize)>,
     ended: VecDeque<(String, usize)>,
     /// Sum of what `refused` and `ended` hold.
@@ -512,30 +512,39 @@ impl State {
         self.evict(keep);
     }
 
-    /// Forgets ended tasks, refused ones first and each kind oldest first, until `keep` holds.
-    /// A pinned task, or one whose executor still holds the running slot, is passed over.
+    /// Forgets ended tasks, each kind oldest first, until `keep` holds. Over the count, refused
+    /// tasks go first; over the bytes, the others do (they hold the answers). A pinned task, or
+    /// one whose executor still holds the running slot, is passed over.
     fn evict(&mut self, keep: Retention) {
-        for refused in [true, false] {
-            let mut i = 0;
-            loop {
-                let over = self.refused.len() + self.ended.len() > keep.tasks || self.kept_bytes > keep.bytes;
-                let list = if refused { &mut self.refused } else { &mut self.ended };
-                let Some((id, _)) = list.get(i).filter(|_| over) else {
-                    break;
-                };
-                let held = self.running.as_ref() == Some(id) || self.tasks.get(id).is_some_and(|e| e.pins > 0);
-                if held {
-                    i += 1;
-                    continue;
-                }
-                if let Some((id, bytes)) = list.remove(i) {
-                    self.kept_bytes = self.kept_bytes.saturating_sub(bytes);
-                    if let Some(e) = self.tasks.remove(&id) {
-                        self.order.remove(&e.snap.changed);
-                    }
-                }
+        while self.refused.len() + self.ended.len() > keep.tasks {
+            if !self.forget_oldest(true) && !self.forget_oldest(false) {
+                break;
             }
         }
+        while self.kept_bytes > keep.bytes {
+            if !self.forget_oldest(false) && !self.forget_oldest(true) {
+                break;
+            }
+        }
+    }
+
+    /// Forgets the oldest ended task of one kind that nothing holds; false when there is none.
+    fn forget_oldest(&mut self, refused: bool) -> bool {
+        let list = if refused { &self.refused } else { &self.ended };
+        let Some(i) = list
+            .iter()
+            .position(|(id, _)| self.running.as_ref() != Some(id) && self.tasks.get(id).is_none_or(|e| e.pins == 0))
+        else {
+            return false;
+        };
+        let list = if refused { &mut self.refused } else { &mut self.ended };
+        if let Some((id, bytes)) = list.remove(i) {
+            self.kept_bytes = self.kept_bytes.saturating_sub(bytes);
+            if let Some(e) = self.tasks.remove(&id) {
+                self.order.remove(&e.snap.changed);
+            }
+        }
+        true
     }
 }
 
@@ -1405,6 +1414,30 @@ mod tests {
         let huge = complete(&b, &"h".repeat(30_000));
         assert_eq!(kept(&b, &[&ids[1], &ids[2], &huge]), [false, false, false]);
         assert_eq!(b.lock().kept_bytes, 0);
+    }
+
+    #[actix_rt::test]
+    async fn over_the_byte_budget_answers_go_before_refusals() {
+        let answer = "a".repeat(10_000);
+        let b = Board::with_retention(
+            Acceptance::Queue,
+            0,
+            fixed_clock(),
+            Retention {
+                tasks: 100,
+                bytes: 25_000,
+            },
+        );
+        let s = b.submit(offer("s")).id;
+        let w = b.next_work().await.expect("work");
+        let r = b.submit(offer("r")).id;
+        assert_eq!(b.get(&r).map(|t| t.state), Some(TaskState::Rejected));
+        b.finish(&s, TaskOutcome::Completed(answer.clone()));
+        drop(w);
+        let c2 = complete(&b, &answer);
+        let c3 = complete(&b, &answer);
+        // The refusal is older than every answer, yet holds next to nothing.
+        assert_eq!(kept(&b, &[&r, &s, &c2, &c3]), [true, false, true, true]);
     }
 
     #[actix_rt::test]
