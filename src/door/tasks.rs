@@ -6,8 +6,8 @@
 //! events are delivered in mutation order, after the state lock is released.
 //!
 //! A board never grows for the session's life: an ended task is kept only within [`Retention`]
-//! (oldest forgotten first), and a refused task never holds its offer's text. Live tasks, and ended ones a reply or stream still owes a caller ([`Pinned`]),
-//! are never forgotten.
+//! (oldest forgotten first), and a refused task never holds its offer's text. Live tasks, and
+//! ended ones a reply or stream still owes a caller ([`Pinned`]), are never forgotten.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
