@@ -2,12 +2,14 @@
 //!
 //! Roster, manifest and lock parsing need each scalar's source spelling (`1.10` stays `1.10`), its
 //! style (a quoted `"1"` is a string) and its line and column for messages. This module turns the
-//! event stream of one YAML document into a [`Node`] tree under hard limits on input size, depth
-//! and node count, so hostile input (alias bombs, deep nesting, huge files) is refused quickly and
-//! in bounded memory. Scalars resolve by the YAML 1.2 core schema: `yes`/`no` are strings.
-//! It knows nothing of rosters or manifests.
+//! event stream of one YAML document into a [`Node`] tree under hard limits on input size, depth,
+//! node count and scalar bytes built, so hostile input (alias bombs, deep nesting, huge files) is
+//! refused quickly and in bounded memory. An alias copies its anchor's value, so it is charged
+//! the nodes and bytes of that whole value, and so is the copy kept for each anchor. Scalars
+//! resolve by the YAML 1.2 core schema: `yes`/`no` are strings. It knows nothing of rosters or
+//! manifests.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Read;
 use std::path::Path;
 
@@ -16,9 +18,14 @@ use saphyr_parser::{Event, Parser, ScalarStyle, ScanError};
 /// Limits applied while loading; the defaults fit every file the runtime reads.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
+    /// Source bytes.
     pub max_bytes: usize,
     pub max_depth: usize,
+    /// Values built (each mapping key counts as one), aliases and anchor copies included.
     pub max_nodes: usize,
+    /// Scalar text bytes built (keys included), aliases and anchor copies included. A 375-byte
+    /// compressed file can otherwise alias a 100 KB scalar 30 000 times: 3 GB.
+    pub max_expanded_bytes: usize,
 }
 
 impl Default for Limits {
@@ -27,6 +34,9 @@ impl Default for Limits {
             max_bytes: 1 << 20,
             max_depth: 64,
             max_nodes: 100_000,
+            // A few times the largest file, so a document without aliases never reaches it
+            // (unescaping grows text by at most half).
+            max_expanded_bytes: 4 << 20,
         }
     }
 }
@@ -268,7 +278,7 @@ pub fn load(text: &str, limits: Limits) -> Result<Node, LoadError> {
     }
     Loader {
         limits,
-        nodes: 0,
+        built: Weight::default(),
         anchors: HashMap::new(),
         stack: Vec::new(),
     }
@@ -310,16 +320,44 @@ impl std::fmt::Display for ReadError {
     }
 }
 
+/// What a value costs once built: its nodes (keys included) and its scalar text bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Weight {
+    nodes: usize,
+    bytes: usize,
+}
+
+impl Weight {
+    fn scalar(text: &str) -> Weight {
+        Weight {
+            nodes: 1,
+            bytes: text.len(),
+        }
+    }
+
+    fn plus(self, other: Weight) -> Weight {
+        Weight {
+            nodes: self.nodes.saturating_add(other.nodes),
+            bytes: self.bytes.saturating_add(other.bytes),
+        }
+    }
+}
+
 enum Frame {
     Seq {
         items: Vec<Node>,
+        /// The collection's own node plus everything emitted into it so far.
+        weight: Weight,
         line: usize,
         col: usize,
         anchor: usize,
     },
     Map {
         entries: Vec<(String, Node)>,
+        /// The keys of `entries` (and the pending one), so a duplicate is found in O(1).
+        keys: HashSet<String>,
         pending_key: Option<(String, usize, usize)>,
+        weight: Weight,
         line: usize,
         col: usize,
         anchor: usize,
@@ -328,8 +366,11 @@ enum Frame {
 
 struct Loader {
     limits: Limits,
-    nodes: usize,
-    anchors: HashMap<usize, Node>,
+    /// Everything built so far: the tree, alias copies and anchor copies.
+    built: Weight,
+    /// Each anchor's value (a copy, charged to `built`) and its weight, so an alias is charged
+    /// before it is copied.
+    anchors: HashMap<usize, (Node, Weight)>,
     stack: Vec<Frame>,
 }
 
@@ -351,16 +392,17 @@ impl Loader {
                     }
                 }
                 Event::Alias(id) => {
-                    let node = self
-                        .anchors
-                        .get(&id)
-                        .cloned()
-                        .ok_or_else(|| err("an alias names an anchor that is not defined".into()))?;
-                    self.count(count_nodes(&node), line, col)?;
-                    self.emit(node, &mut root, line, col)?;
+                    let Some((node, weight)) = self.anchors.get(&id) else {
+                        return Err(err("an alias names an anchor that is not defined".into()));
+                    };
+                    // Charged before the copy is made, so a refused alias allocates nothing.
+                    charge(&mut self.built, &self.limits, *weight, line, col)?;
+                    let (node, weight) = (node.clone(), *weight);
+                    self.emit(node, weight, &mut root, line, col)?;
                 }
                 Event::Scalar(value, style, anchor, tag) => {
-                    self.count(1, line, col)?;
+                    let weight = Weight::scalar(&value);
+                    self.count(weight, line, col)?;
                     let tag = tag.and_then(|t| {
                         if t.is_yaml_core_schema() {
                             Some(t.suffix.clone())
@@ -377,15 +419,14 @@ impl Loader {
                         line,
                         col,
                     };
-                    if anchor > 0 {
-                        self.anchors.insert(anchor, node.clone());
-                    }
-                    self.emit(node, &mut root, line, col)?;
+                    self.keep_anchor(anchor, &node, weight, line, col)?;
+                    self.emit(node, weight, &mut root, line, col)?;
                 }
                 Event::SequenceStart(anchor, _) => {
                     self.open(line, col)?;
                     self.stack.push(Frame::Seq {
                         items: Vec::new(),
+                        weight: Weight { nodes: 1, bytes: 0 },
                         line,
                         col,
                         anchor,
@@ -395,16 +436,19 @@ impl Loader {
                     self.open(line, col)?;
                     self.stack.push(Frame::Map {
                         entries: Vec::new(),
+                        keys: HashSet::new(),
                         pending_key: None,
+                        weight: Weight { nodes: 1, bytes: 0 },
                         line,
                         col,
                         anchor,
                     });
                 }
                 Event::SequenceEnd | Event::MappingEnd => {
-                    let (node, anchor) = match self.stack.pop() {
+                    let (node, weight, anchor) = match self.stack.pop() {
                         Some(Frame::Seq {
                             items,
+                            weight,
                             line,
                             col,
                             anchor,
@@ -414,10 +458,12 @@ impl Loader {
                                 line,
                                 col,
                             },
+                            weight,
                             anchor,
                         ),
                         Some(Frame::Map {
                             entries,
+                            weight,
                             line,
                             col,
                             anchor,
@@ -428,14 +474,13 @@ impl Loader {
                                 line,
                                 col,
                             },
+                            weight,
                             anchor,
                         ),
                         None => return Err(err("unbalanced collection end".into())),
                     };
-                    if anchor > 0 {
-                        self.anchors.insert(anchor, node.clone());
-                    }
-                    self.emit(node, &mut root, line, col)?;
+                    self.keep_anchor(anchor, &node, weight, line, col)?;
+                    self.emit(node, weight, &mut root, line, col)?;
                 }
             }
         }
@@ -450,23 +495,28 @@ impl Loader {
         }))
     }
 
-    fn count(&mut self, n: usize, line: usize, col: usize) -> Result<(), LoadError> {
-        self.nodes = self.nodes.saturating_add(n);
-        if self.nodes > self.limits.max_nodes {
-            return Err(LoadError {
-                line,
-                col,
-                message: format!(
-                    "the document expands to more than {} values (aliases included)",
-                    self.limits.max_nodes
-                ),
-            });
+    fn count(&mut self, w: Weight, line: usize, col: usize) -> Result<(), LoadError> {
+        charge(&mut self.built, &self.limits, w, line, col)
+    }
+
+    /// Keeps a copy of an anchored value for its aliases; the copy is charged like the value.
+    fn keep_anchor(
+        &mut self,
+        anchor: usize,
+        node: &Node,
+        weight: Weight,
+        line: usize,
+        col: usize,
+    ) -> Result<(), LoadError> {
+        if anchor > 0 {
+            self.count(weight, line, col)?;
+            self.anchors.insert(anchor, (node.clone(), weight));
         }
         Ok(())
     }
 
     fn open(&mut self, line: usize, col: usize) -> Result<(), LoadError> {
-        self.count(1, line, col)?;
+        self.count(Weight { nodes: 1, bytes: 0 }, line, col)?;
         if self.stack.len() >= self.limits.max_depth {
             return Err(LoadError {
                 line,
@@ -477,18 +527,30 @@ impl Loader {
         Ok(())
     }
 
-    fn emit(&mut self, node: Node, root: &mut Option<Node>, line: usize, col: usize) -> Result<(), LoadError> {
+    fn emit(
+        &mut self,
+        node: Node,
+        node_weight: Weight,
+        root: &mut Option<Node>,
+        line: usize,
+        col: usize,
+    ) -> Result<(), LoadError> {
         match self.stack.last_mut() {
             None => {
                 *root = Some(node);
                 Ok(())
             }
-            Some(Frame::Seq { items, .. }) => {
+            Some(Frame::Seq { items, weight, .. }) => {
+                *weight = weight.plus(node_weight);
                 items.push(node);
                 Ok(())
             }
             Some(Frame::Map {
-                entries, pending_key, ..
+                entries,
+                keys,
+                pending_key,
+                weight,
+                ..
             }) => match pending_key.take() {
                 None => {
                     let key = match &node.kind {
@@ -501,17 +563,19 @@ impl Loader {
                             });
                         }
                     };
-                    if entries.iter().any(|(k, _)| *k == key) {
+                    if !keys.insert(key.clone()) {
                         return Err(LoadError {
                             line,
                             col,
                             message: format!("duplicate key `{key}` in one mapping"),
                         });
                     }
+                    *weight = weight.plus(node_weight);
                     *pending_key = Some((key, line, col));
                     Ok(())
                 }
                 Some((key, _, _)) => {
+                    *weight = weight.plus(node_weight);
                     entries.push((key, node));
                     Ok(())
                 }
@@ -520,12 +584,23 @@ impl Loader {
     }
 }
 
-fn count_nodes(node: &Node) -> usize {
-    match &node.kind {
-        NodeKind::Scalar(_) => 1,
-        NodeKind::Seq(v) => 1 + v.iter().map(count_nodes).sum::<usize>(),
-        NodeKind::Map(v) => 1 + v.iter().map(|(_, n)| 1 + count_nodes(n)).sum::<usize>(),
-    }
+/// Adds `w` to what the document has built; refuses once either budget is passed.
+fn charge(built: &mut Weight, limits: &Limits, w: Weight, line: usize, col: usize) -> Result<(), LoadError> {
+    *built = built.plus(w);
+    let message = if built.nodes > limits.max_nodes {
+        format!(
+            "the document expands to more than {} values (aliases included)",
+            limits.max_nodes
+        )
+    } else if built.bytes > limits.max_expanded_bytes {
+        format!(
+            "the document expands to more than {} bytes of text (aliases included)",
+            limits.max_expanded_bytes
+        )
+    } else {
+        return Ok(());
+    };
+    Err(LoadError { line, col, message })
 }
 
 #[cfg(test)]
@@ -593,6 +668,7 @@ mod tests {
             max_bytes: 1 << 20,
             max_depth: 64,
             max_nodes: 10_000,
+            max_expanded_bytes: 4 << 20,
         };
         let deep = "[".repeat(100) + &"]".repeat(100);
         assert!(load(&deep, limits).unwrap_err().message.contains("nest deeper"));
@@ -625,5 +701,101 @@ mod tests {
         );
         let big = "a".repeat(2 << 20);
         assert!(load(&big, Limits::default()).unwrap_err().message.contains("larger"));
+    }
+
+    /// Limits whose expansion budgets are `nodes` and `bytes`.
+    fn budget(nodes: usize, bytes: usize) -> Limits {
+        Limits {
+            max_nodes: nodes,
+            max_expanded_bytes: bytes,
+            ..Limits::default()
+        }
+    }
+
+    /// Every alias is charged its whole value, nested or not, and so is each anchor's copy.
+    /// Each row: document, node budget, byte budget, `None` when it loads or the refusal's
+    /// message and position.
+    #[test]
+    fn aliases_are_charged_what_they_expand_to() {
+        // Map 1 + `a` 1 + `xxxx` 1 (4 bytes) + its anchor copy 1 (4) + `b` 1 + alias 1 (4):
+        // 6 nodes, 1 + 4 + 4 + 1 + 4 = 14 bytes.
+        let one = "a: &a xxxx\nb: *a\n";
+        // `l0` is 2 nodes and 4 bytes; `l1` holds two of them: 5 nodes, 8 bytes; `l2` holds
+        // two `l1`: 11 nodes, 16 bytes. Built: map 1, keys 3 (6 bytes), l0 2+2 (8), l1 5+5 (16),
+        // l2 11 (16): 29 nodes, 46 bytes.
+        let nested = "l0: &l0 [abcd]\nl1: &l1 [*l0, *l0]\nl2: [*l1, *l1]\n";
+        // An alias of a collection that itself holds an alias of an alias-holding collection.
+        let chain = "a: &a [xy]\nb: &b [*a]\nc: &c [*b]\nd: *c\n";
+        let big = format!(
+            "a: &a {}\nb: [{}]\n",
+            "x".repeat(100_000),
+            vec!["*a"; 30_000].join(", ")
+        );
+        let table: Vec<(&str, usize, usize, Option<(&str, usize, usize)>)> = vec![
+            (one, 6, 14, None),
+            (one, 6, 13, Some(("more than 13 bytes of text", 2, 4))),
+            (one, 5, 14, Some(("more than 5 values", 2, 4))),
+            (nested, 29, 46, None),
+            (nested, 29, 45, Some(("more than 45 bytes of text", 3, 11))),
+            (nested, 28, 46, Some(("more than 28 values", 3, 11))),
+            // An anchor's copy is charged when the anchored value ends.
+            // Map 1, `k` 1 (1), list 2 (1), its copy 2 (1): 6 nodes, 3 bytes.
+            ("k: &a [x]\n", 6, 3, None),
+            ("k: &a [x]\n", 6, 2, Some(("more than 2 bytes of text", 1, 9))),
+            // Map 1, keys 4 (4), a 2+2 (4), b 3+3 (4), c 4+4 (4), d 4 (2): 27 nodes, 18 bytes.
+            (chain, 27, 18, None),
+            (chain, 26, 18, Some(("more than 26 values", 4, 4))),
+            (chain, 27, 17, Some(("more than 17 bytes of text", 4, 4))),
+            // The alias bomb of a manifest: the scalar and its anchor copy are 200 KB, so the 40th
+            // alias passes 4 MiB.
+            (
+                &big,
+                100_000,
+                4 << 20,
+                Some(("more than 4194304 bytes of text", 2, 161)),
+            ),
+            // An alias naming no anchor, and an anchor on an alias, are the parser's refusals.
+            ("a: *nope\n", 100, 100, Some(("unknown anchor", 1, 4))),
+            (
+                "a: &a x\nb: &b *a\n",
+                100,
+                100,
+                Some(("did not find expected key", 2, 7)),
+            ),
+        ];
+        for (doc, nodes, bytes, want) in table {
+            let got = load(doc, budget(nodes, bytes));
+            let short = &doc[..doc.len().min(60)];
+            match want {
+                None => assert!(got.is_ok(), "{short:?} at ({nodes}, {bytes}): {got:?}"),
+                Some((message, line, col)) => {
+                    let e = got.expect_err(short);
+                    assert!(e.message.contains(message), "{short:?}: {e}");
+                    assert_eq!((e.line, e.col), (line, col), "{short:?}: {e}");
+                }
+            }
+        }
+        // What loads is what was charged: the nested document's values all arrive.
+        let n = load(nested, budget(29, 46)).unwrap();
+        let l2 = n.get("l2").unwrap().as_seq().unwrap();
+        assert_eq!(l2.len(), 2);
+        assert_eq!(l2[1].as_seq().unwrap()[1].as_seq().unwrap()[0].as_str(), Some("abcd"));
+    }
+
+    #[test]
+    fn a_duplicate_key_is_found_in_a_large_mapping_at_its_position() {
+        let mut doc: String = (0..40_000).map(|i| format!("k{i}: {i}\n")).collect();
+        assert!(load(&doc, Limits::default()).is_ok());
+        doc.push_str("k17: again\n");
+        let e = load(&doc, Limits::default()).unwrap_err();
+        assert_eq!(e.message, "duplicate key `k17` in one mapping");
+        assert_eq!((e.line, e.col), (40_001, 1));
+        let e = load("a:\n  x: 1\n  y: 2\n  x: 3\n", Limits::default()).unwrap_err();
+        assert_eq!(
+            (e.line, e.col, e.message.as_str()),
+            (4, 3, "duplicate key `x` in one mapping")
+        );
+        // The same key in two mappings is no duplicate.
+        assert!(load("a: {x: 1}\nb: {x: 2}\n", Limits::default()).is_ok());
     }
 }
