@@ -4,7 +4,7 @@
 //! session's process exits. It is how `mur ps`, `mur stop` and retention find live sessions; a
 //! record whose process is gone is dead and pruned by readers.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -107,13 +107,29 @@ impl RunningRecord {
     }
 }
 
-/// Removes a session's record (best effort: a missing record is fine).
+/// Largest record read; a record is a few hundred bytes.
+const MAX_RECORD_BYTES: u64 = 64 << 10;
+
+/// Removes a session's record (best effort: a missing record is fine). An id that is not a plain
+/// file name removes nothing: the record of a session is a file in the running directory, never a
+/// path elsewhere.
 pub fn remove(home: &MurHome, session_id: &str) {
+    if session_id.is_empty() || session_id.contains('/') {
+        return;
+    }
     let _ = std::fs::remove_file(home.running_record(session_id));
 }
 
-/// Every readable record, live or not. `Err` when the directory exists but cannot be read.
-pub fn read_all(home: &MurHome) -> std::io::Result<Vec<RunningRecord>> {
+/// A record file as found in the running directory.
+struct Found {
+    path: PathBuf,
+    record: RunningRecord,
+    /// The record's `session_id` is its file's name, as every record the runtime writes.
+    named: bool,
+}
+
+/// Every record that parses, with its path. `Err` when the directory exists but cannot be read.
+fn scan(home: &MurHome) -> std::io::Result<Vec<Found>> {
     let dir = home.running();
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
@@ -126,28 +142,45 @@ pub fn read_all(home: &MurHome) -> std::io::Result<Vec<RunningRecord>> {
         if path.extension().and_then(|e| e.to_str()) != Some("json") {
             continue;
         }
-        if let Some(rec) = read_one(&path) {
-            out.push(rec);
+        if let Some(record) = read_one(&path) {
+            let named = path.file_stem().and_then(|s| s.to_str()) == Some(record.session_id.as_str());
+            out.push(Found { path, record, named });
         }
     }
-    out.sort_by(|a, b| a.session_id.cmp(&b.session_id));
+    out.sort_by(|a, b| a.record.session_id.cmp(&b.record.session_id));
     Ok(out)
 }
 
+/// Every readable record, live or not. A record whose `session_id` is not its file's name was not
+/// written by the runtime and is left out, so a session id read from a record always names the
+/// file it came from. `Err` when the directory exists but cannot be read.
+pub fn read_all(home: &MurHome) -> std::io::Result<Vec<RunningRecord>> {
+    Ok(scan(home)?.into_iter().filter(|f| f.named).map(|f| f.record).collect())
+}
+
 fn read_one(path: &Path) -> Option<RunningRecord> {
-    let text = std::fs::read(path).ok()?;
+    let mut text = Vec::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(MAX_RECORD_BYTES + 1)
+        .read_to_end(&mut text)
+        .ok()?;
+    if text.len() as u64 > MAX_RECORD_BYTES {
+        return None;
+    }
     serde_json::from_slice(&text).ok()
 }
 
-/// Live records only; dead ones are deleted on the way (best effort).
+/// Live records only; dead ones are deleted on the way (best effort), by the name of the file
+/// they were read from, whatever `session_id` they carry.
 pub fn live(home: &MurHome) -> std::io::Result<Vec<RunningRecord>> {
-    let all = read_all(home)?;
+    let all = scan(home)?;
     let mut out = Vec::with_capacity(all.len());
-    for rec in all {
-        if rec.is_live() {
-            out.push(rec);
-        } else {
-            remove(home, &rec.session_id);
+    for found in all {
+        if !found.record.is_live() {
+            let _ = std::fs::remove_file(&found.path);
+        } else if found.named {
+            out.push(found.record);
         }
     }
     Ok(out)
@@ -209,5 +242,59 @@ mod tests {
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         assert_eq!(names, ["ses_2.json"], "only the blocking directory is left");
+    }
+
+    /// A record is known by its file's name: the `session_id` inside never names a path.
+    #[test]
+    fn a_record_is_pruned_by_its_file_name_never_by_the_id_inside() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = MurHome::at_home(dir.path());
+        let victim = dir.path().join("victim.json");
+        std::fs::write(&victim, "keep").unwrap();
+        std::fs::create_dir_all(home.running()).unwrap();
+        // `running/../../victim.json` is the victim, beside `.murmur`.
+        assert_eq!(
+            home.running_record("../../victim").canonicalize().ok(),
+            victim.canonicalize().ok()
+        );
+        let me = RunningRecord {
+            pid: std::process::id(),
+            process_start: procinfo::own_start().unwrap(),
+            ..Default::default()
+        };
+        let write = |file: &str, rec: &RunningRecord| {
+            std::fs::write(home.running().join(file), rec.to_json()).unwrap();
+        };
+        let dead = RunningRecord {
+            session_id: "../../victim".into(),
+            process_start: "1".into(),
+            ..me.clone()
+        };
+        let liar = RunningRecord {
+            session_id: "../../victim".into(),
+            ..me.clone()
+        };
+        write("ses_dead.json", &dead);
+        write("ses_liar.json", &liar);
+        assert_eq!(read_all(&home).unwrap(), vec![], "a misnamed record is not listed");
+        assert_eq!(live(&home).unwrap(), vec![]);
+        assert!(!home.running().join("ses_dead.json").exists(), "the dead record went");
+        assert!(
+            home.running().join("ses_liar.json").exists(),
+            "a live process keeps its file"
+        );
+        remove(&home, "../../victim");
+        remove(&home, "");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        // An oversized file is no record, however well formed.
+        let big = RunningRecord {
+            session_id: "ses_big".into(),
+            ..me.clone()
+        };
+        let padded = format!("{}{}", big.to_json(), " ".repeat(70 << 10));
+        std::fs::write(home.running().join("ses_big.json"), &padded[..64 << 10]).unwrap();
+        assert_eq!(read_all(&home).unwrap(), vec![big.clone()], "64 KiB is read");
+        std::fs::write(home.running().join("ses_big.json"), padded).unwrap();
+        assert_eq!(read_all(&home).unwrap(), vec![]);
     }
 }
