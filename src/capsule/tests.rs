@@ -429,3 +429,92 @@ fn capsules_and_task_futures_can_move_across_threads() {
     let task = echo.run("x", TaskEnv::default());
     assert_send(&task);
 }
+
+/// A component whose core module declares `tables` (WAT table definitions) and whose `run` grows
+/// table `$t` by `step` elements until refused, then traps; a `step` of 0 traps at once. `extra`
+/// is more component text (modules and their instances).
+fn table_component(tables: &str, step: u32, extra: &str) -> String {
+    format!(
+        r#"(component
+  (core module $m
+    (memory (export "memory") 1)
+    (table $t 0 funcref)
+    {tables}
+    (global $heap (mut i32) (i32.const 1024))
+    ;; A bump allocator for the task text, which is small here.
+    (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32)
+      (local $ptr i32)
+      (local.set $ptr (global.get $heap))
+      (global.set $heap (i32.add (global.get $heap) (i32.add (local.get 3) (i32.const 8))))
+      (local.get $ptr))
+    (func (export "run") (param i32 i32) (result i32)
+      (if (i32.ne (i32.const {step}) (i32.const 0))
+        (then
+          (loop $more
+            (br_if $more (i32.ne (table.grow $t (ref.null func) (i32.const {step})) (i32.const -1))))))
+      unreachable))
+  (core instance $i (instantiate $m))
+  {extra}
+  (alias core export $i "memory" (core memory $memory))
+  (alias core export $i "cabi_realloc" (core func $realloc))
+  (alias core export $i "run" (core func $run-core))
+  (type $failure-def (variant (case "error" string) (case "no-answer" string)))
+  (export $failure "failure" (type $failure-def))
+  (type $run-type (func (param "task" string) (result (result string (error $failure)))))
+  (func $run (type $run-type) (canon lift (core func $run-core) (memory $memory) (realloc $realloc)))
+  (export "run" (func $run)))"#
+    )
+}
+
+/// Table elements count against the memory limit with linear memory: declared or grown, a
+/// table that does not fit is refused, whatever the number of tables.
+#[tokio::test]
+async fn tables_count_against_the_memory_limit() {
+    let million = "(table 1000000 funcref)";
+    let env = || TaskEnv {
+        limits: Limits {
+            memory_bytes: 16 << 20,
+            ..Limits::default()
+        },
+        ..TaskEnv::default()
+    };
+    let refused = TaskOutcome::Failed("the capsule needed more memory than its limit of 16 MiB and was stopped".into());
+    // (tables declared, growth step of `run`, outcome)
+    let trapped = TaskOutcome::Failed("the capsule trapped: wasm `unreachable` instruction executed".into());
+    let table: Vec<(String, u32, &TaskOutcome)> = vec![
+        // One table of a million pointers fits in 16 MiB; three do not.
+        (million.into(), 0, &trapped),
+        (million.repeat(3), 0, &refused),
+        // Growing by a million at a time stops at the limit.
+        (String::new(), 1_000_000, &refused),
+        (String::new(), 4096, &refused),
+        // A table larger than the host can address is refused too.
+        ("(table 0xffffffff funcref)".into(), 0, &refused),
+    ];
+    for (tables, step, want) in table {
+        let wat = table_component(&tables, step, "");
+        let outcome = load(wat.as_bytes()).run("t", env()).await;
+        assert_eq!(
+            &outcome,
+            want,
+            "{} table(s) declared, growing by {step}",
+            tables.matches("table").count()
+        );
+    }
+    // More tables, or more instances, than a store may hold never instantiate: 1 + 2 × 60
+    // tables; 1 + 100 instances.
+    let sixty = format!(
+        "(core module $tabs {}) (core instance (instantiate $tabs)) (core instance (instantiate $tabs))",
+        "(table 0 funcref)".repeat(60)
+    );
+    let hundred = format!(
+        "(core module $empty) {}",
+        "(core instance (instantiate $empty))".repeat(100)
+    );
+    for (extra, what) in [(sixty, "table"), (hundred, "instance")] {
+        match load(table_component("", 0, &extra).as_bytes()).run("t", env()).await {
+            TaskOutcome::Failed(why) => assert!(why.contains(what), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}
