@@ -5,7 +5,8 @@
 //!   (fed by the formation channel) and answering [`Resolve`].
 //! - `dispatch` — [`TaskCalls`], one task's calls: the capsule host's [`MemberCalls`].
 //! - `watcher` — one call on the wire: send, busy re-offer, SubscribeToTask then GetTask.
-//! - `client` — the A2A JSON-RPC client over awc; `wire` — the bodies and replies, pure.
+//! - `client` — the A2A JSON-RPC client over awc; `wire` — the bodies and replies, pure;
+//!   `sse` — the event-stream framing of SubscribeToTask, pure.
 //! - `policy` — the host's [`PeerResolver`] backed by the router, for `wasi:http`.
 //! - `output` — redaction, the 64 KiB cap, the fenced continuation text, tool-result text.
 //!
@@ -42,6 +43,7 @@ mod dispatch;
 mod output;
 mod policy;
 mod router;
+mod sse;
 mod watcher;
 mod wire;
 

@@ -1,7 +1,7 @@
 //! The A2A JSON-RPC a caller speaks to a callee's door, as pure functions (runtime.md §7.3,
-//! §11.2–§11.4): request bodies, the reading of SendMessage and GetTask replies, server-sent
+//! §11.2–§11.4): request bodies, the reading of SendMessage and GetTask replies and of stream
 //! events, and the busy re-offer schedule. No actix, HTTP or process code: `client` moves the
-//! bytes, this module decides what they mean.
+//! bytes, this module decides what they mean. The event-stream framing is `sse`.
 
 use std::time::Duration;
 
@@ -11,6 +11,8 @@ use sha2::{Digest, Sha256};
 use crate::capsule::CallStatus;
 use crate::door::{NoAnswerBelow, REJECT_BUSY, TaskState};
 use crate::names;
+
+pub use super::sse::SseReader;
 
 /// `noAnswerBelow` entries kept from a callee (§11.4).
 pub const MAX_NO_ANSWER_BELOW: usize = 8;
@@ -266,53 +268,6 @@ fn task_outcome(member: &str, task: &Value) -> Poll {
         Some(_) => Ended::new(CallStatus::Rejected, text(format!("{member} rejected the task"))),
     };
     Poll::Ended(ended)
-}
-
-/// Splits a server-sent-event byte stream into the JSON of its `data:` fields.
-#[derive(Debug, Default)]
-pub struct SseReader {
-    buf: Vec<u8>,
-}
-
-/// Longest event kept while waiting for its end; a stream sending more is not followed.
-const MAX_EVENT: usize = 8 << 20;
-
-impl SseReader {
-    /// Adds bytes; returns every complete event's data parsed as JSON (events whose data is not
-    /// JSON are skipped), or `Err` when an event grows past 8 MiB.
-    pub fn push(&mut self, bytes: &[u8]) -> Result<Vec<Value>, ()> {
-        self.buf.extend_from_slice(bytes);
-        let mut out = Vec::new();
-        while let Some((end, sep)) = find_event_end(&self.buf) {
-            let event: Vec<u8> = self.buf.drain(..end + sep).collect();
-            let mut data = String::new();
-            for line in String::from_utf8_lossy(&event[..end]).lines() {
-                if let Some(d) = line.strip_prefix("data:") {
-                    if !data.is_empty() {
-                        data.push('\n');
-                    }
-                    data.push_str(d.strip_prefix(' ').unwrap_or(d));
-                }
-            }
-            if let Ok(v) = serde_json::from_str::<Value>(&data) {
-                out.push(v);
-            }
-        }
-        if self.buf.len() > MAX_EVENT {
-            return Err(());
-        }
-        Ok(out)
-    }
-}
-
-/// Index and length of the first blank-line separator (`\n\n` or `\r\n\r\n`).
-fn find_event_end(buf: &[u8]) -> Option<(usize, usize)> {
-    let lf = buf.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2));
-    let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| (i, 4));
-    match (lf, crlf) {
-        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
-        (a, b) => a.or(b),
-    }
 }
 
 /// What one stream event says about the followed task.
