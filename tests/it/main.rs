@@ -6,6 +6,7 @@ mod support;
 
 mod admission;
 mod artifacts;
+mod bounds;
 mod calls;
 mod capsules;
 mod demo;
