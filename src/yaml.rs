@@ -712,6 +712,9 @@ mod tests {
         }
     }
 
+    /// A refusal's message (a part of it), line and column; `None` when the document loads.
+    type Refusal = Option<(&'static str, usize, usize)>;
+
     /// Every alias is charged its whole value, nested or not, and so is each anchor's copy.
     /// Each row: document, node budget, byte budget, `None` when it loads or the refusal's
     /// message and position.
@@ -731,7 +734,7 @@ mod tests {
             "x".repeat(100_000),
             vec!["*a"; 30_000].join(", ")
         );
-        let table: Vec<(&str, usize, usize, Option<(&str, usize, usize)>)> = vec![
+        let table: Vec<(&str, usize, usize, Refusal)> = vec![
             (one, 6, 14, None),
             (one, 6, 13, Some(("more than 13 bytes of text", 2, 4))),
             (one, 5, 14, Some(("more than 5 values", 2, 4))),

@@ -509,12 +509,15 @@ mod unit {
         assert!(l.memory_growing(6, 10, None).unwrap_or(false));
     }
 
+    /// A table growth from `.0` to `.1` elements, and whether it is allowed.
+    type Growth = (usize, usize, bool);
+
     /// Tables share the memory budget, at a pointer per element.
     #[test]
     fn limiter_counts_table_elements_with_the_memory() {
         let e = TABLE_ELEMENT_BYTES;
         // (memory grown first, table growths (current, desired), which are allowed)
-        let table: &[(usize, &[(usize, usize, bool)])] = &[
+        let table: &[(usize, &[Growth])] = &[
             (0, &[(0, 100, true), (0, 1, false)]),
             (0, &[(0, 40, true), (0, 40, true), (0, 20, true), (0, 1, false)]),
             (50 * e, &[(0, 50, true), (0, 1, false)]),

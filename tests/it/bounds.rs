@@ -56,6 +56,8 @@ fn run_measured(mut cmd: Command) -> (i32, String, i64) {
             Ok(())
         });
     }
+    // Reaped below by wait4, which `Child::wait` cannot replace: it reports no resource usage.
+    #[allow(clippy::zombie_processes)]
     let child = cmd.spawn().expect("spawn mur");
     let pid = child.id() as nix::libc::pid_t;
     let mut status = 0;
@@ -100,6 +102,9 @@ fn an_alias_bomb_archive_is_refused_in_bounded_memory() {
     assert!(!sb.home().join(".murmur/artifacts/local/bomb").exists());
 }
 
+/// Files to write: name and text.
+type Files<'a> = &'a [(&'a str, &'a str)];
+
 /// The same bomb as a roster, a source manifest and a lock: each file the loader reads refuses it
 /// with its own code, in the same bounded memory.
 #[test]
@@ -110,7 +115,7 @@ fn every_yaml_file_refuses_an_alias_bomb_with_its_code() {
     write_zip(&good, &[("murmur.yaml", b"name: good\nversion: 0.1.0\n")]);
     let good = good.to_str().expect("utf-8 path");
     // (directory, files in it, command, the refusal's start)
-    let cases: &[(&str, &[(&str, &str)], &[&str], &str)] = &[
+    let cases: &[(&str, Files, &[&str], &str)] = &[
         (
             "formation",
             &[("roster.yaml", &bomb)],
