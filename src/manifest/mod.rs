@@ -6,6 +6,7 @@
 //! component that loads) are left to session start, so `mur build`, `mur install` and admission
 //! accept manifests written for the reference implementation.
 
+pub mod endpoint;
 mod parse;
 
 use std::path::Path;
@@ -147,6 +148,18 @@ impl Default for Inference {
             system_prompt: String::new(),
             transport: Transport::Http,
         }
+    }
+}
+
+impl Inference {
+    /// The `host[:port]` that receives this capsule's requests, and with them its API key: the
+    /// endpoint's, else the provider's default. `None` with neither.
+    pub fn receiver(&self) -> Option<&str> {
+        let url = self
+            .endpoint
+            .as_deref()
+            .or_else(|| self.provider.map(Provider::default_endpoint))?;
+        endpoint::split(url).map(|e| e.authority)
     }
 }
 

@@ -414,6 +414,16 @@ fn inference(w: &mut Walker, root: &Node) -> R<Option<Inference>> {
                 format!("must be an http:// or https:// URL, found '{}'", shown(&e)),
             ));
         }
+        if !e.starts_with("https://") && !super::endpoint::plain_http_allowed(&e) {
+            return Err(bad(
+                "inference.endpoint",
+                format!(
+                    "'{}' would send the API key over plain http to a host that is not this machine; plain http:// is allowed only to loopback (127.0.0.0/8, [::1], localhost)",
+                    shown(&e)
+                ),
+            )
+            .with_hint("use https:// for a provider on another machine, or reach a local model server at http://127.0.0.1:<port> or http://localhost:<port>"));
+        }
         out.endpoint = Some(e);
     }
     out.model = string(inf, p, "model")?;
@@ -441,6 +451,11 @@ fn api_key(inf: &Node) -> R<Option<String>> {
                 && b.all(|c| c == b'_' || c.is_ascii_alphanumeric())
         });
     match var {
+        // The runtime's own variables steer a member's formation; none is a key to send away.
+        Some(v) if v.starts_with("MURMUR_") => Err(bad(
+            "inference.api_key",
+            format!("names {v}, a variable of the runtime itself; name the variable that holds the provider's key"),
+        )),
         Some(v) => Ok(Some(v.to_string())),
         None => Err(bad(
             "inference.api_key",

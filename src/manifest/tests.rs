@@ -456,3 +456,66 @@ fn load_file_reports_absence_and_bytes() {
     let d = load_file(dir.path()).unwrap_err();
     assert!(d.message.starts_with("failed to read murmur.yaml at "), "{}", d.message);
 }
+
+#[test]
+fn plain_http_endpoints_reach_only_loopback() {
+    for url in [
+        "http://evil.example",
+        "http://10.1.2.3:8080/v1",
+        "http://127.0.0.1@evil.example",
+    ] {
+        let d = refused(&format!("{HEAD}inference:\n  endpoint: '{url}'\n"));
+        assert_eq!(d.code, E_MAN_001, "{url}");
+        assert_eq!(
+            d.message,
+            format!(
+                "murmur.yaml: inference.endpoint: '{url}' would send the API key over plain http to a host that is not this machine; plain http:// is allowed only to loopback (127.0.0.0/8, [::1], localhost)"
+            )
+        );
+        assert!(d.hint().is_some_and(|h| h.starts_with("use https://")), "{url}");
+    }
+    for url in [
+        "http://127.0.0.1:9",
+        "http://localhost:11434/v1",
+        "http://[::1]:8080",
+        "https://evil.example",
+    ] {
+        let inf = ok(&format!("inference:\n  endpoint: '{url}'\n"))
+            .manifest
+            .inference
+            .unwrap();
+        assert_eq!(inf.endpoint.as_deref(), Some(url));
+    }
+}
+
+#[test]
+fn the_receiver_is_the_endpoints_host_or_the_providers() {
+    let table = [
+        ("inference: {provider: openai}\n", Some("api.openai.com")),
+        ("inference: {provider: anthropic}\n", Some("api.anthropic.com")),
+        (
+            "inference: {provider: openai, endpoint: 'http://127.0.0.1:9/v1'}\n",
+            Some("127.0.0.1:9"),
+        ),
+        (
+            "inference: {endpoint: 'https://llm.example.com:8443'}\n",
+            Some("llm.example.com:8443"),
+        ),
+        ("inference: {}\n", None),
+    ];
+    for (body, want) in table {
+        assert_eq!(ok(body).manifest.inference.unwrap().receiver(), want, "{body}");
+    }
+}
+
+#[test]
+fn api_key_may_not_name_a_runtime_variable() {
+    let d = refused(&format!("{HEAD}inference:\n  api_key: ${{MURMUR_FORMATION_CHANNEL}}\n"));
+    assert_eq!(d.code, E_MAN_001);
+    assert!(
+        d.message
+            .contains("names MURMUR_FORMATION_CHANNEL, a variable of the runtime itself"),
+        "{}",
+        d.message
+    );
+}

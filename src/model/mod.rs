@@ -126,6 +126,15 @@ impl ModelConfig {
                     "set `inference.endpoint` to the provider's base URL, e.g. https://api.openai.com",
                 ));
             }
+            // Admission refuses this already; checked again because the key rides in every request.
+            if !lower.starts_with("https://") && !crate::manifest::endpoint::plain_http_allowed(e) {
+                return Err(refuse(
+                    format!(
+                        "its inference.endpoint '{e}' would send the API key over plain http to a host that is not this machine"
+                    ),
+                    "use https:// for a provider on another machine; plain http:// is allowed only to 127.0.0.0/8, [::1] and localhost",
+                ));
+            }
         }
         let api_key = match &inference.api_key_var {
             None => None,

@@ -415,6 +415,10 @@ fn resolve_refuses_what_cannot_run() {
             "its inference.endpoint 'http://' is not an http:// or https:// URL",
         ),
         (
+            with(|i| i.endpoint = Some("http://evil.example/v1".into())),
+            "its inference.endpoint 'http://evil.example/v1' would send the API key over plain http to a host that is not this machine",
+        ),
+        (
             with(|i| i.api_key_var = Some("UNSET_KEY".into())),
             "its inference.api_key is ${UNSET_KEY}, and UNSET_KEY is not set in this environment",
         ),
