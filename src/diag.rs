@@ -63,6 +63,8 @@ codes! {
     E_RUN_053 = "E-RUN-053", Error, "the formation deadline fell", None;
     W_RUN_007 = "W-RUN-007", Warning, "a formation member was handed no lifeline", None;
     W_RUN_008 = "W-RUN-008", Warning, "a caller's network grant reaches no loopback door", None;
+    // [ours] A test-only switch (MURMUR_TEST_TIMING, MURMUR_MUR_BINARY) is set and takes effect.
+    W_ENV_001 = "W-ENV-001", Warning, "a test-only environment switch is in effect", None;
     E_IO_001 = "E-IO-001", Error, "no project root found", Some("run it inside a project directory or a formation directory holding roster.yaml");
     E_IO_003 = "E-IO-003", Error, "signal handling could not be set up", None;
     E_NEW_001 = "E-NEW-001", Error, "mur new: the scaffold cannot be written", None;

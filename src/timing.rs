@@ -3,8 +3,10 @@
 //! Production code reads durations from [`Timing::get`]. Integration tests shorten them by setting
 //! `MURMUR_TEST_TIMING` in the environment of the `mur` processes they start, e.g.
 //! `MURMUR_TEST_TIMING=member_teardown=300ms,launcher_grace=500ms`, so wind-down paths are
-//! exercised in well under a second instead of 20–25 s. Unknown names or bad values are ignored:
-//! this is a test hook, not an operator setting, and it never lengthens anything it does not name.
+//! exercised in well under a second instead of 20–25 s. Unknown names or bad values are ignored,
+//! and every value is clamped to the spec's: this is a test hook, not an operator setting, so it
+//! can only shorten what it names. A process where it takes effect says so on stderr (W-ENV-001);
+//! the launcher hands members the clamped overrides explicitly (`launcher::spawn`).
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -74,24 +76,41 @@ impl Timing {
 
     /// The process-wide timing: the spec's values, the documented env knobs, then the test hook.
     pub fn get() -> &'static Timing {
-        static T: OnceLock<Timing> = OnceLock::new();
-        T.get_or_init(|| {
-            let mut t = Timing::SPEC;
-            if let Some(s) = env_secs("MURMUR_A2A_TIMEOUT_SECS") {
-                t.idle_first_task = s;
-            }
-            if let Some(s) = env_secs("MURMUR_DELEGATION_TIMEOUT_SECS") {
-                t.call_bound = s;
-            }
-            if let Ok(spec) = std::env::var("MURMUR_TEST_TIMING") {
-                t.apply_overrides(&spec);
-            }
-            t
-        })
+        &state().0
     }
 
-    /// Applies `name=value,…` overrides; values are `<n>ms` or `<n>s`.
-    pub fn apply_overrides(&mut self, spec: &str) {
+    /// The test overrides in effect, as `MURMUR_TEST_TIMING` text naming only known names with
+    /// their clamped values; `None` when none is in effect. The launcher passes this to members.
+    pub fn test_overrides() -> Option<&'static str> {
+        state().1.as_deref()
+    }
+
+    /// The timing `env` describes, and the canonical text of the test overrides applied.
+    fn from_env(env: impl Fn(&str) -> Option<String>) -> (Timing, Option<String>) {
+        let mut t = Timing::SPEC;
+        if let Some(s) = env_secs(env("MURMUR_A2A_TIMEOUT_SECS")) {
+            t.idle_first_task = s;
+        }
+        if let Some(s) = env_secs(env("MURMUR_DELEGATION_TIMEOUT_SECS")) {
+            t.call_bound = s;
+        }
+        let applied = env("MURMUR_TEST_TIMING")
+            .map(|spec| t.apply_overrides(&spec))
+            .unwrap_or_default();
+        let text = (!applied.is_empty()).then(|| {
+            applied
+                .iter()
+                .map(|(name, d)| format!("{name}={}ms", d.as_millis()))
+                .collect::<Vec<_>>()
+                .join(",")
+        });
+        (t, text)
+    }
+
+    /// Applies `name=value,…` overrides; values are `<n>ms` or `<n>s`, each clamped to the spec's
+    /// value of its name. Returns what was applied, in order.
+    pub fn apply_overrides(&mut self, spec: &str) -> Vec<(&'static str, Duration)> {
+        let mut applied = Vec::new();
         for item in spec.split(',') {
             let Some((name, value)) = item.split_once('=') else {
                 continue;
@@ -99,34 +118,88 @@ impl Timing {
             let Some(d) = parse_duration(value.trim()) else {
                 continue;
             };
-            let slot = match name.trim() {
-                "peer_readiness" => &mut self.peer_readiness,
-                "probe_interval" => &mut self.probe_interval,
-                "launcher_poll" => &mut self.launcher_poll,
-                "exit_grace_after_eof" => &mut self.exit_grace_after_eof,
-                "first_channel_line" => &mut self.first_channel_line,
-                "address_wait" => &mut self.address_wait,
-                "member_teardown" => &mut self.member_teardown,
-                "launcher_grace" => &mut self.launcher_grace,
-                "idle_first_task" => &mut self.idle_first_task,
-                "call_bound" => &mut self.call_bound,
-                "busy_first" => &mut self.busy_first,
-                "busy_max" => &mut self.busy_max,
-                "answer_poll" => &mut self.answer_poll,
-                "call_send" => &mut self.call_send,
-                "component_task" => &mut self.component_task,
-                "door_body" => &mut self.door_body,
-                _ => continue,
+            let Some(name) = OVERRIDABLE.iter().copied().find(|n| *n == name.trim()) else {
+                continue;
             };
-            *slot = d;
+            let (slot, spec_value) = self.slot(name);
+            *slot = d.min(spec_value);
+            applied.retain(|(n, _)| *n != name);
+            applied.push((name, *slot));
+        }
+        applied
+    }
+
+    /// The field `name` sets, and its spec value (the most an override may set).
+    fn slot(&mut self, name: &str) -> (&mut Duration, Duration) {
+        let s = Timing::SPEC;
+        match name {
+            "peer_readiness" => (&mut self.peer_readiness, s.peer_readiness),
+            "probe_interval" => (&mut self.probe_interval, s.probe_interval),
+            "launcher_poll" => (&mut self.launcher_poll, s.launcher_poll),
+            "exit_grace_after_eof" => (&mut self.exit_grace_after_eof, s.exit_grace_after_eof),
+            "first_channel_line" => (&mut self.first_channel_line, s.first_channel_line),
+            "address_wait" => (&mut self.address_wait, s.address_wait),
+            "member_teardown" => (&mut self.member_teardown, s.member_teardown),
+            "launcher_grace" => (&mut self.launcher_grace, s.launcher_grace),
+            "idle_first_task" => (&mut self.idle_first_task, s.idle_first_task),
+            "call_bound" => (&mut self.call_bound, s.call_bound),
+            "busy_first" => (&mut self.busy_first, s.busy_first),
+            "busy_max" => (&mut self.busy_max, s.busy_max),
+            "answer_poll" => (&mut self.answer_poll, s.answer_poll),
+            "call_send" => (&mut self.call_send, s.call_send),
+            "door_body" => (&mut self.door_body, s.door_body),
+            _ => (&mut self.component_task, s.component_task),
         }
     }
 }
 
-/// A positive integer number of seconds from the environment.
-fn env_secs(var: &str) -> Option<Duration> {
-    let v: u64 = std::env::var(var).ok()?.trim().parse().ok()?;
-    (v > 0).then(|| Duration::from_secs(v))
+/// The names `MURMUR_TEST_TIMING` may set.
+const OVERRIDABLE: [&str; 16] = [
+    "peer_readiness",
+    "probe_interval",
+    "launcher_poll",
+    "exit_grace_after_eof",
+    "first_channel_line",
+    "address_wait",
+    "member_teardown",
+    "launcher_grace",
+    "idle_first_task",
+    "call_bound",
+    "busy_first",
+    "busy_max",
+    "answer_poll",
+    "call_send",
+    "component_task",
+    "door_body",
+];
+
+/// The most the documented knobs (`MURMUR_A2A_TIMEOUT_SECS`, `MURMUR_DELEGATION_TIMEOUT_SECS`)
+/// set: a year, far inside what `Instant + Duration` holds, so no deadline built on them overflows.
+pub const MAX_KNOB: Duration = Duration::from_secs(365 * 86_400);
+
+/// The process's timing and test-override text, read once; announces the overrides on first read.
+fn state() -> &'static (Timing, Option<String>) {
+    static T: OnceLock<(Timing, Option<String>)> = OnceLock::new();
+    T.get_or_init(|| {
+        let state = Timing::from_env(|v| std::env::var(v).ok());
+        // A formation member's launcher has announced them already (§9.2).
+        let reported = std::env::var_os("MURMUR_HOST_WARNINGS_REPORTED").is_some_and(|v| v == "1");
+        if let (Some(text), false) = (&state.1, reported) {
+            crate::diag::Diagnostic::new(
+                crate::diag::W_ENV_001,
+                format!("MURMUR_TEST_TIMING is set, so these test-only timings are in effect: {text}"),
+            )
+            .with_hint("unset MURMUR_TEST_TIMING: it shortens the runtime's waits for its own tests")
+            .eprint("");
+        }
+        state
+    })
+}
+
+/// A positive integer number of seconds, at most [`MAX_KNOB`].
+fn env_secs(value: Option<String>) -> Option<Duration> {
+    let v: u64 = value?.trim().parse().ok()?;
+    (v > 0).then(|| Duration::from_secs(v).min(MAX_KNOB))
 }
 
 fn parse_duration(v: &str) -> Option<Duration> {
@@ -148,5 +221,52 @@ mod tests {
         assert_eq!(t.launcher_grace, Duration::from_secs(2));
         assert_eq!(t.address_wait, Timing::SPEC.address_wait);
         assert_eq!(t.peer_readiness, Duration::from_secs(180));
+    }
+
+    #[test]
+    fn huge_values_are_clamped_and_every_deadline_built_on_them_fits() {
+        let env = |spec: &'static str| {
+            move |v: &str| match v {
+                "MURMUR_TEST_TIMING" => Some(spec.to_string()),
+                "MURMUR_A2A_TIMEOUT_SECS" | "MURMUR_DELEGATION_TIMEOUT_SECS" => Some(u64::MAX.to_string()),
+                _ => None,
+            }
+        };
+        let (t, text) = Timing::from_env(env(
+            "launcher_grace=18446744073709551615s,member_teardown=18446744073709551615ms,peer_readiness=99999999999999999999999s",
+        ));
+        assert_eq!(t.launcher_grace, Timing::SPEC.launcher_grace);
+        assert_eq!(t.member_teardown, Timing::SPEC.member_teardown);
+        assert_eq!(
+            t.peer_readiness,
+            Timing::SPEC.peer_readiness,
+            "an unparsable value is ignored"
+        );
+        assert_eq!(t.idle_first_task, MAX_KNOB);
+        assert_eq!(t.call_bound, MAX_KNOB);
+        assert_eq!(text.as_deref(), Some("launcher_grace=25000ms,member_teardown=20000ms"));
+        let now = std::time::Instant::now();
+        for d in [t.launcher_grace, t.member_teardown, t.idle_first_task, t.call_bound] {
+            assert!(now.checked_add(d).is_some(), "{d:?}");
+        }
+    }
+
+    #[test]
+    fn the_override_text_names_what_took_effect_once_each() {
+        let table = [
+            ("", None),
+            ("bogus=1s,launcher_grace=x", None),
+            ("launcher_grace=300ms", Some("launcher_grace=300ms")),
+            (
+                "busy_first=1s, busy_first=100ms ,call_send=2s",
+                Some("busy_first=100ms,call_send=2000ms"),
+            ),
+        ];
+        for (spec, want) in table {
+            let (_, text) = Timing::from_env(|v| (v == "MURMUR_TEST_TIMING").then(|| spec.to_string()));
+            assert_eq!(text.as_deref(), want, "{spec}");
+        }
+        let (t, text) = Timing::from_env(|_| None);
+        assert_eq!((t, text), (Timing::SPEC, None));
     }
 }
