@@ -182,7 +182,9 @@ fn run_formation(exe: &Path, root: &Path, home: &Path, project: &Path) -> Result
         .arg("task.txt")
         .current_dir(root)
         .env("HOME", home)
-        .env("MURMUR_MUR_BINARY", exe)
+        // The launcher then runs its own executable, this one, for every member: a
+        // MURMUR_MUR_BINARY left in the user's shell must not swap the demo's members.
+        .env_remove("MURMUR_MUR_BINARY")
         // The demo is a formation of its own, whatever environment it was started from.
         .env_remove("MURMUR_FORMATION_ID")
         .env_remove("MURMUR_FORMATION_CHANNEL")

@@ -42,6 +42,9 @@ pub struct PlanMember {
     pub capsule: String,
     pub version: String,
     pub sha256: String,
+    /// The variables its manifest declares (`inference.api_key: ${VAR}`): all it inherits beyond
+    /// the fixed list of [`spawn::member_env`].
+    pub env: Vec<String>,
 }
 
 /// The formation's `--deadline`: one instant for every member.
@@ -147,6 +150,7 @@ impl LaunchPlan {
             channel_fd: pipes.channel_read.as_raw_fd(),
             lifeline_fd: pipes.lifeline_read.as_raw_fd(),
             peer,
+            declared_env: m.env.clone(),
         }
     }
 
@@ -159,6 +163,13 @@ impl LaunchPlan {
                 capsule: m.capsule.to_string(),
                 version: m.version.clone(),
                 sha256: m.sha256.clone(),
+                env: m
+                    .manifest
+                    .inference
+                    .as_ref()
+                    .and_then(|i| i.api_key_var.clone())
+                    .into_iter()
+                    .collect(),
             })
             .collect();
         let entry = admitted.entry();
@@ -215,7 +226,19 @@ pub fn run_roster(args: &RunArgs) -> Outcome {
     plan.task = args.task.clone();
     plan.json = args.json;
     plan.mur_binary = match std::env::var_os("MURMUR_MUR_BINARY").filter(|v| !v.is_empty()) {
-        Some(p) => PathBuf::from(p),
+        Some(p) => {
+            // A test switch (§9.1 step 3): members run another program, so say so.
+            Diagnostic::new(
+                diag::W_ENV_001,
+                format!(
+                    "MURMUR_MUR_BINARY is set, so members run {} instead of this mur binary",
+                    diag::shown(&p.to_string_lossy())
+                ),
+            )
+            .with_hint("unset MURMUR_MUR_BINARY unless you are testing the launcher")
+            .eprint("[mur run] ");
+            PathBuf::from(p)
+        }
         None => std::env::current_exe().map_err(|e| {
             refuse(Diagnostic::new(diag::E_RUN_045, format!("the mur binary could not be located: {e}")).without_hint())
         })?,

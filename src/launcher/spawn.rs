@@ -3,6 +3,10 @@
 //! Every pipe is created close-on-exec; in the child only (between fork and exec) the member's
 //! own channel and lifeline read ends lose that flag, so no member inherits a write end or
 //! another member's descriptor (runtime.md §9.2).
+//!
+//! Nor does it inherit the launcher's environment: it starts from an empty one holding a short
+//! fixed list, the variables its own manifest declares, and the formation variables
+//! ([`member_env`]). A capsule can read, and send to its endpoint, only what it declared.
 
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -67,24 +71,78 @@ pub struct MemberCommand {
     /// Peers run in a process group of their own with piped output; the entry shares the
     /// launcher's group and its stdout/stderr.
     pub peer: bool,
+    /// The variables the member's own manifest declares (its `inference.api_key: ${VAR}`).
+    pub declared_env: Vec<String>,
 }
 
-/// Variables a member must not inherit from the launcher (§9.2).
-const REMOVED_ENV: [&str; 3] = ["MURMUR_FORMATION_PEERS", "MURMUR_SPAWNER", "MURMUR_SPAWNER_LIFELINE"];
+/// What a member inherits from the launcher's environment, besides what its manifest declares
+/// (docs/guide.md, "What a member's environment holds"). Each is here for a reason, and none is
+/// a credential: a capsule written by someone else runs inside the member, and whatever it can
+/// read it can send to its endpoint.
+const PASSED_ENV: [&str; 11] = [
+    // Members find ~/.murmur (stores, records, running records) through it.
+    "HOME",
+    // The member program may be a wrapper script (MURMUR_MUR_BINARY, §9.1) that finds its tools
+    // through the search path.
+    "PATH",
+    // Locale and time zone: how libc and a wrapper script render text and local time.
+    "LANG",
+    "TZ",
+    // Where temporary files go; a user who moved them off /tmp expects members to follow.
+    "TMPDIR",
+    // The entry writes to the user's terminal; how it may style that output.
+    "TERM",
+    "NO_COLOR",
+    // The tracing filter every mur process installs, so a formation can be debugged as a whole;
+    // the logs redact Authorization headers.
+    "RUST_LOG",
+    "RUST_BACKTRACE",
+    // The spec's operator knobs that members read (§6.4, §11.4).
+    "MURMUR_A2A_TIMEOUT_SECS",
+    "MURMUR_DELEGATION_TIMEOUT_SECS",
+];
+
+/// The environment a member starts with, apart from the formation variables the launcher sets
+/// itself: the [`PASSED_ENV`] names and `LC_*` present in `launcher_env`, then the variables
+/// `declared` names, then the test timing when one is in effect (clamped, `timing`). Never a
+/// `MURMUR_*` variable beyond those: the formation variables are set by [`MemberCommand::spawn`],
+/// and `MURMUR_MUR_BINARY` or `MURMUR_FORMATION_PEERS` (§9.2) must not reach a member.
+pub fn member_env(
+    launcher_env: impl IntoIterator<Item = (OsString, OsString)>,
+    declared: &[String],
+    test_timing: Option<&str>,
+) -> Vec<(OsString, OsString)> {
+    let mut out: Vec<(OsString, OsString)> = launcher_env
+        .into_iter()
+        .filter(|(k, _)| {
+            let Some(k) = k.to_str() else { return false };
+            PASSED_ENV.contains(&k)
+                || k.starts_with("LC_")
+                || (declared.iter().any(|d| d == k) && !k.starts_with("MURMUR_"))
+        })
+        .collect();
+    if let Some(t) = test_timing {
+        out.push(("MURMUR_TEST_TIMING".into(), t.into()));
+    }
+    out
+}
 
 impl MemberCommand {
     pub fn spawn(&self) -> std::io::Result<tokio::process::Child> {
         let mut cmd = tokio::process::Command::new(&self.program);
         cmd.args(&self.args)
+            .env_clear()
+            .envs(member_env(
+                std::env::vars_os(),
+                &self.declared_env,
+                crate::timing::Timing::test_overrides(),
+            ))
             .env("MURMUR_FORMATION_ID", &self.formation_id)
             .env("MURMUR_FORMATION_CHANNEL", self.channel_fd.to_string())
             .env("MURMUR_FORMATION_LIFELINE", self.lifeline_fd.to_string())
             .env("MURMUR_HOST_WARNINGS_REPORTED", "1")
             .stdin(Stdio::null())
             .kill_on_drop(false);
-        for var in REMOVED_ENV {
-            cmd.env_remove(var);
-        }
         if self.peer {
             cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
         } else {
@@ -114,4 +172,67 @@ fn libc_fcntl_setfd(fd: RawFd, flags: i32) -> std::io::Result<()> {
     fcntl(fd, FcntlArg::F_SETFD(FdFlag::from_bits_truncate(flags)))
         .map(drop)
         .map_err(std::io::Error::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_member_gets_the_short_list_its_declared_key_and_nothing_else() {
+        let launcher: Vec<(OsString, OsString)> = [
+            ("HOME", "/home/u"),
+            ("PATH", "/usr/bin"),
+            ("LC_ALL", "C.UTF-8"),
+            ("RUST_LOG", "debug"),
+            ("MURMUR_A2A_TIMEOUT_SECS", "5"),
+            ("OPENAI_API_KEY", "sk-lead"),
+            ("ANTHROPIC_API_KEY", "sk-other"),
+            ("AWS_SECRET_ACCESS_KEY", "aws"),
+            ("GITHUB_TOKEN", "ghp"),
+            ("SSH_AUTH_SOCK", "/tmp/agent"),
+            ("LD_PRELOAD", "/tmp/x.so"),
+            ("MURMUR_MUR_BINARY", "/tmp/other-mur"),
+            ("MURMUR_TEST_TIMING", "launcher_grace=99999s"),
+            ("MURMUR_FORMATION_PEERS", "{}"),
+            ("MURMUR_SPAWNER", "x"),
+            ("MURMUR_SPAWNER_LIFELINE", "3"),
+            ("MURMUR_FORMATION_ID", "frm_other"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect();
+        let names = |declared: &[&str], timing: Option<&str>| -> Vec<String> {
+            let declared: Vec<String> = declared.iter().map(|s| s.to_string()).collect();
+            member_env(launcher.clone(), &declared, timing)
+                .into_iter()
+                .map(|(k, v)| format!("{}={}", k.to_string_lossy(), v.to_string_lossy()))
+                .collect()
+        };
+        let base = [
+            "HOME=/home/u",
+            "PATH=/usr/bin",
+            "LC_ALL=C.UTF-8",
+            "RUST_LOG=debug",
+            "MURMUR_A2A_TIMEOUT_SECS=5",
+        ];
+        let table: [(&[&str], Option<&str>, Vec<&str>); 4] = [
+            (&[], None, base.to_vec()),
+            (
+                &["OPENAI_API_KEY"],
+                None,
+                [&base[..], &["OPENAI_API_KEY=sk-lead"]].concat(),
+            ),
+            // A declared name never lets the runtime's own variables through.
+            (&["MURMUR_MUR_BINARY", "MURMUR_FORMATION_PEERS"], None, base.to_vec()),
+            (
+                &[],
+                Some("launcher_grace=300ms"),
+                [&base[..], &["MURMUR_TEST_TIMING=launcher_grace=300ms"]].concat(),
+            ),
+        ];
+        for (declared, timing, want) in table {
+            assert_eq!(names(declared, timing), want, "{declared:?} {timing:?}");
+        }
+    }
 }
