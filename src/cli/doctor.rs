@@ -282,6 +282,9 @@ fn roster_block(report: &mut Report, project: &Project, home: &MurHome) {
                 report.line(&row);
             }
             report.line(&format!("  {}", reachability_line(&a)));
+            for l in super::doctor_env::roster_lines(&a) {
+                report.line(&l);
+            }
             for w in &a.warnings {
                 report.line(&format!("  {}", w.render("")));
             }

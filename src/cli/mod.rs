@@ -15,6 +15,7 @@ pub mod completion;
 pub mod demo;
 pub mod deploy;
 pub mod doctor;
+pub mod doctor_env;
 pub mod install;
 pub mod list;
 pub mod new;

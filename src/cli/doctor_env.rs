@@ -1,0 +1,79 @@
+//! `mur doctor`'s `env:` lines [ours]: per model member, the variable it reads from the
+//! launcher's environment and the host its requests (and so that variable's value) go to.
+//!
+//! A member starts with only the variables its own manifest declares (docs/guide.md, "What a
+//! member's environment holds"), so these lines are everything a capsule can take from the
+//! user's environment and where it can send it; the user reads them before the first launch.
+
+use crate::diag::shown;
+use crate::manifest::Manifest;
+use crate::roster::Admitted;
+
+/// The lines for an admitted roster's members, in roster order.
+pub fn roster_lines(a: &Admitted) -> Vec<String> {
+    lines(a.members.iter().map(|m| (m.name.as_str(), &m.manifest)))
+}
+
+/// `  env: <member> reads <VAR>, sent to <host>` per model member; members that run no model
+/// read nothing and get no line.
+pub fn lines<'a>(members: impl IntoIterator<Item = (&'a str, &'a Manifest)>) -> Vec<String> {
+    members
+        .into_iter()
+        .filter_map(|(name, m)| {
+            let inf = m.inference.as_ref()?;
+            let to = inf.receiver().map_or_else(|| "no endpoint".to_string(), shown);
+            Some(match &inf.api_key_var {
+                Some(var) => format!("  env: {name} reads {var}, sent to {to}"),
+                None => format!("  env: {name} reads no variable; its requests go to {to}"),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::{Inference, Provider};
+
+    fn model(f: impl FnOnce(&mut Inference)) -> Manifest {
+        let mut m = Manifest::minimal("m", "1.0.0");
+        let mut inf = Inference::default();
+        f(&mut inf);
+        m.inference = Some(inf);
+        m
+    }
+
+    #[test]
+    fn one_line_per_model_member() {
+        let lead = model(|i| {
+            i.provider = Some(Provider::OpenAi);
+            i.api_key_var = Some("OPENAI_API_KEY".into());
+        });
+        let local = model(|i| {
+            i.provider = Some(Provider::Anthropic);
+            i.endpoint = Some("http://127.0.0.1:8080/v1".into());
+        });
+        let odd = model(|i| {
+            i.api_key_var = Some("K".into());
+            i.endpoint = Some("https://evil.example\u{1b}[2J/".into());
+        });
+        let nothing = model(|_| {});
+        let component = Manifest::minimal("c", "1.0.0");
+        let got = lines([
+            ("lead", &lead),
+            ("coder", &component),
+            ("local", &local),
+            ("odd", &odd),
+            ("bare", &nothing),
+        ]);
+        assert_eq!(
+            got,
+            [
+                "  env: lead reads OPENAI_API_KEY, sent to api.openai.com",
+                "  env: local reads no variable; its requests go to 127.0.0.1:8080",
+                "  env: odd reads K, sent to evil.example\\u{1b}[2J",
+                "  env: bare reads no variable; its requests go to no endpoint",
+            ]
+        );
+    }
+}
