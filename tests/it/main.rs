@@ -12,6 +12,7 @@ mod capsules;
 mod demo;
 mod deploy;
 mod door;
+mod environment;
 mod faults;
 mod firsthour;
 mod formation;

@@ -16,6 +16,11 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// What a `mur` under test keeps from the test runner's environment: the search path (wrapper
+/// scripts run `sh`, `sleep`), the temp directory the sandboxes live in, and a coverage run's
+/// profile path.
+const PASSED_FROM_SHELL: [&str; 3] = ["PATH", "TMPDIR", "LLVM_PROFILE_FILE"];
+
 /// A temporary HOME and a project directory inside it, removed on drop.
 pub struct Sandbox {
     pub dir: tempfile::TempDir,
@@ -40,17 +45,19 @@ impl Sandbox {
         p
     }
 
-    /// A `mur` command with this sandbox's HOME, run in `cwd`.
+    /// A `mur` command with this sandbox's HOME, run in `cwd`, in an environment of its own: no
+    /// MURMUR_*, RUST_LOG, OTEL_* or provider key of the shell running the tests reaches it, so
+    /// a test sees the same runtime wherever it runs. Tests add what they mean to set.
     pub fn mur(&self, cwd: &Path) -> Command {
         std::fs::create_dir_all(self.home()).expect("home");
         let mut c = Command::new(mur_bin());
-        c.current_dir(cwd)
-            .env("HOME", self.home())
-            .env_remove("MURMUR_FORMATION_ID")
-            .env_remove("MURMUR_FORMATION_CHANNEL")
-            .env_remove("MURMUR_FORMATION_LIFELINE")
-            .env_remove("MURMUR_FORMATION_PEERS")
-            .env_remove("RUST_LOG");
+        c.current_dir(cwd).env_clear();
+        for var in PASSED_FROM_SHELL {
+            if let Some(v) = std::env::var_os(var) {
+                c.env(var, v);
+            }
+        }
+        c.env("HOME", self.home());
         c
     }
 
