@@ -31,6 +31,9 @@ reachability:
   - {from: lead, to: [coder]}
 ";
 
+/// A member process: its command line and its environment.
+type Seen = (String, BTreeMap<String, String>);
+
 /// One member process's environment, as /proc shows it.
 fn environ(pid: u32) -> BTreeMap<String, String> {
     std::fs::read(format!("/proc/{pid}/environ"))
@@ -53,7 +56,7 @@ fn members_hold_their_declared_key_and_none_of_the_launchers_secrets() {
     sb.install_actor("echo");
     // While the lead's first request waits for its reply, every member is up: read each one's
     // environment then. The formation id is in the request's [Capsule] block.
-    let seen: Arc<Mutex<Vec<(String, BTreeMap<String, String>)>>> = Arc::default();
+    let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
     let record = Arc::clone(&seen);
     let provider = Provider::start(vec![Step::func(move |req: &Request| {
         let body = req.text();
