@@ -197,6 +197,10 @@ impl LaunchPlan {
     }
 }
 
+/// The furthest `--deadline` accepted: far inside what an `Instant` and a member's
+/// `--inherited-deadline` (a date) can hold.
+const MAX_DEADLINE_SECS: u64 = 100 * 31_557_600;
+
 fn refuse(diag: Diagnostic) -> Failure {
     Failure { prefix: "", diag }
 }
@@ -244,12 +248,30 @@ pub fn run_roster(args: &RunArgs) -> Outcome {
         })?,
     };
     if let Some(secs) = args.deadline {
-        let at_ms = started_unix_ms + secs * 1000;
+        // Checked: a huge --deadline must be a refusal, not an overflow in the launcher or an
+        // --inherited-deadline every member refuses.
+        let fits = (secs <= MAX_DEADLINE_SECS)
+            .then(|| {
+                Some((
+                    started.checked_add(Duration::from_secs(secs))?,
+                    started_unix_ms.checked_add(secs.checked_mul(1000)?)?,
+                ))
+            })
+            .flatten();
+        let Some((instant, at_ms)) = fits else {
+            return Err(refuse(
+                Diagnostic::new(
+                    diag::E_RUN_045,
+                    format!("the formation could not be launched: --deadline {secs} is more than {MAX_DEADLINE_SECS} seconds (100 years) away"),
+                )
+                .with_hint("give --deadline in seconds from now, or leave it out for no deadline"),
+            ));
+        };
         let at = chrono::DateTime::from_timestamp_millis(at_ms as i64)
             .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
             .unwrap_or_default();
         plan.deadline = Some(Deadline {
-            instant: started + Duration::from_secs(secs),
+            instant,
             unix_ms: at_ms,
             secs,
             at,

@@ -230,3 +230,25 @@ reachability:
         "{text}"
     );
 }
+
+#[test]
+fn a_deadline_too_far_away_is_refused_before_anything_starts() {
+    let sb = Sandbox::new();
+    sb.install_actor("echo");
+    let dir = sb.path("formation");
+    std::fs::write(dir.join("roster.yaml"), ROSTER.replace("local/planner", "local/echo")).expect("roster");
+    for secs in ["18446744073709551615", "9223372036854775"] {
+        let out = sb.run(&dir, &["run", "--roster", "--deadline", secs, "--task", "x"]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{secs}: {err}");
+        assert!(
+            err.contains(&format!("error[E-RUN-045]: the formation could not be launched: --deadline {secs} is more than 3155760000 seconds (100 years) away\n  hint: ")),
+            "{err}"
+        );
+        assert!(!err.contains("formation: "), "nothing was launched: {err}");
+    }
+    // The longest accepted deadline still runs the task.
+    let out = sb.run(&dir, &["run", "--roster", "--deadline", "3155760000", "--task", "far"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "far\n");
+}
