@@ -201,7 +201,13 @@ pub fn manifest() -> Value {
                     &[],
                     vec![
                         ("transport", words("How the provider is reached.", &["http", "process"])),
-                        ("provider", words("The API spoken.", &["openai", "anthropic"])),
+                        (
+                            "provider",
+                            words(
+                                "The API spoken: openai (current Chat Completions fields), openai-compatible (the older fields local servers know), anthropic.",
+                                &["openai", "openai-compatible", "anthropic"],
+                            ),
+                        ),
                         ("endpoint", text("The provider's base URL (http:// or https://).")),
                         ("model", text("The model name.")),
                         (
@@ -211,6 +217,13 @@ pub fn manifest() -> Value {
                         ("max_tokens", int("Output tokens per turn.", 1)),
                         ("max_turns", int("Turns per task.", 1)),
                         ("system_prompt", text("The system prompt.")),
+                        (
+                            "reasoning_effort",
+                            words(
+                                "Sent as reasoning_effort to a reasoning model; openai and openai-compatible only.",
+                                crate::manifest::REASONING_EFFORTS,
+                            ),
+                        ),
                         ("driver", ignored()),
                     ],
                 ),

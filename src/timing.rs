@@ -47,6 +47,12 @@ pub struct Timing {
     pub component_task: Duration,
     /// Bound of reading one request body at a door, from its first byte to its last [ours].
     pub door_body: Duration,
+    /// A provider request's first backoff wait (doubling, jittered), and the longest single
+    /// wait, the provider's `retry-after` included (§16.3) [ours].
+    pub inference_retry: Duration,
+    pub inference_retry_max: Duration,
+    /// Shortens the waits a provider asks for; only tests set it (no limit otherwise).
+    pub inference_retry_after_cap: Duration,
 }
 
 impl Timing {
@@ -72,6 +78,9 @@ impl Timing {
         // The call-member send timeout: a caller of ours gives up on its request by then anyway,
         // and 8 MiB needs under 300 KB/s to arrive in time.
         door_body: Duration::from_secs(30),
+        inference_retry: Duration::from_secs(1),
+        inference_retry_max: Duration::from_secs(60),
+        inference_retry_after_cap: Duration::MAX,
     };
 
     /// The process-wide timing: the spec's values, the documented env knobs, then the test hook.
@@ -148,13 +157,16 @@ impl Timing {
             "answer_poll" => (&mut self.answer_poll, s.answer_poll),
             "call_send" => (&mut self.call_send, s.call_send),
             "door_body" => (&mut self.door_body, s.door_body),
+            "inference_retry" => (&mut self.inference_retry, s.inference_retry),
+            "inference_retry_max" => (&mut self.inference_retry_max, s.inference_retry_max),
+            "inference_retry_after_cap" => (&mut self.inference_retry_after_cap, s.inference_retry_after_cap),
             _ => (&mut self.component_task, s.component_task),
         }
     }
 }
 
 /// The names `MURMUR_TEST_TIMING` may set.
-const OVERRIDABLE: [&str; 16] = [
+const OVERRIDABLE: [&str; 19] = [
     "peer_readiness",
     "probe_interval",
     "launcher_poll",
@@ -171,6 +183,9 @@ const OVERRIDABLE: [&str; 16] = [
     "call_send",
     "component_task",
     "door_body",
+    "inference_retry",
+    "inference_retry_max",
+    "inference_retry_after_cap",
 ];
 
 /// The most the documented knobs (`MURMUR_A2A_TIMEOUT_SECS`, `MURMUR_DELEGATION_TIMEOUT_SECS`)

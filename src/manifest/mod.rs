@@ -94,7 +94,11 @@ pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 /// `inference.provider`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Provider {
+    /// OpenAI's Chat Completions API as it is today (`max_completion_tokens`, `developer`).
     OpenAi,
+    /// A server that speaks the older Chat Completions fields (`max_tokens`, `system`): llama.cpp,
+    /// vLLM, Ollama and the like.
+    OpenAiCompatible,
     Anthropic,
 }
 
@@ -102,18 +106,27 @@ impl Provider {
     pub fn as_str(self) -> &'static str {
         match self {
             Provider::OpenAi => "openai",
+            Provider::OpenAiCompatible => "openai-compatible",
             Provider::Anthropic => "anthropic",
         }
+    }
+
+    /// Whether it speaks the Chat Completions wire format (`openai` and `openai-compatible`).
+    pub fn is_chat_completions(self) -> bool {
+        matches!(self, Provider::OpenAi | Provider::OpenAiCompatible)
     }
 
     /// The base URL used when `inference.endpoint` is absent (runtime.md §16.3).
     pub fn default_endpoint(self) -> &'static str {
         match self {
-            Provider::OpenAi => "https://api.openai.com",
+            Provider::OpenAi | Provider::OpenAiCompatible => "https://api.openai.com",
             Provider::Anthropic => "https://api.anthropic.com",
         }
     }
 }
+
+/// `inference.reasoning_effort`: the values OpenAI's Chat Completions API takes.
+pub const REASONING_EFFORTS: &[&str] = &["none", "minimal", "low", "medium", "high", "xhigh", "max"];
 
 /// `inference.transport`. `process` parses but is refused when a session starts (runtime.md §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -134,6 +147,8 @@ pub struct Inference {
     pub max_turns: Option<u32>,
     pub system_prompt: String,
     pub transport: Transport,
+    /// One of [`REASONING_EFFORTS`]; sent as `reasoning_effort` (Chat Completions only).
+    pub reasoning_effort: Option<String>,
 }
 
 impl Default for Inference {
@@ -147,6 +162,7 @@ impl Default for Inference {
             max_turns: None,
             system_prompt: String::new(),
             transport: Transport::Http,
+            reasoning_effort: None,
         }
     }
 }

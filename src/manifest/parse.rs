@@ -6,7 +6,7 @@ use crate::yaml::{self, Node, NodeKind, Resolved};
 
 use super::{
     Acceptance, AfterTask, DEFAULT_DELEGATION_DEADLINE_SECS, Inference, Kind, Lifecycle, Manifest, Parsed, Provider,
-    Retain, Transport,
+    REASONING_EFFORTS, Retain, Transport,
 };
 
 /// Top-level keys: ours, then those only the reference implementation reads (known, ignored).
@@ -31,6 +31,7 @@ const INFERENCE: &[&str] = &[
     "max_tokens",
     "max_turns",
     "system_prompt",
+    "reasoning_effort",
     "driver",
 ];
 
@@ -240,6 +241,18 @@ pub(super) fn parse(bytes: &[u8]) -> R<Parsed> {
         )
         .with_hint("remove `component` to build a model capsule, or `inference` to build a component capsule"));
     }
+    if let Some(inf) = &inference
+        && inf.provider == Some(Provider::Anthropic)
+        && let Some(effort) = &inf.reasoning_effort
+    {
+        return Err(Diagnostic::new(
+            diag::E_MAN_003,
+            format!(
+                "inference.reasoning_effort: cannot be declared together with inference.provider: anthropic: '{effort}' is a field of OpenAI's Chat Completions API, and the Anthropic Messages API has no such field"
+            ),
+        )
+        .with_hint("remove inference.reasoning_effort, or use inference.provider: openai or openai-compatible"));
+    }
     if lifecycle.task_acceptance == Acceptance::Queue && lifecycle.queue_depth == 0 {
         return Err(Diagnostic::new(
             diag::E_MAN_003,
@@ -402,11 +415,18 @@ fn inference(w: &mut Walker, root: &Node) -> R<Option<Inference>> {
     })? {
         out.transport = t;
     }
-    out.provider = word(inf, p, "provider", &["openai", "anthropic"], |s| match s {
-        "openai" => Some(Provider::OpenAi),
-        "anthropic" => Some(Provider::Anthropic),
-        _ => None,
-    })?;
+    out.provider = word(
+        inf,
+        p,
+        "provider",
+        &["openai", "openai-compatible", "anthropic"],
+        |s| match s {
+            "openai" => Some(Provider::OpenAi),
+            "openai-compatible" => Some(Provider::OpenAiCompatible),
+            "anthropic" => Some(Provider::Anthropic),
+            _ => None,
+        },
+    )?;
     if let Some(e) = string(inf, p, "endpoint")? {
         if !(e.starts_with("http://") || e.starts_with("https://")) || e.len() <= "https://".len() {
             return Err(bad(
@@ -433,6 +453,9 @@ fn inference(w: &mut Walker, root: &Node) -> R<Option<Inference>> {
     }
     out.max_turns = integer(inf, p, "max_turns", 1, u32::MAX.into())?.map(|m| m as u32);
     out.system_prompt = string(inf, p, "system_prompt")?.unwrap_or_default();
+    out.reasoning_effort = word(inf, p, "reasoning_effort", REASONING_EFFORTS, |s| {
+        REASONING_EFFORTS.contains(&s).then(|| s.to_string())
+    })?;
     Ok(Some(out))
 }
 

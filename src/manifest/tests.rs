@@ -89,8 +89,27 @@ fn full_manifest() {
             max_turns: Some(3),
             system_prompt: "Be brief.\n".into(),
             transport: Transport::Http,
+            reasoning_effort: None,
         })
     );
+    // Chat Completions providers, with every reasoning effort OpenAI's API takes.
+    for effort in crate::manifest::REASONING_EFFORTS {
+        for (word, provider) in [
+            ("openai", Provider::OpenAi),
+            ("openai-compatible", Provider::OpenAiCompatible),
+        ] {
+            let inf = ok(&format!(
+                "inference: {{provider: {word}, reasoning_effort: {effort}}}\n"
+            ))
+            .manifest
+            .inference
+            .unwrap();
+            assert_eq!(
+                (inf.provider, inf.reasoning_effort.as_deref()),
+                (Some(provider), Some(*effort))
+            );
+        }
+    }
     assert_eq!(
         ok("inference: {transport: process}\n")
             .manifest
@@ -321,7 +340,15 @@ fn type_errors() {
         ),
         (
             "inference: {provider: gemini}\n",
-            "inference.provider: must be one of `openai`, `anthropic`, found 'gemini'",
+            "inference.provider: must be one of `openai`, `openai-compatible`, `anthropic`, found 'gemini'",
+        ),
+        (
+            "inference: {reasoning_effort: extreme}\n",
+            "inference.reasoning_effort: must be one of `none`, `minimal`, `low`, `medium`, `high`, `xhigh`, `max`, found 'extreme'",
+        ),
+        (
+            "inference: {reasoning_effort: 3}\n",
+            "inference.reasoning_effort: must be one of `none`, `minimal`, `low`, `medium`, `high`, `xhigh`, `max`, found an integer",
         ),
         (
             "inference: {endpoint: localhost:8080}\n",
@@ -417,6 +444,10 @@ fn rule_conflicts() {
         (
             "network: {authentication: {scheme: bearer}}\ncapabilities: {spawn: {allow: [local/helper, gh/x]}}\n",
             "network.authentication: cannot be declared together with capabilities.spawn.allow: this capsule may delegate to 'local/helper', 'gh/x', but a capsule whose door requires authentication serves a formation, and a formation member cannot delegate to child capsules",
+        ),
+        (
+            "inference: {provider: anthropic, reasoning_effort: high}\n",
+            "inference.reasoning_effort: cannot be declared together with inference.provider: anthropic: 'high' is a field of OpenAI's Chat Completions API, and the Anthropic Messages API has no such field",
         ),
     ];
     for (body, want) in table {

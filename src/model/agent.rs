@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::client::{ProviderClient, Retry};
+use super::client::{ProviderClient, Retry, RetryNote};
 use super::wire::{self, CALL_MEMBER, END_WITHOUT_ANSWER, Msg, Request, Stop, ToolCall, ToolOutput, ToolSpec};
 use super::{Identity, ModelConfig};
 use crate::calls::continuation_message;
@@ -245,6 +245,7 @@ impl Agent {
             provider: self.config.provider,
             model: &self.config.model,
             max_tokens: self.config.max_tokens,
+            reasoning_effort: self.config.reasoning_effort.as_deref(),
             system: &self.system,
             tools: &self.tools,
         };
@@ -260,7 +261,22 @@ impl Agent {
         };
         loop {
             let body = wire::request_body(&request, &run.messages);
-            let bytes = match client.send(&body).await {
+            let traced = |note: &RetryNote| {
+                task.events.record(
+                    "inference_retry",
+                    &[
+                        ("task_id", json!(task.task_id)),
+                        ("attempt", json!(note.attempt)),
+                        ("status", json!(note.status)),
+                        (
+                            "delay_ms",
+                            json!(u64::try_from(note.delay.as_millis()).unwrap_or(u64::MAX)),
+                        ),
+                        ("wait", json!(note.source.as_str())),
+                    ],
+                );
+            };
+            let bytes = match client.send(&body, traced).await {
                 Ok(b) => b,
                 Err(text) => return AgentOutcome::Failed(text),
             };
@@ -280,11 +296,26 @@ impl Agent {
             self.totals
                 .output_tokens
                 .fetch_add(reply.usage.output_tokens, Ordering::Relaxed);
-            if reply.stop == Stop::Truncated {
-                return AgentOutcome::Failed(format!(
-                    "the model's reply was cut at inference.max_tokens ({} tokens)",
-                    self.config.max_tokens
-                ));
+            match &reply.stop {
+                Stop::Done => {}
+                Stop::Truncated => {
+                    return AgentOutcome::Failed(format!(
+                        "the model's reply was cut at inference.max_tokens ({} tokens; a reasoning model's \
+                         reasoning counts toward it)",
+                        self.config.max_tokens
+                    ));
+                }
+                Stop::ContextFull => {
+                    return AgentOutcome::Failed(
+                        "the model's reply was cut: the conversation filled the model's context window".into(),
+                    );
+                }
+                Stop::Refused(why) if why.trim().is_empty() => {
+                    return AgentOutcome::Failed("the model declined to answer".into());
+                }
+                Stop::Refused(why) => {
+                    return AgentOutcome::Failed(format!("the model declined to answer: {}", why.trim()));
+                }
             }
             if let Some(echo) = reply.echo {
                 run.messages.push(Msg::Assistant(echo));

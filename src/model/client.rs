@@ -1,18 +1,22 @@
 //! One provider endpoint over awc (runtime.md §16.3): credential headers, timeouts (connect 10 s,
-//! request 300 s) and retries (429, 5xx and transport errors, twice, after 1 s then 2 s).
+//! request 300 s) and retries: 429, 5xx (529 included) and transport errors, up to four times,
+//! after the wait the provider asks for (`retry-after-ms`, `retry-after`) or a jittered backoff
+//! (1 s doubling), never a single wait over 60 s nor one that ends past the task's deadline.
+//! Every retry is reported to the caller, which traces it.
 //!
 //! awc futures are not `Send`: a [`ProviderClient`] is made inside the task that uses it, on the
 //! arbiter that runs the task, and never crosses threads. The API key goes only into the request
 //! header, marked sensitive; no error text, log line or trace carries it.
 
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
 use awc::http::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 
 use super::ModelConfig;
-use super::wire::{self, ANTHROPIC_VERSION};
+use super::wire::{self, ANTHROPIC_VERSION, GiveUp, RetryPolicy, WaitSource};
 use crate::manifest::Provider;
+use crate::timing::Timing;
 
 /// Largest reply body read; a provider reply is far smaller, this only bounds memory.
 const MAX_BODY: usize = 32 << 20;
@@ -20,8 +24,9 @@ const MAX_BODY: usize = 32 << 20;
 /// Retry and timeout settings of provider requests; tests shorten them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Retry {
-    /// The wait before each retry; its length is the number of retries.
-    pub delays: Vec<Duration>,
+    pub policy: RetryPolicy,
+    /// The task's deadline (the session's inherited one): no retry waits past it.
+    pub deadline: Option<Instant>,
     /// Bound on opening a connection (TLS handshake included).
     pub connect: Duration,
     /// Bound on one attempt, from sending the request to reading the whole reply.
@@ -31,12 +36,45 @@ pub struct Retry {
 impl Default for Retry {
     /// The spec's values (§16.3, §18).
     fn default() -> Self {
+        Retry::from_timing(&Timing::SPEC, None)
+    }
+}
+
+impl Retry {
+    /// The settings of `timing` (its test overrides included), bounded by `deadline`.
+    pub fn from_timing(timing: &Timing, deadline: Option<Instant>) -> Retry {
         Retry {
-            delays: vec![Duration::from_secs(1), Duration::from_secs(2)],
+            policy: RetryPolicy {
+                retries: 4,
+                first: timing.inference_retry,
+                max_wait: timing.inference_retry_max,
+                provider_cap: timing.inference_retry_after_cap,
+            },
+            deadline,
             connect: Duration::from_secs(10),
             request: Duration::from_secs(300),
         }
     }
+}
+
+/// One retry, as the trace records it: no body, no prompt, no key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryNote {
+    /// 1 for the first retry.
+    pub attempt: u32,
+    /// The status answered, `None` when no answer came (connection refused, timeout, …).
+    pub status: Option<u16>,
+    pub delay: Duration,
+    pub source: WaitSource,
+}
+
+/// A fraction in `[0, 1)` for backoff jitter; 0 should the OS have no randomness to give.
+fn jitter() -> f64 {
+    let mut b = [0u8; 4];
+    if getrandom::getrandom(&mut b).is_err() {
+        return 0.0;
+    }
+    f64::from(u32::from_le_bytes(b)) / (f64::from(u32::MAX) + 1.0)
 }
 
 /// The root certificates for `https` endpoints, built once per process.
@@ -84,8 +122,14 @@ impl std::fmt::Debug for ProviderClient {
 
 /// How one attempt went.
 enum Attempt {
-    /// The provider answered with this status and body.
-    Answered(u16, Vec<u8>),
+    /// The provider answered with this status and body, and asked for this wait (if it did)
+    /// and said whether to retry (`x-should-retry`).
+    Answered {
+        status: u16,
+        body: Vec<u8>,
+        wait: Option<Duration>,
+        should_retry: Option<bool>,
+    },
     /// No answer: connection refused or reset, TLS failure, timeout.
     Transport(String),
 }
@@ -110,7 +154,7 @@ impl ProviderClient {
             None => None,
             Some(key) => {
                 let value = match config.provider {
-                    Provider::OpenAi => format!("Bearer {}", key.expose()),
+                    Provider::OpenAi | Provider::OpenAiCompatible => format!("Bearer {}", key.expose()),
                     Provider::Anthropic => key.expose().to_string(),
                 };
                 let mut v = HeaderValue::from_str(&value)
@@ -130,26 +174,44 @@ impl ProviderClient {
     }
 
     /// POSTs one turn's body and returns the reply body of a 2xx answer, retrying 429, 5xx and
-    /// transport errors as [`Retry`] says. `Err` is the task's failure text.
-    pub async fn send(&self, body: &str) -> Result<Vec<u8>, String> {
-        let mut attempt = 0;
+    /// transport errors as [`Retry`] says; `on_retry` hears of each retry before its wait. `Err`
+    /// is the task's failure text.
+    pub async fn send(&self, body: &str, mut on_retry: impl FnMut(&RetryNote)) -> Result<Vec<u8>, String> {
+        let mut retry = 0;
         loop {
-            let outcome = self.attempt(body).await;
-            let retry_after = self.retry.delays.get(attempt).copied();
-            match outcome {
-                Attempt::Answered(status, bytes) if (200..300).contains(&status) => return Ok(bytes),
-                Attempt::Answered(status, bytes) if !wire::retryable(status) || retry_after.is_none() => {
-                    return Err(wire::failure_text(status, &bytes, self.secret.as_deref()));
+            retry += 1;
+            let (status, asked, failure) = match self.attempt(body).await {
+                Attempt::Answered { status, body, .. } if (200..300).contains(&status) => return Ok(body),
+                Attempt::Answered {
+                    status,
+                    body,
+                    wait,
+                    should_retry,
+                } => {
+                    let text = wire::failure_text(status, &body, self.secret.as_deref());
+                    if !should_retry.unwrap_or_else(|| wire::retryable(status)) {
+                        return Err(text);
+                    }
+                    (Some(status), wait, text)
                 }
-                Attempt::Transport(why) if retry_after.is_none() => {
-                    return Err(format!("inference failed: no reply from {}: {why}", self.url));
-                }
-                _ => {}
-            }
-            if let Some(wait) = retry_after {
-                actix_rt::time::sleep(wait).await;
-            }
-            attempt += 1;
+                Attempt::Transport(why) => (
+                    None,
+                    None,
+                    format!("inference failed: no reply from {}: {why}", self.url),
+                ),
+            };
+            let left = self.retry.deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            let (delay, source) = match wire::plan_retry(&self.retry.policy, retry, asked, jitter(), left) {
+                Ok(w) => w,
+                Err(give_up) => return Err(give_up_text(&failure, &give_up, retry)),
+            };
+            on_retry(&RetryNote {
+                attempt: retry,
+                status,
+                delay,
+                source,
+            });
+            actix_rt::time::sleep(delay).await;
         }
     }
 
@@ -160,7 +222,9 @@ impl ProviderClient {
             .insert_header((CONTENT_TYPE, "application/json"))
             .insert_header(("accept", "application/json"));
         match (self.provider, &self.credential) {
-            (Provider::OpenAi, Some(v)) => req = req.insert_header((AUTHORIZATION, v.clone())),
+            (Provider::OpenAi | Provider::OpenAiCompatible, Some(v)) => {
+                req = req.insert_header((AUTHORIZATION, v.clone()))
+            }
             (Provider::Anthropic, Some(v)) => req = req.insert_header(("x-api-key", v.clone())),
             (_, None) => {}
         }
@@ -170,13 +234,35 @@ impl ProviderClient {
         let exchange = async {
             let mut resp = req.send_body(body.to_string()).await.map_err(|e| e.to_string())?;
             let status = resp.status().as_u16();
+            let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok());
+            let wait = wire::provider_wait(header("retry-after-ms"), header("retry-after"), SystemTime::now());
+            let should_retry = match header("x-should-retry").map(str::trim) {
+                Some("true") => Some(true),
+                Some("false") => Some(false),
+                _ => None,
+            };
             let bytes = resp.body().limit(MAX_BODY).await.map_err(|e| e.to_string())?;
-            Ok::<_, String>((status, bytes.to_vec()))
+            Ok::<_, String>(Attempt::Answered {
+                status,
+                body: bytes.to_vec(),
+                wait,
+                should_retry,
+            })
         };
         match actix_rt::time::timeout(self.retry.request, exchange).await {
-            Ok(Ok((status, bytes))) => Attempt::Answered(status, bytes),
+            Ok(Ok(answered)) => answered,
             Ok(Err(why)) => Attempt::Transport(why),
             Err(_) => Attempt::Transport(format!("no complete reply within {:?}", self.retry.request)),
         }
+    }
+}
+
+/// The failure text of a request whose retries ended: the last failure, then why no retry came.
+/// `retry` is the retry that was not made, so `retry - 1` were.
+fn give_up_text(failure: &str, give_up: &GiveUp, retry: u32) -> String {
+    match give_up {
+        // No retries configured: the failure alone.
+        GiveUp::Exhausted { retries: 0 } => failure.to_string(),
+        _ => format!("{failure} {}", give_up.clause(retry - 1)),
     }
 }

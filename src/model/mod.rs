@@ -40,7 +40,7 @@ pub use agent::{
     Agent, AgentCalls, AgentOutcome, CallReply, NoCalls, NoEvents, TaskCtx, TaskEvents, Totals, UsageTotals,
 };
 pub use calls::SessionCalls;
-pub use client::Retry;
+pub use client::{Retry, RetryNote};
 
 use crate::diag::{self, Diagnostic};
 use crate::manifest::{Inference, Provider, Transport};
@@ -77,6 +77,8 @@ pub struct ModelConfig {
     /// `None`: `inference.api_key` is absent, so no credential header is sent.
     pub api_key: Option<ApiKey>,
     pub max_tokens: u32,
+    /// `inference.reasoning_effort` (Chat Completions providers only).
+    pub reasoning_effort: Option<String>,
     pub max_turns: Option<u32>,
     /// `inference.system_prompt`, without the `[Capsule]` block.
     pub system_prompt: String,
@@ -108,7 +110,7 @@ impl ModelConfig {
         let Some(provider) = inference.provider else {
             return Err(refuse(
                 "it is a model capsule, and its murmur.yaml names no inference.provider".into(),
-                "set `inference.provider: openai` or `anthropic` in its murmur.yaml, then rebuild and reinstall it",
+                "set `inference.provider: openai`, `openai-compatible` or `anthropic` in its murmur.yaml, then rebuild and reinstall it",
             ));
         };
         let Some(model) = inference.model.clone().filter(|m| !m.trim().is_empty()) else {
@@ -154,6 +156,7 @@ impl ModelConfig {
             model,
             api_key,
             max_tokens: inference.max_tokens,
+            reasoning_effort: inference.reasoning_effort.clone(),
             max_turns: inference.max_turns,
             system_prompt: inference.system_prompt.clone(),
         })

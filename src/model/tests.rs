@@ -128,7 +128,7 @@ const REASON_JSON: &str = r#"{"properties":{"reason":{"type":"string"}},"require
 fn openai_first_body() -> String {
     format!(
         concat!(
-            r#"{{"max_tokens":4096,"messages":[{{"content":{sys},"role":"system"}},{{"content":"Build it","role":"user"}}],"#,
+            r#"{{"max_completion_tokens":4096,"messages":[{{"content":{sys},"role":"developer"}},{{"content":"Build it","role":"user"}}],"#,
             r#""model":"gpt-test","tools":["#,
             r#"{{"function":{{"description":"{d1}","name":"call-member","parameters":{s1}}},"type":"function"}},"#,
             r#"{{"function":{{"description":"{d2}","name":"end-without-answer","parameters":{s2}}},"type":"function"}}]}}"#
@@ -166,6 +166,7 @@ fn request_bodies_are_byte_exact() {
         provider: Api::OpenAi,
         model: "gpt-test",
         max_tokens: 4096,
+        reasoning_effort: None,
         system: &system,
         tools: &tools,
     };
@@ -199,6 +200,7 @@ fn tool_results_go_back_in_each_providers_shape() {
         provider: Api::OpenAi,
         model: "m",
         max_tokens: 10,
+        reasoning_effort: None,
         system: "S",
         tools: &[],
     };
@@ -209,7 +211,7 @@ fn tool_results_go_back_in_each_providers_shape() {
     ];
     assert_eq!(
         wire::request_body(&req, &msgs),
-        r#"{"max_tokens":10,"messages":[{"content":"S","role":"system"},{"content":"T","role":"user"},{"content":null,"role":"assistant","tool_calls":[]},{"content":"Called coder: started","role":"tool","tool_call_id":"c1"},{"content":"nope","role":"tool","tool_call_id":"c2"}],"model":"m"}"#
+        r#"{"max_completion_tokens":10,"messages":[{"content":"S","role":"developer"},{"content":"T","role":"user"},{"content":null,"role":"assistant","tool_calls":[]},{"content":"Called coder: started","role":"tool","tool_call_id":"c1"},{"content":"nope","role":"tool","tool_call_id":"c2"}],"model":"m"}"#
     );
     let req = WireRequest {
         provider: Api::Anthropic,
@@ -643,11 +645,12 @@ impl Setup {
             provider: self.api,
             url: wire::url(self.api, Some(endpoint)),
             model: match self.api {
-                Api::OpenAi => "gpt-test".into(),
+                Api::OpenAi | Api::OpenAiCompatible => "gpt-test".into(),
                 Api::Anthropic => "claude-test".into(),
             },
             api_key: self.key.map(|k| ApiKey::new(k.into())),
             max_tokens: 4096,
+            reasoning_effort: None,
             max_turns: self.max_turns,
             system_prompt: "You plan.".into(),
         };
@@ -662,7 +665,13 @@ impl Setup {
 
 fn fast_retry() -> Retry {
     Retry {
-        delays: vec![Duration::from_millis(10), Duration::from_millis(20)],
+        policy: wire::RetryPolicy {
+            retries: 2,
+            first: Duration::from_millis(10),
+            max_wait: Duration::from_secs(1),
+            provider_cap: Duration::MAX,
+        },
+        deadline: None,
         connect: Duration::from_secs(2),
         request: Duration::from_secs(5),
     }
@@ -688,7 +697,7 @@ fn planner_answer(api: Api) -> Step {
             .collect();
         let answer = format!("Plan done. {}", summary.join(" | "));
         Reply::json(match api {
-            Api::OpenAi => openai::text(&answer),
+            Api::OpenAi | Api::OpenAiCompatible => openai::text(&answer),
             Api::Anthropic => anthropic::text(&answer),
         })
     })
@@ -696,14 +705,14 @@ fn planner_answer(api: Api) -> Step {
 
 fn tool_reply(api: Api, calls: &[(&str, &str, Value)]) -> Reply {
     Reply::json(match api {
-        Api::OpenAi => openai::tool_calls(calls),
+        Api::OpenAi | Api::OpenAiCompatible => openai::tool_calls(calls),
         Api::Anthropic => anthropic::tool_use(calls),
     })
 }
 
 fn text_reply(api: Api, text: &str) -> Reply {
     Reply::json(match api {
-        Api::OpenAi => openai::text(text),
+        Api::OpenAi | Api::OpenAiCompatible => openai::text(text),
         Api::Anthropic => anthropic::text(text),
     })
 }
@@ -716,7 +725,7 @@ fn call(id: &'static str, member: &str, task: &str) -> (&'static str, &'static s
 fn tool_results(api: Api, body: &Value) -> Vec<(String, String, bool)> {
     let msgs = body["messages"].as_array().cloned().unwrap_or_default();
     match api {
-        Api::OpenAi => msgs
+        Api::OpenAi | Api::OpenAiCompatible => msgs
             .iter()
             .filter(|m| m["role"] == "tool")
             .map(|m| {
@@ -781,7 +790,7 @@ async fn planner_calls_two_members(api: Api) {
     let first = &reqs[0];
     assert_eq!(first.method, "POST");
     match api {
-        Api::OpenAi => {
+        Api::OpenAi | Api::OpenAiCompatible => {
             assert_eq!(first.path, "/v1/chat/completions");
             assert_eq!(first.header("authorization"), Some("Bearer sk-test-key"));
             assert_eq!(first.header("x-api-key"), None);
@@ -790,7 +799,7 @@ async fn planner_calls_two_members(api: Api) {
         Api::Anthropic => {
             assert_eq!(first.path, "/v1/messages");
             assert_eq!(first.header("x-api-key"), Some("sk-test-key"));
-            assert_eq!(first.header("anthropic-version"), Some("2023-06-01"));
+            assert_eq!(first.header("anthropic-version"), Some("2026-10-21"));
             assert_eq!(first.header("authorization"), None);
             assert_eq!(first.text(), anthropic_first_body());
         }
@@ -819,7 +828,7 @@ async fn planner_calls_two_members(api: Api) {
     let msgs = second["messages"].as_array().unwrap();
     let assistant = msgs.iter().find(|m| m["role"] == "assistant").unwrap();
     match api {
-        Api::OpenAi => assert_eq!(assistant["tool_calls"][1]["id"], "c2"),
+        Api::OpenAi | Api::OpenAiCompatible => assert_eq!(assistant["tool_calls"][1]["id"], "c2"),
         Api::Anthropic => assert_eq!(assistant["content"][2]["id"], "c2"),
     }
 
@@ -952,8 +961,28 @@ async fn a_500_is_retried_then_the_task_goes_on() {
         text_reply(api, "fine").into(),
     ]);
     let agent = Setup::new(api).agent(provider.url());
-    let outcome = agent.run("Hi", ctx(Arc::new(NoCalls), Arc::default(), false)).await;
+    let events = Arc::new(Events::default());
+    let outcome = agent
+        .run("Hi", ctx(Arc::new(NoCalls), Arc::clone(&events), false))
+        .await;
     assert_eq!(outcome, AgentOutcome::Completed("fine".into()));
+    // Each retry is a trace record: attempt, status, wait; nothing of the request.
+    let records = events.records.lock().unwrap().clone();
+    let retries: Vec<(u64, u64, &str)> = records
+        .iter()
+        .map(|(kind, f)| {
+            assert_eq!(kind, "inference_retry");
+            assert_eq!(f["task_id"], "tsk_1");
+            let ms = f["delay_ms"].as_u64().unwrap();
+            assert!(ms < 1000, "{f}");
+            (
+                f["attempt"].as_u64().unwrap(),
+                f["status"].as_u64().unwrap(),
+                f["wait"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(retries, [(1, 500, "backoff"), (2, 429, "backoff")]);
     let reqs = provider.requests();
     assert_eq!(reqs.len(), 3);
     // Retries resend the same body; only answered requests count as turns.
@@ -971,7 +1000,7 @@ async fn a_500_is_retried_then_the_task_goes_on() {
     let outcome = agent.run("Hi", ctx(Arc::new(NoCalls), Arc::default(), false)).await;
     assert_eq!(
         outcome,
-        AgentOutcome::Failed(r#"inference failed: 500 {"error":"still down"}"#.into())
+        AgentOutcome::Failed(r#"inference failed: 500 {"error":"still down"} (gave up after 2 retries)"#.into())
     );
     assert_eq!(provider.requests().len(), 3);
 }
@@ -984,15 +1013,25 @@ async fn retry_waits_as_configured() {
         text_reply(Api::OpenAi, "ok").into(),
     ]);
     let mut setup = Setup::new(Api::OpenAi);
-    setup.retry.delays = vec![Duration::from_millis(150), Duration::from_millis(300)];
+    setup.retry.policy.first = Duration::from_millis(150);
     let agent = setup.agent(provider.url());
     let start = Instant::now();
     let outcome = agent.run("Hi", ctx(Arc::new(NoCalls), Arc::default(), false)).await;
     assert_eq!(outcome, AgentOutcome::Completed("ok".into()));
     assert!(start.elapsed() >= Duration::from_millis(450), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() < Duration::from_millis(450 * 5 / 4 + 400),
+        "{:?}",
+        start.elapsed()
+    );
     assert_eq!(
-        Retry::default().delays,
-        [Duration::from_secs(1), Duration::from_secs(2)]
+        Retry::default().policy,
+        wire::RetryPolicy {
+            retries: 4,
+            first: Duration::from_secs(1),
+            max_wait: Duration::from_secs(60),
+            provider_cap: Duration::MAX,
+        }
     );
     assert_eq!(
         (Retry::default().connect, Retry::default().request),
@@ -1039,14 +1078,14 @@ async fn a_slow_provider_times_out() {
     let slow = || Reply::json(openai::text("late")).delayed(Duration::from_secs(3));
     let provider = Provider::start(vec![slow().into(), slow().into()]);
     let mut setup = Setup::new(Api::OpenAi);
-    setup.retry.delays = vec![Duration::from_millis(10)];
+    setup.retry.policy.retries = 1;
     setup.retry.request = Duration::from_millis(200);
     let agent = setup.agent(provider.url());
     let outcome = agent.run("Hi", ctx(Arc::new(NoCalls), Arc::default(), false)).await;
     assert_eq!(
         outcome,
         AgentOutcome::Failed(format!(
-            "inference failed: no reply from {}/v1/chat/completions: no complete reply within 200ms",
+            "inference failed: no reply from {}/v1/chat/completions: no complete reply within 200ms (gave up after 1 retry)",
             provider.url()
         ))
     );
@@ -1271,22 +1310,52 @@ async fn end_without_answer_rules() {
 async fn unusable_replies_fail_the_task() {
     let mut cut = openai::text("half");
     cut["choices"][0]["finish_reason"] = json!("length");
+    let mut refused = openai::text("");
+    refused["choices"][0]["message"] =
+        json!({"role": "assistant", "content": null, "refusal": "I can't help with that."});
+    let mut filtered = openai::text("");
+    filtered["choices"][0]["finish_reason"] = json!("content_filter");
+    let mut declined = anthropic::text("I won't do that.");
+    declined["stop_reason"] = json!("refusal");
+    let mut full = anthropic::text("and then");
+    full["stop_reason"] = json!("model_context_window_exceeded");
     let table = [
         (
+            Api::OpenAi,
             Reply::json(cut),
-            "the model's reply was cut at inference.max_tokens (4096 tokens)".to_string(),
+            "the model's reply was cut at inference.max_tokens (4096 tokens; a reasoning model's reasoning counts toward it)",
         ),
         (
+            Api::OpenAi,
             Reply::status(200, "<html>"),
-            "inference failed: the provider's reply could not be read: it is not JSON (expected value at line 1 column 1)"
-                .to_string(),
+            "inference failed: the provider's reply could not be read: it is not JSON (expected value at line 1 column 1)",
+        ),
+        (
+            Api::OpenAi,
+            Reply::json(refused),
+            "the model declined to answer: I can't help with that.",
+        ),
+        (
+            Api::OpenAiCompatible,
+            Reply::json(filtered),
+            "the model declined to answer",
+        ),
+        (
+            Api::Anthropic,
+            Reply::json(declined),
+            "the model declined to answer: I won't do that.",
+        ),
+        (
+            Api::Anthropic,
+            Reply::json(full),
+            "the model's reply was cut: the conversation filled the model's context window",
         ),
     ];
-    for (reply, want) in table {
+    for (api, reply, want) in table {
         let provider = Provider::start(vec![reply.into()]);
-        let agent = Setup::new(Api::OpenAi).agent(provider.url());
+        let agent = Setup::new(api).agent(provider.url());
         let outcome = agent.run("Hi", ctx(Arc::new(NoCalls), Arc::default(), false)).await;
-        assert_eq!(outcome, AgentOutcome::Failed(want));
+        assert_eq!(outcome, AgentOutcome::Failed(want.to_string()), "{api:?}");
     }
 }
 
@@ -1319,6 +1388,7 @@ async fn https_endpoints_get_a_tls_client() {
         model: "m".into(),
         api_key: Some(ApiKey::new("sk-secret".into())),
         max_tokens: 16,
+        reasoning_effort: None,
         max_turns: None,
         system_prompt: String::new(),
     };

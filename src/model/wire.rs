@@ -8,12 +8,15 @@
 //! `thinking` blocks). Bodies are `serde_json::Value`s, so their keys are sorted at every depth and
 //! the bytes are deterministic (§1.2).
 
+use std::time::{Duration, SystemTime};
+
 use serde_json::{Map, Value, json};
 
 use crate::manifest::Provider;
 
-/// The `anthropic-version` header value (§16.3).
-pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+/// The `anthropic-version` header value: the API version the official `anthropic` SDK sends
+/// (2.14.0), whose request and reply shapes the interop test checks our bodies against.
+pub const ANTHROPIC_VERSION: &str = "2026-10-21";
 
 /// The runtime tool that hands a member a task (§11.1).
 pub const CALL_MEMBER: &str = "call-member";
@@ -28,7 +31,7 @@ pub const FAILURE_BODY_BYTES: usize = 200;
 pub fn url(provider: Provider, endpoint: Option<&str>) -> String {
     let base = endpoint.unwrap_or(provider.default_endpoint()).trim_end_matches('/');
     let tail = match provider {
-        Provider::OpenAi => "chat/completions",
+        Provider::OpenAi | Provider::OpenAiCompatible => "chat/completions",
         Provider::Anthropic => "messages",
     };
     if base.ends_with("/v1") {
@@ -141,6 +144,11 @@ pub enum Stop {
     Done,
     /// The reply was cut at `max_tokens`: `length` / `max_tokens` (§16.3: the task fails).
     Truncated,
+    /// Anthropic's `model_context_window_exceeded`: the conversation filled the context window.
+    ContextFull,
+    /// The model declined: an OpenAI `refusal` (or `content_filter` cut), Anthropic's `refusal`
+    /// stop. The text is the refusal, as the provider worded it (may be empty).
+    Refused(String),
 }
 
 /// Tokens one reply used.
@@ -180,18 +188,32 @@ pub struct Request<'a> {
     pub provider: Provider,
     pub model: &'a str,
     pub max_tokens: u32,
+    /// `inference.reasoning_effort` (Chat Completions only; the manifest refuses it for Anthropic).
+    pub reasoning_effort: Option<&'a str>,
     pub system: &'a str,
     pub tools: &'a [ToolSpec],
 }
 
 /// The body of one turn: compact JSON, keys sorted. `tools` is left out when there are none.
+///
+/// `openai` sends what OpenAI's API takes today: the output bound as `max_completion_tokens`
+/// (`max_tokens` is deprecated there and refused by reasoning models) and the instructions as a
+/// `developer` message. `openai-compatible` keeps the older `max_tokens` and `system`, which
+/// local servers (llama.cpp, vLLM, Ollama) know.
 pub fn request_body(req: &Request<'_>, messages: &[Msg]) -> String {
     let mut body = Map::new();
     body.insert("model".into(), json!(req.model));
-    body.insert("max_tokens".into(), json!(req.max_tokens));
+    let (bound, instructions) = match req.provider {
+        Provider::OpenAi => ("max_completion_tokens", "developer"),
+        Provider::OpenAiCompatible | Provider::Anthropic => ("max_tokens", "system"),
+    };
+    body.insert(bound.into(), json!(req.max_tokens));
     match req.provider {
-        Provider::OpenAi => {
-            let mut out = vec![json!({"role": "system", "content": req.system})];
+        Provider::OpenAi | Provider::OpenAiCompatible => {
+            if let Some(effort) = req.reasoning_effort {
+                body.insert("reasoning_effort".into(), json!(effort));
+            }
+            let mut out = vec![json!({"role": instructions, "content": req.system})];
             for m in messages {
                 match m {
                     Msg::User(text) => out.push(json!({"role": "user", "content": text})),
@@ -261,7 +283,7 @@ pub fn parse_reply(provider: Provider, body: &[u8]) -> Result<Reply, String> {
         return Err("it is not a JSON object".into());
     }
     match provider {
-        Provider::OpenAi => parse_openai(&v),
+        Provider::OpenAi | Provider::OpenAiCompatible => parse_openai(&v),
         Provider::Anthropic => parse_anthropic(&v),
     }
 }
@@ -319,10 +341,16 @@ fn parse_openai(v: &Value) -> Result<Reply, String> {
             input,
         });
     }
-    let stop = match choice.get("finish_reason").and_then(Value::as_str) {
-        Some("length") => Stop::Truncated,
+    // A refusal comes as `refusal` text in place of content. Reasoning text some compatible
+    // servers add (`reasoning_content`, `reasoning`) is neither the answer nor sent back.
+    let refusal = message.get("refusal").and_then(Value::as_str).filter(|r| !r.is_empty());
+    let stop = match (choice.get("finish_reason").and_then(Value::as_str), refusal) {
+        (Some("length"), _) => Stop::Truncated,
+        (_, Some(r)) if text.is_empty() && raw_calls.is_empty() => Stop::Refused(r.to_string()),
+        (Some("content_filter"), _) => Stop::Refused(String::new()),
         _ => Stop::Done,
     };
+    // `prompt_tokens` already counts cached tokens and `completion_tokens` reasoning tokens.
     let usage = v.get("usage").map_or(Usage::default(), |u| Usage {
         input_tokens: count(u, "prompt_tokens"),
         output_tokens: count(u, "completion_tokens"),
@@ -368,16 +396,24 @@ fn parse_anthropic(v: &Value) -> Result<Reply, String> {
                     input,
                 });
             }
-            // thinking, redacted_thinking, …: kept in the echo, otherwise not ours to read.
+            // thinking, redacted_thinking, …: never part of the answer, but kept in the echo,
+            // unmodified and in place: the API requires an assistant turn's thinking blocks to come
+            // back with its tool_use blocks when the tool results are sent.
             _ => {}
         }
     }
     let stop = match v.get("stop_reason").and_then(Value::as_str) {
         Some("max_tokens") => Stop::Truncated,
+        Some("model_context_window_exceeded") => Stop::ContextFull,
+        Some("refusal") => Stop::Refused(text.clone()),
         _ => Stop::Done,
     };
+    // `input_tokens` leaves out what was written to or read from the prompt cache: counted here,
+    // so the totals mean the same for both APIs.
     let usage = v.get("usage").map_or(Usage::default(), |u| Usage {
-        input_tokens: count(u, "input_tokens"),
+        input_tokens: count(u, "input_tokens")
+            .saturating_add(count(u, "cache_creation_input_tokens"))
+            .saturating_add(count(u, "cache_read_input_tokens")),
         output_tokens: count(u, "output_tokens"),
     });
     let echo = (!blocks.is_empty()).then(|| json!({"role": "assistant", "content": blocks}));
@@ -406,7 +442,153 @@ pub fn failure_text(status: u16, body: &[u8], secret: Option<&str>) -> String {
         .to_string()
 }
 
-/// Whether a status is retried (§16.3: 429 and 5xx).
+/// Whether a status is retried: 429 (rate limited), 5xx (Anthropic's 529 `overloaded_error`
+/// among them), and the 408 and 409 both official SDKs retry. A provider's `x-should-retry`
+/// header overrides this either way (see [`should_retry`]).
 pub fn retryable(status: u16) -> bool {
-    status == 429 || (500..600).contains(&status)
+    matches!(status, 408 | 409 | 429) || (500..600).contains(&status)
+}
+
+/// Whether to retry `status`, given the provider's `x-should-retry` header when it sent one.
+pub fn should_retry(status: u16, x_should_retry: Option<&str>) -> bool {
+    match x_should_retry.map(str::trim) {
+        Some("true") => !(200..300).contains(&status),
+        Some("false") => false,
+        _ => retryable(status),
+    }
+}
+
+/// The wait a provider asked for: `retry-after-ms` (milliseconds, OpenAI), else `retry-after`
+/// (seconds, possibly fractional, or an HTTP date). Unreadable or negative values are ignored;
+/// a date in the past means no wait.
+pub fn provider_wait(retry_after_ms: Option<&str>, retry_after: Option<&str>, now: SystemTime) -> Option<Duration> {
+    let secs = |v: &str| v.trim().parse::<f64>().ok().filter(|s| s.is_finite() && *s >= 0.0);
+    if let Some(ms) = retry_after_ms.and_then(secs) {
+        return Some(Duration::from_secs_f64((ms / 1000.0).min(MAX_PROVIDER_WAIT_SECS)));
+    }
+    let v = retry_after?;
+    if let Some(s) = secs(v) {
+        return Some(Duration::from_secs_f64(s.min(MAX_PROVIDER_WAIT_SECS)));
+    }
+    let at: SystemTime = chrono::DateTime::parse_from_rfc2822(v.trim())
+        .ok()?
+        .with_timezone(&chrono::Utc)
+        .into();
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// Caps a parsed wait so that it is a valid `Duration` (a day: far past any retry budget).
+const MAX_PROVIDER_WAIT_SECS: f64 = 86_400.0;
+
+/// The retry policy of provider requests, as numbers; `client` applies it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt.
+    pub retries: u32,
+    /// The first backoff wait; each later one doubles. A jitter of up to a quarter is added.
+    pub first: Duration,
+    /// The longest single wait. A provider asking for longer ends the retries at once: waiting
+    /// less would only be refused again.
+    pub max_wait: Duration,
+    /// Provider-asked waits are shortened to this first (a test-timing hook; `Duration::MAX`
+    /// otherwise).
+    pub provider_cap: Duration,
+}
+
+/// Where a retry's wait came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitSource {
+    /// The provider's `retry-after-ms` / `retry-after`.
+    Provider,
+    /// Exponential backoff with jitter.
+    Backoff,
+}
+
+impl WaitSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WaitSource::Provider => "retry-after",
+            WaitSource::Backoff => "backoff",
+        }
+    }
+}
+
+/// Why no retry is made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GiveUp {
+    /// Every retry of the budget was used.
+    Exhausted { retries: u32 },
+    /// The provider asked for a longer wait than one retry may take.
+    TooLong { asked: Duration, max: Duration },
+    /// The wait would end after the task's deadline.
+    Deadline { wait: Duration },
+}
+
+impl GiveUp {
+    /// The clause appended to the failure text, after `retried` retries were made.
+    pub fn clause(&self, retried: u32) -> String {
+        let head = match retried {
+            0 => "gave up".to_string(),
+            1 => "gave up after 1 retry".to_string(),
+            n => format!("gave up after {n} retries"),
+        };
+        match self {
+            GiveUp::Exhausted { .. } => format!("({head})"),
+            GiveUp::TooLong { asked, max } => format!(
+                "({head}: the provider asked to wait {}, longer than the {} a retry may wait)",
+                secs_text(*asked),
+                secs_text(*max)
+            ),
+            GiveUp::Deadline { wait } => format!(
+                "({head}: a retry after {} would end past the task's deadline)",
+                secs_text(*wait)
+            ),
+        }
+    }
+}
+
+fn secs_text(d: Duration) -> String {
+    if d.as_millis() % 1000 == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_millis())
+    }
+}
+
+/// The wait before retry number `retry` (1-based), or why there is none. `provider` is the wait
+/// the provider asked for; `jitter` is a fraction in `[0, 1)`; `left` is the time until the
+/// task's deadline, when it has one.
+pub fn plan_retry(
+    policy: &RetryPolicy,
+    retry: u32,
+    provider: Option<Duration>,
+    jitter: f64,
+    left: Option<Duration>,
+) -> Result<(Duration, WaitSource), GiveUp> {
+    if retry > policy.retries {
+        return Err(GiveUp::Exhausted {
+            retries: policy.retries,
+        });
+    }
+    let (wait, source) = match provider {
+        Some(asked) => {
+            let asked = asked.min(policy.provider_cap);
+            if asked > policy.max_wait {
+                return Err(GiveUp::TooLong {
+                    asked,
+                    max: policy.max_wait,
+                });
+            }
+            (asked, WaitSource::Provider)
+        }
+        None => {
+            let base = policy.first.saturating_mul(1u32 << (retry - 1).min(16));
+            let extra = base.mul_f64(jitter.clamp(0.0, 1.0) / 4.0);
+            ((base + extra).min(policy.max_wait), WaitSource::Backoff)
+        }
+    };
+    if left.is_some_and(|l| wait >= l) {
+        return Err(GiveUp::Deadline { wait });
+    }
+    Ok((wait, source))
 }

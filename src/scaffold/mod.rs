@@ -70,17 +70,19 @@ impl ModelSettings {
 }
 
 /// The model a scaffold names when the configuration names none. Any model of the provider works;
-/// the operator is expected to choose.
+/// the operator is expected to choose. Both are current models of the official SDKs' model lists
+/// (`openai` 3.57.0's `ChatModel`, with no shutdown date announced; `anthropic` 2.14.0's
+/// `ModelParam`); the OpenAI one is a reasoning model, which the request shape suits.
 pub fn default_model(provider: Provider) -> &'static str {
     match provider {
-        Provider::OpenAi => "gpt-4o-mini",
-        Provider::Anthropic => "claude-sonnet-4-5",
+        Provider::OpenAi | Provider::OpenAiCompatible => "gpt-5.5",
+        Provider::Anthropic => "claude-sonnet-5-5",
     }
 }
 
 pub fn key_var(provider: Provider) -> &'static str {
     match provider {
-        Provider::OpenAi => "OPENAI_API_KEY",
+        Provider::OpenAi | Provider::OpenAiCompatible => "OPENAI_API_KEY",
         Provider::Anthropic => "ANTHROPIC_API_KEY",
     }
 }

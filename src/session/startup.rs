@@ -374,7 +374,7 @@ pub(super) fn prepare(args: &RunArgs, console: &Console) -> Result<Prepared, Ref
     let home = MurHome::from_env();
     let (stores, lock) = stores(&home, &workdir, hidden.store_root.as_deref());
     let capsule = resolve_capsule(capsule_name, version, &stores, &lock, hidden.capsule_sha256.as_deref())?;
-    let host = load_runner(&capsule, membership.as_ref())?;
+    let host = load_runner(&capsule, membership.as_ref(), hidden.inherited_deadline)?;
 
     let cwd = std::env::current_dir().unwrap_or_else(|_| workdir.clone());
     let task = match args.task.as_deref() {
@@ -410,7 +410,7 @@ pub(super) fn prepare(args: &RunArgs, console: &Console) -> Result<Prepared, Ref
 
 /// What runs the tasks: a model capsule's agent (its inference settings and key checked now, the
 /// key read once), or the compiled component. A refusal is E-RUN-002, before the session is staged.
-fn load_runner(c: &Capsule, membership: Option<&Membership>) -> Result<Runner, Diagnostic> {
+fn load_runner(c: &Capsule, membership: Option<&Membership>, deadline_ms: Option<u64>) -> Result<Runner, Diagnostic> {
     let Some(inference) = c.manifest.inference.as_ref().filter(|_| c.manifest.kind == Kind::Model) else {
         return load_component(c).map(Runner::Component);
     };
@@ -425,7 +425,13 @@ fn load_runner(c: &Capsule, membership: Option<&Membership>) -> Result<Runner, D
     let callees = first
         .map(|f| f.calls.iter().map(|c| c.name.clone()).collect())
         .unwrap_or_default();
-    let agent = crate::model::Agent::new(config, identity, callees, crate::model::Retry::default());
+    // Provider retries never wait past the inherited deadline (a bad value is refused later).
+    let deadline = deadline_ms
+        .and_then(|ms| i64::try_from(ms).ok())
+        .and_then(DateTime::from_timestamp_millis)
+        .map(|d| std::time::Instant::now() + (d - Utc::now()).to_std().unwrap_or_default());
+    let retry = crate::model::Retry::from_timing(Timing::get(), deadline);
+    let agent = crate::model::Agent::new(config, identity, callees, retry);
     Ok(Runner::Model(std::sync::Arc::new(agent)))
 }
 

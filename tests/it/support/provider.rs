@@ -79,6 +79,8 @@ pub struct Reply {
     /// Held back this long before answering (the connection is watched meanwhile, so a client
     /// that gives up is noticed at once).
     pub delay: Duration,
+    /// Extra response headers, e.g. `retry-after`.
+    pub headers: Vec<(String, String)>,
 }
 
 impl Reply {
@@ -88,6 +90,7 @@ impl Reply {
             status: 200,
             body: v.to_string(),
             delay: Duration::ZERO,
+            headers: Vec::new(),
         }
     }
 
@@ -97,11 +100,18 @@ impl Reply {
             status,
             body: body.to_string(),
             delay: Duration::ZERO,
+            headers: Vec::new(),
         }
     }
 
     pub fn delayed(mut self, delay: Duration) -> Reply {
         self.delay = delay;
+        self
+    }
+
+    /// Adds a response header.
+    pub fn header(mut self, name: &str, value: &str) -> Reply {
+        self.headers.push((name.to_string(), value.to_string()));
         self
     }
 }
@@ -228,8 +238,9 @@ fn serve(mut conn: TcpStream, state: &State) {
         state.dropped.fetch_add(1, Ordering::SeqCst);
         return;
     }
+    let extra: String = reply.headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
     let head = format!(
-        "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{extra}connection: close\r\n\r\n",
         reply.status,
         reason(reply.status),
         reply.body.len()
@@ -299,6 +310,7 @@ fn reason(status: u16) -> &'static str {
         429 => "Too Many Requests",
         500 => "Internal Server Error",
         503 => "Service Unavailable",
+        529 => "Overloaded",
         _ => "Status",
     }
 }
