@@ -1397,3 +1397,392 @@ async fn https_endpoints_get_a_tls_client() {
     assert!(shown.contains("https://api.anthropic.com/v1/messages"), "{shown}");
     assert!(!shown.contains("sk-secret"), "{shown}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// The providers as they are today: request fields, full replies, retry signals.
+
+#[test]
+fn each_provider_gets_its_own_request_fields() {
+    let msgs = [Msg::User("T".into())];
+    let base = WireRequest {
+        provider: Api::OpenAi,
+        model: "m",
+        max_tokens: 10,
+        reasoning_effort: None,
+        system: "S",
+        tools: &[],
+    };
+    let table = [
+        (
+            Api::OpenAi,
+            None,
+            r#"{"max_completion_tokens":10,"messages":[{"content":"S","role":"developer"},{"content":"T","role":"user"}],"model":"m"}"#,
+        ),
+        (
+            Api::OpenAi,
+            Some("high"),
+            r#"{"max_completion_tokens":10,"messages":[{"content":"S","role":"developer"},{"content":"T","role":"user"}],"model":"m","reasoning_effort":"high"}"#,
+        ),
+        (
+            Api::OpenAiCompatible,
+            None,
+            r#"{"max_tokens":10,"messages":[{"content":"S","role":"system"},{"content":"T","role":"user"}],"model":"m"}"#,
+        ),
+        (
+            Api::OpenAiCompatible,
+            Some("low"),
+            r#"{"max_tokens":10,"messages":[{"content":"S","role":"system"},{"content":"T","role":"user"}],"model":"m","reasoning_effort":"low"}"#,
+        ),
+        (
+            Api::Anthropic,
+            None,
+            r#"{"max_tokens":10,"messages":[{"content":"T","role":"user"}],"model":"m","system":"S"}"#,
+        ),
+    ];
+    for (provider, effort, want) in table {
+        let req = WireRequest {
+            provider,
+            reasoning_effort: effort,
+            ..base
+        };
+        assert_eq!(wire::request_body(&req, &msgs), want, "{provider:?} {effort:?}");
+    }
+    assert_eq!(
+        wire::url(Api::OpenAiCompatible, Some("http://127.0.0.1:8080/v1")),
+        "http://127.0.0.1:8080/v1/chat/completions"
+    );
+    assert_eq!(wire::ANTHROPIC_VERSION, "2026-10-21");
+}
+
+/// A Chat Completions reply with every field the API returns today, and some it may add.
+fn full_openai_reply(message: Value, finish: &str) -> Value {
+    json!({
+        "id": "chatcmpl-Bx9", "object": "chat.completion", "created": 1_764_530_000, "model": "gpt-5.5-2026-04-23",
+        "choices": [{"index": 0, "finish_reason": finish, "logprobs": null, "message": message}],
+        "usage": {
+            "prompt_tokens": 1200, "completion_tokens": 340, "total_tokens": 1540,
+            "prompt_tokens_details": {"cached_tokens": 1024, "audio_tokens": 0, "cache_write_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 256, "audio_tokens": 0,
+                "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
+            "future_usage_field": {"x": 1},
+        },
+        "service_tier": "default", "system_fingerprint": "fp_1", "moderation": null, "metadata": null,
+        "a_field_from_the_future": [1, 2, 3],
+    })
+}
+
+#[test]
+fn full_openai_replies_are_read() {
+    // A final answer with annotations, a null refusal, and the reasoning text a compatible
+    // server adds: the answer is the content alone, and the echo carries neither.
+    let message = json!({"role": "assistant", "content": "The answer.", "refusal": null, "annotations": [],
+        "audio": null, "function_call": null, "tool_calls": null,
+        "reasoning_content": "secret chain of thought", "reasoning": "more", "unknown": {"a": 1}});
+    let body = full_openai_reply(message, "stop");
+    for api in [Api::OpenAi, Api::OpenAiCompatible] {
+        let r = wire::parse_reply(api, body.to_string().as_bytes()).unwrap();
+        assert_eq!((r.text.as_str(), &r.stop), ("The answer.", &Stop::Done));
+        assert_eq!(
+            r.usage,
+            Usage {
+                input_tokens: 1200,
+                output_tokens: 340
+            }
+        );
+        assert_eq!(r.echo, Some(json!({"role": "assistant", "content": "The answer."})));
+    }
+    // Tool calls, as a reasoning model sends them.
+    let message = json!({"role": "assistant", "content": null, "refusal": null, "annotations": [],
+        "tool_calls": [{"id": "call_1", "type": "function",
+            "function": {"name": "call-member", "arguments": "{\"member\":\"coder\",\"task\":\"x\"}"}}]});
+    let r = wire::parse_reply(
+        Api::OpenAi,
+        full_openai_reply(message, "tool_calls").to_string().as_bytes(),
+    )
+    .unwrap();
+    assert_eq!(r.tool_calls.len(), 1);
+    assert_eq!(r.stop, Stop::Done);
+    assert_eq!(r.echo.as_ref().unwrap()["tool_calls"][0]["id"], "call_1");
+    assert!(r.echo.as_ref().unwrap().get("refusal").is_none());
+    // A refusal.
+    let message =
+        json!({"role": "assistant", "content": null, "refusal": "I can't help with that.", "annotations": []});
+    let r = wire::parse_reply(Api::OpenAi, full_openai_reply(message, "stop").to_string().as_bytes()).unwrap();
+    assert_eq!(r.stop, Stop::Refused("I can't help with that.".into()));
+    // Usage may be absent on a compatible server.
+    let mut bare = full_openai_reply(json!({"role": "assistant", "content": "x"}), "stop");
+    bare.as_object_mut().unwrap().remove("usage");
+    let r = wire::parse_reply(Api::OpenAiCompatible, bare.to_string().as_bytes()).unwrap();
+    assert_eq!(r.usage, Usage::default());
+}
+
+/// A Messages reply with thinking, redacted thinking, text with citations, a tool call, and every
+/// usage field the API returns today, plus fields it may add.
+fn full_anthropic_reply() -> Value {
+    json!({
+        "id": "msg_01", "type": "message", "role": "assistant", "model": "claude-sonnet-5-5",
+        "content": [
+            {"type": "thinking", "thinking": "Let me plan this.", "signature": "EqQBCkYIBxgCKkD"},
+            {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix"},
+            {"type": "text", "text": "Handing it to coder.", "citations": null},
+            {"type": "tool_use", "id": "toolu_01", "name": "call-member", "input": {"member": "coder", "task": "x"}, "caller": {"type": "direct"}},
+            {"type": "a_block_from_the_future", "payload": 1},
+        ],
+        "stop_reason": "tool_use", "stop_sequence": null, "stop_details": null, "container": null,
+        "usage": {
+            "input_tokens": 50, "output_tokens": 400,
+            "cache_creation_input_tokens": 1000, "cache_read_input_tokens": 2000,
+            "cache_creation": {"ephemeral_5m_input_tokens": 1000, "ephemeral_1h_input_tokens": 0},
+            "server_tool_use": null, "service_tier": "standard", "inference_geo": "us",
+            "output_tokens_details": {"thinking_tokens": 300},
+        },
+        "diagnostics": null,
+    })
+}
+
+#[test]
+fn full_anthropic_replies_are_read() {
+    let body = full_anthropic_reply();
+    let r = wire::parse_reply(Api::Anthropic, body.to_string().as_bytes()).unwrap();
+    // Thinking is not the answer; the tool call is read; cached input counts as input.
+    assert_eq!(r.text, "Handing it to coder.");
+    assert_eq!(r.tool_calls.len(), 1);
+    assert_eq!(r.tool_calls[0].input, Ok(json!({"member": "coder", "task": "x"})));
+    assert_eq!(
+        r.usage,
+        Usage {
+            input_tokens: 3050,
+            output_tokens: 400
+        }
+    );
+    // The whole turn goes back unmodified, thinking blocks first, as the API requires.
+    assert_eq!(r.echo, Some(json!({"role": "assistant", "content": body["content"]})));
+
+    // A turn of thinking and text only.
+    let mut only = full_anthropic_reply();
+    only["content"] = json!([
+        {"type": "thinking", "thinking": "Easy.", "signature": "sig"},
+        {"type": "text", "text": "Forty-two.", "citations": null},
+    ]);
+    only["stop_reason"] = json!("end_turn");
+    let r = wire::parse_reply(Api::Anthropic, only.to_string().as_bytes()).unwrap();
+    assert_eq!((r.text.as_str(), &r.stop), ("Forty-two.", &Stop::Done));
+}
+
+#[actix_rt::test]
+async fn thinking_blocks_go_back_with_the_tool_results() {
+    let api = Api::Anthropic;
+    let provider = Provider::start(vec![
+        Reply::json(full_anthropic_reply()).into(),
+        text_reply(api, "waiting for coder").into(),
+        text_reply(api, "done").into(),
+    ]);
+    let agent = Setup::new(api).agent(provider.url());
+    let outcome = agent
+        .run("Hi", ctx(Arc::new(FakeCalls::default()), Arc::default(), false))
+        .await;
+    assert_eq!(outcome, AgentOutcome::Completed("done".into()));
+    let second = provider.requests()[1].json();
+    let msgs = second["messages"].as_array().unwrap();
+    assert_eq!(
+        msgs[1],
+        json!({"role": "assistant", "content": full_anthropic_reply()["content"]})
+    );
+    assert_eq!(msgs[2]["content"][0]["type"], "tool_result");
+    assert_eq!(msgs[2]["content"][0]["tool_use_id"], "toolu_01");
+}
+
+#[test]
+fn provider_waits_are_read() {
+    let now = std::time::UNIX_EPOCH + Duration::from_secs(1_445_412_480); // Wed, 21 Oct 2015 07:28:00 GMT
+    let table: &[(Option<&str>, Option<&str>, Option<Duration>)] = &[
+        (None, None, None),
+        (Some("1500"), Some("9"), Some(Duration::from_millis(1500))),
+        (None, Some("2"), Some(Duration::from_secs(2))),
+        (None, Some(" 0.5 "), Some(Duration::from_millis(500))),
+        (Some("soon"), Some("3"), Some(Duration::from_secs(3))),
+        (None, Some("-1"), None),
+        (None, Some("NaN"), None),
+        (None, Some("later"), None),
+        (
+            None,
+            Some("Wed, 21 Oct 2015 07:28:30 GMT"),
+            Some(Duration::from_secs(30)),
+        ),
+        (None, Some("Wed, 21 Oct 2015 07:27:00 GMT"), Some(Duration::ZERO)),
+        (None, Some("99999999999999999999"), Some(Duration::from_secs(86_400))),
+    ];
+    for (ms, after, want) in table {
+        assert_eq!(wire::provider_wait(*ms, *after, now), *want, "{ms:?} {after:?}");
+    }
+    let retried: Vec<u16> = [200, 400, 401, 404, 408, 409, 429, 500, 503, 529]
+        .into_iter()
+        .filter(|s| wire::should_retry(*s, None))
+        .collect();
+    assert_eq!(retried, [408, 409, 429, 500, 503, 529]);
+    assert!(!wire::should_retry(429, Some("false")));
+    assert!(wire::should_retry(400, Some("true")));
+    assert!(!wire::should_retry(200, Some("true")));
+}
+
+#[test]
+fn retries_are_planned_within_their_budget() {
+    use wire::{GiveUp, RetryPolicy, WaitSource::*};
+    let p = RetryPolicy {
+        retries: 4,
+        first: Duration::from_secs(1),
+        max_wait: Duration::from_secs(60),
+        provider_cap: Duration::MAX,
+    };
+    let s = Duration::from_secs;
+    let table: Vec<(
+        RetryPolicy,
+        u32,
+        Option<Duration>,
+        f64,
+        Option<Duration>,
+        Result<(Duration, wire::WaitSource), GiveUp>,
+    )> = vec![
+        (p, 1, None, 0.0, None, Ok((s(1), Backoff))),
+        (p, 2, None, 0.0, None, Ok((s(2), Backoff))),
+        (p, 4, None, 0.0, None, Ok((s(8), Backoff))),
+        // Jitter adds up to a quarter.
+        (p, 3, None, 0.5, None, Ok((Duration::from_millis(4500), Backoff))),
+        (p, 5, None, 0.0, None, Err(GiveUp::Exhausted { retries: 4 })),
+        // The provider's wait wins over the backoff, shorter or longer.
+        (
+            p,
+            1,
+            Some(Duration::from_millis(30)),
+            0.9,
+            None,
+            Ok((Duration::from_millis(30), Provider)),
+        ),
+        (p, 1, Some(s(20)), 0.0, None, Ok((s(20), Provider))),
+        (
+            p,
+            1,
+            Some(s(3600)),
+            0.0,
+            None,
+            Err(GiveUp::TooLong {
+                asked: s(3600),
+                max: s(60),
+            }),
+        ),
+        // The test cap shortens it first.
+        (
+            RetryPolicy {
+                provider_cap: Duration::from_millis(20),
+                ..p
+            },
+            1,
+            Some(s(3600)),
+            0.0,
+            None,
+            Ok((Duration::from_millis(20), Provider)),
+        ),
+        // Backoff never exceeds the longest wait.
+        (
+            RetryPolicy { retries: 10, ..p },
+            10,
+            None,
+            0.0,
+            None,
+            Ok((s(60), Backoff)),
+        ),
+        // No wait that ends past the deadline.
+        (p, 1, Some(s(5)), 0.0, Some(s(4)), Err(GiveUp::Deadline { wait: s(5) })),
+        (p, 2, None, 0.0, Some(s(10)), Ok((s(2), Backoff))),
+    ];
+    for (policy, retry, asked, jitter, left, want) in table {
+        assert_eq!(
+            wire::plan_retry(&policy, retry, asked, jitter, left),
+            want,
+            "{retry} {asked:?} {left:?}"
+        );
+    }
+    assert_eq!(GiveUp::Exhausted { retries: 4 }.clause(4), "(gave up after 4 retries)");
+    assert_eq!(
+        GiveUp::TooLong {
+            asked: s(3600),
+            max: s(60)
+        }
+        .clause(0),
+        "(gave up: the provider asked to wait 3600s, longer than the 60s a retry may wait)"
+    );
+    assert_eq!(
+        GiveUp::Deadline {
+            wait: Duration::from_millis(1500)
+        }
+        .clause(1),
+        "(gave up after 1 retry: a retry after 1500ms would end past the task's deadline)"
+    );
+}
+
+#[actix_rt::test]
+async fn the_providers_wait_is_followed_and_traced() {
+    for (api, status, header) in [
+        (Api::OpenAi, 429, "retry-after-ms"),
+        (Api::Anthropic, 529, "retry-after"),
+    ] {
+        let value = if header == "retry-after-ms" { "300" } else { "1" };
+        let provider = Provider::start(vec![
+            Reply::status(status, r#"{"error":{"type":"overloaded_error"}}"#)
+                .header(header, value)
+                .into(),
+            text_reply(api, "fine").into(),
+        ]);
+        let mut setup = Setup::new(api);
+        // Tests shorten the provider's wait the way test timing does.
+        setup.retry.policy.provider_cap = Duration::from_millis(300);
+        let agent = setup.agent(provider.url());
+        let events = Arc::new(Events::default());
+        let start = Instant::now();
+        let outcome = agent
+            .run("Hi", ctx(Arc::new(NoCalls), Arc::clone(&events), false))
+            .await;
+        assert_eq!(outcome, AgentOutcome::Completed("fine".into()), "{api:?}");
+        assert!(start.elapsed() >= Duration::from_millis(300), "{:?}", start.elapsed());
+        let records = events.records.lock().unwrap().clone();
+        assert_eq!(
+            records,
+            [(
+                "inference_retry".to_string(),
+                json!({"task_id": "tsk_1", "attempt": 1, "status": status, "delay_ms": 300, "wait": "retry-after"})
+            )]
+        );
+    }
+}
+
+#[actix_rt::test]
+async fn a_wait_past_the_deadline_or_too_long_is_not_taken() {
+    let api = Api::OpenAi;
+    let cases = [
+        (
+            Some(Instant::now() + Duration::from_secs(2)),
+            "5",
+            "inference failed: 429 slow down (gave up: a retry after 5s would end past the task's deadline)",
+        ),
+        (
+            None,
+            "3600",
+            "inference failed: 429 slow down (gave up: the provider asked to wait 3600s, longer than the 60s a retry may wait)",
+        ),
+    ];
+    for (deadline, after, want) in cases {
+        let provider = Provider::start(vec![
+            Reply::status(429, "slow down").header("retry-after", after).into(),
+            text_reply(api, "never").into(),
+        ]);
+        let mut setup = Setup::new(api);
+        setup.retry.deadline = deadline;
+        setup.retry.policy.max_wait = Duration::from_secs(60);
+        let agent = setup.agent(provider.url());
+        let start = Instant::now();
+        let outcome = agent.run("Hi", ctx(Arc::new(NoCalls), Arc::default(), false)).await;
+        assert_eq!(outcome, AgentOutcome::Failed(want.into()));
+        assert!(start.elapsed() < Duration::from_secs(1), "{:?}", start.elapsed());
+        assert_eq!(provider.requests().len(), 1);
+    }
+}
