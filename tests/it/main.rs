@@ -21,5 +21,6 @@ mod hostile;
 mod load;
 mod loopback;
 mod model;
+mod providers;
 mod session;
 mod terminal;

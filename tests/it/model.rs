@@ -123,7 +123,7 @@ fn a_solo_model_capsule_answers_its_task_in_both_formats() {
                 assert_eq!(reqs[0].header("authorization"), Some(format!("Bearer {KEY}").as_str()));
                 assert_eq!(
                     body["messages"][0],
-                    json!({"role": "system", "content": "[Capsule]\nname: local/solo\n\nYou plan."})
+                    json!({"role": "developer", "content": "[Capsule]\nname: local/solo\n\nYou plan."})
                 );
                 assert_eq!(
                     body["messages"][1],
@@ -133,7 +133,7 @@ fn a_solo_model_capsule_answers_its_task_in_both_formats() {
             Api::Anthropic => {
                 assert_eq!(reqs[0].path, "/v1/messages");
                 assert_eq!(reqs[0].header("x-api-key"), Some(KEY));
-                assert_eq!(reqs[0].header("anthropic-version"), Some("2023-06-01"));
+                assert_eq!(reqs[0].header("anthropic-version"), Some("2026-10-21"));
                 assert_eq!(body["system"], "[Capsule]\nname: local/solo\n\nYou plan.");
                 assert_eq!(
                     body["messages"][0],
@@ -142,7 +142,11 @@ fn a_solo_model_capsule_answers_its_task_in_both_formats() {
             }
         }
         assert_eq!(body["model"], "test-model");
-        assert_eq!(body["max_tokens"], 4096);
+        let bound = match api {
+            Api::OpenAi => "max_completion_tokens",
+            Api::Anthropic => "max_tokens",
+        };
+        assert_eq!(body[bound], 4096);
         assert!(
             body.get("tools").is_none(),
             "a capsule that may call nobody gets no tools"
