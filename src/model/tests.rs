@@ -1635,14 +1635,10 @@ fn retries_are_planned_within_their_budget() {
         provider_cap: Duration::MAX,
     };
     let s = Duration::from_secs;
-    let table: Vec<(
-        RetryPolicy,
-        u32,
-        Option<Duration>,
-        f64,
-        Option<Duration>,
-        Result<(Duration, wire::WaitSource), GiveUp>,
-    )> = vec![
+    type Planned = Result<(Duration, wire::WaitSource), GiveUp>;
+    /// (policy, retry, provider's wait, jitter, time to the deadline, plan)
+    type Row = (RetryPolicy, u32, Option<Duration>, f64, Option<Duration>, Planned);
+    let table: Vec<Row> = vec![
         (p, 1, None, 0.0, None, Ok((s(1), Backoff))),
         (p, 2, None, 0.0, None, Ok((s(2), Backoff))),
         (p, 4, None, 0.0, None, Ok((s(8), Backoff))),
