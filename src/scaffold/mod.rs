@@ -80,6 +80,10 @@ pub fn default_model(provider: Provider) -> &'static str {
     }
 }
 
+/// The scaffold's `inference.max_tokens`: the spec's default of 4096 leaves a reasoning model
+/// too little room once it has reasoned, and a reply cut there fails the task.
+pub const SCAFFOLD_MAX_TOKENS: u32 = 16000;
+
 pub fn key_var(provider: Provider) -> &'static str {
     match provider {
         Provider::OpenAi | Provider::OpenAiCompatible => "OPENAI_API_KEY",
@@ -354,6 +358,8 @@ fn inference_block(m: &ModelSettings, prompt: &str) -> String {
   endpoint: {}
   model: {}
   api_key: ${{{}}}
+  # Output tokens per turn; a reasoning model's reasoning counts toward them.
+  max_tokens: {SCAFFOLD_MAX_TOKENS}
   system_prompt: {}
 ",
         m.provider.as_str(),

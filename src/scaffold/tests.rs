@@ -272,6 +272,7 @@ fn model_scaffold_declares_provider_endpoint_model_and_key() {
             assert_eq!(inf.provider, Some(provider));
             assert_eq!(inf.endpoint.as_deref(), Some(endpoint));
             assert_eq!(inf.model.as_deref(), Some(default_model(provider)));
+            assert_eq!(inf.max_tokens, SCAFFOLD_MAX_TOKENS);
             assert_eq!(inf.api_key_var.as_deref(), Some(var));
             assert!(inf.system_prompt.contains("task"), "{path}");
         }
