@@ -122,13 +122,13 @@ impl std::fmt::Debug for ProviderClient {
 
 /// How one attempt went.
 enum Attempt {
-    /// The provider answered with this status and body, and asked for this wait (if it did)
-    /// and said whether to retry (`x-should-retry`).
+    /// The provider answered with this status and body, asked for this wait (if it did) and
+    /// sent this `x-should-retry` (if it did).
     Answered {
         status: u16,
         body: Vec<u8>,
         wait: Option<Duration>,
-        should_retry: Option<bool>,
+        should_retry: Option<String>,
     },
     /// No answer: connection refused or reset, TLS failure, timeout.
     Transport(String),
@@ -189,7 +189,7 @@ impl ProviderClient {
                     should_retry,
                 } => {
                     let text = wire::failure_text(status, &body, self.secret.as_deref());
-                    if !should_retry.unwrap_or_else(|| wire::retryable(status)) {
+                    if !wire::should_retry(status, should_retry.as_deref()) {
                         return Err(text);
                     }
                     (Some(status), wait, text)
@@ -236,11 +236,7 @@ impl ProviderClient {
             let status = resp.status().as_u16();
             let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok());
             let wait = wire::provider_wait(header("retry-after-ms"), header("retry-after"), SystemTime::now());
-            let should_retry = match header("x-should-retry").map(str::trim) {
-                Some("true") => Some(true),
-                Some("false") => Some(false),
-                _ => None,
-            };
+            let should_retry = header("x-should-retry").map(str::to_string);
             let bytes = resp.body().limit(MAX_BODY).await.map_err(|e| e.to_string())?;
             Ok::<_, String>(Attempt::Answered {
                 status,

@@ -1782,3 +1782,31 @@ async fn a_wait_past_the_deadline_or_too_long_is_not_taken() {
         assert_eq!(provider.requests().len(), 1);
     }
 }
+
+#[actix_rt::test]
+async fn x_should_retry_overrides_the_status() {
+    let api = Api::OpenAi;
+    // A 429 the provider says not to retry fails at once; a 400 it says to retry is retried.
+    let provider = Provider::start(vec![
+        Reply::status(429, "quota exhausted")
+            .header("x-should-retry", "false")
+            .into(),
+        text_reply(api, "never").into(),
+    ]);
+    let agent = Setup::new(api).agent(provider.url());
+    let outcome = agent.run("Hi", ctx(Arc::new(NoCalls), Arc::default(), false)).await;
+    assert_eq!(
+        outcome,
+        AgentOutcome::Failed("inference failed: 429 quota exhausted".into())
+    );
+    assert_eq!(provider.requests().len(), 1);
+
+    let provider = Provider::start(vec![
+        Reply::status(400, "try again").header("x-should-retry", "true").into(),
+        text_reply(api, "fine").into(),
+    ]);
+    let agent = Setup::new(api).agent(provider.url());
+    let outcome = agent.run("Hi", ctx(Arc::new(NoCalls), Arc::default(), false)).await;
+    assert_eq!(outcome, AgentOutcome::Completed("fine".into()));
+    assert_eq!(provider.requests().len(), 2);
+}
