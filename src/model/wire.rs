@@ -582,7 +582,7 @@ pub fn plan_retry(
             (asked, WaitSource::Provider)
         }
         None => {
-            let base = policy.first.saturating_mul(1u32 << (retry - 1).min(16));
+            let base = policy.first.saturating_mul(1u32 << retry.saturating_sub(1).min(16));
             let extra = base.mul_f64(jitter.clamp(0.0, 1.0) / 4.0);
             ((base + extra).min(policy.max_wait), WaitSource::Backoff)
         }

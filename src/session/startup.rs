@@ -429,7 +429,7 @@ fn load_runner(c: &Capsule, membership: Option<&Membership>, deadline_ms: Option
     let deadline = deadline_ms
         .and_then(|ms| i64::try_from(ms).ok())
         .and_then(DateTime::from_timestamp_millis)
-        .map(|d| std::time::Instant::now() + (d - Utc::now()).to_std().unwrap_or_default());
+        .and_then(|d| std::time::Instant::now().checked_add((d - Utc::now()).to_std().unwrap_or_default()));
     let retry = crate::model::Retry::from_timing(Timing::get(), deadline);
     let agent = crate::model::Agent::new(config, identity, callees, retry);
     Ok(Runner::Model(std::sync::Arc::new(agent)))

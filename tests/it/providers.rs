@@ -387,3 +387,41 @@ fn reasoning_effort_is_refused_for_anthropic() {
         "{err}"
     );
 }
+
+#[test]
+fn no_retry_waits_past_the_sessions_deadline() {
+    let sb = Sandbox::new();
+    let provider = Provider::start(vec![
+        Reply::status(429, "slow down").header("retry-after", "30").into(),
+        Api::OpenAi.text("too late").into(),
+    ]);
+    install_model(&sb, "solo", Api::OpenAi, provider.url(), "", "");
+    let at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        + 20_000;
+    let dir = sb.path("work");
+    let start = std::time::Instant::now();
+    let out = sb
+        .mur(&dir)
+        .env(KEY_VAR, KEY)
+        .args(["run", "--capsule", "local/solo", "--capsule-version", "0.1.0", "--json"])
+        .args(["--task", "hi", "--inherited-deadline", &at.to_string()])
+        .output()
+        .expect("mur run");
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(15),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(provider.requests().len(), 1, "no retry was made");
+    let ready: Value = serde_json::from_str(stdout(&out).lines().next().unwrap_or("null")).unwrap_or(Value::Null);
+    let records = PathBuf::from(ready["records_dir"].as_str().expect("records_dir"));
+    assert_eq!(
+        std::fs::read_to_string(records.join("out/result.txt")).unwrap(),
+        "failed: inference failed: 429 slow down (gave up: a retry after 30s would end past the task's deadline)"
+    );
+    assert!(retries_traced(&records).is_empty());
+}
