@@ -4,7 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
-/// `~/.murmur`, resolved once from `$HOME`.
+/// `~/.murmur`, resolved once from `$HOME` and made canonical there.
+///
+/// A member canonicalises its work folder, so its records group names the home's real path; a
+/// home reached through a symlink must name that same path here, or the launcher, `mur trace
+/// show` and retention look for a formation's records where no member wrote them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MurHome {
     root: PathBuf,
@@ -26,8 +30,10 @@ impl MurHome {
         MurHome::at_home(&home)
     }
 
-    /// The `.murmur` directory of the given home directory.
+    /// The `.murmur` directory of the given home directory, after resolving symlinks, `.` and
+    /// `..` in it; a home that cannot be resolved (e.g. it does not exist yet) is kept as given.
     pub fn at_home(home: &Path) -> MurHome {
+        let home = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
         MurHome {
             root: home.join(".murmur"),
         }
@@ -173,5 +179,30 @@ mod tests {
             Path::new("/s/local/coder/1.2.0/coder-1.2.0.mur.zip")
         );
         assert_eq!(Project::at("/p").artifacts(), Path::new("/p/.murmur/artifacts"));
+    }
+
+    #[test]
+    fn a_home_reached_through_a_symlink_is_its_real_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let real = base.join("real");
+        std::fs::create_dir(&real).unwrap();
+        std::os::unix::fs::symlink(&real, base.join("link")).unwrap();
+        let table = [
+            (base.join("link"), real.join(".murmur")),
+            (base.join("link/../real/."), real.join(".murmur")),
+            (real.clone(), real.join(".murmur")),
+            // Not there yet: kept as given.
+            (base.join("absent"), base.join("absent/.murmur")),
+        ];
+        for (home, want) in table {
+            assert_eq!(MurHome::at_home(&home).root(), want, "{}", home.display());
+        }
+        let via_link = MurHome::at_home(&base.join("link"));
+        assert_eq!(
+            via_link.formation_records("frm_1"),
+            MurHome::at_home(&real).records_group(&real.join(".murmur/formations/frm_1")),
+            "the launcher's records of a formation are where its members write them"
+        );
     }
 }

@@ -21,6 +21,7 @@ mod hostile;
 mod load;
 mod loopback;
 mod model;
+mod promises;
 mod providers;
 mod session;
 mod terminal;

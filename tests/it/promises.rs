@@ -1,0 +1,117 @@
+//! What the roster page promises and a user could still break: a symlinked `$HOME`, the
+//! `noAnswerBelow` of a component, the layout of `mur trace show frm_…`, a lock pinned only per
+//! platform. Real launcher, real members, real doors on 127.0.0.1.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use crate::support::{Sandbox, stderr, stdout};
+
+/// Runs `mur args…` in `cwd` with `HOME` set to `home`.
+fn run_with_home(sb: &Sandbox, home: &Path, cwd: &Path, args: &[&str]) -> Output {
+    sb.mur(cwd).env("HOME", home).args(args).output().expect("spawn mur")
+}
+
+/// The formation id of a finished launch, from its formation line on stderr.
+fn formation_id(out: &Output) -> String {
+    stderr(out)
+        .lines()
+        .find_map(|l| l.strip_prefix("formation: "))
+        .unwrap_or_else(|| panic!("no formation line:\n{}", stderr(out)))
+        .trim()
+        .to_string()
+}
+
+/// Every `trace.jsonl` under `root`.
+fn trace_files(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.ends_with("trace.jsonl") {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// Installs `keeper`, echo's component with `trace.retain.max_sessions: 2`, beside echo.
+fn install_keeper_and_echo(sb: &Sandbox) {
+    sb.install_actor("echo");
+    sb.install_component(
+        "keeper",
+        "actors/echo/capsule.wat",
+        "trace:\n  retain:\n    max_sessions: 2\n",
+    );
+}
+
+const KEEPER_AND_WORKER: &str = "roster_version: 1
+members:
+  - {name: lead, capsule: local/keeper, version: 0.1.0, entry: true}
+  - {name: worker, capsule: local/echo, version: 0.1.0}
+reachability:
+  - {from: lead, to: [worker]}
+";
+
+/// Item: a `$HOME` reached through a symlink. Members canonicalise their work folder, so their
+/// records name the home's real path; the launcher, `mur trace show` and retention must name
+/// the same one.
+#[test]
+fn a_symlinked_home_keeps_every_members_records_in_reach() {
+    let sb = Sandbox::new();
+    install_keeper_and_echo(&sb);
+    let real = sb.home().canonicalize().expect("home");
+    let link = sb.dir.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).expect("symlink the home");
+    let dir = sb.path("formation");
+    std::fs::write(dir.join("roster.yaml"), KEEPER_AND_WORKER).expect("roster");
+
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let out = run_with_home(&sb, &link, &dir, &["run", "--roster", "--task", &format!("run {i}")]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        ids.push(formation_id(&out));
+        if i == 0 {
+            let shown = run_with_home(&sb, &link, &dir, &["trace", "show", &ids[0]]);
+            assert_eq!(shown.status.code(), Some(0), "{}", stderr(&shown));
+            let text = stdout(&shown);
+            let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("ses_")).collect();
+            assert_eq!(rows.len(), 2, "every member's session, the peer's too:\n{text}");
+            assert!(rows.iter().any(|r| r.contains("  worker  local/echo ")), "{text}");
+            assert!(rows.iter().any(|r| r.contains("  lead    local/keeper ")), "{text}");
+        }
+    }
+    // The third launch's retention pass removed the first formation, its peers' records too.
+    let formations = real.join(".murmur/formations");
+    assert!(
+        !formations.join(&ids[0]).exists(),
+        "the first formation's directory is gone"
+    );
+    assert!(formations.join(&ids[1]).exists() && formations.join(&ids[2]).exists());
+    let peers_records = real
+        .join(".murmur/records")
+        .join(formations.join(&ids[0]).strip_prefix("/").expect("absolute"));
+    assert!(
+        !peers_records.exists(),
+        "the peers' records went with the formation: {} is left",
+        peers_records.display()
+    );
+    let left: Vec<PathBuf> = trace_files(&real.join(".murmur/records"))
+        .into_iter()
+        .filter(|p| {
+            std::fs::read_to_string(p)
+                .unwrap_or_default()
+                .lines()
+                .next()
+                .is_some_and(|l| l.contains(&ids[0]) && l.contains("\"formation_member\":\"worker\""))
+        })
+        .collect();
+    assert!(
+        left.is_empty(),
+        "a peer's trace of the removed formation is left: {left:?}"
+    );
+}
