@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use super::{Admitted, AdmittedMember, MemberDecl, Reachability, Roster, edges, warn};
 use crate::diag::shown;
-use crate::diag::{Diagnostic, E_REG_005, E_ROS_002, E_ROS_003, E_ROS_004, E_ROS_005, E_ROS_006, E_ROS_007, E_ROS_008};
+use crate::diag::{Diagnostic, E_ROS_002, E_ROS_003, E_ROS_004, E_ROS_005, E_ROS_006, E_ROS_007, E_ROS_008};
 use crate::names::ArtifactName;
 
 /// Checks 2–5: unique names, exactly one entry, rules name members, no rule calls the entry.
@@ -92,12 +92,7 @@ pub(crate) struct Bound {
 }
 
 /// A `murmur.lock` pin, as check 6 compares it.
-pub(crate) struct PinView {
-    pub version: String,
-    pub sha256: Option<String>,
-    /// `sha256.platforms` without `any`: a pin this runtime cannot compare.
-    pub platforms_only: bool,
-}
+pub(crate) type PinView = crate::store::lock::Pin;
 
 /// Admits the roster against the stores and the lock (checks 2–8), or refuses it with one code.
 pub fn admit(
@@ -117,13 +112,7 @@ pub fn admit(
                     manifest: res.archive.manifest,
                 })
         },
-        &|full| {
-            lock.and_then(|l| l.pin(full)).map(|p| PinView {
-                version: p.version.clone(),
-                sha256: p.sha256.clone(),
-                platforms_only: p.platforms_only,
-            })
-        },
+        &|full| lock.and_then(|l| l.pin(full)).cloned(),
     )
 }
 
@@ -250,52 +239,14 @@ fn not_admitted(m: &MemberDecl, why: &str) -> Diagnostic {
     ))
 }
 
-/// E-REG-005 when the lock pins this member's capsule differently from what was resolved.
+/// E-REG-005 when the lock pins this member's capsule differently from what was resolved: the
+/// rule `mur run --capsule` applies too.
 fn lock_agrees(m: &MemberDecl, full: &str, p: &PinView, sha256: &str) -> Result<(), Diagnostic> {
-    let conflict = |what: String, hint: String| {
-        Err(Diagnostic::new(
-            E_REG_005,
-            format!(
-                "roster.yaml: member '{}': murmur.lock conflict for '{full}': {what}",
-                m.name
-            ),
-        )
-        .with_hint(hint))
-    };
-    if p.version != m.version {
-        return conflict(
-            format!(
-                "pinned {full}@{}, but {full}@{} was resolved",
-                shown(&p.version),
-                shown(&m.version)
-            ),
-            format!(
-                "pin the locked version ({}) in roster.yaml, or drop the stale entry for '{full}' from murmur.lock",
-                shown(&p.version)
-            ),
-        );
-    }
-    if p.platforms_only {
-        return conflict(
-            format!(
-                "'{full}' is pinned only per platform (sha256.platforms without any), which this runtime cannot compare"
-            ),
-            format!("pin `sha256: {{any: <64 hex>}}` for '{full}' in murmur.lock, or drop its entry"),
-        );
-    }
-    if let Some(pinned) = &p.sha256
-        && !pinned.eq_ignore_ascii_case(sha256)
-    {
-        return conflict(
-            format!(
-                "'{full}' is pinned at sha256 {}, but {sha256} was resolved",
-                shown(pinned)
-            ),
-            format!(
-                "install the bytes the lock pins for {full}@{}, or drop the stale entry for '{full}' from murmur.lock",
-                shown(&m.version)
-            ),
-        );
-    }
-    Ok(())
+    p.check(
+        &format!("roster.yaml: member '{}': ", m.name),
+        full,
+        &m.version,
+        sha256,
+        "in roster.yaml",
+    )
 }

@@ -197,7 +197,8 @@ fn unresolvable(full: &str, version: &str, why: impl std::fmt::Display) -> Diagn
 }
 
 /// Step 5: resolve `--capsule`/`--capsule-version` (E-RUN-002), check the admitted hash
-/// (E-RUN-047) and the lock (E-RUN-003), and refuse what this build cannot run.
+/// (E-RUN-047) and the lock (E-RUN-003 unreadable, E-REG-005 conflict), and refuse what this
+/// build cannot run.
 pub fn resolve_capsule(
     full: &str,
     version: &str,
@@ -223,31 +224,17 @@ pub fn resolve_capsule(
             ),
         ));
     }
+    // The same rule admission applies, so a lock admission refuses refuses this run too.
     if let Some(lock) = Lock::read(lock_path)?
         && let Some(pin) = lock.pin(full)
     {
-        if pin.version != version {
-            return Err(unresolvable(
-                full,
-                version,
-                format!(
-                    "murmur.lock conflict: pinned {full}@{}, but {full}@{version} was resolved",
-                    pin.version
-                ),
-            ));
-        }
-        if let Some(sha) = &pin.sha256
-            && !sha.eq_ignore_ascii_case(&resolved.sha256)
-        {
-            return Err(unresolvable(
-                full,
-                version,
-                format!(
-                    "murmur.lock conflict: '{full}' is pinned at sha256 {sha}, but {} was resolved",
-                    resolved.sha256
-                ),
-            ));
-        }
+        pin.check(
+            &format!("capsule '{full}@{version}' cannot be run: "),
+            full,
+            version,
+            &resolved.sha256,
+            "with --capsule-version",
+        )?;
     }
     let manifest = manifest::parse(&resolved.archive.manifest)
         .map_err(|d| {
@@ -637,10 +624,30 @@ mod tests {
             "lock_version: 3\nartifacts:\n  - name: local/echo\n    resolved_version: 0.2.0\n",
         )
         .unwrap();
-        assert!(
-            err("local/echo", "0.1.0", None)
-                .1
-                .contains("murmur.lock conflict: pinned local/echo@0.2.0")
+        assert_eq!(
+            err("local/echo", "0.1.0", None),
+            (
+                "E-REG-005",
+                "capsule 'local/echo@0.1.0' cannot be run: murmur.lock conflict for 'local/echo': pinned local/echo@0.2.0, but local/echo@0.1.0 was resolved".into()
+            )
+        );
+        std::fs::write(
+            &lock,
+            format!("lock_version: 3\nartifacts:\n  - name: local/echo\n    resolved_version: 0.1.0\n    sha256: {{any: {}}}\n", "0".repeat(64)),
+        )
+        .unwrap();
+        assert_eq!(err("local/echo", "0.1.0", None).0, "E-REG-005");
+        std::fs::write(
+            &lock,
+            format!("lock_version: 3\nartifacts:\n  - name: local/echo\n    resolved_version: 0.1.0\n    sha256: {{platforms: {{linux: {sha}}}}}\n"),
+        )
+        .unwrap();
+        assert_eq!(
+            err("local/echo", "0.1.0", None),
+            (
+                "E-REG-005",
+                "capsule 'local/echo@0.1.0' cannot be run: murmur.lock conflict for 'local/echo': 'local/echo' is pinned only per platform (sha256.platforms without any), which this runtime cannot compare".into()
+            )
         );
     }
 }

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_yaml_ng::{Mapping, Value};
 
-use crate::diag::{self, Diagnostic};
+use crate::diag::{self, Diagnostic, shown};
 use crate::yaml::{self, Node, NodeKind, Resolved};
 
 /// The only lock format read and written.
@@ -24,6 +24,68 @@ pub struct Pin {
     pub sha256: Option<String>,
     /// `sha256.platforms` is pinned without `any`: a shape conflict for this runtime [ours].
     pub platforms_only: bool,
+}
+
+impl Pin {
+    /// The one rule every reader of the lock applies (admission check 6, `mur run --capsule`
+    /// step 5): `full@version`, resolved to bytes hashing to `sha256`, agrees with this pin, or
+    /// the E-REG-005 refusal. `subject` opens the message (`roster.yaml: member 'coder': `, or
+    /// `capsule 'local/coder@1.2.0' cannot be run: `); `where_pinned` says where a version is
+    /// chosen (`in roster.yaml`, `with --capsule-version`) for the hint.
+    pub fn check(
+        &self,
+        subject: &str,
+        full: &str,
+        version: &str,
+        sha256: &str,
+        where_pinned: &str,
+    ) -> Result<(), Diagnostic> {
+        let conflict = |what: String, hint: String| {
+            Err(Diagnostic::new(
+                diag::E_REG_005,
+                format!("{subject}murmur.lock conflict for '{full}': {what}"),
+            )
+            .with_hint(hint))
+        };
+        if self.version != version {
+            return conflict(
+                format!(
+                    "pinned {full}@{}, but {full}@{} was resolved",
+                    shown(&self.version),
+                    shown(version)
+                ),
+                format!(
+                    "pin the locked version ({}) {where_pinned}, or drop the stale entry for '{full}' from murmur.lock",
+                    shown(&self.version)
+                ),
+            );
+        }
+        // A per-platform hash cannot be compared with the one archive every platform runs, so a
+        // pin of only that shape never admits anything.
+        if self.platforms_only {
+            return conflict(
+                format!(
+                    "'{full}' is pinned only per platform (sha256.platforms without any), which this runtime cannot compare"
+                ),
+                format!("pin `sha256: {{any: <64 hex>}}` for '{full}' in murmur.lock, or drop its entry"),
+            );
+        }
+        if let Some(pinned) = &self.sha256
+            && !pinned.eq_ignore_ascii_case(sha256)
+        {
+            return conflict(
+                format!(
+                    "'{full}' is pinned at sha256 {}, but {sha256} was resolved",
+                    shown(pinned)
+                ),
+                format!(
+                    "install the bytes the lock pins for {full}@{}, or drop the stale entry for '{full}' from murmur.lock",
+                    shown(version)
+                ),
+            );
+        }
+        Ok(())
+    }
 }
 
 /// A read lock: its entries in file order.
@@ -267,6 +329,52 @@ mod tests {
         );
         assert_eq!(Lock::parse(b"lock_version: 3\n").unwrap(), Lock::default());
         assert_eq!(Lock::parse(b"lock_version: 3\nartifacts:\n").unwrap(), Lock::default());
+    }
+
+    #[test]
+    fn one_rule_for_every_reader() {
+        let subject = "roster.yaml: member 'c': ";
+        let table: &[(Pin, &str, &str, Option<&str>)] = &[
+            (pin("1", Some(H1), false), "1", H1, None),
+            (pin("1", Some(&H1.to_uppercase()), false), "1", H1, None),
+            (pin("1", None, false), "1", H2, None),
+            (
+                pin("2", Some(H1), false),
+                "1",
+                H1,
+                Some("pinned local/c@2, but local/c@1 was resolved"),
+            ),
+            (
+                pin("1", None, true),
+                "1",
+                H1,
+                Some(
+                    "'local/c' is pinned only per platform (sha256.platforms without any), which this runtime cannot compare",
+                ),
+            ),
+            (
+                pin("1", Some(H2), false),
+                "1",
+                H1,
+                Some(
+                    "'local/c' is pinned at sha256 2222222222222222222222222222222222222222222222222222222222222222, but e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855 was resolved",
+                ),
+            ),
+        ];
+        for (p, version, sha, want) in table {
+            match (p.check(subject, "local/c", version, sha, "in roster.yaml"), want) {
+                (Ok(()), None) => {}
+                (Err(d), Some(what)) => {
+                    assert_eq!(d.code, diag::E_REG_005, "{p:?}");
+                    assert_eq!(
+                        d.message,
+                        format!("{subject}murmur.lock conflict for 'local/c': {what}")
+                    );
+                    assert!(d.hint().is_some_and(|h| h.contains("murmur.lock")), "{p:?}");
+                }
+                (got, want) => panic!("{p:?} {version} {sha}: got {got:?}, want {want:?}"),
+            }
+        }
     }
 
     #[test]

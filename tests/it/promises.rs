@@ -115,3 +115,77 @@ fn a_symlinked_home_keeps_every_members_records_in_reach() {
         "a peer's trace of the removed formation is left: {left:?}"
     );
 }
+
+/// Item: a lock entry pinned only per platform is refused by admission and by `mur run
+/// --capsule` alike, with the same code.
+#[test]
+fn a_lock_pinned_only_per_platform_is_refused_by_both_runs() {
+    let sb = Sandbox::new();
+    sb.install_actor("echo");
+    let dir = sb.path("project");
+    std::fs::write(
+        dir.join("roster.yaml"),
+        "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/echo, version: 0.1.0, entry: true}\n",
+    )
+    .expect("roster");
+    let sha = std::fs::read_to_string(sb.home().join(".murmur/artifacts/local/echo/0.1.0/echo-0.1.0.sha256"))
+        .expect("sidecar");
+    let lock = |sha256: &str| {
+        std::fs::write(
+            dir.join("murmur.lock"),
+            format!(
+                "lock_version: 3\nartifacts:\n  - name: local/echo\n    resolved_version: 0.1.0\n    sha256: {sha256}\n"
+            ),
+        )
+        .expect("lock");
+    };
+    // echo serves on after its task; this run ends with it.
+    let capsule = [
+        "run",
+        "--capsule",
+        "local/echo",
+        "--capsule-version",
+        "0.1.0",
+        "--lifecycle-after-task",
+        "exit",
+        "--task",
+        "hi",
+    ];
+
+    // A pin that agrees admits both ways.
+    lock(&format!("{{any: {}}}", sha.trim()));
+    let out = sb.run(&dir, &["run", "--roster", "--task", "hi"]);
+    assert_eq!(
+        (out.status.code(), stdout(&out)),
+        (Some(0), "hi\n".into()),
+        "{}",
+        stderr(&out)
+    );
+    let out = sb.run(&dir, &capsule);
+    assert_eq!(
+        (out.status.code(), stdout(&out)),
+        (Some(0), "hi\n".into()),
+        "{}",
+        stderr(&out)
+    );
+
+    lock(&format!("{{platforms: {{linux-x86_64: {}}}}}", sha.trim()));
+    let what = "murmur.lock conflict for 'local/echo': 'local/echo' is pinned only per platform (sha256.platforms without any), which this runtime cannot compare";
+    let roster = sb.run(&dir, &["run", "--roster", "--task", "hi"]);
+    assert_eq!(roster.status.code(), Some(1), "{}", stderr(&roster));
+    assert!(
+        stderr(&roster).contains(&format!("error[E-REG-005]: roster.yaml: member 'lead': {what}")),
+        "{}",
+        stderr(&roster)
+    );
+    let single = sb.run(&dir, &capsule);
+    assert_eq!(single.status.code(), Some(1), "{}", stderr(&single));
+    assert!(
+        stderr(&single).contains(&format!(
+            "error[E-REG-005]: capsule 'local/echo@0.1.0' cannot be run: {what}"
+        )),
+        "{}",
+        stderr(&single)
+    );
+    assert_eq!(stdout(&single), "", "nothing ran");
+}
