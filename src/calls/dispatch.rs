@@ -242,13 +242,14 @@ impl TaskInner {
 
     /// Ends the task's calls: each without an outcome ends `abandoned` (its watcher stops, the
     /// callee is not cancelled), and every call not handed over is traced `delivered: false`.
-    pub fn finish(&self) {
+    /// Returns how every call of the task ended, in start order (for `noAnswerBelow`).
+    pub fn finish(&self) -> Vec<CallOutcome> {
         let calls = {
             let mut book = self.lock();
             book.ended = true;
             book.calls.clone()
         };
-        for slot in calls {
+        for slot in &calls {
             let abandoned = Ended::new(
                 CallStatus::Abandoned,
                 format!(
@@ -256,7 +257,7 @@ impl TaskInner {
                     slot.member
                 ),
             );
-            self.settle(&slot, abandoned);
+            self.settle(slot, abandoned);
             slot.give_up.send_replace(true);
             let settled = {
                 let mut s = slot.lock();
@@ -267,10 +268,23 @@ impl TaskInner {
                 s.settled.clone()
             };
             if let Some(settled) = settled {
-                self.trace_end(&slot, &settled, false);
+                self.trace_end(slot, &settled, false);
             }
         }
         self.changed.send_modify(|v| *v = v.wrapping_add(1));
+        calls
+            .iter()
+            .filter_map(|slot| {
+                let settled = slot.lock().settled.clone()?;
+                Some(CallOutcome {
+                    call_id: slot.call_id.clone(),
+                    member: slot.member.clone(),
+                    status: settled.status,
+                    output: settled.output,
+                    truncated: settled.truncated,
+                })
+            })
+            .collect()
     }
 }
 
@@ -409,8 +423,8 @@ impl TaskCalls {
     }
 
     /// Ends the task's calls (see [`super::Calls::finish_task`]).
-    pub fn finish(&self) {
-        self.inner.finish();
+    pub fn finish(&self) -> Vec<CallOutcome> {
+        self.inner.finish()
     }
 }
 

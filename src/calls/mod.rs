@@ -65,7 +65,7 @@ pub use output::{
 pub use policy::{PeerRoutes, task_policy};
 pub use router::{Channel, Denial, PeerRoute, Resolution, Resolve, VirtualPeerRouter, resolve};
 
-use crate::capsule::{AllowList, HttpPolicy, MemberCalls};
+use crate::capsule::{AllowList, CallOutcome, HttpPolicy, MemberCalls};
 use crate::door::Trust;
 use crate::timing::Timing;
 use crate::trace::TraceWriter;
@@ -162,12 +162,11 @@ impl Calls {
 
     /// The task ended: every call without an outcome ends `abandoned` (the callee is not
     /// cancelled), every call not handed over is traced with `delivered: false`, and no call may
-    /// start under this task any more. Idempotent.
-    pub fn finish_task(&self, task_id: &str) {
+    /// start under this task any more. Idempotent. Returns how each of the task's calls ended,
+    /// in start order; empty once the task is finished.
+    pub fn finish_task(&self, task_id: &str) -> Vec<CallOutcome> {
         let task = self.tasks().remove(task_id);
-        if let Some(t) = task {
-            t.finish();
-        }
+        task.map(|t| t.finish()).unwrap_or_default()
     }
 
     /// [`Calls::finish_task`] for every task (wind-down).

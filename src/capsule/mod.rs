@@ -181,6 +181,20 @@ pub struct CallOutcome {
     pub truncated: bool,
 }
 
+/// `metadata.murmur.noAnswerBelow` of a task that ends without an answer (§7.4, §11.6): the
+/// `{member, status}` of each of its calls that ended without an answer, in start order. The
+/// one rule for model and component capsules alike.
+pub fn no_answer_below(ended: &[CallOutcome]) -> Vec<crate::door::NoAnswerBelow> {
+    ended
+        .iter()
+        .filter(|o| o.status != CallStatus::Completed)
+        .map(|o| crate::door::NoAnswerBelow {
+            member: o.member.clone(),
+            status: o.status.as_str().to_string(),
+        })
+        .collect()
+}
+
 /// The member calls of one task (§11.2–§11.4), implemented by the session. Calls still
 /// outstanding when [`Capsule::run`] returns are the session's to end `abandoned` (§16.2).
 pub trait MemberCalls: Send + Sync {

@@ -522,18 +522,9 @@ impl TaskRun<'_> {
                  yet; end your turn to receive it first"
             ));
         }
-        let below = self
-            .ended
-            .iter()
-            .filter(|o| o.status != CallStatus::Completed)
-            .map(|o| NoAnswerBelow {
-                member: o.member.clone(),
-                status: o.status.as_str().to_string(),
-            })
-            .collect();
         Ok(AgentOutcome::NoAnswer {
             reason: reason.to_string(),
-            below,
+            below: crate::capsule::no_answer_below(&self.ended),
         })
     }
 }

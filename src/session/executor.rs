@@ -56,8 +56,9 @@ pub enum ExecEvent {
 pub trait TaskSetup: Send + Sync {
     /// The environment of one task: identity, member calls, network policy, output, limits.
     fn env(&self, work: &Work) -> TaskEnv;
-    /// The task's run is over (e.g. its unawaited member calls end `abandoned`).
-    fn finished(&self, task_id: &str);
+    /// The task's run is over (e.g. its unawaited member calls end `abandoned`): how each of its
+    /// member calls ended, in start order.
+    fn finished(&self, task_id: &str) -> Vec<capsule::CallOutcome>;
     /// What a model capsule's task runs with (§16.3): its calls, cancellation and events.
     fn model_task(&self, work: &Work, board: &Arc<Board>, cancel: capsule::CancelSignal) -> TaskCtx;
     /// A model capsule's task ended `max_turns_reached` (the board only knows it failed).
@@ -105,17 +106,22 @@ async fn drain(
             signal.cancel();
         });
         let outcome = match &runner {
-            Runner::Component(capsule) => board_outcome(capsule.run(&work.text, env).await, work.owner.as_deref()),
+            Runner::Component(capsule) => {
+                let host = capsule.run(&work.text, env).await;
+                // Its calls end first: one not awaited ends `abandoned`, and counts as such.
+                let ended = setup.finished(&task_id);
+                board_outcome(host, work.owner.as_deref(), &ended)
+            }
             Runner::Model(agent) => {
                 let outcome = agent.run(&work.text, setup.model_task(&work, &board, env.cancel)).await;
                 if matches!(outcome, AgentOutcome::MaxTurns(_)) {
                     setup.max_turns_reached(&task_id);
                 }
+                setup.finished(&task_id);
                 outcome.into_board()
             }
         };
         bridge.abort();
-        setup.finished(&task_id);
         board.finish(&task_id, outcome);
         drop(work);
         let _ = events.send(ExecEvent::Done { task_id });
@@ -139,15 +145,20 @@ async fn wait_closed(board: &Board) {
 }
 
 /// The host's outcome as the board records it. A no-answer is honoured only in a task a member
-/// sent (§16.2); anywhere else it is a failure carrying the reason.
-pub fn board_outcome(outcome: capsule::TaskOutcome, owner: Option<&str>) -> TaskOutcome {
+/// sent (§16.2), with the task's calls that ended without an answer (`ended`: every call of the
+/// task, as it ended) as `noAnswerBelow`; anywhere else it is a failure carrying the reason.
+pub fn board_outcome(
+    outcome: capsule::TaskOutcome,
+    owner: Option<&str>,
+    ended: &[capsule::CallOutcome],
+) -> TaskOutcome {
     match outcome {
         capsule::TaskOutcome::Completed(answer) => TaskOutcome::Completed(answer),
         capsule::TaskOutcome::Failed(message) => TaskOutcome::Failed(message),
         capsule::TaskOutcome::NoAnswer(reason) if owner.is_some_and(|o| o.starts_with("member:")) => {
             TaskOutcome::NoAnswer {
                 reason,
-                below: Vec::new(),
+                below: capsule::no_answer_below(ended),
             }
         }
         capsule::TaskOutcome::NoAnswer(reason) => TaskOutcome::Failed(reason),
@@ -273,9 +284,10 @@ impl TaskSetup for Setup {
         }
     }
 
-    fn finished(&self, task_id: &str) {
-        if let Some(c) = &self.calls {
-            c.finish_task(task_id);
+    fn finished(&self, task_id: &str) -> Vec<capsule::CallOutcome> {
+        match &self.calls {
+            Some(c) => c.finish_task(task_id),
+            None => Vec::new(),
         }
     }
 
@@ -355,7 +367,41 @@ mod tests {
             (Host::Canceled, None, TaskOutcome::Canceled),
         ];
         for (host, owner, want) in table {
-            assert_eq!(board_outcome(host.clone(), owner), want, "{host:?} {owner:?}");
+            assert_eq!(board_outcome(host.clone(), owner, &[]), want, "{host:?} {owner:?}");
         }
+    }
+
+    #[test]
+    fn a_no_answer_names_the_calls_that_ended_without_one() {
+        use crate::capsule::{CallOutcome, CallStatus};
+        use crate::door::NoAnswerBelow;
+        let call = |member: &str, status: CallStatus| CallOutcome {
+            call_id: format!("mcl_{member}"),
+            member: member.into(),
+            status,
+            output: String::new(),
+            truncated: false,
+        };
+        let ended = [
+            call("coder", CallStatus::Failed),
+            call("tester", CallStatus::Completed),
+            call("reviewer", CallStatus::Abandoned),
+        ];
+        let below = |m: &str, s: &str| NoAnswerBelow {
+            member: m.into(),
+            status: s.into(),
+        };
+        assert_eq!(
+            board_outcome(Host::NoAnswer("r".into()), Some("member:lead"), &ended),
+            TaskOutcome::NoAnswer {
+                reason: "r".into(),
+                below: vec![below("coder", "failed"), below("reviewer", "abandoned")],
+            }
+        );
+        assert_eq!(
+            board_outcome(Host::NoAnswer("r".into()), Some("operator"), &ended),
+            TaskOutcome::Failed("r".into()),
+            "no metadata where a no-answer is not honoured"
+        );
     }
 }

@@ -5,7 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use crate::support::{Sandbox, stderr, stdout};
+use serde_json::{Value, json};
+
+use crate::support::{Sandbox, member_traces, stderr, stdout};
 
 /// Runs `mur args…` in `cwd` with `HOME` set to `home`.
 fn run_with_home(sb: &Sandbox, home: &Path, cwd: &Path, args: &[&str]) -> Output {
@@ -48,6 +50,9 @@ fn install_keeper_and_echo(sb: &Sandbox) {
         "trace:\n  retain:\n    max_sessions: 2\n",
     );
 }
+
+/// What a caller needs to reach its callees' loopback doors.
+const GRANT: &str = "capabilities:\n  network:\n    allow: [localhost]\n";
 
 const KEEPER_AND_WORKER: &str = "roster_version: 1
 members:
@@ -114,6 +119,59 @@ fn a_symlinked_home_keeps_every_members_records_in_reach() {
         left.is_empty(),
         "a peer's trace of the removed formation is left: {left:?}"
     );
+}
+
+/// Item: a component that ends without an answer reports, like a model capsule, the calls of its
+/// task that ended without one (runtime.md §7.4, §11.6).
+#[test]
+fn a_components_no_answer_names_the_calls_that_ended_without_one() {
+    let sb = Sandbox::new();
+    let peer = "lifecycle:\n  task_acceptance: queue\n  after_task: sleep\nexports:\n  peer_tasks:\n    accept: true\n";
+    sb.install_component("fan", "tests/it/testdata/fan.wat", GRANT);
+    sb.install_component("giveup", "tests/it/testdata/giveup.wat", &format!("{GRANT}{peer}"));
+    sb.install_component("trapper", "actors/trap/capsule.wat", peer);
+    let dir = sb.path("formation");
+    // lead (fan) calls g (giveup), which calls worker (trap): worker fails, g gives no answer.
+    std::fs::write(
+        dir.join("roster.yaml"),
+        "roster_version: 1
+members:
+  - {name: lead, capsule: local/fan, version: 0.1.0, entry: true}
+  - {name: g, capsule: local/giveup, version: 0.1.0}
+  - {name: worker, capsule: local/trapper, version: 0.1.0}
+reachability:
+  - {from: lead, to: [g]}
+  - {from: g, to: [worker]}
+",
+    )
+    .expect("roster");
+    let out = sb.run(&dir, &["run", "--roster", "--task", "anything"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // fan answers with the member's letter and '0' + the call's status: 7 is no-answer.
+    assert_eq!(stdout(&out), "g7\n", "{}", stderr(&out));
+
+    let lead = member_traces(&sb, "lead");
+    let call = lead
+        .iter()
+        .flatten()
+        .find(|r| r["event_type"] == "member_call" && r["member"] == "g")
+        .unwrap_or_else(|| panic!("the lead's member_call to g: {lead:?}"));
+    assert_eq!(call["status"], "no_answer", "{call}");
+    assert_eq!(
+        call["no_answer_below"],
+        json!([{"member": "worker", "status": "failed"}]),
+        "the caller sees what ended without an answer below g: {call}"
+    );
+    // g's own record of its call agrees.
+    let g = member_traces(&sb, "g");
+    let below: Vec<&Value> = g
+        .iter()
+        .flatten()
+        .filter(|r| r["event_type"] == "member_call")
+        .collect();
+    assert_eq!(below.len(), 1, "{g:?}");
+    assert_eq!(below[0]["member"], "worker");
+    assert_eq!(below[0]["status"], "failed");
 }
 
 /// Item: a lock entry pinned only per platform is refused by admission and by `mur run
