@@ -141,21 +141,19 @@ fn show_formation(home: &MurHome, id: &str) -> Outcome {
     Ok(0)
 }
 
+/// §14.4's layout: one `searched:` line per root, then one row per session with the session
+/// id, member and capsule each padded to their column, then the call lines.
 pub fn render_formation(id: &str, roots: &[PathBuf], t: &FormationTrace) -> String {
     let mut out = format!("── Formation {}\nformation:  {id}\n", "─".repeat(30));
-    for (i, root) in roots.iter().enumerate() {
-        let head = if i == 0 { "searched:   " } else { "            " };
-        out.push_str(&format!("{head}{}\n", root.display()));
+    for root in roots {
+        out.push_str(&format!("searched:   {}\n", root.display()));
     }
-    let width = t
-        .sessions
-        .iter()
-        .map(|s| s.member.as_deref().unwrap_or("-").len())
-        .max()
-        .unwrap_or(1);
+    let member = |s: &formation::SessionSummary| s.member.as_deref().unwrap_or("-").chars().count();
+    let member_w = t.sessions.iter().map(member).max().unwrap_or(1);
+    let capsule_w = t.sessions.iter().map(|s| s.capsule.chars().count()).max().unwrap_or(1);
     for s in &t.sessions {
         out.push_str(&format!(
-            "{:<36}  {:<width$}  {}  {}\n",
+            "{:<36}  {:<member_w$}  {:<capsule_w$}  {}\n",
             s.session_id,
             s.member.as_deref().unwrap_or("-"),
             s.capsule,
@@ -208,9 +206,9 @@ mod tests {
         };
         let out = render_formation(frm, &[PathBuf::from("/r/a"), PathBuf::from("/r/b")], &t);
         let want = format!(
-            "── Formation {}\nformation:  {frm}\nsearched:   /r/a\n            /r/b\n\
+            "── Formation {}\nformation:  {frm}\nsearched:   /r/a\nsearched:   /r/b\n\
              ses_a{}  planner  local/planner  ok\n\
-             ses_b{}  coder    local/coder  no session_end\n\
+             ses_b{}  coder    local/coder    no session_end\n\
              calls:\n  mcl_1  planner → coder  completed  1234 ms\n    mcl_2  coder → tester  completed  7 ms\n  mcl_3  planner → tester  unfinished\n",
             "─".repeat(30),
             " ".repeat(31),

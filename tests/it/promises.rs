@@ -7,7 +7,7 @@ use std::process::Output;
 
 use serde_json::{Value, json};
 
-use crate::support::{Sandbox, member_traces, stderr, stdout};
+use crate::support::{Sandbox, member_traces, repo_root, stderr, stdout};
 
 /// Runs `mur args…` in `cwd` with `HOME` set to `home`.
 fn run_with_home(sb: &Sandbox, home: &Path, cwd: &Path, args: &[&str]) -> Output {
@@ -172,6 +172,96 @@ reachability:
     assert_eq!(below.len(), 1, "{g:?}");
     assert_eq!(below[0]["member"], "worker");
     assert_eq!(below[0]["status"], "failed");
+}
+
+/// Replaces what differs between runs: the sandbox's path, ids (numbered in order of
+/// appearance, per kind), durations.
+fn normalised(text: &str, sandbox: &Path) -> String {
+    let sb = sandbox.display().to_string();
+    let mut text = text.replace(sb.trim_start_matches('/'), "<SANDBOX>");
+    for prefix in ["frm_", "ses_", "mcl_"] {
+        let mut seen: Vec<String> = Vec::new();
+        let mut out = String::new();
+        let mut rest = text.as_str();
+        while let Some(pos) = rest.find(prefix) {
+            let (head, tail) = rest.split_at(pos);
+            out.push_str(head);
+            let hex = tail[prefix.len()..]
+                .bytes()
+                .take_while(|b| b.is_ascii_hexdigit())
+                .count();
+            if hex != 32 {
+                out.push_str(prefix);
+                rest = &tail[prefix.len()..];
+                continue;
+            }
+            let id = &tail[..prefix.len() + 32];
+            let n = seen.iter().position(|s| s == id).unwrap_or_else(|| {
+                seen.push(id.to_string());
+                seen.len() - 1
+            });
+            out.push_str(&format!("{prefix}<{n}>"));
+            rest = &tail[id.len()..];
+        }
+        out.push_str(rest);
+        text = out;
+    }
+    text.lines()
+        .map(
+            |line| match line.strip_suffix(" ms").and_then(|l| l.rsplit_once("  ")) {
+                Some((head, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+                    format!("{head}  <N> ms\n")
+                }
+                _ => format!("{line}\n"),
+            },
+        )
+        .collect()
+}
+
+fn snapshot(rel: &str, actual: &str) {
+    let path = repo_root().join("tests/it/snapshots").join(rel);
+    if std::env::var_os("MUR_UPDATE_SNAPSHOTS").is_some() {
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&path, actual).expect("write snapshot");
+        return;
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; write it with MUR_UPDATE_SNAPSHOTS=1", path.display()));
+    assert_eq!(
+        want,
+        actual,
+        "{} differs from the output; refresh with MUR_UPDATE_SNAPSHOTS=1 if the change is meant",
+        path.display()
+    );
+}
+
+/// Item: `mur trace show frm_…` has the page's layout (runtime.md §14.4): one `searched:` line
+/// per root, every column padded.
+#[test]
+fn trace_show_of_a_formation_has_the_pages_layout() {
+    let sb = Sandbox::new();
+    sb.install_actor("echo");
+    sb.install_component("relay", "src/capsule/testdata/relay.wat", GRANT);
+    let dir = sb.path("formation");
+    std::fs::write(
+        dir.join("roster.yaml"),
+        "roster_version: 1
+members:
+  - {name: lead, capsule: local/relay, version: 0.1.0, entry: true}
+  - {name: worker, capsule: local/echo, version: 0.1.0}
+reachability:
+  - {from: lead, to: [worker]}
+",
+    )
+    .expect("roster");
+    let out = sb.run(&dir, &["run", "--roster", "--task", "relayed"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "relayed\n");
+    let frm = formation_id(&out);
+    let shown = sb.run(&dir, &["trace", "show", &frm]);
+    assert_eq!(shown.status.code(), Some(0), "{}", stderr(&shown));
+    let sandbox = sb.dir.path().canonicalize().expect("sandbox");
+    snapshot("trace/formation.txt", &normalised(&stdout(&shown), &sandbox));
 }
 
 /// Item: a lock entry pinned only per platform is refused by admission and by `mur run
