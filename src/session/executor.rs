@@ -23,6 +23,7 @@ use crate::trace::TraceWriter;
 
 use super::journal::Journal;
 use super::records::Console;
+use super::winddown::LifelineProbe;
 
 /// What runs a session's tasks: a WebAssembly component, or the agent loop of a model capsule.
 #[derive(Clone)]
@@ -63,6 +64,11 @@ pub trait TaskSetup: Send + Sync {
     fn model_task(&self, work: &Work, board: &Arc<Board>, cancel: capsule::CancelSignal) -> TaskCtx;
     /// A model capsule's task ended `max_turns_reached` (the board only knows it failed).
     fn max_turns_reached(&self, task_id: &str);
+    /// Whether the member's formation has ended (its lifeline is closed), even if the
+    /// controller has not heard of it yet.
+    fn formation_has_ended(&self) -> bool {
+        false
+    }
 }
 
 /// Starts draining `board` on `arbiter`; events go to `events`.
@@ -121,6 +127,13 @@ async fn drain(
                 outcome.into_board()
             }
         };
+        if setup.formation_has_ended() {
+            // The formation ended while this task ran, so the wind-down decides how it ends
+            // (runtime.md §13.3: canceled), whatever the run came to: a run that failed because
+            // a callee was wound down by the same end must not get there first.
+            let teardown = Timing::get().member_teardown;
+            let _ = tokio::time::timeout(teardown, work.cancel.cancelled()).await;
+        }
         bridge.abort();
         board.finish(&task_id, outcome);
         drop(work);
@@ -213,6 +226,7 @@ pub fn task_setup(
     calls: Option<calls::Calls>,
     bootstrap_log: &Path,
     journal: Journal,
+    lifeline: Option<LifelineProbe>,
 ) -> Setup {
     let callees: Vec<String> = first
         .map(|f| f.calls.iter().map(|c| c.name.clone()).collect())
@@ -243,6 +257,7 @@ pub fn task_setup(
         budget: Timing::get().component_task,
         call_bound: calls::call_bound(manifest.lifecycle.delegation_deadline_secs),
         journal,
+        lifeline,
     }
 }
 
@@ -258,6 +273,8 @@ pub struct Setup {
     /// The bound of each member call, named in a model's busy note.
     call_bound: Duration,
     journal: Journal,
+    /// The member's lifeline, when it has one: whether its formation has ended.
+    lifeline: Option<LifelineProbe>,
 }
 
 impl TaskSetup for Setup {
@@ -282,6 +299,10 @@ impl TaskSetup for Setup {
                 ..capsule::Limits::default()
             },
         }
+    }
+
+    fn formation_has_ended(&self) -> bool {
+        self.lifeline.as_ref().is_some_and(LifelineProbe::has_closed)
     }
 
     fn finished(&self, task_id: &str) -> Vec<capsule::CallOutcome> {

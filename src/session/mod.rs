@@ -196,6 +196,7 @@ impl Session {
     async fn serve_async(self, args: &RunArgs, mut p: Prepared) -> u8 {
         let (cause_tx, causes) = mpsc::unbounded_channel();
         let lifeline = p.membership.as_mut().and_then(|m| m.lifeline.take());
+        let lifeline_probe = lifeline.as_ref().and_then(winddown::LifelineProbe::of);
         let listening = winddown::listen(
             &cause_tx,
             lifeline,
@@ -309,6 +310,7 @@ impl Session {
             member_calls.clone(),
             &self.records.bootstrap_log(),
             self.journal.clone(),
+            lifeline_probe,
         ));
         if !executor::spawn(
             &arbiter.handle(),

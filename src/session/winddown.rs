@@ -5,7 +5,7 @@
 //! out the [`Plan`] it returns. The lifeline reader and the teardown backstop live here too: both
 //! run on plain threads, so nothing ever blocks an actix arbiter.
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -147,6 +147,34 @@ pub fn watch_lifeline(fd: OwnedFd, on_eof: impl FnOnce(Option<String>) + Send + 
     Ok(())
 }
 
+/// Whether this member's formation has ended, read from the lifeline itself rather than from the
+/// listener's news: a pipe whose write end is closed polls as hung up at once, while the
+/// listener thread may not have run yet. The launcher closes the entry's lifeline before any
+/// peer's (and the kernel closes them all at once when the launcher dies), so once a callee has
+/// wound down and told this member so, this probe already says the formation ended.
+#[derive(Debug)]
+pub struct LifelineProbe(OwnedFd);
+
+impl LifelineProbe {
+    /// A probe on its own duplicate of `lifeline` (close-on-exec), so the listener may drop its
+    /// descriptor without this one naming a reused number.
+    pub fn of(lifeline: &OwnedFd) -> Option<LifelineProbe> {
+        lifeline.try_clone().ok().map(LifelineProbe)
+    }
+
+    /// True once the launcher's end of the lifeline is closed.
+    pub fn has_closed(&self) -> bool {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        let mut fds = [PollFd::new(self.0.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::ZERO) {
+            Ok(n) if n > 0 => fds[0]
+                .revents()
+                .is_some_and(|r| r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR)),
+            _ => false,
+        }
+    }
+}
+
 /// Arms the teardown backstop: after `after`, `last_words` runs (remove the running record) and
 /// the process exits with status 143, wherever the wind-down is.
 pub fn arm_backstop(after: Duration, last_words: impl FnOnce() + Send + 'static) {
@@ -224,6 +252,18 @@ mod tests {
 
     fn begin(cause: Cause, was_running: bool) -> Reaction {
         Reaction::Begin(Plan { cause, was_running })
+    }
+
+    #[test]
+    fn the_probe_sees_the_launchers_end_close_even_after_the_listener_let_go() {
+        let (read, write) = nix::unistd::pipe().expect("pipe");
+        let probe = LifelineProbe::of(&read).expect("dup");
+        assert!(!probe.has_closed(), "open lifeline");
+        drop(read); // the listener's descriptor goes; the probe keeps its own
+        assert!(!probe.has_closed(), "still open at the launcher's end");
+        drop(write);
+        assert!(probe.has_closed(), "closed by the launcher");
+        assert!(probe.has_closed(), "and stays so");
     }
 
     #[test]
