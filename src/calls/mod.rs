@@ -188,7 +188,9 @@ pub fn call_bound(manifest_secs: u64) -> Duration {
 }
 
 /// [`call_bound`] with the variable's value given.
+/// Both are capped at [`crate::timing::MAX_KNOB`], so a call's deadline (its start plus the
+/// bound) cannot overflow, whatever a manifest or the environment says.
 pub fn call_bound_from(manifest_secs: u64, env: Option<&str>) -> Duration {
     let from_env = env.and_then(|v| v.trim().parse::<u64>().ok()).filter(|&s| s > 0);
-    Duration::from_secs(from_env.unwrap_or(manifest_secs))
+    Duration::from_secs(from_env.unwrap_or(manifest_secs)).min(crate::timing::MAX_KNOB)
 }

@@ -211,6 +211,9 @@ fn the_call_bound_prefers_a_positive_environment_value() {
         (120, Some("0"), 120),
         (120, Some("-5"), 120),
         (120, Some("soon"), 120),
+        // Capped at a year, so a call's deadline cannot overflow.
+        (u64::MAX, None, 365 * 86_400),
+        (120, Some("18446744073709551615"), 365 * 86_400),
     ];
     for (manifest, env, want) in table {
         assert_eq!(call_bound_from(*manifest, *env), Duration::from_secs(*want), "{env:?}");
