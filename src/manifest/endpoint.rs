@@ -29,6 +29,20 @@ pub fn split(url: &str) -> Option<Endpoint<'_>> {
     (!authority.is_empty()).then_some(Endpoint { tls, authority })
 }
 
+/// The socket an endpoint naming `localhost` is dialled at: 127.0.0.1 and its port (80 or 443
+/// when it names none). The name is never looked up: where `localhost` resolves to `::1` first,
+/// any local user listening there would receive the API key (doors are dialled the same way).
+/// `None` for every other host, which is resolved as usual.
+pub fn localhost_socket(url: &str) -> Option<std::net::SocketAddr> {
+    let endpoint = split(url)?;
+    let (host, port) = match endpoint.authority.split_once(':') {
+        Some((h, p)) => (h, p.parse::<u16>().ok().filter(|&p| p != 0)?),
+        None => (endpoint.authority, if endpoint.tls { 443 } else { 80 }),
+    };
+    host.eq_ignore_ascii_case("localhost")
+        .then(|| std::net::SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+}
+
 /// Whether a plain `http://` endpoint may be used: its authority is exactly a loopback host and
 /// an optional port. Anything looser (a user part, an odd spelling of an address) is refused, so
 /// no HTTP client can read a different host out of it than this check did.
@@ -69,6 +83,25 @@ fn is_loopback_host(host: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn localhost_is_dialled_at_127_0_0_1() {
+        let at = |p: u16| Some(std::net::SocketAddr::from((Ipv4Addr::LOCALHOST, p)));
+        let rows: [(&str, Option<std::net::SocketAddr>); 8] = [
+            ("http://localhost:11434/v1", at(11434)),
+            ("http://LocalHost:8080", at(8080)),
+            ("http://localhost/v1", at(80)),
+            ("https://localhost/v1", at(443)),
+            ("http://127.0.0.1:8080", None),
+            ("https://api.openai.com", None),
+            ("http://localhost:0", None),
+            ("http://localhost:99999", None),
+        ];
+        for (url, want) in rows {
+            assert_eq!(localhost_socket(url), want, "{url}");
+        }
+    }
+
     use super::*;
 
     #[test]

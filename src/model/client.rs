@@ -100,6 +100,8 @@ fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
 /// A provider endpoint, as one task talks to it.
 pub struct ProviderClient {
     http: awc::Client,
+    /// Where a `localhost` endpoint is dialled (127.0.0.1, never a resolved name).
+    address: Option<std::net::SocketAddr>,
     url: String,
     provider: Provider,
     /// The `Authorization` or `x-api-key` value, marked sensitive.
@@ -165,6 +167,7 @@ impl ProviderClient {
         };
         Ok(ProviderClient {
             http,
+            address: crate::manifest::endpoint::localhost_socket(&config.url),
             url: config.url.clone(),
             provider: config.provider,
             credential,
@@ -221,6 +224,9 @@ impl ProviderClient {
             .post(&self.url)
             .insert_header((CONTENT_TYPE, "application/json"))
             .insert_header(("accept", "application/json"));
+        if let Some(addr) = self.address {
+            req = req.address(addr);
+        }
         match (self.provider, &self.credential) {
             (Provider::OpenAi | Provider::OpenAiCompatible, Some(v)) => {
                 req = req.insert_header((AUTHORIZATION, v.clone()))
