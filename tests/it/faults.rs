@@ -454,14 +454,20 @@ fn sigterm_while_the_entry_waits_on_a_peer_cancels_its_task_every_time() {
         let (code, out, err) = launch.wait(Duration::from_secs(60));
         let what = format!("round {round}");
         assert_eq!(code, 143, "{what}: {err}");
-        assert!(out.starts_with("canceled: "), "{what}: the entry's task was cancelled: {out:?}\n{err}");
+        assert!(
+            out.starts_with("canceled: "),
+            "{what}: the entry's task was cancelled: {out:?}\n{err}"
+        );
         let recs = records_of(&sb, "lead");
         let types: Vec<&str> = recs.iter().map(|r| r["event_type"].as_str().unwrap_or("")).collect();
         let ended = types.iter().position(|t| *t == "formation_ended");
         let canceled = types.iter().position(|t| *t == "task_canceled");
         assert!(ended.is_some() && canceled > ended, "{what}: lead: {types:?}");
         assert_eq!(recs.last().expect("trace")["exit_status"], "formation_ended", "{what}");
-        assert!(!err.contains("E-RUN-040"), "{what}: no member reports an error of its own: {err}");
+        assert!(
+            !err.contains("E-RUN-040"),
+            "{what}: no member reports an error of its own: {err}"
+        );
         nothing_claims_to_run(&sb, &dir, &what);
     }
 }
