@@ -11,6 +11,7 @@ pub mod diag;
 pub mod ids;
 pub mod manifest;
 pub mod names;
+pub mod outcome;
 pub mod paths;
 pub mod procinfo;
 pub mod retention;

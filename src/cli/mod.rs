@@ -1,14 +1,12 @@
 //! The `mur` command line: one file per command, each a thin shell over the library.
 //!
-//! Every command returns an exit code or a [`Diagnostic`]; this module renders diagnostics
+//! Every command returns an exit code or a [`crate::diag::Diagnostic`]; this module renders diagnostics
 //! (runtime.md §1.3) and leaves usage errors (exit 2) to clap.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-
-use crate::diag::Diagnostic;
 
 pub mod build;
 pub mod completion;
@@ -24,21 +22,7 @@ pub mod run;
 pub mod stop;
 pub mod trace;
 
-/// What a command hands back: an exit code, or a refusal to render with its prefix.
-pub type Outcome = Result<u8, Failure>;
-
-/// A refusal and the prefix it prints behind (e.g. `[mur run] `).
-#[derive(Debug)]
-pub struct Failure {
-    pub prefix: &'static str,
-    pub diag: Diagnostic,
-}
-
-impl From<Diagnostic> for Failure {
-    fn from(diag: Diagnostic) -> Self {
-        Failure { prefix: "", diag }
-    }
-}
+pub use crate::outcome::{Failure, Outcome};
 
 #[derive(Debug, Parser)]
 #[command(

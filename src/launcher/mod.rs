@@ -20,15 +20,15 @@ pub mod spawn;
 
 use std::ffi::OsString;
 use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use actix::Actor;
 
 use crate::channel::line::LauncherId;
-use crate::cli::{Failure, Outcome, RunArgs};
 use crate::diag::{self, Diagnostic};
 use crate::ids::{self, IdKind};
+use crate::outcome::{Failure, Outcome};
 use crate::paths::MurHome;
 use crate::roster::Admitted;
 use crate::roster::front::{self, Admission};
@@ -205,9 +205,22 @@ fn refuse(diag: Diagnostic) -> Failure {
     Failure { prefix: "", diag }
 }
 
+/// What `mur run --roster` was asked.
+#[derive(Debug, Clone)]
+pub struct LaunchOptions {
+    /// The roster: a `roster.yaml`, or its project directory.
+    pub roster: PathBuf,
+    /// The entry member's one task; without it the formation serves until stopped.
+    pub task: Option<String>,
+    /// The formation line and the outcome as JSON on stdout.
+    pub json: bool,
+    /// End every member this many seconds after the launcher started.
+    pub deadline: Option<u64>,
+}
+
 /// `mur run --roster`: the front end (§5.5), then the launch (§9).
-pub fn run_roster(args: &RunArgs) -> Outcome {
-    let roster_arg = args.roster.as_deref().unwrap_or(Path::new("roster.yaml"));
+pub fn run_roster(args: &LaunchOptions) -> Outcome {
+    let roster_arg = args.roster.as_path();
     // 1. The deadline's origin is the launcher's start.
     let started = Instant::now();
     let started_unix_ms = chrono::Utc::now().timestamp_millis().max(0) as u64;

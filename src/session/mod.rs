@@ -20,16 +20,17 @@ pub mod retention;
 pub mod startup;
 pub mod winddown;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use tokio::sync::mpsc;
 
-use crate::cli::{Outcome, RunArgs};
 use crate::diag::{self, Diagnostic};
 use crate::door::{Board, Door, DoorConfig, FormationTrust};
 use crate::ids::{self, IdKind};
+use crate::outcome::Outcome;
 use crate::paths::MurHome;
 use crate::running::{self, LauncherRef, RunningRecord};
 use crate::timing::Timing;
@@ -41,8 +42,38 @@ use recorder::Recorder;
 use records::{Console, Records};
 use startup::{Prepared, Refusal};
 
+/// What `mur run --capsule` was asked: the operator's flags and the ones the launcher passes to
+/// its members.
+#[derive(Debug, Default, Clone)]
+pub struct SessionOptions {
+    /// The installed capsule, as `<scope>/<name>`, and its exact version.
+    pub capsule: Option<String>,
+    pub capsule_version: Option<String>,
+    /// A task: its text, or a file (relative to the current directory) holding it.
+    pub task: Option<String>,
+    /// The readiness line and the outcome as JSON on stdout.
+    pub json: bool,
+    /// The address the door binds (`ADDR` or `ADDR:PORT`); 127.0.0.1 by default.
+    pub bind: Option<String>,
+    /// The work folder; the current directory by default.
+    pub workdir: Option<PathBuf>,
+    /// A session to resume (refused: not supported).
+    pub resume: Option<String>,
+    /// The sha256 admission bound the capsule to (E-RUN-047 when the bytes differ).
+    pub capsule_sha256: Option<String>,
+    /// The project whose stores and lock the capsule resolves from.
+    pub store_root: Option<PathBuf>,
+    /// The readiness line carries the door's tokens (the launcher's probe needs the operator's).
+    pub readiness_tokens: bool,
+    /// The formation's deadline, in Unix milliseconds.
+    pub inherited_deadline: Option<u64>,
+    /// Lifecycle overrides the launcher sets for the entry member.
+    pub lifecycle_task_acceptance: Option<String>,
+    pub lifecycle_after_task: Option<String>,
+}
+
 /// `mur run --capsule`: runs the session and returns its exit code.
-pub fn run(args: &RunArgs) -> Outcome {
+pub fn run(args: &SessionOptions) -> Outcome {
     let console = Console::new();
     ignore_sigpipe();
     ignore_terminal_signals_in_a_formation();
@@ -189,11 +220,11 @@ impl Session {
     }
 
     /// §6.1 steps 7–8 and the life of the session, on one actix system.
-    fn serve(self, args: &RunArgs, p: Prepared) -> u8 {
+    fn serve(self, args: &SessionOptions, p: Prepared) -> u8 {
         actix_rt::System::new().block_on(self.serve_async(args, p))
     }
 
-    async fn serve_async(self, args: &RunArgs, mut p: Prepared) -> u8 {
+    async fn serve_async(self, args: &SessionOptions, mut p: Prepared) -> u8 {
         let (cause_tx, causes) = mpsc::unbounded_channel();
         let lifeline = p.membership.as_mut().and_then(|m| m.lifeline.take());
         let lifeline_probe = lifeline.as_ref().and_then(winddown::LifelineProbe::of);
@@ -267,7 +298,7 @@ impl Session {
                 pid: std::process::id(),
                 records_dir: &records_dir,
                 session_id: &self.id,
-                operator_token: if args.hidden.readiness_tokens {
+                operator_token: if args.readiness_tokens {
                     door.operator_token()
                 } else {
                     None

@@ -16,7 +16,6 @@ use chrono::{DateTime, Utc};
 
 use crate::capsule::{self as host, CapsuleEngine};
 use crate::channel;
-use crate::cli::RunArgs;
 use crate::diag::{self, Diagnostic};
 use crate::ids::{self, IdKind};
 use crate::manifest::{self, Kind, Manifest};
@@ -26,6 +25,7 @@ use crate::store::lock::Lock;
 use crate::store::{Resolved, Stores};
 use crate::timing::Timing;
 
+use super::SessionOptions;
 use super::executor::Runner;
 use super::lifecycle::Policy;
 use super::records::Console;
@@ -303,13 +303,12 @@ pub(super) struct Prepared {
 }
 
 /// §6.1 steps 1–5, in order.
-pub(super) fn prepare(args: &RunArgs, console: &Console) -> Result<Prepared, Refusal> {
-    let hidden = &args.hidden;
+pub(super) fn prepare(args: &SessionOptions, console: &Console) -> Result<Prepared, Refusal> {
     // Usage first, like clap's own checks: a bad override is exit 2 before anything else.
     Policy::new(
         &crate::manifest::Lifecycle::default(),
-        hidden.lifecycle_task_acceptance.as_deref(),
-        hidden.lifecycle_after_task.as_deref(),
+        args.lifecycle_task_acceptance.as_deref(),
+        args.lifecycle_after_task.as_deref(),
         false,
     )
     .map_err(|b| Refusal::Usage(b.0))?;
@@ -359,9 +358,9 @@ pub(super) fn prepare(args: &RunArgs, console: &Console) -> Result<Prepared, Ref
     // 5. The capsule.
     let workdir = workdir(args.workdir.as_deref())?;
     let home = MurHome::from_env();
-    let (stores, lock) = stores(&home, &workdir, hidden.store_root.as_deref());
-    let capsule = resolve_capsule(capsule_name, version, &stores, &lock, hidden.capsule_sha256.as_deref())?;
-    let host = load_runner(&capsule, membership.as_ref(), hidden.inherited_deadline)?;
+    let (stores, lock) = stores(&home, &workdir, args.store_root.as_deref());
+    let capsule = resolve_capsule(capsule_name, version, &stores, &lock, args.capsule_sha256.as_deref())?;
+    let host = load_runner(&capsule, membership.as_ref(), args.inherited_deadline)?;
 
     let cwd = std::env::current_dir().unwrap_or_else(|_| workdir.clone());
     let task = match args.task.as_deref() {
@@ -370,12 +369,12 @@ pub(super) fn prepare(args: &RunArgs, console: &Console) -> Result<Prepared, Ref
     };
     let policy = Policy::new(
         &capsule.manifest.lifecycle,
-        hidden.lifecycle_task_acceptance.as_deref(),
-        hidden.lifecycle_after_task.as_deref(),
+        args.lifecycle_task_acceptance.as_deref(),
+        args.lifecycle_after_task.as_deref(),
         task.is_some(),
     )
     .map_err(|b| Refusal::Usage(b.0))?;
-    let deadline = match hidden.inherited_deadline {
+    let deadline = match args.inherited_deadline {
         None => None,
         Some(ms) => Some(
             i64::try_from(ms)

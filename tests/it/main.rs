@@ -18,6 +18,7 @@ mod firsthour;
 mod formation;
 mod frontend;
 mod hostile;
+mod layers;
 mod load;
 mod loopback;
 mod model;
