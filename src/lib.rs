@@ -14,6 +14,7 @@ pub mod names;
 pub mod outcome;
 pub mod paths;
 pub mod procinfo;
+pub mod readiness;
 pub mod retention;
 pub mod roster;
 pub mod running;

@@ -13,12 +13,12 @@ use tokio::sync::oneshot;
 
 use super::authority::{DropKey, Mint, TokenAuthority};
 use super::peer::{self, CloseLifeline, PeerActor, PeerSpec, SendAddresses};
-use super::probe::Readiness;
 use super::registry;
 use super::report;
 use super::spawn::{self, MemberPipes};
 use super::{LaunchPlan, marker, retention};
 use crate::channel::line::{Address, Call, FirstLine, address_line};
+use crate::readiness::Reported;
 use crate::timing::Timing;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,7 +45,7 @@ pub struct FormationActor {
     phase: Phase,
     authority: Addr<TokenAuthority>,
     peers: Vec<Option<Addr<PeerActor>>>,
-    ready: Vec<Option<(Readiness, u32)>>,
+    ready: Vec<Option<(Reported, u32)>>,
     /// Every member's pipes, created before any spawn; taken as each member starts.
     pipes: Vec<Option<MemberPipes>>,
     first_lines: Vec<String>,
@@ -360,7 +360,7 @@ impl Actor for FormationActor {
 #[rtype(result = "()")]
 pub struct PeerReady {
     pub index: usize,
-    pub readiness: Readiness,
+    pub readiness: Reported,
     pub pid: u32,
 }
 

@@ -16,9 +16,10 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
 use tokio::sync::watch;
 
 use super::formation::{FormationActor, PeerFailed, PeerReady, PeerStarted, PeerStopped};
-use super::probe::{self, Readiness};
+use super::probe;
 use super::registry;
 use super::spawn::{self, MemberCommand, MemberPipes};
+use crate::readiness::{self, Reported};
 use crate::timing::Timing;
 
 /// Everything a peer needs to start.
@@ -361,7 +362,7 @@ async fn await_ready(
     deadline: Instant,
     tail: Arc<Mutex<VecDeque<String>>>,
     prefix: String,
-) -> Result<Readiness, String> {
+) -> Result<Reported, String> {
     let t = Timing::get();
     let budget = t.peer_readiness.as_secs();
     let mut reader = BufReader::new(stdout);
@@ -397,7 +398,7 @@ async fn await_ready(
         Ok(Ok(_)) => {}
     }
     let line = String::from_utf8_lossy(&first).into_owned();
-    let ready = probe::parse_readiness(&line, formation_id)?;
+    let ready = readiness::parse(&line, formation_id)?;
     // From here on the peer's stdout is relayed like its stderr.
     actix::spawn(relay(reader, prefix, None));
 

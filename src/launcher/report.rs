@@ -3,8 +3,8 @@
 use serde_json::{Value, json};
 
 use super::LaunchPlan;
-use super::probe::Readiness;
 use crate::diag::{self, Diagnostic};
+use crate::readiness::Reported;
 
 /// Where a peer is in its start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,7 +55,7 @@ impl Progress {
 }
 
 /// Prints the formation line: JSON on stdout with `--json`, else the human block on stderr.
-pub fn formation_line(plan: &LaunchPlan, ready: &[Option<(Readiness, u32)>]) {
+pub fn formation_line(plan: &LaunchPlan, ready: &[Option<(Reported, u32)>]) {
     if plan.json {
         println!("{}", formation_json(plan, ready));
     } else {
@@ -63,7 +63,7 @@ pub fn formation_line(plan: &LaunchPlan, ready: &[Option<(Readiness, u32)>]) {
     }
 }
 
-pub fn formation_json(plan: &LaunchPlan, ready: &[Option<(Readiness, u32)>]) -> String {
+pub fn formation_json(plan: &LaunchPlan, ready: &[Option<(Reported, u32)>]) -> String {
     let peers: Vec<Value> = plan
         .members
         .iter()
@@ -92,7 +92,7 @@ pub fn formation_json(plan: &LaunchPlan, ready: &[Option<(Readiness, u32)>]) -> 
     .to_string()
 }
 
-pub fn formation_human(plan: &LaunchPlan, ready: &[Option<(Readiness, u32)>]) -> String {
+pub fn formation_human(plan: &LaunchPlan, ready: &[Option<(Reported, u32)>]) -> String {
     let width = plan.members.iter().map(|m| m.name.len()).max().unwrap_or(0);
     let mut out = format!("formation: {}\n", plan.formation_id);
     if let Some(d) = &plan.deadline {

@@ -3,7 +3,7 @@
 //!
 //! [`run`] goes through the start-up order of §6.1: checks and resolution ([`startup`]), then the
 //! session is staged (id, [`records`] directory, `session_start` in the [`journal`]), then, on one
-//! `actix_rt::System`, the door is bound, the running record written and the [`readiness`] line
+//! `actix_rt::System`, the door is bound, the running record written and the [`crate::readiness`] line
 //! printed, and the controller (`control`) runs the [`lifecycle`] until the session ends on its
 //! own or [`winddown`] ends it. The [`executor`] runs tasks on an arbiter of its own, with member
 //! calls wired in when the channel names callees; the [`recorder`] turns the door's task board
@@ -13,7 +13,6 @@ mod control;
 pub mod executor;
 pub mod journal;
 pub mod lifecycle;
-pub mod readiness;
 pub mod recorder;
 pub mod records;
 pub mod retention;
@@ -291,7 +290,7 @@ impl Session {
         let workdir = p.workdir.display().to_string();
         let name = p.capsule.name.to_string();
         if args.json {
-            let line = readiness::Readiness {
+            let line = crate::readiness::Line {
                 auth: manifest.authentication,
                 formation_id: p.membership.as_ref().map(|m| m.formation_id.as_str()),
                 name: &name,
