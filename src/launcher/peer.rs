@@ -4,7 +4,7 @@
 //! `PeerStopped` once its process has been reaped after `CloseLifeline` (or on its own).
 
 use std::collections::VecDeque;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 use std::process::ExitStatus;
@@ -198,15 +198,33 @@ pub struct SendAddresses(pub String);
 
 impl Handler<SendAddresses> for PeerActor {
     type Result = ();
-    fn handle(&mut self, msg: SendAddresses, _: &mut Context<Self>) {
-        if let Some(fd) = &self.channel
-            && let Err(e) = write_all_nonblocking(fd, msg.0.as_bytes())
-        {
-            err_line(&format!(
-                "[mur run] warning: the address line for '{}' could not be written: {e}",
-                self.name
-            ));
-        }
+    fn handle(&mut self, msg: SendAddresses, ctx: &mut Context<Self>) {
+        let Some(channel) = &self.channel else {
+            return;
+        };
+        let name = self.name.clone();
+        // Its own descriptor, so the write may outlive a CloseLifeline that drops the actor's.
+        let fd = match channel.try_clone() {
+            Ok(fd) => fd,
+            Err(e) => {
+                err_line(&format!(
+                    "[mur run] warning: the address line for '{name}' could not be written: {e}"
+                ));
+                return;
+            }
+        };
+        // `wait`, not `spawn`: this actor's later messages queue behind the write, so two lines
+        // never interleave, while the arbiter's thread stays free for every other peer.
+        ctx.wait(
+            async move {
+                if let Err(e) = write_all_nonblocking(&fd, msg.0.as_bytes()).await {
+                    err_line(&format!(
+                        "[mur run] warning: the address line for '{name}' could not be written: {e}"
+                    ));
+                }
+            }
+            .into_actor(self),
+        );
     }
 }
 
@@ -243,16 +261,19 @@ impl Handler<CloseLifeline> for PeerActor {
     }
 }
 
-fn write_all_nonblocking(fd: &OwnedFd, mut buf: &[u8]) -> std::io::Result<()> {
+/// Writes `buf` to the channel's non-blocking write end, yielding while the pipe is full, for at
+/// most 2 s (a member that never reads its channel cannot hold the launcher).
+async fn write_all_nonblocking(fd: &OwnedFd, mut buf: &[u8]) -> std::io::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(2);
     while !buf.is_empty() {
         match nix::unistd::write(fd, buf) {
             Ok(n) => buf = &buf[n..],
-            Err(nix::errno::Errno::EAGAIN) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            Err(nix::errno::Errno::EAGAIN) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(5)).await
+            }
             Err(e) => return Err(e.into()),
         }
     }
-    let _ = fd.as_raw_fd();
     Ok(())
 }
 
