@@ -1160,7 +1160,7 @@ fn edges_for_every_reachability() {
 // ---- W-ROS-001 ----
 
 #[test]
-fn w_ros_001_texts() {
+fn busy_callee_warning_texts() {
     let url = "(https://docs.murmur.nexus/reference/diagnostics/#w-ros-001)";
     type Case = (Acceptance, u32, &'static [&'static str], Option<(String, &'static str)>);
     let table: Vec<Case> = vec![
@@ -1222,7 +1222,7 @@ fn w_ros_001_texts() {
 }
 
 #[test]
-fn w_ros_001_from_admission_reads_each_lifecycle() {
+fn busy_callee_warning_reads_each_lifecycle() {
     let f = Fake::new()
         .with("a", true, true, "")
         .with("b", true, true, "{task_acceptance: queue, queue_depth: 1}")

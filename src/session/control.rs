@@ -165,7 +165,7 @@ impl Controller<'_> {
                 (plan.exit_status(), plan.exit_code())
             }
             Some(End::Normal) | None => match (self.policy.has_task, &local) {
-                (true, Some((task_id, ending))) => match ending.e_run_030(task_id) {
+                (true, Some((task_id, ending))) => match ending.task_not_completed_error(task_id) {
                     Some(d) => {
                         s.console.diag(&d);
                         (ending.status(), 1)

@@ -122,7 +122,7 @@ impl Ending {
     }
 
     /// E-RUN-030 for a `--task` task that ended other than completed [ours].
-    pub fn e_run_030(&self, task_id: &str) -> Option<Diagnostic> {
+    pub fn task_not_completed_error(&self, task_id: &str) -> Option<Diagnostic> {
         let detail = match self {
             Ending::Completed(_) => return None,
             Ending::Failed(m) | Ending::MaxTurns(m) => format!("failed: {m}"),
@@ -223,9 +223,15 @@ mod tests {
             assert_eq!(e.status(), status);
             assert_eq!(e.answer_line("tsk_1"), line);
         }
-        assert!(Ending::Completed("x".into()).e_run_030("tsk_1").is_none());
+        assert!(
+            Ending::Completed("x".into())
+                .task_not_completed_error("tsk_1")
+                .is_none()
+        );
         assert_eq!(
-            Ending::Failed("boom".into()).e_run_030("tsk_1").map(|d| d.message),
+            Ending::Failed("boom".into())
+                .task_not_completed_error("tsk_1")
+                .map(|d| d.message),
             Some("the task tsk_1 ended failed: boom".to_string())
         );
     }

@@ -194,7 +194,8 @@ impl Session {
 
         // W-RUN-008 (§12.4): stderr and logs/bootstrap.log, both through the console.
         if let Some(first) = p.membership.as_ref().and_then(|m| m.first.as_ref())
-            && let Some(w) = startup::w_run_008(&first.member, &callees, &p.capsule.manifest.network_allow)
+            && let Some(w) =
+                startup::unreachable_callees_warning(&first.member, &callees, &p.capsule.manifest.network_allow)
         {
             console.diag(&w);
         }

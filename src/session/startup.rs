@@ -116,7 +116,7 @@ pub fn take_lifeline(
 }
 
 /// Step 4: W-RUN-007, a formation member with no lifeline.
-pub fn w_run_007(formation_id: &str) -> Diagnostic {
+pub fn no_lifeline_warning(formation_id: &str) -> Diagnostic {
     Diagnostic::new(
         diag::W_RUN_007,
         format!(
@@ -126,7 +126,7 @@ pub fn w_run_007(formation_id: &str) -> Diagnostic {
 }
 
 /// §12.4: W-RUN-008, a member with callees whose network grant reaches no loopback door.
-pub fn w_run_008(member: &str, callees: &[String], network_allow: &[String]) -> Option<Diagnostic> {
+pub fn unreachable_callees_warning(member: &str, callees: &[String], network_allow: &[String]) -> Option<Diagnostic> {
     if callees.is_empty() || crate::capsule::AllowList::parse(network_allow).reaches_loopback_door() {
         return None;
     }
@@ -344,7 +344,7 @@ pub(super) fn prepare(args: &SessionOptions, console: &Console) -> Result<Prepar
     if let Some(frm) = &formation_id
         && lifeline.is_none()
     {
-        console.diag(&w_run_007(frm));
+        console.diag(&no_lifeline_warning(frm));
     }
     let has_lifeline = lifeline.is_some();
     let membership = formation_id.map(|formation_id| Membership {
@@ -510,23 +510,23 @@ mod tests {
 
     #[test]
     fn warnings_007_and_008() {
-        let w = w_run_007("frm_0199c4e2f1b7712a9d3e4f5061728394");
+        let w = no_lifeline_warning("frm_0199c4e2f1b7712a9d3e4f5061728394");
         assert_eq!(
             w.render("[capsule-runtime] "),
             "[capsule-runtime] warning[W-RUN-007]: this session is a member of formation frm_0199c4e2f1b7712a9d3e4f5061728394 but was handed no lifeline, so it will not wind down when that formation ends; end it with `mur stop` (https://docs.murmur.nexus/reference/diagnostics/#w-run-007)"
         );
         let callees = vec!["a".to_string(), "b".to_string()];
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        assert!(w_run_008("m", &[], &[]).is_none());
-        assert!(w_run_008("m", &callees, &s(&["localhost"])).is_none());
-        assert!(w_run_008("m", &callees, &s(&["http://localhost"])).is_none());
+        assert!(unreachable_callees_warning("m", &[], &[]).is_none());
+        assert!(unreachable_callees_warning("m", &callees, &s(&["localhost"])).is_none());
+        assert!(unreachable_callees_warning("m", &callees, &s(&["http://localhost"])).is_none());
         for grant in [
             &[][..],
             &["127.0.0.1"][..],
             &["localhost:8080"][..],
             &["https://localhost"][..],
         ] {
-            let d = w_run_008("m", &callees, &s(grant)).expect("warns");
+            let d = unreachable_callees_warning("m", &callees, &s(grant)).expect("warns");
             assert_eq!(
                 d.render("[capsule-runtime] "),
                 "[capsule-runtime] warning[W-RUN-008]: roster.yaml lets 'm' call 'a', 'b', but its capabilities.network.allow reaches no loopback http door at an unpinned port, so every call-member call will be refused; declare \"localhost\" (https://docs.murmur.nexus/reference/diagnostics/#w-run-008)"
