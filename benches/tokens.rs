@@ -8,7 +8,7 @@ use actix_web::http::header;
 use actix_web::test::TestRequest;
 use criterion::{Criterion, black_box, criterion_group, criterion_main};
 use mur::door::FormationTrust;
-use mur::door::auth::Authority;
+use mur::door::auth::DoorAuthenticator;
 use mur::token::formation::{SigningKey, Verdict, verify};
 use mur::token::{DoorKey, VerifyCache};
 
@@ -42,7 +42,7 @@ fn tokens(c: &mut Criterion) {
         member: "coder".into(),
         verify_key: vk.clone(),
     };
-    let authority = Authority::new("local/coder", door, Some(trust));
+    let authority = DoorAuthenticator::new("local/coder", door, Some(trust));
     let req = TestRequest::post()
         .insert_header((header::AUTHORIZATION, format!("Bearer {token}")))
         .to_http_request();

@@ -21,7 +21,7 @@ use actix::Actor;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
-use super::wire::{self, Ended, Poll, SendReply, SseReader, StreamNews, StreamedTask, TaskView};
+use super::wire::{self, CalleeTask, Ended, Poll, SendReply, SseReader, StreamNews, StreamedTask};
 use super::*;
 use crate::capsule::{self, CallOutcome, CallStatus, Capsule, CapsuleEngine, TaskEnv};
 use crate::channel::{Address, Call, ChannelEvent};
@@ -462,7 +462,7 @@ fn get_task_replies_end_the_call_with_the_callees_state() {
     assert_eq!(e.no_answer_below, kept);
     // A first artifact stands in for a missing `response` one.
     let other = json!({"id": "t", "status": {"state": "TASK_STATE_COMPLETED"}, "artifacts": [{"artifactId": "x", "parts": [{"kind": "data"}, {"text": "fallback"}]}]});
-    assert_eq!(TaskView::read(&other).answer.as_deref(), Some("fallback"));
+    assert_eq!(CalleeTask::read(&other).answer.as_deref(), Some("fallback"));
 }
 
 #[test]
@@ -1426,7 +1426,7 @@ async fn a_component_calls_a_member_through_the_host() {
     };
     assert_eq!(
         relay.run("sum 2 and 2", env).await,
-        capsule::TaskOutcome::Completed("echo: sum 2 and 2".into())
+        capsule::RunOutcome::Completed("echo: sum 2 and 2".into())
     );
     me.calls.finish_task("tsk_1");
     let ends = me.records_of("member_call");
@@ -1461,7 +1461,7 @@ fn counting_listener() -> (Arc<AtomicUsize>, String, Arc<Mutex<Vec<String>>>) {
     (count, format!("http://localhost:{port}"), heads)
 }
 
-async fn probe(capsule: &Capsule, calls: &Calls, trust: Trust, authority: &str) -> capsule::TaskOutcome {
+async fn probe(capsule: &Capsule, calls: &Calls, trust: Trust, authority: &str) -> capsule::RunOutcome {
     let (member_calls, http) = calls.for_task("tsk_probe", trust);
     let env = TaskEnv {
         calls: member_calls,
@@ -1471,8 +1471,8 @@ async fn probe(capsule: &Capsule, calls: &Calls, trust: Trust, authority: &str) 
     capsule.run(authority, env).await
 }
 
-fn answered(text: &str) -> capsule::TaskOutcome {
-    capsule::TaskOutcome::Completed(text.into())
+fn answered(text: &str) -> capsule::RunOutcome {
+    capsule::RunOutcome::Completed(text.into())
 }
 
 #[actix_rt::test]

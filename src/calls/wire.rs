@@ -72,7 +72,7 @@ pub fn read_send_reply(member: &str, http_status: u16, body: &[u8]) -> SendReply
             output: format!("{member}'s door answered with a message instead of a task"),
         };
     };
-    let view = TaskView::read(task);
+    let view = CalleeTask::read(task);
     match view.state {
         Some(s) if !s.is_terminal() && !view.id.is_empty() => SendReply::Started { task_id: view.id },
         Some(TaskState::Rejected) if view.status_text.as_deref() == Some(REJECT_BUSY) => SendReply::Busy,
@@ -140,7 +140,7 @@ fn rpc_result(member: &str, http_status: u16, body: &[u8]) -> Result<Value, (Cal
 
 /// The parts of a Task object a caller reads (§7.4).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct TaskView {
+pub struct CalleeTask {
     pub id: String,
     pub state: Option<TaskState>,
     /// Text of `status.message`.
@@ -153,9 +153,9 @@ pub struct TaskView {
     pub no_answer_below: Vec<NoAnswerBelow>,
 }
 
-impl TaskView {
+impl CalleeTask {
     /// Reads a Task object leniently: a missing or malformed part is simply absent.
-    pub fn read(task: &Value) -> TaskView {
+    pub fn read(task: &Value) -> CalleeTask {
         let text_of = |parts: Option<&Value>| -> Option<String> {
             parts?
                 .as_array()?
@@ -193,7 +193,7 @@ impl TaskView {
                     .collect()
             })
             .unwrap_or_default();
-        TaskView {
+        CalleeTask {
             id: task.get("id").and_then(Value::as_str).unwrap_or_default().to_string(),
             state: status
                 .and_then(|s| s.get("state"))
@@ -249,7 +249,7 @@ pub fn read_get_task(member: &str, http_status: u16, body: &[u8]) -> Poll {
 
 /// What a Task object says about the call: live, or its outcome.
 fn task_outcome(member: &str, task: &Value) -> Poll {
-    let view = TaskView::read(task);
+    let view = CalleeTask::read(task);
     let text = |fallback: String| view.status_text.clone().unwrap_or(fallback);
     let ended = match view.state {
         None => Ended::new(
@@ -323,7 +323,7 @@ impl StreamedTask {
     /// The call's outcome, once the stream showed the task in a terminal state.
     pub fn ended(&self, member: &str) -> Option<Ended> {
         let task = self.task.as_ref()?;
-        TaskView::read(task).state.filter(|s| s.is_terminal())?;
+        CalleeTask::read(task).state.filter(|s| s.is_terminal())?;
         match task_outcome(member, task) {
             Poll::Ended(e) => Some(e),
             Poll::Live => None,

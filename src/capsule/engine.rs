@@ -18,7 +18,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::http::PolicyHooks;
-use super::{CallStatus, MemberCalls, TaskEnv, TaskOutcome};
+use super::{CallStatus, MemberCalls, RunOutcome, TaskEnv};
 
 mod bindings {
     wasmtime::component::bindgen!({
@@ -172,9 +172,9 @@ impl Capsule {
 
     /// Runs one task in a fresh store and instance, and reports how it ended. Never panics on
     /// anything the component does.
-    pub async fn run(&self, task: &str, env: TaskEnv) -> TaskOutcome {
+    pub async fn run(&self, task: &str, env: TaskEnv) -> RunOutcome {
         if env.cancel.is_canceled() {
-            return TaskOutcome::Canceled;
+            return RunOutcome::Canceled;
         }
         let limits = env.limits;
         // A budget too large to add is no budget at all; a year stands in for it.
@@ -238,17 +238,17 @@ fn classify(
     result: wasmtime::Result<Result<String, bindings::Failure>>,
     memory_refused: bool,
     limits: &super::Limits,
-) -> TaskOutcome {
+) -> RunOutcome {
     let error = match result {
-        Ok(Ok(answer)) => return TaskOutcome::Completed(answer),
-        Ok(Err(bindings::Failure::Error(message))) => return TaskOutcome::Failed(message),
-        Ok(Err(bindings::Failure::NoAnswer(reason))) => return TaskOutcome::NoAnswer(reason),
+        Ok(Ok(answer)) => return RunOutcome::Completed(answer),
+        Ok(Err(bindings::Failure::Error(message))) => return RunOutcome::Failed(message),
+        Ok(Err(bindings::Failure::NoAnswer(reason))) => return RunOutcome::NoAnswer(reason),
         Err(e) => e,
     };
     if let Some(stop) = error.downcast_ref::<Stop>() {
         return match stop {
-            Stop::Canceled => TaskOutcome::Canceled,
-            Stop::OverBudget => TaskOutcome::Failed(format!(
+            Stop::Canceled => RunOutcome::Canceled,
+            Stop::OverBudget => RunOutcome::Failed(format!(
                 "the capsule ran longer than its time budget of {} and was stopped",
                 show_duration(limits.time_budget)
             )),
@@ -257,13 +257,13 @@ fn classify(
     // A refused growth explains whatever failure followed it (typically a trap in the guest's
     // allocator), so it is named first.
     if memory_refused {
-        return TaskOutcome::Failed(format!(
+        return RunOutcome::Failed(format!(
             "the capsule needed more memory than its limit of {} and was stopped",
             show_bytes(limits.memory_bytes)
         ));
     }
     if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
-        return TaskOutcome::Failed(format!(
+        return RunOutcome::Failed(format!(
             "the capsule exited with status {} instead of answering",
             exit.0
         ));
@@ -271,9 +271,9 @@ fn classify(
     if let Some(trap) = error.downcast_ref::<Trap>() {
         let reason = trap.to_string();
         let reason = reason.strip_prefix("wasm trap: ").unwrap_or(&reason);
-        return TaskOutcome::Failed(format!("the capsule trapped: {reason}"));
+        return RunOutcome::Failed(format!("the capsule trapped: {reason}"));
     }
-    TaskOutcome::Failed(format!("the capsule failed: {error}"))
+    RunOutcome::Failed(format!("the capsule failed: {error}"))
 }
 
 /// `600 s`, `1.5 s`, `250 ms`.

@@ -11,9 +11,9 @@
 //! let engine = CapsuleEngine::new()?;
 //! let capsule = Capsule::load(&engine, &wasm_bytes)?;
 //! match capsule.run("the task", TaskEnv::default()).await {
-//!     TaskOutcome::Completed(answer) => …,
-//!     TaskOutcome::Failed(message) | TaskOutcome::NoAnswer(message) => …,
-//!     TaskOutcome::Canceled => …,
+//!     RunOutcome::Completed(answer) => …,
+//!     RunOutcome::Failed(message) | RunOutcome::NoAnswer(message) => …,
+//!     RunOutcome::Canceled => …,
 //! }
 //! ```
 
@@ -41,7 +41,7 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// How a task ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TaskOutcome {
+pub enum RunOutcome {
     /// The component answered.
     Completed(String),
     /// The component returned an error, trapped, ran out of time or memory, or could not start.

@@ -47,7 +47,7 @@ async fn echo_answers_with_exactly_the_task() {
     for task in ["hello", "", "héllo — 你好 🌍\n\ttabs", big.as_str()] {
         assert_eq!(
             echo.run(task, TaskEnv::default()).await,
-            TaskOutcome::Completed(task.to_string())
+            RunOutcome::Completed(task.to_string())
         );
     }
 }
@@ -57,7 +57,7 @@ async fn a_trap_fails_the_task_with_its_reason() {
     let outcome = load(TRAP).run("anything", TaskEnv::default()).await;
     assert_eq!(
         outcome,
-        TaskOutcome::Failed("the capsule trapped: wasm `unreachable` instruction executed".into())
+        RunOutcome::Failed("the capsule trapped: wasm `unreachable` instruction executed".into())
     );
 }
 
@@ -73,7 +73,7 @@ async fn the_epoch_ticks_only_while_a_guest_runs() {
     let outcome = spin.run("spin", with_budget(Duration::from_millis(100))).await;
     assert_eq!(
         outcome,
-        TaskOutcome::Failed("the capsule ran longer than its time budget of 100 ms and was stopped".into())
+        RunOutcome::Failed("the capsule ran longer than its time budget of 100 ms and was stopped".into())
     );
     let after_run = engine.ticks();
     assert!(after_run > 0, "the spinning guest was stopped without a tick");
@@ -94,7 +94,7 @@ async fn a_runaway_loop_is_stopped_at_its_budget_and_the_engine_serves_on() {
     let took = started.elapsed();
     assert_eq!(
         outcome,
-        TaskOutcome::Failed("the capsule ran longer than its time budget of 1 s and was stopped".into())
+        RunOutcome::Failed("the capsule ran longer than its time budget of 1 s and was stopped".into())
     );
     assert!(
         took >= Duration::from_secs(1) && took < Duration::from_secs(3),
@@ -103,12 +103,12 @@ async fn a_runaway_loop_is_stopped_at_its_budget_and_the_engine_serves_on() {
     // The same capsule and the same engine keep working.
     assert_eq!(
         load(ECHO).run("next", TaskEnv::default()).await,
-        TaskOutcome::Completed("next".into())
+        RunOutcome::Completed("next".into())
     );
     let outcome = spin.run("again", with_budget(Duration::from_millis(300))).await;
     assert_eq!(
         outcome,
-        TaskOutcome::Failed("the capsule ran longer than its time budget of 300 ms and was stopped".into())
+        RunOutcome::Failed("the capsule ran longer than its time budget of 300 ms and was stopped".into())
     );
 }
 
@@ -124,11 +124,11 @@ async fn a_memory_hog_is_refused_and_fails() {
     };
     assert_eq!(
         hog.run("eat", small).await,
-        TaskOutcome::Failed("the capsule needed more memory than its limit of 16 MiB and was stopped".into())
+        RunOutcome::Failed("the capsule needed more memory than its limit of 16 MiB and was stopped".into())
     );
     assert_eq!(
         hog.run("eat", TaskEnv::default()).await,
-        TaskOutcome::Failed("the capsule needed more memory than its limit of 256 MiB and was stopped".into())
+        RunOutcome::Failed("the capsule needed more memory than its limit of 256 MiB and was stopped".into())
     );
     // An instance whose initial memory does not fit never starts.
     let tiny = TaskEnv {
@@ -140,7 +140,7 @@ async fn a_memory_hog_is_refused_and_fails() {
     };
     assert_eq!(
         load(ECHO).run("x", tiny).await,
-        TaskOutcome::Failed("the capsule needed more memory than its limit of 1 KiB and was stopped".into())
+        RunOutcome::Failed("the capsule needed more memory than its limit of 1 KiB and was stopped".into())
     );
 }
 
@@ -158,7 +158,7 @@ async fn cancel_stops_a_spinning_capsule_promptly() {
     });
     let outcome = spin.run("spin", env).await;
     let ended = Instant::now();
-    assert_eq!(outcome, TaskOutcome::Canceled);
+    assert_eq!(outcome, RunOutcome::Canceled);
     let fired = fired
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -167,7 +167,7 @@ async fn cancel_stops_a_spinning_capsule_promptly() {
     assert!(lag < Duration::from_millis(150), "stopped {lag:?} after the cancel");
     assert_eq!(
         load(ECHO).run("after", TaskEnv::default()).await,
-        TaskOutcome::Completed("after".into())
+        RunOutcome::Completed("after".into())
     );
 }
 
@@ -175,7 +175,7 @@ async fn cancel_stops_a_spinning_capsule_promptly() {
 async fn a_task_cancelled_before_it_starts_never_runs() {
     let env = TaskEnv::default();
     env.cancel.cancel();
-    assert_eq!(load(ECHO).run("x", env).await, TaskOutcome::Canceled);
+    assert_eq!(load(ECHO).run("x", env).await, RunOutcome::Canceled);
 }
 
 #[tokio::test]
@@ -183,7 +183,7 @@ async fn identity_and_the_peers_variable_reach_the_component() {
     let probe = load(PROBE);
     assert_eq!(
         probe.run("", TaskEnv::default()).await,
-        TaskOutcome::Completed("formation=- member=- env=".into()),
+        RunOutcome::Completed("formation=- member=- env=".into()),
         "outside a formation: no identity and an empty environment"
     );
     let env = TaskEnv {
@@ -194,7 +194,7 @@ async fn identity_and_the_peers_variable_reach_the_component() {
     };
     assert_eq!(
         probe.run("", env).await,
-        TaskOutcome::Completed(
+        RunOutcome::Completed(
             "formation=frm_0199c4e2f1b7712a9d3e4f5061728394 member=lead env=MURMUR_FORMATION_PEERS=coder=http://coder.formation.invalid reviewer=http://reviewer.formation.invalid".into()
         )
     );
@@ -245,7 +245,7 @@ async fn member_calls_go_through_the_host() {
     // The default: a capsule that may call nobody gets the dispatch error as a failure.
     assert_eq!(
         relay.run("sum 2 and 2", TaskEnv::default()).await,
-        TaskOutcome::Failed("'worker' is not a member this capsule may call; it may call no member".into())
+        RunOutcome::Failed("'worker' is not a member this capsule may call; it may call no member".into())
     );
 
     let calls = scripted(CallStatus::Completed, "4 — vier");
@@ -255,7 +255,7 @@ async fn member_calls_go_through_the_host() {
     };
     assert_eq!(
         relay.run("sum 2 and 2", env).await,
-        TaskOutcome::Completed("4 — vier".into())
+        RunOutcome::Completed("4 — vier".into())
     );
     let started = calls.started.lock().unwrap_or_else(|p| p.into_inner()).clone();
     assert_eq!(started, [("worker".to_string(), "sum 2 and 2".to_string())]);
@@ -264,17 +264,14 @@ async fn member_calls_go_through_the_host() {
         calls: scripted(CallStatus::NoAnswer, "nothing to say"),
         ..TaskEnv::default()
     };
-    assert_eq!(
-        relay.run("x", env).await,
-        TaskOutcome::NoAnswer("nothing to say".into())
-    );
+    assert_eq!(relay.run("x", env).await, RunOutcome::NoAnswer("nothing to say".into()));
     let env = TaskEnv {
         calls: scripted(CallStatus::TimedOut, "no answer in time"),
         ..TaskEnv::default()
     };
     assert_eq!(
         relay.run("x", env).await,
-        TaskOutcome::Failed("no answer in time".into())
+        RunOutcome::Failed("no answer in time".into())
     );
 }
 
@@ -299,7 +296,7 @@ async fn cancel_and_budget_reach_a_component_waiting_on_the_host() {
     };
     assert_eq!(
         relay.run("x", env).await,
-        TaskOutcome::Failed("the capsule ran longer than its time budget of 300 ms and was stopped".into())
+        RunOutcome::Failed("the capsule ran longer than its time budget of 300 ms and was stopped".into())
     );
     let env = TaskEnv {
         calls: Arc::new(Hanging),
@@ -311,7 +308,7 @@ async fn cancel_and_budget_reach_a_component_waiting_on_the_host() {
         tokio::time::sleep(Duration::from_millis(100)).await;
         cancel.cancel();
     });
-    assert_eq!(outcome, TaskOutcome::Canceled);
+    assert_eq!(outcome, RunOutcome::Canceled);
     assert!(
         started.elapsed() < Duration::from_secs(2),
         "took {:?}",
@@ -356,13 +353,10 @@ async fn several_tasks_share_one_engine_at_once() {
         echo.run("one", TaskEnv::default()),
         echo.run("two", TaskEnv::default()),
     );
-    assert!(matches!(a, TaskOutcome::Failed(_)), "{a:?}");
+    assert!(matches!(a, RunOutcome::Failed(_)), "{a:?}");
     assert_eq!(
         (b, c),
-        (
-            TaskOutcome::Completed("one".into()),
-            TaskOutcome::Completed("two".into())
-        )
+        (RunOutcome::Completed("one".into()), RunOutcome::Completed("two".into()))
     );
 }
 
@@ -398,7 +392,7 @@ async fn stdout_goes_to_the_sink_within_the_task_cap() {
     };
     assert_eq!(
         shout.run("héllo stdout\n", env).await,
-        TaskOutcome::Completed("ok".into())
+        RunOutcome::Completed("ok".into())
     );
     assert_eq!(log.text(), "héllo stdout\n");
     let capped = TaskEnv {
@@ -411,7 +405,7 @@ async fn stdout_goes_to_the_sink_within_the_task_cap() {
     };
     assert_eq!(
         shout.run("0123456789", capped).await,
-        TaskOutcome::Completed("ok".into())
+        RunOutcome::Completed("ok".into())
     );
     assert_eq!(
         log.text(),
@@ -478,10 +472,10 @@ async fn tables_count_against_the_memory_limit() {
         },
         ..TaskEnv::default()
     };
-    let refused = TaskOutcome::Failed("the capsule needed more memory than its limit of 16 MiB and was stopped".into());
+    let refused = RunOutcome::Failed("the capsule needed more memory than its limit of 16 MiB and was stopped".into());
     // (tables declared, growth step of `run`, outcome)
-    let trapped = TaskOutcome::Failed("the capsule trapped: wasm `unreachable` instruction executed".into());
-    let table: Vec<(String, u32, &TaskOutcome)> = vec![
+    let trapped = RunOutcome::Failed("the capsule trapped: wasm `unreachable` instruction executed".into());
+    let table: Vec<(String, u32, &RunOutcome)> = vec![
         // One table of a million pointers fits in 16 MiB; three do not.
         (million.into(), 0, &trapped),
         (million.repeat(3), 0, &refused),
@@ -513,7 +507,7 @@ async fn tables_count_against_the_memory_limit() {
     );
     for (extra, what) in [(sixty, "table"), (hundred, "instance")] {
         match load(table_component("", 0, &extra).as_bytes()).run("t", env()).await {
-            TaskOutcome::Failed(why) => assert!(why.contains(what), "{why}"),
+            RunOutcome::Failed(why) => assert!(why.contains(what), "{why}"),
             other => panic!("{other:?}"),
         }
     }

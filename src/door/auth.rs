@@ -158,16 +158,16 @@ enum TokenVerdict {
 }
 
 /// The verification state of an authenticating door.
-pub struct Authority {
+pub struct DoorAuthenticator {
     realm: String,
     door_key: DoorKey,
     formation: Option<FormationTrust>,
     cache: VerifyCache<TokenVerdict>,
 }
 
-impl std::fmt::Debug for Authority {
+impl std::fmt::Debug for DoorAuthenticator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Authority")
+        f.debug_struct("DoorAuthenticator")
             .field("realm", &self.realm)
             .field("formation", &self.formation.as_ref().map(|t| &t.formation_id))
             .finish_non_exhaustive()
@@ -177,9 +177,9 @@ impl std::fmt::Debug for Authority {
 /// Genuine credentials are few (one per edge plus the operator); a few hundred entries hold them.
 const CACHE_CAPACITY: usize = 256;
 
-impl Authority {
-    pub fn new(realm: &str, door_key: DoorKey, formation: Option<FormationTrust>) -> Authority {
-        Authority {
+impl DoorAuthenticator {
+    pub fn new(realm: &str, door_key: DoorKey, formation: Option<FormationTrust>) -> DoorAuthenticator {
+        DoorAuthenticator {
             realm: realm.to_string(),
             door_key,
             formation,
@@ -330,7 +330,7 @@ async fn drain_payload(mut payload: Payload) {
 /// door that is `Caller::Public`, and `Authorization` is ignored.
 #[derive(Clone)]
 pub struct FormationAuth {
-    authority: Option<Arc<Authority>>,
+    authority: Option<Arc<DoorAuthenticator>>,
 }
 
 impl FormationAuth {
@@ -338,7 +338,7 @@ impl FormationAuth {
         FormationAuth { authority: None }
     }
 
-    pub fn authenticating(authority: Arc<Authority>) -> FormationAuth {
+    pub fn authenticating(authority: Arc<DoorAuthenticator>) -> FormationAuth {
         FormationAuth {
             authority: Some(authority),
         }
@@ -367,7 +367,7 @@ where
 
 pub struct FormationAuthService<S> {
     service: Rc<S>,
-    authority: Option<Arc<Authority>>,
+    authority: Option<Arc<DoorAuthenticator>>,
     public: Arc<Caller>,
 }
 
@@ -420,7 +420,7 @@ mod tests {
     const FRM: &str = "frm_0199c4e2f1b7712a9d3e4f5061728394";
     const OTHER_FRM: &str = "frm_0199c4e2f1b7712a9d3e4f5061728395";
 
-    fn authority(sk: &SigningKey, formation: bool) -> (Authority, String) {
+    fn authority(sk: &SigningKey, formation: bool) -> (DoorAuthenticator, String) {
         let dk = DoorKey::generate().expect("door key");
         let op = dk.mint_operator();
         let trust = formation.then(|| FormationTrust {
@@ -428,10 +428,10 @@ mod tests {
             member: "coder".into(),
             verify_key: sk.verify_key(),
         });
-        (Authority::new("local/coder", dk, trust), op)
+        (DoorAuthenticator::new("local/coder", dk, trust), op)
     }
 
-    fn check(a: &Authority, headers: &[String]) -> Result<Caller, Refusal> {
+    fn check(a: &DoorAuthenticator, headers: &[String]) -> Result<Caller, Refusal> {
         let mut t = TestRequest::post();
         for h in headers {
             t = t.append_header((header::AUTHORIZATION, h.as_str()));
@@ -453,7 +453,7 @@ mod tests {
             name: "operator".into(),
             scopes: token::OPERATOR_SCOPES.iter().map(|s| s.to_string()).collect(),
         };
-        let table: Vec<(&Authority, Vec<String>, Result<Caller, Refusal>)> = vec![
+        let table: Vec<(&DoorAuthenticator, Vec<String>, Result<Caller, Refusal>)> = vec![
             (&a, vec![], Err(Refusal::Unauthenticated)),
             (
                 &a,

@@ -134,7 +134,7 @@ impl Door {
         let (auth, operator_token) = if config.authenticate {
             let key = DoorKey::generate().map_err(|e| cannot(format!("no random door key: {e}")))?;
             let token = Zeroizing::new(key.mint_operator());
-            let authority = auth::Authority::new(&config.capsule_name, key, config.formation.clone());
+            let authority = auth::DoorAuthenticator::new(&config.capsule_name, key, config.formation.clone());
             (FormationAuth::authenticating(Arc::new(authority)), Some(token))
         } else {
             (FormationAuth::public(), None)

@@ -160,22 +160,18 @@ async fn wait_closed(board: &Board) {
 /// The host's outcome as the board records it. A no-answer is honoured only in a task a member
 /// sent (§16.2), with the task's calls that ended without an answer (`ended`: every call of the
 /// task, as it ended) as `noAnswerBelow`; anywhere else it is a failure carrying the reason.
-pub fn board_outcome(
-    outcome: capsule::TaskOutcome,
-    owner: Option<&str>,
-    ended: &[capsule::CallOutcome],
-) -> TaskOutcome {
+pub fn board_outcome(outcome: capsule::RunOutcome, owner: Option<&str>, ended: &[capsule::CallOutcome]) -> TaskOutcome {
     match outcome {
-        capsule::TaskOutcome::Completed(answer) => TaskOutcome::Completed(answer),
-        capsule::TaskOutcome::Failed(message) => TaskOutcome::Failed(message),
-        capsule::TaskOutcome::NoAnswer(reason) if owner.is_some_and(|o| o.starts_with("member:")) => {
+        capsule::RunOutcome::Completed(answer) => TaskOutcome::Completed(answer),
+        capsule::RunOutcome::Failed(message) => TaskOutcome::Failed(message),
+        capsule::RunOutcome::NoAnswer(reason) if owner.is_some_and(|o| o.starts_with("member:")) => {
             TaskOutcome::NoAnswer {
                 reason,
                 below: capsule::no_answer_below(ended),
             }
         }
-        capsule::TaskOutcome::NoAnswer(reason) => TaskOutcome::Failed(reason),
-        capsule::TaskOutcome::Canceled => TaskOutcome::Canceled,
+        capsule::RunOutcome::NoAnswer(reason) => TaskOutcome::Failed(reason),
+        capsule::RunOutcome::Canceled => TaskOutcome::Canceled,
     }
 }
 
@@ -360,7 +356,7 @@ impl TaskEvents for ModelEvents {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use capsule::TaskOutcome as Host;
+    use capsule::RunOutcome as Host;
 
     #[test]
     fn outcomes_map_onto_the_board() {

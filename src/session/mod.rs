@@ -39,7 +39,7 @@ use executor::ExecEvent;
 use journal::Journal;
 use recorder::Recorder;
 use records::{Console, Records};
-use startup::{Prepared, Refusal};
+use startup::{Prepared, StartupRefusal};
 
 /// What `mur run --capsule` was asked: the operator's flags and the ones the launcher passes to
 /// its members.
@@ -77,11 +77,11 @@ pub fn run(args: &SessionOptions) -> Outcome {
     ignore_sigpipe();
     ignore_terminal_signals_in_a_formation();
     let code = match startup::prepare(args, &console) {
-        Err(Refusal::Usage(msg)) => {
+        Err(StartupRefusal::Usage(msg)) => {
             console.err_line(&format!("error: {msg}"));
             2
         }
-        Err(Refusal::Diag(d)) => {
+        Err(StartupRefusal::Diag(d)) => {
             console.diag(&d);
             1
         }

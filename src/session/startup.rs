@@ -182,7 +182,7 @@ pub fn stores(home: &crate::paths::MurHome, workdir: &Path, store_root: Option<&
 
 /// A capsule resolved and ready to run.
 #[derive(Debug, Clone)]
-pub struct Capsule {
+pub struct ResolvedCapsule {
     pub name: ArtifactName,
     pub version: String,
     pub resolved: Resolved,
@@ -205,7 +205,7 @@ pub fn resolve_capsule(
     stores: &Stores,
     lock_path: &Path,
     admitted_sha256: Option<&str>,
-) -> Result<Capsule, Diagnostic> {
+) -> Result<ResolvedCapsule, Diagnostic> {
     let name = ArtifactName::parse(full).map_err(|why| {
         Diagnostic::new(diag::E_RUN_002, format!("'{full}' is not a full artifact name: {why}"))
             .with_hint("name the capsule as <scope>/<name>, e.g. local/<name> for one installed from a .mur.zip file")
@@ -247,8 +247,8 @@ pub fn resolve_capsule(
         .manifest;
     match (&manifest.kind, resolved.archive.component.is_some()) {
         // What a model capsule needs to run is checked by `load_runner`.
-        (Kind::Model, _) => Ok(Capsule { name, version: version.to_string(), resolved, manifest }),
-        (_, true) => Ok(Capsule { name, version: version.to_string(), resolved, manifest }),
+        (Kind::Model, _) => Ok(ResolvedCapsule { name, version: version.to_string(), resolved, manifest }),
+        (_, true) => Ok(ResolvedCapsule { name, version: version.to_string(), resolved, manifest }),
         (Kind::Component { .. }, false) => Err(unresolvable(
             full,
             version,
@@ -267,14 +267,14 @@ pub fn resolve_capsule(
 // The start-up sequence, step by step.
 
 /// Why a session does not start: a usage error (exit 2) or a refusal (exit 1).
-pub(super) enum Refusal {
+pub(super) enum StartupRefusal {
     Usage(String),
     Diag(Diagnostic),
 }
 
-impl From<Diagnostic> for Refusal {
+impl From<Diagnostic> for StartupRefusal {
     fn from(d: Diagnostic) -> Self {
-        Refusal::Diag(d)
+        StartupRefusal::Diag(d)
     }
 }
 
@@ -295,7 +295,7 @@ pub(super) struct Membership {
 pub(super) struct Prepared {
     pub(super) membership: Option<Membership>,
     pub(super) workdir: PathBuf,
-    pub(super) capsule: Capsule,
+    pub(super) capsule: ResolvedCapsule,
     pub(super) host: Runner,
     pub(super) task: Option<String>,
     pub(super) policy: Policy,
@@ -303,7 +303,7 @@ pub(super) struct Prepared {
 }
 
 /// §6.1 steps 1–5, in order.
-pub(super) fn prepare(args: &SessionOptions, console: &Console) -> Result<Prepared, Refusal> {
+pub(super) fn prepare(args: &SessionOptions, console: &Console) -> Result<Prepared, StartupRefusal> {
     // Usage first, like clap's own checks: a bad override is exit 2 before anything else.
     Policy::new(
         &crate::manifest::Lifecycle::default(),
@@ -311,12 +311,14 @@ pub(super) fn prepare(args: &SessionOptions, console: &Console) -> Result<Prepar
         args.lifecycle_after_task.as_deref(),
         false,
     )
-    .map_err(|b| Refusal::Usage(b.0))?;
+    .map_err(|b| StartupRefusal::Usage(b.0))?;
     if args.resume.is_some() {
-        return Err(Refusal::Usage("--resume is not supported by this build of mur".into()));
+        return Err(StartupRefusal::Usage(
+            "--resume is not supported by this build of mur".into(),
+        ));
     }
     let (Some(capsule_name), Some(version)) = (args.capsule.as_deref(), args.capsule_version.as_deref()) else {
-        return Err(Refusal::Usage(
+        return Err(StartupRefusal::Usage(
             "the following required arguments were not provided: --capsule --capsule-version".into(),
         ));
     };
@@ -373,14 +375,16 @@ pub(super) fn prepare(args: &SessionOptions, console: &Console) -> Result<Prepar
         args.lifecycle_after_task.as_deref(),
         task.is_some(),
     )
-    .map_err(|b| Refusal::Usage(b.0))?;
+    .map_err(|b| StartupRefusal::Usage(b.0))?;
     let deadline = match args.inherited_deadline {
         None => None,
         Some(ms) => Some(
             i64::try_from(ms)
                 .ok()
                 .and_then(DateTime::from_timestamp_millis)
-                .ok_or_else(|| Refusal::Usage(format!("invalid value '{ms}' for '--inherited-deadline <UNIX_MS>'")))?,
+                .ok_or_else(|| {
+                    StartupRefusal::Usage(format!("invalid value '{ms}' for '--inherited-deadline <UNIX_MS>'"))
+                })?,
         ),
     };
     Ok(Prepared {
@@ -396,7 +400,11 @@ pub(super) fn prepare(args: &SessionOptions, console: &Console) -> Result<Prepar
 
 /// What runs the tasks: a model capsule's agent (its inference settings and key checked now, the
 /// key read once), or the compiled component. A refusal is E-RUN-002, before the session is staged.
-fn load_runner(c: &Capsule, membership: Option<&Membership>, deadline_ms: Option<u64>) -> Result<Runner, Diagnostic> {
+fn load_runner(
+    c: &ResolvedCapsule,
+    membership: Option<&Membership>,
+    deadline_ms: Option<u64>,
+) -> Result<Runner, Diagnostic> {
     let Some(inference) = c.manifest.inference.as_ref().filter(|_| c.manifest.kind == Kind::Model) else {
         return load_component(c).map(Runner::Component);
     };
@@ -423,7 +431,7 @@ fn load_runner(c: &Capsule, membership: Option<&Membership>, deadline_ms: Option
 
 /// Compiles the capsule's component: a component that cannot load is E-RUN-002, before the
 /// session is staged.
-fn load_component(c: &Capsule) -> Result<host::Capsule, Diagnostic> {
+fn load_component(c: &ResolvedCapsule) -> Result<host::Capsule, Diagnostic> {
     let refuse = |why: String| {
         Diagnostic::new(
             diag::E_RUN_002,
