@@ -1,29 +1,17 @@
 //! mur: launches formations of agent capsules and enforces who may call whom.
 //!
-//! See `docs/architecture.md` for the codemap. The pure core (`yaml`, `names`, `roster`,
-//! `manifest`, `store`, `token`, `channel::line`, `trace`) builds without the `runtime` feature, so
-//! it cannot reach actix, HTTP or the capsule host; the fuzz targets build it alone.
+//! See `docs/architecture.md` for the codemap. The pure core is its own crate, `mur-core`
+//! (`crates/mur-core`), re-exported here module by module; what stays pure in this crate
+//! (`channel::line`, `deploy`) builds without the `runtime` feature, as the fuzz targets build it.
+
+pub use mur_core::{
+    diag, ids, manifest, names, outcome, paths, procinfo, readiness, retention, roster, running, schema, store, timing,
+    token, trace, yaml,
+};
 
 pub mod channel;
 #[cfg(feature = "kubernetes")]
 pub mod deploy;
-pub mod diag;
-pub mod ids;
-pub mod manifest;
-pub mod names;
-pub mod outcome;
-pub mod paths;
-pub mod procinfo;
-pub mod readiness;
-pub mod retention;
-pub mod roster;
-pub mod running;
-pub mod schema;
-pub mod store;
-pub mod timing;
-pub mod token;
-pub mod trace;
-pub mod yaml;
 
 #[cfg(feature = "runtime")]
 pub mod calls;

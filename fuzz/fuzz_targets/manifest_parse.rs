@@ -6,8 +6,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mur::diag;
-use mur::manifest::parse;
+use mur_core::diag;
+use mur_core::manifest::parse;
 
 fuzz_target!(|data: &[u8]| {
     let first = parse(data);

@@ -12,7 +12,7 @@
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use mur::token::formation::{SigningKey, Verdict, VerifyKey, verify};
+use mur_core::token::formation::{SigningKey, Verdict, VerifyKey, verify};
 
 const FORMATION: &str = "frm_0123456789abcdef0123456789abcdef";
 const OTHER: &str = "frm_fedcba9876543210fedcba9876543210";

@@ -6,8 +6,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mur::diag;
-use mur::roster::{check_structure, parse};
+use mur_core::diag;
+use mur_core::roster::{check_structure, parse};
 
 fuzz_target!(|data: &[u8]| {
     match parse(data) {

@@ -8,7 +8,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mur::yaml::{Limits, Node, NodeKind, load};
+use mur_core::yaml::{Limits, Node, NodeKind, load};
 
 fuzz_target!(|data: &[u8]| {
     let [nodes, bytes, text @ ..] = data else {

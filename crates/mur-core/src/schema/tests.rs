@@ -7,6 +7,7 @@ use super::*;
 /// Keeps `schemas/<file>` equal to what this module generates; `MUR_UPDATE_SCHEMAS=1` rewrites it.
 fn in_step(file: &str, schema: &Value) {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
         .join("schemas")
         .join(file);
     let want = render(schema);

@@ -1,0 +1,26 @@
+//! mur's pure core: everything a formation is made of that needs no runtime. Roster parsing and
+//! admission, the manifest subset, archives, stores and the lock, tokens, the readiness line,
+//! trace records, ids, paths under `~/.murmur`, timing constants and the one diagnostics registry.
+//!
+//! This crate depends on no actix, tokio, wasmtime or process control (`tests/core_deps.rs`
+//! checks its dependency list), so the boundary `docs/architecture.md` draws between the pure
+//! core and the runtime is the compiler's to keep. The `mur` crate re-exports every module here
+//! under its own name (`mur::roster`, `mur::diag`, …).
+
+pub mod diag;
+pub mod ids;
+pub mod manifest;
+pub mod names;
+pub mod outcome;
+pub mod paths;
+pub mod procinfo;
+pub mod readiness;
+pub mod retention;
+pub mod roster;
+pub mod running;
+pub mod schema;
+pub mod store;
+pub mod timing;
+pub mod token;
+pub mod trace;
+pub mod yaml;
