@@ -121,6 +121,19 @@ impl RpcError {
     pub fn invalid_params() -> RpcError {
         RpcError::plain(INVALID_PARAMS)
     }
+
+    /// `-32602` naming the parameter at fault and why (A2A v1.0 §3.3.2 "Validation Errors":
+    /// servers SHOULD say which parameter failed and why), as a `google.rpc.BadRequest` field
+    /// violation, the shape A2A's gRPC binding uses for the same error.
+    pub fn invalid_param(field: &str, description: &str) -> RpcError {
+        RpcError {
+            data: Some(json!([{
+                "@type": "type.googleapis.com/google.rpc.BadRequest",
+                "fieldViolations": [{"description": description, "field": field}],
+            }])),
+            ..RpcError::plain(INVALID_PARAMS)
+        }
+    }
 }
 
 /// Steps 7 and 8. On failure the id to answer with (null unless the request carried a usable

@@ -12,9 +12,10 @@ use super::card::CardFacts;
 use super::jsonrpc::{self, A2aError, Method, RpcError};
 use super::tasks::{Board, CancelResult, ListQuery, NewTask, Origin, Pinned, TaskSnapshot, TaskState, Trust};
 
-/// ListTasks page size when none is asked for (§18).
+/// ListTasks page size when none is asked for (A2A v1.0 `ListTasksRequest.page_size`).
 pub const DEFAULT_PAGE_SIZE: usize = 50;
-/// Largest ListTasks page; a bigger `pageSize` is clamped to it [ours: clamp, not -32602].
+/// Largest ListTasks page; `pageSize` outside 1..=100 is `-32602` (A2A v1.0 `a2a.proto`
+/// `ListTasksRequest.page_size`: "The minimum value is 1. The maximum value is 100.").
 pub const MAX_PAGE_SIZE: usize = 100;
 
 /// Step 1 of the pipeline: where the request says its task comes from.
@@ -97,11 +98,28 @@ pub struct Offer {
     pub text: String,
     pub message_id: String,
     pub context_id: Option<String>,
+    /// The task the message names; `send` refuses it (see [`refuse_task_message`]).
+    pub task_id: Option<String>,
     pub return_immediately: bool,
+    /// `configuration.historyLength`: `None` = unset.
+    pub history_length: Option<usize>,
 }
 
-/// Validates SendMessage params: shape → `-32602`, a `taskId` → `-32004` [ours: no multi-turn
-/// tasks], a part that is not `text/plain` text → `-32005`. Text parts are joined with `\n`.
+/// `historyLength` (A2A v1.0 §3.2.4): unset or null → `None`; a negative or non-integer value
+/// is `-32602` naming the field.
+fn history_length(params: &Map<String, Value>, field: &str) -> Result<Option<usize>, RpcError> {
+    match params.get("historyLength") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => match n.as_i64() {
+            Some(n) if n >= 0 => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX))),
+            _ => Err(RpcError::invalid_param(field, "must be an integer of 0 or more")),
+        },
+        Some(_) => Err(RpcError::invalid_param(field, "must be an integer of 0 or more")),
+    }
+}
+
+/// Validates SendMessage params: shape → `-32602`, a part that is not `text/plain` text →
+/// `-32005`. Text parts are joined with `\n`.
 pub fn parse_offer(params: &Map<String, Value>) -> Result<Offer, RpcError> {
     let bad = RpcError::invalid_params;
     let Some(Value::Object(msg)) = params.get("message") else {
@@ -123,21 +141,24 @@ pub fn parse_offer(params: &Map<String, Value>) -> Result<Offer, RpcError> {
     if parts.is_empty() {
         return Err(bad());
     }
-    let return_immediately = match params.get("configuration") {
-        None | Some(Value::Null) => false,
-        Some(Value::Object(c)) => match c.get("returnImmediately") {
-            None | Some(Value::Null) => false,
-            Some(Value::Bool(b)) => *b,
-            Some(_) => return Err(bad()),
-        },
+    let (return_immediately, history_length) = match params.get("configuration") {
+        None | Some(Value::Null) => (false, None),
+        Some(Value::Object(c)) => (
+            match c.get("returnImmediately") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(b)) => *b,
+                Some(_) => return Err(bad()),
+            },
+            history_length(c, "configuration.historyLength")?,
+        ),
         Some(_) => return Err(bad()),
     };
-    match msg.get("taskId") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(s)) if s.is_empty() => {}
-        Some(Value::String(s)) => return Err(A2aError::UnsupportedOperation.with(&[("taskId", s)])),
+    let task_id = match msg.get("taskId") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.is_empty() => None,
+        Some(Value::String(s)) => Some(s.clone()),
         Some(_) => return Err(bad()),
-    }
+    };
     let mut texts = Vec::with_capacity(parts.len());
     for p in parts {
         let Value::Object(p) = p else {
@@ -166,12 +187,28 @@ pub fn parse_offer(params: &Map<String, Value>) -> Result<Offer, RpcError> {
         text: texts.join("\n"),
         message_id,
         context_id,
+        task_id,
         return_immediately,
+        history_length,
     })
+}
+
+/// A message naming a task is never taken [ours: the door runs no multi-turn tasks]: an unknown
+/// or invisible task is `-32001` (A2A v1.0 §3.1.2 errors: "does not exist or is not
+/// accessible"), a terminal one `-32004` (A2A v1.0 §3.1.1 errors: "Messages sent to Tasks that
+/// are in a terminal state … cannot accept further messages"), and so is a live one.
+fn refuse_task_message(call: &Call<'_>, task_id: &str) -> RpcError {
+    match visible(call, task_id) {
+        Ok(t) => A2aError::UnsupportedOperation.with(&[("taskId", &t.id)]),
+        Err(e) => e,
+    }
 }
 
 async fn send(params: &Map<String, Value>, call: &Call<'_>, streaming: bool) -> Result<Reply, RpcError> {
     let offer = parse_offer(params)?;
+    if let Some(id) = &offer.task_id {
+        return Err(refuse_task_message(call, id));
+    }
     // Pinned until the reply is built: the task's end must not be forgotten before it is shown.
     let (snap, pin) = call.board.submit_pinned(NewTask {
         text: offer.text,
@@ -191,11 +228,12 @@ async fn send(params: &Map<String, Value>, call: &Call<'_>, streaming: bool) -> 
             pin,
         });
     }
-    let snap = if offer.return_immediately || snap.state.is_terminal() {
+    let mut snap = if offer.return_immediately || snap.state.is_terminal() {
         snap
     } else {
         call.board.wait_terminal(&snap.id).await.unwrap_or(snap)
     };
+    snap.limit_history(offer.history_length);
     let reply = jsonrpc::object([("task", snap.to_json(true))]);
     drop(pin);
     Ok(Reply::Result(reply))
@@ -218,7 +256,10 @@ fn visible(call: &Call<'_>, id: &str) -> Result<TaskSnapshot, RpcError> {
 
 fn get_task(params: &Map<String, Value>, call: &Call<'_>) -> Result<Reply, RpcError> {
     let id = task_id(params)?;
-    Ok(Reply::Task(visible(call, id)?))
+    let limit = history_length(params, "historyLength")?;
+    let mut t = visible(call, id)?;
+    t.limit_history(limit);
+    Ok(Reply::Task(t))
 }
 
 fn cancel_task(params: &Map<String, Value>, call: &Call<'_>) -> Result<Reply, RpcError> {
@@ -247,45 +288,59 @@ fn subscribe(params: &Map<String, Value>, call: &Call<'_>) -> Result<Reply, RpcE
     })
 }
 
-/// ListTasks params → a query and whether to include artifacts. Empty strings and `0` are the
-/// protobuf defaults a client may send for "unset".
+/// ListTasks params → a query and whether to include artifacts (A2A v1.0 §3.1.4,
+/// `ListTasksRequest`). Empty strings are the protobuf defaults a client may send for "unset";
+/// a value out of range or of the wrong type is `-32602` naming the field (§3.3.2).
 pub fn parse_list(params: &Map<String, Value>) -> Result<(ListQuery, bool), RpcError> {
-    let bad = RpcError::invalid_params;
     let string = |key: &str| -> Result<Option<&str>, RpcError> {
         match params.get(key) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) if s.is_empty() => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.as_str())),
-            Some(_) => Err(bad()),
+            Some(_) => Err(RpcError::invalid_param(key, "must be a string")),
         }
     };
     let context_id = string("contextId")?.map(str::to_string);
-    let state = match string("status")? {
-        None | Some("TASK_STATE_UNSPECIFIED") => None,
-        Some(s) => Some(TaskState::from_wire(s).ok_or_else(bad)?),
-    };
+    let state =
+        match string("status")? {
+            None | Some("TASK_STATE_UNSPECIFIED") => None,
+            Some(s) => Some(TaskState::from_wire(s).ok_or_else(|| {
+                RpcError::invalid_param("status", "must be a TaskState name, e.g. TASK_STATE_WORKING")
+            })?),
+        };
     let page_size = match params.get("pageSize") {
         None | Some(Value::Null) => DEFAULT_PAGE_SIZE,
-        Some(Value::Number(n)) => match n.as_u64() {
-            Some(0) => DEFAULT_PAGE_SIZE,
-            Some(n) => usize::try_from(n).unwrap_or(MAX_PAGE_SIZE).min(MAX_PAGE_SIZE),
-            None => return Err(bad()),
+        Some(Value::Number(n)) => match n.as_u64().and_then(|n| usize::try_from(n).ok()) {
+            Some(n) if (1..=MAX_PAGE_SIZE).contains(&n) => n,
+            _ => return Err(RpcError::invalid_param("pageSize", "must be an integer from 1 to 100")),
         },
-        Some(_) => return Err(bad()),
+        Some(_) => return Err(RpcError::invalid_param("pageSize", "must be an integer from 1 to 100")),
     };
+    let bad_token = || RpcError::invalid_param("pageToken", "must be a nextPageToken this door returned");
     let before = match string("pageToken")? {
         None => None,
-        Some(t) if t.bytes().all(|b| b.is_ascii_digit()) => Some(t.parse::<u64>().map_err(|_| bad())?),
-        Some(_) => return Err(bad()),
+        Some(t) if t.bytes().all(|b| b.is_ascii_digit()) => Some(t.parse::<u64>().map_err(|_| bad_token())?),
+        Some(_) => return Err(bad_token()),
     };
+    let history = history_length(params, "historyLength")?;
+    // Inclusive: "a status timestamp time greater than or equal to this value" (a2a.proto).
     let after = match string("statusTimestampAfter")? {
         None => None,
-        Some(t) => Some(DateTime::parse_from_rfc3339(t).map_err(|_| bad())?.with_timezone(&Utc)),
+        Some(t) => Some(
+            DateTime::parse_from_rfc3339(t)
+                .map_err(|_| {
+                    RpcError::invalid_param(
+                        "statusTimestampAfter",
+                        "must be an RFC 3339 timestamp, e.g. 2025-01-02T03:04:05.678Z",
+                    )
+                })?
+                .with_timezone(&Utc),
+        ),
     };
     let include_artifacts = match params.get("includeArtifacts") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
-        Some(_) => return Err(bad()),
+        Some(_) => return Err(RpcError::invalid_param("includeArtifacts", "must be a boolean")),
     };
     Ok((
         ListQuery {
@@ -294,6 +349,7 @@ pub fn parse_list(params: &Map<String, Value>) -> Result<(ListQuery, bool), RpcE
             after,
             page_size,
             before,
+            history,
         },
         include_artifacts,
     ))
@@ -302,12 +358,20 @@ pub fn parse_list(params: &Map<String, Value>) -> Result<(ListQuery, bool), RpcE
 fn list_tasks(params: &Map<String, Value>, call: &Call<'_>) -> Result<Reply, RpcError> {
     let (q, include_artifacts) = parse_list(params)?;
     let page = call.board.list(&q, |owner| call.caller.sees(owner));
-    let tasks: Vec<Value> = page.tasks.iter().map(|t| t.to_json(include_artifacts)).collect();
+    let tasks: Vec<Value> = page
+        .tasks
+        .into_iter()
+        .map(|mut t| {
+            t.limit_history(q.history);
+            t.to_json(include_artifacts)
+        })
+        .collect();
     Ok(Reply::Result(jsonrpc::object([
         (
             "nextPageToken",
             Value::from(page.next.map(|n| n.to_string()).unwrap_or_default()),
         ),
+        // The page size used (a2a.proto `ListTasksResponse.page_size`).
         ("pageSize", Value::from(q.page_size)),
         ("tasks", Value::Array(tasks)),
         ("totalSize", Value::from(page.total)),
@@ -342,7 +406,9 @@ mod tests {
                 text: "a\nb".into(),
                 message_id: "m".into(),
                 context_id: None,
-                return_immediately: false
+                task_id: None,
+                return_immediately: false,
+                history_length: None,
             }
         );
         let table: &[(Value, i32)] = &[
@@ -361,8 +427,12 @@ mod tests {
                 -32602,
             ),
             (
-                json!({"message": {"messageId": "m", "taskId": "tsk_1", "parts": [{"text": "a"}]}}),
-                -32004,
+                json!({"message": {"messageId": "m", "taskId": 7, "parts": [{"text": "a"}]}}),
+                -32602,
+            ),
+            (
+                json!({"message": {"messageId": "m", "parts": [{"text": "a"}]}, "configuration": {"historyLength": -1}}),
+                -32602,
             ),
             (msg(json!([{"text": "a", "mediaType": "text/markdown"}])), -32005),
             (msg(json!([{"data": {"a": 1}}])), -32005),
@@ -375,8 +445,16 @@ mod tests {
                 "{params}"
             );
         }
-        let o = parse_offer(&obj(json!({"message": {"messageId": "m", "contextId": "ctx_a", "parts": [{"text": "x"}]}, "configuration": {"returnImmediately": true}}))).expect("ok");
-        assert_eq!((o.context_id.as_deref(), o.return_immediately), (Some("ctx_a"), true));
+        let o = parse_offer(&obj(json!({"message": {"messageId": "m", "contextId": "ctx_a", "taskId": "tsk_1", "parts": [{"text": "x"}]}, "configuration": {"returnImmediately": true, "historyLength": 3}}))).expect("ok");
+        assert_eq!(
+            (
+                o.context_id.as_deref(),
+                o.task_id.as_deref(),
+                o.return_immediately,
+                o.history_length
+            ),
+            (Some("ctx_a"), Some("tsk_1"), true, Some(3))
+        );
     }
 
     #[test]
@@ -387,26 +465,59 @@ mod tests {
                 .map_err(|e| e.code)
         };
         assert_eq!(q(json!({})), Ok((50, None, None, None, false)));
-        assert_eq!(q(json!({"pageSize": 0})), Ok((50, None, None, None, false)));
+        assert_eq!(q(json!({"pageSize": 1})), Ok((1, None, None, None, false)));
         assert_eq!(q(json!({"pageSize": 7})), Ok((7, None, None, None, false)));
-        assert_eq!(q(json!({"pageSize": 1000})), Ok((100, None, None, None, false)));
-        assert_eq!(q(json!({"pageSize": -1})), Err(-32602));
-        assert_eq!(q(json!({"pageSize": 1.5})), Err(-32602));
-        assert_eq!(q(json!({"pageSize": "5"})), Err(-32602));
+        assert_eq!(q(json!({"pageSize": 100})), Ok((100, None, None, None, false)));
         assert_eq!(
             q(json!({"status": "TASK_STATE_WORKING"})),
             Ok((50, Some(TaskState::Working), None, None, false))
         );
-        assert_eq!(q(json!({"status": "working"})), Err(-32602));
         assert_eq!(
             q(json!({"pageToken": "12", "contextId": "c", "includeArtifacts": true})),
             Ok((50, None, Some(12), Some("c".into()), true))
         );
-        assert_eq!(q(json!({"pageToken": "x"})), Err(-32602));
-        assert_eq!(q(json!({"includeArtifacts": 1})), Err(-32602));
-        assert_eq!(q(json!({"statusTimestampAfter": "yesterday"})), Err(-32602));
         let (lq, _) = parse_list(&obj(json!({"statusTimestampAfter": "2023-11-14T22:13:20.123+01:00"}))).expect("ok");
         assert_eq!(lq.after.map(|t| t.timestamp_millis()), Some(1_699_996_400_123));
+        let history = |v: Value| parse_list(&obj(v)).map(|(q, _)| q.history).map_err(|e| e.code);
+        assert_eq!(history(json!({})), Ok(None));
+        assert_eq!(history(json!({"historyLength": 0})), Ok(Some(0)));
+        assert_eq!(history(json!({"historyLength": 2})), Ok(Some(2)));
+    }
+
+    /// A2A v1.0 §3.3.2 "Validation Errors" and `a2a.proto` `ListTasksRequest`: each bad
+    /// parameter is `-32602` naming itself in a `google.rpc.BadRequest` field violation.
+    #[test]
+    fn list_params_refused_name_their_field() {
+        let table: &[(Value, &str)] = &[
+            (json!({"pageSize": 0}), "pageSize"),
+            (json!({"pageSize": 101}), "pageSize"),
+            (json!({"pageSize": 1000}), "pageSize"),
+            (json!({"pageSize": -1}), "pageSize"),
+            (json!({"pageSize": 1.5}), "pageSize"),
+            (json!({"pageSize": "5"}), "pageSize"),
+            (json!({"historyLength": -1}), "historyLength"),
+            (json!({"historyLength": 0.5}), "historyLength"),
+            (json!({"historyLength": "2"}), "historyLength"),
+            (json!({"status": "working"}), "status"),
+            (json!({"pageToken": "x"}), "pageToken"),
+            (json!({"includeArtifacts": 1}), "includeArtifacts"),
+            (json!({"statusTimestampAfter": "yesterday"}), "statusTimestampAfter"),
+            (
+                json!({"statusTimestampAfter": "2023-11-14 22:13:20"}),
+                "statusTimestampAfter",
+            ),
+            (json!({"contextId": 3}), "contextId"),
+        ];
+        for (params, field) in table {
+            let e = parse_list(&obj(params.clone())).map(|_| ()).expect_err("refused");
+            assert_eq!(e.code, -32602, "{params}");
+            let data = e.data.unwrap_or_default();
+            assert_eq!(
+                data[0]["@type"], "type.googleapis.com/google.rpc.BadRequest",
+                "{params}"
+            );
+            assert_eq!(data[0]["fieldViolations"][0]["field"], *field, "{params}");
+        }
     }
 
     #[test]

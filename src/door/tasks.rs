@@ -36,6 +36,15 @@ pub const KEEP_ENDED_TASKS: usize = 1000;
 /// the largest body the door reads, so recent outcomes survive and an idle member stays small.
 pub const KEEP_ENDED_BYTES: usize = 16 * 1024 * 1024;
 
+/// Messages a task's `history` keeps (A2A v1.0 §3.2.4: the server MAY return fewer than asked):
+/// the caller's message, progress notes, and the final message. Notes past it are not kept.
+pub const HISTORY_MESSAGES: usize = 32;
+/// Earlier exchanges of a context a model capsule is shown (A2A v1.0 §3.4.2 "Context
+/// Inheritance"), newest kept first [ours].
+pub const CONTEXT_TURNS: usize = 20;
+/// Bytes of text those exchanges may hold together; older ones past it are left out [ours].
+pub const CONTEXT_BYTES: usize = 256 * 1024;
+
 /// How much of its ended tasks a board keeps; past either limit the oldest are forgotten.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retention {
@@ -176,9 +185,62 @@ pub struct TaskSnapshot {
     pub origin: Origin,
     /// Board-wide change number of the last status change; orders ListTasks and page tokens.
     pub changed: u64,
+    /// The task's messages, oldest first (A2A v1.0 §4.1.1 `Task.history`).
+    pub history: Vec<HistoryMessage>,
+}
+
+/// Who sent a history message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    User,
+    Agent,
+}
+
+/// One message of a task's history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistoryMessage {
+    pub role: Role,
+    pub message_id: String,
+    pub text: HistoryText,
+}
+
+/// A history message's text: its own, or the task's answer (kept once, in `answer`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum HistoryText {
+    Own(Arc<str>),
+    Answer,
+}
+
+/// One earlier exchange of a context: the caller's message and the answer it got.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContextTurn {
+    pub asked: Arc<str>,
+    pub answered: String,
+}
+
+/// Whether a task owned by `viewer` may see one owned by `owner` (runtime.md §7.7): no owner
+/// (public door, `--task`) and the operator see every task, any other credential its own.
+pub fn owner_sees(viewer: Option<&str>, owner: Option<&str>) -> bool {
+    matches!(viewer, None | Some("operator")) || viewer == owner
 }
 
 impl TaskSnapshot {
+    /// Keeps only the newest `limit` history messages (A2A v1.0 §3.2.4): `None` keeps all,
+    /// `Some(0)` none, so the field is left out.
+    pub fn limit_history(&mut self, limit: Option<usize>) {
+        if let Some(n) = limit {
+            let drop = self.history.len().saturating_sub(n);
+            self.history.drain(..drop);
+        }
+    }
+
+    fn history_text<'a>(&'a self, m: &'a HistoryMessage) -> &'a str {
+        match &m.text {
+            HistoryText::Own(t) => t,
+            HistoryText::Answer => self.answer.as_deref().unwrap_or_default(),
+        }
+    }
+
     /// The A2A Task object (§7.4); `artifacts` only when asked for and present.
     pub fn to_json(&self, include_artifacts: bool) -> Value {
         // Serialising the view into a `Value` cannot fail: every key is a string.
@@ -195,6 +257,22 @@ impl TaskSnapshot {
                 None
             },
             context_id: &self.context_id,
+            history: self
+                .history
+                .iter()
+                .map(|m| MessageView {
+                    context_id: &self.context_id,
+                    message_id: &m.message_id,
+                    parts: [TextPart {
+                        text: self.history_text(m),
+                    }],
+                    role: match m.role {
+                        Role::User => "ROLE_USER",
+                        Role::Agent => "ROLE_AGENT",
+                    },
+                    task_id: &self.id,
+                })
+                .collect(),
             id: &self.id,
             metadata: self.no_answer_below.as_deref().map(|below| Metadata {
                 murmur: NoAnswer {
@@ -253,6 +331,8 @@ pub struct TaskView<'a> {
     artifacts: Option<[ArtifactView<'a>; 1]>,
     #[serde(rename = "contextId")]
     context_id: &'a str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    history: Vec<MessageView<'a>>,
     id: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     metadata: Option<Metadata<'a>>,
@@ -389,6 +469,9 @@ pub struct Work {
     pub task_id: String,
     pub context_id: String,
     pub text: String,
+    /// The context's earlier exchanges this task's owner may see, oldest first, within
+    /// [`CONTEXT_TURNS`] and [`CONTEXT_BYTES`].
+    pub context: Vec<ContextTurn>,
     pub trust: Trust,
     pub origin: Origin,
     pub owner: Option<String>,
@@ -427,6 +510,8 @@ pub struct ListQuery {
     pub page_size: usize,
     /// Only tasks whose last change is older than this change number (the page token).
     pub before: Option<u64>,
+    /// `historyLength`: `None` = every message kept.
+    pub history: Option<usize>,
 }
 
 /// One page of ListTasks.
@@ -441,8 +526,11 @@ pub struct ListPage {
 
 struct Entry {
     snap: TaskSnapshot,
-    /// The offer, until the executor takes it; never kept for a refused task.
-    text: String,
+    /// The offer, until the executor takes it; never kept for a refused task. The history's
+    /// first message shares it.
+    text: Arc<str>,
+    /// Change number at creation: orders a context's exchanges.
+    created: u64,
     cancel: watch::Sender<bool>,
     /// Open replies and streams that still owe this task's end to a caller.
     pins: u32,
@@ -468,6 +556,17 @@ fn footprint(e: &Entry) -> usize {
         + opt(&s.owner)
         + below
         + e.text.len()
+        + s.history
+            .iter()
+            .map(|m| {
+                std::mem::size_of::<HistoryMessage>()
+                    + m.message_id.len()
+                    + match &m.text {
+                        HistoryText::Own(t) => t.len(),
+                        HistoryText::Answer => 0,
+                    }
+            })
+            .sum::<usize>()
 }
 
 struct State {
@@ -497,8 +596,8 @@ impl State {
             if let BoardEvent::Ended { task_id, state, .. } = ev
                 && let Some(e) = self.tasks.get_mut(task_id)
             {
-                // Nothing runs an ended task; its offer is dead weight.
-                e.text = String::new();
+                // Nothing runs an ended task; its offer lives on only in the history.
+                e.text = Arc::from("");
                 let bytes = footprint(e);
                 self.kept_bytes += bytes;
                 let list = if *state == TaskState::Rejected {
@@ -764,7 +863,22 @@ impl Board {
                 trust: new.trust,
                 origin: new.origin,
                 changed: st.seq,
+                history: Vec::new(),
             };
+            // A refused offer is never run: keep none of it, in the history neither (A2A v1.0
+            // §3.2.4 lets a server return fewer messages than asked).
+            let text: Arc<str> = if refusal.is_some() {
+                Arc::from("")
+            } else {
+                Arc::from(new.text)
+            };
+            if refusal.is_none() {
+                snap.history.push(HistoryMessage {
+                    role: Role::User,
+                    message_id: new.message_id.clone(),
+                    text: HistoryText::Own(Arc::clone(&text)),
+                });
+            }
             ev.push(BoardEvent::Received {
                 task_id: id.clone(),
                 context_id,
@@ -777,7 +891,13 @@ impl Board {
             if let Some(reason) = refusal {
                 snap.state = TaskState::Rejected;
                 snap.status_text = Some(reason.to_string());
-                snap.status_message_id = Some(mint_message_id());
+                let message_id = mint_message_id();
+                snap.history.push(HistoryMessage {
+                    role: Role::Agent,
+                    message_id: message_id.clone(),
+                    text: HistoryText::Own(Arc::from(reason)),
+                });
+                snap.status_message_id = Some(message_id);
                 ev.push(BoardEvent::Ended {
                     task_id: id.clone(),
                     state: TaskState::Rejected,
@@ -790,8 +910,8 @@ impl Board {
             }
             let entry = Entry {
                 snap: snap.clone(),
-                // A refused offer is never run: keep none of it.
-                text: if refusal.is_some() { String::new() } else { new.text },
+                text,
+                created: st.seq,
                 cancel: watch::channel(false).0,
                 pins: u32::from(pinned),
             };
@@ -835,6 +955,7 @@ impl Board {
             };
             st.seq += 1;
             let seq = st.seq;
+            let context = context_turns(st, &id);
             let e = st.tasks.get_mut(&id)?;
             e.snap.state = TaskState::Working;
             e.snap.timestamp = now;
@@ -843,7 +964,9 @@ impl Board {
                 task_id: id.clone(),
                 context_id: e.snap.context_id.clone(),
                 // Nothing reads the offer again once it runs.
-                text: std::mem::take(&mut e.text),
+                // The history keeps the caller's message; the executor gets its own copy.
+                text: std::mem::replace(&mut e.text, Arc::from("")).to_string(),
+                context,
                 trust: e.snap.trust,
                 origin: e.snap.origin,
                 owner: e.snap.owner.clone(),
@@ -871,7 +994,7 @@ impl Board {
                 e.snap.timestamp = now;
                 reorder(&mut st.order, &mut e.snap, seq);
                 e.snap.status_text = note.map(str::to_string);
-                e.snap.status_message_id = note.map(|_| mint_message_id());
+                e.snap.status_message_id = note.map(|n| note_history(&mut e.snap, n));
             }
         });
     }
@@ -891,6 +1014,8 @@ impl Board {
                 let (state, text, reason) = match outcome {
                     TaskOutcome::Completed(answer) => {
                         e.snap.answer = Some(answer);
+                        // The agent's final message is its answer, kept once.
+                        push_history(&mut e.snap, Role::Agent, mint_message_id(), HistoryText::Answer);
                         (TaskState::Completed, None, None)
                     }
                     TaskOutcome::Failed(msg) => (TaskState::Failed, Some(msg.clone()), Some(msg)),
@@ -1125,8 +1250,70 @@ fn end(
     e.snap.state = state;
     e.snap.timestamp = now;
     reorder(order, &mut e.snap, seq);
-    e.snap.status_message_id = text.as_ref().map(|_| mint_message_id());
+    e.snap.status_message_id = text.as_deref().map(|t| note_history(&mut e.snap, t));
     e.snap.status_text = text;
+}
+
+/// Adds a status message to the history; its message id, which the status shows too.
+fn note_history(snap: &mut TaskSnapshot, text: &str) -> String {
+    let id = mint_message_id();
+    push_history(snap, Role::Agent, id.clone(), HistoryText::Own(Arc::from(text)));
+    id
+}
+
+/// Appends to the history within [`HISTORY_MESSAGES`]: when full, the newest message replaces the
+/// last one, so the caller's message and the final word are always kept.
+fn push_history(snap: &mut TaskSnapshot, role: Role, message_id: String, text: HistoryText) {
+    if snap.history.len() >= HISTORY_MESSAGES.max(2) {
+        snap.history.pop();
+    }
+    snap.history.push(HistoryMessage { role, message_id, text });
+}
+
+/// The earlier exchanges of task `id`'s context that its owner may see (runtime.md §7.7, as
+/// ListTasks would show them): each completed task's caller message and answer, oldest first,
+/// the newest kept within [`CONTEXT_TURNS`] and [`CONTEXT_BYTES`]. A context whose tasks the
+/// owner cannot see is, to it, a new one.
+fn context_turns(st: &State, id: &str) -> Vec<ContextTurn> {
+    let Some(me) = st.tasks.get(id) else {
+        return Vec::new();
+    };
+    let viewer = me.snap.owner.as_deref();
+    // Borrowed while choosing, so only the exchanges kept are copied.
+    let mut earlier: Vec<(u64, &Arc<str>, &str)> = st
+        .tasks
+        .values()
+        .filter(|e| {
+            e.created < me.created
+                && e.snap.context_id == me.snap.context_id
+                && e.snap.state == TaskState::Completed
+                && owner_sees(viewer, e.snap.owner.as_deref())
+        })
+        .filter_map(|e| match e.snap.history.first() {
+            Some(HistoryMessage {
+                role: Role::User,
+                text: HistoryText::Own(asked),
+                ..
+            }) => Some((e.created, asked, e.snap.answer.as_deref()?)),
+            _ => None,
+        })
+        .collect();
+    earlier.sort_by_key(|(created, _, _)| std::cmp::Reverse(*created));
+    let mut bytes = 0usize;
+    let mut kept: Vec<ContextTurn> = earlier
+        .into_iter()
+        .take(CONTEXT_TURNS)
+        .take_while(|(_, asked, answered)| {
+            bytes = bytes.saturating_add(asked.len() + answered.len());
+            bytes <= CONTEXT_BYTES
+        })
+        .map(|(_, asked, answered)| ContextTurn {
+            asked: Arc::clone(asked),
+            answered: answered.to_string(),
+        })
+        .collect();
+    kept.reverse();
+    kept
 }
 
 #[cfg(test)]
@@ -1251,8 +1438,19 @@ mod tests {
         }
         let t = |i: usize| b.get(&ids[i]).expect("task");
         let ts = "2023-11-14T22:13:20.123Z";
+        // A2A v1.0 §4.1.1 `Task.history`: the caller's message, then the agent's final one.
+        let history = t(0).to_json(true)["history"].clone();
         assert_eq!(
-            serde_json::to_string(&t(0).to_json(true)).expect("json"),
+            history,
+            json!([
+                {"contextId": t(0).context_id, "messageId": "m1", "parts": [{"text": "0"}], "role": "ROLE_USER", "taskId": ids[0]},
+                {"contextId": t(0).context_id, "messageId": history[1]["messageId"], "parts": [{"text": "the answer"}], "role": "ROLE_AGENT", "taskId": ids[0]},
+            ])
+        );
+        let mut bare = t(0);
+        bare.limit_history(Some(0));
+        assert_eq!(
+            serde_json::to_string(&bare.to_json(true)).expect("json"),
             format!(
                 r#"{{"artifacts":[{{"artifactId":"response","name":"response","parts":[{{"text":"the answer"}}]}}],"contextId":"{}","id":"{}","status":{{"state":"TASK_STATE_COMPLETED","timestamp":"{ts}"}}}}"#,
                 t(0).context_id,
@@ -1265,6 +1463,9 @@ mod tests {
         assert_eq!(failed["status"]["message"]["parts"], json!([{"text": "boom"}]));
         assert_eq!(failed["status"]["message"]["role"], "ROLE_AGENT");
         assert_eq!(failed["status"]["message"]["taskId"], json!(ids[1]));
+        // The status message is the history's last word, under the same id.
+        assert_eq!(failed["history"][1], failed["status"]["message"]);
+        assert_eq!(t(3).history.len(), 1, "a cancellation adds no message");
         let na = t(2).to_json(true);
         assert_eq!(na["status"]["state"], "TASK_STATE_FAILED");
         assert_eq!(

@@ -605,8 +605,9 @@ fn json_rpc_errors_and_http_fallbacks() {
         (
             "SendMessage",
             json!({"message": {"messageId": "m", "taskId": "tsk_1", "parts": [{"text": "x"}]}}),
-            -32004,
-            Some("UNSUPPORTED_OPERATION"),
+            // An unknown task (A2A v1.0 §3.1.2: "does not exist or is not accessible").
+            -32001,
+            Some("TASK_NOT_FOUND"),
         ),
     ];
     for (method, params, want, reason) in table {
@@ -893,9 +894,13 @@ fn list_tasks_pages_and_filters() {
         (p3["tasks"].as_array().map(Vec::len), p3["nextPageToken"].as_str()),
         (Some(1), Some(""))
     );
-    // Defaults and the clamp.
+    // The default; out of range is refused (A2A v1.0 `ListTasksRequest.page_size`: 1 to 100).
     assert_eq!(page(json!({}))["pageSize"], 50);
-    assert_eq!(page(json!({"pageSize": 1000}))["pageSize"], 100);
+    assert_eq!(page(json!({"pageSize": 100}))["pageSize"], 100);
+    assert_eq!(
+        d.rpc(None, "ListTasks", json!({"pageSize": 1000}))["error"]["code"],
+        -32602
+    );
     // Filters.
     assert_eq!(page(json!({"status": "TASK_STATE_COMPLETED"}))["totalSize"], 5);
     assert_eq!(page(json!({"status": "TASK_STATE_FAILED"}))["totalSize"], 0);

@@ -18,6 +18,7 @@ use super::wire::{self, CALL_MEMBER, END_WITHOUT_ANSWER, Msg, Request, Stop, Too
 use super::{Identity, ModelConfig};
 use crate::calls::continuation_message;
 use crate::capsule::{BoxFuture, CallOutcome, CallStatus, CancelSignal};
+use crate::door::tasks::ContextTurn;
 use crate::door::{NoAnswerBelow, TaskOutcome};
 
 /// How a `call-member` dispatch went, as the model is told (§11.3).
@@ -166,6 +167,18 @@ impl Totals {
     }
 }
 
+/// The first request's messages: the context's earlier exchanges, then the task. A past answer
+/// goes as a plain assistant message, a shape both provider APIs take.
+fn conversation(prior: &[ContextTurn], task_text: &str) -> Vec<Msg> {
+    let mut messages = Vec::with_capacity(2 * prior.len() + 1);
+    for turn in prior {
+        messages.push(Msg::User(turn.asked.to_string()));
+        messages.push(Msg::Assistant(json!({"role": "assistant", "content": turn.answered})));
+    }
+    messages.push(Msg::User(task_text.to_string()));
+    messages
+}
+
 /// A model capsule's agent: one per session, shared by its tasks.
 #[derive(Debug)]
 pub struct Agent {
@@ -225,6 +238,12 @@ impl Agent {
 
     /// Runs one task to its outcome. Call it on an actix arbiter (the provider client is awc).
     pub async fn run(&self, task_text: &str, task: TaskCtx) -> AgentOutcome {
+        self.run_in_context(&[], task_text, task).await
+    }
+
+    /// As [`Agent::run`], the conversation opening with `prior`: the earlier exchanges of the
+    /// task's context, each the caller's message and this capsule's answer.
+    pub async fn run_in_context(&self, prior: &[ContextTurn], task_text: &str, task: TaskCtx) -> AgentOutcome {
         if task.cancel.is_canceled() {
             return AgentOutcome::Canceled;
         }
@@ -232,11 +251,11 @@ impl Agent {
         tokio::select! {
             biased;
             _ = cancel.canceled() => AgentOutcome::Canceled,
-            outcome = self.run_task(task_text, &task) => outcome,
+            outcome = self.run_task(prior, task_text, &task) => outcome,
         }
     }
 
-    async fn run_task(&self, task_text: &str, task: &TaskCtx) -> AgentOutcome {
+    async fn run_task(&self, prior: &[ContextTurn], task_text: &str, task: &TaskCtx) -> AgentOutcome {
         let client = match ProviderClient::new(&self.config, &self.retry) {
             Ok(c) => c,
             Err(why) => return AgentOutcome::Failed(format!("inference failed: {why}")),
@@ -252,7 +271,7 @@ impl Agent {
         let mut run = TaskRun {
             agent: self,
             task,
-            messages: vec![Msg::User(task_text.to_string())],
+            messages: conversation(prior, task_text),
             pending: Vec::new(),
             arrived: Vec::new(),
             ended: Vec::new(),

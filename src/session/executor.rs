@@ -119,7 +119,9 @@ async fn drain(
                 board_outcome(host, work.owner.as_deref(), &ended)
             }
             Runner::Model(agent) => {
-                let outcome = agent.run(&work.text, setup.model_task(&work, &board, env.cancel)).await;
+                // The context's earlier exchanges open the conversation (A2A v1.0 §3.4.2).
+                let ctx = setup.model_task(&work, &board, env.cancel);
+                let outcome = agent.run_in_context(&work.context, &work.text, ctx).await;
                 if matches!(outcome, AgentOutcome::MaxTurns(_)) {
                     setup.max_turns_reached(&task_id);
                 }
