@@ -1691,6 +1691,127 @@ mod tests {
         assert!(b.lock().tasks[&queued].text.is_empty());
     }
 
+    /// A2A v1.0 §3.2.4 History Length Semantics; history is bounded in count and its bytes
+    /// count against the board's retention.
+    #[actix_rt::test]
+    async fn history_is_bounded_limited_and_paid_for() {
+        let b = keeping(100, usize::MAX);
+        let id = b.submit(offer("the question")).id;
+        let w = b.next_work().await.expect("work");
+        for i in 0..HISTORY_MESSAGES + 5 {
+            b.set_working(&id, Some(&format!("note {i}")));
+        }
+        b.finish(&id, TaskOutcome::Completed("the answer".into()));
+        drop(w);
+        let t = b.get(&id).expect("task");
+        assert_eq!(t.history.len(), HISTORY_MESSAGES);
+        let texts: Vec<&str> = t.history.iter().map(|m| t.history_text(m)).collect();
+        assert_eq!(texts.first(), Some(&"the question"), "the caller's message stays");
+        assert_eq!(texts.last(), Some(&"the answer"), "the final word stays");
+        for (limit, len) in [(None, HISTORY_MESSAGES), (Some(3), 3), (Some(0), 0), (Some(1000), HISTORY_MESSAGES)] {
+            let mut l = t.clone();
+            l.limit_history(limit);
+            assert_eq!(l.history.len(), len, "{limit:?}");
+        }
+        let mut newest = t.clone();
+        newest.limit_history(Some(1));
+        assert_eq!(newest.to_json(false)["history"][0]["parts"][0]["text"], "the answer");
+        newest.limit_history(Some(0));
+        assert_eq!(newest.to_json(false).get("history"), None, "0 omits the field");
+        // The caller's message is paid for once the task has ended: a budget its answer alone
+        // fits in, but not with a long question, forgets it.
+        let tight = keeping(100, 30_000);
+        let asked = tight.submit(offer(&"q".repeat(20_000))).id;
+        let w = tight.next_work().await.expect("work");
+        tight.finish(&asked, TaskOutcome::Completed("a".repeat(20_000)));
+        drop(w);
+        assert!(tight.get(&asked).is_none(), "question and answer exceed the budget");
+        assert_eq!(tight.lock().kept_bytes, 0);
+        // A refused offer keeps no text, in the history neither: only the refusal.
+        let none = Board::new(Acceptance::None, 0);
+        let r = none.submit(offer(&"x".repeat(100_000)));
+        assert_eq!(r.history.len(), 1);
+        assert_eq!(r.history[0].role, Role::Agent);
+        assert_eq!(r.to_json(false)["history"][0], r.to_json(false)["status"]["message"]);
+    }
+
+    /// A2A v1.0 §3.4.2 "Context Continuity" / "Context Inheritance", with runtime.md §7.7
+    /// visibility: a task sees the completed exchanges of its context its owner may see.
+    #[actix_rt::test]
+    async fn a_task_is_handed_the_visible_exchanges_of_its_context() {
+        let b = Board::new(Acceptance::Queue, 100);
+        let in_ctx = |text: &str, ctx: &str, owner: Option<&str>| NewTask {
+            context_id: Some(ctx.into()),
+            owner: owner.map(str::to_string),
+            ..offer(text)
+        };
+        let run = |b: &Arc<Board>, new: NewTask, answer: Option<&str>| {
+            let b = Arc::clone(b);
+            let answer = answer.map(str::to_string);
+            async move {
+                let id = b.submit(new).id;
+                let w = b.next_work().await.expect("work");
+                let context = w.context.clone();
+                let outcome = answer.map_or(TaskOutcome::Failed("no".into()), TaskOutcome::Completed);
+                b.finish(&id, outcome);
+                drop(w);
+                context
+            }
+        };
+        let pairs = |turns: Vec<ContextTurn>| -> Vec<(String, String)> {
+            turns.into_iter().map(|t| (t.asked.to_string(), t.answered)).collect()
+        };
+        let a = Some("member:a");
+        assert!(run(&b, in_ctx("q1", "ctx_1", a), Some("a1")).await.is_empty());
+        // A failed exchange is not part of the conversation.
+        run(&b, in_ctx("qf", "ctx_1", a), None).await;
+        assert_eq!(
+            pairs(run(&b, in_ctx("q2", "ctx_1", a), Some("a2")).await),
+            [("q1".into(), "a1".into())]
+        );
+        // Another member naming the same context sees none of it: to it the context is new.
+        assert!(run(&b, in_ctx("x", "ctx_1", Some("member:b")), Some("bx")).await.is_empty());
+        // Another context is not this one.
+        assert!(run(&b, in_ctx("y", "ctx_2", a), Some("ay")).await.is_empty());
+        assert_eq!(
+            pairs(run(&b, in_ctx("q3", "ctx_1", a), Some("a3")).await),
+            [("q1".into(), "a1".into()), ("q2".into(), "a2".into())]
+        );
+        // The operator sees every task of the context, the other member's included.
+        let seen = pairs(run(&b, in_ctx("o", "ctx_1", Some("operator")), Some("ao")).await);
+        assert_eq!(seen.len(), 4);
+        assert_eq!(seen[2], ("x".into(), "bx".into()));
+        // Bounded in count, newest kept...
+        for i in 0..CONTEXT_TURNS + 3 {
+            run(&b, in_ctx(&format!("n{i}"), "ctx_3", a), Some("ok")).await;
+        }
+        let turns = run(&b, in_ctx("last", "ctx_3", a), Some("ok")).await;
+        assert_eq!(turns.len(), CONTEXT_TURNS);
+        assert_eq!(turns.last().map(|t| &*t.asked), Some(&*format!("n{}", CONTEXT_TURNS + 2)));
+        // ...and in bytes.
+        let big = "b".repeat(CONTEXT_BYTES / 3);
+        for _ in 0..4 {
+            run(&b, in_ctx(&big, "ctx_4", a), Some("ok")).await;
+        }
+        assert_eq!(run(&b, in_ctx("last", "ctx_4", a), Some("ok")).await.len(), 2);
+    }
+
+    #[test]
+    fn visibility_of_one_task_to_another() {
+        let table = [
+            (None, Some("member:a"), true),
+            (Some("operator"), Some("member:a"), true),
+            (Some("operator"), None, true),
+            (Some("member:a"), Some("member:a"), true),
+            (Some("member:a"), Some("member:b"), false),
+            (Some("member:a"), Some("operator"), false),
+            (Some("member:a"), None, false),
+        ];
+        for (viewer, owner, sees) in table {
+            assert_eq!(owner_sees(viewer, owner), sees, "{viewer:?} {owner:?}");
+        }
+    }
+
     #[test]
     fn list_pages_on_across_forgotten_tasks() {
         let b = keeping(2, usize::MAX);

@@ -547,3 +547,42 @@ impl TaskRun<'_> {
         })
     }
 }
+
+#[cfg(test)]
+mod context_tests {
+    use super::*;
+
+    #[test]
+    fn earlier_exchanges_open_the_conversation() {
+        let prior = [
+            ContextTurn {
+                asked: Arc::from("q1"),
+                answered: "a1".into(),
+            },
+            ContextTurn {
+                asked: Arc::from("q2"),
+                answered: "a2".into(),
+            },
+        ];
+        let m = conversation(&prior, "q3");
+        let seen: Vec<Value> = m
+            .iter()
+            .map(|m| match m {
+                Msg::User(t) => json!({"role": "user", "content": t}),
+                Msg::Assistant(v) => v.clone(),
+                Msg::ToolResults(_) => Value::Null,
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                json!({"role": "user", "content": "q1"}),
+                json!({"role": "assistant", "content": "a1"}),
+                json!({"role": "user", "content": "q2"}),
+                json!({"role": "assistant", "content": "a2"}),
+                json!({"role": "user", "content": "q3"}),
+            ]
+        );
+        assert!(matches!(conversation(&[], "only").as_slice(), [Msg::User(t)] if t == "only"));
+    }
+}
