@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, SecondsFormat, SubsecRound, Utc};
 use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::watch;
@@ -765,7 +765,10 @@ impl Board {
         let mut events = Vec::new();
         let r = {
             let mut st = self.lock();
-            let r = f(&mut st, &mut events, (self.clock)());
+            // Kept to the millisecond the wire shows, so `statusTimestampAfter` set to a time a
+            // client was shown includes that very change (A2A v1.0 `a2a.proto`: "greater than or
+            // equal to").
+            let r = f(&mut st, &mut events, (self.clock)().trunc_subsecs(3));
             st.settle(&events, self.retention);
             r
         };
@@ -1708,7 +1711,12 @@ mod tests {
         let texts: Vec<&str> = t.history.iter().map(|m| t.history_text(m)).collect();
         assert_eq!(texts.first(), Some(&"the question"), "the caller's message stays");
         assert_eq!(texts.last(), Some(&"the answer"), "the final word stays");
-        for (limit, len) in [(None, HISTORY_MESSAGES), (Some(3), 3), (Some(0), 0), (Some(1000), HISTORY_MESSAGES)] {
+        for (limit, len) in [
+            (None, HISTORY_MESSAGES),
+            (Some(3), 3),
+            (Some(0), 0),
+            (Some(1000), HISTORY_MESSAGES),
+        ] {
             let mut l = t.clone();
             l.limit_history(limit);
             assert_eq!(l.history.len(), len, "{limit:?}");
@@ -1770,7 +1778,11 @@ mod tests {
             [("q1".into(), "a1".into())]
         );
         // Another member naming the same context sees none of it: to it the context is new.
-        assert!(run(&b, in_ctx("x", "ctx_1", Some("member:b")), Some("bx")).await.is_empty());
+        assert!(
+            run(&b, in_ctx("x", "ctx_1", Some("member:b")), Some("bx"))
+                .await
+                .is_empty()
+        );
         // Another context is not this one.
         assert!(run(&b, in_ctx("y", "ctx_2", a), Some("ay")).await.is_empty());
         assert_eq!(
@@ -1787,7 +1799,10 @@ mod tests {
         }
         let turns = run(&b, in_ctx("last", "ctx_3", a), Some("ok")).await;
         assert_eq!(turns.len(), CONTEXT_TURNS);
-        assert_eq!(turns.last().map(|t| &*t.asked), Some(&*format!("n{}", CONTEXT_TURNS + 2)));
+        assert_eq!(
+            turns.last().map(|t| &*t.asked),
+            Some(&*format!("n{}", CONTEXT_TURNS + 2))
+        );
         // ...and in bytes.
         let big = "b".repeat(CONTEXT_BYTES / 3);
         for _ in 0..4 {

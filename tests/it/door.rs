@@ -25,6 +25,7 @@ use ed25519_dalek::Signer as _;
 use mur::token::SigningKey;
 use serde_json::{Value, json};
 
+use crate::support::provider::{Provider, Reply, Step, openai};
 use crate::support::{Sandbox, repo_root, stderr, wait_until};
 
 pub(crate) const FRM: &str = "frm_0199c4e2f1b7712a9d3e4f5061728394";
@@ -327,7 +328,12 @@ impl Door {
     /// A session started as formation member `m.name`, as the launcher starts a peer (§9.2): its
     /// channel holds a first line (§10.1) with no callees, and it holds a lifeline.
     pub(crate) fn member(sb: &Sandbox, capsule: &str, m: &Member) -> Door {
-        let mut cmd = Door::command(sb, capsule, &[]);
+        Door::member_with(sb, capsule, m, &[])
+    }
+
+    /// As [`Door::member`], with `env` set for the member (e.g. a model capsule's key).
+    pub(crate) fn member_with(sb: &Sandbox, capsule: &str, m: &Member, env: &[(&str, &str)]) -> Door {
+        let mut cmd = Door::command(sb, capsule, env);
         let line = format!(
             "{{\"formation_id\":\"{}\",\"member\":\"{}\",\"verify_key\":\"{}\",\"calls\":[]}}\n",
             m.formation,
@@ -873,8 +879,8 @@ fn list_tasks_pages_newest_first_with_filters() {
             .collect()
     };
     assert_eq!(ids_of(&all), newest_first);
-    let big = d.rpc(Some(&op), "ListTasks", json!({"pageSize": 1000}))["result"].clone();
-    assert_eq!(big["pageSize"], 100);
+    let most = d.rpc(Some(&op), "ListTasks", json!({"pageSize": 100}))["result"].clone();
+    assert_eq!(most["pageSize"], 100);
     let with = d.rpc(Some(&op), "ListTasks", json!({"pageSize": 1, "includeArtifacts": true}))["result"].clone();
     assert_eq!(with["tasks"][0]["artifacts"][0]["parts"][0]["text"], "t4");
     let even = d.rpc(Some(&op), "ListTasks", json!({"contextId": "ctx_even"}))["result"].clone();
@@ -896,16 +902,249 @@ fn list_tasks_pages_newest_first_with_filters() {
         json!({"statusTimestampAfter": "2000-01-01T00:00:00Z"}),
     );
     assert_eq!(past["result"]["totalSize"], 5);
-    for bad in [
-        json!({"pageToken": "x"}),
-        json!({"status": "working"}),
-        json!({"pageSize": -1}),
+    for (bad, field) in [
+        (json!({"pageToken": "x"}), "pageToken"),
+        (json!({"status": "working"}), "status"),
+        (json!({"pageSize": -1}), "pageSize"),
     ] {
-        assert_rpc(
-            &d.call(Some(&op), "ListTasks", bad),
-            &plain_error("1", -32602, "Invalid params"),
+        let e = d.rpc(Some(&op), "ListTasks", bad)["error"].clone();
+        assert_eq!(
+            (&e["code"], &e["data"][0]["fieldViolations"][0]["field"]),
+            (&json!(-32602), &json!(field))
         );
     }
+}
+
+/// A2A v1.0 §3.1.4 List Tasks and `a2a.proto` `ListTasksRequest`/`ListTasksResponse`: `pageSize`
+/// is 1 to 100, `historyLength` is not negative, `statusTimestampAfter` is an inclusive bound and
+/// a timestamp; §3.3.2 "Validation Errors": `-32602` names the parameter.
+#[test]
+fn list_tasks_validates_its_parameters_as_a2a_states_them() {
+    let sb = Sandbox::new();
+    sb.install_actor("echo");
+    let d = Door::start(&sb, "echo", &[]);
+    let op = d.op();
+    let t = d.send(Some(&op), "one", false);
+    let _ = d.send(Some(&op), "two", false);
+    let refused = |params: Value, field: &str, why: &str| {
+        let h = d.call(Some(&op), "ListTasks", params.clone());
+        assert_eq!(h.status, 200, "{params}");
+        let body = format!(
+            r#"{{"error":{{"code":-32602,"data":[{{"@type":"type.googleapis.com/google.rpc.BadRequest","fieldViolations":[{{"description":"{why}","field":"{field}"}}]}}],"message":"Invalid params"}},"id":1,"jsonrpc":"2.0"}}"#
+        );
+        assert_eq!(h.body, body, "{params}");
+    };
+    let page_size = "must be an integer from 1 to 100";
+    for n in [json!(0), json!(101), json!(-1), json!(2.5), json!("2")] {
+        refused(json!({ "pageSize": n }), "pageSize", page_size);
+    }
+    for n in [json!(-1), json!(-100), json!(0.5)] {
+        refused(
+            json!({ "historyLength": n }),
+            "historyLength",
+            "must be an integer of 0 or more",
+        );
+    }
+    for ts in ["yesterday", "2025-13-01T00:00:00Z", "2025-01-01 00:00:00"] {
+        refused(
+            json!({ "statusTimestampAfter": ts }),
+            "statusTimestampAfter",
+            "must be an RFC 3339 timestamp, e.g. 2025-01-02T03:04:05.678Z",
+        );
+    }
+    // The page size used, at both ends of the range.
+    for n in [1, 100] {
+        let r = d.rpc(Some(&op), "ListTasks", json!({ "pageSize": n }))["result"].clone();
+        assert_eq!(r["pageSize"], n, "{r}");
+    }
+    // Inclusive: the task whose status time is exactly the bound is listed.
+    let done = d.task(Some(&op), t["id"].as_str().expect("id"));
+    let at = done["status"]["timestamp"].clone();
+    let r = d.rpc(Some(&op), "ListTasks", json!({ "statusTimestampAfter": at }))["result"].clone();
+    let listed: Vec<&Value> = r["tasks"].as_array().expect("tasks").iter().map(|t| &t["id"]).collect();
+    assert!(listed.contains(&&t["id"]), "{at} must be included: {r}");
+}
+
+/// The conversation a provider request carried, without its instructions: `(role, text)`.
+fn conversation(body: &Value) -> Vec<(String, String)> {
+    body["messages"]
+        .as_array()
+        .map(|m| {
+            m.iter()
+                .filter(|m| m["role"] == "user" || m["role"] == "assistant")
+                .map(|m| {
+                    (
+                        m["role"].as_str().unwrap_or("").to_string(),
+                        m["content"].as_str().unwrap_or("").to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A2A v1.0 §3.4.1 Context Identifier Semantics and §3.4.2 Multi-Turn Conversation Patterns: a
+/// message naming a `contextId` and no `taskId` starts a new task in that context, and a model
+/// capsule is shown the context's earlier exchanges; ListTasks filters by `contextId`; a message
+/// naming a terminal task is `-32004` (§3.1.1 errors), an unknown or invisible one `-32001`.
+/// runtime.md §7.7 holds for contexts: another caller's context is, to a caller, an unknown one,
+/// which A2A has a server accept as given (§3.4.1: "MUST accept and preserve client-provided
+/// contextId values"), so it starts afresh under that id, seeing and listing nothing of it.
+#[test]
+fn contexts_continue_with_their_earlier_exchanges_and_stay_private() {
+    let sb = Sandbox::new();
+    let answers: Vec<Step> = (0..8)
+        .map(|_| {
+            Step::func(|r| {
+                let asked = conversation(&r.json())
+                    .last()
+                    .map(|(_, t)| t.clone())
+                    .unwrap_or_default();
+                Reply::json(openai::text(&format!("A:{asked}")))
+            })
+        })
+        .collect();
+    let provider = Provider::start(answers);
+    let manifest = format!(
+        "name: talker\nversion: 0.1.0\ninference:\n  provider: openai\n  endpoint: {}\n  model: test-model\n  \
+         api_key: ${{MUR_IT_PROVIDER_KEY}}\n  system_prompt: You talk.\n{}{AUTH}{PEERS}",
+        provider.url(),
+        serve(4)
+    );
+    sb.install_manifest("talker", &manifest);
+    let key = Key::new(7);
+    let d = Door::member_with(
+        &sb,
+        "talker",
+        &Member {
+            key: &key,
+            formation: FRM,
+            name: "talker",
+        },
+        &[("MUR_IT_PROVIDER_KEY", "sk-it-0123456789")],
+    );
+    let op = d.op();
+    let planner = format!("Bearer {}", key.mint(FRM, "planner", "talker"));
+    let in_context = |auth: &str, text: &str, ctx: Option<&Value>| {
+        let mut params = text_message(text);
+        if let Some(c) = ctx {
+            params["message"]["contextId"] = c.clone();
+        }
+        let t = d.rpc(Some(auth), "SendMessage", params)["result"]["task"].clone();
+        assert_eq!(t["status"]["state"], "TASK_STATE_COMPLETED", "{t}");
+        t
+    };
+    let turn = |role: &str, text: &str| (role.to_string(), text.to_string());
+
+    let first = in_context(&op, "q1", None);
+    let ctx = first["contextId"].clone();
+    let second = in_context(&op, "q2", Some(&ctx));
+    assert_eq!(second["contextId"], ctx);
+    assert_ne!(second["id"], first["id"], "a new task in the same context");
+    assert_eq!(second["artifacts"][0]["parts"][0]["text"], "A:q2");
+    let seen = provider.requests();
+    assert_eq!(conversation(&seen[0].json()), [turn("user", "q1")]);
+    assert_eq!(
+        conversation(&seen[1].json()),
+        [turn("user", "q1"), turn("assistant", "A:q1"), turn("user", "q2")]
+    );
+
+    // The planner names the operator's context: to it the context is new.
+    let theirs = in_context(&planner, "p1", Some(&ctx));
+    assert_eq!(theirs["contextId"], ctx, "the id is kept as given");
+    in_context(&planner, "p2", Some(&ctx));
+    let seen = provider.requests();
+    assert_eq!(conversation(&seen[2].json()), [turn("user", "p1")]);
+    assert_eq!(
+        conversation(&seen[3].json()),
+        [turn("user", "p1"), turn("assistant", "A:p1"), turn("user", "p2")]
+    );
+    let listed = |auth: &str| {
+        let r = d.rpc(Some(auth), "ListTasks", json!({ "contextId": ctx }))["result"].clone();
+        (r["totalSize"].as_u64(), r["tasks"].as_array().map(Vec::len))
+    };
+    assert_eq!(listed(&planner), (Some(2), Some(2)), "only its own tasks");
+    assert_eq!(listed(&op), (Some(4), Some(4)), "the operator sees every task");
+
+    // A message naming a task: terminal → -32004, another caller's or unknown → -32001.
+    let naming = |auth: &str, task: &Value| {
+        let mut params = text_message("more");
+        params["message"]["taskId"] = task.clone();
+        d.call(Some(auth), "SendMessage", params)
+    };
+    let first_id = first["id"].as_str().expect("id");
+    assert_rpc(
+        &naming(&op, &first["id"]),
+        &unsupported(&format!(r#"{{"taskId":"{first_id}"}}"#)),
+    );
+    assert_rpc(&naming(&planner, &first["id"]), &not_found(first_id));
+    assert_rpc(
+        &naming(&op, &json!("tsk_0199c4e2f1b7712a9d3e4f5061728394")),
+        &not_found("tsk_0199c4e2f1b7712a9d3e4f5061728394"),
+    );
+    assert_eq!(provider.requests().len(), 4, "no refused message reached the model");
+}
+
+/// The text of each history message of a task, with its role.
+fn history_of(task: &Value) -> Vec<(String, String)> {
+    task["history"]
+        .as_array()
+        .map(|h| {
+            h.iter()
+                .map(|m| {
+                    (
+                        m["role"].as_str().unwrap_or("").to_string(),
+                        m["parts"][0]["text"].as_str().unwrap_or("").to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A2A v1.0 §4.1.1 `Task.history` and §3.2.4 History Length Semantics: a task holds the caller's
+/// message and the agent's final one; `historyLength` on GetTask, ListTasks and SendMessage's
+/// configuration keeps the newest, 0 leaves the field out, unset keeps all.
+#[test]
+fn tasks_carry_their_history_within_history_length() {
+    let sb = Sandbox::new();
+    sb.install_actor("echo");
+    let d = Door::start(&sb, "echo", &[]);
+    let op = d.op();
+    let t = d.send(Some(&op), "hello there", false);
+    let id = t["id"].as_str().expect("id").to_string();
+    let both = vec![
+        ("ROLE_USER".to_string(), "hello there".to_string()),
+        ("ROLE_AGENT".to_string(), "hello there".to_string()),
+    ];
+    assert_eq!(history_of(&t), both, "{t}");
+    let first = &t["history"][0];
+    assert_eq!(
+        (&first["messageId"], &first["taskId"], &first["contextId"]),
+        (&json!("m1"), &t["id"], &t["contextId"])
+    );
+    assert_eq!(history_of(&d.task(Some(&op), &id)), both);
+    let get = |n: Value| d.rpc(Some(&op), "GetTask", json!({"id": id, "historyLength": n}))["result"].clone();
+    assert_eq!(history_of(&get(json!(1))), both[1..]);
+    assert_eq!(history_of(&get(json!(5))), both);
+    assert_eq!(get(json!(0)).get("history"), None, "0 leaves the field out");
+    let e = d.rpc(Some(&op), "GetTask", json!({"id": id, "historyLength": -1}));
+    assert_eq!(e["error"]["data"][0]["fieldViolations"][0]["field"], "historyLength");
+    let listed = |n: Value| d.rpc(Some(&op), "ListTasks", json!({ "historyLength": n }))["result"]["tasks"][0].clone();
+    assert_eq!(history_of(&listed(json!(1))), both[1..]);
+    assert_eq!(listed(json!(0)).get("history"), None);
+    assert_eq!(history_of(&listed(Value::Null)), both);
+    let mut params = text_message("again");
+    params["configuration"] = json!({"historyLength": 0});
+    let r = d.rpc(Some(&op), "SendMessage", params)["result"]["task"].clone();
+    assert_eq!(
+        (r["status"]["state"].as_str(), r.get("history")),
+        (Some("TASK_STATE_COMPLETED"), None)
+    );
+    let mut params = text_message("once more");
+    params["configuration"] = json!({"historyLength": 1});
+    let r = d.rpc(Some(&op), "SendMessage", params)["result"]["task"].clone();
+    assert_eq!(history_of(&r), [("ROLE_AGENT".to_string(), "once more".to_string())]);
 }
 
 #[test]
@@ -1066,18 +1305,21 @@ fn every_json_rpc_error_a_door_emits_and_the_http_fallbacks() {
         ("SubscribeToTask", json!("x")),
         ("SendMessage", json!({"message": {"parts": [{"text": "a"}]}})),
         ("SendMessage", json!({"message": {"messageId": "m", "parts": []}})),
-        ("ListTasks", json!({"includeArtifacts": 1})),
     ] {
         assert_rpc(&d.call(a, m, params.clone()), &invalid);
     }
+    // A ListTasks parameter is named (A2A v1.0 §3.3.2 "Validation Errors").
+    let e = d.rpc(a, "ListTasks", json!({"includeArtifacts": 1}))["error"].clone();
+    assert_eq!(
+        (&e["code"], &e["message"], &e["data"][0]["fieldViolations"][0]["field"]),
+        (&json!(-32602), &json!("Invalid params"), &json!("includeArtifacts"))
+    );
 
     // -32001, -32004, -32005.
     assert_rpc(&d.call(a, "GetTask", json!({"id": "tsk_nope"})), &not_found("tsk_nope"));
+    // A message naming a task this door does not know (A2A v1.0 §3.1.2 errors).
     let with_task = json!({"message": {"messageId": "m", "taskId": "tsk_earlier", "parts": [{"text": "a"}]}});
-    assert_rpc(
-        &d.call(a, "SendMessage", with_task),
-        &unsupported(r#"{"taskId":"tsk_earlier"}"#),
-    );
+    assert_rpc(&d.call(a, "SendMessage", with_task), &not_found("tsk_earlier"));
     let content = |metadata: &str| {
         a2a_error(
             "1",
