@@ -130,6 +130,34 @@ async def echo_checks(url, token):
     check("list page two is the last", p2.next_page_token == "", p2)
     check("list includes artifacts", p2.tasks[0].artifacts[0].parts[0].text == "hello", p2)
 
+    # History (A2A v1.0 §4.1.1 Task.history, §3.2.4 History Length Semantics): the caller's
+    # message and the answer; history_length keeps the newest, 0 none.
+    h = await plain.get_task(GetTaskRequest(id=t.id))
+    said = [(m.role, m.parts[0].text) for m in h.history]
+    check("history holds the message and the answer", said == [(Role.ROLE_USER, "again"), (Role.ROLE_AGENT, "again")], h)
+    check("history messages name their task", all(m.task_id == t.id and m.context_id == t.context_id for m in h.history), h)
+    h1 = await plain.get_task(GetTaskRequest(id=t.id, history_length=1))
+    check("history_length keeps the newest", [m.role for m in h1.history] == [Role.ROLE_AGENT], h1)
+    h0 = await plain.get_task(GetTaskRequest(id=t.id, history_length=0))
+    check("history_length 0 returns none", len(h0.history) == 0, h0)
+
+    # Contexts (§3.4.2): a second message naming the context, and no task, starts a new task
+    # there; ListTasks filters by context; a message naming a completed task is refused (§3.1.1).
+    follow = message("follow-up")
+    follow.context_id = t.context_id
+    f = [e async for e in plain.send_message(SendMessageRequest(message=follow))][0].task
+    check("a second message continues the context", f.context_id == t.context_id and f.id != t.id, f)
+    check("the follow-up completes", f.status.state == TaskState.TASK_STATE_COMPLETED, f)
+    by_ctx = await plain.list_tasks(ListTasksRequest(context_id=t.context_id))
+    check("list by context", by_ctx.total_size == 2 and [x.id for x in by_ctx.tasks] == [f.id, t.id], by_ctx)
+    more = message("more")
+    more.task_id = t.id
+    try:
+        [e async for e in plain.send_message(SendMessageRequest(message=more))]
+        check("message to a completed task", False, "accepted")
+    except UnsupportedOperationError:
+        check("a message to a completed task is UnsupportedOperationError", True)
+
     # CancelTask of a terminal task, SubscribeToTask of a terminal task.
     try:
         await plain.cancel_task(CancelTaskRequest(id=streamed_id))

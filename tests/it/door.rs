@@ -2090,8 +2090,9 @@ fn official_a2a_sdk_client_interoperates() {
     assert!(so.contains("checks passed"), "{so}");
 
     // What the SDK did is what the door saw.
+    // Two, then a follow-up in the second one's context; the refused message made none.
     let tasks = echo.rpc(Some(&echo.op()), "ListTasks", json!({}));
-    assert_eq!(tasks["result"]["totalSize"], 2, "{tasks}");
+    assert_eq!(tasks["result"]["totalSize"], 3, "{tasks}");
     let tasks = held.rpc(Some(&held.op()), "ListTasks", json!({"status": "TASK_STATE_CANCELED"}));
     assert_eq!(tasks["result"]["totalSize"], 3, "{tasks}");
 }
