@@ -689,7 +689,8 @@ fn send_message_blocks_until_the_end_or_returns_at_once() {
     // Blocking: the reply is the completed task with its answer as the `response` artifact.
     let t = d.send(Some(&op), "hello door", false);
     let keys: Vec<&String> = t.as_object().expect("task").keys().collect();
-    assert_eq!(keys, ["artifacts", "contextId", "id", "status"], "{t}");
+    // `history` per A2A v1.0 §4.1.1 (docs/a2a.md, where the door departs from runtime.md §7.4).
+    assert_eq!(keys, ["artifacts", "contextId", "history", "id", "status"], "{t}");
     assert!(is_id(&t["id"], "tsk_") && is_id(&t["contextId"], "ctx_"), "{t}");
     assert_eq!(
         t["artifacts"],
