@@ -39,6 +39,10 @@ pub const KEEP_ENDED_BYTES: usize = 16 * 1024 * 1024;
 /// Messages a task's `history` keeps (A2A v1.0 §3.2.4: the server MAY return fewer than asked):
 /// the caller's message, progress notes, and the final message. Notes past it are not kept.
 pub const HISTORY_MESSAGES: usize = 32;
+/// Text bytes of the history a task object shows: the newest messages that fit (A2A v1.0
+/// §3.2.4: unset shows the server's default amount, and a server MAY show fewer than asked), so
+/// a task with a large message or answer is not written out twice or three times over.
+pub const HISTORY_BYTES: usize = 1024 * 1024;
 /// Earlier exchanges of a context a model capsule is shown (A2A v1.0 §3.4.2 "Context
 /// Inheritance"), newest kept first [ours].
 pub const CONTEXT_TURNS: usize = 20;
@@ -234,6 +238,20 @@ impl TaskSnapshot {
         }
     }
 
+    /// The newest history messages whose text fits in [`HISTORY_BYTES`].
+    fn history_shown(&self) -> &[HistoryMessage] {
+        let mut bytes = 0usize;
+        let mut start = self.history.len();
+        for (i, m) in self.history.iter().enumerate().rev() {
+            bytes = bytes.saturating_add(self.history_text(m).len());
+            if bytes > HISTORY_BYTES {
+                break;
+            }
+            start = i;
+        }
+        &self.history[start..]
+    }
+
     fn history_text<'a>(&'a self, m: &'a HistoryMessage) -> &'a str {
         match &m.text {
             HistoryText::Own(t) => t,
@@ -258,7 +276,7 @@ impl TaskSnapshot {
             },
             context_id: &self.context_id,
             history: self
-                .history
+                .history_shown()
                 .iter()
                 .map(|m| MessageView {
                     context_id: &self.context_id,
@@ -1735,6 +1753,17 @@ mod tests {
         drop(w);
         assert!(tight.get(&asked).is_none(), "question and answer exceed the budget");
         assert_eq!(tight.lock().kept_bytes, 0);
+        // A task object shows the newest messages within HISTORY_BYTES of text.
+        let b = keeping(100, usize::MAX);
+        let big = b.submit(offer(&"q".repeat(HISTORY_BYTES))).id;
+        let w = b.next_work().await.expect("work");
+        b.finish(&big, TaskOutcome::Completed("short".into()));
+        drop(w);
+        let t = b.get(&big).expect("task");
+        assert_eq!(t.history.len(), 2, "both are kept");
+        let shown = t.to_json(false)["history"].clone();
+        assert_eq!(shown.as_array().map(Vec::len), Some(1), "only the answer fits");
+        assert_eq!(shown[0]["parts"][0]["text"], "short");
         // A refused offer keeps no text, in the history neither: only the refusal.
         let none = Board::new(Acceptance::None, 0);
         let r = none.submit(offer(&"x".repeat(100_000)));

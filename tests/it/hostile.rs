@@ -239,15 +239,15 @@ fn hostile_credentials_and_json_get_their_documented_answers_and_the_door_keeps_
         assert_responsive(&d, case);
     }
 
-    // Huge pageSize: clamped to 100 [ours], never a huge allocation or an error.
-    for size in [json!(1_000_000_000_000u64), json!(u64::MAX)] {
-        let reply = d.rpc(Some(&op), "ListTasks", json!({ "pageSize": size }));
-        assert_eq!(reply["result"]["pageSize"], 100, "{reply}");
-    }
-    // Beyond u64 or negative: not a page size.
-    for size in [json!(1e300), json!(-1)] {
+    // Huge, beyond u64 or negative: not a page size (A2A v1.0 `ListTasksRequest.page_size` is 1
+    // to 100), refused naming it, never a huge allocation.
+    for size in [json!(1_000_000_000_000u64), json!(u64::MAX), json!(1e300), json!(-1)] {
         let reply = d.rpc(Some(&op), "ListTasks", json!({ "pageSize": size }));
         assert_eq!(reply["error"]["code"], -32602, "{reply}");
+        assert_eq!(
+            reply["error"]["data"][0]["fieldViolations"][0]["field"], "pageSize",
+            "{reply}"
+        );
     }
     assert_responsive(&d, "huge pageSize");
 
