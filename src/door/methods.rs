@@ -18,6 +18,10 @@ pub const DEFAULT_PAGE_SIZE: usize = 50;
 /// `ListTasksRequest.page_size`: "The minimum value is 1. The maximum value is 100.").
 pub const MAX_PAGE_SIZE: usize = 100;
 
+/// Longest `contextId` a message may name [ours]: a task repeats it in every history message
+/// it shows, so an unbounded one would multiply a reply's size.
+pub const MAX_CONTEXT_ID_BYTES: usize = 256;
+
 /// Step 1 of the pipeline: where the request says its task comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Provenance {
@@ -132,6 +136,12 @@ pub fn parse_offer(params: &Map<String, Value>) -> Result<Offer, RpcError> {
     let context_id = match msg.get("contextId") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) if s.is_empty() => None,
+        Some(Value::String(s)) if s.len() > MAX_CONTEXT_ID_BYTES => {
+            return Err(RpcError::invalid_param(
+                "message.contextId",
+                "must be at most 256 bytes",
+            ));
+        }
         Some(Value::String(s)) => Some(s.clone()),
         Some(_) => return Err(bad()),
     };
@@ -428,6 +438,10 @@ mod tests {
             ),
             (
                 json!({"message": {"messageId": "m", "taskId": 7, "parts": [{"text": "a"}]}}),
+                -32602,
+            ),
+            (
+                json!({"message": {"messageId": "m", "contextId": "c".repeat(MAX_CONTEXT_ID_BYTES + 1), "parts": [{"text": "a"}]}}),
                 -32602,
             ),
             (

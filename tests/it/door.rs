@@ -1083,6 +1083,14 @@ fn contexts_continue_with_their_earlier_exchanges_and_stay_private() {
         &naming(&op, &json!("tsk_0199c4e2f1b7712a9d3e4f5061728394")),
         &not_found("tsk_0199c4e2f1b7712a9d3e4f5061728394"),
     );
+    // A context id is bounded [ours]: every history message repeats it.
+    let mut params = text_message("long");
+    params["message"]["contextId"] = json!("c".repeat(257));
+    let e = d.rpc(Some(&op), "SendMessage", params)["error"].clone();
+    assert_eq!(
+        (&e["code"], &e["data"][0]["fieldViolations"][0]["field"]),
+        (&json!(-32602), &json!("message.contextId"))
+    );
     assert_eq!(provider.requests().len(), 4, "no refused message reached the model");
 }
 
