@@ -78,6 +78,8 @@ fn config(formation: Option<FormationTrust>) -> DoorConfig {
         formation,
         network_allow: vec![],
         tools: vec![],
+        skills: vec![],
+        input_modes: vec![],
     }
 }
 

@@ -798,6 +798,8 @@ fn callee(sk: &SigningKey, member: &str, acceptance: Acceptance, depth: u32) -> 
         }),
         network_allow: vec![],
         tools: vec![],
+        skills: vec![],
+        input_modes: vec![],
     };
     let (tx, rx) = mpsc::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<Stop>();

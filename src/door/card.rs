@@ -3,6 +3,8 @@
 
 use serde_json::{Value, json};
 
+use crate::manifest::Skill;
+
 pub const DOOR_EXTENSION: &str = "https://docs.murmur.nexus/reference/agent-card/#murmur-door-v1";
 pub const CAPSULE_EXTENSION: &str = "https://docs.murmur.nexus/reference/agent-card/#murmur-capsule-v1";
 
@@ -21,7 +23,18 @@ pub struct CardFacts {
     pub methods: Vec<&'static str>,
     pub tools: Vec<String>,
     pub network: Vec<String>,
+    /// `exports.skills`; empty means one skill derived from the name and description.
+    pub skills: Vec<Skill>,
+    /// `exports.input_modes`: file media types accepted besides text and data parts.
+    pub input_modes: Vec<String>,
 }
+
+/// The name the card gives the door's bearer scheme in `securitySchemes`.
+pub const BEARER_SCHEME: &str = "bearer";
+
+/// What every door accepts whatever its manifest says: text parts and data parts (A2A v1.0
+/// §4.1.6 `Part`: `data` is structured JSON).
+pub const BASE_INPUT_MODES: [&str; 2] = ["text/plain", "application/json"];
 
 impl CardFacts {
     /// The card; `extended` adds the capsule extension, which a public door always shows and an
@@ -43,24 +56,77 @@ impl CardFacts {
                 "uri": CAPSULE_EXTENSION,
             }));
         }
-        json!({
+        let mut card = json!({
             "capabilities": {
                 "extendedAgentCard": self.authenticating,
                 "extensions": extensions,
                 "streaming": true,
             },
-            "defaultInputModes": ["text/plain"],
+            "defaultInputModes": self.input_modes(),
             "defaultOutputModes": ["text/plain"],
             "description": self.description,
             "name": self.name,
-            "skills": [],
+            "skills": self.skills_json(),
             "supportedInterfaces": [{
                 "protocolBinding": "JSONRPC",
                 "protocolVersion": "1.0",
                 "url": format!("http://{}", self.url),
             }],
             "version": self.version,
-        })
+        });
+        // A2A v1.0 §4.4.1 AgentCard `securitySchemes` / `securityRequirements` (a2a.proto
+        // fields 8 and 9): a door that takes a token says so, so a standard client knows to send
+        // `Authorization: Bearer`; a public door declares none.
+        if self.authenticating
+            && let Some(o) = card.as_object_mut()
+        {
+            o.insert(
+                "securitySchemes".into(),
+                json!({BEARER_SCHEME: {"httpAuthSecurityScheme": {
+                    "description": "a token this door's runtime minted (the operator token, or a formation token for this member)",
+                    "scheme": "Bearer",
+                }}}),
+            );
+            o.insert(
+                "securityRequirements".into(),
+                json!([{"schemes": {BEARER_SCHEME: {"list": []}}}]),
+            );
+        }
+        card
+    }
+
+    /// `defaultInputModes`: exactly what SendMessage accepts.
+    pub fn input_modes(&self) -> Vec<String> {
+        let mut modes: Vec<String> = BASE_INPUT_MODES.iter().map(|m| m.to_string()).collect();
+        for m in &self.input_modes {
+            if !modes.contains(m) {
+                modes.push(m.clone());
+            }
+        }
+        modes
+    }
+
+    /// The declared skills, or one derived from the capsule: A2A requires at least one.
+    fn skills_json(&self) -> Value {
+        let skill = |s: &Skill| {
+            let mut v = json!({"description": s.description, "id": s.id, "name": s.name, "tags": s.tags});
+            if !s.examples.is_empty() {
+                v["examples"] = json!(s.examples);
+            }
+            v
+        };
+        if self.skills.is_empty() {
+            let short = self.name.rsplit('/').next().unwrap_or(&self.name);
+            let derived = Skill {
+                id: short.to_string(),
+                name: self.name.clone(),
+                description: self.description.clone(),
+                tags: vec![short.to_string()],
+                examples: Vec::new(),
+            };
+            return json!([skill(&derived)]);
+        }
+        Value::Array(self.skills.iter().map(skill).collect())
     }
 }
 
@@ -80,6 +146,8 @@ mod tests {
             methods: vec!["SendMessage", "GetTask"],
             tools: vec![],
             network: vec!["localhost".into()],
+            skills: vec![],
+            input_modes: vec![],
         }
     }
 
@@ -89,7 +157,8 @@ mod tests {
             r#"{"capabilities":{"extendedAgentCard":false,"extensions":["#,
             r#"{"params":{"methods":["SendMessage","GetTask"],"peerTasks":true},"uri":"https://docs.murmur.nexus/reference/agent-card/#murmur-door-v1"},"#,
             r#"{"params":{"network":["localhost"],"planes":[],"sessionId":"ses_0199c4e2f1b7712a9d3e4f5061728394","shell":false,"tools":[]},"uri":"https://docs.murmur.nexus/reference/agent-card/#murmur-capsule-v1"}"#,
-            r#"],"streaming":true},"defaultInputModes":["text/plain"],"defaultOutputModes":["text/plain"],"description":"writes code","name":"local/coder","skills":[],"#,
+            r#"],"streaming":true},"defaultInputModes":["text/plain","application/json"],"defaultOutputModes":["text/plain"],"description":"writes code","name":"local/coder","#,
+            r#""skills":[{"description":"writes code","id":"coder","name":"local/coder","tags":["coder"]}],"#,
             r#""supportedInterfaces":[{"protocolBinding":"JSONRPC","protocolVersion":"1.0","url":"http://localhost:4242"}],"version":"1.2.0"}"#
         );
         assert_eq!(
@@ -102,5 +171,65 @@ mod tests {
         assert_eq!(public["capabilities"]["extensions"].as_array().map(Vec::len), Some(1));
         let ext = auth.card(true);
         assert_eq!(ext["capabilities"]["extensions"][1]["uri"], CAPSULE_EXTENSION);
+    }
+
+    /// A2A v1.0 §4.4.1 AgentCard, a2a.proto `security_schemes` (8) and `security_requirements`
+    /// (9); `SecurityScheme.http_auth_security_scheme`, `SecurityRequirement.schemes` →
+    /// `StringList`: an authenticating door names its bearer scheme on both cards, a public door
+    /// names none.
+    #[test]
+    fn the_card_says_how_to_authenticate() {
+        let auth = facts(true);
+        for card in [auth.card(false), auth.card(true)] {
+            assert_eq!(
+                card["securitySchemes"],
+                json!({"bearer": {"httpAuthSecurityScheme": {
+                    "description": "a token this door's runtime minted (the operator token, or a formation token for this member)",
+                    "scheme": "Bearer",
+                }}})
+            );
+            assert_eq!(
+                card["securityRequirements"],
+                json!([{"schemes": {"bearer": {"list": []}}}])
+            );
+        }
+        let public = facts(false).card(false);
+        assert!(public.get("securitySchemes").is_none() && public.get("securityRequirements").is_none());
+    }
+
+    /// A2A v1.0 §4.4.1: `skills` is REQUIRED (a2a.proto field 12); `defaultInputModes` lists the
+    /// media types the agent accepts (field 10).
+    #[test]
+    fn declared_skills_and_input_modes_reach_the_card() {
+        let mut f = facts(false);
+        f.skills = vec![
+            Skill {
+                id: "review".into(),
+                name: "Code review".into(),
+                description: "reviews a diff".into(),
+                tags: vec!["code".into()],
+                examples: vec!["review this patch".into()],
+            },
+            Skill {
+                id: "plain".into(),
+                name: "Plain".into(),
+                description: "no tags".into(),
+                tags: vec![],
+                examples: vec![],
+            },
+        ];
+        f.input_modes = vec!["image/png".into(), "text/plain".into()];
+        let card = f.card(false);
+        assert_eq!(
+            card["skills"],
+            json!([
+                {"description": "reviews a diff", "examples": ["review this patch"], "id": "review", "name": "Code review", "tags": ["code"]},
+                {"description": "no tags", "id": "plain", "name": "Plain", "tags": []},
+            ])
+        );
+        assert_eq!(
+            card["defaultInputModes"],
+            json!(["text/plain", "application/json", "image/png"])
+        );
     }
 }

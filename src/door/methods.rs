@@ -122,9 +122,25 @@ fn history_length(params: &Map<String, Value>, field: &str) -> Result<Option<usi
     }
 }
 
-/// Validates SendMessage params: shape → `-32602`, a part that is not `text/plain` text →
-/// `-32005`. Text parts are joined with `\n`.
-pub fn parse_offer(params: &Map<String, Value>) -> Result<Offer, RpcError> {
+/// The most bytes of task text an offer may carry once its parts are framed [ours]: the body
+/// limit, so a task never holds more text than the request that brought it.
+pub const MAX_TASK_TEXT: usize = super::pipeline::BODY_LIMIT;
+
+/// Validates SendMessage params: shape → `-32602`, a part the capsule does not accept → `-32005` (A2A v1.0 §3.1.1: "A Media Type provided
+/// in the request's message parts is not supported by the agent"). `file_modes` are the media
+/// ranges of `exports.input_modes`.
+///
+/// The task text frames the parts in order, joined with `\n` (so text-only messages read as
+/// before):
+/// - a `text` part (`text/plain`, or a declared input mode) is its text;
+/// - a `data` part (structured JSON, A2A v1.0 §4.1.6) is a fenced block
+///   `` ```json\n<compact JSON>\n``` ``;
+/// - a `raw` part of a declared media type is `` ```<mediaType>;base64[ <filename>]\n<base64>\n``` ``;
+/// - a `url` part of a declared media type is `` ```<mediaType>;url[ <filename>]\n<url>\n``` ``.
+///
+/// A model capsule sees this text as its user turn; a component receives it as its task text
+/// (docs/a2a.md, "Parts").
+pub fn parse_offer(params: &Map<String, Value>, file_modes: &[String]) -> Result<Offer, RpcError> {
     let bad = RpcError::invalid_params;
     let Some(Value::Object(msg)) = params.get("message") else {
         return Err(bad());
@@ -169,32 +185,21 @@ pub fn parse_offer(params: &Map<String, Value>) -> Result<Offer, RpcError> {
         Some(Value::String(s)) => Some(s.clone()),
         Some(_) => return Err(bad()),
     };
-    let mut texts = Vec::with_capacity(parts.len());
+    let mut framed: Vec<String> = Vec::with_capacity(parts.len());
+    let mut bytes = 0usize;
     for p in parts {
         let Value::Object(p) = p else {
             return Err(bad());
         };
-        let media = match p.get("mediaType") {
-            None | Some(Value::Null) => "text/plain",
-            Some(Value::String(m)) => m.as_str(),
-            Some(_) => return Err(bad()),
-        };
-        let plain = media
-            .split(';')
-            .next()
-            .is_some_and(|m| m.trim().eq_ignore_ascii_case("text/plain"));
-        match p.get("text") {
-            Some(Value::String(t)) if plain => texts.push(t.as_str()),
-            Some(Value::String(_)) => {
-                return Err(A2aError::ContentTypeNotSupported.with(&[("mediaType", media)]));
-            }
-            // A file, url or data part.
-            None => return Err(A2aError::ContentTypeNotSupported.with(&[])),
-            Some(_) => return Err(bad()),
+        let part = read_part(p, file_modes)?;
+        bytes = bytes.saturating_add(part.len() + 1);
+        if bytes > MAX_TASK_TEXT {
+            return Err(bad());
         }
+        framed.push(part);
     }
     Ok(Offer {
-        text: texts.join("\n"),
+        text: framed.join("\n"),
         message_id,
         context_id,
         task_id,
@@ -214,8 +219,83 @@ fn refuse_task_message(call: &Call<'_>, task_id: &str) -> RpcError {
     }
 }
 
+/// One part as task text (see [`parse_offer`]).
+fn read_part(p: &Map<String, Value>, file_modes: &[String]) -> Result<String, RpcError> {
+    let bad = RpcError::invalid_params;
+    let media = match p.get("mediaType") {
+        None | Some(Value::Null) => "",
+        Some(Value::String(m)) => m.as_str(),
+        Some(_) => return Err(bad()),
+    };
+    let filename = match p.get("filename") {
+        None | Some(Value::Null) => "",
+        Some(Value::String(f)) => f.as_str(),
+        Some(_) => return Err(bad()),
+    };
+    // `Part.content` is a oneof (a2a.proto): exactly one of text, raw, url, data.
+    let contents: Vec<&str> = ["text", "raw", "url", "data"]
+        .into_iter()
+        .filter(|k| p.get(*k).is_some())
+        .collect();
+    let unsupported = |media: &str| A2aError::ContentTypeNotSupported.with(&[("mediaType", media)]);
+    let declared = |media: &str| !media.is_empty() && crate::manifest::accepts_media(file_modes, media);
+    match contents.as_slice() {
+        ["text"] => {
+            let Some(Value::String(t)) = p.get("text") else {
+                return Err(bad());
+            };
+            let plain = media.is_empty()
+                || media
+                    .split(';')
+                    .next()
+                    .is_some_and(|m| m.trim().eq_ignore_ascii_case("text/plain"));
+            if plain || declared(media) {
+                Ok(t.clone())
+            } else {
+                Err(unsupported(media))
+            }
+        }
+        ["data"] => {
+            // Any JSON value, re-serialised compactly: one line (newlines inside strings are
+            // escaped), so nothing in it can close the fence.
+            let data = p.get("data").map(jsonrpc::to_bytes).unwrap_or_default();
+            let data = String::from_utf8(data).map_err(|_| bad())?;
+            Ok(format!("```json\n{data}\n```"))
+        }
+        [kind @ ("raw" | "url")] => {
+            let Some(Value::String(content)) = p.get(*kind) else {
+                return Err(bad());
+            };
+            if !declared(media) {
+                return Err(unsupported(if media.is_empty() { "" } else { media }));
+            }
+            // The info string is one line: a media type or file name with a newline or a
+            // backtick could end the fence early.
+            let one_line = |s: &str| !s.contains(['\n', '\r', '`']);
+            // Raw bytes are base64 (standard or URL-safe alphabet): nothing that could end a fence.
+            let base64 = |s: &str| s.bytes().all(|b| b.is_ascii_alphanumeric() || b"+/=-_".contains(&b));
+            let content_ok = if *kind == "raw" {
+                base64(content)
+            } else {
+                one_line(content)
+            };
+            if !one_line(media) || !one_line(filename) || !content_ok {
+                return Err(bad());
+            }
+            let encoding = if *kind == "raw" { "base64" } else { "url" };
+            let name = if filename.is_empty() {
+                String::new()
+            } else {
+                format!(" {filename}")
+            };
+            Ok(format!("```{media};{encoding}{name}\n{content}\n```"))
+        }
+        _ => Err(bad()),
+    }
+}
+
 async fn send(params: &Map<String, Value>, call: &Call<'_>, streaming: bool) -> Result<Reply, RpcError> {
-    let offer = parse_offer(params)?;
+    let offer = parse_offer(params, &call.facts.input_modes)?;
     if let Some(id) = &offer.task_id {
         return Err(refuse_task_message(call, id));
     }
@@ -406,9 +486,10 @@ mod tests {
 
     #[test]
     fn offers_are_validated() {
-        let ok = parse_offer(&obj(msg(
-            json!([{"text": "a", "mediaType": "text/plain"}, {"text": "b"}]),
-        )))
+        let ok = parse_offer(
+            &obj(msg(json!([{"text": "a", "mediaType": "text/plain"}, {"text": "b"}]))),
+            &[],
+        )
         .expect("ok");
         assert_eq!(
             ok,
@@ -449,17 +530,21 @@ mod tests {
                 -32602,
             ),
             (msg(json!([{"text": "a", "mediaType": "text/markdown"}])), -32005),
-            (msg(json!([{"data": {"a": 1}}])), -32005),
             (msg(json!([{"url": "http://x", "mediaType": "image/png"}])), -32005),
+            (msg(json!([{"raw": "AAAA", "mediaType": "application/pdf"}])), -32005),
+            (msg(json!([{"raw": "AAAA"}])), -32005),
+            (msg(json!([{"mediaType": "text/plain"}])), -32602),
+            (msg(json!([{"text": "a", "data": 1}])), -32602),
+            (msg(json!([{"data": 1, "filename": 7}])), -32602),
         ];
         for (params, code) in table {
             assert_eq!(
-                parse_offer(&obj(params.clone())).map_err(|e| e.code),
+                parse_offer(&obj(params.clone()), &[]).map_err(|e| e.code),
                 Err(*code),
                 "{params}"
             );
         }
-        let o = parse_offer(&obj(json!({"message": {"messageId": "m", "contextId": "ctx_a", "taskId": "tsk_1", "parts": [{"text": "x"}]}, "configuration": {"returnImmediately": true, "historyLength": 3}}))).expect("ok");
+        let o = parse_offer(&obj(json!({"message": {"messageId": "m", "contextId": "ctx_a", "taskId": "tsk_1", "parts": [{"text": "x"}]}, "configuration": {"returnImmediately": true, "historyLength": 3}})), &[]).expect("ok");
         assert_eq!(
             (
                 o.context_id.as_deref(),
@@ -469,6 +554,87 @@ mod tests {
             ),
             (Some("ctx_a"), Some("tsk_1"), true, Some(3))
         );
+    }
+
+    /// A2A v1.0 §4.1.6 `Part` (a2a.proto `Part.content` oneof text/raw/url/data, `media_type`):
+    /// data parts always reach the capsule, framed as fenced JSON; file parts only of a declared
+    /// media type, else `ContentTypeNotSupportedError` (-32005, §3.1.1, §5.4).
+    #[test]
+    fn parts_are_framed_into_the_task_text() {
+        let text = |parts: Value, modes: &[&str]| {
+            let modes: Vec<String> = modes.iter().map(|m| m.to_string()).collect();
+            parse_offer(&obj(msg(parts)), &modes)
+                .map(|o| o.text)
+                .map_err(|e| e.code)
+        };
+        assert_eq!(
+            text(
+                json!([{"text": "sum these"}, {"data": {"b": [1, 2], "a": "x\n```"}}]),
+                &[]
+            ),
+            Ok("sum these\n```json\n{\"a\":\"x\\n```\",\"b\":[1,2]}\n```".into())
+        );
+        assert_eq!(
+            text(json!([{"data": null, "mediaType": "application/json"}]), &[]),
+            Ok("```json\nnull\n```".into())
+        );
+        assert_eq!(
+            text(
+                json!([{"raw": "iVBORw==", "mediaType": "image/png", "filename": "a.png"}]),
+                &["image/*"]
+            ),
+            Ok("```image/png;base64 a.png\niVBORw==\n```".into())
+        );
+        assert_eq!(
+            text(
+                json!([{"url": "https://x/y.pdf", "mediaType": "application/pdf"}]),
+                &["application/pdf"]
+            ),
+            Ok("```application/pdf;url\nhttps://x/y.pdf\n```".into())
+        );
+        assert_eq!(
+            text(
+                json!([{"text": "# h", "mediaType": "text/markdown"}]),
+                &["text/markdown"]
+            ),
+            Ok("# h".into())
+        );
+        let table: &[(Value, &[&str], i32)] = &[
+            (
+                json!([{"url": "https://x", "mediaType": "image/png"}]),
+                &["image/jpeg"],
+                -32005,
+            ),
+            (
+                json!([{"url": "https://x", "mediaType": "image/png"}]),
+                &["text/*"],
+                -32005,
+            ),
+            (json!([{"url": "https://x"}]), &["*/*"], -32005),
+            (
+                json!([{"raw": "not base64!", "mediaType": "image/png"}]),
+                &["image/png"],
+                -32602,
+            ),
+            (
+                json!([{"raw": "AA\n```", "mediaType": "image/png"}]),
+                &["image/png"],
+                -32602,
+            ),
+            (
+                json!([{"url": "https://x\n```", "mediaType": "image/png"}]),
+                &["image/png"],
+                -32602,
+            ),
+            (
+                json!([{"url": "https://x", "mediaType": "image/png", "filename": "a`b"}]),
+                &["image/png"],
+                -32602,
+            ),
+        ];
+        for (parts, modes, code) in table {
+            assert_eq!(text(parts.clone(), modes), Err(*code), "{parts} {modes:?}");
+        }
     }
 
     #[test]

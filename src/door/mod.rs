@@ -63,6 +63,10 @@ pub struct DoorConfig {
     pub network_allow: Vec<String>,
     /// Tool names, for the capsule extension of the card.
     pub tools: Vec<String>,
+    /// `exports.skills`, for the card.
+    pub skills: Vec<crate::manifest::Skill>,
+    /// `exports.input_modes`: file media types SendMessage accepts besides text and data.
+    pub input_modes: Vec<String>,
 }
 
 /// A running door. Dropping it does not stop the server; call [`Door::stop`].
@@ -150,6 +154,8 @@ impl Door {
             methods: served_methods(board.acceptance(), config.authenticate),
             tools: config.tools.clone(),
             network: config.network_allow.clone(),
+            skills: config.skills.clone(),
+            input_modes: config.input_modes.clone(),
         };
         let shared = web::Data::new(pipeline::Shared {
             board: Arc::clone(&board),

@@ -55,6 +55,8 @@ fn config(acceptance: Acceptance, queue_depth: u32, authenticate: bool) -> DoorC
         formation: None,
         network_allow: vec!["localhost".into()],
         tools: vec![],
+        skills: vec![],
+        input_modes: vec![],
     }
 }
 
@@ -294,7 +296,10 @@ fn card_is_public_and_extended_card_needs_a_token() {
     let want = format!(
         concat!(
             r#"{{"capabilities":{{"extendedAgentCard":true,"extensions":[{{"params":{{"methods":["SendMessage","SendStreamingMessage","GetTask","ListTasks","CancelTask","SubscribeToTask","GetExtendedAgentCard"],"peerTasks":true}},"uri":"https://docs.murmur.nexus/reference/agent-card/#murmur-door-v1"}}],"streaming":true}},"#,
-            r#""defaultInputModes":["text/plain"],"defaultOutputModes":["text/plain"],"description":"writes code","name":"local/coder","skills":[],"#,
+            r#""defaultInputModes":["text/plain","application/json"],"defaultOutputModes":["text/plain"],"description":"writes code","name":"local/coder","#,
+            r#""securityRequirements":[{{"schemes":{{"bearer":{{"list":[]}}}}}}],"#,
+            r#""securitySchemes":{{"bearer":{{"httpAuthSecurityScheme":{{"description":"a token this door's runtime minted (the operator token, or a formation token for this member)","scheme":"Bearer"}}}}}},"#,
+            r#""skills":[{{"description":"writes code","id":"coder","name":"local/coder","tags":["coder"]}}],"#,
             r#""supportedInterfaces":[{{"protocolBinding":"JSONRPC","protocolVersion":"1.0","url":"http://localhost:{}"}}],"version":"1.2.0"}}"#
         ),
         port
@@ -598,7 +603,7 @@ fn json_rpc_errors_and_http_fallbacks() {
         ("ListTasks", json!({"pageSize": -3}), -32602, None),
         (
             "SendMessage",
-            json!({"message": {"messageId": "m", "parts": [{"data": {}}]}}),
+            json!({"message": {"messageId": "m", "parts": [{"url": "https://x/y.png", "mediaType": "image/png"}]}}),
             -32005,
             Some("CONTENT_TYPE_NOT_SUPPORTED"),
         ),

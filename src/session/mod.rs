@@ -262,6 +262,8 @@ impl Session {
             formation,
             network_allow: manifest.network_allow.clone(),
             tools: p.host.tools_declared(),
+            skills: manifest.skills.clone(),
+            input_modes: manifest.input_modes.clone(),
         };
         let bind = args.bind.as_deref().unwrap_or("127.0.0.1");
         let board = Board::new(p.policy.acceptance, p.policy.queue_depth);

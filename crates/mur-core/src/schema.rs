@@ -139,14 +139,40 @@ pub fn manifest() -> Value {
                 obj(
                     "What the capsule offers others.",
                     &[],
-                    vec![(
-                        "peer_tasks",
-                        obj(
-                            "Tasks from formation peers.",
-                            &[],
-                            vec![("accept", flag("Serve tasks other members send."))],
+                    vec![
+                        (
+                            "peer_tasks",
+                            obj(
+                                "Tasks from formation peers.",
+                                &[],
+                                vec![("accept", flag("Serve tasks other members send."))],
+                            ),
                         ),
-                    )],
+                        (
+                            "skills",
+                            list(
+                                "The agent card's skills; without them the card carries one skill named after the capsule.",
+                                obj(
+                                    "One skill (A2A AgentSkill).",
+                                    &["id", "name", "description"],
+                                    vec![
+                                        ("id", text("Unique among the skills.")),
+                                        ("name", text("A human-readable name.")),
+                                        ("description", text("What the skill does.")),
+                                        ("tags", list("Keywords.", json!({"type": "string"}))),
+                                        ("examples", list("Example prompts.", json!({"type": "string"}))),
+                                    ],
+                                ),
+                            ),
+                        ),
+                        (
+                            "input_modes",
+                            list(
+                                "Media types of file parts (raw or url) the capsule accepts, e.g. image/png or image/*; text and structured data are always accepted.",
+                                json!({"type": "string", "pattern": "^[^/\\s]+/[^/\\s]+$"}),
+                            ),
+                        ),
+                    ],
                 ),
             ),
             (

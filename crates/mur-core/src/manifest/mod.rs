@@ -213,6 +213,22 @@ pub struct Manifest {
     pub spawn_allow: Vec<String>,
     pub inference: Option<Inference>,
     pub retain: Option<Retain>,
+    /// `exports.skills`: what the agent card advertises; empty means one skill derived from
+    /// the capsule's name and description.
+    pub skills: Vec<Skill>,
+    /// `exports.input_modes`: media types of file parts (`raw`/`url`) the capsule accepts
+    /// beyond text and structured data, e.g. `image/png` or `image/*`.
+    pub input_modes: Vec<String>,
+}
+
+/// One skill of the agent card (A2A v1.0 `AgentSkill`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skill {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub tags: Vec<String>,
+    pub examples: Vec<String>,
 }
 
 impl Manifest {
@@ -229,6 +245,8 @@ impl Manifest {
             spawn_allow: Vec::new(),
             inference: None,
             retain: None,
+            skills: Vec::new(),
+            input_modes: Vec::new(),
         }
     }
 
@@ -240,6 +258,38 @@ impl Manifest {
             Acceptance::Queue => self.lifecycle.queue_depth.saturating_add(1),
         }
     }
+}
+
+/// Whether `m` is a media range a capsule may declare: `type/subtype` or `type/*` (RFC 9110
+/// tokens, no parameters), or `*/*`.
+pub fn media_range_ok(m: &str) -> bool {
+    let token = |t: &str| {
+        !t.is_empty()
+            && t.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b))
+    };
+    match m.split_once('/') {
+        Some(("*", "*")) => true,
+        Some((t, "*")) => token(t),
+        Some((t, s)) => token(t) && token(s),
+        None => false,
+    }
+}
+
+/// Whether a part of media type `media` (parameters ignored, case-insensitive) falls in one of
+/// the declared `ranges`.
+pub fn accepts_media(ranges: &[String], media: &str) -> bool {
+    let essence = media.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let Some((t, sub)) = essence.split_once('/') else {
+        return false;
+    };
+    if t.is_empty() || sub.is_empty() {
+        return false;
+    }
+    ranges.iter().any(|r| {
+        let r = r.to_ascii_lowercase();
+        r == "*/*" || r == essence || r.strip_suffix("/*").is_some_and(|rt| rt == t)
+    })
 }
 
 /// A parsed manifest and the W-SEC-019 warnings its unknown keys raised (a block's own keys in

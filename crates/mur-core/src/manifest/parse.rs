@@ -6,7 +6,7 @@ use crate::yaml::{self, Node, NodeKind, Resolved};
 
 use super::{
     Acceptance, AfterTask, DEFAULT_DELEGATION_DEADLINE_SECS, Inference, Kind, Lifecycle, Manifest, Parsed, Provider,
-    REASONING_EFFORTS, Retain, Transport,
+    REASONING_EFFORTS, Retain, Skill, Transport,
 };
 
 /// Top-level keys: ours, then those only the reference implementation reads (known, ignored).
@@ -226,7 +226,7 @@ pub(super) fn parse(bytes: &[u8]) -> R<Parsed> {
         other => other,
     };
 
-    let peer_tasks_accept = exports(&mut w, &root)?;
+    let (peer_tasks_accept, skills, input_modes) = exports(&mut w, &root)?;
     let authentication = network(&mut w, &root)?;
     let lifecycle = lifecycle(&mut w, &root)?;
     let (network_allow, spawn_allow) = capabilities(&mut w, &root)?;
@@ -291,6 +291,8 @@ pub(super) fn parse(bytes: &[u8]) -> R<Parsed> {
         spawn_allow,
         inference,
         retain,
+        skills,
+        input_modes,
     };
     Ok(Parsed {
         manifest,
@@ -313,22 +315,79 @@ fn version(root: &Node) -> R<String> {
     Ok(text)
 }
 
-fn exports(w: &mut Walker, root: &Node) -> R<bool> {
+/// `exports`: peer consent, the card's skills and the accepted file media types.
+fn exports(w: &mut Walker, root: &Node) -> R<(bool, Vec<Skill>, Vec<String>)> {
     let Some(ex) = block(root, "", "exports")? else {
-        return Ok(false);
+        return Ok((false, Vec::new(), Vec::new()));
     };
-    w.unknown(ex, "exports", &["peer_tasks"], &[]);
+    w.unknown(ex, "exports", &["peer_tasks", "skills", "input_modes"], &[]);
+    let skills = skills(w, ex)?;
+    let input_modes = string_list(ex, "exports", "input_modes")?;
+    for (i, m) in input_modes.iter().enumerate() {
+        if !super::media_range_ok(m) {
+            return Err(bad(
+                &format!("exports.input_modes[{i}]"),
+                format!("'{}' is not a media type such as image/png or image/*", shown(m)),
+            ));
+        }
+    }
     let Some(pt) = block(ex, "exports", "peer_tasks")? else {
-        return Ok(false);
+        return Ok((false, skills, input_modes));
     };
     w.unknown(pt, "exports.peer_tasks", &["accept"], &[]);
     match boolean(pt, "exports.peer_tasks", "accept")? {
-        Some(b) => Ok(b),
+        Some(b) => Ok((b, skills, input_modes)),
         None => Err(bad(
             "exports.peer_tasks.accept",
             "is required whenever exports.peer_tasks is present",
         )),
     }
+}
+
+/// `exports.skills`: a list of `{id, name, description, tags?, examples?}`, ids unique.
+fn skills(w: &mut Walker, ex: &Node) -> R<Vec<Skill>> {
+    let Some(n) = ex.get("skills") else {
+        return Ok(Vec::new());
+    };
+    let Some(items) = n.as_seq() else {
+        return Err(bad(
+            "exports.skills",
+            format!("must be a list of skills, found {}", n.shape()),
+        ));
+    };
+    let mut out: Vec<Skill> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let at = format!("exports.skills[{i}]");
+        if item.as_map().is_none() {
+            return Err(bad(&at, format!("must be a mapping, found {}", item.shape())));
+        }
+        w.unknown(item, &at, &["id", "name", "description", "tags", "examples"], &[]);
+        let required = |key: &str| -> R<String> {
+            match string(item, &at, key)? {
+                Some(s) if !s.trim().is_empty() => Ok(s),
+                Some(_) => Err(bad(&join(&at, key), "must not be blank")),
+                None => Err(bad(&join(&at, key), "is required in a skill")),
+            }
+        };
+        let skill = Skill {
+            id: required("id")?,
+            name: required("name")?,
+            description: required("description")?,
+            tags: string_list(item, &at, "tags")?,
+            examples: string_list(item, &at, "examples")?,
+        };
+        if out.iter().any(|s| s.id == skill.id) {
+            return Err(bad(
+                &join(&at, "id"),
+                format!(
+                    "'{}' is the id of an earlier skill; skill ids are unique",
+                    shown(&skill.id)
+                ),
+            ));
+        }
+        out.push(skill);
+    }
+    Ok(out)
 }
 
 /// Whether `network.authentication` is declared (its scheme, when written, must be `bearer`).

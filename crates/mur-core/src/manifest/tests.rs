@@ -550,3 +550,112 @@ fn api_key_may_not_name_a_runtime_variable() {
         d.message
     );
 }
+
+/// `exports.skills` and `exports.input_modes` feed the agent card (A2A v1.0 §4.4.1 AgentCard
+/// `skills`, `defaultInputModes`) and the parts SendMessage accepts.
+#[test]
+fn skills_and_input_modes() {
+    let p = ok(concat!(
+        "exports:\n  input_modes: [image/png, 'application/*']\n  skills:\n",
+        "    - id: review\n      name: Code review\n      description: reviews a diff\n",
+        "      tags: [code]\n      examples: [review this]\n      colour: blue\n",
+        "    - {id: plain, name: Plain, description: no tags}\n",
+    ));
+    assert_eq!(
+        p.manifest.skills,
+        vec![
+            Skill {
+                id: "review".into(),
+                name: "Code review".into(),
+                description: "reviews a diff".into(),
+                tags: vec!["code".into()],
+                examples: vec!["review this".into()],
+            },
+            Skill {
+                id: "plain".into(),
+                name: "Plain".into(),
+                description: "no tags".into(),
+                tags: vec![],
+                examples: vec![],
+            },
+        ]
+    );
+    assert_eq!(p.manifest.input_modes, ["image/png", "application/*"]);
+    let warned: Vec<&str> = p.warnings.iter().map(|w| w.message.as_str()).collect();
+    assert_eq!(
+        warned,
+        ["murmur.yaml: exports.skills[0].colour: unknown key; it is ignored"]
+    );
+    let table = [
+        (
+            "exports:\n  skills: x\n",
+            "exports.skills: must be a list of skills, found",
+        ),
+        ("exports:\n  skills: [x]\n", "exports.skills[0]: must be a mapping"),
+        (
+            "exports:\n  skills: [{name: n, description: d}]\n",
+            "exports.skills[0].id: is required in a skill",
+        ),
+        (
+            "exports:\n  skills: [{id: ' ', name: n, description: d}]\n",
+            "exports.skills[0].id: must not be blank",
+        ),
+        (
+            "exports:\n  skills: [{id: a, name: n, description: d}, {id: a, name: m, description: e}]\n",
+            "exports.skills[1].id: 'a' is the id of an earlier skill",
+        ),
+        (
+            "exports:\n  skills: [{id: a, name: n, description: d, tags: x}]\n",
+            "exports.skills[0].tags: must be a list",
+        ),
+        (
+            "exports:\n  input_modes: [png]\n",
+            "exports.input_modes[0]: 'png' is not a media type",
+        ),
+        (
+            "exports:\n  input_modes: ['image/png; q=1']\n",
+            "exports.input_modes[0]:",
+        ),
+        (
+            "exports:\n  input_modes: image/png\n",
+            "exports.input_modes: must be a list of strings",
+        ),
+    ];
+    for (body, want) in table {
+        let d = refused(&format!("{HEAD}{body}"));
+        assert_eq!(d.code, E_MAN_001, "{body}");
+        assert!(d.message.contains(want), "{body}: {}", d.message);
+    }
+}
+
+#[test]
+fn media_ranges() {
+    let ranges = |r: &[&str]| r.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let table: &[(&[&str], &str, bool)] = &[
+        (&["image/png"], "image/png", true),
+        (&["image/png"], "IMAGE/PNG; q=1", true),
+        (&["image/png"], "image/jpeg", false),
+        (&["image/*"], "image/jpeg", true),
+        (&["image/*"], "text/plain", false),
+        (&["*/*"], "application/pdf", true),
+        (&["*/*"], "nonsense", false),
+        (&["image/*"], "image/", false),
+        (&[], "image/png", false),
+    ];
+    for (r, media, want) in table {
+        assert_eq!(accepts_media(&ranges(r), media), *want, "{r:?} {media}");
+    }
+    for (m, ok) in [
+        ("image/png", true),
+        ("image/*", true),
+        ("*/*", true),
+        ("application/vnd.a+json", true),
+        ("*/png", false),
+        ("png", false),
+        ("image/", false),
+        ("image/png;q=1", false),
+        ("image /png", false),
+    ] {
+        assert_eq!(media_range_ok(m), ok, "{m}");
+    }
+}

@@ -125,7 +125,11 @@ fn manifest_schema_and_parser_know_the_same_keys() {
     let base = json!({
         "name": "probe",
         "version": "0.1.0",
-        "exports": {"peer_tasks": {"accept": true}},
+        "exports": {
+            "peer_tasks": {"accept": true},
+            "skills": [{"id": "s", "name": "S", "description": "does s", "tags": ["t"], "examples": ["e"]}],
+            "input_modes": ["image/png"],
+        },
         "network": {"authentication": {"scheme": "bearer"}},
         "lifecycle": {"task_acceptance": "queue", "queue_depth": 1},
         "capabilities": {"network": {"allow": ["localhost"]}, "spawn": {"allow": []}},
@@ -141,9 +145,27 @@ fn manifest_schema_and_parser_know_the_same_keys() {
         &base,
         include_str!("../manifest/parse.rs"),
         |doc, steps, key| {
-            let mut path: Vec<&str> = steps.iter().filter_map(Value::as_str).collect();
-            path.push(key);
-            let warning = format!("murmur.yaml: {}: unknown key; it is ignored", path.join("."));
+            // A list item's keys are named `list[i].key`.
+            let mut path = String::new();
+            for s in steps {
+                match s {
+                    Value::Number(n) => path.push_str(&format!("[{n}]")),
+                    _ => {
+                        if !path.is_empty() {
+                            path.push('.');
+                        }
+                        path.push_str(s.as_str().unwrap_or_default());
+                    }
+                }
+            }
+            let warning = format!(
+                "murmur.yaml: {}: unknown key; it is ignored",
+                if path.is_empty() {
+                    key.to_string()
+                } else {
+                    format!("{path}.{key}")
+                }
+            );
             match crate::manifest::parse(doc.to_string().as_bytes()) {
                 Ok(p) => !p.warnings.iter().any(|w| w.message == warning),
                 Err(_) => true,
