@@ -135,6 +135,15 @@ pub async fn handle(req: HttpRequest, payload: web::Payload, shared: web::Data<S
         Err((id, e)) => return rpc_error(&id, &e),
     };
     let id = request.id;
+    // A2A v1.0 §9.4.2: a streaming method answers in event-stream form even when refused.
+    let streaming = matches!(request.method.as_str(), "SendStreamingMessage" | "SubscribeToTask");
+    let rpc_error = |id: &Value, e: &RpcError| {
+        if streaming {
+            sse::refusal(id, e)
+        } else {
+            rpc_error(id, e)
+        }
+    };
     // Step 9.
     let versions: Vec<&[u8]> = req.headers().get_all(&A2A_VERSION).map(|v| v.as_bytes()).collect();
     if !jsonrpc::version_ok(&versions) {
@@ -189,6 +198,7 @@ pub async fn handle(req: HttpRequest, payload: web::Payload, shared: web::Data<S
     match methods::dispatch(method, &params, &call).await {
         Reply::Result(v) => json_response(StatusCode::OK, &jsonrpc::result_value(&id, v)),
         Reply::Task(t) => bytes_response(jsonrpc::result_bytes(&id, &t.view(true))),
+        Reply::Error(e) if streaming => sse::refusal(&id, &e),
         Reply::Error(e) => rpc_error(&id, &e),
         Reply::Stream { task_id, first, pin } => sse::follow(&shared.board, task_id, first, pin, id),
     }

@@ -12,7 +12,7 @@ use actix_web::web::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use super::jsonrpc;
+use super::jsonrpc::{self, RpcError};
 use super::tasks::{Board, Pinned, TaskSnapshot};
 
 struct Follow {
@@ -112,4 +112,22 @@ pub fn follow(
         .insert_header((header::CONTENT_TYPE, "text/event-stream"))
         .insert_header((header::CACHE_CONTROL, "no-cache"))
         .streaming(futures_util::stream::unfold(f, Follow::next))
+}
+
+/// A streaming method (SendStreamingMessage, SubscribeToTask) refused before its stream starts.
+///
+/// A2A v1.0 §9.4.2 gives a streaming method's response as HTTP 200 with `Content-Type:
+/// text/event-stream` whose every `data:` is a JSON-RPC response object, and §9.5 gives an error
+/// as the JSON-RPC error response; so a refusal is that stream with one event, the error
+/// response, and then its end: `data: {"error":{…},"id":…,"jsonrpc":"2.0"}\n\n`. The official
+/// Python SDK's client raises the mapped A2A error for it (it reads an error response on any
+/// `data:` line).
+pub fn refusal(request_id: &Value, err: &RpcError) -> HttpResponse {
+    let mut body = b"data: ".to_vec();
+    body.extend_from_slice(&jsonrpc::to_bytes(&jsonrpc::error_value(request_id, err)));
+    body.extend_from_slice(b"\n\n");
+    HttpResponse::Ok()
+        .insert_header((header::CONTENT_TYPE, "text/event-stream"))
+        .insert_header((header::CACHE_CONTROL, "no-cache"))
+        .body(body)
 }

@@ -563,9 +563,16 @@ fn plain_error(id: &str, code: i32, message: &str) -> String {
     format!(r#"{{"error":{{"code":{code},"message":"{message}"}},"id":{id},"jsonrpc":"2.0"}}"#)
 }
 
-/// Asserts a JSON-RPC reply: HTTP 200, JSON, content-length, exactly `body`.
+/// Asserts a JSON-RPC reply: HTTP 200, JSON, content-length, exactly `body`. A refused streaming
+/// method answers with the same reply as the one event of an event stream (A2A v1.0 §9.4.2;
+/// tests/it/a2a.rs pins which methods do).
 #[track_caller]
 fn assert_rpc(h: &Http, body: &str) {
+    if h.content_type.as_deref() == Some("text/event-stream") {
+        let event = format!("data: {body}\n\n");
+        assert_eq!((h.status, h.body.as_str()), (200, event.as_str()));
+        return;
+    }
     assert_eq!((h.status, h.body.as_str()), (200, body));
     assert_eq!(h.content_type.as_deref(), Some("application/json"));
     assert_eq!(h.content_length.as_deref(), Some(body.len().to_string().as_str()));
@@ -642,7 +649,7 @@ fn the_card_is_public_and_the_extended_card_needs_a_valid_token() {
     );
     let card = |extensions: &str| {
         format!(
-            r#"{{"capabilities":{{"extendedAgentCard":true,"extensions":[{extensions}],"streaming":true}},"defaultInputModes":["text/plain"],"defaultOutputModes":["text/plain"],"description":"local/echo@0.1.0","name":"local/echo","skills":[],"supportedInterfaces":[{{"protocolBinding":"JSONRPC","protocolVersion":"1.0","url":"http://{port_url}"}}],"version":"0.1.0"}}"#
+            r#"{{"capabilities":{{"extendedAgentCard":true,"extensions":[{extensions}],"streaming":true}},"defaultInputModes":["text/plain","application/json"],"defaultOutputModes":["text/plain"],"description":"local/echo@0.1.0","name":"local/echo","securityRequirements":[{{"schemes":{{"bearer":{{"list":[]}}}}}}],"securitySchemes":{{"bearer":{{"httpAuthSecurityScheme":{{"description":"a token this door's runtime minted (the operator token, or a formation token for this member)","scheme":"Bearer"}}}}}},"skills":[{{"description":"local/echo@0.1.0","id":"echo","name":"local/echo","tags":["echo"]}}],"supportedInterfaces":[{{"protocolBinding":"JSONRPC","protocolVersion":"1.0","url":"http://{port_url}"}}],"version":"0.1.0"}}"#
         )
     };
 
@@ -670,7 +677,7 @@ fn the_card_is_public_and_the_extended_card_needs_a_valid_token() {
     assert_eq!(p.ready.get("auth"), None);
     assert_eq!(p.ready.get("tokens"), None, "a public door has no operator token");
     let want = format!(
-        r#"{{"capabilities":{{"extendedAgentCard":false,"extensions":[{{"params":{{"methods":["SendMessage","SendStreamingMessage","GetTask","ListTasks","CancelTask","SubscribeToTask"],"peerTasks":false}},"uri":"{DOOR_EXT}"}},{{"params":{{"network":["localhost"],"planes":[],"sessionId":"{}","shell":false,"tools":[]}},"uri":"{CAPSULE_EXT}"}}],"streaming":true}},"defaultInputModes":["text/plain"],"defaultOutputModes":["text/plain"],"description":"local/open@0.1.0","name":"local/open","skills":[],"supportedInterfaces":[{{"protocolBinding":"JSONRPC","protocolVersion":"1.0","url":"http://{}"}}],"version":"0.1.0"}}"#,
+        r#"{{"capabilities":{{"extendedAgentCard":false,"extensions":[{{"params":{{"methods":["SendMessage","SendStreamingMessage","GetTask","ListTasks","CancelTask","SubscribeToTask"],"peerTasks":false}},"uri":"{DOOR_EXT}"}},{{"params":{{"network":["localhost"],"planes":[],"sessionId":"{}","shell":false,"tools":[]}},"uri":"{CAPSULE_EXT}"}}],"streaming":true}},"defaultInputModes":["text/plain","application/json"],"defaultOutputModes":["text/plain"],"description":"local/open@0.1.0","name":"local/open","skills":[{{"description":"local/open@0.1.0","id":"open","name":"local/open","tags":["open"]}}],"supportedInterfaces":[{{"protocolBinding":"JSONRPC","protocolVersion":"1.0","url":"http://{}"}}],"version":"0.1.0"}}"#,
         p.session_id(),
         p.local_url()
     );
@@ -1343,8 +1350,11 @@ fn every_json_rpc_error_a_door_emits_and_the_http_fallbacks() {
         &d.call(a, "SendMessage", markdown),
         &content(r#"{"mediaType":"text/markdown"}"#),
     );
-    let data = json!({"message": {"messageId": "m", "parts": [{"data": {"a": 1}}]}});
-    assert_rpc(&d.call(a, "SendStreamingMessage", data), &content("{}"));
+    let file = json!({"message": {"messageId": "m", "parts": [{"url": "https://x/y.png", "mediaType": "image/png"}]}});
+    assert_rpc(
+        &d.call(a, "SendStreamingMessage", file),
+        &content(r#"{"mediaType":"image/png"}"#),
+    );
     let total = d.rpc(a, "ListTasks", json!({}))["result"]["totalSize"].clone();
     assert_eq!(total, 0, "no refused request made a task");
 

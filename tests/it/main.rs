@@ -4,6 +4,7 @@
 
 mod support;
 
+mod a2a;
 mod admission;
 mod artifacts;
 mod bounds;
