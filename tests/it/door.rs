@@ -75,8 +75,18 @@ pub(crate) struct Http {
 }
 
 impl Http {
+    /// The body as JSON; of a one-event stream (a refused streaming method, A2A v1.0 §9.4.2),
+    /// that event.
     pub(crate) fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+        let body = match self.content_type.as_deref() {
+            Some("text/event-stream") => self
+                .body
+                .strip_prefix("data: ")
+                .and_then(|b| b.strip_suffix("\n\n"))
+                .unwrap_or(&self.body),
+            _ => &self.body,
+        };
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
     }
 }
 
