@@ -236,7 +236,15 @@ fn an_authenticating_door_publishes_its_bearer_scheme_and_a_public_door_none() {
         card["securityRequirements"],
         json!([{"schemes": {"bearer": {"list": []}}}])
     );
+    // The card says how to authenticate, never with what.
+    let token = authed.op().trim_start_matches("Bearer ").to_string();
+    let served = authed.get("/.well-known/agent-card.json", None).body;
+    assert!(!served.contains(&token), "the public card shows the operator token");
     let extended = authed.rpc(Some(&authed.op()), "GetExtendedAgentCard", json!({}));
+    assert!(
+        !extended.to_string().contains(&token),
+        "the extended card shows the operator token"
+    );
     assert_eq!(extended["result"]["securitySchemes"], card["securitySchemes"]);
     assert_eq!(extended["result"]["securityRequirements"], card["securityRequirements"]);
     // What the card names is what the door takes, and without it the door refuses.
