@@ -43,7 +43,7 @@ mod dispatch;
 mod output;
 mod policy;
 mod router;
-mod sse;
+pub(crate) mod sse;
 mod watcher;
 mod wire;
 

@@ -43,6 +43,17 @@ impl SseReader {
     /// Adds bytes; returns every complete event's data parsed as JSON (events whose data is not
     /// JSON are skipped), or `Err` once an event is, or must become, longer than the bound.
     pub fn push(&mut self, bytes: &[u8]) -> Result<Vec<Value>, TooLong> {
+        Ok(self
+            .push_data(bytes)?
+            .iter()
+            .filter_map(|d| serde_json::from_str(d).ok())
+            .collect())
+    }
+
+    /// Adds bytes; returns every complete event's `data:` text, unparsed (events without a
+    /// `data:` field are skipped): for streams whose data is not always JSON (`[DONE]`) or
+    /// whose malformed events must be noticed rather than skipped.
+    pub fn push_data(&mut self, bytes: &[u8]) -> Result<Vec<String>, TooLong> {
         self.buf.extend_from_slice(bytes);
         let mut out = Vec::new();
         let mut start = 0;
@@ -76,18 +87,19 @@ impl SseReader {
     }
 }
 
-/// An event's `data:` lines joined by newlines, as JSON.
-fn event_data(event: &[u8]) -> Option<Value> {
-    let mut data = String::new();
+/// An event's `data:` lines joined by newlines; `None` when it has no `data:` field.
+fn event_data(event: &[u8]) -> Option<String> {
+    let mut data: Option<String> = None;
     for line in String::from_utf8_lossy(event).lines() {
         if let Some(d) = line.strip_prefix("data:") {
+            let data = data.get_or_insert_with(String::new);
             if !data.is_empty() {
                 data.push('\n');
             }
             data.push_str(d.strip_prefix(' ').unwrap_or(d));
         }
     }
-    serde_json::from_str(&data).ok()
+    data
 }
 
 /// Index and length of the first blank-line separator (`\n\n` or `\r\n\r\n`) starting at or after

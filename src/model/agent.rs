@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::client::{ProviderClient, Retry, RetryNote};
+use super::client::{Answer, ProviderClient, Retry, RetryNote};
 use super::wire::{self, CALL_MEMBER, END_WITHOUT_ANSWER, Msg, Request, Stop, ToolCall, ToolOutput, ToolSpec};
 use super::{Identity, ModelConfig};
 use crate::calls::continuation_message;
@@ -68,6 +68,10 @@ pub trait TaskEvents: Send + Sync {
     fn working(&self, note: &str);
     /// A trace record (`task_continued`, §14.2), fields in order.
     fn record(&self, event_type: &str, fields: &[(&str, Value)]);
+    /// A piece of answer text of turn `turn` (1-based), as the provider streams it. Text of a
+    /// turn that turns out not to be the last (it asks for a tool call, or member answers are
+    /// still owed) is superseded by a later turn's: a listener starts over when `turn` changes.
+    fn answer_text(&self, _turn: u32, _delta: &str) {}
 }
 
 /// Reports nothing.
@@ -267,6 +271,11 @@ impl Agent {
             reasoning_effort: self.config.reasoning_effort.as_deref(),
             system: &self.system,
             tools: &self.tools,
+            // Every turn is streamed, whoever is listening: the answer then reaches the door as
+            // it is generated, for a stream subscriber there now or one that subscribes later,
+            // and there is one way of reading replies rather than two. A server that answers a
+            // streamed request with plain JSON is read as before.
+            stream: true,
         };
         let mut run = TaskRun {
             agent: self,
@@ -295,13 +304,21 @@ impl Agent {
                     ],
                 );
             };
-            let bytes = match client.send(&body, traced).await {
-                Ok(b) => b,
+            let turn = run.turns + 1;
+            let answer = client
+                .send(&body, traced, |delta| task.events.answer_text(turn, delta))
+                .await;
+            let answer = match answer {
+                Ok(a) => a,
                 Err(text) => return AgentOutcome::Failed(text),
             };
             run.turns += 1;
             self.totals.turns.fetch_add(1, Ordering::Relaxed);
-            let reply = match wire::parse_reply(self.config.provider, &bytes) {
+            let parsed = match answer {
+                Answer::Streamed(reply) => Ok(reply),
+                Answer::Whole(bytes) => wire::parse_reply(self.config.provider, &bytes),
+            };
+            let reply = match parsed {
                 Ok(r) => r,
                 Err(why) => {
                     return AgentOutcome::Failed(format!(

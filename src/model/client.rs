@@ -13,8 +13,11 @@ use std::time::{Duration, Instant, SystemTime};
 
 use awc::http::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 
+use futures_util::StreamExt;
+
 use super::ModelConfig;
-use super::wire::{self, ANTHROPIC_VERSION, GiveUp, RetryPolicy, WaitSource};
+use super::stream::StreamReader;
+use super::wire::{self, ANTHROPIC_VERSION, GiveUp, Reply, RetryPolicy, WaitSource};
 use crate::manifest::Provider;
 use crate::timing::Timing;
 
@@ -29,8 +32,11 @@ pub struct Retry {
     pub deadline: Option<Instant>,
     /// Bound on opening a connection (TLS handshake included).
     pub connect: Duration,
-    /// Bound on one attempt, from sending the request to reading the whole reply.
+    /// Bound on one attempt, from sending the request to reading the whole reply (the last event
+    /// of a streamed one included).
     pub request: Duration,
+    /// Bound on the silence between two events of a streamed reply.
+    pub idle: Duration,
 }
 
 impl Default for Retry {
@@ -53,6 +59,7 @@ impl Retry {
             deadline,
             connect: Duration::from_secs(10),
             request: Duration::from_secs(300),
+            idle: timing.inference_stream_idle,
         }
     }
 }
@@ -134,6 +141,18 @@ enum Attempt {
     },
     /// No answer: connection refused or reset, TLS failure, timeout.
     Transport(String),
+    /// A 2xx streamed reply, read to its end or broken off: never retried, since part of the
+    /// answer may already be out.
+    Streamed(Result<Reply, String>),
+}
+
+/// A successful reply.
+#[derive(Debug)]
+pub enum Answer {
+    /// The whole body: the request was not streamed, or the server answered with plain JSON.
+    Whole(Vec<u8>),
+    /// A streamed reply, read to its end.
+    Streamed(Reply),
 }
 
 impl ProviderClient {
@@ -176,15 +195,24 @@ impl ProviderClient {
         })
     }
 
-    /// POSTs one turn's body and returns the reply body of a 2xx answer, retrying 429, 5xx and
-    /// transport errors as [`Retry`] says; `on_retry` hears of each retry before its wait. `Err`
-    /// is the task's failure text.
-    pub async fn send(&self, body: &str, mut on_retry: impl FnMut(&RetryNote)) -> Result<Vec<u8>, String> {
+    /// POSTs one turn's body and returns the 2xx answer, retrying 429, 5xx and transport errors
+    /// as [`Retry`] says; `on_retry` hears of each retry before its wait. A reply streamed as
+    /// server-sent events is read as it comes, `on_text` hearing each piece of answer text; once
+    /// such a reply has begun nothing is retried. `Err` is the task's failure text.
+    pub async fn send(
+        &self,
+        body: &str,
+        mut on_retry: impl FnMut(&RetryNote),
+        mut on_text: impl FnMut(&str),
+    ) -> Result<Answer, String> {
         let mut retry = 0;
         loop {
             retry += 1;
-            let (status, asked, failure) = match self.attempt(body).await {
-                Attempt::Answered { status, body, .. } if (200..300).contains(&status) => return Ok(body),
+            let (status, asked, failure) = match self.attempt(body, &mut on_text).await {
+                Attempt::Streamed(r) => return r.map(Answer::Streamed),
+                Attempt::Answered { status, body, .. } if (200..300).contains(&status) => {
+                    return Ok(Answer::Whole(body));
+                }
                 Attempt::Answered {
                     status,
                     body,
@@ -218,12 +246,13 @@ impl ProviderClient {
         }
     }
 
-    async fn attempt(&self, body: &str) -> Attempt {
+    async fn attempt(&self, body: &str, on_text: &mut dyn FnMut(&str)) -> Attempt {
+        let until = Instant::now() + self.retry.request;
         let mut req = self
             .http
             .post(&self.url)
             .insert_header((CONTENT_TYPE, "application/json"))
-            .insert_header(("accept", "application/json"));
+            .insert_header(("accept", "application/json, text/event-stream"));
         if let Some(addr) = self.address {
             req = req.address(addr);
         }
@@ -237,25 +266,108 @@ impl ProviderClient {
         if self.provider == Provider::Anthropic {
             req = req.insert_header(("anthropic-version", ANTHROPIC_VERSION));
         }
-        let exchange = async {
-            let mut resp = req.send_body(body.to_string()).await.map_err(|e| e.to_string())?;
-            let status = resp.status().as_u16();
-            let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok());
-            let wait = wire::provider_wait(header("retry-after-ms"), header("retry-after"), SystemTime::now());
-            let should_retry = header("x-should-retry").map(str::to_string);
-            let bytes = resp.body().limit(MAX_BODY).await.map_err(|e| e.to_string())?;
-            Ok::<_, String>(Attempt::Answered {
+        let too_slow = || Attempt::Transport(format!("no complete reply within {:?}", self.retry.request));
+        let mut resp = match actix_rt::time::timeout(self.retry.request, req.send_body(body.to_string())).await {
+            Ok(Ok(resp)) => resp,
+            Ok(Err(e)) => return Attempt::Transport(e.to_string()),
+            Err(_) => return too_slow(),
+        };
+        let status = resp.status().as_u16();
+        let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok());
+        let wait = wire::provider_wait(header("retry-after-ms"), header("retry-after"), SystemTime::now());
+        let should_retry = header("x-should-retry").map(str::to_string);
+        let streamed = header(CONTENT_TYPE.as_str())
+            .is_some_and(|t| t.trim_start().to_ascii_lowercase().starts_with("text/event-stream"));
+        if streamed && (200..300).contains(&status) {
+            return Attempt::Streamed(self.read_stream(&mut resp, until, on_text).await);
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        match actix_rt::time::timeout(left, resp.body().limit(MAX_BODY)).await {
+            Ok(Ok(bytes)) => Attempt::Answered {
                 status,
                 body: bytes.to_vec(),
                 wait,
                 should_retry,
-            })
-        };
-        match actix_rt::time::timeout(self.retry.request, exchange).await {
-            Ok(Ok(answered)) => answered,
-            Ok(Err(why)) => Attempt::Transport(why),
-            Err(_) => Attempt::Transport(format!("no complete reply within {:?}", self.retry.request)),
+            },
+            Ok(Err(e)) => Attempt::Transport(e.to_string()),
+            Err(_) => too_slow(),
         }
+    }
+
+    /// Reads a streamed reply to its end marker, each wait bounded by [`Retry::idle`] and the
+    /// whole by `until`. `Err` is the failure text: why the stream broke, and the answer text
+    /// received before it did (the client may have shown it already; the failure keeps it).
+    async fn read_stream<S, E>(
+        &self,
+        body: &mut S,
+        until: Instant,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<Reply, String>
+    where
+        S: futures_util::Stream<Item = Result<actix_web::web::Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        let mut reader = StreamReader::new(self.provider);
+        let broke = loop {
+            let left = until.saturating_duration_since(Instant::now());
+            let next = match actix_rt::time::timeout(self.retry.idle.min(left), body.next()).await {
+                Ok(next) => next,
+                Err(_) if left <= self.retry.idle => {
+                    break format!("it was not over within {:?}", self.retry.request);
+                }
+                Err(_) => break format!("no event came for {:?}", self.retry.idle),
+            };
+            match next {
+                None => break String::new(),
+                Some(Err(e)) => break format!("the connection failed: {e}"),
+                Some(Ok(bytes)) => {
+                    let (deltas, read) = reader.push(&bytes);
+                    deltas.iter().for_each(|d| on_text(d));
+                    if let Err(why) = read {
+                        break why;
+                    }
+                }
+            }
+            if reader.is_done() {
+                // Whatever follows the end marker is not read.
+                break String::new();
+            }
+        };
+        let why = if broke.is_empty() {
+            match reader.finish() {
+                Ok(reply) => return Ok(reply),
+                Err(why) => why,
+            }
+        } else {
+            broke
+        };
+        Err(stream_failure(&why, reader.text(), self.secret.as_deref()))
+    }
+}
+
+/// Answer text quoted in a broken stream's failure text, at most.
+pub const PARTIAL_QUOTED: usize = 64 << 10;
+
+/// `inference failed: the provider's reply stream broke off (<why>)`, then the answer text
+/// received before it did, cut to [`PARTIAL_QUOTED`] bytes at a character boundary. `secret`,
+/// should it appear, is replaced first.
+pub fn stream_failure(why: &str, partial: &str, secret: Option<&str>) -> String {
+    let mut text = format!("inference failed: the provider's reply stream broke off ({why})");
+    if !partial.is_empty() {
+        let mut end = partial.len().min(PARTIAL_QUOTED);
+        while !partial.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.push_str(&format!("; the answer so far ({} bytes", partial.len()));
+        if end < partial.len() {
+            text.push_str(&format!(", the first {end} shown"));
+        }
+        text.push_str("): ");
+        text.push_str(&partial[..end]);
+    }
+    match secret.filter(|k| !k.is_empty()) {
+        Some(k) => text.replace(k, "[redacted]"),
+        None => text,
     }
 }
 

@@ -2,7 +2,10 @@
 //!
 //! - `wire` — the OpenAI Chat Completions and Anthropic Messages formats, pure: URL, request
 //!   body, reply, tool schemas, the `[Capsule]` block, the failure text.
-//! - `client` — one endpoint over awc: credential headers, timeouts, retries ([`Retry`]).
+//! - `client` — one endpoint over awc: credential headers, timeouts, retries ([`Retry`]),
+//!   streamed replies read as they come.
+//! - `stream` — a streamed (server-sent events) reply of either API, pure: answer-text deltas out,
+//!   the whole reply at the end.
 //! - `agent` — [`Agent`]: turns, the runtime tools (`call-member`, `end-without-answer`),
 //!   waiting for member answers and continuing with them, usage totals.
 //! - `calls` — [`SessionCalls`], the agent's view of a task's real member calls.
@@ -29,6 +32,7 @@
 mod agent;
 mod calls;
 mod client;
+mod stream;
 pub mod wire;
 
 #[cfg(test)]

@@ -169,6 +169,7 @@ fn request_bodies_are_byte_exact() {
         reasoning_effort: None,
         system: &system,
         tools: &tools,
+        stream: false,
     };
     assert_eq!(wire::request_body(&openai, &msgs), openai_first_body());
     let anthropic = WireRequest {
@@ -203,6 +204,7 @@ fn tool_results_go_back_in_each_providers_shape() {
         reasoning_effort: None,
         system: "S",
         tools: &[],
+        stream: false,
     };
     let msgs = [
         Msg::User("T".into()),
@@ -674,6 +676,7 @@ fn fast_retry() -> Retry {
         deadline: None,
         connect: Duration::from_secs(2),
         request: Duration::from_secs(5),
+        idle: Duration::from_secs(5),
     }
 }
 
@@ -794,14 +797,20 @@ async fn planner_calls_two_members(api: Api) {
             assert_eq!(first.path, "/v1/chat/completions");
             assert_eq!(first.header("authorization"), Some("Bearer sk-test-key"));
             assert_eq!(first.header("x-api-key"), None);
-            assert_eq!(first.text(), openai_first_body());
+            // What the loop sends is streamed: the same body, plus `stream` and its options.
+            let mut want: Value = serde_json::from_str(&openai_first_body()).unwrap();
+            want["stream"] = json!(true);
+            want["stream_options"] = json!({"include_usage": true});
+            assert_eq!(first.json(), want);
         }
         Api::Anthropic => {
             assert_eq!(first.path, "/v1/messages");
             assert_eq!(first.header("x-api-key"), Some("sk-test-key"));
             assert_eq!(first.header("anthropic-version"), Some("2026-10-21"));
             assert_eq!(first.header("authorization"), None);
-            assert_eq!(first.text(), anthropic_first_body());
+            let mut want: Value = serde_json::from_str(&anthropic_first_body()).unwrap();
+            want["stream"] = json!(true);
+            assert_eq!(first.json(), want);
         }
     }
     assert_eq!(first.header("content-type"), Some("application/json"));
@@ -1411,6 +1420,7 @@ fn each_provider_gets_its_own_request_fields() {
         reasoning_effort: None,
         system: "S",
         tools: &[],
+        stream: false,
     };
     let table = [
         (
@@ -1446,6 +1456,29 @@ fn each_provider_gets_its_own_request_fields() {
             ..base
         };
         assert_eq!(wire::request_body(&req, &msgs), want, "{provider:?} {effort:?}");
+    }
+    // Streamed: `stream`, and the usage in the last event for the Chat Completions APIs.
+    let streamed = [
+        (
+            Api::OpenAi,
+            r#"{"max_completion_tokens":10,"messages":[{"content":"S","role":"developer"},{"content":"T","role":"user"}],"model":"m","stream":true,"stream_options":{"include_usage":true}}"#,
+        ),
+        (
+            Api::OpenAiCompatible,
+            r#"{"max_tokens":10,"messages":[{"content":"S","role":"system"},{"content":"T","role":"user"}],"model":"m","stream":true,"stream_options":{"include_usage":true}}"#,
+        ),
+        (
+            Api::Anthropic,
+            r#"{"max_tokens":10,"messages":[{"content":"T","role":"user"}],"model":"m","stream":true,"system":"S"}"#,
+        ),
+    ];
+    for (provider, want) in streamed {
+        let req = WireRequest {
+            provider,
+            stream: true,
+            ..base
+        };
+        assert_eq!(wire::request_body(&req, &msgs), want, "{provider:?} streamed");
     }
     assert_eq!(
         wire::url(Api::OpenAiCompatible, Some("http://127.0.0.1:8080/v1")),

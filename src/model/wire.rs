@@ -192,6 +192,9 @@ pub struct Request<'a> {
     pub reasoning_effort: Option<&'a str>,
     pub system: &'a str,
     pub tools: &'a [ToolSpec],
+    /// Ask for a streamed reply (server-sent events): `"stream": true`, and for the Chat
+    /// Completions providers `stream_options.include_usage`, so the last event carries the usage.
+    pub stream: bool,
 }
 
 /// The body of one turn: compact JSON, keys sorted. `tools` is left out when there are none.
@@ -208,6 +211,12 @@ pub fn request_body(req: &Request<'_>, messages: &[Msg]) -> String {
         Provider::OpenAiCompatible | Provider::Anthropic => ("max_tokens", "system"),
     };
     body.insert(bound.into(), json!(req.max_tokens));
+    if req.stream {
+        body.insert("stream".into(), json!(true));
+        if req.provider != Provider::Anthropic {
+            body.insert("stream_options".into(), json!({"include_usage": true}));
+        }
+    }
     match req.provider {
         Provider::OpenAi | Provider::OpenAiCompatible => {
             if let Some(effort) = req.reasoning_effort {
@@ -292,7 +301,7 @@ fn count(v: &Value, key: &str) -> u64 {
     v.get(key).and_then(Value::as_u64).unwrap_or(0)
 }
 
-fn parse_openai(v: &Value) -> Result<Reply, String> {
+pub(super) fn parse_openai(v: &Value) -> Result<Reply, String> {
     let choice = v
         .get("choices")
         .and_then(Value::as_array)
@@ -370,7 +379,7 @@ fn parse_openai(v: &Value) -> Result<Reply, String> {
     })
 }
 
-fn parse_anthropic(v: &Value) -> Result<Reply, String> {
+pub(super) fn parse_anthropic(v: &Value) -> Result<Reply, String> {
     let blocks = v
         .get("content")
         .and_then(Value::as_array)

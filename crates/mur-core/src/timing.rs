@@ -53,6 +53,10 @@ pub struct Timing {
     pub inference_retry_max: Duration,
     /// Shortens the waits a provider asks for; only tests set it (no limit otherwise).
     pub inference_retry_after_cap: Duration,
+    /// Longest silence between two events of a streamed provider reply before the task fails
+    /// [ours]. Anthropic pings every few seconds; a reasoning model may think a while before its
+    /// first token, which the whole reply's 300 s bound covers anyway.
+    pub inference_stream_idle: Duration,
 }
 
 impl Timing {
@@ -81,6 +85,7 @@ impl Timing {
         inference_retry: Duration::from_secs(1),
         inference_retry_max: Duration::from_secs(60),
         inference_retry_after_cap: Duration::MAX,
+        inference_stream_idle: Duration::from_secs(120),
     };
 
     /// The process-wide timing: the spec's values, the documented env knobs, then the test hook.
@@ -160,13 +165,14 @@ impl Timing {
             "inference_retry" => (&mut self.inference_retry, s.inference_retry),
             "inference_retry_max" => (&mut self.inference_retry_max, s.inference_retry_max),
             "inference_retry_after_cap" => (&mut self.inference_retry_after_cap, s.inference_retry_after_cap),
+            "inference_stream_idle" => (&mut self.inference_stream_idle, s.inference_stream_idle),
             _ => (&mut self.component_task, s.component_task),
         }
     }
 }
 
 /// The names `MURMUR_TEST_TIMING` may set.
-const OVERRIDABLE: [&str; 19] = [
+const OVERRIDABLE: [&str; 20] = [
     "peer_readiness",
     "probe_interval",
     "launcher_poll",
@@ -186,6 +192,7 @@ const OVERRIDABLE: [&str; 19] = [
     "inference_retry",
     "inference_retry_max",
     "inference_retry_after_cap",
+    "inference_stream_idle",
 ];
 
 /// The most the documented knobs (`MURMUR_A2A_TIMEOUT_SECS`, `MURMUR_DELEGATION_TIMEOUT_SECS`)
