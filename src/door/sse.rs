@@ -2,6 +2,12 @@
 //! `{"task":Task}`, then `statusUpdate` / `artifactUpdate` as the task changes, and the stream
 //! closes after a terminal state. Changes that land between two polls are coalesced into the
 //! latest state, so a slow client never stalls the board.
+//!
+//! A model capsule's answer streams: while the task runs, the text its provider streams goes out
+//! as `artifactUpdate` chunks of the one `response` artifact (`append: true` after the first),
+//! and the chunk sent as the task completes carries `lastChunk: true` and makes what the client
+//! assembled exactly the final answer. Text of a turn that was not the last (it asked for a tool
+//! call) is replaced by the next turn's (`append: false`).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -26,9 +32,23 @@ struct Follow {
     /// Change number of the last state sent; `None` before the snapshot.
     sent: Option<u64>,
     artifact_sent: bool,
+    /// The streamed answer text sent so far: its turn and the text (its bytes decide what a
+    /// final chunk must add or replace).
+    streamed: Option<(u32, String)>,
     done: bool,
     /// Keeps the task on the board until this stream is gone.
     _pin: Pinned,
+}
+
+/// An `artifactUpdate` carrying `text` as a piece of the `response` artifact.
+fn chunk(snap: &TaskSnapshot, text: &str, append: bool, last: bool) -> Value {
+    json!({"artifactUpdate": {
+        "append": append,
+        "artifact": {"artifactId": "response", "name": "response", "parts": [{"text": text}]},
+        "contextId": snap.context_id,
+        "lastChunk": last,
+        "taskId": snap.id,
+    }})
 }
 
 /// `data: {"id":…,"jsonrpc":"2.0","result":<StreamResponse>}\n\n`.
@@ -49,6 +69,18 @@ impl Follow {
                 self.artifact_sent = snap.answer.is_some();
             }
             Some(c) if c != snap.changed => {
+                if !self.artifact_sent
+                    && let (Some(answer), Some((_, sent))) = (&snap.answer, &self.streamed)
+                {
+                    // Chunks went out: the last one completes them, or replaces them if the
+                    // answer is not what they began (should a turn's text not have been final).
+                    let (text, append) = match answer.strip_prefix(sent.as_str()) {
+                        Some(rest) => (rest, true),
+                        None => (answer.as_str(), false),
+                    };
+                    out.extend(event(&self.request_id, chunk(snap, text, append, true)));
+                    self.artifact_sent = true;
+                }
                 if !self.artifact_sent
                     && let Some(a) = snap.artifact_json()
                 {
@@ -77,7 +109,18 @@ impl Follow {
                 Some(s) => s,
                 None => self.board.get(&self.task_id)?,
             };
-            let out = self.pending(&snap);
+            let mut out = self.pending(&snap);
+            if !self.done
+                && let Some(c) = self
+                    .board
+                    .streamed_since(&self.task_id, self.streamed.as_ref().map(|(t, s)| (*t, s.len())))
+            {
+                out.extend(event(&self.request_id, chunk(&snap, &c.text, c.append, false)));
+                match &mut self.streamed {
+                    Some((turn, sent)) if c.append && *turn == c.turn => sent.push_str(&c.text),
+                    slot => *slot = Some((c.turn, c.text)),
+                }
+            }
             if !out.is_empty() {
                 return Some((Ok(Bytes::from(out)), self));
             }
@@ -105,6 +148,7 @@ pub fn follow(
         first,
         sent: None,
         artifact_sent: false,
+        streamed: None,
         done: false,
         _pin: pin,
     };

@@ -552,6 +552,26 @@ struct Entry {
     cancel: watch::Sender<bool>,
     /// Open replies and streams that still owe this task's end to a caller.
     pins: u32,
+    /// The answer text a model capsule streams while the task runs; gone once it ends.
+    streamed: Option<Streamed>,
+}
+
+/// A running task's streamed answer text: that of one turn (a later turn's starts over).
+#[derive(Debug)]
+struct Streamed {
+    turn: u32,
+    text: String,
+}
+
+/// Streamed answer text a stream follower has not sent yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnswerChunk {
+    /// The turn the text belongs to.
+    pub turn: u32,
+    /// `true`: `text` continues what the follower sent of this turn. `false`: it is the turn's
+    /// whole text so far, replacing what was sent (a new turn started over).
+    pub append: bool,
+    pub text: String,
 }
 
 /// What an ended task holds, roughly, in bytes: the entry, its id three times (map key, snapshot,
@@ -935,6 +955,7 @@ impl Board {
                 created: st.seq,
                 cancel: watch::channel(false).0,
                 pins: u32::from(pinned),
+                streamed: None,
             };
             st.order.insert(st.seq, id.clone());
             st.tasks.insert(id, entry);
@@ -1000,6 +1021,47 @@ impl Board {
             st.running = Some(id);
             Some(Some(work))
         })
+    }
+
+    /// Answer text turn `turn` of a running model task streamed, for stream followers. Text of
+    /// a turn other than the last one seen starts the streamed text over. Not a status change:
+    /// followers are woken, nothing else moves. Ignored for a task that is not live.
+    pub fn stream_text(&self, task_id: &str, turn: u32, delta: &str) {
+        {
+            let mut st = self.lock();
+            let Some(e) = st.tasks.get_mut(task_id).filter(|e| !e.snap.state.is_terminal()) else {
+                return;
+            };
+            match &mut e.streamed {
+                Some(s) if s.turn == turn => s.text.push_str(delta),
+                slot => {
+                    *slot = Some(Streamed {
+                        turn,
+                        text: delta.to_string(),
+                    })
+                }
+            }
+        }
+        self.changes.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// The streamed answer text a follower holding `have` (turn, bytes of it) has not seen, if
+    /// any: the rest of its turn, or a newer turn's text whole.
+    pub fn streamed_since(&self, task_id: &str, have: Option<(u32, usize)>) -> Option<AnswerChunk> {
+        let st = self.lock();
+        let s = st.tasks.get(task_id)?.streamed.as_ref()?;
+        match have {
+            Some((turn, len)) if turn == s.turn => (s.text.len() > len).then(|| AnswerChunk {
+                turn,
+                append: true,
+                text: s.text.get(len..).unwrap_or_default().to_string(),
+            }),
+            _ => (!s.text.is_empty()).then(|| AnswerChunk {
+                turn: s.turn,
+                append: false,
+                text: s.text.clone(),
+            }),
+        }
     }
 
     /// A WORKING status change with an optional note, e.g. `continuing with 2 member answer(s)`.
@@ -1273,6 +1335,8 @@ fn end(
     reorder(order, &mut e.snap, seq);
     e.snap.status_message_id = text.as_deref().map(|t| note_history(&mut e.snap, t));
     e.snap.status_text = text;
+    // The answer, if any, is whole now.
+    e.streamed = None;
 }
 
 /// Adds a status message to the history; its message id, which the status shows too.
@@ -1571,6 +1635,50 @@ mod tests {
         let t = b.get(&a).expect("a");
         assert_eq!((t.state, t.status_text.as_deref()), (TaskState::Failed, Some(LOST)));
         assert_eq!(b.next_work().await.map(|w| w.text), Some("b".into()));
+    }
+
+    #[actix_rt::test]
+    async fn streamed_answer_text_is_handed_out_once_and_gone_when_the_task_ends() {
+        let b = Board::new(Acceptance::Queue, 5);
+        let id = b.submit(offer("a")).id;
+        let work = b.next_work().await.expect("work");
+        let chunk = |turn, append, text: &str| {
+            Some(AnswerChunk {
+                turn,
+                append,
+                text: text.into(),
+            })
+        };
+        let changed = b.get(&id).map(|s| s.changed);
+        let mut rx = b.changes();
+        rx.borrow_and_update();
+        assert_eq!(b.streamed_since(&id, None), None);
+        b.stream_text(&id, 1, "Hel");
+        assert!(rx.has_changed().unwrap_or(false), "followers are woken");
+        b.stream_text(&id, 1, "lo");
+        // (what the follower has, what it is owed)
+        let table = [
+            (None, chunk(1, false, "Hello")),
+            (Some((1, 3)), chunk(1, true, "lo")),
+            (Some((1, 5)), None),
+        ];
+        for (have, want) in table {
+            assert_eq!(b.streamed_since(&id, have), want, "{have:?}");
+        }
+        // A later turn starts over: a follower of turn 1 gets turn 2's text whole.
+        b.stream_text(&id, 2, "Fin");
+        assert_eq!(b.streamed_since(&id, Some((1, 5))), chunk(2, false, "Fin"));
+        assert_eq!(b.streamed_since(&id, Some((2, 1))), chunk(2, true, "in"));
+        assert_eq!(
+            b.get(&id).map(|s| s.changed),
+            changed,
+            "streaming is not a status change"
+        );
+        b.finish(&id, TaskOutcome::Completed("Fin".into()));
+        drop(work);
+        assert_eq!(b.streamed_since(&id, None), None);
+        b.stream_text(&id, 3, "late");
+        assert_eq!(b.streamed_since(&id, None), None, "an ended task streams nothing");
     }
 
     fn keeping(tasks: usize, bytes: usize) -> Arc<Board> {

@@ -338,7 +338,8 @@ impl TaskSetup for Setup {
     }
 }
 
-/// A model task's progress: WORKING notes on the board, `task_continued` in the trace.
+/// A model task's progress: WORKING notes and streamed answer text on the board,
+/// `task_continued` in the trace.
 struct ModelEvents {
     task_id: String,
     board: Arc<Board>,
@@ -352,6 +353,10 @@ impl TaskEvents for ModelEvents {
 
     fn record(&self, event_type: &str, fields: &[(&str, serde_json::Value)]) {
         self.journal.write(event_type, None, fields);
+    }
+
+    fn answer_text(&self, turn: u32, delta: &str) {
+        self.board.stream_text(&self.task_id, turn, delta);
     }
 }
 
