@@ -17,7 +17,7 @@ use crate::manifest::{Inference, Provider as Api, Transport};
 #[path = "../../tests/it/support/provider.rs"]
 mod provider;
 
-use provider::{Provider, Reply, Step, anthropic, fenced_answers, openai};
+use provider::{Piece, Provider, Reply, Step, anthropic, fenced_answers, openai};
 
 const FRM: &str = "frm_0199c4e2f1b7712a9d3e4f5061728394";
 
@@ -608,6 +608,8 @@ impl AgentCalls for FakeCalls {
 struct Events {
     working: Mutex<Vec<String>>,
     records: Mutex<Vec<(String, Value)>>,
+    /// Streamed answer text: `(turn, piece)`.
+    answer: Mutex<Vec<(u32, String)>>,
 }
 
 impl TaskEvents for Events {
@@ -620,6 +622,9 @@ impl TaskEvents for Events {
             .lock()
             .unwrap()
             .push((event_type.to_string(), Value::Object(map)));
+    }
+    fn answer_text(&self, turn: u32, delta: &str) {
+        self.answer.lock().unwrap().push((turn, delta.to_string()));
     }
 }
 
@@ -1842,4 +1847,133 @@ async fn x_should_retry_overrides_the_status() {
     let outcome = agent.run("Hi", ctx(Arc::new(NoCalls), Arc::default(), false)).await;
     assert_eq!(outcome, AgentOutcome::Completed("fine".into()));
     assert_eq!(provider.requests().len(), 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streamed replies through the real client and a scripted streaming provider.
+
+fn stream_text(api: Api, pieces: &[&str]) -> Vec<String> {
+    match api {
+        Api::OpenAi | Api::OpenAiCompatible => openai::stream_text(pieces),
+        Api::Anthropic => anthropic::stream_text(pieces),
+    }
+}
+
+#[actix_rt::test]
+async fn a_streamed_answer_reaches_the_listener_piece_by_piece_and_ends_whole() {
+    for api in [Api::OpenAi, Api::OpenAiCompatible, Api::Anthropic] {
+        let pieces = ["Forty", "-two", ", as asked."];
+        // A tool-call turn first (a plain JSON reply: servers may ignore `stream`), then the
+        // streamed answer.
+        let provider = Provider::start(vec![
+            tool_reply(api, &[("c9", "no-such-tool", json!({}))]).into(),
+            Reply::sse(&stream_text(api, &pieces)).into(),
+        ]);
+        let agent = Setup::new(api).agent(provider.url());
+        let events = Arc::new(Events::default());
+        let outcome = agent.run("Hi", ctx(Arc::new(NoCalls), events.clone(), false)).await;
+        assert_eq!(
+            outcome,
+            AgentOutcome::Completed("Forty-two, as asked.".into()),
+            "{api:?}"
+        );
+        let heard = events.answer.lock().unwrap().clone();
+        let want: Vec<(u32, String)> = pieces.iter().map(|p| (2, p.to_string())).collect();
+        assert_eq!(heard, want, "{api:?}");
+        let totals = agent.totals().snapshot();
+        assert_eq!((totals.turns, totals.output_tokens), (2, 5 + 7), "{api:?}");
+        for r in provider.requests() {
+            assert_eq!(r.json()["stream"], json!(true), "{api:?}");
+        }
+    }
+}
+
+#[actix_rt::test]
+async fn a_stream_that_breaks_fails_the_task_with_the_text_so_far_and_is_not_retried() {
+    for api in [Api::OpenAi, Api::Anthropic] {
+        let events = stream_text(api, &["Half", " an answer", " and more"]);
+        // The events up to the second piece: role/start (and ping), two pieces.
+        let head: Vec<Piece> = events
+            .iter()
+            .take(if api == Api::Anthropic { 5 } else { 3 })
+            .map(|e| Piece::Bytes(e.clone()))
+            .collect();
+        let with = |tail: Vec<Piece>| Reply::pieces(head.iter().cloned().chain(tail).collect());
+        let short = if api == Api::Anthropic {
+            "the stream ended before message_stop"
+        } else {
+            "the stream ended before [DONE]"
+        };
+        // (case, reply, what the failure says)
+        let table = [
+            // The connection closes mid-body: to the client, the body just ends.
+            ("connection dropped", with(vec![Piece::Drop]), short),
+            ("ended without its end marker", with(vec![]), short),
+            (
+                "malformed event",
+                with(vec![Piece::Bytes("data: {\"choices\": [\n\n".into())]),
+                "an event is not JSON",
+            ),
+            (
+                "silent too long",
+                with(vec![Piece::Pause(Duration::from_secs(3))]),
+                "no event came for 200ms",
+            ),
+        ];
+        for (case, reply, says) in table {
+            let provider = Provider::start(vec![reply.into(), text_reply(api, "retried").into()]);
+            let mut setup = Setup::new(api);
+            setup.retry.idle = Duration::from_millis(200);
+            let agent = setup.agent(provider.url());
+            let events = Arc::new(Events::default());
+            let outcome = agent.run("Hi", ctx(Arc::new(NoCalls), events.clone(), false)).await;
+            let AgentOutcome::Failed(text) = outcome else {
+                panic!("{api:?} {case}: {outcome:?}")
+            };
+            let want = format!("inference failed: the provider's reply stream broke off ({says}");
+            assert!(text.starts_with(&want), "{api:?} {case}: {text}");
+            assert!(
+                text.ends_with("; the answer so far (14 bytes): Half an answer"),
+                "{api:?} {case}: {text}"
+            );
+            assert!(!text.contains("sk-test-key"));
+            assert_eq!(
+                provider.requests().len(),
+                1,
+                "{api:?} {case}: a started stream is not retried"
+            );
+            let heard: String = events.answer.lock().unwrap().iter().map(|(_, t)| t.as_str()).collect();
+            assert_eq!(heard, "Half an answer", "{api:?} {case}");
+        }
+    }
+}
+
+#[test]
+fn a_broken_streams_failure_quotes_a_bounded_answer_without_the_key() {
+    let long = format!("{}é", "a".repeat(super::client::PARTIAL_QUOTED - 1));
+    // (why, partial, key, want)
+    let table = [
+        ("x", "", None, "inference failed: the provider's reply stream broke off (x)".to_string()),
+        (
+            "x",
+            "so far sk-1",
+            Some("sk-1"),
+            "inference failed: the provider's reply stream broke off (x); the answer so far (11 bytes): so far [redacted]"
+                .to_string(),
+        ),
+        (
+            "x",
+            long.as_str(),
+            None,
+            format!(
+                "inference failed: the provider's reply stream broke off (x); the answer so far ({} bytes, the first {} shown): {}",
+                long.len(),
+                super::client::PARTIAL_QUOTED - 1,
+                "a".repeat(super::client::PARTIAL_QUOTED - 1)
+            ),
+        ),
+    ];
+    for (why, partial, key, want) in table {
+        assert_eq!(super::client::stream_failure(why, partial, key), want);
+    }
 }

@@ -1,7 +1,10 @@
 //! A scripted model provider on 127.0.0.1 (runtime.md §16.3, Testing): it speaks the OpenAI Chat
 //! Completions and Anthropic Messages APIs well enough for the agent loop, answering request *n*
 //! with step *n* of its script (a fixed reply, or a function of the request), and records every
-//! request so a test can assert what was sent (headers, bodies, tool lists).
+//! request so a test can assert what was sent (headers, bodies, tool lists). A reply may be a
+//! real streamed body (server-sent events, chunked), written piece by piece with pauses, and held
+//! at a [`Gate`] until the test opens it: chunks then arrive over time, and a test can check what
+//! a client saw before the stream's end was even sent.
 //!
 //! Plain `std` threads and sockets, so it serves synchronous integration tests and async unit
 //! tests alike; `src/model/tests.rs` includes this very file. One connection per request
@@ -12,7 +15,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -81,6 +84,47 @@ pub struct Reply {
     pub delay: Duration,
     /// Extra response headers, e.g. `retry-after`.
     pub headers: Vec<(String, String)>,
+    /// A streamed body (`text/event-stream`, chunked) in place of `body`.
+    pub stream: Option<Vec<Piece>>,
+}
+
+/// A piece of a streamed reply.
+#[derive(Debug, Clone)]
+pub enum Piece {
+    /// Bytes written and flushed as one chunk.
+    Bytes(String),
+    /// A pause before the next piece.
+    Pause(Duration),
+    /// Holds the rest until the test opens the gate (or 30 s pass).
+    Wait(Gate),
+    /// Cuts the connection here, mid-body: no end chunk.
+    Drop,
+}
+
+/// A gate a streamed reply waits at until the test opens it.
+#[derive(Debug, Clone, Default)]
+pub struct Gate(Arc<(Mutex<bool>, Condvar)>);
+
+impl Gate {
+    pub fn new() -> Gate {
+        Gate::default()
+    }
+
+    pub fn open(&self) {
+        *lock(&self.0.0) = true;
+        self.0.1.notify_all();
+    }
+
+    /// Waits until open; `false` when `limit` passed first.
+    fn wait(&self, limit: Duration) -> bool {
+        let open = lock(&self.0.0);
+        let (open, _) = self
+            .0
+            .1
+            .wait_timeout_while(open, limit, |o| !*o)
+            .unwrap_or_else(|p| p.into_inner());
+        *open
+    }
 }
 
 impl Reply {
@@ -91,6 +135,28 @@ impl Reply {
             body: v.to_string(),
             delay: Duration::ZERO,
             headers: Vec::new(),
+            stream: None,
+        }
+    }
+
+    /// `200` streamed as server-sent events: each event written on its own, 20 ms apart.
+    pub fn sse(events: &[String]) -> Reply {
+        let mut pieces = Vec::new();
+        for e in events {
+            pieces.push(Piece::Bytes(e.clone()));
+            pieces.push(Piece::Pause(Duration::from_millis(20)));
+        }
+        Reply::pieces(pieces)
+    }
+
+    /// `200` streamed: these pieces, in order.
+    pub fn pieces(pieces: Vec<Piece>) -> Reply {
+        Reply {
+            status: 200,
+            body: String::new(),
+            delay: Duration::ZERO,
+            headers: Vec::new(),
+            stream: Some(pieces),
         }
     }
 
@@ -101,6 +167,7 @@ impl Reply {
             body: body.to_string(),
             delay: Duration::ZERO,
             headers: Vec::new(),
+            stream: None,
         }
     }
 
@@ -239,6 +306,10 @@ fn serve(mut conn: TcpStream, state: &State) {
         return;
     }
     let extra: String = reply.headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
+    if let Some(pieces) = &reply.stream {
+        stream(&mut conn, reply.status, &extra, pieces);
+        return;
+    }
     let head = format!(
         "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{extra}connection: close\r\n\r\n",
         reply.status,
@@ -247,6 +318,40 @@ fn serve(mut conn: TcpStream, state: &State) {
     );
     let _ = conn.write_all(head.as_bytes());
     let _ = conn.write_all(reply.body.as_bytes());
+    let _ = conn.flush();
+    let _ = conn.shutdown(Shutdown::Write);
+}
+
+/// Writes a streamed reply: chunked, each `Bytes` piece one chunk, flushed at once.
+fn stream(conn: &mut TcpStream, status: u16, extra: &str, pieces: &[Piece]) {
+    let head = format!(
+        "HTTP/1.1 {status} {}\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n\
+         transfer-encoding: chunked\r\n{extra}connection: close\r\n\r\n",
+        reason(status)
+    );
+    if conn.write_all(head.as_bytes()).and_then(|()| conn.flush()).is_err() {
+        return;
+    }
+    for piece in pieces {
+        match piece {
+            Piece::Bytes(b) if b.is_empty() => {}
+            Piece::Bytes(b) => {
+                let chunk = format!("{:x}\r\n{b}\r\n", b.len());
+                if conn.write_all(chunk.as_bytes()).and_then(|()| conn.flush()).is_err() {
+                    return;
+                }
+            }
+            Piece::Pause(d) => std::thread::sleep(*d),
+            Piece::Wait(gate) => {
+                gate.wait(Duration::from_secs(30));
+            }
+            Piece::Drop => {
+                let _ = conn.shutdown(Shutdown::Both);
+                return;
+            }
+        }
+    }
+    let _ = conn.write_all(b"0\r\n\r\n");
     let _ = conn.flush();
     let _ = conn.shutdown(Shutdown::Write);
 }
@@ -319,6 +424,24 @@ fn reason(status: u16) -> &'static str {
 pub mod openai {
     use serde_json::{Value, json};
 
+    /// The server-sent events of a streamed final answer made of `pieces`: a role chunk, a chunk
+    /// per piece, the finish chunk, the usage chunk, `[DONE]`.
+    pub fn stream_text(pieces: &[&str]) -> Vec<String> {
+        let chunk = |delta: Value, finish: Value| {
+            let v = json!({"id": "chatcmpl-s", "object": "chat.completion.chunk", "model": "scripted",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+            format!("data: {v}\n\n")
+        };
+        let mut out = vec![chunk(json!({"role": "assistant", "content": ""}), Value::Null)];
+        out.extend(pieces.iter().map(|p| chunk(json!({"content": p}), Value::Null)));
+        out.push(chunk(json!({}), json!("stop")));
+        let usage = json!({"id": "chatcmpl-s", "object": "chat.completion.chunk", "model": "scripted", "choices": [],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}});
+        out.push(format!("data: {usage}\n\n"));
+        out.push("data: [DONE]\n\n".to_string());
+        out
+    }
+
     /// A final answer: `finish_reason: stop`.
     pub fn text(text: &str) -> Value {
         json!({
@@ -350,6 +473,31 @@ pub mod openai {
 /// Reply bodies in the Anthropic Messages shape.
 pub mod anthropic {
     use serde_json::{Value, json};
+
+    /// The server-sent events of a streamed final answer made of `pieces`: `message_start`, a
+    /// `ping`, one text block with a delta per piece, `message_delta`, `message_stop`.
+    pub fn stream_text(pieces: &[&str]) -> Vec<String> {
+        let ev = |v: Value| format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap_or_default());
+        let mut out = vec![
+            ev(
+                json!({"type": "message_start", "message": {"id": "msg_s", "type": "message", "role": "assistant",
+                "model": "scripted", "content": [], "stop_reason": null, "stop_sequence": null,
+                "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+            ),
+            ev(json!({"type": "ping"})),
+            ev(json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})),
+        ];
+        out.extend(pieces.iter().map(|p| {
+            ev(json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}}))
+        }));
+        out.push(ev(json!({"type": "content_block_stop", "index": 0})));
+        out.push(ev(
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null},
+            "usage": {"output_tokens": 5}}),
+        ));
+        out.push(ev(json!({"type": "message_stop"})));
+        out
+    }
 
     /// A final answer: `stop_reason: end_turn`.
     pub fn text(text: &str) -> Value {
