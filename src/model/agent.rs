@@ -317,6 +317,15 @@ impl Agent {
             let parsed = match answer {
                 Answer::Streamed(reply) => Ok(reply),
                 Answer::Whole(bytes) => wire::parse_reply(self.config.provider, &bytes),
+                Answer::Broken(text) => {
+                    // The client may have shown part of the answer: the trace keeps what came
+                    // (answer text only, never the prompt) in the record before the task's end.
+                    task.events.record(
+                        "inference_stream_broken",
+                        &[("task_id", json!(task.task_id)), ("reason", json!(text))],
+                    );
+                    return AgentOutcome::Failed(text);
+                }
             };
             let reply = match parsed {
                 Ok(r) => r,

@@ -153,6 +153,8 @@ pub enum Answer {
     Whole(Vec<u8>),
     /// A streamed reply, read to its end.
     Streamed(Reply),
+    /// A streamed reply that broke off: the failure text, with the answer text received.
+    Broken(String),
 }
 
 impl ProviderClient {
@@ -209,7 +211,7 @@ impl ProviderClient {
         loop {
             retry += 1;
             let (status, asked, failure) = match self.attempt(body, &mut on_text).await {
-                Attempt::Streamed(r) => return r.map(Answer::Streamed),
+                Attempt::Streamed(r) => return Ok(r.map_or_else(Answer::Broken, Answer::Streamed)),
                 Attempt::Answered { status, body, .. } if (200..300).contains(&status) => {
                     return Ok(Answer::Whole(body));
                 }

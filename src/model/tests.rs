@@ -1944,6 +1944,14 @@ async fn a_stream_that_breaks_fails_the_task_with_the_text_so_far_and_is_not_ret
             );
             let heard: String = events.answer.lock().unwrap().iter().map(|(_, t)| t.as_str()).collect();
             assert_eq!(heard, "Half an answer", "{api:?} {case}");
+            assert_eq!(
+                *events.records.lock().unwrap(),
+                [(
+                    "inference_stream_broken".to_string(),
+                    json!({"task_id": "tsk_1", "reason": text})
+                )],
+                "{api:?} {case}: the trace keeps what came"
+            );
         }
     }
 }

@@ -26,4 +26,5 @@ mod model;
 mod promises;
 mod providers;
 mod session;
+mod streaming;
 mod terminal;

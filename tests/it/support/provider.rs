@@ -95,7 +95,7 @@ pub enum Piece {
     Bytes(String),
     /// A pause before the next piece.
     Pause(Duration),
-    /// Holds the rest until the test opens the gate (or 30 s pass).
+    /// Holds the rest until the test opens the gate; cuts the connection if 10 s pass first.
     Wait(Gate),
     /// Cuts the connection here, mid-body: no end chunk.
     Drop,
@@ -342,8 +342,13 @@ fn stream(conn: &mut TcpStream, status: u16, extra: &str, pieces: &[Piece]) {
                 }
             }
             Piece::Pause(d) => std::thread::sleep(*d),
+            // A gate never opened cuts the reply: a test whose client never saw the first pieces
+            // fails rather than passing late.
             Piece::Wait(gate) => {
-                gate.wait(Duration::from_secs(30));
+                if !gate.wait(Duration::from_secs(10)) {
+                    let _ = conn.shutdown(Shutdown::Both);
+                    return;
+                }
             }
             Piece::Drop => {
                 let _ = conn.shutdown(Shutdown::Both);

@@ -1,0 +1,314 @@
+//! A model capsule's answer streams to the client as the provider generates it: through a real
+//! door, from a scripted provider that streams its reply and holds the last piece back until the
+//! test has seen the first ones arrive at the client (a handshake, not timing), with our own SSE
+//! client and with the official A2A Python SDK's.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::door::{AUTH, Door, Sse, serve};
+use crate::support::provider::{Gate, Piece, Provider, Reply, Step, anthropic, openai};
+use crate::support::{Sandbox, repo_root};
+
+const KEY_VAR: &str = "MUR_IT_STREAM_KEY";
+const KEY: &str = "sk-it-stream-0123456789";
+
+const PIECES: [&str; 3] = ["Alpha, ", "beta, ", "gamma."];
+const ANSWER: &str = "Alpha, beta, gamma.";
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Api {
+    OpenAi,
+    Anthropic,
+}
+
+impl Api {
+    fn word(self) -> &'static str {
+        match self {
+            Api::OpenAi => "openai",
+            Api::Anthropic => "anthropic",
+        }
+    }
+
+    fn events(self, pieces: &[&str]) -> Vec<String> {
+        match self {
+            Api::OpenAi => openai::stream_text(pieces),
+            Api::Anthropic => anthropic::stream_text(pieces),
+        }
+    }
+}
+
+/// The streamed answer [`PIECES`], each event its own write, held at `gate` before the last
+/// piece.
+fn gated_answer(api: Api, gate: &Gate) -> Reply {
+    let events = api.events(&PIECES);
+    let last = events
+        .iter()
+        .position(|e| e.contains(PIECES[2]))
+        .expect("the last piece's event");
+    let mut pieces = Vec::new();
+    for (i, e) in events.into_iter().enumerate() {
+        if i == last {
+            pieces.push(Piece::Wait(gate.clone()));
+        }
+        pieces.push(Piece::Bytes(e));
+        pieces.push(Piece::Pause(std::time::Duration::from_millis(10)));
+    }
+    Reply::pieces(pieces)
+}
+
+/// A serving model capsule `local/<name>` (a door with an operator token) pointed at `provider`.
+fn start_model(sb: &Sandbox, name: &str, api: Api, provider: &Provider) -> Door {
+    let manifest = format!(
+        "name: {name}\nversion: 0.1.0\ninference:\n  provider: {}\n  endpoint: {}\n  model: test-model\n  \
+         api_key: ${{{KEY_VAR}}}\n  system_prompt: You answer.\n{}{AUTH}",
+        api.word(),
+        provider.url(),
+        serve(2),
+    );
+    sb.install_manifest(name, &manifest);
+    Door::start(sb, name, &[(KEY_VAR, KEY)])
+}
+
+fn message(text: &str) -> Value {
+    json!({"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": text, "mediaType": "text/plain"}]}})
+}
+
+/// Applies one `artifactUpdate` to the artifact text assembled so far, as a client does.
+fn apply(assembled: &mut String, update: &Value) {
+    let text = update["artifact"]["parts"][0]["text"].as_str().expect("chunk text");
+    if update["append"] != json!(true) {
+        assembled.clear();
+    }
+    assembled.push_str(text);
+}
+
+/// Reads events until `n` artifact chunks have come; panics on a terminal status first.
+fn read_chunks(sse: &mut Sse, n: usize, assembled: &mut String) -> Vec<Value> {
+    let mut chunks = Vec::new();
+    while chunks.len() < n {
+        let e = sse.next().expect("the stream ended before the chunks came");
+        let r = &e["result"];
+        if let Some(state) = r["statusUpdate"]["status"]["state"].as_str() {
+            assert!(
+                matches!(state, "TASK_STATE_SUBMITTED" | "TASK_STATE_WORKING"),
+                "the task ended before its answer streamed: {e}"
+            );
+        }
+        if r["artifactUpdate"].is_object() {
+            apply(assembled, &r["artifactUpdate"]);
+            chunks.push(r["artifactUpdate"].clone());
+        }
+    }
+    chunks
+}
+
+fn records_dir(d: &Door) -> PathBuf {
+    PathBuf::from(d.ready["records_dir"].as_str().expect("records_dir"))
+}
+
+fn trace_text(d: &Door) -> String {
+    std::fs::read_to_string(records_dir(d).join("trace.jsonl")).unwrap_or_default()
+}
+
+#[test]
+fn a_model_answer_reaches_a_streaming_client_chunk_by_chunk_before_the_task_ends() {
+    for api in [Api::OpenAi, Api::Anthropic] {
+        let sb = Sandbox::new();
+        let gate = Gate::new();
+        let provider = Provider::start(vec![
+            gated_answer(api, &gate).into(),
+            Reply::sse(&api.events(&["One ", "more."])).into(),
+        ]);
+        let d = start_model(&sb, "streamer", api, &provider);
+        let op = d.op();
+
+        let mut sse = d.stream(Some(&op), "SendStreamingMessage", message("Name three letters."));
+        let opening = sse.next().expect("the task");
+        let task = opening["result"]["task"].clone();
+        let id = task["id"].as_str().expect("task id").to_string();
+        let mut assembled = String::new();
+        // The first two pieces arrive while the provider still holds the third.
+        let early = read_chunks(&mut sse, 2, &mut assembled);
+        assert_eq!(assembled, "Alpha, beta, ", "{api:?}: {early:?}");
+        for (i, c) in early.iter().enumerate() {
+            assert_eq!(c["append"], json!(i > 0), "{api:?}: {c}");
+            assert_eq!(c["lastChunk"], json!(false), "{api:?}: {c}");
+            assert_eq!(c["artifact"]["artifactId"], "response", "{api:?}");
+            assert_eq!((&c["taskId"], &c["contextId"]), (&task["id"], &task["contextId"]));
+        }
+
+        // A subscriber joining now gets the task, then the text so far as one chunk.
+        let mut sub = d.stream(Some(&op), "SubscribeToTask", json!({"id": id}));
+        assert_eq!(sub.next().expect("the task")["result"]["task"]["id"], json!(id));
+        let mut sub_assembled = String::new();
+        let joined = read_chunks(&mut sub, 1, &mut sub_assembled);
+        assert_eq!(
+            (joined[0]["append"].clone(), sub_assembled.as_str()),
+            (json!(false), "Alpha, beta, ")
+        );
+
+        gate.open();
+        for (stream, text) in [(sse, &mut assembled), (sub, &mut sub_assembled)] {
+            let rest = stream.rest();
+            let (last, chunks) = rest.split_last().expect("the end");
+            let chunks: Vec<&Value> = chunks
+                .iter()
+                .filter_map(|e| e["result"].get("artifactUpdate"))
+                .collect();
+            for c in &chunks {
+                apply(text, c);
+            }
+            assert_eq!(
+                chunks.last().map(|c| c["lastChunk"].clone()),
+                Some(json!(true)),
+                "{api:?}: {rest:?}"
+            );
+            assert_eq!(*text, ANSWER, "{api:?}: the chunks make the whole answer");
+            assert_eq!(
+                last["result"]["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED",
+                "{api:?}: {last}"
+            );
+        }
+
+        // Afterwards the task holds the whole answer, as an unstreamed one would.
+        let got = d.task(Some(&op), &id);
+        assert_eq!(
+            got["artifacts"],
+            json!([{"artifactId": "response", "name": "response", "parts": [{"text": ANSWER}]}]),
+            "{api:?}"
+        );
+        let sent = provider.requests()[0].json();
+        assert_eq!(sent["stream"], json!(true), "{api:?}");
+        // A caller that does not stream (a member's SendMessage) gets the whole answer.
+        let whole = d.send(Some(&op), "And one more.", false);
+        assert_eq!(whole["status"]["state"], "TASK_STATE_COMPLETED", "{api:?}: {whole}");
+        assert_eq!(whole["artifacts"][0]["parts"][0]["text"], "One more.", "{api:?}");
+        assert!(!trace_text(&d).contains(KEY), "{api:?}: the key is never traced");
+    }
+}
+
+#[test]
+fn a_stream_that_breaks_mid_answer_fails_the_task_keeps_the_text_and_the_member_serves_on() {
+    let api = Api::Anthropic;
+    let events = api.events(&["Half ", "an answer", " never sent"]);
+    let cut = events
+        .iter()
+        .position(|e| e.contains(" never sent"))
+        .expect("the third piece");
+    let gate = Gate::new();
+    let mut broken: Vec<Piece> = events[..cut].iter().cloned().map(Piece::Bytes).collect();
+    // The cut comes once the client has the first pieces.
+    broken.push(Piece::Wait(gate.clone()));
+    broken.push(Piece::Drop);
+    let provider = Provider::start(vec![
+        Reply::pieces(broken).into(),
+        Step::from(Reply::sse(&api.events(&["Whole ", "again."]))),
+    ]);
+    let sb = Sandbox::new();
+    let d = start_model(&sb, "breaker", api, &provider);
+    let op = d.op();
+
+    let mut sse = d.stream(Some(&op), "SendStreamingMessage", message("Start an answer."));
+    let opening = sse.next().expect("the task");
+    let mut assembled = String::new();
+    read_chunks(&mut sse, 2, &mut assembled);
+    assert_eq!(assembled, "Half an answer");
+    gate.open();
+    let events = sse.rest();
+    assert!(
+        events.iter().all(|e| e["result"].get("artifactUpdate").is_none()),
+        "no chunk after the break: {events:?}"
+    );
+    let end = &events.last().expect("an end")["result"]["statusUpdate"]["status"];
+    assert_eq!(end["state"], "TASK_STATE_FAILED", "{events:?}");
+    let why = end["message"]["parts"][0]["text"].as_str().expect("failure text");
+    assert_eq!(
+        why,
+        "inference failed: the provider's reply stream broke off (the stream ended before message_stop); \
+         the answer so far (14 bytes): Half an answer"
+    );
+    let id = opening["result"]["task"]["id"].as_str().expect("id").to_string();
+    let got = d.task(Some(&op), &id);
+    assert_eq!(got["status"]["state"], "TASK_STATE_FAILED");
+    assert!(got.get("artifacts").is_none(), "a failed task has no answer: {got}");
+
+    // The record that ends the task keeps the partial answer; never the key, never the prompt.
+    let trace = trace_text(&d);
+    let ended = trace
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|r| r["task_id"] == json!(id) && r["reason"].as_str().is_some_and(|t| t.contains("Half an answer")));
+    assert!(
+        ended.is_some(),
+        "no record ends the task with the partial text:\n{trace}"
+    );
+    assert!(!trace.contains(KEY));
+    assert!(!trace.contains("Start an answer."), "the prompt is not traced");
+
+    // The member is healthy: the next task streams and completes.
+    let next = d.stream(Some(&op), "SendStreamingMessage", message("Again.")).rest();
+    let end = &next.last().expect("an end")["result"]["statusUpdate"]["status"];
+    assert_eq!(end["state"], "TASK_STATE_COMPLETED", "{next:?}");
+    let nid = next[0]["result"]["task"]["id"].as_str().expect("id");
+    assert_eq!(
+        d.task(Some(&op), nid)["artifacts"][0]["parts"][0]["text"],
+        "Whole again."
+    );
+}
+
+/// The A2A Python SDK the interop check drives the door with (the 1.x client API).
+const A2A_SDK: &[&str] = &["a2a-sdk==1.3.0"];
+
+#[test]
+fn the_official_a2a_sdk_client_sees_the_answer_stream_before_the_task_ends() {
+    let py = crate::support::python::python_with(A2A_SDK, "a2a.client, a2a.types.a2a_pb2, httpx");
+    let sb = Sandbox::new();
+    let gate = Gate::new();
+    let provider = Provider::start(vec![gated_answer(Api::OpenAi, &gate).into()]);
+    let d = start_model(&sb, "sdkstream", Api::OpenAi, &provider);
+    let token = d.op().trim_start_matches("Bearer ").to_string();
+    let mut child = Command::new(&py)
+        .arg(repo_root().join("tests/interop/a2a_stream_check.py"))
+        .args([format!("http://{}", d.local_url()), token, ANSWER.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the SDK stream check");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut seen = String::new();
+    // The handshake: the script says when it has the first chunks, and only then is the rest
+    // of the answer sent.
+    loop {
+        let mut line = String::new();
+        if out.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        seen.push_str(&line);
+        if line.starts_with("CHUNKS SEEN") {
+            gate.open();
+        }
+    }
+    let status = child.wait().expect("wait for the check");
+    let err = child
+        .stderr
+        .take()
+        .map(|mut e| {
+            let mut s = String::new();
+            let _ = std::io::Read::read_to_string(&mut e, &mut s);
+            s
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "a2a_stream_check.py failed\n--- stdout\n{seen}\n--- stderr\n{err}\n--- door\n{}",
+        d.stderr()
+    );
+    assert!(seen.contains("CHUNKS SEEN"), "{seen}");
+    assert!(seen.contains("stream checks passed"), "{seen}");
+}
