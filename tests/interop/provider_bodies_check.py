@@ -5,7 +5,7 @@ Usage: provider_bodies_check.py BODIES.json
 BODIES.json is a list of {"provider": "openai" | "openai-compatible" | "anthropic", "body": {...}}:
 every request body a scripted provider received. Each is validated with pydantic against the
 official SDKs' types: `openai`'s CompletionCreateParamsNonStreaming and `anthropic`'s
-MessageCreateParamsNonStreaming. The SDKs declare their TypedDicts open; the APIs refuse fields
+MessageCreateParamsNonStreaming, or their `...Streaming` twins for a body with `"stream": true`. The SDKs declare their TypedDicts open; the APIs refuse fields
 they do not know, so every TypedDict is closed here (extra keys forbidden). Iterables are walked,
 because pydantic validates an `Iterable[...]` field lazily, only when it is iterated.
 
@@ -24,8 +24,11 @@ from typing_extensions import is_typeddict
 
 import anthropic
 import openai
-from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
-from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
+from anthropic.types.message_create_params import MessageCreateParamsNonStreaming, MessageCreateParamsStreaming
+from openai.types.chat.completion_create_params import (
+    CompletionCreateParamsNonStreaming,
+    CompletionCreateParamsStreaming,
+)
 
 _closed = set()
 
@@ -45,12 +48,22 @@ def close(t):
         close(arg)
 
 
-close(CompletionCreateParamsNonStreaming)
-close(MessageCreateParamsNonStreaming)
+for t in (
+    CompletionCreateParamsNonStreaming,
+    CompletionCreateParamsStreaming,
+    MessageCreateParamsNonStreaming,
+    MessageCreateParamsStreaming,
+):
+    close(t)
 ADAPTERS = {
     "openai": TypeAdapter(CompletionCreateParamsNonStreaming),
     "openai-compatible": TypeAdapter(CompletionCreateParamsNonStreaming),
     "anthropic": TypeAdapter(MessageCreateParamsNonStreaming),
+}
+STREAMING = {
+    "openai": TypeAdapter(CompletionCreateParamsStreaming),
+    "openai-compatible": TypeAdapter(CompletionCreateParamsStreaming),
+    "anthropic": TypeAdapter(MessageCreateParamsStreaming),
 }
 
 
@@ -68,8 +81,9 @@ def walk(v):
 
 def problems(provider, body):
     """What is wrong with `body` for `provider`; empty when nothing is."""
+    adapters = STREAMING if body.get("stream") is True else ADAPTERS
     try:
-        walk(ADAPTERS[provider].validate_python(body))
+        walk(adapters[provider].validate_python(body))
     except ValidationError as e:
         return [str(e)]
     found = []
@@ -82,6 +96,9 @@ def problems(provider, body):
         found.append("openai-compatible: no max_tokens")
     if provider == "anthropic" and "max_tokens" not in body:
         found.append("anthropic: no max_tokens")
+    if body.get("stream") is True and provider != "anthropic":
+        if body.get("stream_options", {}).get("include_usage") is not True:
+            found.append(f"{provider}: a streamed request without stream_options.include_usage has no usage")
     return found
 
 
@@ -91,7 +108,12 @@ def corrupted(provider, body):
     bad_role["messages"][-1]["role"] = "bogus"
     extra = json.loads(json.dumps(body))
     extra["no_such_field"] = 1
-    return [("a message with role 'bogus'", bad_role), ("an unknown top-level field", extra)]
+    out = [("a message with role 'bogus'", bad_role), ("an unknown top-level field", extra)]
+    if body.get("stream") is True:
+        bad_stream = json.loads(json.dumps(body))
+        bad_stream["stream"] = "yes"
+        out.append(("stream: 'yes'", bad_stream))
+    return out
 
 
 def main():
@@ -113,7 +135,8 @@ def main():
                 print(f"body {i} ({provider}): {what} was accepted; the check does not bite")
                 return 1
         roles = [m.get("role") for m in body["messages"]]
-        print(f"body {i} ({provider}) ok: {len(roles)} messages {roles}")
+        streamed = " streamed" if body.get("stream") is True else ""
+        print(f"body {i} ({provider}){streamed} ok: {len(roles)} messages {roles}")
     return 0
 
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::support::provider::{Provider, Reply, Request, Step};
+use crate::support::provider::{Provider, Reply, Request, Step, anthropic, openai};
 use crate::support::{Sandbox, repo_root, stderr, stdout};
 
 const KEY_VAR: &str = "MUR_IT_PROVIDER_KEY";
@@ -34,9 +34,10 @@ impl Api {
         }
     }
 
-    /// A final answer, with the fields the provider returns today (thinking for Anthropic).
+    /// A final answer, with the fields the provider returns today (thinking for Anthropic),
+    /// streamed as the provider streams it.
     fn text(self, text: &str) -> Reply {
-        Reply::json(match self {
+        self.streamed(match self {
             Api::OpenAi | Api::Compatible => openai_reply(
                 json!({"role": "assistant", "content": text, "refusal": null, "annotations": []}),
                 "stop",
@@ -51,9 +52,9 @@ impl Api {
         })
     }
 
-    /// `call-member` tool calls `(id, member, task)`.
+    /// `call-member` tool calls `(id, member, task)`, streamed.
     fn calls(self, calls: &[(&str, &str, &str)]) -> Reply {
-        Reply::json(match self {
+        self.streamed(match self {
             Api::OpenAi | Api::Compatible => {
                 let calls: Vec<Value> = calls
                     .iter()
@@ -80,6 +81,15 @@ impl Api {
                 }));
                 anthropic_reply(blocks, "tool_use")
             }
+        })
+    }
+
+    /// `reply` as the events that stream it: what the loop sends back (the echo, thinking
+    /// included) is then rebuilt from a stream, and checked below like any body.
+    fn streamed(self, reply: Value) -> Reply {
+        Reply::sse(&match self {
+            Api::OpenAi | Api::Compatible => openai::stream_of(&reply),
+            Api::Anthropic => anthropic::stream_of(&reply),
         })
     }
 }
@@ -221,6 +231,10 @@ fn every_request_body_validates_against_the_providers_sdks() {
         }
         let effort = extra.strip_prefix("  reasoning_effort: ").map(str::trim);
         for b in &bodies {
+            // Every turn is streamed; the Chat Completions APIs then put the usage last.
+            assert_eq!(b["stream"], true, "{api:?}");
+            let options = (api != Api::Anthropic).then(|| json!({"include_usage": true}));
+            assert_eq!(b.get("stream_options"), options.as_ref(), "{api:?}");
             assert_eq!(b.get("reasoning_effort").and_then(Value::as_str), effort, "{api:?}");
         }
         // The tool results: one started call, one refused (a member it may not call).

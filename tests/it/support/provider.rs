@@ -425,6 +425,15 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
+/// `s` cut in two near its middle, at a character boundary.
+fn halves(s: &str) -> (&str, &str) {
+    let mut m = s.len() / 2;
+    while !s.is_char_boundary(m) {
+        m -= 1;
+    }
+    s.split_at(m)
+}
+
 /// Reply bodies in the OpenAI Chat Completions shape.
 pub mod openai {
     use serde_json::{Value, json};
@@ -442,6 +451,43 @@ pub mod openai {
         out.push(chunk(json!({}), json!("stop")));
         let usage = json!({"id": "chatcmpl-s", "object": "chat.completion.chunk", "model": "scripted", "choices": [],
             "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}});
+        out.push(format!("data: {usage}\n\n"));
+        out.push("data: [DONE]\n\n".to_string());
+        out
+    }
+
+    /// A whole reply (as [`text`] or [`tool_calls`] make) as the events that stream it: the
+    /// content in two pieces, each tool call's arguments in two fragments after its id and name,
+    /// the finish reason, the usage, `[DONE]`.
+    pub fn stream_of(reply: &Value) -> Vec<String> {
+        let choice = &reply["choices"][0];
+        let message = &choice["message"];
+        let chunk = |delta: Value, finish: Value| {
+            let v = json!({"id": reply["id"], "object": "chat.completion.chunk", "model": reply["model"],
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+            format!("data: {v}\n\n")
+        };
+        let mut out = vec![chunk(json!({"role": "assistant", "content": ""}), Value::Null)];
+        if let Some(text) = message["content"].as_str() {
+            let (a, b) = super::halves(text);
+            out.extend([a, b].iter().map(|p| chunk(json!({"content": p}), Value::Null)));
+        }
+        for (i, call) in message["tool_calls"].as_array().into_iter().flatten().enumerate() {
+            let args = call["function"]["arguments"].as_str().unwrap_or_default();
+            let (a, b) = super::halves(args);
+            out.push(chunk(
+                json!({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
+                    "function": {"name": call["function"]["name"], "arguments": a}}]}),
+                Value::Null,
+            ));
+            out.push(chunk(
+                json!({"tool_calls": [{"index": i, "function": {"arguments": b}}]}),
+                Value::Null,
+            ));
+        }
+        out.push(chunk(json!({}), choice["finish_reason"].clone()));
+        let usage = json!({"id": reply["id"], "object": "chat.completion.chunk", "model": reply["model"],
+            "choices": [], "usage": reply["usage"]});
         out.push(format!("data: {usage}\n\n"));
         out.push("data: [DONE]\n\n".to_string());
         out
@@ -500,6 +546,61 @@ pub mod anthropic {
             json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null},
             "usage": {"output_tokens": 5}}),
         ));
+        out.push(ev(json!({"type": "message_stop"})));
+        out
+    }
+
+    /// A whole reply (as [`text`] or [`tool_use`] make) as the events that stream it: each block
+    /// started empty, then its text, thinking and signature, or tool input, in two pieces.
+    pub fn stream_of(reply: &Value) -> Vec<String> {
+        let ev = |v: Value| format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap_or_default());
+        let halves = |s: &str| {
+            let (a, b) = super::halves(s);
+            [a.to_string(), b.to_string()]
+        };
+        let mut start = reply.clone();
+        start["content"] = json!([]);
+        start["stop_reason"] = Value::Null;
+        let mut out = vec![ev(json!({"type": "message_start", "message": start}))];
+        for (i, block) in reply["content"].as_array().into_iter().flatten().enumerate() {
+            let mut empty = block.clone();
+            let mut deltas = Vec::new();
+            match block["type"].as_str() {
+                Some("text") => {
+                    empty["text"] = json!("");
+                    for p in halves(block["text"].as_str().unwrap_or_default()) {
+                        deltas.push(json!({"type": "text_delta", "text": p}));
+                    }
+                }
+                Some("thinking") => {
+                    empty["thinking"] = json!("");
+                    empty["signature"] = json!("");
+                    for p in halves(block["thinking"].as_str().unwrap_or_default()) {
+                        deltas.push(json!({"type": "thinking_delta", "thinking": p}));
+                    }
+                    deltas.push(json!({"type": "signature_delta", "signature": block["signature"]}));
+                }
+                Some("tool_use") => {
+                    empty["input"] = json!({});
+                    for p in halves(&block["input"].to_string()) {
+                        deltas.push(json!({"type": "input_json_delta", "partial_json": p}));
+                    }
+                }
+                _ => {}
+            }
+            out.push(ev(
+                json!({"type": "content_block_start", "index": i, "content_block": empty}),
+            ));
+            out.extend(
+                deltas
+                    .into_iter()
+                    .map(|d| ev(json!({"type": "content_block_delta", "index": i, "delta": d}))),
+            );
+            out.push(ev(json!({"type": "content_block_stop", "index": i})));
+        }
+        out.push(ev(json!({"type": "message_delta",
+            "delta": {"stop_reason": reply["stop_reason"], "stop_sequence": null},
+            "usage": {"output_tokens": reply["usage"]["output_tokens"]}})));
         out.push(ev(json!({"type": "message_stop"})));
         out
     }
