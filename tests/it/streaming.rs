@@ -41,23 +41,41 @@ impl Api {
     }
 }
 
-/// The streamed answer [`PIECES`], each event its own write, held at `gate` before the last
-/// piece.
-fn gated_answer(api: Api, gate: &Gate) -> Reply {
-    let events = api.events(&PIECES);
-    let last = events
-        .iter()
-        .position(|e| e.contains(PIECES[2]))
-        .expect("the last piece's event");
+/// The events of `texts` streamed, each its own write; before the event of `texts[k + 1]` the
+/// reply waits at `gates[k]`, and right after that of the last text at the gate after it, if
+/// there is one. With `cut`, the connection is cut once the last gate opens.
+fn gated(api: Api, texts: &[&str], gates: &[Gate], cut: bool) -> Reply {
+    let events = api.events(texts);
+    let at = |t: &str| {
+        events
+            .iter()
+            .position(|e| e.contains(&json!(t).to_string()))
+            .expect("a piece's event")
+    };
+    let holds: Vec<usize> = (0..gates.len())
+        .map(|k| match texts.get(k + 1) {
+            Some(t) => at(t),
+            None => at(texts[k]) + 1,
+        })
+        .collect();
     let mut pieces = Vec::new();
     for (i, e) in events.into_iter().enumerate() {
-        if i == last {
-            pieces.push(Piece::Wait(gate.clone()));
+        if let Some(k) = holds.iter().position(|h| *h == i) {
+            pieces.push(Piece::Wait(gates[k].clone()));
+            if cut && k + 1 == gates.len() {
+                pieces.push(Piece::Drop);
+                return Reply::pieces(pieces);
+            }
         }
         pieces.push(Piece::Bytes(e));
-        pieces.push(Piece::Pause(std::time::Duration::from_millis(10)));
     }
     Reply::pieces(pieces)
+}
+
+/// The answer [`PIECES`], held before the second piece until `gates[0]` opens and before the
+/// third until `gates[1]` does.
+fn gated_answer(api: Api, gates: &[Gate; 2]) -> Reply {
+    gated(api, &PIECES, gates, false)
 }
 
 /// A serving model capsule `local/<name>` (a door with an operator token) pointed at `provider`.
@@ -86,10 +104,10 @@ fn apply(assembled: &mut String, update: &Value) {
     assembled.push_str(text);
 }
 
-/// Reads events until `n` artifact chunks have come; panics on a terminal status first.
-fn read_chunks(sse: &mut Sse, n: usize, assembled: &mut String) -> Vec<Value> {
+/// Reads events until the chunks assembled make `want`; panics on a terminal status first.
+fn read_chunks(sse: &mut Sse, want: &str, assembled: &mut String) -> Vec<Value> {
     let mut chunks = Vec::new();
-    while chunks.len() < n {
+    while assembled != want {
         let e = sse.next().expect("the stream ended before the chunks came");
         let r = &e["result"];
         if let Some(state) = r["statusUpdate"]["status"]["state"].as_str() {
@@ -118,9 +136,9 @@ fn trace_text(d: &Door) -> String {
 fn a_model_answer_reaches_a_streaming_client_chunk_by_chunk_before_the_task_ends() {
     for api in [Api::OpenAi, Api::Anthropic] {
         let sb = Sandbox::new();
-        let gate = Gate::new();
+        let gates = [Gate::new(), Gate::new()];
         let provider = Provider::start(vec![
-            gated_answer(api, &gate).into(),
+            gated_answer(api, &gates).into(),
             Reply::sse(&api.events(&["One ", "more."])).into(),
         ]);
         let d = start_model(&sb, "streamer", api, &provider);
@@ -131,9 +149,12 @@ fn a_model_answer_reaches_a_streaming_client_chunk_by_chunk_before_the_task_ends
         let task = opening["result"]["task"].clone();
         let id = task["id"].as_str().expect("task id").to_string();
         let mut assembled = String::new();
-        // The first two pieces arrive while the provider still holds the third.
-        let early = read_chunks(&mut sse, 2, &mut assembled);
-        assert_eq!(assembled, "Alpha, beta, ", "{api:?}: {early:?}");
+        // Each piece reaches the client before the provider sends the next: two chunks before
+        // the answer is even over.
+        let mut early = read_chunks(&mut sse, "Alpha, ", &mut assembled);
+        gates[0].open();
+        early.extend(read_chunks(&mut sse, "Alpha, beta, ", &mut assembled));
+        assert_eq!(early.len(), 2, "{api:?}: {early:?}");
         for (i, c) in early.iter().enumerate() {
             assert_eq!(c["append"], json!(i > 0), "{api:?}: {c}");
             assert_eq!(c["lastChunk"], json!(false), "{api:?}: {c}");
@@ -145,13 +166,10 @@ fn a_model_answer_reaches_a_streaming_client_chunk_by_chunk_before_the_task_ends
         let mut sub = d.stream(Some(&op), "SubscribeToTask", json!({"id": id}));
         assert_eq!(sub.next().expect("the task")["result"]["task"]["id"], json!(id));
         let mut sub_assembled = String::new();
-        let joined = read_chunks(&mut sub, 1, &mut sub_assembled);
-        assert_eq!(
-            (joined[0]["append"].clone(), sub_assembled.as_str()),
-            (json!(false), "Alpha, beta, ")
-        );
+        let joined = read_chunks(&mut sub, "Alpha, beta, ", &mut sub_assembled);
+        assert_eq!((joined.len(), &joined[0]["append"]), (1, &json!(false)), "{joined:?}");
 
-        gate.open();
+        gates[1].open();
         for (stream, text) in [(sse, &mut assembled), (sub, &mut sub_assembled)] {
             let rest = stream.rest();
             let (last, chunks) = rest.split_last().expect("the end");
@@ -194,18 +212,10 @@ fn a_model_answer_reaches_a_streaming_client_chunk_by_chunk_before_the_task_ends
 #[test]
 fn a_stream_that_breaks_mid_answer_fails_the_task_keeps_the_text_and_the_member_serves_on() {
     let api = Api::Anthropic;
-    let events = api.events(&["Half ", "an answer", " never sent"]);
-    let cut = events
-        .iter()
-        .position(|e| e.contains(" never sent"))
-        .expect("the third piece");
-    let gate = Gate::new();
-    let mut broken: Vec<Piece> = events[..cut].iter().cloned().map(Piece::Bytes).collect();
     // The cut comes once the client has the first pieces.
-    broken.push(Piece::Wait(gate.clone()));
-    broken.push(Piece::Drop);
+    let gates = [Gate::new(), Gate::new()];
     let provider = Provider::start(vec![
-        Reply::pieces(broken).into(),
+        gated(api, &["Half ", "an answer"], &gates, true).into(),
         Step::from(Reply::sse(&api.events(&["Whole ", "again."]))),
     ]);
     let sb = Sandbox::new();
@@ -215,9 +225,10 @@ fn a_stream_that_breaks_mid_answer_fails_the_task_keeps_the_text_and_the_member_
     let mut sse = d.stream(Some(&op), "SendStreamingMessage", message("Start an answer."));
     let opening = sse.next().expect("the task");
     let mut assembled = String::new();
-    read_chunks(&mut sse, 2, &mut assembled);
-    assert_eq!(assembled, "Half an answer");
-    gate.open();
+    read_chunks(&mut sse, "Half ", &mut assembled);
+    gates[0].open();
+    read_chunks(&mut sse, "Half an answer", &mut assembled);
+    gates[1].open();
     let events = sse.rest();
     assert!(
         events.iter().all(|e| e["result"].get("artifactUpdate").is_none()),
@@ -267,8 +278,8 @@ const A2A_SDK: &[&str] = &["a2a-sdk==1.3.0"];
 fn the_official_a2a_sdk_client_sees_the_answer_stream_before_the_task_ends() {
     let py = crate::support::python::python_with(A2A_SDK, "a2a.client, a2a.types.a2a_pb2, httpx");
     let sb = Sandbox::new();
-    let gate = Gate::new();
-    let provider = Provider::start(vec![gated_answer(Api::OpenAi, &gate).into()]);
+    let gates = [Gate::new(), Gate::new()];
+    let provider = Provider::start(vec![gated_answer(Api::OpenAi, &gates).into()]);
     let d = start_model(&sb, "sdkstream", Api::OpenAi, &provider);
     let token = d.op().trim_start_matches("Bearer ").to_string();
     let mut child = Command::new(&py)
@@ -281,16 +292,18 @@ fn the_official_a2a_sdk_client_sees_the_answer_stream_before_the_task_ends() {
         .expect("run the SDK stream check");
     let mut out = BufReader::new(child.stdout.take().expect("stdout"));
     let mut seen = String::new();
-    // The handshake: the script says when it has the first chunks, and only then is the rest
-    // of the answer sent.
+    // The handshake: the script says what it has assembled after each chunk, and only then is
+    // the next piece of the answer sent.
     loop {
         let mut line = String::new();
         if out.read_line(&mut line).unwrap_or(0) == 0 {
             break;
         }
         seen.push_str(&line);
-        if line.starts_with("CHUNKS SEEN") {
-            gate.open();
+        match line.trim_end() {
+            "SEEN 'Alpha, '" => gates[0].open(),
+            "SEEN 'Alpha, beta, '" => gates[1].open(),
+            _ => {}
         }
     }
     let status = child.wait().expect("wait for the check");
@@ -309,6 +322,6 @@ fn the_official_a2a_sdk_client_sees_the_answer_stream_before_the_task_ends() {
         "a2a_stream_check.py failed\n--- stdout\n{seen}\n--- stderr\n{err}\n--- door\n{}",
         d.stderr()
     );
-    assert!(seen.contains("CHUNKS SEEN"), "{seen}");
+    assert!(seen.contains("SEEN 'Alpha, beta, '"), "{seen}");
     assert!(seen.contains("stream checks passed"), "{seen}");
 }
