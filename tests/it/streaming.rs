@@ -325,3 +325,47 @@ fn the_official_a2a_sdk_client_sees_the_answer_stream_before_the_task_ends() {
     assert!(seen.contains("SEEN 'Alpha, beta, '"), "{seen}");
     assert!(seen.contains("stream checks passed"), "{seen}");
 }
+
+#[test]
+fn text_of_a_tool_call_turn_is_replaced_by_the_final_answer() {
+    let api = Api::Anthropic;
+    // A turn with text, then a tool call (to a tool this member does not have: a tool error, and
+    // another turn), then the answer.
+    let tool_turn = anthropic::tool_use(&[("t1", "call-member", json!({"member": "x", "task": "y"}))]);
+    // The answer waits until the client holds the tool turn's text.
+    let gate = Gate::new();
+    let mut answer = vec![Piece::Wait(gate.clone())];
+    answer.extend(api.events(&["The ", "answer."]).into_iter().map(Piece::Bytes));
+    let provider = Provider::start(vec![
+        Reply::sse(&anthropic::stream_of(&tool_turn)).into(),
+        Reply::pieces(answer).into(),
+    ]);
+    let sb = Sandbox::new();
+    let d = start_model(&sb, "toolturn", api, &provider);
+    let op = d.op();
+    let mut sse = d.stream(Some(&op), "SendStreamingMessage", message("Go."));
+    let opening = sse.next().expect("the task");
+    let mut assembled = String::new();
+    read_chunks(&mut sse, "Handing out the work.", &mut assembled);
+    gate.open();
+    let events = sse.rest();
+    let chunks: Vec<&Value> = events
+        .iter()
+        .filter_map(|e| e["result"].get("artifactUpdate"))
+        .collect();
+    for c in &chunks {
+        apply(&mut assembled, c);
+    }
+    assert_eq!(assembled, "The answer.", "{events:?}");
+    assert_eq!(
+        chunks[0]["append"],
+        json!(false),
+        "the answer's first chunk replaces: {events:?}"
+    );
+    assert_eq!(chunks.last().map(|c| &c["lastChunk"]), Some(&json!(true)), "{events:?}");
+    let end = &events.last().expect("an end")["result"]["statusUpdate"]["status"]["state"];
+    assert_eq!(end, "TASK_STATE_COMPLETED");
+    let id = opening["result"]["task"]["id"].as_str().expect("id");
+    assert_eq!(d.task(Some(&op), id)["artifacts"][0]["parts"][0]["text"], "The answer.");
+    assert_eq!(provider.requests().len(), 2);
+}
