@@ -3,8 +3,10 @@
 //! States: `Minting → StartingPeers → EntryRunning → Stopping → Done`. The first `PeerFailed`,
 //! signal or pre-entry deadline turns a launch into a stop; the entry's exit does the same for a
 //! running formation. Stopping closes lifelines only: the launcher never sends a member SIGTERM.
+//!
+//! It only orchestrates: every member, the entry included, is a [`PeerActor`] that owns its
+//! process, lifeline, registry entry and stop timer.
 
-use std::os::fd::OwnedFd;
 use std::process::ExitStatus;
 use std::time::Instant;
 
@@ -12,14 +14,12 @@ use actix::prelude::*;
 use tokio::sync::oneshot;
 
 use super::authority::{DropKey, Mint, TokenAuthority};
-use super::peer::{self, CloseLifeline, PeerActor, PeerSpec, SendAddresses};
-use super::registry;
+use super::peer::{CloseLifeline, PeerActor, PeerSpec, Role, SendAddresses};
 use super::report;
-use super::spawn::{self, MemberPipes};
+use super::spawn::MemberPipes;
 use super::{LaunchPlan, marker, retention};
 use crate::channel::line::{Address, Call, FirstLine, address_line};
 use crate::readiness::Reported;
-use crate::timing::Timing;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -44,16 +44,14 @@ pub struct FormationActor {
     plan: LaunchPlan,
     phase: Phase,
     authority: Addr<TokenAuthority>,
+    /// Every member's actor (the entry's once it was started), until it reported `PeerStopped`.
     peers: Vec<Option<Addr<PeerActor>>>,
     ready: Vec<Option<(Reported, u32)>>,
     /// Every member's pipes, created before any spawn; taken as each member starts.
     pipes: Vec<Option<MemberPipes>>,
     first_lines: Vec<String>,
     verify_key: String,
-    entry_pid: Option<u32>,
-    /// The entry's registry entry; forgotten once it exited, before it is reaped.
-    entry_member: Option<registry::Member>,
-    entry_lifeline: Option<OwnedFd>,
+    /// The entry's process runs: it was started and its actor has not reported its exit.
     entry_running: bool,
     /// Pids of the members that were started, by roster index.
     started: Vec<Option<u32>>,
@@ -76,9 +74,6 @@ impl FormationActor {
             pipes: Vec::new(),
             first_lines: vec![String::new(); n],
             verify_key: String::new(),
-            entry_pid: None,
-            entry_member: None,
-            entry_lifeline: None,
             entry_running: false,
             started: vec![None; n],
             stopped: Vec::new(),
@@ -153,6 +148,7 @@ impl FormationActor {
             let Some(pipes) = self.pipes[i].take() else { continue };
             let command = self.plan.command(i, &pipes);
             let spec = PeerSpec {
+                role: Role::Peer,
                 index: i,
                 name: self.plan.members[i].name.clone(),
                 formation_id: self.plan.formation_id.clone(),
@@ -196,45 +192,26 @@ impl FormationActor {
         if let Some(addr) = self.address_line_for(entry) {
             lines.push_str(&addr);
         }
-        if let Err(e) = spawn::prefill_channel(&pipes.channel_write, &lines) {
-            return self.begin_stop(
-                Ending::Internal(format!("the entry member's channel could not be written: {e}")),
-                ctx,
-            );
-        }
-        let command = self.plan.command(entry, &pipes);
-        let mut child = match command.spawn() {
-            Ok(c) => c,
-            Err(e) => {
-                return self.begin_stop(
-                    Ending::Internal(format!("the entry member could not be started: {e}")),
-                    ctx,
-                );
+        let spec = PeerSpec {
+            role: Role::Entry,
+            index: entry,
+            name: self.plan.members[entry].name.clone(),
+            formation_id: self.plan.formation_id.clone(),
+            dir: self.plan.project_dir.clone(),
+            command: self.plan.command(entry, &pipes),
+            first_line: lines,
+            pipes,
+        };
+        let (actor, started) = PeerActor::start_entry(spec, ctx.address());
+        self.peers[entry] = Some(actor);
+        match started {
+            Ok(pid) => {
+                self.started[entry] = Some(pid);
+                self.entry_running = true;
+                self.phase = Phase::EntryRunning;
             }
-        };
-        let MemberPipes { lifeline_write, .. } = pipes; // the channel is complete: close it
-        self.entry_lifeline = Some(lifeline_write);
-        let pid = child.id().unwrap_or(0);
-        let Some(member) = registry::register(pid, false) else {
-            // Untracked, it could never be signalled safely: end it now (it is not reaped yet).
-            let _ = child.start_kill();
-            actix::spawn(async move {
-                let _ = child.wait().await;
-            });
-            return self.begin_stop(
-                Ending::Internal("the entry member could not be tracked by the launcher".into()),
-                ctx,
-            );
-        };
-        self.entry_pid = Some(pid);
-        self.entry_member = Some(member);
-        self.entry_running = true;
-        self.phase = Phase::EntryRunning;
-        let me = ctx.address();
-        actix::spawn(async move {
-            let status = peer::reap(child, member, false).await;
-            me.do_send(EntryExited(status));
-        });
+            Err(reason) => self.begin_stop(Ending::Internal(reason), ctx),
+        }
     }
 
     fn address_line_for(&self, i: usize) -> Option<String> {
@@ -260,30 +237,16 @@ impl FormationActor {
         }
         self.phase = Phase::Stopping;
         self.ending = Some(ending);
-        let grace = Timing::get().launcher_grace;
         for (i, peer) in self.peers.iter().enumerate() {
             if let Some(peer) = peer {
-                if let Some(pid) = self.started[i] {
+                // An entry that already exited is not listed as stopped.
+                let listed = i != self.plan.entry || self.entry_running;
+                if let Some(pid) = self.started[i].filter(|_| listed) {
                     self.stopped.push((i, pid));
                 }
                 self.pending_stops += 1;
                 peer.do_send(CloseLifeline);
             }
-        }
-        // The entry's lifeline closes too (unless it already exited).
-        self.entry_lifeline = None;
-        if self.entry_running
-            && let Some(pid) = self.entry_pid
-        {
-            self.stopped.push((self.plan.entry, pid));
-            ctx.run_later(grace, |act, _| {
-                // Once reaped, the entry is forgotten: its pid is never signalled again.
-                if act.entry_running
-                    && let Some(m) = act.entry_member
-                {
-                    registry::kill(m);
-                }
-            });
         }
         self.stopped.sort_unstable();
         self.maybe_finish(ctx);
@@ -446,9 +409,10 @@ impl Handler<Signal> for FormationActor {
     }
 }
 
+/// The entry's process was reaped: its exit code is the formation's.
 #[derive(Message)]
 #[rtype(result = "()")]
-struct EntryExited(Option<ExitStatus>);
+pub struct EntryExited(pub Option<ExitStatus>);
 
 impl Handler<EntryExited> for FormationActor {
     type Result = ();

@@ -1,7 +1,10 @@
-//! `PeerActor`: one non-entry member — its directory, process, lifeline, channel, readiness.
+//! `PeerActor`: one member — its process, lifeline, registry entry, reaping and stop timer; for
+//! a peer also its directory, process group, channel, output relay and readiness.
 //!
-//! It reports exactly one of `PeerReady`/`PeerFailed` to the formation during the launch, and
-//! `PeerStopped` once its process has been reaped after `CloseLifeline` (or on its own).
+//! A peer reports exactly one of `PeerReady`/`PeerFailed` to the formation during the launch.
+//! The entry is started by [`PeerActor::start_entry`], which answers at once whether it runs,
+//! and reports `EntryExited` when its process is reaped. Either role reports `PeerStopped`
+//! once its process has been reaped after `CloseLifeline`.
 
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
@@ -15,32 +18,49 @@ use actix::prelude::*;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
 use tokio::sync::watch;
 
-use super::formation::{FormationActor, PeerFailed, PeerReady, PeerStarted, PeerStopped};
+use super::formation::{EntryExited, FormationActor, PeerFailed, PeerReady, PeerStarted, PeerStopped};
 use super::probe;
 use super::registry;
 use super::spawn::{self, MemberCommand, MemberPipes};
 use crate::readiness::{self, Reported};
 use crate::timing::Timing;
 
-/// Everything a peer needs to start.
+/// What differs for the entry member (runtime.md §9, §13.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Its own directory (made here) and process group, piped and relayed output, a readiness
+    /// gate, and a channel kept open for its callees' addresses.
+    Peer,
+    /// Started last in the launcher's process group with the launcher's own stdout/stderr; its
+    /// channel is complete before it starts and closed once it runs; no readiness gate: its
+    /// exit ends the formation.
+    Entry,
+}
+
+/// Everything a member needs to start.
 pub struct PeerSpec {
+    pub role: Role,
     pub index: usize,
     pub name: String,
     pub formation_id: String,
+    /// A peer's own directory, made before it starts (the entry runs in the project directory,
+    /// which its command names).
     pub dir: PathBuf,
     pub command: MemberCommand,
+    /// The channel lines written before it starts (the entry's include its callees' addresses).
     pub first_line: String,
     pub pipes: MemberPipes,
 }
 
 pub struct PeerActor {
     spec: Option<PeerSpec>,
+    role: Role,
     index: usize,
     name: String,
     formation: Addr<FormationActor>,
     pid: Option<u32>,
-    /// Its registry entry: every signal to its process group goes through it, and it is
-    /// forgotten the moment the process exited, before it is reaped.
+    /// Its registry entry: every signal to its process group (the entry: its pid) goes through
+    /// it, and it is forgotten the moment the process exited, before it is reaped.
     member: Option<registry::Member>,
     lifeline: Option<OwnedFd>,
     channel: Option<OwnedFd>,
@@ -56,6 +76,7 @@ const TAIL: usize = 20;
 impl PeerActor {
     pub fn new(spec: PeerSpec, formation: Addr<FormationActor>) -> PeerActor {
         PeerActor {
+            role: spec.role,
             index: spec.index,
             name: spec.name.clone(),
             spec: Some(spec),
@@ -78,66 +99,120 @@ impl PeerActor {
         });
     }
 
-    fn start(&mut self, ctx: &mut Context<Self>) {
-        let Some(spec) = self.spec.take() else { return };
-        if let Err(reason) = make_member_dir(&spec.dir) {
-            return self.fail(reason);
-        }
-        if let Err(e) = spawn::prefill_channel(&spec.pipes.channel_write, &spec.first_line) {
-            return self.fail(format!(
-                "its process could not be started: its channel could not be written: {e}"
-            ));
-        }
-        let mut child = match spec.command.spawn() {
-            Ok(c) => c,
-            Err(e) => return self.fail(format!("its process could not be started: {e}")),
+    /// Starts the entry member (runtime.md §9.1 step 8) and answers at once: its pid, or why it
+    /// could not start. Either way the actor then takes `CloseLifeline` like a peer's.
+    pub fn start_entry(spec: PeerSpec, formation: Addr<FormationActor>) -> (Addr<PeerActor>, Result<u32, String>) {
+        let mut started = Err(String::new());
+        let addr = PeerActor::create(|ctx| {
+            let mut act = PeerActor::new(spec, formation);
+            started = act.spawn_process(ctx);
+            act
+        });
+        (addr, started)
+    }
+
+    /// Spawns the process and takes charge of it: its lifeline, registry entry and reaping.
+    fn spawn_process(&mut self, ctx: &mut Context<Self>) -> Result<u32, String> {
+        let peer = self.role == Role::Peer;
+        let Some(spec) = self.spec.take() else {
+            return Err("it was started twice".into());
         };
+        let (channel_failed, spawn_failed, untracked) = if peer {
+            make_member_dir(&spec.dir)?;
+            (
+                "its process could not be started: its channel could not be written",
+                "its process could not be started",
+                "its process could not be started: the launcher cannot track another member",
+            )
+        } else {
+            (
+                "the entry member's channel could not be written",
+                "the entry member could not be started",
+                "the entry member could not be tracked by the launcher",
+            )
+        };
+        if let Err(e) = spawn::prefill_channel(&spec.pipes.channel_write, &spec.first_line) {
+            return Err(format!("{channel_failed}: {e}"));
+        }
+        let mut child = spec.command.spawn().map_err(|e| format!("{spawn_failed}: {e}"))?;
         let MemberPipes {
             channel_read,
             channel_write,
             lifeline_read,
             lifeline_write,
         } = spec.pipes;
-        // The member holds its read ends now; the launcher keeps only the write ends.
+        // The member holds its read ends now; the launcher keeps only the write ends, and of
+        // the entry's channel not even that: it is complete, and closing it says so.
         drop(channel_read);
         drop(lifeline_read);
-        let _ = spawn::set_nonblocking(&channel_write);
-        self.channel = Some(channel_write);
+        if peer {
+            let _ = spawn::set_nonblocking(&channel_write);
+            self.channel = Some(channel_write);
+        } else {
+            drop(channel_write);
+        }
         self.lifeline = Some(lifeline_write);
         let pid = child.id().unwrap_or(0);
-        let Some(member) = registry::register(pid, true) else {
+        // A peer leads its own process group; the entry stays in the launcher's.
+        let Some(member) = registry::register(pid, peer) else {
             // Untracked, it could never be signalled safely: end it now (it is not reaped yet).
             let _ = child.start_kill();
             actix::spawn(async move {
                 let _ = child.wait().await;
             });
-            return self.fail("its process could not be started: the launcher cannot track another member".into());
+            return Err(untracked.into());
         };
         self.pid = Some(pid);
         self.member = Some(member);
-        self.formation.do_send(PeerStarted { index: self.index, pid });
+        let (exit_tx, exit_rx) = watch::channel(None);
+        self.exit = Some(exit_rx);
+        let stderr = child.stderr.take();
+        let stdout = child.stdout.take();
+        let me = ctx.address();
+        actix::spawn(async move {
+            let status = reap(child, member, peer).await;
+            let _ = exit_tx.send(status);
+            me.do_send(Exited);
+        });
+        if peer {
+            self.formation.do_send(PeerStarted { index: self.index, pid });
+            self.watch_peer(stdout, stderr, pid, spec.formation_id, ctx);
+        }
+        Ok(pid)
+    }
 
-        if let Some(stderr) = child.stderr.take() {
+    fn start(&mut self, ctx: &mut Context<Self>) {
+        if self.role != Role::Peer {
+            return; // the entry was started by `start_entry`
+        }
+        if let Err(reason) = self.spawn_process(ctx) {
+            self.fail(reason);
+        }
+    }
+
+    /// Relays a peer's output and gates it on its readiness line and door probe.
+    fn watch_peer(
+        &mut self,
+        stdout: Option<tokio::process::ChildStdout>,
+        stderr: Option<tokio::process::ChildStderr>,
+        pid: u32,
+        formation_id: String,
+        ctx: &mut Context<Self>,
+    ) {
+        let (Some(member), Some(exit_rx)) = (self.member, self.exit.clone()) else {
+            return;
+        };
+
+        if let Some(stderr) = stderr {
             actix::spawn(relay(
                 stderr,
                 format!("[{}] ", self.name),
                 Some(self.stderr_tail.clone()),
             ));
         }
-        let stdout = child.stdout.take();
-        let (exit_tx, exit_rx) = watch::channel(None);
-        self.exit = Some(exit_rx.clone());
-        let me = ctx.address();
-        actix::spawn(async move {
-            let status = reap(child, member, true).await;
-            let _ = exit_tx.send(status);
-            me.do_send(Exited);
-        });
-
         let Some(stdout) = stdout else {
             return self.fail("its process could not be started: no stdout pipe".into());
         };
-        let formation_id = spec.formation_id;
         let tail = self.stderr_tail.clone();
         let prefix = format!("[{}] ", self.name);
         let deadline = Instant::now() + Timing::get().peer_readiness;
@@ -187,6 +262,10 @@ struct Exited;
 impl Handler<Exited> for PeerActor {
     type Result = ();
     fn handle(&mut self, _: Exited, _: &mut Context<Self>) {
+        if self.role == Role::Entry {
+            let status = self.exit.as_ref().and_then(|rx| *rx.borrow());
+            self.formation.do_send(EntryExited(status));
+        }
         self.finish_if_exited();
     }
 }
@@ -228,7 +307,8 @@ impl Handler<SendAddresses> for PeerActor {
     }
 }
 
-/// Close the lifeline; SIGKILL the process group if it has not exited within the grace.
+/// Close the lifeline; SIGKILL the process group (the entry: its pid) if it has not exited
+/// within the grace.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct CloseLifeline;
