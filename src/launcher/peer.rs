@@ -146,7 +146,7 @@ impl PeerActor {
         drop(channel_read);
         drop(lifeline_read);
         if peer {
-            let _ = spawn::set_nonblocking(&channel_write);
+            // Non-blocking since the prefill: an address line never stalls the launcher.
             self.channel = Some(channel_write);
         } else {
             drop(channel_write);

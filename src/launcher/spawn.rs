@@ -39,17 +39,33 @@ impl MemberPipes {
     }
 }
 
-/// Writes channel lines in full before the member starts. The pipe is enlarged when the lines
-/// exceed its capacity, so the write never waits for a reader that does not exist yet.
+/// Writes channel lines in full before the member starts, and leaves the write end non-blocking.
+///
+/// Nothing reads the pipe yet, so a write that does not fit would wait forever, holding the
+/// launcher's thread: the pipe is enlarged first when the lines exceed its capacity (a single
+/// page when the user is over the kernel's pipe quota), and a write that still does not fit is an
+/// error, never a wait.
 pub fn prefill_channel(write_end: &OwnedFd, lines: &str) -> std::io::Result<()> {
-    if lines.len() > 60 * 1024 {
+    set_nonblocking(write_end)?;
+    let fd = write_end.as_raw_fd();
+    let capacity = fcntl(fd, FcntlArg::F_GETPIPE_SZ).map_err(std::io::Error::from)?;
+    if lines.len() > usize::try_from(capacity).unwrap_or(0) {
         let want = lines.len().min(2 * MAX_LINE + 4096) as i32;
-        fcntl(write_end.as_raw_fd(), FcntlArg::F_SETPIPE_SZ(want)).map_err(std::io::Error::from)?;
+        fcntl(fd, FcntlArg::F_SETPIPE_SZ(want)).map_err(std::io::Error::from)?;
     }
     let mut rest = lines.as_bytes();
     while !rest.is_empty() {
-        let n = nix::unistd::write(write_end, rest).map_err(std::io::Error::from)?;
-        rest = &rest[n..];
+        match nix::unistd::write(write_end, rest) {
+            Ok(n) => rest = &rest[n..],
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(nix::errno::Errno::EAGAIN) => {
+                return Err(std::io::Error::other(format!(
+                    "{} bytes do not fit its pipe",
+                    lines.len()
+                )));
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
     Ok(())
 }
@@ -177,6 +193,30 @@ fn libc_fcntl_setfd(fd: RawFd, flags: i32) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prefilling_a_small_pipe_enlarges_it_instead_of_waiting() {
+        // A pipe of one page, as a user over the kernel's pipe quota gets, and lines that do
+        // not fit it: with nothing reading yet, a blocking write would never return.
+        let pipes = MemberPipes::new().unwrap();
+        let fd = pipes.channel_write.as_raw_fd();
+        fcntl(fd, FcntlArg::F_SETPIPE_SZ(4096)).unwrap();
+        let lines = format!("{}\n", "x".repeat(10_000));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let want = lines.clone();
+        std::thread::spawn(move || {
+            let r = prefill_channel(&pipes.channel_write, &want);
+            let _ = tx.send((r.map_err(|e| e.to_string()), pipes));
+        });
+        let (r, pipes) = rx
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .expect("the prefill returned");
+        assert_eq!(r, Ok(()));
+        drop(pipes.channel_write);
+        let mut got = String::new();
+        std::io::Read::read_to_string(&mut std::fs::File::from(pipes.channel_read), &mut got).unwrap();
+        assert_eq!(got, lines);
+    }
 
     #[test]
     fn a_member_gets_the_short_list_its_declared_key_and_nothing_else() {
