@@ -38,8 +38,9 @@ use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, anyhow, bail};
-use mur::door::{Board, Door, DoorConfig, FormationTrust, TaskOutcome};
+use mur::door::{Door, DoorConfig, FormationTrust};
 use mur::manifest::Acceptance;
+use mur::tasks::{Board, TaskOutcome};
 use mur::token::SigningKey;
 use serde_json::{Value, json};
 

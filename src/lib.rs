@@ -29,3 +29,5 @@ pub mod model;
 pub mod scaffold;
 #[cfg(feature = "runtime")]
 pub mod session;
+#[cfg(feature = "runtime")]
+pub mod tasks;

@@ -16,7 +16,7 @@ use futures_util::StreamExt;
 
 use super::router::PeerRoute;
 use crate::channel;
-use crate::door::Trust;
+use crate::tasks::Trust;
 
 /// Largest reply body read (a callee's answer is cut to 64 KiB later; this only bounds memory).
 const MAX_BODY: usize = 32 << 20;

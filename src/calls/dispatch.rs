@@ -15,8 +15,8 @@ use super::Shared;
 use super::output;
 use super::wire::Ended;
 use crate::capsule::{BoxFuture, CallOutcome, CallStatus, MemberCalls};
-use crate::door::{NoAnswerBelow, Trust};
 use crate::ids::{self, IdKind};
+use crate::tasks::{NoAnswerBelow, Trust};
 
 /// How a dispatch went, as the tool result reports it (§11.3).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -66,7 +66,7 @@ pub use policy::{PeerRoutes, task_policy};
 pub use router::{Channel, Denial, PeerRoute, Resolution, Resolve, VirtualPeerRouter, resolve};
 
 use crate::capsule::{AllowList, CallOutcome, HttpPolicy, MemberCalls};
-use crate::door::Trust;
+use crate::tasks::Trust;
 use crate::timing::Timing;
 use crate::trace::TraceWriter;
 

@@ -12,7 +12,7 @@ use actix::Addr;
 
 use super::router::{self, Resolution, VirtualPeerRouter};
 use crate::capsule::{AllowList, BoxFuture, NetworkPolicy, PeerResolver, Route};
-use crate::door::Trust;
+use crate::tasks::Trust;
 
 /// Resolves virtual peer addresses for one task through the router, stamping the task's trust.
 #[derive(Debug, Clone)]

@@ -25,10 +25,9 @@ use super::wire::{self, CalleeTask, Ended, Poll, SendReply, SseReader, StreamNew
 use super::*;
 use crate::capsule::{self, CallOutcome, CallStatus, Capsule, CapsuleEngine, TaskEnv};
 use crate::channel::{Address, Call, ChannelEvent};
-use crate::door::{
-    Board, BoardEvent, Door, DoorConfig, FormationTrust, NoAnswerBelow, Origin, TaskOutcome, TaskState, Work,
-};
+use crate::door::{Door, DoorConfig, FormationTrust};
 use crate::manifest::Acceptance;
+use crate::tasks::{Board, BoardEvent, NoAnswerBelow, Origin, TaskOutcome, TaskState, Work};
 use crate::token::SigningKey;
 
 const FRM: &str = "frm_0199c4e2f1b7712a9d3e4f5061728394";

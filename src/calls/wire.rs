@@ -9,8 +9,8 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::capsule::CallStatus;
-use crate::door::{NoAnswerBelow, REJECT_BUSY, TaskState};
 use crate::names;
+use crate::tasks::{NoAnswerBelow, REJECT_BUSY, TaskState};
 
 pub use super::sse::SseReader;
 

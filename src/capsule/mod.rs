@@ -184,11 +184,11 @@ pub struct CallOutcome {
 /// `metadata.murmur.noAnswerBelow` of a task that ends without an answer (§7.4, §11.6): the
 /// `{member, status}` of each of its calls that ended without an answer, in start order. The
 /// one rule for model and component capsules alike.
-pub fn no_answer_below(ended: &[CallOutcome]) -> Vec<crate::door::NoAnswerBelow> {
+pub fn no_answer_below(ended: &[CallOutcome]) -> Vec<crate::tasks::NoAnswerBelow> {
     ended
         .iter()
         .filter(|o| o.status != CallStatus::Completed)
-        .map(|o| crate::door::NoAnswerBelow {
+        .map(|o| crate::tasks::NoAnswerBelow {
             member: o.member.clone(),
             status: o.status.as_str().to_string(),
         })

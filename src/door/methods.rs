@@ -10,7 +10,8 @@ use serde_json::{Map, Value};
 use super::auth::Caller;
 use super::card::CardFacts;
 use super::jsonrpc::{self, A2aError, Method, RpcError};
-use super::tasks::{Board, CancelResult, ListQuery, NewTask, Origin, Pinned, TaskSnapshot, TaskState, Trust};
+use super::view::TaskObject as _;
+use crate::tasks::{Board, CancelResult, ListQuery, NewTask, Origin, Pinned, TaskSnapshot, TaskState, Trust};
 
 /// ListTasks page size when none is asked for (A2A v1.0 `ListTasksRequest.page_size`).
 pub const DEFAULT_PAGE_SIZE: usize = 50;

@@ -1,13 +1,14 @@
 //! The door: a member's A2A JSON-RPC service over HTTP/1.1 (runtime.md §7, §8).
 //!
-//! Only the door knows JSON-RPC. The session runtime starts it with [`Door::start`], feeds the
-//! `--task` task into its [`Board`], drains work with [`Board::next_work`], reports outcomes with
-//! [`Board::finish`], and stops it with [`Door::stop`]. Layout:
+//! Only the door knows JSON-RPC and A2A's spellings; it renders the task model (`crate::tasks`)
+//! as A2A. The session runtime starts it with [`Door::start`], feeds the `--task` task into its
+//! [`Board`], drains work with [`Board::next_work`], reports outcomes with [`Board::finish`], and
+//! stops it with [`Door::stop`]. Layout:
 //! - `pipeline` — the §7.2 steps in order, one handler behind the `auth` middleware;
 //! - `auth` — FormationAuth (`mft1`/`mdt1` verification) and the §7.6 refusal bodies;
 //! - `jsonrpc` — request decoding, the `A2A-Version` rule, method table, reply/error bodies;
 //! - `methods` — SendMessage, GetTask, CancelTask, ListTasks, SubscribeToTask, the extended card;
-//! - `tasks` — the task board (admission, FIFO, cancellation, visibility-ready listing);
+//! - `view` — a task as A2A shows it: the Task object, its status and artifact;
 //! - `sse` — streams for SendStreamingMessage and SubscribeToTask; `card` — the agent card.
 
 pub mod auth;
@@ -16,7 +17,7 @@ pub mod jsonrpc;
 pub mod methods;
 pub mod pipeline;
 pub mod sse;
-pub mod tasks;
+pub mod view;
 
 #[cfg(test)]
 mod tests;
@@ -30,13 +31,10 @@ use zeroize::Zeroizing;
 
 pub use auth::{Caller, FormationAuth, FormationTrust};
 pub use card::CardFacts;
-pub use tasks::{
-    Board, BoardEvent, Cancel, CancelResult, Clock, NoAnswerBelow, Origin, REJECT_BUSY, REJECT_CLOSING, TaskOutcome,
-    TaskSnapshot, TaskState, Trust, Work,
-};
 
 use crate::diag::{self, Diagnostic};
 use crate::manifest::Acceptance;
+use crate::tasks::Board;
 use crate::token::DoorKey;
 
 /// Seconds a stopping door waits for open requests (blocked SendMessage, SSE) [ours]. Closing

@@ -15,8 +15,9 @@ use super::card::CardFacts;
 use super::jsonrpc::{self, A2aError, Method, RpcError};
 use super::methods::{self, Call, Provenance, Reply};
 use super::sse;
-use super::tasks::Board;
+use super::view::TaskObject as _;
 use crate::manifest::Acceptance;
+use crate::tasks::Board;
 use crate::timing::Timing;
 
 /// Request bodies over this are answered 413 [ours].
@@ -96,7 +97,7 @@ pub async fn handle(req: HttpRequest, payload: web::Payload, shared: web::Data<S
         return Refusal::InvalidToken.response(&shared.realm);
     };
     // Step 4.
-    if provenance.origin == super::tasks::Origin::Peer && !shared.peer_tasks_accept {
+    if provenance.origin == crate::tasks::Origin::Peer && !shared.peer_tasks_accept {
         return Refusal::PeerNotAccepted.response(&shared.realm);
     }
     // Step 5.

@@ -19,7 +19,8 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::jsonrpc::{self, RpcError};
-use super::tasks::{Board, Pinned, TaskSnapshot};
+use super::view::TaskObject as _;
+use crate::tasks::{Board, Pinned, TaskSnapshot};
 
 struct Follow {
     board: Arc<Board>,

@@ -14,6 +14,9 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use super::*;
+use crate::tasks::{
+    self, Board, BoardEvent, NoAnswerBelow, Origin, REJECT_BUSY, REJECT_CLOSING, TaskOutcome, TaskState, Trust,
+};
 use crate::token::SigningKey;
 
 const FRM: &str = "frm_0199c4e2f1b7712a9d3e4f5061728394";

@@ -18,8 +18,7 @@ use super::wire::{self, CALL_MEMBER, END_WITHOUT_ANSWER, Msg, Request, Stop, Too
 use super::{Identity, ModelConfig};
 use crate::calls::continuation_message;
 use crate::capsule::{BoxFuture, CallOutcome, CallStatus, CancelSignal};
-use crate::door::tasks::ContextTurn;
-use crate::door::{NoAnswerBelow, TaskOutcome};
+use crate::tasks::{ContextTurn, NoAnswerBelow, TaskOutcome};
 
 /// How a `call-member` dispatch went, as the model is told (§11.3).
 #[derive(Debug, Clone, PartialEq, Eq)]

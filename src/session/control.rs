@@ -9,8 +9,8 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::calls;
 use crate::diag::{self, Diagnostic};
-use crate::door::{Board, TaskState};
 use crate::running;
+use crate::tasks::{Board, TaskState};
 use crate::timing::Timing;
 
 use super::executor::ExecEvent;

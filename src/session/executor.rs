@@ -15,9 +15,9 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::calls;
 use crate::capsule::{self, AllowList, Capsule, HttpPolicy, MemberCalls, NetworkPolicy, OutputSink, TaskEnv};
 use crate::channel::{self, FirstLine, Intake};
-use crate::door::{Board, TaskOutcome, Work};
 use crate::manifest::Manifest;
 use crate::model::{self, Agent, AgentCalls, AgentOutcome, TaskCtx, TaskEvents};
+use crate::tasks::{Board, TaskOutcome, Work};
 use crate::timing::Timing;
 use crate::trace::TraceWriter;
 
@@ -398,7 +398,7 @@ mod tests {
     #[test]
     fn a_no_answer_names_the_calls_that_ended_without_one() {
         use crate::capsule::{CallOutcome, CallStatus};
-        use crate::door::NoAnswerBelow;
+        use crate::tasks::NoAnswerBelow;
         let call = |member: &str, status: CallStatus| CallOutcome {
             call_id: format!("mcl_{member}"),
             member: member.into(),

@@ -27,11 +27,12 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use tokio::sync::mpsc;
 
 use crate::diag::{self, Diagnostic};
-use crate::door::{Board, Door, DoorConfig, FormationTrust};
+use crate::door::{Door, DoorConfig, FormationTrust};
 use crate::ids::{self, IdKind};
 use crate::outcome::Outcome;
 use crate::paths::MurHome;
 use crate::running::{self, LauncherRef, RunningRecord};
+use crate::tasks::Board;
 use crate::timing::Timing;
 
 use control::{Controller, Inbox};

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::door::{Board, BoardEvent, Origin, TaskState};
+use crate::tasks::{Board, BoardEvent, Origin, TaskState};
 
 use super::journal::Journal;
 use super::lifecycle::Ending;

@@ -13,18 +13,13 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use chrono::{DateTime, SecondsFormat, SubsecRound, Utc};
-use serde::Serialize;
-use serde_json::Value;
+use chrono::{DateTime, SubsecRound, Utc};
 use tokio::sync::watch;
 
+use super::state::{NoAnswerBelow, Origin, REJECT_BUSY, REJECT_CLOSING, TaskOutcome, TaskState, Trust};
 use crate::ids::{self, IdKind};
 use crate::manifest::Acceptance;
 
-/// Status text of a task refused because the session holds no room for it (§7.3).
-pub const REJECT_BUSY: &str = "task rejected: capsule is busy";
-/// Status text of a task refused or dropped from the queue because the session is ending (§6.4).
-pub const REJECT_CLOSING: &str = "task rejected: the session is closing";
 /// Status text of a task whose executor let go of it without an outcome [ours].
 const LOST: &str = "the task ended without an outcome";
 
@@ -35,14 +30,9 @@ pub const KEEP_ENDED_TASKS: usize = 1000;
 /// Bytes the kept ended tasks may hold: answers, status texts, ids [ours]. Two answers the size of
 /// the largest body the door reads, so recent outcomes survive and an idle member stays small.
 pub const KEEP_ENDED_BYTES: usize = 16 * 1024 * 1024;
-
 /// Messages a task's `history` keeps (A2A v1.0 §3.2.4: the server MAY return fewer than asked):
 /// the caller's message, progress notes, and the final message. Notes past it are not kept.
 pub const HISTORY_MESSAGES: usize = 32;
-/// Text bytes of the history a task object shows: the newest messages that fit (A2A v1.0
-/// §3.2.4: unset shows the server's default amount, and a server MAY show fewer than asked), so
-/// a task with a large message or answer is not written out twice or three times over.
-pub const HISTORY_BYTES: usize = 1024 * 1024;
 /// Earlier exchanges of a context a model capsule is shown (A2A v1.0 §3.4.2 "Context
 /// Inheritance"), newest kept first [ours].
 pub const CONTEXT_TURNS: usize = 20;
@@ -61,111 +51,6 @@ impl Retention {
         tasks: KEEP_ENDED_TASKS,
         bytes: KEEP_ENDED_BYTES,
     };
-}
-
-/// A2A task states (§7.4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TaskState {
-    Submitted,
-    Working,
-    /// Never produced [ours]; accepted as a ListTasks filter.
-    InputRequired,
-    Completed,
-    Failed,
-    Rejected,
-    Canceled,
-}
-
-impl TaskState {
-    pub fn wire(self) -> &'static str {
-        match self {
-            TaskState::Submitted => "TASK_STATE_SUBMITTED",
-            TaskState::Working => "TASK_STATE_WORKING",
-            TaskState::InputRequired => "TASK_STATE_INPUT_REQUIRED",
-            TaskState::Completed => "TASK_STATE_COMPLETED",
-            TaskState::Failed => "TASK_STATE_FAILED",
-            TaskState::Rejected => "TASK_STATE_REJECTED",
-            TaskState::Canceled => "TASK_STATE_CANCELED",
-        }
-    }
-
-    pub fn from_wire(s: &str) -> Option<TaskState> {
-        [
-            TaskState::Submitted,
-            TaskState::Working,
-            TaskState::InputRequired,
-            TaskState::Completed,
-            TaskState::Failed,
-            TaskState::Rejected,
-            TaskState::Canceled,
-        ]
-        .into_iter()
-        .find(|t| t.wire() == s)
-    }
-
-    pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            TaskState::Completed | TaskState::Failed | TaskState::Rejected | TaskState::Canceled
-        )
-    }
-}
-
-/// Trust class of a task (§7.2 step 1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Trust {
-    Trusted,
-    Untrusted,
-}
-
-impl Trust {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Trust::Trusted => "trusted",
-            Trust::Untrusted => "untrusted",
-        }
-    }
-}
-
-/// Where a task came from (§7.2 step 1); `Local` is the `--task` task [ours].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Origin {
-    Event,
-    Peer,
-    Completion,
-    Local,
-}
-
-impl Origin {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Origin::Event => "event",
-            Origin::Peer => "peer",
-            Origin::Completion => "completion",
-            Origin::Local => "local",
-        }
-    }
-}
-
-/// One `{member, status}` of `metadata.murmur.noAnswerBelow` (§7.4).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct NoAnswerBelow {
-    pub member: String,
-    pub status: String,
-}
-
-/// How the executor ends a task.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TaskOutcome {
-    /// `TASK_STATE_COMPLETED` with the answer as the `response` artifact.
-    Completed(String),
-    /// `TASK_STATE_FAILED` with the message as status text.
-    Failed(String),
-    /// end-without-answer (§11.6): `TASK_STATE_FAILED`, the reason as status text, and
-    /// `metadata.murmur` `{noAnswer, noAnswerBelow}`.
-    NoAnswer { reason: String, below: Vec<NoAnswerBelow> },
-    /// `TASK_STATE_CANCELED`.
-    Canceled,
 }
 
 /// A task as it stands; what GetTask shows and what the session reads at the end.
@@ -238,184 +123,13 @@ impl TaskSnapshot {
         }
     }
 
-    /// The newest history messages whose text fits in [`HISTORY_BYTES`].
-    fn history_shown(&self) -> &[HistoryMessage] {
-        let mut bytes = 0usize;
-        let mut start = self.history.len();
-        for (i, m) in self.history.iter().enumerate().rev() {
-            bytes = bytes.saturating_add(self.history_text(m).len());
-            if bytes > HISTORY_BYTES {
-                break;
-            }
-            start = i;
-        }
-        &self.history[start..]
-    }
-
-    fn history_text<'a>(&'a self, m: &'a HistoryMessage) -> &'a str {
+    /// A history message's text; the final message's is the task's answer.
+    pub fn history_text<'a>(&'a self, m: &'a HistoryMessage) -> &'a str {
         match &m.text {
             HistoryText::Own(t) => t,
             HistoryText::Answer => self.answer.as_deref().unwrap_or_default(),
         }
     }
-
-    /// The A2A Task object (§7.4); `artifacts` only when asked for and present.
-    pub fn to_json(&self, include_artifacts: bool) -> Value {
-        // Serialising the view into a `Value` cannot fail: every key is a string.
-        serde_json::to_value(self.view(include_artifacts)).unwrap_or(Value::Null)
-    }
-
-    /// The A2A Task object as a borrowed, serialisable view: what the door writes for GetTask
-    /// and friends straight into the reply bytes, with no `Value` tree in between.
-    pub fn view(&self, include_artifacts: bool) -> TaskView<'_> {
-        TaskView {
-            artifacts: if include_artifacts {
-                self.artifact_view().map(|a| [a])
-            } else {
-                None
-            },
-            context_id: &self.context_id,
-            history: self
-                .history_shown()
-                .iter()
-                .map(|m| MessageView {
-                    context_id: &self.context_id,
-                    message_id: &m.message_id,
-                    parts: [TextPart {
-                        text: self.history_text(m),
-                    }],
-                    role: match m.role {
-                        Role::User => "ROLE_USER",
-                        Role::Agent => "ROLE_AGENT",
-                    },
-                    task_id: &self.id,
-                })
-                .collect(),
-            id: &self.id,
-            metadata: self.no_answer_below.as_deref().map(|below| Metadata {
-                murmur: NoAnswer {
-                    no_answer: true,
-                    no_answer_below: below,
-                },
-            }),
-            status: self.status_view(),
-        }
-    }
-
-    /// `{"message"?,"state","timestamp"}`.
-    pub fn status_json(&self) -> Value {
-        serde_json::to_value(self.status_view()).unwrap_or(Value::Null)
-    }
-
-    fn status_view(&self) -> StatusView<'_> {
-        StatusView {
-            message: match (&self.status_text, &self.status_message_id) {
-                (Some(text), Some(message_id)) => Some(MessageView {
-                    context_id: &self.context_id,
-                    message_id,
-                    parts: [TextPart { text }],
-                    role: "ROLE_AGENT",
-                    task_id: &self.id,
-                }),
-                _ => None,
-            },
-            state: self.state.wire(),
-            timestamp: Rfc3339Ms(self.timestamp),
-        }
-    }
-
-    /// The `response` artifact of a completed task.
-    pub fn artifact_json(&self) -> Option<Value> {
-        self.artifact_view().and_then(|a| serde_json::to_value(a).ok())
-    }
-
-    fn artifact_view(&self) -> Option<ArtifactView<'_>> {
-        let text = self.answer.as_deref()?;
-        Some(ArtifactView {
-            artifact_id: "response",
-            name: "response",
-            parts: [TextPart { text }],
-        })
-    }
-}
-
-// The wire shapes of §7.4. Fields are declared in alphabetical order, the order a
-// `serde_json::Map` keeps, so both renderings give the same bytes.
-
-/// A task as A2A shows it; see [`TaskSnapshot::view`].
-#[derive(Debug, Serialize)]
-pub struct TaskView<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    artifacts: Option<[ArtifactView<'a>; 1]>,
-    #[serde(rename = "contextId")]
-    context_id: &'a str,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    history: Vec<MessageView<'a>>,
-    id: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    metadata: Option<Metadata<'a>>,
-    status: StatusView<'a>,
-}
-
-#[derive(Debug, Serialize)]
-struct ArtifactView<'a> {
-    #[serde(rename = "artifactId")]
-    artifact_id: &'static str,
-    name: &'static str,
-    parts: [TextPart<'a>; 1],
-}
-
-#[derive(Debug, Serialize)]
-struct TextPart<'a> {
-    text: &'a str,
-}
-
-#[derive(Debug, Serialize)]
-struct Metadata<'a> {
-    murmur: NoAnswer<'a>,
-}
-
-#[derive(Debug, Serialize)]
-struct NoAnswer<'a> {
-    #[serde(rename = "noAnswer")]
-    no_answer: bool,
-    #[serde(rename = "noAnswerBelow")]
-    no_answer_below: &'a [NoAnswerBelow],
-}
-
-#[derive(Debug, Serialize)]
-struct StatusView<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    message: Option<MessageView<'a>>,
-    state: &'static str,
-    timestamp: Rfc3339Ms,
-}
-
-#[derive(Debug, Serialize)]
-struct MessageView<'a> {
-    #[serde(rename = "contextId")]
-    context_id: &'a str,
-    #[serde(rename = "messageId")]
-    message_id: &'a str,
-    parts: [TextPart<'a>; 1],
-    role: &'static str,
-    #[serde(rename = "taskId")]
-    task_id: &'a str,
-}
-
-/// A time written as [`rfc3339_ms`] writes it.
-#[derive(Debug)]
-struct Rfc3339Ms(DateTime<Utc>);
-
-impl Serialize for Rfc3339Ms {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&rfc3339_ms(self.0))
-    }
-}
-
-/// RFC 3339 UTC with milliseconds, e.g. `2025-01-02T03:04:05.678Z`.
-pub fn rfc3339_ms(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
 /// A task offered at the door (SendMessage).
@@ -1404,7 +1118,6 @@ fn context_turns(st: &State, id: &str) -> Vec<ContextTurn> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     fn offer(text: &str) -> NewTask {
         NewTask {
@@ -1498,75 +1211,6 @@ mod tests {
         let n = Board::new(Acceptance::None, 0);
         assert_eq!(n.submit_local("t").state, TaskState::Submitted);
         assert_eq!(n.next_work().await.map(|w| w.text), Some("t".into()));
-    }
-
-    #[actix_rt::test]
-    async fn outcomes_shape_the_task_object() {
-        let b = Board::with_clock(Acceptance::Queue, 5, fixed_clock());
-        let ids: Vec<String> = (0..4).map(|i| b.submit(offer(&i.to_string())).id).collect();
-        let outcomes = [
-            TaskOutcome::Completed("the answer".into()),
-            TaskOutcome::Failed("boom".into()),
-            TaskOutcome::NoAnswer {
-                reason: "nothing to say".into(),
-                below: vec![NoAnswerBelow {
-                    member: "coder".into(),
-                    status: "failed".into(),
-                }],
-            },
-            TaskOutcome::Canceled,
-        ];
-        for (id, o) in ids.iter().zip(outcomes) {
-            let w = b.next_work().await.expect("work");
-            assert_eq!(&w.task_id, id);
-            b.finish(id, o);
-        }
-        let t = |i: usize| b.get(&ids[i]).expect("task");
-        let ts = "2023-11-14T22:13:20.123Z";
-        // A2A v1.0 §4.1.1 `Task.history`: the caller's message, then the agent's final one.
-        let history = t(0).to_json(true)["history"].clone();
-        assert_eq!(
-            history,
-            json!([
-                {"contextId": t(0).context_id, "messageId": "m1", "parts": [{"text": "0"}], "role": "ROLE_USER", "taskId": ids[0]},
-                {"contextId": t(0).context_id, "messageId": history[1]["messageId"], "parts": [{"text": "the answer"}], "role": "ROLE_AGENT", "taskId": ids[0]},
-            ])
-        );
-        let mut bare = t(0);
-        bare.limit_history(Some(0));
-        assert_eq!(
-            serde_json::to_string(&bare.to_json(true)).expect("json"),
-            format!(
-                r#"{{"artifacts":[{{"artifactId":"response","name":"response","parts":[{{"text":"the answer"}}]}}],"contextId":"{}","id":"{}","status":{{"state":"TASK_STATE_COMPLETED","timestamp":"{ts}"}}}}"#,
-                t(0).context_id,
-                ids[0]
-            )
-        );
-        assert_eq!(t(0).to_json(false).get("artifacts"), None);
-        let failed = t(1).to_json(true);
-        assert_eq!(failed["status"]["state"], "TASK_STATE_FAILED");
-        assert_eq!(failed["status"]["message"]["parts"], json!([{"text": "boom"}]));
-        assert_eq!(failed["status"]["message"]["role"], "ROLE_AGENT");
-        assert_eq!(failed["status"]["message"]["taskId"], json!(ids[1]));
-        // The status message is the history's last word, under the same id.
-        assert_eq!(failed["history"][1], failed["status"]["message"]);
-        assert_eq!(t(3).history.len(), 1, "a cancellation adds no message");
-        let na = t(2).to_json(true);
-        assert_eq!(na["status"]["state"], "TASK_STATE_FAILED");
-        assert_eq!(
-            na["metadata"],
-            json!({"murmur": {"noAnswer": true, "noAnswerBelow": [{"member": "coder", "status": "failed"}]}})
-        );
-        assert_eq!(t(3).state, TaskState::Canceled);
-        // The door writes GetTask replies from the view directly; a field declared out of
-        // alphabetical order would make its bytes differ from the (sorted) `Value` rendering.
-        for i in 0..4 {
-            for artifacts in [true, false] {
-                let direct = serde_json::to_string(&t(i).view(artifacts)).expect("view");
-                let through_value = serde_json::to_string(&t(i).to_json(artifacts)).expect("value");
-                assert_eq!(direct, through_value, "task {i}, artifacts {artifacts}");
-            }
-        }
     }
 
     #[actix_rt::test]
@@ -1847,11 +1491,6 @@ mod tests {
             l.limit_history(limit);
             assert_eq!(l.history.len(), len, "{limit:?}");
         }
-        let mut newest = t.clone();
-        newest.limit_history(Some(1));
-        assert_eq!(newest.to_json(false)["history"][0]["parts"][0]["text"], "the answer");
-        newest.limit_history(Some(0));
-        assert_eq!(newest.to_json(false).get("history"), None, "0 omits the field");
         // The caller's message is paid for once the task has ended: a budget its answer alone
         // fits in, but not with a long question, forgets it.
         let tight = keeping(100, 30_000);
@@ -1861,23 +1500,11 @@ mod tests {
         drop(w);
         assert!(tight.get(&asked).is_none(), "question and answer exceed the budget");
         assert_eq!(tight.lock().kept_bytes, 0);
-        // A task object shows the newest messages within HISTORY_BYTES of text.
-        let b = keeping(100, usize::MAX);
-        let big = b.submit(offer(&"q".repeat(HISTORY_BYTES))).id;
-        let w = b.next_work().await.expect("work");
-        b.finish(&big, TaskOutcome::Completed("short".into()));
-        drop(w);
-        let t = b.get(&big).expect("task");
-        assert_eq!(t.history.len(), 2, "both are kept");
-        let shown = t.to_json(false)["history"].clone();
-        assert_eq!(shown.as_array().map(Vec::len), Some(1), "only the answer fits");
-        assert_eq!(shown[0]["parts"][0]["text"], "short");
         // A refused offer keeps no text, in the history neither: only the refusal.
         let none = Board::new(Acceptance::None, 0);
         let r = none.submit(offer(&"x".repeat(100_000)));
         assert_eq!(r.history.len(), 1);
         assert_eq!(r.history[0].role, Role::Agent);
-        assert_eq!(r.to_json(false)["history"][0], r.to_json(false)["status"]["message"]);
     }
 
     /// A2A v1.0 §3.4.2 "Context Continuity" / "Context Inheritance", with runtime.md §7.7

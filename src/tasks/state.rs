@@ -1,0 +1,117 @@
+//! What a task is, apart from where it is kept: its states, the trust and origin it was given
+//! at admission, and the outcomes an executor ends it with.
+//!
+//! The state names are A2A's (§7.4), spelled here because both ends of A2A read them: the door
+//! writes them and the calls client reads a peer door's answers.
+
+use serde::Serialize;
+
+/// Status text of a task refused because the session holds no room for it (§7.3).
+pub const REJECT_BUSY: &str = "task rejected: capsule is busy";
+/// Status text of a task refused or dropped from the queue because the session is ending (§6.4).
+pub const REJECT_CLOSING: &str = "task rejected: the session is closing";
+
+/// A2A task states (§7.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TaskState {
+    Submitted,
+    Working,
+    /// Never produced [ours]; accepted as a ListTasks filter.
+    InputRequired,
+    Completed,
+    Failed,
+    Rejected,
+    Canceled,
+}
+
+impl TaskState {
+    pub fn wire(self) -> &'static str {
+        match self {
+            TaskState::Submitted => "TASK_STATE_SUBMITTED",
+            TaskState::Working => "TASK_STATE_WORKING",
+            TaskState::InputRequired => "TASK_STATE_INPUT_REQUIRED",
+            TaskState::Completed => "TASK_STATE_COMPLETED",
+            TaskState::Failed => "TASK_STATE_FAILED",
+            TaskState::Rejected => "TASK_STATE_REJECTED",
+            TaskState::Canceled => "TASK_STATE_CANCELED",
+        }
+    }
+
+    pub fn from_wire(s: &str) -> Option<TaskState> {
+        [
+            TaskState::Submitted,
+            TaskState::Working,
+            TaskState::InputRequired,
+            TaskState::Completed,
+            TaskState::Failed,
+            TaskState::Rejected,
+            TaskState::Canceled,
+        ]
+        .into_iter()
+        .find(|t| t.wire() == s)
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            TaskState::Completed | TaskState::Failed | TaskState::Rejected | TaskState::Canceled
+        )
+    }
+}
+
+/// Trust class of a task (§7.2 step 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trust {
+    Trusted,
+    Untrusted,
+}
+
+impl Trust {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trust::Trusted => "trusted",
+            Trust::Untrusted => "untrusted",
+        }
+    }
+}
+
+/// Where a task came from (§7.2 step 1); `Local` is the `--task` task [ours].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    Event,
+    Peer,
+    Completion,
+    Local,
+}
+
+impl Origin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Event => "event",
+            Origin::Peer => "peer",
+            Origin::Completion => "completion",
+            Origin::Local => "local",
+        }
+    }
+}
+
+/// One `{member, status}` of `metadata.murmur.noAnswerBelow` (§7.4).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NoAnswerBelow {
+    pub member: String,
+    pub status: String,
+}
+
+/// How the executor ends a task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskOutcome {
+    /// `TASK_STATE_COMPLETED` with the answer as the `response` artifact.
+    Completed(String),
+    /// `TASK_STATE_FAILED` with the message as status text.
+    Failed(String),
+    /// end-without-answer (§11.6): `TASK_STATE_FAILED`, the reason as status text, and
+    /// `metadata.murmur` `{noAnswer, noAnswerBelow}`.
+    NoAnswer { reason: String, below: Vec<NoAnswerBelow> },
+    /// `TASK_STATE_CANCELED`.
+    Canceled,
+}
