@@ -1,6 +1,7 @@
 //! The layers point one way: the runtime (launcher, session, door, capsule host, …) never imports
-//! the command line, which is a thin shell over it. Read from the sources, so a new import fails
-//! here before it grows into a cycle.
+//! the command line, which is a thin shell over it, and nothing but the command line imports the
+//! door, a component the session starts: the task model is `tasks`, which the door renders as A2A.
+//! Read from the sources, so a new import fails here before it grows into a cycle.
 
 use std::path::Path;
 
@@ -39,6 +40,52 @@ fn nothing_below_the_command_line_imports_it() {
     assert!(
         offenders.is_empty(),
         "the runtime imports the CLI:\n{}",
+        offenders.join("\n")
+    );
+}
+
+/// The uses of `crate::door` outside the door and the command line, each with why it needs the
+/// door itself rather than the task model (`crate::tasks`). Matched line by line, exactly.
+const DOOR_USES: &[(&str, &str)] = &[
+    // The session starts the door and hands it its configuration.
+    ("session/mod.rs", "use crate::door::{Door, DoorConfig, FormationTrust};"),
+    // The calls client is tested against a real door, as a peer member runs it.
+    ("calls/tests.rs", "use crate::door::{Door, DoorConfig, FormationTrust};"),
+    // A cluster's probe must ask for the very path the door serves its public card on.
+    (
+        "deploy/tests.rs",
+        "assert_eq!(CARD_PATH, crate::door::auth::CARD_PATH);",
+    ),
+];
+
+#[test]
+fn only_the_session_and_the_command_line_import_the_door() {
+    let src = repo_root().join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut offenders = Vec::new();
+    for file in files {
+        let rel = file.strip_prefix(&src).expect("under src");
+        if rel.starts_with("door") || rel.starts_with("cli") || rel == Path::new("main.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).expect("read source");
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if !(code.contains("crate::door") || code.contains("mur::door")) {
+                continue;
+            }
+            let allowed = DOOR_USES
+                .iter()
+                .any(|(f, use_)| rel == Path::new(f) && line.trim() == *use_);
+            if !allowed {
+                offenders.push(format!("{}:{}: {}", rel.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "the door is imported outside the session's start-up (take the task model from crate::tasks):\n{}",
         offenders.join("\n")
     );
 }
