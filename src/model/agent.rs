@@ -119,7 +119,7 @@ pub enum AgentOutcome {
 }
 
 impl AgentOutcome {
-    /// The outcome as the door's task board records it.
+    /// The outcome as the task board records it.
     pub fn into_board(self) -> TaskOutcome {
         match self {
             AgentOutcome::Completed(a) => TaskOutcome::Completed(a),

@@ -1,4 +1,4 @@
-//! The executor: takes work from the door's task board, one task at a time, and runs it on the
+//! The executor: takes work from the task board, one task at a time, and runs it on the
 //! capsule host (runtime.md §16.1).
 //!
 //! It runs on an arbiter thread of its own, so a component busy computing never delays the

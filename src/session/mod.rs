@@ -6,7 +6,7 @@
 //! `actix_rt::System`, the door is bound, the running record written and the [`crate::readiness`] line
 //! printed, and the controller (`control`) runs the [`lifecycle`] until the session ends on its
 //! own or [`winddown`] ends it. The [`executor`] runs tasks on an arbiter of its own, with member
-//! calls wired in when the channel names callees; the [`recorder`] turns the door's task board
+//! calls wired in when the channel names callees; the [`recorder`] turns the task board
 //! events into trace records and results; [`retention`] bounds old sessions at the end.
 
 mod control;

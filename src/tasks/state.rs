@@ -25,6 +25,7 @@ pub enum TaskState {
 }
 
 impl TaskState {
+    /// The A2A spelling, `TASK_STATE_…`.
     pub fn wire(self) -> &'static str {
         match self {
             TaskState::Submitted => "TASK_STATE_SUBMITTED",
@@ -37,6 +38,7 @@ impl TaskState {
         }
     }
 
+    /// A state from its A2A spelling; `None` for anything else.
     pub fn from_wire(s: &str) -> Option<TaskState> {
         [
             TaskState::Submitted,
