@@ -19,7 +19,7 @@ use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use serde_json::Value;
 
 use crate::faults::{all_members_gone, members_of_home, nothing_claims_to_run};
-use crate::support::{Launcher, Sandbox, door_rpc, running_record, wait_until};
+use crate::support::{Launcher, Sandbox, door_rpc, member_sessions, running_record, wait_until};
 
 /// A process whose controlling terminal is a pseudo-terminal only this test holds the master of.
 struct OnTerminal {
@@ -146,30 +146,6 @@ impl Drop for OnTerminal {
     }
 }
 
-/// Every trace of formation member `member`, with its records directory.
-fn sessions_of(sb: &Sandbox, member: &str) -> Vec<(PathBuf, Vec<Value>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![sb.home().join(".murmur/records")];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.ends_with("trace.jsonl") {
-                let recs: Vec<Value> = std::fs::read_to_string(&p)
-                    .unwrap_or_default()
-                    .lines()
-                    .filter_map(|l| serde_json::from_str(l).ok())
-                    .collect();
-                if recs.first().is_some_and(|r| r["formation_member"] == member) {
-                    out.push((dir.clone(), recs));
-                }
-            }
-        }
-    }
-    out
-}
-
 fn types(recs: &[Value]) -> Vec<&str> {
     recs.iter().map(|r| r["event_type"].as_str().unwrap_or("")).collect()
 }
@@ -217,7 +193,7 @@ fn busy_formation_on_a_terminal() -> (Sandbox, PathBuf, OnTerminal) {
 fn assert_wound_down(sb: &Sandbox, dir: &Path, launcher: u32, what: &str) {
     all_members_gone(sb, launcher, Instant::now(), what);
     for (member, busy) in [("lead", true), ("worker", false)] {
-        let sessions = sessions_of(sb, member);
+        let sessions = member_sessions(sb, member);
         assert_eq!(sessions.len(), 1, "{what}: one session of {member}");
         let (records_dir, recs) = &sessions[0];
         let t = types(recs);

@@ -337,6 +337,12 @@ pub fn door_rpc(rec: &serde_json::Value, method: &str, params: serde_json::Value
 /// Every session trace of formation member `member` under this sandbox, one record list per
 /// session.
 pub fn member_traces(sb: &Sandbox, member: &str) -> Vec<Vec<serde_json::Value>> {
+    member_sessions(sb, member).into_iter().map(|(_, recs)| recs).collect()
+}
+
+/// Every session of formation member `member` under this sandbox: its records directory and its
+/// trace's records.
+pub fn member_sessions(sb: &Sandbox, member: &str) -> Vec<(PathBuf, Vec<serde_json::Value>)> {
     let mut out = Vec::new();
     let mut stack = vec![sb.home().join(".murmur/records")];
     while let Some(dir) = stack.pop() {
@@ -351,7 +357,7 @@ pub fn member_traces(sb: &Sandbox, member: &str) -> Vec<Vec<serde_json::Value>> 
                     .filter_map(|l| serde_json::from_str(l).ok())
                     .collect();
                 if recs.first().is_some_and(|r| r["formation_member"] == member) {
-                    out.push(recs);
+                    out.push((dir.clone(), recs));
                 }
             }
         }
