@@ -2,11 +2,11 @@
 //!
 //! See `docs/architecture.md` for the codemap. The pure core is its own crate, `mur-core`
 //! (`crates/mur-core`), re-exported here module by module; what stays pure in this crate
-//! (`channel::line`, `deploy`) builds without the `runtime` feature, as the fuzz targets build it.
+//! (`deploy`) builds without the `runtime` feature.
 
 pub use mur_core::{
-    diag, ids, manifest, names, outcome, paths, procinfo, readiness, retention, roster, running, schema, store, timing,
-    token, trace, yaml,
+    address, diag, ids, manifest, names, outcome, paths, procinfo, readiness, retention, roster, running, schema,
+    store, timing, token, trace, wire, yaml,
 };
 
 pub mod channel;

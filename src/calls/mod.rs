@@ -43,7 +43,6 @@ mod dispatch;
 mod output;
 mod policy;
 mod router;
-pub(crate) mod sse;
 mod watcher;
 mod wire;
 

@@ -22,7 +22,7 @@ const NEUTRALISED: &str = "<!MURMUR-NEUTRALISED!";
 
 /// The virtual address of `member`, which stands in for its real door everywhere a caller looks.
 pub fn virtual_url(member: &str) -> String {
-    format!("http://{member}.formation.invalid")
+    crate::address::virtual_peer::url(member)
 }
 
 /// Cuts `text` to at most [`ANSWER_CAP`] bytes at a character boundary and appends

@@ -12,7 +12,7 @@ use crate::capsule::CallStatus;
 use crate::names;
 use crate::tasks::{NoAnswerBelow, REJECT_BUSY, TaskState};
 
-pub use super::sse::SseReader;
+pub use crate::wire::sse::SseReader;
 
 /// `noAnswerBelow` entries kept from a callee (§11.4).
 pub const MAX_NO_ANSWER_BELOW: usize = 8;

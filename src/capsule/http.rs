@@ -20,8 +20,9 @@ use ::http::header::{HeaderName, HeaderValue};
 use wasmtime_wasi_http::{RequestOptions, WasiBody, WasiHttpHooks};
 
 use super::BoxFuture;
-use super::allow::AllowList;
-use crate::{channel, names};
+use crate::address::allow::AllowList;
+use crate::address::virtual_peer;
+use crate::channel;
 
 /// Where a component's request is going, as the policy sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,18 +60,13 @@ impl OutgoingTarget {
     /// The member name of a virtual peer address, when this target is one that may be routed:
     /// scheme `http`, authority exactly `<member>.formation.invalid` (no port, no userinfo).
     pub fn virtual_member(&self) -> Option<&str> {
-        if self.scheme != "http" {
-            return None;
-        }
-        let name = self.authority.strip_suffix(".formation.invalid")?;
-        names::is_member(name).then_some(name)
+        virtual_peer::member(&self.scheme, &self.authority)
     }
 
     /// Whether the host is `formation.invalid` or under it (case-insensitive): such a request is
     /// never sent as written.
     pub fn is_formation_address(&self) -> bool {
-        let h = self.host.to_ascii_lowercase();
-        h == "formation.invalid" || h.ends_with(".formation.invalid")
+        virtual_peer::is_formation_host(&self.host)
     }
 }
 

@@ -17,7 +17,6 @@
 //! }
 //! ```
 
-mod allow;
 mod engine;
 mod http;
 mod output;
@@ -31,10 +30,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-pub use self::allow::{AllowList, AllowRule};
 pub use self::engine::{Capsule, CapsuleEngine};
 pub use self::http::{HttpDecision, HttpPolicy, NetworkPolicy, OutgoingTarget, PeerResolver, Route, RouteHeader};
 pub use self::output::{MemoryOutput, OutputSink};
+pub use mur_core::address::allow::{AllowList, AllowRule};
 
 /// A boxed, sendable future: what the host's trait objects return.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

@@ -1,11 +1,11 @@
 //! The formation channel (runtime.md §10): a pipe per member carrying its credentials (the first
 //! line) and later its callees' door URLs (address lines).
 //!
-//! `line` is the pure wire format; `intake` reads the inherited descriptor in a member process.
+//! `line` is the pure wire format (`mur_core::wire::channel_line`); `intake` reads the inherited descriptor in a member process.
 
 #[cfg(feature = "runtime")]
 pub mod intake;
-pub mod line;
+pub use mur_core::wire::channel_line as line;
 
 #[cfg(feature = "runtime")]
 pub use intake::{ChannelEvent, Intake, read_first_line, refusal, unreadable_notice};

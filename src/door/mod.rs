@@ -13,7 +13,7 @@
 
 pub mod auth;
 pub mod card;
-pub mod jsonrpc;
+pub use mur_core::wire::jsonrpc;
 pub mod methods;
 pub mod pipeline;
 pub mod sse;

@@ -32,8 +32,8 @@
 mod agent;
 mod calls;
 mod client;
-mod stream;
-pub mod wire;
+pub use mur_core::wire::model as wire;
+use mur_core::wire::model_stream as stream;
 
 #[cfg(test)]
 mod tests;

@@ -230,13 +230,7 @@ pub fn task_setup(
         .map(|f| f.calls.iter().map(|c| c.name.clone()).collect())
         .unwrap_or_default();
     // §12.1: single spaces, roster order, never set empty.
-    let peers_env = (!callees.is_empty()).then(|| {
-        callees
-            .iter()
-            .map(|c| format!("{c}=http://{c}.formation.invalid"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    });
+    let peers_env = crate::address::virtual_peer::peers_env(&callees);
     let output = match std::fs::OpenOptions::new()
         .create(true)
         .append(true)

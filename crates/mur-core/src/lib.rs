@@ -1,12 +1,15 @@
 //! mur's pure core: everything a formation is made of that needs no runtime. Roster parsing and
 //! admission, the manifest subset, archives, stores and the lock, tokens, the readiness line,
-//! trace records, ids, paths under `~/.murmur`, timing constants and the one diagnostics registry.
+//! trace records, ids, paths under `~/.murmur`, timing constants and the one diagnostics registry;
+//! the wire formats (`wire`: channel lines, JSON-RPC, event streams, model providers) and the
+//! addresses a capsule may reach (`address`: allow rules, virtual peer addresses).
 //!
 //! This crate depends on no actix, tokio, wasmtime or process control (`tests/core_deps.rs`
 //! checks its dependency list), so the boundary `docs/architecture.md` draws between the pure
 //! core and the runtime is the compiler's to keep. The `mur` crate re-exports every module here
 //! under its own name (`mur::roster`, `mur::diag`, …).
 
+pub mod address;
 pub mod diag;
 pub mod ids;
 pub mod manifest;
@@ -23,4 +26,5 @@ pub mod store;
 pub mod timing;
 pub mod token;
 pub mod trace;
+pub mod wire;
 pub mod yaml;

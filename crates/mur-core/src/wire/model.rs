@@ -1,7 +1,7 @@
 //! The two provider wire formats, as pure functions (runtime.md §16.3): the request URL, the
 //! request body of one turn, the reading of a reply, the runtime tools' schemas, the `[Capsule]`
-//! block and the failure text. No actix, HTTP or process code: `client` moves the bytes, this
-//! module decides what they are.
+//! block and the failure text. No actix, HTTP or process code: `mur`'s `model::client` moves the
+//! bytes, this module decides what they are.
 //!
 //! A conversation is kept provider-neutral as [`Msg`]s; an assistant reply keeps the provider's
 //! own message ([`Reply::echo`]) so it goes back exactly as it came (tool call ids, Anthropic

@@ -1,6 +1,6 @@
 //! Reading a streamed provider reply (server-sent events), pure: bytes in, answer-text deltas out
 //! as they arrive, and at the end the same [`Reply`] the whole reply would have given. No actix or
-//! HTTP code: `client` moves the bytes.
+//! HTTP code: `mur`'s `model::client` moves the bytes.
 //!
 //! The events are assembled into the provider's non-streamed reply shape and read by
 //! [`wire::parse_openai`] / [`wire::parse_anthropic`], so a streamed turn means exactly what the
@@ -20,8 +20,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::wire::{self, Reply};
-use crate::calls::sse::SseReader;
+use super::model::{self as wire, Reply};
+use super::sse::SseReader;
 use crate::manifest::Provider;
 
 /// Longest single provider event kept while waiting for its end. A delta is a few tokens; a
@@ -423,7 +423,7 @@ fn quote(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::wire::{Stop, Usage};
+    use crate::wire::model::{Stop, Usage};
 
     /// The SSE text of events, each `data:` one (Anthropic's `event:` lines added).
     fn sse(events: &[Value]) -> String {
