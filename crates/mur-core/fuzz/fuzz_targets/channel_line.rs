@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mur::channel::line::{FirstLine, address_line, parse_address_line};
+use mur_core::wire::channel_line::{FirstLine, address_line, parse_address_line};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(line) = std::str::from_utf8(data) else {

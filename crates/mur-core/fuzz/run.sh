@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Runs every fuzz target (or the ones named) for a bounded time each, on the seed corpus.
 #
-#   fuzz/run.sh [-t SECONDS] [TARGET…]      SECONDS defaults to $FUZZ_SECONDS or 60
+#   crates/mur-core/fuzz/run.sh [-t SECONDS] [TARGET…]      SECONDS defaults to $FUZZ_SECONDS or 60
 #
-# New inputs the fuzzer finds go to a scratch corpus under fuzz/target/ (not the repo's seeds),
-# so a run never changes tracked files; crashes land in fuzz/artifacts/<target>/ and make the
+# New inputs the fuzzer finds go to a scratch corpus under target/ here (not the repo's seeds),
+# so a run never changes tracked files; crashes land in artifacts/<target>/ here and make the
 # script exit non-zero. Needs a nightly toolchain and cargo-fuzz.
 set -euo pipefail
 
@@ -44,7 +44,7 @@ for t in "${targets[@]}"; do
 done
 
 if [[ ${#failed[@]} -gt 0 ]]; then
-    echo "findings in: ${failed[*]} (see fuzz/artifacts/)" >&2
+    echo "findings in: ${failed[*]} (see crates/mur-core/fuzz/artifacts/)" >&2
     exit 1
 fi
 echo "no findings"

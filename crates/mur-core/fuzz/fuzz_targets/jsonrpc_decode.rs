@@ -1,10 +1,5 @@
 //! Fuzzes the door's JSON-RPC request decoding (runtime.md §7.2 steps 7–10, §7.5).
 //!
-//! `door::jsonrpc` is pure (bytes and `serde_json` only) but its module sits behind the
-//! `runtime` feature with actix; building that under the sanitizer would compile the whole
-//! runtime. The file is therefore included by path, so the target fuzzes exactly the code the
-//! door runs without the runtime dependencies.
-//!
 //! Input: the first byte's low bits choose how many `A2A-Version` values to split off the front
 //! (separated by 0xFF); the rest is the body. Properties: no panic or stack overflow (deep
 //! nesting included); a body that is not JSON is -32700; a JSON body that `decode` refuses is
@@ -14,11 +9,8 @@
 
 #![no_main]
 
-#[allow(dead_code)]
-#[path = "../../src/door/jsonrpc.rs"]
-mod jsonrpc;
-
 use libfuzzer_sys::fuzz_target;
+use mur_core::wire::jsonrpc;
 use serde_json::{Value, json};
 
 fuzz_target!(|data: &[u8]| {

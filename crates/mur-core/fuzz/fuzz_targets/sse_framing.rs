@@ -1,8 +1,5 @@
 //! Fuzzes the SubscribeToTask event-stream framing a caller reads (runtime.md §11.2 step 5).
 //!
-//! `calls::sse` is pure (bytes and `serde_json` only) but sits behind the `runtime` feature with
-//! the rest of `calls`, so the file is included by path, as `jsonrpc_decode` does.
-//!
 //! Input: the first byte sets the event bound (1..=64 bytes, so the bound is reached often), the
 //! second the chunk size (1..=32); the rest is the stream. Properties: no panic; the stream read in
 //! chunks gives exactly the events of a naive reading of the whole stream, and is refused exactly
@@ -11,11 +8,8 @@
 
 #![no_main]
 
-#[allow(dead_code)]
-#[path = "../../src/calls/sse.rs"]
-mod sse;
-
 use libfuzzer_sys::fuzz_target;
+use mur_core::wire::sse;
 use serde_json::Value;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,23 +1,21 @@
 //! Fuzzes the address grammar behind virtual peer addresses and `capabilities.network.allow`
-//! (runtime.md §12.2–§12.4): `split_url` (how a component's request target is read) and
-//! `AllowRule` / `AllowList` (how allow rules are read and matched).
-//!
-//! `capsule::allow` is pure (std only) but sits behind the `runtime` feature with wasmtime, so the
-//! file is included by path. `OutgoingTarget::from_url` (the `http::Uri` reading in
-//! `capsule/http.rs`) is bound to wasmtime-wasi-http types and is not fuzzed here.
+//! (runtime.md §12.2–§12.4): `split_url` (how a component's request target is read),
+//! `AllowRule` / `AllowList` (how allow rules are read and matched) and `virtual_peer` (how
+//! `http://<member>.formation.invalid` is read). `OutgoingTarget::from_url` (the `http::Uri`
+//! reading in `mur`'s `capsule/http.rs`) is bound to wasmtime-wasi-http types and is not fuzzed here.
 //!
 //! Input: text; its first line is tried as a rule, the rest as a URL. Properties: no panic; a
 //! rule that parses displays as a rule that parses to the same rule; a URL that splits is allowed
-//! by a bare rule naming its host (a bare host matches every scheme and port, case-insensitively).
+//! by a bare rule naming its host (a bare host matches every scheme and port, case-insensitively);
+//! a URL read as a virtual peer address names a valid member, whose own address reads back to it,
+//! and its host is under `formation.invalid` with no port.
 
 #![no_main]
 
-#[allow(dead_code)]
-#[path = "../../src/capsule/allow.rs"]
-mod allow;
-
-use allow::{AllowList, AllowRule, split_url};
 use libfuzzer_sys::fuzz_target;
+use mur_core::address::allow::{AllowList, AllowRule, split_url};
+use mur_core::address::virtual_peer;
+use mur_core::names;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
@@ -36,6 +34,16 @@ fuzz_target!(|data: &[u8]| {
     let list = AllowList::parse(&[rule_text]);
     assert_eq!(list.rules().len() + list.rejected().len(), 1);
     let _ = list.allows_url(url);
+
+    if let Some(member) = virtual_peer::member_of_url(url) {
+        assert!(names::is_member(member), "{url:?}");
+        assert_eq!(virtual_peer::member_of_url(&virtual_peer::url(member)), Some(member));
+        let split = split_url(url);
+        assert!(
+            split.is_some_and(|(_, host, port)| port.is_none() && virtual_peer::is_formation_host(host)),
+            "{url:?} -> {split:?}"
+        );
+    }
 
     if let Some((scheme, host, port)) = split_url(url) {
         let bare = if host.contains(':') {
