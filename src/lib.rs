@@ -6,7 +6,7 @@
 
 pub use mur_core::{
     address, diag, ids, manifest, names, outcome, paths, procinfo, readiness, retention, roster, running, schema,
-    store, timing, token, trace, wire, yaml,
+    store, task, timing, token, trace, wire, yaml,
 };
 
 pub mod channel;

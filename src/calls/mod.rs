@@ -44,7 +44,8 @@ mod output;
 mod policy;
 mod router;
 mod watcher;
-mod wire;
+// The bodies and replies of a call are pure, and the core's.
+use mur_core::wire::calls as wire;
 
 #[cfg(test)]
 mod tests;

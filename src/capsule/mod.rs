@@ -124,50 +124,7 @@ impl CancelSignal {
     }
 }
 
-/// The final status of a member call, as the `member_call` trace record spells it (§14.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CallStatus {
-    Completed,
-    Failed,
-    Canceled,
-    Rejected,
-    TimedOut,
-    Unreachable,
-    Abandoned,
-    NoAnswer,
-}
-
-impl CallStatus {
-    /// The trace spelling: `completed`, `timed_out`, `no_answer`, …
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CallStatus::Completed => "completed",
-            CallStatus::Failed => "failed",
-            CallStatus::Canceled => "canceled",
-            CallStatus::Rejected => "rejected",
-            CallStatus::TimedOut => "timed_out",
-            CallStatus::Unreachable => "unreachable",
-            CallStatus::Abandoned => "abandoned",
-            CallStatus::NoAnswer => "no_answer",
-        }
-    }
-
-    /// Reads the trace spelling.
-    pub fn parse(s: &str) -> Option<CallStatus> {
-        [
-            CallStatus::Completed,
-            CallStatus::Failed,
-            CallStatus::Canceled,
-            CallStatus::Rejected,
-            CallStatus::TimedOut,
-            CallStatus::Unreachable,
-            CallStatus::Abandoned,
-            CallStatus::NoAnswer,
-        ]
-        .into_iter()
-        .find(|c| c.as_str() == s)
-    }
-}
+pub use crate::task::CallStatus;
 
 /// One call a task started, once it has an outcome (what `await-all` hands the component).
 #[derive(Debug, Clone, PartialEq, Eq)]

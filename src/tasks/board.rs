@@ -16,9 +16,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use chrono::{DateTime, SubsecRound, Utc};
 use tokio::sync::watch;
 
-use super::state::{NoAnswerBelow, Origin, REJECT_BUSY, REJECT_CLOSING, TaskOutcome, TaskState, Trust};
 use crate::ids::{self, IdKind};
 use crate::manifest::Acceptance;
+use crate::task::{NoAnswerBelow, Origin, REJECT_BUSY, REJECT_CLOSING, TaskOutcome, TaskState, Trust};
 
 /// Status text of a task whose executor let go of it without an outcome [ours].
 const LOST: &str = "the task ended without an outcome";

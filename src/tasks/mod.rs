@@ -7,11 +7,11 @@
 //!   drains, cancellation, owner visibility, history and context exchanges, retention bounds.
 
 pub mod board;
-pub mod state;
 
 pub use board::{
     AnswerChunk, Board, BoardEvent, CONTEXT_BYTES, CONTEXT_TURNS, Cancel, CancelResult, Clock, ContextTurn,
     HISTORY_MESSAGES, HistoryMessage, HistoryText, KEEP_ENDED_BYTES, KEEP_ENDED_TASKS, ListPage, ListQuery, NewTask,
     Pinned, Retention, Role, TaskSnapshot, Work, owner_sees,
 };
-pub use state::{NoAnswerBelow, Origin, REJECT_BUSY, REJECT_CLOSING, TaskOutcome, TaskState, Trust};
+// The task model's pure part (states, trust, origins, outcomes) is the core's.
+pub use crate::task::{NoAnswerBelow, Origin, REJECT_BUSY, REJECT_CLOSING, TaskOutcome, TaskState, Trust};

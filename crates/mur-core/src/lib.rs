@@ -23,6 +23,7 @@ pub mod roster;
 pub mod running;
 pub mod schema;
 pub mod store;
+pub mod task;
 pub mod timing;
 pub mod token;
 pub mod trace;

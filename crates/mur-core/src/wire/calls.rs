@@ -8,9 +8,8 @@ use std::time::Duration;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::capsule::CallStatus;
 use crate::names;
-use crate::tasks::{NoAnswerBelow, REJECT_BUSY, TaskState};
+use crate::task::{CallStatus, NoAnswerBelow, REJECT_BUSY, TaskState};
 
 pub use crate::wire::sse::SseReader;
 
