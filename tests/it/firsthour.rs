@@ -88,15 +88,17 @@ fn a_closed_stdout_ends_a_report_quietly() {
     use std::process::Stdio;
     let sb = Sandbox::new();
     let cwd = sb.path("w");
-    let mut child = sb
+    // The read end is closed before mur starts, so its first write fails with EPIPE whatever
+    // the scheduling (closing it after spawn raced a fast enough writer).
+    let (read, write) = nix::unistd::pipe().expect("pipe");
+    drop(read);
+    let child = sb
         .mur(&cwd)
         .arg("man")
-        .stdout(Stdio::piped())
+        .stdout(Stdio::from(write))
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn mur man");
-    // Closing the only read end before mur writes makes its first write fail with EPIPE.
-    drop(child.stdout.take());
     let o = child.wait_with_output().expect("mur man");
     assert_eq!(o.status.signal(), Some(13), "{:?} {}", o.status, stderr(&o));
     assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
