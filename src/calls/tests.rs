@@ -1133,14 +1133,17 @@ async fn a_callee_that_stays_busy_until_the_bound_ends_the_call_rejected() {
     let outcomes = task.await_all().await;
     assert!(started.elapsed() < Duration::from_secs(2));
     assert_eq!(outcomes[0].status, CallStatus::Rejected);
-    let offers = me.records_of("member_call_busy").len();
-    assert!(offers >= 2, "{offers}");
-    assert_eq!(
-        outcomes[0].output,
-        format!(
-            "coder stayed busy with other work and did not take the task; it was offered {offers} time(s) within the call's bound of 300 ms"
-        )
-    );
+    let busy = me.records_of("member_call_busy").len();
+    assert!(busy >= 2, "{busy}");
+    // The text counts every offer made; each busy answer is traced. When the bound falls while
+    // one more offer is in flight, that offer counts but has no busy record yet.
+    let offered = [busy, busy + 1].into_iter().find(|n| {
+        outcomes[0].output
+            == format!(
+                "coder stayed busy with other work and did not take the task; it was offered {n} time(s) within the call's bound of 300 ms"
+            )
+    });
+    assert!(offered.is_some(), "{busy} busy offer(s) traced: {}", outcomes[0].output);
     let end = &me.records_of("member_call")[0];
     assert_eq!(end["member_task_id"], Value::Null);
     // The callee never took it.
