@@ -17,6 +17,7 @@ use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+use super::compiled::CompiledCache;
 use super::http::PolicyHooks;
 use super::{CallStatus, MemberCalls, RunOutcome, TaskEnv};
 
@@ -90,6 +91,11 @@ impl CapsuleEngine {
         let mut config = Config::new();
         config.wasm_component_model(true);
         config.epoch_interruption(true);
+        // A task's fresh instance maps its memories' initial image copy-on-write (from the
+        // compiled file when the component was loaded from the cache) instead of copying it:
+        // a language runtime's heap of many MiB costs nothing until written, and idle members of
+        // the same component share those pages.
+        config.memory_init_cow(true);
         let engine = Engine::new(&config).map_err(|e| format!("the WebAssembly engine cannot start: {e}"))?;
         let linker =
             host_linker(&engine).map_err(|e| format!("the capsule host interfaces cannot be linked: {e:#}"))?;
@@ -120,6 +126,12 @@ impl CapsuleEngine {
                 ticker_thread: handle.thread().clone(),
             }),
         })
+    }
+}
+
+impl CapsuleEngine {
+    pub(super) fn wasmtime(&self) -> &Engine {
+        &self.inner.engine
     }
 }
 
@@ -154,10 +166,21 @@ impl Capsule {
     pub fn load(engine: &CapsuleEngine, bytes: &[u8]) -> Result<Capsule, String> {
         let component = Component::new(&engine.inner.engine, bytes)
             .map_err(|e| format!("the capsule is not a WebAssembly component this runtime can compile: {e:#}"))?;
+        Capsule::checked(engine, &component)
+    }
+
+    /// [`Capsule::load`] through the compiled-component cache: loads the stored native code of
+    /// these bytes, or compiles them and stores the result.
+    pub fn load_cached(engine: &CapsuleEngine, bytes: &[u8], cache: &CompiledCache) -> Result<Capsule, String> {
+        let component = cache.component(&engine.inner.engine, bytes)?;
+        Capsule::checked(engine, &component)
+    }
+
+    fn checked(engine: &CapsuleEngine, component: &Component) -> Result<Capsule, String> {
         let instance_pre = engine
             .inner
             .linker
-            .instantiate_pre(&component)
+            .instantiate_pre(component)
             .map_err(|e| format!("the capsule needs something this runtime does not provide: {e:#}"))?;
         let pre = bindings::CapsulePre::new(instance_pre).map_err(|e| {
             format!(

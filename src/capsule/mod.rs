@@ -3,6 +3,8 @@
 //! One [`CapsuleEngine`] per process compiles components and ticks the epoch that interrupts
 //! them. [`Capsule::load`] compiles a component once and pre-instantiates it against the world
 //! in `wit/capsule.wit` plus WASI preview 2 and `wasi:http/outgoing-handler`;
+//! [`Capsule::load_cached`] does the same through the user's [`CompiledCache`], so a component
+//! is compiled once per engine and runtime version and memory-mapped afterwards;
 //! [`Capsule::run`] then runs one task in a fresh store and instance, under a [`TaskEnv`]: the
 //! member's identity, the only environment variable it sees, its member calls, its outgoing-HTTP
 //! policy, where its output goes, a cancellation signal and limits.
@@ -17,6 +19,7 @@
 //! }
 //! ```
 
+mod compiled;
 mod engine;
 mod http;
 mod output;
@@ -30,6 +33,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+pub use self::compiled::CompiledCache;
 pub use self::engine::{Capsule, CapsuleEngine};
 pub use self::http::{HttpDecision, HttpPolicy, NetworkPolicy, OutgoingTarget, PeerResolver, Route, RouteHeader};
 pub use self::output::{MemoryOutput, OutputSink};

@@ -1,9 +1,12 @@
 //! `mur install [-g] FILE`: stores a `.mur.zip` as `local/<name>@<version>`.
 //!
 //! Without `-g` the project is the nearest directory at or above the current one holding
-//! `murmur.yaml`; its store receives the archive and its `murmur.lock` pins the new bytes.
+//! `murmur.yaml`; its store receives the archive and its `murmur.lock` pins the new bytes. A
+//! component capsule's component is then compiled into the user's own compiled-component cache
+//! (whichever store received the archive), so the first launch loads native code.
 
 use super::{InstallArgs, Outcome};
+use crate::capsule::{CapsuleEngine, CompiledCache};
 use crate::diag::{self, Diagnostic};
 use crate::manifest;
 use crate::names::ArtifactName;
@@ -67,5 +70,18 @@ pub fn run(a: &InstallArgs) -> Outcome {
         })?;
     }
     println!("Installed {name}@{} from {file}", m.version);
+    if let Some(component) = &packed.component {
+        precompile(component);
+    }
     Ok(0)
+}
+
+/// Compiles the component into the user's compiled-component cache now, so that no launch
+/// waits for it. The archive is installed either way: a component that does not compile is
+/// refused, with its reason, when a session starts.
+fn precompile(component: &[u8]) {
+    let compiled = CapsuleEngine::new().and_then(|engine| CompiledCache::user().precompile(&engine, component));
+    if let Err(why) = compiled {
+        tracing::debug!("the installed component was not compiled: {why}");
+    }
 }

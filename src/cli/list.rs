@@ -1,8 +1,47 @@
-//! `mur list`: installed artifacts, the project store's first, then the global store's.
+//! `mur list`: installed artifacts, the project store's first, then the global store's, and
+//! whether each component capsule is compiled for this runtime.
 
 use super::Outcome;
+use crate::capsule::{CapsuleEngine, CompiledCache};
 use crate::paths::{self, MurHome};
-use crate::store::{Listed, Stores};
+use crate::store::{self, Listed, StoreKind, Stores, archive};
+
+/// Whether an artifact's component is in the compiled-component cache [ours].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compiled {
+    Yes,
+    No,
+    /// Not a component capsule (or its archive does not open): nothing to compile.
+    NotApplicable,
+}
+
+impl Compiled {
+    fn as_str(self) -> &'static str {
+        match self {
+            Compiled::Yes => "compiled",
+            Compiled::No => "not-compiled",
+            Compiled::NotApplicable => "-",
+        }
+    }
+
+    fn json(self) -> serde_json::Value {
+        match self {
+            Compiled::Yes => true.into(),
+            Compiled::No => false.into(),
+            Compiled::NotApplicable => serde_json::Value::Null,
+        }
+    }
+}
+
+/// The component of an installed artifact, if it has one.
+fn component_of(stores: &Stores, l: &Listed) -> Option<Vec<u8>> {
+    let root = match l.store {
+        StoreKind::Project => stores.project()?,
+        StoreKind::Global => stores.global(),
+    };
+    let zip = paths::artifact_zip(root, &l.name.scope, &l.name.name, &l.version);
+    archive::open(&store::read_archive_file(&zip).ok()?).ok()?.component
+}
 
 pub fn run(json: bool) -> Outcome {
     // An unreadable current directory only loses the project store; the global one still lists.
@@ -11,27 +50,51 @@ pub fn run(json: bool) -> Outcome {
         .and_then(|cwd| paths::find_project_root(&cwd, &["murmur.yaml", "roster.yaml"]));
     let stores = Stores::new(project.map(|p| p.artifacts()), MurHome::from_env().artifacts());
     let listed = stores.list();
+    // The engine is built only when some artifact holds a component; one that cannot start
+    // leaves every component `not-compiled` (a run would compile it, or fail saying why).
+    let mut engine = None;
+    let cache = CompiledCache::user();
+    let rows: Vec<(Listed, Compiled)> = listed
+        .into_iter()
+        .map(|l| {
+            let compiled = match component_of(&stores, &l) {
+                None => Compiled::NotApplicable,
+                Some(bytes) => match engine.get_or_insert_with(CapsuleEngine::new) {
+                    Ok(e) if cache.is_compiled(e, &bytes) => Compiled::Yes,
+                    _ => Compiled::No,
+                },
+            };
+            (l, compiled)
+        })
+        .collect();
     if json {
-        println!("{}", render_json(&listed));
+        println!("{}", render_json(&rows));
         return Ok(0);
     }
-    if listed.is_empty() {
+    if rows.is_empty() {
         println!("No artifacts installed.");
     }
-    for l in listed {
+    for (l, compiled) in rows {
         let short = l.sha256.get(..12).unwrap_or(&l.sha256);
-        println!("{}  {}  {}  {short}", l.name, l.version, l.store.as_str());
+        println!(
+            "{}  {}  {}  {short}  {}",
+            l.name,
+            l.version,
+            l.store.as_str(),
+            compiled.as_str()
+        );
     }
     Ok(0)
 }
 
 /// `--json` [ours]: one compact line `{"artifacts":[…]}` in the table's order, keys sorted (§1.2),
-/// with the full sha256.
-pub fn render_json(listed: &[Listed]) -> String {
+/// with the full sha256 and `compiled` (`true`/`false`, `null` for a capsule without a component).
+pub fn render_json(listed: &[(Listed, Compiled)]) -> String {
     let artifacts: Vec<serde_json::Value> = listed
         .iter()
-        .map(|l| {
+        .map(|(l, compiled)| {
             serde_json::json!({
+                "compiled": compiled.json(),
                 "name": l.name.to_string(),
                 "sha256": l.sha256,
                 "store": l.store.as_str(),
@@ -46,7 +109,6 @@ pub fn render_json(listed: &[Listed]) -> String {
 mod tests {
     use super::*;
     use crate::names::ArtifactName;
-    use crate::store::StoreKind;
 
     #[test]
     fn json_rows() {
@@ -58,9 +120,9 @@ mod tests {
             sha256: "ab".repeat(32),
         };
         assert_eq!(
-            render_json(&[l]),
+            render_json(&[(l.clone(), Compiled::Yes), (l, Compiled::NotApplicable)]),
             format!(
-                r#"{{"artifacts":[{{"name":"local/echo","sha256":"{}","store":"global","version":"0.1.0"}}]}}"#,
+                r#"{{"artifacts":[{{"compiled":true,"name":"local/echo","sha256":"{0}","store":"global","version":"0.1.0"}},{{"compiled":null,"name":"local/echo","sha256":"{0}","store":"global","version":"0.1.0"}}]}}"#,
                 "ab".repeat(32)
             )
         );

@@ -429,8 +429,8 @@ fn load_runner(
     Ok(Runner::Model(std::sync::Arc::new(agent)))
 }
 
-/// Compiles the capsule's component: a component that cannot load is E-RUN-002, before the
-/// session is staged.
+/// Loads the capsule's component from the user's compiled-component cache, compiling it on a
+/// miss: a component that cannot load is E-RUN-002, before the session is staged.
 fn load_component(c: &ResolvedCapsule) -> Result<host::Capsule, Diagnostic> {
     let refuse = |why: String| {
         Diagnostic::new(
@@ -442,7 +442,7 @@ fn load_component(c: &ResolvedCapsule) -> Result<host::Capsule, Diagnostic> {
         return Err(refuse("its archive holds no capsule.wasm".into()));
     };
     let engine = CapsuleEngine::new().map_err(&refuse)?;
-    host::Capsule::load(&engine, bytes).map_err(refuse)
+    host::Capsule::load_cached(&engine, bytes, &host::CompiledCache::user()).map_err(refuse)
 }
 
 #[cfg(test)]

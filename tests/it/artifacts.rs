@@ -145,7 +145,7 @@ fn build_install_list_round_trip() {
     assert_eq!(
         stdout(&o),
         format!(
-            "local/coder  1.10  project  {}\nlocal/coder  1.9  global  {}\nlocal/coder  1.10  global  {}\nlocal/helper  2.0.0  global  {}\n",
+            "local/coder  1.10  project  {}  compiled\nlocal/coder  1.9  global  {}  compiled\nlocal/coder  1.10  global  {}  compiled\nlocal/helper  2.0.0  global  {}  -\n",
             &sha[..12],
             &h19[..12],
             &sha[..12],
@@ -167,7 +167,7 @@ fn build_install_list_round_trip() {
     let o = sb.run(&formation, &["list"]);
     assert_eq!(
         stdout(&o).lines().next(),
-        Some(format!("local/solo  1  project  {}", &sha256(b"z")[..12]).as_str())
+        Some(format!("local/solo  1  project  {}  -", &sha256(b"z")[..12]).as_str())
     );
 }
 

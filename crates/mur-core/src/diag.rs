@@ -65,6 +65,9 @@ codes! {
     W_RUN_008 = "W-RUN-008", Warning, "a caller's network grant reaches no loopback door", None;
     // [ours] A test-only switch (MURMUR_TEST_TIMING, MURMUR_MUR_BINARY) is set and takes effect.
     W_ENV_001 = "W-ENV-001", Warning, "a test-only environment switch is in effect", None;
+    // [ours] ~/.murmur/compiled (or an entry in it) is not this user's alone: components are
+    // compiled in memory on every launch instead of loaded from it.
+    W_CMP_001 = "W-CMP-001", Warning, "the compiled-component cache is not trusted", Some("make ~/.murmur/compiled a directory of your own that only you can write (`chmod 700 ~/.murmur/compiled`), or remove it so that mur creates it again");
     E_IO_001 = "E-IO-001", Error, "no project root found", Some("run it inside a project directory or a formation directory holding roster.yaml");
     E_IO_003 = "E-IO-003", Error, "signal handling could not be set up", None;
     E_NEW_001 = "E-NEW-001", Error, "mur new: the scaffold cannot be written", None;

@@ -10,6 +10,7 @@
 //! under its own name (`mur::roster`, `mur::diag`, …).
 
 pub mod address;
+pub mod compiled;
 pub mod diag;
 pub mod ids;
 pub mod manifest;

@@ -97,6 +97,12 @@ impl MurHome {
         self.records_group(&self.formation(formation_id))
     }
 
+    /// The compiled-component cache: native code this user's own runtime compiled, 0700. Never a
+    /// project's: a project directory may come from anyone.
+    pub fn compiled(&self) -> PathBuf {
+        self.root.join("compiled")
+    }
+
     /// `~/.murmur/config.yaml`.
     pub fn config(&self) -> PathBuf {
         self.root.join("config.yaml")
@@ -166,6 +172,7 @@ mod tests {
     fn layout_matches_the_spec() {
         let h = MurHome::at_home(Path::new("/home/u"));
         assert_eq!(h.artifacts(), Path::new("/home/u/.murmur/artifacts"));
+        assert_eq!(h.compiled(), Path::new("/home/u/.murmur/compiled"));
         assert_eq!(
             h.session_records(Path::new("/srv/proj"), "ses_1"),
             Path::new("/home/u/.murmur/records/srv/proj/ses_1")

@@ -1,0 +1,275 @@
+//! The compiled-component cache: a component is compiled once per (component bytes, engine
+//! configuration, runtime version) and every later load memory-maps the stored native code, so
+//! members running the same component share its pages and a launch compiles nothing.
+//!
+//! Invariants:
+//! - Only the user's own `~/.murmur/compiled` is ever read (never a project's store: a compiled
+//!   artifact is native code), and only while it is a real directory owned by this user that
+//!   nobody else may write; otherwise W-CMP-001, and components are compiled in memory.
+//! - An entry is used only after its bytes hash to the integrity record beside it and that record
+//!   names this key ([`mur_core::compiled`]); anything else (absent, truncated, foreign, damaged,
+//!   refused by wasmtime) is compiled again and replaced. A bad entry is never an error.
+//! - Entries are written to a temporary file (0600) and renamed into place, so a reader sees a
+//!   whole file or none; two members missing at once compile twice at worst.
+//! - The file hashed is the file mapped: it is opened once and handed to wasmtime through
+//!   `/proc/self/fd`, so a rename between the check and the mapping cannot slip other bytes in.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use mur_core::compiled::{self, Integrity, Key, Kind, Mismatch, Stat};
+use sha2::{Digest, Sha256};
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+use crate::diag::{self, Diagnostic};
+use crate::paths::MurHome;
+
+/// The version that keys entries: another `mur` never loads this one's native code.
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// W-CMP-001 is printed once per process, not once per component.
+static WARNED: AtomicBool = AtomicBool::new(false);
+
+/// Where compiled components are kept.
+#[derive(Debug, Clone)]
+pub struct CompiledCache {
+    dir: PathBuf,
+}
+
+/// Why a stored entry was not used.
+enum Miss {
+    Absent,
+    Unusable(String),
+}
+
+impl From<Mismatch> for Miss {
+    fn from(m: Mismatch) -> Miss {
+        Miss::Unusable(m.to_string())
+    }
+}
+
+impl CompiledCache {
+    /// The user's own cache, `~/.murmur/compiled`.
+    pub fn user() -> CompiledCache {
+        CompiledCache {
+            dir: MurHome::from_env().compiled(),
+        }
+    }
+
+    /// The key of `bytes` compiled by `engine`.
+    pub(super) fn key(engine: &Engine, bytes: &[u8]) -> Key {
+        Key::new(bytes, engine.precompile_compatibility_hash(), VERSION)
+    }
+
+    /// The component of `bytes`: loaded from the cache, or compiled (and stored when the cache
+    /// can be trusted). `Err` only when the component does not compile.
+    pub(super) fn component(&self, engine: &Engine, bytes: &[u8]) -> Result<Component, String> {
+        let key = Self::key(engine, bytes);
+        let trusted = match self.open_dir() {
+            Ok(()) => true,
+            Err(why) => {
+                if !WARNED.swap(true, Ordering::Relaxed) {
+                    Diagnostic::new(
+                        diag::W_CMP_001,
+                        format!(
+                            "{} is not used: {why}; components are compiled on every launch",
+                            self.dir.display()
+                        ),
+                    )
+                    .eprint("");
+                }
+                false
+            }
+        };
+        if trusted {
+            match self.load(engine, &key) {
+                Ok(component) => {
+                    tracing::debug!("loaded compiled {}", key.short());
+                    return Ok(component);
+                }
+                Err(Miss::Absent) => {}
+                Err(Miss::Unusable(why)) => {
+                    tracing::debug!("compiled entry of {} not used, compiling again: {why}", key.short());
+                }
+            }
+        }
+        let component = compile(engine, bytes)?;
+        tracing::debug!("compiled component {}", key.short());
+        if trusted {
+            match component.serialize() {
+                Ok(native) => {
+                    if let Err(e) = self.store(&key, &native) {
+                        tracing::debug!("compiled component {} not stored: {e}", key.short());
+                    }
+                }
+                Err(e) => tracing::debug!("compiled component {} not serialized: {e:#}", key.short()),
+            }
+        }
+        Ok(component)
+    }
+
+    /// Whether a whole-looking entry of `bytes` for `engine` is stored: its record names this
+    /// key and the entry has the record's length. Its bytes are hashed only when it is loaded.
+    pub(super) fn holds(&self, engine: &Engine, bytes: &[u8]) -> bool {
+        let key = Self::key(engine, bytes);
+        let check = || -> Result<(), Miss> {
+            self.check_dir()?;
+            let record = self.record(&key)?;
+            let (_, len) = open_trusted(&self.dir.join(key.entry_name()))?;
+            record.check(&key, len, &record.sha256)?;
+            Ok(())
+        };
+        check().is_ok()
+    }
+
+    /// Creates the directory (0700) when absent, and checks that it can be trusted.
+    fn open_dir(&self) -> Result<(), String> {
+        if let Some(parent) = self.dir.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+        }
+        match std::fs::DirBuilder::new().mode(0o700).create(&self.dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(format!("it cannot be created: {e}")),
+        }
+        self.check_dir().map_err(|m| match m {
+            Miss::Absent => "it does not exist".into(),
+            Miss::Unusable(why) => why,
+        })
+    }
+
+    fn check_dir(&self) -> Result<(), Miss> {
+        let meta = std::fs::symlink_metadata(&self.dir).map_err(|e| not_found_or(e, "it cannot be read"))?;
+        compiled::trusted(stat(&meta), Kind::Dir, me()).map_err(Miss::Unusable)
+    }
+
+    /// The entry's integrity record, if it reads and names this key.
+    fn record(&self, key: &Key) -> Result<Integrity, Miss> {
+        let (file, len) = open_trusted(&self.dir.join(key.record_name()))?;
+        if len > compiled::MAX_RECORD_BYTES {
+            return Err(Mismatch::Record(format!("it is {len} bytes long")).into());
+        }
+        let mut text = String::new();
+        file.take(compiled::MAX_RECORD_BYTES)
+            .read_to_string(&mut text)
+            .map_err(|e| Mismatch::Record(e.to_string()))?;
+        let record = Integrity::parse(&text)?;
+        if record.id != key.id() {
+            return Err(Mismatch::Foreign.into());
+        }
+        Ok(record)
+    }
+
+    fn load(&self, engine: &Engine, key: &Key) -> Result<Component, Miss> {
+        let record = self.record(key)?;
+        let (mut file, len) = open_trusted(&self.dir.join(key.entry_name()))?;
+        // A truncated entry is refused before anything is hashed.
+        record.check(key, len, &record.sha256)?;
+        let mut hasher = Sha256::new();
+        std::io::copy(&mut file, &mut hasher).map_err(|e| Miss::Unusable(format!("it cannot be read: {e}")))?;
+        record.check(key, len, &compiled::hex(&hasher.finalize()))?;
+        let same_file = format!("/proc/self/fd/{}", file.as_raw_fd());
+        // SAFETY: the file is the one just hashed (held open and reopened through its
+        // descriptor), its bytes are those this user's runtime wrote for this component and
+        // engine (record and hash checked above), and it lives in a directory only this user can
+        // write; wasmtime checks its own version and engine compatibility on top.
+        let component = unsafe { Component::deserialize_file(engine, &same_file) }
+            .map_err(|e| Miss::Unusable(format!("wasmtime refused it: {e:#}")))?;
+        drop(file);
+        Ok(component)
+    }
+
+    /// Writes the entry, then its record, each through a temporary file renamed into place.
+    fn store(&self, key: &Key, native: &[u8]) -> std::io::Result<()> {
+        write_atomically(&self.dir, &key.entry_name(), native)?;
+        write_atomically(
+            &self.dir,
+            &key.record_name(),
+            Integrity::of(key, native).render().as_bytes(),
+        )
+    }
+}
+
+fn compile(engine: &Engine, bytes: &[u8]) -> Result<Component, String> {
+    Component::new(engine, bytes)
+        .map_err(|e| format!("the capsule is not a WebAssembly component this runtime can compile: {e:#}"))
+}
+
+fn me() -> u32 {
+    nix::unistd::getuid().as_raw()
+}
+
+fn stat(meta: &std::fs::Metadata) -> Stat {
+    let t = meta.file_type();
+    Stat {
+        uid: meta.uid(),
+        mode: meta.mode(),
+        kind: if t.is_dir() {
+            Kind::Dir
+        } else if t.is_file() {
+            Kind::File
+        } else {
+            Kind::Other
+        },
+    }
+}
+
+fn not_found_or(e: std::io::Error, what: &str) -> Miss {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        Miss::Absent
+    } else {
+        Miss::Unusable(format!("{what}: {e}"))
+    }
+}
+
+/// Opens a cache file without following a symlink, and checks it is a regular file of this
+/// user's that nobody else can write; returns it with its length.
+fn open_trusted(path: &Path) -> Result<(File, u64), Miss> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits() | nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)
+        .map_err(|e| not_found_or(e, "it cannot be opened"))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| Miss::Unusable(format!("it cannot be read: {e}")))?;
+    compiled::trusted(stat(&meta), Kind::File, me()).map_err(Miss::Unusable)?;
+    Ok((file, meta.len()))
+}
+
+/// `dir/name` holding exactly `bytes`, or unchanged: written to a fresh 0600 file beside it and
+/// renamed over it.
+fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = dir.join(format!(".{name}.{}.tmp", uuid::Uuid::new_v4().simple()));
+    let written = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        std::fs::rename(&tmp, dir.join(name))
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+impl CompiledCache {
+    /// Compiles `bytes` into the cache unless a usable entry is there (what `mur install` does).
+    pub fn precompile(&self, engine: &super::CapsuleEngine, bytes: &[u8]) -> Result<(), String> {
+        self.component(engine.wasmtime(), bytes).map(drop)
+    }
+
+    /// Whether `bytes` are compiled for `engine` and this runtime version (what `mur list` shows).
+    pub fn is_compiled(&self, engine: &super::CapsuleEngine, bytes: &[u8]) -> bool {
+        self.holds(engine.wasmtime(), bytes)
+    }
+}
