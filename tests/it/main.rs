@@ -10,6 +10,7 @@ mod artifacts;
 mod bounds;
 mod calls;
 mod capsules;
+mod compiled;
 mod demo;
 mod deploy;
 mod door;
