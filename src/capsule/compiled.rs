@@ -20,6 +20,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use mur_core::compiled::{self, Integrity, Key, Kind, Mismatch, Stat};
 use sha2::{Digest, Sha256};
@@ -39,6 +40,13 @@ static WARNED: AtomicBool = AtomicBool::new(false);
 #[derive(Debug, Clone)]
 pub struct CompiledCache {
     dir: PathBuf,
+}
+
+/// What loading an entry cost: its integrity check, then wasmtime's deserialization.
+struct LoadCost {
+    bytes: u64,
+    hashed: Duration,
+    mapped: Duration,
 }
 
 /// Why a stored entry was not used.
@@ -88,8 +96,14 @@ impl CompiledCache {
         };
         if trusted {
             match self.load(engine, &key) {
-                Ok(component) => {
-                    tracing::debug!("loaded compiled {}", key.short());
+                Ok((component, cost)) => {
+                    tracing::debug!(
+                        "loaded compiled {} ({} bytes hashed in {} ms, mapped in {} ms)",
+                        key.short(),
+                        cost.bytes,
+                        cost.hashed.as_millis(),
+                        cost.mapped.as_millis()
+                    );
                     return Ok(component);
                 }
                 Err(Miss::Absent) => {}
@@ -165,14 +179,16 @@ impl CompiledCache {
         Ok(record)
     }
 
-    fn load(&self, engine: &Engine, key: &Key) -> Result<Component, Miss> {
+    fn load(&self, engine: &Engine, key: &Key) -> Result<(Component, LoadCost), Miss> {
         let record = self.record(key)?;
         let (mut file, len) = open_trusted(&self.dir.join(key.entry_name()))?;
         // A truncated entry is refused before anything is hashed.
         record.check(key, len, &record.sha256)?;
+        let started = Instant::now();
         let mut hasher = Sha256::new();
         std::io::copy(&mut file, &mut hasher).map_err(|e| Miss::Unusable(format!("it cannot be read: {e}")))?;
         record.check(key, len, &compiled::hex(&hasher.finalize()))?;
+        let hashed = started.elapsed();
         let same_file = format!("/proc/self/fd/{}", file.as_raw_fd());
         // SAFETY: the file is the one just hashed (held open and reopened through its
         // descriptor), its bytes are those this user's runtime wrote for this component and
@@ -181,7 +197,12 @@ impl CompiledCache {
         let component = unsafe { Component::deserialize_file(engine, &same_file) }
             .map_err(|e| Miss::Unusable(format!("wasmtime refused it: {e:#}")))?;
         drop(file);
-        Ok(component)
+        let cost = LoadCost {
+            bytes: len,
+            hashed,
+            mapped: started.elapsed() - hashed,
+        };
+        Ok((component, cost))
     }
 
     /// Writes the entry, then its record, each through a temporary file renamed into place.

@@ -269,3 +269,31 @@ fn a_cache_directory_others_may_write_is_not_trusted() {
     std::fs::rename(real.join("compiled"), &dir).expect("move back");
     assert_eq!(launch(&sb, &cwd, "echo", "hi").0, Did::Loaded);
 }
+
+#[test]
+fn members_missing_at_once_each_compile_and_leave_one_whole_entry() {
+    let sb = Sandbox::new();
+    sb.install_component("echo", ECHO, "");
+    std::fs::remove_dir_all(cache_dir(&sb)).expect("rm cache");
+    let mut roster = String::from("roster_version: 1\nmembers:\n");
+    for i in 0..4 {
+        roster.push_str(&format!(
+            "  - name: m{i}\n    capsule: local/echo\n    version: 0.1.0\n{}",
+            if i == 0 { "    entry: true\n" } else { "" }
+        ));
+    }
+    sb.write("f/roster.yaml", &roster);
+    let dir = sb.path("f");
+    let o = sb.run(&dir, &["run", "--roster", "--task", "hi"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("hi"), "{}", stdout(&o));
+    // Whoever renamed last, the entry is whole and the next launch loads it.
+    only_entry(&sb);
+    let leftovers: Vec<_> = std::fs::read_dir(cache_dir(&sb))
+        .expect("cache")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    assert_eq!(launch(&sb, &sb.path("w"), "echo", "hi").0, Did::Loaded);
+}
