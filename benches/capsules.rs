@@ -394,7 +394,9 @@ fn main() -> Result<()> {
     if wants("task") {
         let (took, (rss, pss)) = tasks_once(&sb, tasks)?;
         println!();
-        println!("| served member | first task ms | later tasks ms (median, min–max) | VmRSS after MiB | PSS after MiB |");
+        println!(
+            "| served member | first task ms | later tasks ms (median, min–max) | VmRSS after MiB | PSS after MiB |"
+        );
         println!("|---|---:|---:|---:|---:|");
         println!(
             "| {tasks} tasks in turn | {:.1} | {} | {:.1} | {:.1} |",
