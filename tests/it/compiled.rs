@@ -297,3 +297,36 @@ fn members_missing_at_once_each_compile_and_leave_one_whole_entry() {
     assert!(leftovers.is_empty(), "{leftovers:?}");
     assert_eq!(launch(&sb, &sb.path("w"), "echo", "hi").0, Did::Loaded);
 }
+
+/// Ownership needs a second user: only root can hand a file to one, so elsewhere this test only
+/// checks that the cache works.
+#[test]
+fn a_cache_owned_by_another_user_is_not_trusted() {
+    use nix::unistd::{Gid, Uid, chown};
+    let sb = Sandbox::new();
+    let cwd = sb.path("w");
+    sb.install_component("echo", ECHO, "");
+    if !Uid::current().is_root() {
+        assert_eq!(launch(&sb, &cwd, "echo", "hi").0, Did::Loaded);
+        return;
+    }
+    let nobody = (Some(Uid::from_raw(65534)), Some(Gid::from_raw(65534)));
+    let (entry, record) = only_entry(&sb);
+    // An entry or record of another user's is compiled again and replaced by one of this user's.
+    for file in [&entry, &record] {
+        chown(file, nobody.0, nobody.1).expect("chown");
+        assert_eq!(launch(&sb, &cwd, "echo", "hi").0, Did::Compiled, "{}", file.display());
+        let meta = std::fs::metadata(file).expect("stat");
+        assert_eq!(std::os::unix::fs::MetadataExt::uid(&meta), 0, "replaced");
+        assert_eq!(launch(&sb, &cwd, "echo", "hi").0, Did::Loaded);
+    }
+    // A directory of another user's is not used at all.
+    let dir = cache_dir(&sb);
+    chown(&dir, nobody.0, nobody.1).expect("chown");
+    let (did, err) = launch(&sb, &cwd, "echo", "hi");
+    assert_eq!(did, Did::Compiled);
+    assert!(
+        err.contains("warning[W-CMP-001]") && err.contains("owned by uid 65534"),
+        "{err}"
+    );
+}
