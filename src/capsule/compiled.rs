@@ -181,7 +181,8 @@ impl CompiledCache {
 
     fn load(&self, engine: &Engine, key: &Key) -> Result<(Component, LoadCost), Miss> {
         let record = self.record(key)?;
-        let (mut file, len) = open_trusted(&self.dir.join(key.entry_name()))?;
+        let entry = self.dir.join(key.entry_name());
+        let (mut file, len) = open_trusted(&entry)?;
         // A truncated entry is refused before anything is hashed.
         record.check(key, len, &record.sha256)?;
         let started = Instant::now();
@@ -189,7 +190,10 @@ impl CompiledCache {
         std::io::copy(&mut file, &mut hasher).map_err(|e| Miss::Unusable(format!("it cannot be read: {e}")))?;
         record.check(key, len, &compiled::hex(&hasher.finalize()))?;
         let hashed = started.elapsed();
-        let same_file = format!("/proc/self/fd/{}", file.as_raw_fd());
+        // Without /proc the path is mapped: only this user can rename another entry over it in
+        // the meantime, and only by running mur, which writes the same bytes.
+        let same_file = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+        let same_file = if same_file.exists() { same_file } else { entry };
         // SAFETY: the file is the one just hashed (held open and reopened through its
         // descriptor), its bytes are those this user's runtime wrote for this component and
         // engine (record and hash checked above), and it lives in a directory only this user can
