@@ -18,6 +18,7 @@ pub mod install;
 pub mod list;
 pub mod new;
 pub mod ps;
+pub mod reference;
 pub mod run;
 pub mod stop;
 pub mod trace;
@@ -61,6 +62,7 @@ pub enum Command {
     Demo(DemoArgs),
     /// Print a shell completion script (e.g. `mur completion bash > ~/.local/share/bash-completion/completions/mur`)
     Completion {
+        /// The shell to complete for
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
@@ -99,7 +101,7 @@ pub struct InstallArgs {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Launch the formation of this roster (a roster.yaml, or its directory)
+    /// Launch the formation of this roster (a roster.yaml, or its directory; ./roster.yaml when PATH is left out)
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "roster.yaml",
           conflicts_with_all = ["capsule", "capsule_version", "workdir", "bind", "resume",
                                 "lifecycle_task_acceptance", "lifecycle_after_task"])]
@@ -135,16 +137,22 @@ pub struct RunArgs {
 /// Flags the launcher passes to its members; not for operators.
 #[derive(Debug, Args, Default)]
 pub struct HiddenRunArgs {
+    /// The sha256 admission bound the capsule to; other bytes are refused (E-RUN-047)
     #[arg(long, hide = true, value_name = "HEX")]
     pub capsule_sha256: Option<String>,
+    /// Resolve from DIR/.murmur/artifacts, then the global store, pinned by DIR/murmur.lock
     #[arg(long, hide = true, value_name = "DIR")]
     pub store_root: Option<PathBuf>,
+    /// Add the operator door token to the readiness line (it goes to the launcher's private pipe)
     #[arg(long, hide = true)]
     pub readiness_tokens: bool,
+    /// End the session at this instant (Unix ms), the formation's --deadline
     #[arg(long, hide = true, value_name = "UNIX_MS")]
     pub inherited_deadline: Option<u64>,
+    /// Replaces the manifest's lifecycle.task_acceptance
     #[arg(long, hide = true, value_name = "none|single|queue")]
     pub lifecycle_task_acceptance: Option<String>,
+    /// Replaces the manifest's lifecycle.after_task
     #[arg(long, hide = true, value_name = "exit|sleep")]
     pub lifecycle_after_task: Option<String>,
 }
@@ -187,7 +195,10 @@ pub struct TraceArgs {
 #[derive(Debug, Subcommand)]
 pub enum TraceCommand {
     /// Show a session's trace, or every session of a formation
-    Show { id: String },
+    Show {
+        /// A session id (ses_…) or formation id (frm_…)
+        id: String,
+    },
 }
 
 #[derive(Debug, Args)]

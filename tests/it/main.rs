@@ -26,6 +26,7 @@ mod loopback;
 mod model;
 mod promises;
 mod providers;
+mod reference;
 mod session;
 mod streaming;
 mod terminal;
