@@ -209,3 +209,270 @@ mod cli {
         }
     }
 }
+
+/// The fenced blocks of a page: (info string, body), in order.
+fn blocks(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut open: Option<(String, String)> = None;
+    for line in text.lines() {
+        match (&mut open, line.strip_prefix("```")) {
+            (None, Some(info)) => open = Some((info.trim().to_string(), String::new())),
+            (Some(_), Some("")) => out.push(open.take().expect("open block")),
+            (Some((_, body)), _) => {
+                body.push_str(line);
+                body.push('\n');
+            }
+            (None, None) => {}
+        }
+    }
+    out
+}
+
+/// Replaces the body of the `n`-th fenced block of `text` (counting every block).
+fn with_block(text: &str, n: usize, body: &str) -> String {
+    let mut out = String::new();
+    let mut seen = 0;
+    let mut inside = false;
+    let mut skipping = false;
+    for line in text.split_inclusive('\n') {
+        let fence = line.starts_with("```");
+        if fence && !inside {
+            inside = true;
+            out.push_str(line);
+            if seen == n {
+                out.push_str(body);
+                skipping = true;
+            }
+            continue;
+        }
+        if fence && inside && line.trim_end() == "```" {
+            inside = false;
+            skipping = false;
+            seen += 1;
+            out.push_str(line);
+            continue;
+        }
+        if !skipping {
+            out.push_str(line);
+        }
+    }
+    out
+}
+
+/// Each key path of a JSON Schema (`members[].name`), as the pages' key tables write them.
+fn schema_keys(schema: &serde_json::Value, prefix: &str, out: &mut BTreeSet<String>) {
+    if let Some(props) = schema.get("properties").and_then(|p| p.as_object()) {
+        for (k, v) in props {
+            let p = if prefix.is_empty() {
+                k.clone()
+            } else {
+                format!("{prefix}.{k}")
+            };
+            out.insert(p.clone());
+            schema_keys(v, &p, out);
+        }
+    }
+    if let Some(items) = schema.get("items") {
+        schema_keys(items, &format!("{prefix}[]"), out);
+    }
+    for alt in ["oneOf", "anyOf"] {
+        for v in schema.get(alt).and_then(|a| a.as_array()).into_iter().flatten() {
+            schema_keys(v, prefix, out);
+        }
+    }
+}
+
+/// The first-column keys of the page's `| Key |` table(s).
+fn table_keys(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut in_table = false;
+    for line in text.lines() {
+        if line.starts_with("| Key |") {
+            in_table = true;
+            continue;
+        }
+        if in_table && !line.starts_with('|') {
+            in_table = false;
+        }
+        if in_table && !line.starts_with("|---") {
+            let first = line.split('|').nth(1).unwrap_or("").trim();
+            if let Some(k) = first.strip_prefix('`').and_then(|k| k.split('`').next()) {
+                out.insert(k.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// The page's key table and the schema (which a core test holds to the parser) name the same
+/// keys.
+fn keys_match(page_name: &str, schema: &serde_json::Value) {
+    let mut want = BTreeSet::new();
+    schema_keys(schema, "", &mut want);
+    let have = table_keys(&read(page_name));
+    let missing: Vec<_> = want.difference(&have).collect();
+    let extra: Vec<_> = have.difference(&want).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "docs/reference/{page_name}: keys the schema has and the table lacks: {missing:?}; keys the table has and the schema lacks: {extra:?}"
+    );
+}
+
+mod roster {
+    use super::*;
+
+    /// The capsules roster.md's examples assume.
+    fn install_fixtures(sb: &Sandbox) {
+        let serving = "exports:\n  peer_tasks:\n    accept: true\nnetwork:\n  authentication:\n    scheme: bearer\n";
+        for (name, version, extra) in [
+            ("planner", "0.3.0", serving),
+            ("coder", "1.2.0", serving),
+            ("reviewer", "0.9.0", serving),
+            ("notes", "1.0.0", ""),
+            ("quiet", "1.0.0", "network:\n  authentication:\n    scheme: bearer\n"),
+        ] {
+            sb.install_manifest(name, &format!("name: {name}\nversion: {version}\n{extra}"));
+        }
+    }
+
+    #[test]
+    fn roster_md_names_every_key_of_the_schema() {
+        keys_match("roster.md", &mur::schema::roster());
+    }
+
+    #[test]
+    fn every_example_roster_is_admitted_or_refused_as_shown() {
+        let sb = Sandbox::new();
+        install_fixtures(&sb);
+        let mut text = read("roster.md");
+        let update = std::env::var_os("MUR_UPDATE_REFERENCE").is_some();
+        let mut files: Vec<(String, String)> = Vec::new();
+        let mut n_examples = 0;
+        let all = blocks(&text);
+        for (i, (info, body)) in all.iter().enumerate() {
+            let next_is_output = all.get(i + 1).is_some_and(|(n, _)| n.starts_with("text"));
+            match info.as_str() {
+                "yaml murmur.lock" => files.push(("murmur.lock".into(), body.clone())),
+                "yaml roster.yaml" => {
+                    files.push(("roster.yaml".into(), body.clone()));
+                    if !next_is_output {
+                        // An example without output is admitted as it stands.
+                        let dir = sb.path(&format!("ex{i}"));
+                        for (f, b) in files.drain(..) {
+                            std::fs::write(dir.join(f), b).unwrap();
+                        }
+                        let o = sb.run(&dir, &["doctor"]);
+                        assert_eq!(
+                            o.status.code(),
+                            Some(0),
+                            "roster.md block {i}: {}{}",
+                            stdout(&o),
+                            stderr(&o)
+                        );
+                        n_examples += 1;
+                    }
+                }
+                "text" | "text admitted" if !files.is_empty() => {
+                    let dir = sb.path(&format!("ex{i}"));
+                    for (f, b) in files.drain(..) {
+                        std::fs::write(dir.join(f), b).unwrap();
+                    }
+                    let got = if info == "text" {
+                        let o = sb.run(&dir, &["run", "--roster", "--task", "never runs"]);
+                        assert_eq!(
+                            o.status.code(),
+                            Some(1),
+                            "roster.md block {i} was not refused: {}",
+                            stderr(&o)
+                        );
+                        stderr(&o)
+                    } else {
+                        let o = sb.run(&dir, &["doctor"]);
+                        assert_eq!(
+                            o.status.code(),
+                            Some(0),
+                            "roster.md block {i}: {}{}",
+                            stdout(&o),
+                            stderr(&o)
+                        );
+                        stdout(&o)
+                            .lines()
+                            .filter(|l| l.trim_start().starts_with("warning["))
+                            .map(|l| format!("{}\n", l.trim_start()))
+                            .collect()
+                    };
+                    let got = got.replace(&sb.dir.path().display().to_string(), "<tmp>");
+                    if update {
+                        text = with_block(&text, i, &got);
+                    } else {
+                        assert_eq!(
+                            &got, body,
+                            "roster.md block {i}: the real output differs (rewrite with MUR_UPDATE_REFERENCE=1 and review the diff)"
+                        );
+                    }
+                    n_examples += 1;
+                }
+                _ => {}
+            }
+        }
+        assert!(n_examples >= 14, "{n_examples} examples");
+        if update {
+            std::fs::write(page("roster.md"), text).unwrap();
+        }
+    }
+}
+
+mod manifest {
+    use super::*;
+
+    #[test]
+    fn manifest_md_names_every_key_of_the_schema() {
+        keys_match("manifest.md", &mur::schema::manifest());
+    }
+
+    #[test]
+    fn every_example_manifest_builds_or_is_refused_as_shown() {
+        let sb = Sandbox::new();
+        let mut text = read("manifest.md");
+        let update = std::env::var_os("MUR_UPDATE_REFERENCE").is_some();
+        let wat = std::fs::read(repo_root().join("actors/echo/capsule.wat")).unwrap();
+        let all = blocks(&text);
+        let mut n_examples = 0;
+        for (i, (info, body)) in all.iter().enumerate() {
+            if info != "yaml murmur.yaml" {
+                continue;
+            }
+            let dir = sb.path(&format!("ex{i}"));
+            std::fs::write(dir.join("murmur.yaml"), body).unwrap();
+            // A component the example names is there to pack.
+            if let Some(rel) = body.lines().find_map(|l| l.strip_prefix("component: ")) {
+                std::fs::write(dir.join(rel.trim()), &wat).unwrap();
+            }
+            let o = sb.run(&dir, &["build", "."]);
+            let got = stderr(&o).replace(&dir.display().to_string(), "<dir>");
+            n_examples += 1;
+            match all.get(i + 1) {
+                Some((next, want)) if next == "text" => {
+                    let refused = got.starts_with("error[");
+                    assert_eq!(o.status.success(), !refused, "manifest.md block {i}: {got}");
+                    if update {
+                        text = with_block(&text, i + 1, &got);
+                    } else {
+                        assert_eq!(
+                            &got, want,
+                            "manifest.md block {i}: the real output differs (rewrite with MUR_UPDATE_REFERENCE=1 and review the diff)"
+                        );
+                    }
+                }
+                _ => assert!(
+                    o.status.success() && got.is_empty(),
+                    "manifest.md block {i} does not build cleanly: {got}"
+                ),
+            }
+        }
+        assert!(n_examples >= 9, "{n_examples} examples");
+        if update {
+            std::fs::write(page("manifest.md"), text).unwrap();
+        }
+    }
+}
