@@ -476,3 +476,99 @@ mod manifest {
         }
     }
 }
+
+mod codes {
+    use super::*;
+    use mur::diag::{ALL, Severity};
+
+    const BEGIN: &str = "<!-- registry:begin -->\n";
+    const END: &str = "<!-- registry:end -->\n";
+
+    fn registry_table() -> String {
+        let mut t = String::from("| Code | Severity | Meaning | Default hint |\n|---|---|---|---|\n");
+        for c in ALL {
+            let sev = match c.severity {
+                Severity::Error => "error",
+                Severity::Warning => "warning",
+            };
+            let anchor = c.id.to_ascii_lowercase();
+            let hint = c.default_hint.unwrap_or("—").replace('|', "\\|");
+            t.push_str(&format!(
+                "| [{}](#{anchor}) | {sev} | {} | {hint} |\n",
+                c.id,
+                c.summary.replace('|', "\\|")
+            ));
+        }
+        t
+    }
+
+    #[test]
+    fn codes_md_lists_the_registry() {
+        let text = read("codes.md");
+        let (head, rest) = text.split_once(BEGIN).expect("codes.md has the registry:begin marker");
+        let (_, tail) = rest.split_once(END).expect("codes.md has the registry:end marker");
+        let want = format!("{head}{BEGIN}{}{END}{tail}", registry_table());
+        generated(
+            "codes.md",
+            &want,
+            "MUR_UPDATE_REFERENCE=1 cargo test --workspace --test it reference::codes",
+        );
+    }
+
+    #[test]
+    fn every_code_has_one_section_and_every_section_a_code() {
+        let text = read("codes.md");
+        let mut sections: BTreeMap<String, String> = BTreeMap::new();
+        let mut current: Option<String> = None;
+        for line in text.lines() {
+            if let Some(id) = line.strip_prefix("### ") {
+                assert!(
+                    sections.insert(id.to_string(), String::new()).is_none(),
+                    "codes.md: {id} has two sections"
+                );
+                current = Some(id.to_string());
+            } else if line.starts_with("## ") {
+                current = None;
+            } else if let Some(id) = &current {
+                let s = sections.get_mut(id).expect("section");
+                s.push_str(line);
+                s.push('\n');
+            }
+        }
+        let ids: BTreeSet<String> = ALL.iter().map(|c| c.id.to_string()).collect();
+        for c in ALL {
+            let body = sections.get(c.id).unwrap_or_else(|| {
+                panic!(
+                    "{} is in the registry but codes.md has no `### {}` section (when it fires, an example)",
+                    c.id, c.id
+                )
+            });
+            assert!(
+                body.contains("**When it fires:**"),
+                "codes.md {}: no **When it fires:**",
+                c.id
+            );
+            let example = blocks(body)
+                .into_iter()
+                .find(|(info, _)| info == "text")
+                .unwrap_or_else(|| panic!("codes.md {}: no example message", c.id));
+            let word = match c.severity {
+                Severity::Error => "error",
+                Severity::Warning => "warning",
+            };
+            let head = format!("{word}[{}]: ", c.id);
+            let first = example.1.lines().next().unwrap_or("");
+            assert!(
+                first.contains(&head),
+                "codes.md {}: the example does not start with `{head}`: {first}",
+                c.id
+            );
+        }
+        for id in sections.keys() {
+            assert!(
+                ids.contains(id),
+                "codes.md has a section for {id}, which is not in the registry"
+            );
+        }
+    }
+}

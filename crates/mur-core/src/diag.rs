@@ -45,7 +45,7 @@ codes! {
     E_ROS_008 = "E-ROS-008", Error, "a reachability rule lists the entry member in `to`", None;
     E_REG_005 = "E-REG-005", Error, "murmur.lock pins a member's capsule differently", Some("install the version and bytes the lock pins, or drop the stale entry from murmur.lock");
     W_ROS_001 = "W-ROS-001", Warning, "more members may call a member than it holds tasks at once", None;
-    E_MAN_001 = "E-MAN-001", Error, "murmur.yaml is missing, unreadable, not YAML, or has a wrong type or missing key", Some("correct murmur.yaml as the message says; runtime.md §3 lists every key");
+    E_MAN_001 = "E-MAN-001", Error, "murmur.yaml is missing, unreadable, not YAML, or has a wrong type or missing key", Some("correct murmur.yaml as the message says; docs/reference/manifest.md lists every key");
     E_MAN_003 = "E-MAN-003", Error, "murmur.yaml declares conflicting rules", None;
     W_SEC_019 = "W-SEC-019", Warning, "murmur.yaml has a key this runtime does not know", None;
     E_RUN_002 = "E-RUN-002", Error, "the capsule named by --capsule cannot be resolved or run", Some("install it with `mur install`, and check `mur list` for the exact name and version");
