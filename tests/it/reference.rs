@@ -572,3 +572,184 @@ mod codes {
         }
     }
 }
+
+/// `prefix` + 32 lowercase hex digits → `prefix…`; times → a fixed one; door ports → `PORT`.
+fn normalise(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = String::with_capacity(s.len());
+    let mut i = 0;
+    let is_hex = |c: u8| c.is_ascii_digit() || (b'a'..=b'f').contains(&c);
+    'scan: while i < b.len() {
+        for p in ["tsk_", "ctx_", "ses_", "mcl_", "evt_", "msg_", "frm_"] {
+            let end = i + p.len() + 32;
+            if s[i..].starts_with(p) && end <= b.len() && b[i + p.len()..end].iter().all(|&c| is_hex(c)) {
+                // The formation id of the examples is fixed, and shown as it is.
+                if p == "frm_" {
+                    out.push_str(&s[i..end]);
+                } else {
+                    out.push_str(p);
+                    out.push('…');
+                }
+                i = end;
+                continue 'scan;
+            }
+        }
+        // 2026-11-30T22:49:42.123Z
+        if i + 24 <= b.len()
+            && b[i..i + 4].iter().all(u8::is_ascii_digit)
+            && b[i + 4] == b'-'
+            && b[i + 10] == b'T'
+            && b[i + 23] == b'Z'
+        {
+            out.push_str("2026-01-01T00:00:00.000Z");
+            i += 24;
+            continue;
+        }
+        for p in ["localhost:", "127.0.0.1:"] {
+            if s[i..].starts_with(p) && b.get(i + p.len()).is_some_and(u8::is_ascii_digit) {
+                out.push_str(p);
+                out.push_str("PORT");
+                i += p.len();
+                while b.get(i).is_some_and(u8::is_ascii_digit) {
+                    i += 1;
+                }
+                continue 'scan;
+            }
+        }
+        let c = s[i..].chars().next().expect("a char");
+        out.push(c);
+        i += c.len_utf8();
+    }
+    out
+}
+
+mod door {
+    use super::*;
+    use crate::door::{AUTH, Door, FRM, Key, Member, PEERS, install, serve};
+    use std::io::{Read, Write};
+
+    /// The first `tsk_` id in `s`.
+    fn task_id(s: &str) -> Option<String> {
+        let i = s.find("\"tsk_")? + 1;
+        s.get(i..i + 36).map(str::to_string)
+    }
+
+    /// A chunked body, joined.
+    fn dechunk(mut body: &str) -> String {
+        let mut out = String::new();
+        while let Some((size, rest)) = body.split_once("\r\n") {
+            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+            if n == 0 || rest.len() < n {
+                break;
+            }
+            out.push_str(&rest[..n]);
+            body = rest[n..].strip_prefix("\r\n").unwrap_or(&rest[n..]);
+        }
+        out
+    }
+
+    /// Sends `request` (head and body as the page writes them) and renders the answer as the page
+    /// shows it: status line, `content-type` and `www-authenticate`, a blank line, the body.
+    fn exchange(port: &str, request: &str) -> String {
+        let (head, body) = request.split_once("\n\n").unwrap_or((request.trim_end(), ""));
+        let body = body.strip_suffix('\n').unwrap_or(body);
+        let mut wire = String::new();
+        for line in head.lines() {
+            wire.push_str(line);
+            wire.push_str("\r\n");
+        }
+        wire.push_str(&format!("host: localhost:{port}\r\nconnection: close\r\n"));
+        if !body.is_empty() {
+            wire.push_str(&format!("content-length: {}\r\n", body.len()));
+        }
+        wire.push_str("\r\n");
+        wire.push_str(body);
+        let mut s = std::net::TcpStream::connect(format!("127.0.0.1:{port}")).expect("connect");
+        s.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
+        s.write_all(wire.as_bytes()).expect("send");
+        let mut raw = Vec::new();
+        let _ = s.read_to_end(&mut raw);
+        let raw = String::from_utf8(raw).expect("utf-8 answer");
+        let (head, body) = raw.split_once("\r\n\r\n").expect("an HTTP answer");
+        let mut lines = head.split("\r\n");
+        let mut shown = format!("{}\n", lines.next().unwrap_or(""));
+        let mut chunked = false;
+        // Header order is the server's choice: shown sorted.
+        let mut headers = Vec::new();
+        for h in lines {
+            let (name, value) = h.split_once(':').unwrap_or((h, ""));
+            let name = name.to_ascii_lowercase();
+            if name == "transfer-encoding" && value.trim() == "chunked" {
+                chunked = true;
+            }
+            if name == "content-type" || name == "www-authenticate" {
+                headers.push(format!("{name}: {}\n", value.trim()));
+            }
+        }
+        headers.sort();
+        shown.extend(headers);
+        let body = if chunked { dechunk(body) } else { body.to_string() };
+        shown.push('\n');
+        shown.push_str(&body);
+        if !body.is_empty() && !body.ends_with('\n') {
+            shown.push('\n');
+        }
+        shown
+    }
+
+    #[test]
+    fn every_example_exchange_is_what_a_real_door_answers() {
+        let sb = Sandbox::new();
+        install(&sb, "echo", "coder", &format!("{AUTH}{PEERS}{}", serve(2)));
+        let key = Key::new(7);
+        let m = Member {
+            key: &key,
+            formation: FRM,
+            name: "coder",
+        };
+        let door = Door::member(&sb, "coder", &m);
+        let port = door.local_url().rsplit(':').next().expect("port").to_string();
+        let op = door.op();
+        let op = op.strip_prefix("Bearer ").expect("bearer");
+        let update = std::env::var_os("MUR_UPDATE_REFERENCE").is_some();
+        let mut text = read("door.md");
+        let all = blocks(&text);
+        let mut last_task: Option<String> = None;
+        let mut n = 0;
+        for (i, (info, request)) in all.iter().enumerate() {
+            if info != "http request" {
+                continue;
+            }
+            let (next, want) = all.get(i + 1).expect("a response block");
+            assert_eq!(
+                next, "http response",
+                "door.md block {i}: a request without its response"
+            );
+            let mut req = request
+                .replace("<operator>", op)
+                .replace("<mft1 planner→coder>", &key.mint(FRM, "planner", "coder"))
+                .replace("<mft1 planner→reviewer>", &key.mint(FRM, "planner", "reviewer"));
+            if let Some(t) = &last_task {
+                req = req.replace("\"tsk_…\"", &format!("\"{t}\""));
+            }
+            let got = exchange(&port, &req);
+            if let Some(t) = task_id(&got) {
+                last_task = Some(t);
+            }
+            let got = normalise(&got);
+            if update {
+                text = with_block(&text, i + 1, &got);
+            } else {
+                assert_eq!(
+                    &got, want,
+                    "door.md block {i}: the real door answers otherwise (rewrite with MUR_UPDATE_REFERENCE=1 and review the diff)"
+                );
+            }
+            n += 1;
+        }
+        assert!(n >= 14, "{n} exchanges");
+        if update {
+            std::fs::write(page("door.md"), text).unwrap();
+        }
+    }
+}
