@@ -753,3 +753,306 @@ mod door {
         }
     }
 }
+
+/// A text's shape: ids, paths and numbers blanked, runs of spaces as one.
+fn shape(s: &str) -> String {
+    let mut s = normalise(s);
+    while let Some(i) = s
+        .find("frm_")
+        .filter(|&i| s.len() >= i + 36 && s[i + 4..i + 36].bytes().all(|c| c.is_ascii_hexdigit()))
+    {
+        s.replace_range(i..i + 36, "frm_…");
+    }
+    s.lines()
+        .map(|l| {
+            l.split_whitespace()
+                .map(|w| {
+                    if w.starts_with('/') {
+                        "PATH".to_string()
+                    } else {
+                        let mut out = String::new();
+                        let mut in_digits = false;
+                        for c in w.chars() {
+                            if c.is_ascii_digit() {
+                                if !in_digits {
+                                    out.push('N');
+                                }
+                                in_digits = true;
+                            } else {
+                                out.push(c);
+                                in_digits = false;
+                            }
+                        }
+                        out
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+mod formation {
+    use super::*;
+    use crate::door::{FRM, Key};
+    use mur::wire::channel_line::{self, Call, FirstLine, LauncherId};
+
+    fn block(text: &str, info: &str) -> (usize, String) {
+        blocks(text)
+            .into_iter()
+            .enumerate()
+            .find(|(_, (i, _))| i == info)
+            .map(|(n, (_, b))| (n, b))
+            .unwrap_or_else(|| panic!("formation.md has no ```{info} block"))
+    }
+
+    #[test]
+    fn the_channel_and_readiness_lines_read_as_shown() {
+        let mut text = read("formation.md");
+        let (n, first) = block(&text, "json channel first line");
+        if std::env::var_os("MUR_UPDATE_REFERENCE").is_some() {
+            let key = Key::new(7);
+            let line = FirstLine {
+                formation_id: FRM.into(),
+                member: "lead".into(),
+                launcher: Some(LauncherId {
+                    pid: 4242,
+                    process_start: "123456".into(),
+                }),
+                entry: true,
+                verify_key: key.verify_key(),
+                calls: vec![Call {
+                    name: "worker".into(),
+                    token: key.mint(FRM, "lead", "worker"),
+                }],
+            };
+            text = with_block(&text, n, &line.to_line());
+            std::fs::write(page("formation.md"), &text).unwrap();
+        }
+        let (_, first) = if first.is_empty() {
+            block(&text, "json channel first line")
+        } else {
+            (n, first)
+        };
+        let parsed = FirstLine::parse(first.trim_end()).unwrap_or_else(|e| panic!("the first line does not read: {e}"));
+        parsed.check_tokens().expect("its token verifies under its own key");
+        assert_eq!(parsed.to_line(), first, "the first line is not in the fixed key order");
+
+        let (_, addresses) = block(&text, "json channel address line");
+        let parsed = channel_line::parse_address_line(addresses.trim_end()).expect("the address line reads");
+        assert_eq!(channel_line::address_line(&parsed), addresses);
+
+        let (_, ready) = block(&text, "json readiness line");
+        let r = mur::readiness::parse(ready.trim_end(), FRM).expect("the readiness line reads");
+        assert_eq!(r.url, "http://localhost:41873");
+    }
+
+    #[test]
+    fn the_timing_table_is_the_timing_constant() {
+        let text = read("formation.md");
+        let table = text
+            .split_once("| Name | Value | Bounds |")
+            .expect("the timing table")
+            .1;
+        let documented: BTreeMap<String, String> = table
+            .lines()
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .map(|l| {
+                let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+                (cells[1].trim_matches('`').to_string(), cells[2].to_string())
+            })
+            .collect();
+        let debug = format!("{:?}", mur::timing::Timing::SPEC);
+        let inner = debug.split_once('{').expect("struct").1.trim_end_matches('}');
+        let mut names = BTreeSet::new();
+        for pair in inner.split(", ") {
+            let (name, value) = pair.split_once(": ").expect("name: value");
+            let (name, value) = (name.trim(), value.trim());
+            names.insert(name.to_string());
+            let doc = documented
+                .get(name)
+                .unwrap_or_else(|| panic!("Timing::{name} has no row in formation.md's timing table"));
+            let unbounded = value.starts_with("18446744073709551615");
+            assert!(
+                doc == value || (unbounded && doc == "unbounded"),
+                "formation.md says {name} is {doc}; Timing::SPEC says {value}"
+            );
+        }
+        for name in documented.keys() {
+            assert!(
+                names.contains(name),
+                "formation.md's timing table has {name}, which Timing lacks"
+            );
+        }
+    }
+
+    /// The record table: event type → its fields, `(optional)` ones marked.
+    fn record_table(text: &str) -> BTreeMap<String, Vec<(String, bool)>> {
+        let table = text
+            .split_once("| `event_type` | Fields after the common five |")
+            .expect("the record table")
+            .1;
+        table
+            .lines()
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .map(|l| {
+                let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+                let fields = cells[2]
+                    .split(", ")
+                    .map(|f| {
+                        let optional = f.starts_with('(');
+                        (
+                            f.trim_matches(|c| c == '(' || c == ')' || c == '`').to_string(),
+                            optional,
+                        )
+                    })
+                    .collect();
+                (cells[1].trim_matches('`').to_string(), fields)
+            })
+            .collect()
+    }
+
+    /// `rec`'s own fields are the documented ones for its type, in their order.
+    fn record_matches(table: &BTreeMap<String, Vec<(String, bool)>>, line: &str) {
+        let v: serde_json::Value = serde_json::from_str(line).expect("a trace record");
+        let keys: Vec<String> = v.as_object().expect("object").keys().cloned().collect();
+        // serde_json keeps insertion order only with preserve_order; read the order from the text.
+        let mut in_order: Vec<(usize, &String)> = keys
+            .iter()
+            .map(|k| (line.find(&format!("\"{k}\":")).expect("key in line"), k))
+            .collect();
+        in_order.sort();
+        let keys: Vec<&str> = in_order.iter().map(|(_, k)| k.as_str()).collect();
+        assert_eq!(
+            &keys[..5],
+            ["event_type", "event_id", "parent_id", "session_id", "timestamp"],
+            "{line}"
+        );
+        let kind = v["event_type"].as_str().expect("event_type");
+        let fields = table
+            .get(kind)
+            .unwrap_or_else(|| panic!("formation.md's record table has no `{kind}`; a real trace wrote:\n{line}"));
+        let mut want = fields
+            .iter()
+            .filter(|(f, optional)| !optional || keys.contains(&f.as_str()));
+        for k in &keys[5..] {
+            let next = want.next().map(|(f, _)| f.as_str());
+            assert_eq!(
+                next,
+                Some(*k),
+                "`{kind}`: formation.md lists its fields otherwise; a real trace wrote:\n{line}"
+            );
+        }
+        assert!(
+            want.next().is_none(),
+            "`{kind}`: a documented field is missing from:\n{line}"
+        );
+    }
+
+    #[test]
+    fn a_real_launch_matches_the_formation_line_traces_and_trace_show() {
+        let sb = Sandbox::new();
+        let cwd = sb.path("w");
+        let run = |args: &[&str]| {
+            let o = sb.run(&cwd, args);
+            assert!(o.status.success(), "mur {args:?}: {}", stderr(&o));
+            o
+        };
+        run(&["new", "--roster", "hello"]);
+        for m in ["lead", "worker"] {
+            run(&["build", &format!("hello/{m}")]);
+            run(&["install", "-g", &format!("hello/{m}/hello-{m}-0.1.0.mur.zip")]);
+        }
+        let text = read("formation.md");
+        let o = run(&["run", "--roster", "hello", "--task", "say hi", "--deadline", "600"]);
+        let err = stderr(&o);
+        let start = err.find("formation: ").expect("the formation line");
+        let got: String = err[start..].lines().take(5).map(|l| format!("{l}\n")).collect();
+        let (_, want) = block(&text, "text formation line");
+        assert_eq!(shape(&got), shape(&want), "the formation line reads otherwise:\n{got}");
+
+        // Every record of both sessions, as the table says.
+        let table = record_table(&text);
+        let mut n = 0;
+        let mut stack = vec![sb.home().join(".murmur/records")];
+        while let Some(dir) = stack.pop() {
+            for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.ends_with("trace.jsonl") {
+                    for line in std::fs::read_to_string(&p).unwrap().lines() {
+                        record_matches(&table, line);
+                        n += 1;
+                    }
+                }
+            }
+        }
+        assert!(n >= 10, "{n} records");
+
+        let frm = normalise_id(&got);
+        let o = run(&["trace", "show", &frm]);
+        let (_, want) = block(&text, "text trace show");
+        assert_eq!(
+            shape(&stdout(&o)),
+            shape(&want),
+            "mur trace show reads otherwise:\n{}",
+            stdout(&o)
+        );
+
+        // The --json formation line has the example's keys.
+        let o = run(&[
+            "run",
+            "--roster",
+            "hello",
+            "--task",
+            "say hi",
+            "--deadline",
+            "600",
+            "--json",
+        ]);
+        let line = stdout(&o).lines().next().unwrap_or("").to_string();
+        let (_, want) = block(&text, "json formation line");
+        let keys = |s: &str| {
+            let mut k = BTreeSet::new();
+            crate::reference::key_paths_of(&serde_json::from_str(s.trim()).expect("json"), &mut k);
+            k
+        };
+        assert_eq!(keys(&line), keys(&want), "the --json formation line: {line}");
+    }
+
+    /// The `frm_…` id in `s`.
+    fn normalise_id(s: &str) -> String {
+        let i = s.find("frm_").expect("a formation id");
+        s[i..i + 36].to_string()
+    }
+}
+
+/// Every key path of a JSON value (lists as `[]`).
+fn key_paths_of(v: &serde_json::Value, out: &mut BTreeSet<String>) {
+    fn walk(v: &serde_json::Value, prefix: &str, out: &mut BTreeSet<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, x) in m {
+                    let p = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    out.insert(p.clone());
+                    walk(x, &p, out);
+                }
+            }
+            serde_json::Value::Array(items) => {
+                for x in items {
+                    walk(x, &format!("{prefix}[]"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+    walk(v, "", out);
+}
