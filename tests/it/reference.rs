@@ -1056,3 +1056,82 @@ fn key_paths_of(v: &serde_json::Value, out: &mut BTreeSet<String>) {
     }
     walk(v, "", out);
 }
+
+mod capsules {
+    use super::*;
+
+    /// Each ```<info> block that must be a repository file verbatim.
+    const VERBATIM: [(&str, &str); 3] = [
+        ("wit capsule.wit", "src/capsule/wit/capsule.wit"),
+        ("rust lib.rs", "actors/demo/scaffold/worker/src/lib.rs"),
+        ("wat capsule.wat", "actors/echo/capsule.wat"),
+    ];
+
+    #[test]
+    fn the_world_and_the_sources_are_shown_verbatim() {
+        let mut text = read("capsules.md");
+        let update = std::env::var_os("MUR_UPDATE_REFERENCE").is_some();
+        for (info, file) in VERBATIM {
+            let want = std::fs::read_to_string(repo_root().join(file)).unwrap();
+            let (n, have) = blocks(&text)
+                .into_iter()
+                .enumerate()
+                .find(|(_, (i, _))| i == info)
+                .map(|(n, (_, b))| (n, b))
+                .unwrap_or_else(|| panic!("capsules.md has no ```{info} block"));
+            if update {
+                text = with_block(&text, n, &want);
+            } else {
+                assert_eq!(
+                    have, want,
+                    "capsules.md's ```{info} block is not {file} (rewrite with MUR_UPDATE_REFERENCE=1)"
+                );
+            }
+        }
+        if update {
+            std::fs::write(page("capsules.md"), text).unwrap();
+        }
+    }
+
+    #[test]
+    fn the_echo_capsule_builds_installs_and_runs_as_shown() {
+        let text = read("capsules.md");
+        let all = blocks(&text);
+        let body = |info: &str| {
+            all.iter()
+                .find(|(i, _)| i == info)
+                .map(|(_, b)| b.clone())
+                .unwrap_or_else(|| panic!("capsules.md has no ```{info} block"))
+        };
+        let sb = Sandbox::new();
+        let dir = sb.path("echo");
+        std::fs::write(dir.join("capsule.wat"), body("wat capsule.wat")).unwrap();
+        std::fs::write(dir.join("murmur.yaml"), body("yaml murmur.yaml")).unwrap();
+        let console = body("console");
+        let mut steps: Vec<(String, String)> = Vec::new();
+        for line in console.lines() {
+            match line.strip_prefix("$ ") {
+                Some(cmd) => steps.push((cmd.to_string(), String::new())),
+                None => {
+                    let (_, out) = steps.last_mut().expect("output after a command");
+                    out.push_str(line);
+                    out.push('\n');
+                }
+            }
+        }
+        assert!(steps.len() >= 3, "{steps:?}");
+        let bin_dir = crate::support::mur_bin().parent().unwrap().to_path_buf();
+        for (cmd, want) in steps {
+            let o = std::process::Command::new("bash")
+                .args(["-c", &cmd])
+                .current_dir(&dir)
+                .env_clear()
+                .env("HOME", sb.home())
+                .env("PATH", format!("{}:/usr/bin:/bin", bin_dir.display()))
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "`{cmd}`: {}", stderr(&o));
+            assert_eq!(stdout(&o), want, "`{cmd}` printed otherwise");
+        }
+    }
+}
