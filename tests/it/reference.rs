@@ -1135,3 +1135,101 @@ mod capsules {
         }
     }
 }
+
+mod links {
+    use super::*;
+
+    /// GitHub's anchor of a heading.
+    fn slug(heading: &str) -> String {
+        heading
+            .trim()
+            .to_lowercase()
+            .chars()
+            .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+            .map(|c| if c == ' ' { '-' } else { c })
+            .collect()
+    }
+
+    fn anchors(text: &str) -> BTreeSet<String> {
+        let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+        let mut out = BTreeSet::new();
+        let mut fenced = false;
+        for line in text.lines() {
+            if line.starts_with("```") {
+                fenced = !fenced;
+            }
+            if fenced {
+                continue;
+            }
+            if let Some(h) = line.strip_prefix('#').map(|h| h.trim_start_matches('#')) {
+                let s = slug(h);
+                let n = seen.entry(s.clone()).or_insert(0);
+                out.insert(if *n == 0 { s.clone() } else { format!("{s}-{n}") });
+                *n += 1;
+            }
+        }
+        out
+    }
+
+    /// Every relative link target `](target)` outside code.
+    fn links(text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut fenced = false;
+        for line in text.lines() {
+            if line.starts_with("```") {
+                fenced = !fenced;
+            }
+            if fenced {
+                continue;
+            }
+            let mut rest = line;
+            while let Some(i) = rest.find("](") {
+                rest = &rest[i + 2..];
+                let Some(end) = rest.find(')') else { break };
+                let target = &rest[..end];
+                if !target.contains("://") && !target.starts_with("mailto:") {
+                    out.push(target.to_string());
+                }
+                rest = &rest[end..];
+            }
+        }
+        out
+    }
+
+    /// Every link between the reference, the guide, the architecture map and the README resolves,
+    /// anchors included.
+    #[test]
+    fn every_link_and_anchor_resolves() {
+        let root = repo_root();
+        let mut pages: Vec<PathBuf> = std::fs::read_dir(root.join("docs/reference"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "md"))
+            .collect();
+        pages.extend(
+            ["README.md", "docs/guide.md", "docs/architecture.md", "docs/a2a.md"]
+                .iter()
+                .map(|p| root.join(p)),
+        );
+        let mut broken = Vec::new();
+        for page in &pages {
+            let text = std::fs::read_to_string(page).unwrap();
+            for link in links(&text) {
+                let (file, anchor) = link.split_once('#').unwrap_or((&link, ""));
+                let target = if file.is_empty() { page.clone() } else { page.parent().unwrap().join(file) };
+                if !target.exists() {
+                    broken.push(format!("{}: {link} (no such file)", page.display()));
+                    continue;
+                }
+                if !anchor.is_empty() && target.extension().is_some_and(|x| x == "md") {
+                    let t = std::fs::read_to_string(&target).unwrap();
+                    if !anchors(&t).contains(anchor) {
+                        broken.push(format!("{}: {link} (no such heading)", page.display()));
+                    }
+                }
+            }
+        }
+        assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+    }
+}
