@@ -1,4 +1,5 @@
-//! A small A2A JSON-RPC client for one callee's door, over awc (runtime.md §11.2, §11.4).
+//! A small A2A JSON-RPC client for one callee's door, over awc
+//! (docs/reference/capsules.md#calls-between-members).
 //!
 //! It only moves bytes: every request is a `POST /` with the edge's bearer token and the
 //! provenance headers; `wire` reads what comes back. awc futures are not `Send`, so a

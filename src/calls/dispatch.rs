@@ -1,5 +1,6 @@
-//! The member calls of one task (runtime.md §11.2, §11.4, §16.2): dispatch, the record of every
-//! call the task started, handing outcomes over, and abandoning what is left when the task ends.
+//! The member calls of one task (docs/reference/capsules.md#calls-between-members,
+//! docs/reference/capsules.md#component-capsules): dispatch, the record of every call the task
+//! started, handing outcomes over, and abandoning what is left when the task ends.
 //!
 //! [`TaskCalls`] implements the capsule host's [`MemberCalls`]. Its futures are `Send` and may run
 //! on any thread; the network work of each call runs on the session's actix arbiter (see
@@ -18,7 +19,8 @@ use crate::capsule::{BoxFuture, CallOutcome, CallStatus, MemberCalls};
 use crate::ids::{self, IdKind};
 use crate::tasks::{NoAnswerBelow, Trust};
 
-/// How a dispatch went, as the tool result reports it (§11.3).
+/// How a dispatch went, as the tool result reports it
+/// (docs/reference/capsules.md#calls-between-members).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dispatched {
     pub call_id: String,
@@ -155,7 +157,7 @@ impl TaskInner {
         Some(settled)
     }
 
-    /// `member_call_start` (§14.2).
+    /// `member_call_start` (docs/reference/formation.md#trace-records).
     pub fn trace_start(&self, slot: &CallSlot, member_task_id: &str) {
         self.shared.trace.record(
             "member_call_start",
@@ -168,7 +170,7 @@ impl TaskInner {
         );
     }
 
-    /// `member_call_busy` (§14.2) for offer `offer`.
+    /// `member_call_busy` (docs/reference/formation.md#trace-records) for offer `offer`.
     pub fn trace_busy(&self, slot: &CallSlot, offer: u32) {
         self.shared.trace.record(
             "member_call_busy",
@@ -183,8 +185,9 @@ impl TaskInner {
         );
     }
 
-    /// `member_call` (§14.2): written once per call, when its outcome is handed over
-    /// (`delivered: true`) or written off as the task ends (`delivered: false`).
+    /// `member_call` (docs/reference/formation.md#trace-records): written once per call, when its
+    /// outcome is handed over (`delivered: true`) or written off as the task ends (`delivered:
+    /// false`).
     fn trace_end(&self, slot: &CallSlot, settled: &Settled, delivered: bool) {
         let below: Vec<Value> = settled
             .no_answer_below
@@ -292,7 +295,8 @@ fn millis_since(t: Instant) -> u64 {
     u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
-/// The text a busy callee's call carries (§11.3 busy row).
+/// The text a busy callee's call carries (docs/reference/capsules.md#calls-between-members busy
+/// row).
 pub fn busy_text(member: &str) -> String {
     format!("{member} is busy with other work and did not take the task")
 }
@@ -320,8 +324,10 @@ impl TaskCalls {
         &self.inner.task_id
     }
 
-    /// §11.2 steps 2–5 and §11.3: `Err(text)` is a tool error (nothing was sent); otherwise the
-    /// call has an id and its watcher runs until it has an outcome or the task ends.
+    /// docs/reference/capsules.md#calls-between-members steps 2–5 and
+    /// docs/reference/capsules.md#calls-between-members: `Err(text)` is a tool error (nothing was
+    /// sent); otherwise the call has an id and its watcher runs until it has an outcome or the task
+    /// ends.
     pub async fn dispatch(&self, member: &str, task: &str) -> Result<Dispatched, String> {
         let inner = &self.inner;
         let callees = &inner.shared.callees;

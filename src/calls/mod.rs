@@ -1,5 +1,7 @@
-//! Members calling members (runtime.md §11, §12, §16.2): the VirtualPeerRouter, `call-member`
-//! dispatch and its watcher, and the wasi:http glue for virtual peer addresses.
+//! Members calling members (docs/reference/capsules.md#calls-between-members,
+//! docs/reference/capsules.md#calls-by-address, docs/reference/capsules.md#component-capsules): the
+//! VirtualPeerRouter, `call-member` dispatch and its watcher, and the wasi:http glue for virtual
+//! peer addresses.
 //!
 //! - `router` — [`VirtualPeerRouter`], the actix actor holding the callees' tokens and door URLs
 //!   (fed by the formation channel) and answering [`Resolve`].
@@ -70,8 +72,10 @@ use crate::tasks::Trust;
 use crate::timing::Timing;
 use crate::trace::TraceWriter;
 
-/// Where call records go: `member_call_start`, `member_call_busy`, `member_call` (§14.2).
-/// Fields come in the order §14.2 lists them; values never hold a token or a real door URL.
+/// Where call records go: `member_call_start`, `member_call_busy`, `member_call`
+/// (docs/reference/formation.md#trace-records). Fields come in the order
+/// docs/reference/formation.md#trace-records lists them; values never hold a token or a real door
+/// URL.
 pub trait CallTrace: Send + Sync {
     /// Appends one record; a failed write is the sink's to report (it must not fail a call).
     fn record(&self, event_type: &str, fields: &[(&str, Value)]);
@@ -178,8 +182,9 @@ impl Calls {
     }
 }
 
-/// The bound of each call (§11.4): `MURMUR_DELEGATION_TIMEOUT_SECS` when it is a positive
-/// integer, else the manifest's `lifecycle.delegation_deadline_secs`.
+/// The bound of each call (docs/reference/capsules.md#calls-between-members):
+/// `MURMUR_DELEGATION_TIMEOUT_SECS` when it is a positive integer, else the manifest's
+/// `lifecycle.delegation_deadline_secs`.
 pub fn call_bound(manifest_secs: u64) -> Duration {
     call_bound_from(
         manifest_secs,

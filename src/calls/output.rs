@@ -1,4 +1,4 @@
-//! What a caller is shown of a callee's output (runtime.md §11.4, §11.5).
+//! What a caller is shown of a callee's output (docs/reference/capsules.md#calls-between-members).
 //!
 //! Pure text functions: the callee's real door address replaced by its virtual one, the 64 KiB
 //! cap at a UTF-8 boundary with its marker, and the fenced continuation message a model capsule
@@ -11,7 +11,8 @@ use serde_json::Value;
 use super::dispatch::{DispatchKind, Dispatched, busy_text};
 use crate::capsule::{CallOutcome, CallStatus};
 
-/// Bytes of a callee's output kept before the cut marker (§11.4, §18).
+/// Bytes of a callee's output kept before the cut marker
+/// (docs/reference/capsules.md#calls-between-members, docs/reference/formation.md#timing).
 pub const ANSWER_CAP: usize = 64 * 1024;
 
 /// Appended to an output cut at [`ANSWER_CAP`] [ours text].
@@ -103,7 +104,8 @@ fn host_and_port(url: &str) -> Option<(String, u16)> {
 }
 
 /// Neutralises every `<untrusted-content` and `</untrusted-content` (ASCII case-insensitive) in a
-/// callee's output, so the output cannot close its fence or open a new one (§11.5).
+/// callee's output, so the output cannot close its fence or open a new one
+/// (docs/reference/capsules.md#calls-between-members).
 pub fn neutralise(output: &str) -> String {
     const TAGS: [&[u8]; 2] = [b"<untrusted-content", b"</untrusted-content"];
     let bytes = output.as_bytes();
@@ -122,7 +124,7 @@ pub fn neutralise(output: &str) -> String {
     String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
-/// One call's block of the continuation message (§11.5):
+/// One call's block of the continuation message (docs/reference/capsules.md#calls-between-members):
 ///
 /// ```text
 /// [call-member] call mcl_… to coder ended completed:
@@ -149,8 +151,8 @@ pub fn fence(outcome: &CallOutcome) -> String {
 }
 
 /// The one user message a model capsule's task continues with once every call has ended
-/// (§11.5): each call's [`fence`] block, separated by blank lines, then the members that gave no
-/// answer (when any), then the closing line.
+/// (docs/reference/capsules.md#calls-between-members): each call's [`fence`] block, separated by
+/// blank lines, then the members that gave no answer (when any), then the closing line.
 pub fn continuation_message(outcomes: &[CallOutcome]) -> String {
     let mut parts: Vec<String> = outcomes.iter().map(fence).collect();
     let mut silent: Vec<&str> = Vec::new();
@@ -166,8 +168,9 @@ pub fn continuation_message(outcomes: &[CallOutcome]) -> String {
     parts.join("\n\n")
 }
 
-/// The result a model's `call-member` tool call gets (§11.3): whether the tool call failed, and
-/// its text — the summary line, the data JSON line and a note [text beyond the summary ours].
+/// The result a model's `call-member` tool call gets
+/// (docs/reference/capsules.md#calls-between-members): whether the tool call failed, and its text —
+/// the summary line, the data JSON line and a note [text beyond the summary ours].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolResult {
     pub failed: bool,
@@ -240,7 +243,8 @@ pub fn tool_result(d: &Dispatched, bound: Duration, task_from_member: bool) -> T
     }
 }
 
-/// The `call-member` tool's input schema (§11.1): `member` is one of `callees`, in roster order.
+/// The `call-member` tool's input schema (docs/reference/capsules.md#model-capsules): `member` is
+/// one of `callees`, in roster order.
 pub fn call_member_schema(callees: &[String]) -> Value {
     serde_json::json!({
         "type": "object",
@@ -252,8 +256,8 @@ pub fn call_member_schema(callees: &[String]) -> Value {
     })
 }
 
-/// Reads a `call-member` tool call's input (§11.2 step 1): `(member, task)`, or the tool error
-/// when either is missing or not a string [text ours].
+/// Reads a `call-member` tool call's input (docs/reference/capsules.md#calls-between-members step
+/// 1): `(member, task)`, or the tool error when either is missing or not a string [text ours].
 pub fn call_member_arguments(input: &Value) -> Result<(String, String), String> {
     match (
         input.get("member").and_then(Value::as_str),

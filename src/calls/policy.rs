@@ -1,4 +1,4 @@
-//! The wasi:http glue (runtime.md §12.2, §12.3): a component's request to
+//! The wasi:http glue (docs/reference/capsules.md#calls-by-address): a component's request to
 //! `http://<member>.formation.invalid` is resolved by the VirtualPeerRouter, checked against the
 //! component's `capabilities.network.allow`, and sent to the real door with the edge's token and
 //! the task's trust class stamped over whatever the component set.
@@ -32,7 +32,7 @@ impl PeerResolver for PeerRoutes {
         Box::pin(async move {
             match router::resolve(&self.router, member).await {
                 Resolution::Route(r) => Some(Route::peer_door(&r.url, r.token(), self.trust.as_str())),
-                // One refusal for every reason (§12.2).
+                // One refusal for every reason (docs/reference/capsules.md#calls-by-address).
                 Resolution::Denied(_) => None,
             }
         })

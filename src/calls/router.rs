@@ -1,5 +1,6 @@
-//! The VirtualPeerRouter (runtime.md §10.2, §12.2, §17): the member's address book of callees,
-//! as an actix actor.
+//! The VirtualPeerRouter (docs/reference/formation.md#the-formation-channel,
+//! docs/reference/capsules.md#calls-by-address, docs/architecture.md): the member's address book of
+//! callees, as an actix actor.
 //!
 //! It holds the token of each edge this member may call (from the channel's first line) and the
 //! door URLs the channel's address lines deliver. `Resolve{name}` answers a route (URL and token)
@@ -43,8 +44,8 @@ impl fmt::Debug for PeerRoute {
     }
 }
 
-/// Why a name did not resolve. Every denial looks the same to a component (§12.2); the reason is
-/// for the caller's own diagnostics.
+/// Why a name did not resolve. Every denial looks the same to a component
+/// (docs/reference/capsules.md#calls-by-address); the reason is for the caller's own diagnostics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Denial {
     /// Not a member this member may call (or no member at all).
@@ -76,7 +77,8 @@ pub enum Resolution {
     Denied(Denial),
 }
 
-/// Resolves a callee's roster name to its route, waiting for its URL as §12.2 says.
+/// Resolves a callee's roster name to its route, waiting for its URL as
+/// docs/reference/capsules.md#calls-by-address says.
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "Resolution")]
 pub struct Resolve {
@@ -136,8 +138,9 @@ impl VirtualPeerRouter {
         }
     }
 
-    /// Where the notice about an unreadable address line goes (§10.2), e.g. the session's
-    /// console behind `[capsule-runtime] `. Without it the notice is dropped.
+    /// Where the notice about an unreadable address line goes
+    /// (docs/reference/formation.md#the-formation-channel), e.g. the session's console behind
+    /// `[capsule-runtime] `. Without it the notice is dropped.
     pub fn with_notes(mut self, notes: impl Fn(&str) + 'static) -> VirtualPeerRouter {
         self.notes = Some(Box::new(notes));
         self
@@ -183,7 +186,8 @@ impl Handler<Channel> for VirtualPeerRouter {
         match msg.0 {
             ChannelEvent::Addresses(addrs) => {
                 for a in addrs {
-                    // Names that are not callees are ignored (§10.2).
+                    // Names that are not callees are ignored
+                    // (docs/reference/formation.md#the-formation-channel).
                     if self.tokens.contains_key(&a.name) {
                         self.urls.insert(a.name, a.url);
                     }

@@ -966,7 +966,8 @@ async fn a_call_completes_and_its_answer_arrives_as_soon_as_the_callee_finishes(
     assert_eq!(caller_member.as_deref(), Some("lead"));
     assert_eq!((*origin, *trust), (Origin::Peer, Trust::Trusted));
 
-    // A second call to the same member while the first is unanswered is refused (§11.2 step 4).
+    // A second call to the same member while the first is unanswered is refused
+    // (docs/reference/capsules.md#calls-between-members step 4).
     let again = task.dispatch("coder", "more").await;
     assert!(
         again
@@ -1037,7 +1038,7 @@ async fn a_call_completes_and_its_answer_arrives_as_soon_as_the_callee_finishes(
     assert_eq!(ends[0]["no_answer_below"], json!([]));
     assert!(ends[0]["duration_ms"].as_u64().is_some());
     assert_eq!(ends[1]["call_id"], next.call_id.as_str());
-    // The trace line's own field order (§14.2).
+    // The trace line's own field order (docs/reference/formation.md#trace-records).
     let text = me.trace_text();
     let line = text.lines().find(|l| l.contains("\"member_call\"")).unwrap_or_default();
     let order = [
@@ -1563,7 +1564,7 @@ async fn a_virtual_request_reaches_a_real_door_with_the_edges_token() {
     let engine = ok(CapsuleEngine::new());
     let probe_capsule = ok(Capsule::load(&engine, PROBE.as_bytes()));
     // The forged token would be 401; the edge's token passes authentication, and the door then
-    // answers a GET it does not serve with 404 (§7.2).
+    // answers a GET it does not serve with 404 (docs/reference/door.md#request-pipeline).
     assert_eq!(
         probe(&probe_capsule, &me.calls, Trust::Trusted, "coder.formation.invalid").await,
         answered("status 404")

@@ -1,5 +1,6 @@
-//! One call's life on the wire (runtime.md §11.2 step 5, §11.3, §11.4), run as a local task on
-//! the session's actix arbiter.
+//! One call's life on the wire (docs/reference/capsules.md#calls-between-members step 5,
+//! docs/reference/capsules.md#calls-between-members), run as a local task on the session's actix
+//! arbiter.
 //!
 //! 1. Resolve the callee through the VirtualPeerRouter and check the real door URL against the
 //!    caller's `capabilities.network.allow`.
@@ -15,7 +16,8 @@
 //!
 //! The caller giving up (its task ended) stops the watcher at once. A re-offer still in flight
 //! at that moment (or when the bound passes) is let finish, and if the callee took the task after
-//! all, it is cancelled with CancelTask `<call id>-cancel` (§11.5).
+//! all, it is cancelled with CancelTask `<call id>-cancel`
+//! (docs/reference/capsules.md#calls-between-members).
 
 use std::future::Future;
 use std::rc::Rc;
@@ -62,7 +64,8 @@ pub(crate) async fn run_call(
         report_ended(&slot)
     };
 
-    // 1. Route: the same refusal whatever the reason, before any connection (§12.2).
+    // 1. Route: the same refusal whatever the reason, before any connection
+    // (docs/reference/capsules.md#calls-by-address).
     let route = match race(router::resolve(&inner.shared.router, &member), deadline, &slot).await {
         Race::Done(Resolution::Route(r)) => r,
         Race::Done(Resolution::Denied(d)) => {
@@ -248,7 +251,8 @@ async fn reoffer(
     }
 }
 
-/// Lets a re-offer in flight finish; if the callee took the task, cancels it (§11.5).
+/// Lets a re-offer in flight finish; if the callee took the task, cancels it
+/// (docs/reference/capsules.md#calls-between-members).
 fn cancel_if_taken(
     client: &Rc<DoorClient>,
     slot: &CallSlot,

@@ -1,4 +1,5 @@
-//! The outgoing-HTTP policy of a component (runtime.md §12, §16.2).
+//! The outgoing-HTTP policy of a component (docs/reference/capsules.md#calls-by-address,
+//! docs/reference/capsules.md#component-capsules).
 //!
 //! Every request a component sends through `wasi:http/outgoing-handler` reaches
 //! [`PolicyHooks::send_request`] before any connection is made. The hook asks an [`HttpPolicy`]
@@ -6,11 +7,12 @@
 //! virtual peer address resolved to a member's door), or refuse it with `HttpRequestDenied`.
 //!
 //! [`NetworkPolicy`] is the policy the session uses: `*.formation.invalid` is never sent as
-//! written (§12.2) — it is routed through a [`PeerResolver`] when one is given and the member may
-//! be called, else refused — and every other host must pass `capabilities.network.allow`. The
-//! bare `localhost` a caller declares lets the runtime's routes reach doors; a request sent as
-//! written to a loopback host needs a rule that names its port ([`AllowList::allows_direct`]).
-//! A routed request is dialled at the door's socket, 127.0.0.1, never at a resolved name.
+//! written (docs/reference/capsules.md#calls-by-address) — it is routed through a [`PeerResolver`]
+//! when one is given and the member may be called, else refused — and every other host must pass
+//! `capabilities.network.allow`. The bare `localhost` a caller declares lets the runtime's routes
+//! reach doors; a request sent as written to a loopback host needs a rule that names its port
+//! ([`AllowList::allows_direct`]). A routed request is dialled at the door's socket, 127.0.0.1,
+//! never at a resolved name.
 
 use std::fmt;
 use std::future::Future;
@@ -90,8 +92,9 @@ pub struct RouteHeader {
 }
 
 impl Route {
-    /// The route to a member's door for a virtual peer address (§12.3): the bearer token of the
-    /// edge, origin `peer`, and the trust class of the task in scope (`trusted`/`untrusted`).
+    /// The route to a member's door for a virtual peer address
+    /// (docs/reference/capsules.md#calls-by-address): the bearer token of the edge, origin `peer`,
+    /// and the trust class of the task in scope (`trusted`/`untrusted`).
     pub fn peer_door(door_url: &str, token: &str, trust: &str) -> Route {
         Route {
             base_url: door_url.to_string(),
@@ -143,8 +146,9 @@ pub enum HttpDecision {
     /// Send it as written.
     PassThrough,
     /// Send it to another base URL. Any `Authorization`, `x-murmur-task-origin` and
-    /// `x-murmur-task-trust` the component set are dropped first (§12.3), then the route's
-    /// headers are set, and `Host` becomes the destination's.
+    /// `x-murmur-task-trust` the component set are dropped first
+    /// (docs/reference/capsules.md#calls-by-address), then the route's headers are set, and `Host`
+    /// becomes the destination's.
     Route(Route),
     /// Refuse it before any connection: the component sees `HttpRequestDenied`.
     Deny,
@@ -155,8 +159,9 @@ pub trait HttpPolicy: Send + Sync {
     fn decide<'a>(&'a self, target: &'a OutgoingTarget) -> BoxFuture<'a, HttpDecision>;
 }
 
-/// Resolves a callee's roster name to the route to its door (§12.2): `None` refuses. The
-/// session's implementation waits up to 10 s for the address line and knows the task's trust.
+/// Resolves a callee's roster name to the route to its door
+/// (docs/reference/capsules.md#calls-by-address): `None` refuses. The session's implementation
+/// waits up to 10 s for the address line and knows the task's trust.
 pub trait PeerResolver: Send + Sync {
     fn resolve<'a>(&'a self, member: &'a str) -> BoxFuture<'a, Option<Route>>;
 }
@@ -187,7 +192,8 @@ impl NetworkPolicy {
 
     async fn decide_async(&self, target: &OutgoingTarget) -> HttpDecision {
         if target.is_formation_address() {
-            // One refusal for every failure, whether the name is a member or not (§12.2).
+            // One refusal for every failure, whether the name is a member or not
+            // (docs/reference/capsules.md#calls-by-address).
             let (Some(member), Some(peers)) = (target.virtual_member(), &self.peers) else {
                 return HttpDecision::Deny;
             };
@@ -243,13 +249,15 @@ impl WasiHttpHooks for PolicyHooks {
     }
 }
 
-/// The headers a component may not choose when its request is routed to a door (§12.3).
+/// The headers a component may not choose when its request is routed to a door
+/// (docs/reference/capsules.md#calls-by-address).
 const ROUTE_DROPPED: [&str; 3] = ["authorization", "x-murmur-task-origin", "x-murmur-task-trust"];
 
 /// Points `request` at the door `route` names: the URI's authority is the door's socket
 /// (127.0.0.1, never a name to resolve: see [`channel::door_socket`]), `Host` is the door URL's
-/// authority as advertised; path and query of the request, §12.3 headers. `None` when the route
-/// names no door or a header is malformed.
+/// authority as advertised; path and query of the request,
+/// docs/reference/capsules.md#calls-by-address headers. `None` when the route names no door or a
+/// header is malformed.
 fn rewrite<B>(mut request: http::Request<B>, route: &Route) -> Option<http::Request<B>> {
     let socket = channel::door_socket(&route.base_url)?;
     let authority = route.base_url.strip_prefix("http://")?;

@@ -1,4 +1,5 @@
-//! The capsule host: WebAssembly components run by wasmtime (runtime.md §16.1, §16.2).
+//! The capsule host: WebAssembly components run by wasmtime
+//! (docs/reference/capsules.md#component-capsules).
 //!
 //! One [`CapsuleEngine`] per process compiles components and ticks the epoch that interrupts
 //! them. [`Capsule::load`] compiles a component once and pre-instantiates it against the world
@@ -50,7 +51,7 @@ pub enum RunOutcome {
     /// The component returned an error, trapped, ran out of time or memory, or could not start.
     Failed(String),
     /// The component chose to give no answer, for this reason. Honour it only in a task a
-    /// member sent (§11.6); elsewhere report it as a failure.
+    /// member sent (docs/reference/capsules.md#model-capsules); elsewhere report it as a failure.
     NoAnswer(String),
     /// The task's [`CancelSignal`] fired before it ended.
     Canceled,
@@ -136,14 +137,15 @@ pub struct CallOutcome {
     pub call_id: String,
     pub member: String,
     pub status: CallStatus,
-    /// Capped and redacted as §11.4 says, not fenced.
+    /// Capped and redacted as docs/reference/capsules.md#calls-between-members says, not fenced.
     pub output: String,
     pub truncated: bool,
 }
 
-/// `metadata.murmur.noAnswerBelow` of a task that ends without an answer (§7.4, §11.6): the
-/// `{member, status}` of each of its calls that ended without an answer, in start order. The
-/// one rule for model and component capsules alike.
+/// `metadata.murmur.noAnswerBelow` of a task that ends without an answer
+/// (docs/reference/door.md#methods, docs/reference/capsules.md#model-capsules): the `{member,
+/// status}` of each of its calls that ended without an answer, in start order. The one rule for
+/// model and component capsules alike.
 pub fn no_answer_below(ended: &[CallOutcome]) -> Vec<crate::tasks::NoAnswerBelow> {
     ended
         .iter()
@@ -155,8 +157,10 @@ pub fn no_answer_below(ended: &[CallOutcome]) -> Vec<crate::tasks::NoAnswerBelow
         .collect()
 }
 
-/// The member calls of one task (§11.2–§11.4), implemented by the session. Calls still
-/// outstanding when [`Capsule::run`] returns are the session's to end `abandoned` (§16.2).
+/// The member calls of one task
+/// (docs/reference/capsules.md#calls-between-members–docs/reference/capsules.md#calls-between-members),
+/// implemented by the session. Calls still outstanding when [`Capsule::run`] returns are the
+/// session's to end `abandoned` (docs/reference/capsules.md#component-capsules).
 pub trait MemberCalls: Send + Sync {
     /// Dispatches a call; `Ok(call id)` once the callee's door holds the task or is busy (the
     /// session keeps re-offering), `Err(message)` for a dispatch fault.
@@ -188,7 +192,7 @@ pub struct TaskEnv {
     /// `identity.member-name`.
     pub member_name: Option<String>,
     /// The value of `MURMUR_FORMATION_PEERS`: the only environment variable the component sees,
-    /// and only when `Some` (§12.1: never set empty).
+    /// and only when `Some` (docs/reference/capsules.md#what-the-host-grants: never set empty).
     pub peers_env: Option<String>,
     pub calls: Arc<dyn MemberCalls>,
     pub http: Arc<dyn HttpPolicy>,

@@ -1,4 +1,5 @@
-//! Where a component's stdout and stderr go (runtime.md §16.2: `logs/bootstrap.log`).
+//! Where a component's stdout and stderr go (docs/reference/capsules.md#component-capsules:
+//! `logs/bootstrap.log`).
 //!
 //! Both streams of a task write into one [`OutputSink`]; each task may write at most
 //! [`Limits::output_bytes`](super::Limits::output_bytes), after which one marker line is written

@@ -1,6 +1,6 @@
-//! Member intake of the formation channel (runtime.md §10.3): the inherited descriptor named by
-//! `MURMUR_FORMATION_CHANNEL`, its first line before the session is staged, then a background
-//! reader for address lines until EOF.
+//! Member intake of the formation channel (docs/reference/formation.md#member-intake): the
+//! inherited descriptor named by `MURMUR_FORMATION_CHANNEL`, its first line before the session is
+//! staged, then a background reader for address lines until EOF.
 //!
 //! Tokens read here stay in memory: no error text, log line or `Debug` output quotes one.
 
@@ -28,12 +28,13 @@ pub enum ChannelEvent {
     Closed,
 }
 
-/// The log text for an unreadable address line (§10.2), to print behind `[capsule-runtime] `.
+/// The log text for an unreadable address line (docs/reference/formation.md#the-formation-channel),
+/// to print behind `[capsule-runtime] `.
 pub fn unreadable_notice(why: &str) -> String {
     format!("the formation channel sent an address line that could not be read ({why}); it was ignored")
 }
 
-/// E-RUN-046 with the §10.3 text around `reason`.
+/// E-RUN-046 with the docs/reference/formation.md#member-intake text around `reason`.
 pub fn refusal(reason: &str) -> Diagnostic {
     Diagnostic::new(
         diag::E_RUN_046,
@@ -59,9 +60,10 @@ impl std::fmt::Debug for Intake {
     }
 }
 
-/// Reads the first line from the inherited fd, refusing with E-RUN-046 per §10.3 (not digits,
-/// fd ≤ 2, not open, not a FIFO/regular file, no line within `wait` (10 s in production), bad
-/// line, a token not issued to this member, another formation). Sets close-on-exec at once.
+/// Reads the first line from the inherited fd, refusing with E-RUN-046 per
+/// docs/reference/formation.md#member-intake (not digits, fd ≤ 2, not open, not a FIFO/regular
+/// file, no line within `wait` (10 s in production), bad line, a token not issued to this member,
+/// another formation). Sets close-on-exec at once.
 ///
 /// `env_formation` is `MURMUR_FORMATION_ID` as already checked by the caller (E-RUN-044). Call this
 /// early in start-up: the descriptor is taken over (closed on drop) once it proved to be a pipe or

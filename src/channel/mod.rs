@@ -1,5 +1,5 @@
-//! The formation channel (runtime.md §10): a pipe per member carrying its credentials (the first
-//! line) and later its callees' door URLs (address lines).
+//! The formation channel (docs/reference/formation.md#the-formation-channel): a pipe per member
+//! carrying its credentials (the first line) and later its callees' door URLs (address lines).
 //!
 //! `line` is the pure wire format (`mur_core::wire::channel_line`); `intake` reads the inherited descriptor in a member process.
 

@@ -1,11 +1,11 @@
-//! `mur doctor`: admits a roster and reports the result (runtime.md §5.6), or checks a member's
-//! sources.
+//! `mur doctor`: admits a roster and reports the result (docs/reference/cli.md#mur-doctor), or
+//! checks a member's sources.
 //!
 //! Formation mode (the current directory holds `roster.yaml` and no `murmur.yaml`) prints the
-//! [compatible] layout of §5.6. Member mode (a `murmur.yaml` at or above the current directory)
-//! prints one `  ✓  <check>` / `  ✗  <message>` line per check [ours], then the Roster block when
-//! the project also holds `roster.yaml`. The exit code is 1 iff a check failed; warnings alone
-//! never fail.
+//! [compatible] layout of docs/reference/cli.md#mur-doctor. Member mode (a `murmur.yaml` at or
+//! above the current directory) prints one `  ✓  <check>` / `  ✗  <message>` line per check [ours],
+//! then the Roster block when the project also holds `roster.yaml`. The exit code is 1 iff a check
+//! failed; warnings alone never fail.
 //!
 //! `--json` [ours] prints the same findings as one JSON object; `--graph` / `--dot` [ours] print
 //! only the admitted reachability graph, as Mermaid or Graphviz DOT.
@@ -171,7 +171,7 @@ impl Report {
 
     /// `--json` [ours]: `ok` (no check failed), `errors` and `warnings` (`code`, `message`, `fix`),
     /// `member` (`dir`, `checks`: `ok`, `text`; `null` in formation mode) and `roster` (`null` when
-    /// no roster was checked). Keys sorted (§1.2).
+    /// no roster was checked). Keys sorted (docs/reference/cli.md#conventions).
     fn to_json(&self) -> String {
         let errors: Vec<Value> = self
             .errors
@@ -258,7 +258,8 @@ fn member_checks(report: &mut Report, project: &Project) {
     report.line("");
 }
 
-/// The Roster block of §5.6, for the roster of `project`, against its stores and lock.
+/// The Roster block of docs/reference/cli.md#mur-doctor, for the roster of `project`, against its
+/// stores and lock.
 fn roster_block(report: &mut Report, project: &Project, home: &MurHome) {
     report.line("Roster");
     report.line(&format!("  file: {}", project.roster().display()));

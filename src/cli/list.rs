@@ -87,8 +87,9 @@ pub fn run(json: bool) -> Outcome {
     Ok(0)
 }
 
-/// `--json` [ours]: one compact line `{"artifacts":[…]}` in the table's order, keys sorted (§1.2),
-/// with the full sha256 and `compiled` (`true`/`false`, `null` for a capsule without a component).
+/// `--json` [ours]: one compact line `{"artifacts":[…]}` in the table's order, keys sorted
+/// (docs/reference/cli.md#conventions), with the full sha256 and `compiled` (`true`/`false`,
+/// `null` for a capsule without a component).
 pub fn render_json(listed: &[(Listed, Compiled)]) -> String {
     let artifacts: Vec<serde_json::Value> = listed
         .iter()

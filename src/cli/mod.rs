@@ -1,7 +1,7 @@
 //! The `mur` command line: one file per command, each a thin shell over the library.
 //!
 //! Every command returns an exit code or a [`crate::diag::Diagnostic`]; this module renders diagnostics
-//! (runtime.md §1.3) and leaves usage errors (exit 2) to clap.
+//! (docs/reference/codes.md) and leaves usage errors (exit 2) to clap.
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -1,5 +1,5 @@
 //! `mur new --roster NAME [--inference openai|anthropic]`: scaffolds a two-member formation in
-//! `./NAME` (runtime.md §2).
+//! `./NAME` (docs/reference/cli.md).
 //!
 //! The files are written into a staging directory `./.NAME.tmp-<uuidv4>`, read back and checked
 //! by our own parsers, then the directory is renamed to `./NAME` without replacing anything, so

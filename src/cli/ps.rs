@@ -1,4 +1,4 @@
-//! `mur ps`: the live sessions of this machine, grouped by formation (runtime.md §2).
+//! `mur ps`: the live sessions of this machine, grouped by formation (docs/reference/cli.md).
 //!
 //! Reads `~/.murmur/running/`, prunes records whose process is gone, and prints one row per
 //! session. Sessions outside any formation come first; each formation's rows follow its summary
@@ -26,9 +26,9 @@ pub fn run(json: bool) -> Outcome {
     Ok(0)
 }
 
-/// `--json` [ours]: one compact line `{"sessions":[…]}`, keys sorted (§1.2), sessions in the
-/// table's order. Every session carries every key (`null` when absent) so scripts need no
-/// existence checks. The door token is never shown.
+/// `--json` [ours]: one compact line `{"sessions":[…]}`, keys sorted
+/// (docs/reference/cli.md#conventions), sessions in the table's order. Every session carries every
+/// key (`null` when absent) so scripts need no existence checks. The door token is never shown.
 pub fn render_json(records: &[RunningRecord]) -> String {
     let mut sorted: Vec<&RunningRecord> = records.iter().collect();
     // Standalone sessions first, then formations in id order, as the table lists them.

@@ -29,7 +29,8 @@ pub fn run(a: &RunArgs) -> Outcome {
             lifecycle_after_task: h.lifecycle_after_task.clone(),
         });
     }
-    // Project mode (`mur run` alone) is out of scope (runtime.md §1): a usage error, like clap's.
+    // Project mode (`mur run` alone) is out of scope (docs/reference/cli.md#conventions): a usage
+    // error, like clap's.
     eprintln!(
         "error: `mur run` needs --capsule <scope>/<name> --capsule-version <version>, or --roster [PATH]\n\nFor more information, try '--help'."
     );

@@ -1,4 +1,5 @@
-//! `mur stop ID`: stop one session (`ses_…`) or a whole formation (`frm_…`), runtime.md §2, §13.6.
+//! `mur stop ID`: stop one session (`ses_…`) or a whole formation (`frm_…`),
+//! docs/reference/cli.md#mur-stop.
 //!
 //! Processes are named by pid *and* start token everywhere: a signal goes out only after the
 //! start token was re-read and still matches, so a recycled pid is never signalled.
@@ -179,8 +180,8 @@ fn wait_gone(p: &ProcRef, within: Duration) -> bool {
     }
 }
 
-/// How a member's session ended, from its trace (§13.6): `formation_ended`,
-/// `session_end <exit_status>` or `no session_end`.
+/// How a member's session ended, from its trace (docs/reference/cli.md#mur-stop):
+/// `formation_ended`, `session_end <exit_status>` or `no session_end`.
 pub fn member_ending(records_dir: &Path) -> String {
     let records = crate::trace::read_records(&records_dir.join("trace.jsonl")).unwrap_or_default();
     ending_of(&records)

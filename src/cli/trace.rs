@@ -1,4 +1,5 @@
-//! `mur trace show ID`: one session's trace, or every member session of a formation (§14.4).
+//! `mur trace show ID`: one session's trace, or every member session of a formation
+//! (docs/reference/formation.md#formation-traces).
 
 use std::path::PathBuf;
 
@@ -100,8 +101,9 @@ fn find_session_trace(home: &MurHome, id: &str) -> Option<PathBuf> {
     None
 }
 
-/// The roots of §14.4: the CWD's records group, the project's (from `formation.json`), and each
-/// member directory's under `~/.murmur/formations/<id>/`.
+/// The roots of docs/reference/formation.md#formation-traces: the CWD's records group, the
+/// project's (from `formation.json`), and each member directory's under
+/// `~/.murmur/formations/<id>/`.
 fn formation_roots(home: &MurHome, id: &str) -> Vec<PathBuf> {
     let mut roots = Vec::new();
     if let Ok(cwd) = std::env::current_dir() {
@@ -141,8 +143,9 @@ fn show_formation(home: &MurHome, id: &str) -> Outcome {
     Ok(0)
 }
 
-/// §14.4's layout: one `searched:` line per root, then one row per session with the session
-/// id, member and capsule each padded to their column, then the call lines.
+/// docs/reference/formation.md#formation-traces's layout: one `searched:` line per root, then one
+/// row per session with the session id, member and capsule each padded to their column, then the
+/// call lines.
 pub fn render_formation(id: &str, roots: &[PathBuf], t: &FormationTrace) -> String {
     let mut out = format!("── Formation {}\nformation:  {id}\n", "─".repeat(30));
     for root in roots {
@@ -162,7 +165,8 @@ pub fn render_formation(id: &str, roots: &[PathBuf], t: &FormationTrace) -> Stri
     }
     if !t.calls.is_empty() {
         // A call made by a task that a call started is drawn under that call, two spaces deeper;
-        // a top-level line keeps §14.4's shape `  mcl_…  planner → coder  completed  1234 ms`.
+        // a top-level line keeps docs/reference/formation.md#formation-traces's shape `  mcl_…
+        // planner → coder  completed  1234 ms`.
         out.push_str("calls:\n");
         for line in formation::call_tree(&t.calls) {
             let indent = "  ".repeat(line.depth + 1);

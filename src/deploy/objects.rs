@@ -238,10 +238,11 @@ pub fn job(f: &Formation, o: &Options, owner: &OwnerReference, i: usize) -> Job 
     }
 }
 
-/// `mur run --capsule` as the launcher starts a member (runtime.md §9.3), less what a pod
-/// replaces: the door binds a fixed port on the pod's network, the store is the image's, and
-/// no operator token is printed (`--readiness-tokens` feeds the launcher's probe; the kubelet
-/// probes the public card instead, and a token must never reach a log).
+/// `mur run --capsule` as the launcher starts a member
+/// (docs/reference/formation.md#member-command-lines), less what a pod replaces: the door binds a
+/// fixed port on the pod's network, the store is the image's, and no operator token is printed
+/// (`--readiness-tokens` feeds the launcher's probe; the kubelet probes the public card instead,
+/// and a token must never reach a log).
 pub fn member_args(f: &Formation, o: &Options, i: usize) -> Vec<String> {
     let m = &f.members[i];
     let mut args: Vec<String> = [
@@ -339,7 +340,8 @@ fn locked_down() -> SecurityContext {
 
 /// A caller's relay to one callee: a native sidecar (an init container that keeps running) so it
 /// is up before the member starts and never holds a finished Job open. Door URLs stay on
-/// `localhost` (runtime.md §12.4), so a capsule's `network.allow` means what it means locally.
+/// `localhost` (docs/reference/capsules.md#what-the-host-grants), so a capsule's `network.allow`
+/// means what it means locally.
 fn relay(f: &Formation, o: &Options, callee: usize) -> Container {
     let port = relay_port(callee);
     Container {

@@ -1,6 +1,6 @@
-//! FormationAuth (runtime.md §7.6, §8): the actix-web middleware that checks `Authorization` on
-//! an authenticating door and attaches the caller's [`Caller`] to the request, plus the refusal
-//! bodies every door step answers with (401/403, `www-authenticate`).
+//! FormationAuth (docs/reference/door.md#authentication): the actix-web middleware that checks
+//! `Authorization` on an authenticating door and attaches the caller's [`Caller`] to the request,
+//! plus the refusal bodies every door step answers with (401/403, `www-authenticate`).
 //!
 //! Each distinct token is verified once: verdicts are remembered in a `VerifyCache` keyed by the
 //! token's hash. No token is ever logged or copied into a response.
@@ -23,7 +23,8 @@ use zeroize::Zeroizing;
 use super::jsonrpc;
 use crate::token::{self, DoorCredential, DoorKey, FORMATION_SCOPES, Verdict, VerifyCache, VerifyKey};
 
-/// The path of the public agent card (§7.2 step 2), never authenticated.
+/// The path of the public agent card (docs/reference/door.md#request-pipeline step 2), never
+/// authenticated.
 pub const CARD_PATH: &str = "/.well-known/agent-card.json";
 
 /// Who is calling, as FormationAuth established it.
@@ -43,7 +44,7 @@ impl Caller {
         }
     }
 
-    /// The owner recorded on a task this caller creates (§7.7).
+    /// The owner recorded on a task this caller creates (docs/reference/door.md#methods).
     pub fn owner(&self) -> Option<String> {
         match self {
             Caller::Public => None,
@@ -66,7 +67,8 @@ impl Caller {
         }
     }
 
-    /// §7.7: a public door and the operator see every task; any other credential only its own.
+    /// docs/reference/door.md#methods: a public door and the operator see every task; any other
+    /// credential only its own.
     pub fn sees(&self, owner: Option<&str>) -> bool {
         match self {
             Caller::Public => true,
@@ -83,7 +85,7 @@ impl Caller {
     }
 }
 
-/// A refusal answered before or instead of JSON-RPC (§7.6).
+/// A refusal answered before or instead of JSON-RPC (docs/reference/door.md#authentication).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
     Unauthenticated,
@@ -191,7 +193,7 @@ impl DoorAuthenticator {
         &self.realm
     }
 
-    /// §7.6 verification of one request's headers.
+    /// docs/reference/door.md#authentication verification of one request's headers.
     pub fn check(&self, req: &HttpRequest) -> Result<Arc<Caller>, Refusal> {
         self.check_on(req, None)
     }
@@ -214,7 +216,8 @@ impl DoorAuthenticator {
         checked
     }
 
-    /// The one bearer token of the request, or the refusal §7.6 gives for its headers.
+    /// The one bearer token of the request, or the refusal docs/reference/door.md#authentication
+    /// gives for its headers.
     fn presented<'r>(&self, req: &'r HttpRequest) -> Result<&'r str, Refusal> {
         let mut values = req.headers().get_all(header::AUTHORIZATION);
         let Some(first) = values.next() else {

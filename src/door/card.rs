@@ -1,5 +1,6 @@
-//! The agent card (runtime.md §7.8): the public card at `/.well-known/agent-card.json` and the
-//! extended card GetExtendedAgentCard returns on an authenticating door.
+//! The agent card (docs/reference/door.md#agent-card): the public card at
+//! `/.well-known/agent-card.json` and the extended card GetExtendedAgentCard returns on an
+//! authenticating door.
 
 use serde_json::{Value, json};
 

@@ -1,6 +1,6 @@
-//! The A2A methods a door serves (runtime.md §7.3), dispatched after the pipeline's steps 7–12.
-//! Visibility (§7.7) is applied here: a task the caller may not see is answered exactly as an
-//! unknown id.
+//! The A2A methods a door serves (docs/reference/door.md#methods), dispatched after the pipeline's
+//! steps 7–12. Visibility (docs/reference/door.md#methods) is applied here: a task the caller may
+//! not see is answered exactly as an unknown id.
 
 use std::sync::Arc;
 
@@ -559,7 +559,8 @@ mod tests {
 
     /// A2A v1.0 §4.1.6 `Part` (a2a.proto `Part.content` oneof text/raw/url/data, `media_type`):
     /// data parts always reach the capsule, framed as fenced JSON; file parts only of a declared
-    /// media type, else `ContentTypeNotSupportedError` (-32005, §3.1.1, §5.4).
+    /// media type, else `ContentTypeNotSupportedError` (-32005, §3.1.1,
+    /// docs/reference/codes.md#w-ros-001).
     #[test]
     fn parts_are_framed_into_the_task_text() {
         let text = |parts: Value, modes: &[&str]| {

@@ -1,11 +1,13 @@
-//! The door: a member's A2A JSON-RPC service over HTTP/1.1 (runtime.md §7, §8).
+//! The door: a member's A2A JSON-RPC service over HTTP/1.1 (docs/reference/door.md#authentication).
 //!
 //! Only the door knows JSON-RPC and A2A's spellings; it renders the task model (`crate::tasks`)
 //! as A2A. The session runtime starts it with [`Door::start`], feeds the `--task` task into its
 //! [`Board`], drains work with [`Board::next_work`], reports outcomes with [`Board::finish`], and
 //! stops it with [`Door::stop`]. Layout:
-//! - `pipeline` — the §7.2 steps in order, one handler behind the `auth` middleware;
-//! - `auth` — FormationAuth (`mft1`/`mdt1` verification) and the §7.6 refusal bodies;
+//! - `pipeline` — the docs/reference/door.md#request-pipeline steps in order, one handler behind
+//! the `auth` middleware;
+//! - `auth` — FormationAuth (`mft1`/`mdt1` verification) and the
+//! docs/reference/door.md#authentication refusal bodies;
 //! - `jsonrpc` — request decoding, the `A2A-Version` rule, method table, reply/error bodies;
 //! - `methods` — SendMessage, GetTask, CancelTask, ListTasks, SubscribeToTask, the extended card;
 //! - `view` — a task as A2A shows it: the Task object, its status and artifact;
@@ -103,9 +105,9 @@ fn served_methods(acceptance: Acceptance, authenticate: bool) -> Vec<&'static st
     m
 }
 
-/// `--bind ADDR` binds a port the OS chooses (runtime.md §7.1). `ADDR:PORT` [ours] binds that
-/// port, which a cluster Service needs to name the door (`mur deploy --kubernetes`); only a full
-/// socket address is read that way, so every plain address keeps its meaning.
+/// `--bind ADDR` binds a port the OS chooses (docs/reference/door.md#transport). `ADDR:PORT` [ours]
+/// binds that port, which a cluster Service needs to name the door (`mur deploy --kubernetes`);
+/// only a full socket address is read that way, so every plain address keeps its meaning.
 fn bind_listener(bind: &str) -> std::io::Result<TcpListener> {
     match bind.parse::<std::net::SocketAddr>() {
         Ok(addr) => TcpListener::bind(addr),

@@ -1,5 +1,6 @@
-//! The request pipeline (runtime.md §7.2, first match wins). Step 3 (authentication) runs before
-//! this handler, in the FormationAuth middleware; every other step is here, in order.
+//! The request pipeline (docs/reference/door.md#request-pipeline, first match wins). Step 3
+//! (authentication) runs before this handler, in the FormationAuth middleware; every other step is
+//! here, in order.
 
 use std::sync::Arc;
 

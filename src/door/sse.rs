@@ -1,7 +1,7 @@
-//! Server-sent events for SendStreamingMessage and SubscribeToTask (runtime.md §7.3): first
-//! `{"task":Task}`, then `statusUpdate` / `artifactUpdate` as the task changes, and the stream
-//! closes after a terminal state. Changes that land between two polls are coalesced into the
-//! latest state, so a slow client never stalls the board.
+//! Server-sent events for SendStreamingMessage and SubscribeToTask
+//! (docs/reference/door.md#methods): first `{"task":Task}`, then `statusUpdate` / `artifactUpdate`
+//! as the task changes, and the stream closes after a terminal state. Changes that land between two
+//! polls are coalesced into the latest state, so a slow client never stalls the board.
 //!
 //! A model capsule's answer streams: while the task runs, the text its provider streams goes out
 //! as `artifactUpdate` chunks of the one `response` artifact (`append: true` after the first),
@@ -162,11 +162,11 @@ pub fn follow(
 /// A streaming method (SendStreamingMessage, SubscribeToTask) refused before its stream starts.
 ///
 /// A2A v1.0 §9.4.2 gives a streaming method's response as HTTP 200 with `Content-Type:
-/// text/event-stream` whose every `data:` is a JSON-RPC response object, and §9.5 gives an error
-/// as the JSON-RPC error response; so a refusal is that stream with one event, the error
-/// response, and then its end: `data: {"error":{…},"id":…,"jsonrpc":"2.0"}\n\n`. The official
-/// Python SDK's client raises the mapped A2A error for it (it reads an error response on any
-/// `data:` line).
+/// text/event-stream` whose every `data:` is a JSON-RPC response object, and
+/// docs/reference/formation.md#how-the-launcher-waits gives an error as the JSON-RPC error
+/// response; so a refusal is that stream with one event, the error response, and then its end:
+/// `data: {"error":{…},"id":…,"jsonrpc":"2.0"}\n\n`. The official Python SDK's client raises the
+/// mapped A2A error for it (it reads an error response on any `data:` line).
 pub fn refusal(request_id: &Value, err: &RpcError) -> HttpResponse {
     let mut body = b"data: ".to_vec();
     body.extend_from_slice(&jsonrpc::to_bytes(&jsonrpc::error_value(request_id, err)));

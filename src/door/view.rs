@@ -1,6 +1,6 @@
-//! A task as A2A shows it (§7.4): the Task object, its status and its `response` artifact, as
-//! `Value`s or as a borrowed view written straight into reply bytes. The task model
-//! (`crate::tasks`) knows nothing of these shapes.
+//! A task as A2A shows it (docs/reference/door.md#methods): the Task object, its status and its
+//! `response` artifact, as `Value`s or as a borrowed view written straight into reply bytes. The
+//! task model (`crate::tasks`) knows nothing of these shapes.
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
@@ -15,7 +15,8 @@ pub const HISTORY_BYTES: usize = 1024 * 1024;
 
 /// The A2A renderings of a task.
 pub trait TaskObject {
-    /// The A2A Task object (§7.4); `artifacts` only when asked for and present.
+    /// The A2A Task object (docs/reference/door.md#methods); `artifacts` only when asked for and
+    /// present.
     fn to_json(&self, include_artifacts: bool) -> Value;
     /// The A2A Task object as a borrowed, serialisable view: what the door writes for GetTask
     /// and friends straight into the reply bytes, with no `Value` tree in between.
@@ -115,8 +116,8 @@ fn artifact_view(t: &TaskSnapshot) -> Option<ArtifactView<'_>> {
     })
 }
 
-// The wire shapes of §7.4. Fields are declared in alphabetical order, the order a
-// `serde_json::Map` keeps, so both renderings give the same bytes.
+// The wire shapes of docs/reference/door.md#methods. Fields are declared in alphabetical order, the
+// order a `serde_json::Map` keeps, so both renderings give the same bytes.
 
 /// A task as A2A shows it; see [`TaskObject::view`].
 #[derive(Debug, Serialize)]

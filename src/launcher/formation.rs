@@ -1,4 +1,6 @@
-//! `FormationActor`: owns one launch from minting to retention (runtime.md §9, §13.5, §17).
+//! `FormationActor`: owns one launch from minting to retention
+//! (docs/reference/formation.md#launch-sequence, docs/reference/formation.md#lifelines,
+//! docs/architecture.md).
 //!
 //! States: `Minting → StartingPeers → EntryRunning → Stopping → Done`. The first `PeerFailed`,
 //! signal or pre-entry deadline turns a launch into a stop; the entry's exit does the same for a
@@ -106,7 +108,8 @@ impl FormationActor {
         // Tokens now live only in the first lines (and in the authority's memory: the key).
         drop(minted);
 
-        // §9.1 step 5: every lifeline exists before any member is spawned.
+        // docs/reference/formation.md#launch-sequence step 5: every lifeline exists before any
+        // member is spawned.
         let mut pipes = Vec::with_capacity(self.plan.members.len());
         for _ in &self.plan.members {
             match MemberPipes::new() {

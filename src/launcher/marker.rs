@@ -1,4 +1,5 @@
-//! `formation.json`: the ownership marker of a formation directory (runtime.md §15.1).
+//! `formation.json`: the ownership marker of a formation directory
+//! (docs/reference/formation.md#retention).
 //!
 //! Retention removes a formation directory only when its marker names this project and its
 //! launcher is gone, so the marker is written before the first peer directory exists.

@@ -1,5 +1,5 @@
-//! The launcher: `mur run --roster` (runtime.md §5.5, §9, §13.5, §15; the roster page's
-//! "Launching a formation" and "How a formation ends").
+//! The launcher: `mur run --roster` (docs/reference/formation.md#launch-sequence,
+//! docs/reference/formation.md#how-a-formation-ends, docs/reference/formation.md#retention).
 //!
 //! The front end admits the roster through `roster::front` (pure, the same for `mur doctor` and
 //! `mur deploy`; nothing started on refusal), builds a
@@ -84,7 +84,8 @@ impl LaunchPlan {
         self.callees.get(i).map(Vec::as_slice).unwrap_or(&[])
     }
 
-    /// The command line of member `i` (§9.3). No credential is ever put on it.
+    /// The command line of member `i` (docs/reference/formation.md#member-command-lines). No
+    /// credential is ever put on it.
     pub fn command(&self, i: usize, pipes: &MemberPipes) -> MemberCommand {
         let m = &self.members[i];
         let peer = i != self.entry;
@@ -218,7 +219,8 @@ pub struct LaunchOptions {
     pub deadline: Option<u64>,
 }
 
-/// `mur run --roster`: the front end (§5.5), then the launch (§9).
+/// `mur run --roster`: the front end (docs/reference/formation.md#launch-sequence), then the launch
+/// (docs/reference/formation.md#launch-sequence).
 pub fn run_roster(args: &LaunchOptions) -> Outcome {
     let roster_arg = args.roster.as_path();
     // 1. The deadline's origin is the launcher's start.
@@ -244,7 +246,8 @@ pub fn run_roster(args: &LaunchOptions) -> Outcome {
     plan.json = args.json;
     plan.mur_binary = match std::env::var_os("MURMUR_MUR_BINARY").filter(|v| !v.is_empty()) {
         Some(p) => {
-            // A test switch (§9.1 step 3): members run another program, so say so.
+            // A test switch (docs/reference/formation.md#launch-sequence step 3): members run
+            // another program, so say so.
             Diagnostic::new(
                 diag::W_ENV_001,
                 format!(
@@ -298,7 +301,8 @@ fn launch(plan: LaunchPlan) -> Outcome {
     registry::install_panic_hook();
     let system = actix::System::new();
     let code = system.block_on(async move {
-        // §9.1 step 2: signal handling before anything starts.
+        // docs/reference/formation.md#launch-sequence step 2: signal handling before anything
+        // starts.
         let signals = match Signals::install() {
             Ok(s) => s,
             Err(e) => {

@@ -25,7 +25,8 @@ use super::spawn::{self, MemberCommand, MemberPipes};
 use crate::readiness::{self, Reported};
 use crate::timing::Timing;
 
-/// What differs for the entry member (runtime.md §9, §13.5).
+/// What differs for the entry member (docs/reference/formation.md#launch-sequence,
+/// docs/reference/formation.md#lifelines).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
     /// Its own directory (made here) and process group, piped and relayed output, a readiness
@@ -99,8 +100,9 @@ impl PeerActor {
         });
     }
 
-    /// Starts the entry member (runtime.md §9.1 step 8) and answers at once: its pid, or why it
-    /// could not start. Either way the actor then takes `CloseLifeline` like a peer's.
+    /// Starts the entry member (docs/reference/formation.md#launch-sequence step 8) and answers at
+    /// once: its pid, or why it could not start. Either way the actor then takes `CloseLifeline`
+    /// like a peer's.
     pub fn start_entry(spec: PeerSpec, formation: Addr<FormationActor>) -> (Addr<PeerActor>, Result<u32, String>) {
         let mut started = Err(String::new());
         let addr = PeerActor::create(|ctx| {
@@ -482,7 +484,8 @@ async fn await_ready(
         }
         Ok(Ok(0)) => {
             // stdout closed before a line: give the process a moment to exit, else kill its
-            // group (§9.5) rather than leave it to the stop grace.
+            // group (docs/reference/formation.md#how-the-launcher-waits) rather than leave it to
+            // the stop grace.
             let mut status = exit_within(&mut exit, t.exit_grace_after_eof).await;
             if status.is_none() {
                 registry::kill(member);

@@ -1,5 +1,5 @@
 //! A peer's readiness: its readiness line (read by [`crate::readiness::parse`]), then its door
-//! answering as that session (§9.5).
+//! answering as that session (docs/reference/formation.md#how-the-launcher-waits).
 
 use std::time::Duration;
 

@@ -1,4 +1,6 @@
-//! What the launcher prints: the formation line (§9.4) and how a formation ended (§9.6, §13.5).
+//! What the launcher prints: the formation line (docs/reference/formation.md#formation-line) and
+//! how a formation ended (docs/reference/formation.md#how-the-launcher-waits,
+//! docs/reference/formation.md#lifelines).
 
 use serde_json::{Value, json};
 
@@ -145,7 +147,7 @@ pub fn signal_name(n: i32) -> String {
         .unwrap_or_else(|_| format!("signal {n}"))
 }
 
-/// Prints the ending and returns the launcher's exit code (§13.5).
+/// Prints the ending and returns the launcher's exit code (docs/reference/formation.md#lifelines).
 pub fn ending(plan: &LaunchPlan, ending: EndingView<'_>, stopped: &[(usize, u32)]) -> u8 {
     let list = stopped_list(plan, stopped);
     match ending {

@@ -1,4 +1,4 @@
-//! The formation retention pass (runtime.md §15.2; roster page "Removing formation directories").
+//! The formation retention pass (docs/reference/formation.md#retention).
 //!
 //! The decision is `crate::retention::plan` (pure, shared with the session pass); this module
 //! finds the candidates — directories whose marker names this project — and applies it.

@@ -2,7 +2,7 @@
 //!
 //! Every pipe is created close-on-exec; in the child only (between fork and exec) the member's
 //! own channel and lifeline read ends lose that flag, so no member inherits a write end or
-//! another member's descriptor (runtime.md §9.2).
+//! another member's descriptor (docs/reference/formation.md#member-environment).
 //!
 //! Nor does it inherit the launcher's environment: it starts from an empty one holding a short
 //! fixed list, the variables its own manifest declares, and the formation variables
@@ -98,8 +98,8 @@ pub struct MemberCommand {
 const PASSED_ENV: [&str; 11] = [
     // Members find ~/.murmur (stores, records, running records) through it.
     "HOME",
-    // The member program may be a wrapper script (MURMUR_MUR_BINARY, §9.1) that finds its tools
-    // through the search path.
+    // The member program may be a wrapper script (MURMUR_MUR_BINARY,
+    // docs/reference/formation.md#launch-sequence) that finds its tools through the search path.
     "PATH",
     // Locale and time zone: how libc and a wrapper script render text and local time.
     "LANG",
@@ -113,7 +113,8 @@ const PASSED_ENV: [&str; 11] = [
     // the logs redact Authorization headers.
     "RUST_LOG",
     "RUST_BACKTRACE",
-    // The spec's operator knobs that members read (§6.4, §11.4).
+    // The spec's operator knobs that members read (docs/reference/manifest.md#keys,
+    // docs/reference/capsules.md#calls-between-members).
     "MURMUR_A2A_TIMEOUT_SECS",
     "MURMUR_DELEGATION_TIMEOUT_SECS",
 ];
@@ -122,7 +123,8 @@ const PASSED_ENV: [&str; 11] = [
 /// itself: the [`PASSED_ENV`] names and `LC_*` present in `launcher_env`, then the variables
 /// `declared` names, then the test timing when one is in effect (clamped, `timing`). Never a
 /// `MURMUR_*` variable beyond those: the formation variables are set by [`MemberCommand::spawn`],
-/// and `MURMUR_MUR_BINARY` or `MURMUR_FORMATION_PEERS` (§9.2) must not reach a member.
+/// and `MURMUR_MUR_BINARY` or `MURMUR_FORMATION_PEERS`
+/// (docs/reference/formation.md#member-environment) must not reach a member.
 pub fn member_env(
     launcher_env: impl IntoIterator<Item = (OsString, OsString)>,
     declared: &[String],

@@ -1,11 +1,12 @@
-//! The agent loop of a model capsule (runtime.md §16.3, §11.2–§11.6).
+//! The agent loop of a model capsule (docs/reference/capsules.md#model-capsules,
+//! docs/reference/capsules.md#calls-between-members–docs/reference/capsules.md#model-capsules).
 //!
 //! One turn is one provider request. A reply with tool calls runs them and takes another turn; a
 //! reply without any ends the attempt, and its text is the candidate answer. If the task's calls
 //! still owe the model an answer and a turn is left, the task waits for every call, then continues
-//! once with all the answers, fenced (§11.5). A tool call with no turn left fails the task
-//! `max_turns_reached`. Cancelling the task drops whatever it is waiting on, the in-flight request
-//! included.
+//! once with all the answers, fenced (docs/reference/capsules.md#calls-between-members). A tool
+//! call with no turn left fails the task `max_turns_reached`. Cancelling the task drops whatever it
+//! is waiting on, the in-flight request included.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,7 +21,8 @@ use crate::calls::continuation_message;
 use crate::capsule::{BoxFuture, CallOutcome, CallStatus, CancelSignal};
 use crate::tasks::{ContextTurn, NoAnswerBelow, TaskOutcome};
 
-/// How a `call-member` dispatch went, as the model is told (§11.3).
+/// How a `call-member` dispatch went, as the model is told
+/// (docs/reference/capsules.md#calls-between-members).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallReply {
     pub call_id: String,
@@ -35,8 +37,9 @@ pub struct CallReply {
 
 /// The member calls of one task, as the agent uses them. [`super::SessionCalls`] is the real one.
 pub trait AgentCalls: Send + Sync {
-    /// §11.2 steps 3–5 and §11.3 for `member`, which the agent has checked is a callee. `Err` is
-    /// a tool error: nothing was sent.
+    /// docs/reference/capsules.md#calls-between-members steps 3–5 and
+    /// docs/reference/capsules.md#calls-between-members for `member`, which the agent has checked
+    /// is a callee. `Err` is a tool error: nothing was sent.
     fn call<'a>(&'a self, member: &'a str, task: &'a str) -> BoxFuture<'a, Result<CallReply, String>>;
     /// Waits until every call not handed over yet has an outcome; hands them all over.
     fn await_all(&self) -> BoxFuture<'_, Vec<CallOutcome>>;
@@ -63,9 +66,11 @@ impl AgentCalls for NoCalls {
 
 /// What a task reports besides its outcome.
 pub trait TaskEvents: Send + Sync {
-    /// A WORKING status with this note, e.g. `continuing with 2 member answer(s)` (§11.5).
+    /// A WORKING status with this note, e.g. `continuing with 2 member answer(s)`
+    /// (docs/reference/capsules.md#calls-between-members).
     fn working(&self, note: &str);
-    /// A trace record (`task_continued`, §14.2), fields in order.
+    /// A trace record (`task_continued`, docs/reference/formation.md#trace-records), fields in
+    /// order.
     fn record(&self, event_type: &str, fields: &[(&str, Value)]);
     /// A piece of answer text of turn `turn` (1-based), as the provider streams it. Text of a
     /// turn that turns out not to be the last (it asks for a tool call, or member answers are
@@ -86,7 +91,8 @@ impl TaskEvents for NoEvents {
 #[derive(Clone)]
 pub struct TaskCtx {
     pub task_id: String,
-    /// The task is owned by `member:<x>`: `end-without-answer` is allowed (§11.6).
+    /// The task is owned by `member:<x>`: `end-without-answer` is allowed
+    /// (docs/reference/capsules.md#model-capsules).
     pub from_member: bool,
     pub calls: Arc<dyn AgentCalls>,
     pub cancel: CancelSignal,
@@ -108,9 +114,10 @@ impl std::fmt::Debug for TaskCtx {
 pub enum AgentOutcome {
     Completed(String),
     Failed(String),
-    /// A tool call came with no turn left (§16.3): the task fails, status `max_turns_reached`.
+    /// A tool call came with no turn left (docs/reference/capsules.md#model-capsules): the task
+    /// fails, status `max_turns_reached`.
     MaxTurns(String),
-    /// `end-without-answer` in a member-sent task (§11.6).
+    /// `end-without-answer` in a member-sent task (docs/reference/capsules.md#model-capsules).
     NoAnswer {
         reason: String,
         below: Vec<NoAnswerBelow>,
@@ -129,7 +136,8 @@ impl AgentOutcome {
         }
     }
 
-    /// The session status it stands for (§6.5, §14.2).
+    /// The session status it stands for (docs/reference/formation.md#how-a-member-ends,
+    /// docs/reference/formation.md#trace-records).
     pub fn status(&self) -> &'static str {
         match self {
             AgentOutcome::Completed(_) => "ok",
@@ -141,7 +149,7 @@ impl AgentOutcome {
     }
 }
 
-/// The session's usage so far (`session_end`, §14.2).
+/// The session's usage so far (`session_end`, docs/reference/formation.md#trace-records).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct UsageTotals {
     pub turns: u64,
@@ -382,7 +390,8 @@ impl Agent {
                 run.messages.push(Msg::ToolResults(results));
                 continue;
             }
-            // The attempt is over; `reply.text` is the candidate answer (§11.5).
+            // The attempt is over; `reply.text` is the candidate answer
+            // (docs/reference/capsules.md#calls-between-members).
             if !run.turn_left() || !run.owes_answers() {
                 return AgentOutcome::Completed(reply.text);
             }
@@ -429,7 +438,8 @@ impl TaskRun<'_> {
         }
     }
 
-    /// Waits for every pending call, then adds the continuation message (§11.5).
+    /// Waits for every pending call, then adds the continuation message
+    /// (docs/reference/capsules.md#calls-between-members).
     async fn continue_with_answers(&mut self) {
         let started = Instant::now();
         if !self.pending.is_empty() {
@@ -496,7 +506,8 @@ impl TaskRun<'_> {
         }
     }
 
-    /// `call-member` (§11.2). `Err` is a tool error: nothing was sent.
+    /// `call-member` (docs/reference/capsules.md#calls-between-members). `Err` is a tool error:
+    /// nothing was sent.
     async fn call_member(&mut self, call: &ToolCall) -> Result<CallReply, String> {
         // Step 1.
         let input = call
@@ -536,14 +547,16 @@ impl TaskRun<'_> {
         if r.pending {
             self.pending.push((r.call_id.clone(), member.to_string()));
         } else {
-            // It ended at once: take it back, so it no longer holds the member (§11.2 step 4).
+            // It ended at once: take it back, so it no longer holds the member
+            // (docs/reference/capsules.md#calls-between-members step 4).
             let settled = self.task.calls.take_settled();
             self.absorb(settled);
         }
         Ok(r)
     }
 
-    /// `end-without-answer` (§11.6): `Ok` ends the task, `Err` is a tool error.
+    /// `end-without-answer` (docs/reference/capsules.md#model-capsules): `Ok` ends the task, `Err`
+    /// is a tool error.
     fn end_without_answer(&mut self, call: &ToolCall) -> Result<AgentOutcome, String> {
         let reason = call
             .input

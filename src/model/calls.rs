@@ -1,5 +1,6 @@
 //! The agent's view of one task's real member calls ([`crate::calls::TaskCalls`]): dispatch
-//! rendered as the §11.3 tool result, the waiting of §11.5.
+//! rendered as the docs/reference/capsules.md#calls-between-members tool result, the waiting of
+//! docs/reference/capsules.md#calls-between-members.
 
 use std::time::Duration;
 

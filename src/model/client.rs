@@ -1,8 +1,8 @@
-//! One provider endpoint over awc (runtime.md §16.3): credential headers, timeouts (connect 10 s,
-//! request 300 s) and retries: 429, 5xx (529 included) and transport errors, up to four times,
-//! after the wait the provider asks for (`retry-after-ms`, `retry-after`) or a jittered backoff
-//! (1 s doubling), never a single wait over 60 s nor one that ends past the task's deadline.
-//! Every retry is reported to the caller, which traces it.
+//! One provider endpoint over awc (docs/reference/capsules.md#model-capsules): credential headers,
+//! timeouts (connect 10 s, request 300 s) and retries: 429, 5xx (529 included) and transport
+//! errors, up to four times, after the wait the provider asks for (`retry-after-ms`, `retry-after`)
+//! or a jittered backoff (1 s doubling), never a single wait over 60 s nor one that ends past the
+//! task's deadline. Every retry is reported to the caller, which traces it.
 //!
 //! awc futures are not `Send`: a [`ProviderClient`] is made inside the task that uses it, on the
 //! arbiter that runs the task, and never crosses threads. The API key goes only into the request
@@ -40,7 +40,8 @@ pub struct Retry {
 }
 
 impl Default for Retry {
-    /// The spec's values (§16.3, §18).
+    /// The spec's values (docs/reference/capsules.md#model-capsules,
+    /// docs/reference/formation.md#timing).
     fn default() -> Self {
         Retry::from_timing(&Timing::SPEC, None)
     }

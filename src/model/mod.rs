@@ -1,4 +1,5 @@
-//! Model capsules: the agent loop over a provider's API (runtime.md §16.1, §16.3, §11).
+//! Model capsules: the agent loop over a provider's API (docs/reference/capsules.md#model-capsules,
+//! docs/reference/capsules.md#calls-between-members).
 //!
 //! - `wire` — the OpenAI Chat Completions and Anthropic Messages formats, pure: URL, request
 //!   body, reply, tool schemas, the `[Capsule]` block, the failure text.
@@ -13,11 +14,12 @@
 //! # Wiring (the session runtime, `session::startup` and `session::executor`)
 //!
 //! ```ignore
-//! // Session start (§6.1 step 5): refuse what cannot run (E-RUN-002), read the key once.
-//! let config = ModelConfig::resolve(full, version, inference, |v| std::env::var(v).ok())?;
-//! let agent = Agent::new(config, Identity { capsule, member, formation }, callees, Retry::default());
-//! // session_start: model = agent.model(), max_turns = agent.max_turns(),
-//! //                tools_declared = agent.tools_declared(); session_end: agent.totals().snapshot()
+//! // Session start (docs/reference/formation.md#member-intake step 5): refuse what cannot run
+//! (E-RUN-002), read the key once. let config = ModelConfig::resolve(full, version, inference, |v|
+//! std::env::var(v).ok())?; let agent = Agent::new(config, Identity { capsule, member, formation },
+//! callees, Retry::default()); // session_start: model = agent.model(), max_turns =
+//! agent.max_turns(), //                tools_declared = agent.tools_declared(); session_end:
+//! agent.totals().snapshot()
 //!
 //! // Per task, as a local task on the executor's arbiter (awc is not Send):
 //! let calls: Arc<dyn AgentCalls> = match &session_calls {
@@ -75,7 +77,7 @@ impl std::fmt::Debug for ApiKey {
 #[derive(Debug, Clone)]
 pub struct ModelConfig {
     pub provider: Provider,
-    /// The request URL (§16.3 URL rule applied).
+    /// The request URL (docs/reference/capsules.md#model-capsules URL rule applied).
     pub url: String,
     pub model: String,
     /// `None`: `inference.api_key` is absent, so no credential header is sent.
@@ -89,9 +91,9 @@ pub struct ModelConfig {
 }
 
 impl ModelConfig {
-    /// Checks what a model capsule needs to run (runtime.md §3: `transport: http`, a provider, a
-    /// model, an `http(s)` endpoint, the `${VAR}` of `api_key` set) and reads the key through
-    /// `env`. Refusals are E-RUN-002 `capsule '<full>@<version>' cannot be run: …`.
+    /// Checks what a model capsule needs to run (docs/reference/manifest.md#keys: `transport:
+    /// http`, a provider, a model, an `http(s)` endpoint, the `${VAR}` of `api_key` set) and reads
+    /// the key through `env`. Refusals are E-RUN-002 `capsule '<full>@<version>' cannot be run: …`.
     pub fn resolve(
         full: &str,
         version: &str,
@@ -167,7 +169,8 @@ impl ModelConfig {
     }
 }
 
-/// Who the capsule is, for the `[Capsule]` block (§16.3, §14.3).
+/// Who the capsule is, for the `[Capsule]` block (docs/reference/capsules.md#model-capsules,
+/// docs/reference/formation.md#trace-records).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
     /// The full artifact name, `<scope>/<name>`.

@@ -107,7 +107,7 @@ fn tools_exist_exactly_with_callees() {
             ),
         ]
     );
-    // §11.1: what the description must convey.
+    // docs/reference/capsules.md#model-capsules: what the description must convey.
     let d = tools[0].description;
     for needle in [
         "sees nothing but the task text",
@@ -770,7 +770,8 @@ async fn planner_calls_two_members(api: Api) {
             ],
         )
         .into(),
-        // The turn ends: the answers are delivered only now (§11.5).
+        // The turn ends: the answers are delivered only now
+        // (docs/reference/capsules.md#calls-between-members).
         text_reply(api, "Waiting for coder and tester.").into(),
         planner_answer(api),
     ]);

@@ -1,6 +1,6 @@
 //! Files mur writes from what is built into it: the two-member formation `mur new --roster`
-//! scaffolds (runtime.md §2, the scaffold paragraph) and the demo formation `mur demo` launches
-//! ([`demo`]). The call tree `mur demo` prints is `crate::trace::formation::build`.
+//! scaffolds (docs/reference/cli.md, the scaffold paragraph) and the demo formation `mur demo`
+//! launches ([`demo`]). The call tree `mur demo` prints is `crate::trace::formation::build`.
 //!
 //! Rendering is pure: names and provider words in, file bytes out. The commands do the file
 //! system work, and check every file with our own parsers ([`check`]) before any is shown.

@@ -1,6 +1,6 @@
-//! The session's controller: the lifecycle of runtime.md §6.4 and the wind-down of §13.2, driven
-//! on the session's actix system from one inbox (causes, executor events, the `--task` task's
-//! end, the idle wait).
+//! The session's controller: the lifecycle of docs/reference/manifest.md#keys and the wind-down of
+//! docs/reference/formation.md#how-a-member-ends, driven on the session's actix system from one
+//! inbox (causes, executor events, the `--task` task's end, the idle wait).
 
 use std::sync::Arc;
 
@@ -27,7 +27,8 @@ pub(super) struct Inbox {
     pub(super) idle: UnboundedReceiver<()>,
 }
 
-/// The controller: the lifecycle of §6.4 and the wind-down of §13.2 on one task.
+/// The controller: the lifecycle of docs/reference/manifest.md#keys and the wind-down of
+/// docs/reference/formation.md#how-a-member-ends on one task.
 pub(super) struct Controller<'a> {
     pub(super) session: &'a Session,
     pub(super) board: &'a Arc<Board>,
@@ -35,7 +36,7 @@ pub(super) struct Controller<'a> {
     pub(super) policy: Policy,
     pub(super) deadline: Option<DateTime<Utc>>,
     pub(super) formation_id: Option<String>,
-    /// `trace.retain`, for the session pass at the end (§15.3).
+    /// `trace.retain`, for the session pass at the end (docs/reference/formation.md#retention).
     pub(super) retain: Option<crate::manifest::Retain>,
     /// The member calls, abandoned at wind-down.
     pub(super) calls: Option<calls::Calls>,
@@ -112,8 +113,9 @@ impl Controller<'_> {
             .map(|t| t.id)
     }
 
-    /// §13.2 for the first cause: formation_ended first, the lifeline line, deadline_reached,
-    /// then cancel the running task, reject the queued ones, and arm the teardown backstop.
+    /// docs/reference/formation.md#how-a-member-ends for the first cause: formation_ended first,
+    /// the lifeline line, deadline_reached, then cancel the running task, reject the queued ones,
+    /// and arm the teardown backstop.
     fn begin_wind_down(&self, plan: Plan, running: Option<&str>) {
         let s = self.session;
         let (home, id) = (s.home.clone(), s.id.clone());

@@ -1,5 +1,5 @@
 //! The executor: takes work from the task board, one task at a time, and runs it on the
-//! capsule host (runtime.md §16.1).
+//! capsule host (docs/reference/capsules.md).
 //!
 //! It runs on an arbiter thread of its own, so a component busy computing never delays the
 //! session's controller (signals, lifeline, deadline) or the door. A task cancelled on the board
@@ -60,7 +60,8 @@ pub trait TaskSetup: Send + Sync {
     /// The task's run is over (e.g. its unawaited member calls end `abandoned`): how each of its
     /// member calls ended, in start order.
     fn finished(&self, task_id: &str) -> Vec<capsule::CallOutcome>;
-    /// What a model capsule's task runs with (§16.3): its calls, cancellation and events.
+    /// What a model capsule's task runs with (docs/reference/capsules.md#model-capsules): its
+    /// calls, cancellation and events.
     fn model_task(&self, work: &Work, board: &Arc<Board>, cancel: capsule::CancelSignal) -> TaskCtx;
     /// A model capsule's task ended `max_turns_reached` (the board only knows it failed).
     fn max_turns_reached(&self, task_id: &str);
@@ -73,9 +74,9 @@ pub trait TaskSetup: Send + Sync {
 
 /// Starts draining `board` on `arbiter`; events go to `events`.
 ///
-/// With `only_one` (a lifecycle that ends after a task, §6.4) it runs the first task and then takes
-/// nothing more: the controller closes the board, which rejects whatever is queued, rather than
-/// the next task starting and being cancelled.
+/// With `only_one` (a lifecycle that ends after a task, docs/reference/manifest.md#keys) it runs
+/// the first task and then takes nothing more: the controller closes the board, which rejects
+/// whatever is queued, rather than the next task starting and being cancelled.
 pub fn spawn(
     arbiter: &actix_rt::ArbiterHandle,
     board: Arc<Board>,
@@ -131,8 +132,9 @@ async fn drain(
         };
         if setup.formation_has_ended() {
             // The formation ended while this task ran, so the wind-down decides how it ends
-            // (runtime.md §13.3: canceled), whatever the run came to: a run that failed because
-            // a callee was wound down by the same end must not get there first.
+            // (docs/reference/formation.md#how-a-member-ends: canceled), whatever the run came to:
+            // a run that failed because a callee was wound down by the same end must not get there
+            // first.
             let teardown = Timing::get().member_teardown;
             let _ = tokio::time::timeout(teardown, work.cancel.cancelled()).await;
         }
@@ -160,8 +162,9 @@ async fn wait_closed(board: &Board) {
 }
 
 /// The host's outcome as the board records it. A no-answer is honoured only in a task a member
-/// sent (§16.2), with the task's calls that ended without an answer (`ended`: every call of the
-/// task, as it ended) as `noAnswerBelow`; anywhere else it is a failure carrying the reason.
+/// sent (docs/reference/capsules.md#component-capsules), with the task's calls that ended without
+/// an answer (`ended`: every call of the task, as it ended) as `noAnswerBelow`; anywhere else it is
+/// a failure carrying the reason.
 pub fn board_outcome(outcome: capsule::RunOutcome, owner: Option<&str>, ended: &[capsule::CallOutcome]) -> TaskOutcome {
     match outcome {
         capsule::RunOutcome::Completed(answer) => TaskOutcome::Completed(answer),
@@ -177,9 +180,10 @@ pub fn board_outcome(outcome: capsule::RunOutcome, owner: Option<&str>, ended: &
     }
 }
 
-/// The member calls of a member with a channel (§11, §12): the VirtualPeerRouter fed by the
-/// channel's reader thread, and `Calls` when the member may call anyone. Call it on the
-/// session's actix system: the router and the calls' HTTP live there.
+/// The member calls of a member with a channel (docs/reference/capsules.md#calls-between-members,
+/// docs/reference/capsules.md#calls-by-address): the VirtualPeerRouter fed by the channel's reader
+/// thread, and `Calls` when the member may call anyone. Call it on the session's actix system: the
+/// router and the calls' HTTP live there.
 pub fn member_calls(
     first: &FirstLine,
     intake: Option<Intake>,
@@ -229,7 +233,8 @@ pub fn task_setup(
     let callees: Vec<String> = first
         .map(|f| f.calls.iter().map(|c| c.name.clone()).collect())
         .unwrap_or_default();
-    // §12.1: single spaces, roster order, never set empty.
+    // docs/reference/capsules.md#what-the-host-grants: single spaces, roster order, never set
+    // empty.
     let peers_env = crate::address::virtual_peer::peers_env(&callees);
     let output = match std::fs::OpenOptions::new()
         .create(true)

@@ -1,11 +1,11 @@
-//! The trace records a session writes (runtime.md §14): `session_start` first, then
-//! `a2a_task_received`, `task_end` / `task_canceled` / `task_rejected`, `formation_ended`,
-//! `deadline_reached`, and `session_end` last.
+//! The trace records a session writes (docs/reference/formation.md#trace-records): `session_start`
+//! first, then `a2a_task_received`, `task_end` / `task_canceled` / `task_rejected`,
+//! `formation_ended`, `deadline_reached`, and `session_end` last.
 //!
-//! Records go through [`TraceWriter`] (common keys first, then the fields in the order §14.2 lists
-//! them; one lock, so lines from the door's threads and the controller never interleave). A
-//! failed write is reported once on the console and otherwise ignored: losing a trace line must
-//! not stop a wind-down.
+//! Records go through [`TraceWriter`] (common keys first, then the fields in the order
+//! docs/reference/formation.md#trace-records lists them; one lock, so lines from the door's threads
+//! and the controller never interleave). A failed write is reported once on the console and
+//! otherwise ignored: losing a trace line must not stop a wind-down.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -42,7 +42,7 @@ impl std::fmt::Debug for Journal {
     }
 }
 
-/// `session_start`'s fields (§14.2).
+/// `session_start`'s fields (docs/reference/formation.md#trace-records).
 #[derive(Debug, Clone, Default)]
 pub struct Start<'a> {
     pub capsule_name: &'a str,

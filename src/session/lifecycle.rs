@@ -1,4 +1,5 @@
-//! The session lifecycle of runtime.md §6.4 and the results of §6.5, as pure decisions.
+//! The session lifecycle of docs/reference/manifest.md#keys and the results of
+//! docs/reference/formation.md#how-a-member-ends, as pure decisions.
 //!
 //! | acceptance + after_task | without `--task` | with `--task` |
 //! |---|---|---|
@@ -78,7 +79,8 @@ pub enum Ending {
 }
 
 impl Ending {
-    /// What `out/result.txt` holds (§6.5): the answer, or a `<status>: …` line.
+    /// What `out/result.txt` holds (docs/reference/formation.md#how-a-member-ends): the answer, or
+    /// a `<status>: …` line.
     pub fn result_text(&self) -> String {
         match self {
             Ending::Completed(answer) => answer.clone(),
@@ -116,7 +118,8 @@ impl Ending {
         }
     }
 
-    /// The `--json` answer line of a `--task` task (§6.5), keys sorted.
+    /// The `--json` answer line of a `--task` task (docs/reference/formation.md#how-a-member-ends),
+    /// keys sorted.
     pub fn answer_line(&self, task_id: &str) -> String {
         serde_json::json!({ "answer": self.answer(), "state": self.state(), "task_id": task_id }).to_string()
     }

@@ -1,13 +1,14 @@
-//! The member runtime, `mur run --capsule` (runtime.md §6, §13): one session of one capsule, with
-//! its door.
+//! The member runtime, `mur run --capsule` (docs/reference/formation.md#how-a-formation-ends): one
+//! session of one capsule, with its door.
 //!
-//! [`run`] goes through the start-up order of §6.1: checks and resolution ([`startup`]), then the
-//! session is staged (id, [`records`] directory, `session_start` in the [`journal`]), then, on one
-//! `actix_rt::System`, the door is bound, the running record written and the [`crate::readiness`] line
-//! printed, and the controller (`control`) runs the [`lifecycle`] until the session ends on its
-//! own or [`winddown`] ends it. The [`executor`] runs tasks on an arbiter of its own, with member
-//! calls wired in when the channel names callees; the [`recorder`] turns the task board
-//! events into trace records and results; [`retention`] bounds old sessions at the end.
+//! [`run`] goes through the start-up order of docs/reference/formation.md#member-intake: checks and
+//! resolution ([`startup`]), then the session is staged (id, [`records`] directory, `session_start`
+//! in the [`journal`]), then, on one `actix_rt::System`, the door is bound, the running record
+//! written and the [`crate::readiness`] line printed, and the controller (`control`) runs the
+//! [`lifecycle`] until the session ends on its own or [`winddown`] ends it. The [`executor`] runs
+//! tasks on an arbiter of its own, with member calls wired in when the channel names callees; the
+//! [`recorder`] turns the task board events into trace records and results; [`retention`] bounds
+//! old sessions at the end.
 
 mod control;
 pub mod executor;
@@ -97,20 +98,21 @@ pub fn run(args: &SessionOptions) -> Outcome {
     Ok(code)
 }
 
-/// Members ignore SIGPIPE (§9.7): a launcher gone must not kill a member mid wind-down.
+/// Members ignore SIGPIPE (docs/reference/formation.md#how-the-launcher-waits): a launcher gone
+/// must not kill a member mid wind-down.
 fn ignore_sigpipe() {
     use nix::sys::signal::{SigHandler, Signal, signal};
     // SAFETY: SIG_IGN installs no handler code; it only changes the disposition.
     let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigIgn) };
 }
 
-/// A formation member ends when its lifeline closes (§13.1), and the launcher closes every
-/// lifeline on SIGINT, SIGTERM or SIGHUP. The entry shares the launcher's process group, so a
-/// terminal's ^C or hangup reaches it directly as well: a member ignores both and winds down
-/// through its lifeline, instead of dying with no `formation_ended` and no `session_end`. A
-/// process handed no lifeline is a standalone session and keeps the default dispositions. (A
-/// lifeline that proves invalid is refused with E-RUN-046 at once, so ignoring them from the
-/// first instruction changes nothing for it.)
+/// A formation member ends when its lifeline closes (docs/reference/formation.md#lifelines), and
+/// the launcher closes every lifeline on SIGINT, SIGTERM or SIGHUP. The entry shares the launcher's
+/// process group, so a terminal's ^C or hangup reaches it directly as well: a member ignores both
+/// and winds down through its lifeline, instead of dying with no `formation_ended` and no
+/// `session_end`. A process handed no lifeline is a standalone session and keeps the default
+/// dispositions. (A lifeline that proves invalid is refused with E-RUN-046 at once, so ignoring
+/// them from the first instruction changes nothing for it.)
 fn ignore_terminal_signals_in_a_formation() {
     use nix::sys::signal::{SigHandler, Signal, signal};
     if std::env::var_os("MURMUR_FORMATION_LIFELINE").is_none() {
@@ -139,7 +141,8 @@ struct Session {
 }
 
 impl Session {
-    /// §6.1 step 6: mint `ses_`, make the records directory, write `session_start`, W-RUN-008.
+    /// docs/reference/formation.md#member-intake step 6: mint `ses_`, make the records directory,
+    /// write `session_start`, W-RUN-008.
     fn stage(p: Prepared, console: &Console) -> Result<(Session, Prepared), Diagnostic> {
         let id = ids::mint(IdKind::Session);
         let home = MurHome::from_env();
@@ -193,7 +196,8 @@ impl Session {
             ))
         })?;
 
-        // W-RUN-008 (§12.4): stderr and logs/bootstrap.log, both through the console.
+        // W-RUN-008 (docs/reference/capsules.md#what-the-host-grants): stderr and
+        // logs/bootstrap.log, both through the console.
         if let Some(first) = p.membership.as_ref().and_then(|m| m.first.as_ref())
             && let Some(w) =
                 startup::unreachable_callees_warning(&first.member, &callees, &p.capsule.manifest.network_allow)
@@ -220,7 +224,8 @@ impl Session {
         ))
     }
 
-    /// §6.1 steps 7–8 and the life of the session, on one actix system.
+    /// docs/reference/formation.md#member-intake steps 7–8 and the life of the session, on one
+    /// actix system.
     fn serve(self, args: &SessionOptions, p: Prepared) -> u8 {
         actix_rt::System::new().block_on(self.serve_async(args, p))
     }

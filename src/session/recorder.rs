@@ -1,5 +1,6 @@
 //! The board observer: turns the task board's events into trace records, result files and the
-//! `--task` task's answer on stdout (runtime.md §6.5, §14.2).
+//! `--task` task's answer on stdout (docs/reference/formation.md#how-a-member-ends,
+//! docs/reference/formation.md#trace-records).
 //!
 //! It runs on whichever thread changed the board (a door worker, the executor, the controller),
 //! right after the change, so records appear in the order tasks changed.

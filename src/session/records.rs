@@ -1,4 +1,4 @@
-//! A session's records directory (runtime.md §6.2) and its console.
+//! A session's records directory (docs/reference/formation.md#directories) and its console.
 //!
 //! `~/.murmur/records/<group>/<ses_id>/` at 0700 holds `trace.jsonl`, `logs/bootstrap.log`,
 //! `out/result.txt` (+ `out/result_<tsk_id>.txt` per door task), `task.md`, `tmp/` and `home/`.
@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::diag::Diagnostic;
 
-/// The prefix of everything the member runtime prints on stderr (runtime.md §1.3).
+/// The prefix of everything the member runtime prints on stderr (docs/reference/codes.md).
 pub const PREFIX: &str = "[capsule-runtime] ";
 
 /// The text `out/result.txt` holds for a cancelled task [compatible].

@@ -1,6 +1,6 @@
-//! The session retention pass (runtime.md §15.3): at session end, a capsule with `trace.retain`
-//! bounds the `ses_` directories of its own records group by `max_sessions` and `max_age`, never
-//! removing the current session, a newer one, or one whose running record is live.
+//! The session retention pass (docs/reference/formation.md#retention): at session end, a capsule
+//! with `trace.retain` bounds the `ses_` directories of its own records group by `max_sessions` and
+//! `max_age`, never removing the current session, a newer one, or one whose running record is live.
 //!
 //! The decision is `crate::retention::plan`, shared with the formation pass; [`run`] reads the
 //! group and applies it.

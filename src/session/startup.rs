@@ -1,6 +1,6 @@
-//! Start-up checks of `mur run --capsule`, runtime.md §6.1 steps 1–5, in that order:
-//! `MURMUR_FORMATION_ID` (E-RUN-044), `MURMUR_FORMATION_PEERS` (E-RUN-046), the channel and the
-//! lifeline (E-RUN-046), W-RUN-007, then the capsule (E-RUN-002, E-RUN-047).
+//! Start-up checks of `mur run --capsule`, docs/reference/formation.md#member-intake steps 1–5, in
+//! that order: `MURMUR_FORMATION_ID` (E-RUN-044), `MURMUR_FORMATION_PEERS` (E-RUN-046), the channel
+//! and the lifeline (E-RUN-046), W-RUN-007, then the capsule (E-RUN-002, E-RUN-047).
 //!
 //! Everything here runs before the session is staged: a refusal leaves no records directory.
 //! [`prepare`] is the sequence; the functions above it are its steps, each testable alone.
@@ -87,9 +87,9 @@ fn lifeline_refusal(reason: &str) -> Diagnostic {
     )
 }
 
-/// Step 3, the lifeline (§13.1): a decimal descriptor ≥ 3 that is open and a FIFO, in a process
-/// that belongs to a formation, and not the channel's descriptor (which is read already). It is
-/// made close-on-exec at once and owned from then on.
+/// Step 3, the lifeline (docs/reference/formation.md#lifelines): a decimal descriptor ≥ 3 that is
+/// open and a FIFO, in a process that belongs to a formation, and not the channel's descriptor
+/// (which is read already). It is made close-on-exec at once and owned from then on.
 pub fn take_lifeline(
     raw: &OsStr,
     formation_id: Option<&str>,
@@ -125,7 +125,8 @@ pub fn no_lifeline_warning(formation_id: &str) -> Diagnostic {
     )
 }
 
-/// §12.4: W-RUN-008, a member with callees whose network grant reaches no loopback door.
+/// docs/reference/capsules.md#what-the-host-grants: W-RUN-008, a member with callees whose network
+/// grant reaches no loopback door.
 pub fn unreachable_callees_warning(member: &str, callees: &[String], network_allow: &[String]) -> Option<Diagnostic> {
     if callees.is_empty() || crate::capsule::AllowList::parse(network_allow).reaches_loopback_door() {
         return None;
@@ -173,8 +174,8 @@ pub fn task_text(arg: &str, cwd: &Path) -> Result<String, Diagnostic> {
     Ok(arg.to_string())
 }
 
-/// The stores a session reads (§2): `--store-root DIR` → `DIR/.murmur/artifacts` then global with
-/// the lock `DIR/murmur.lock`; otherwise the work folder is the project.
+/// The stores a session reads (docs/reference/cli.md): `--store-root DIR` → `DIR/.murmur/artifacts`
+/// then global with the lock `DIR/murmur.lock`; otherwise the work folder is the project.
 pub fn stores(home: &crate::paths::MurHome, workdir: &Path, store_root: Option<&Path>) -> (Stores, PathBuf) {
     let project = crate::paths::Project::at(store_root.unwrap_or(workdir));
     (Stores::new(Some(project.artifacts()), home.artifacts()), project.lock())
@@ -302,7 +303,7 @@ pub(super) struct Prepared {
     pub(super) deadline: Option<DateTime<Utc>>,
 }
 
-/// §6.1 steps 1–5, in order.
+/// docs/reference/formation.md#member-intake steps 1–5, in order.
 pub(super) fn prepare(args: &SessionOptions, console: &Console) -> Result<Prepared, StartupRefusal> {
     // Usage first, like clap's own checks: a bad override is exit 2 before anything else.
     Policy::new(

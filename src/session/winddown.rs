@@ -1,5 +1,6 @@
-//! Member wind-down (runtime.md §13.2, §13.3): one listener takes the first of SIGTERM, lifeline
-//! EOF and the inherited deadline, and that first cause alone decides how the session ends.
+//! Member wind-down (docs/reference/formation.md#how-a-member-ends): one listener takes the first
+//! of SIGTERM, lifeline EOF and the inherited deadline, and that first cause alone decides how the
+//! session ends.
 //!
 //! [`WindDown`] is the pure decision table; the session's controller feeds it causes and carries
 //! out the [`Plan`] it returns. The lifeline reader and the teardown backstop live here too: both
@@ -45,7 +46,7 @@ impl Plan {
         self.cause == Cause::Deadline
     }
 
-    /// `session_end.exit_status` (§13.3).
+    /// `session_end.exit_status` (docs/reference/formation.md#how-a-member-ends).
     pub fn exit_status(&self) -> &'static str {
         match (self.cause, self.was_running) {
             (Cause::LifelineEof, true) => "formation_ended",
@@ -55,7 +56,7 @@ impl Plan {
         }
     }
 
-    /// The process exit code (§13.3).
+    /// The process exit code (docs/reference/formation.md#how-a-member-ends).
     pub fn exit_code(&self) -> u8 {
         match (self.cause, self.was_running) {
             (Cause::Deadline, _) | (Cause::Sigterm, true) => 1,
@@ -84,7 +85,7 @@ pub enum Reaction {
     ExitNow,
 }
 
-/// The decision table of §13.2.
+/// The decision table of docs/reference/formation.md#how-a-member-ends.
 #[derive(Debug, Default)]
 pub struct WindDown {
     begun: bool,
@@ -191,7 +192,8 @@ pub fn arm_backstop(after: Duration, last_words: impl FnOnce() + Send + 'static)
     }
 }
 
-/// Wires the three causes of §13.2 into one channel: SIGTERM, lifeline EOF, the deadline.
+/// Wires the three causes of docs/reference/formation.md#how-a-member-ends into one channel:
+/// SIGTERM, lifeline EOF, the deadline.
 ///
 /// A second SIGTERM is handled here, not by the controller: it exits 143 at once (after removing
 /// the running record), wherever the session is.
@@ -213,7 +215,8 @@ pub fn listen(
         while term.recv().await.is_some() {
             seen += 1;
             // A second SIGTERM exits at once, wherever the session is — even after the
-            // controller is done and the door is draining (§13.2).
+            // controller is done and the door is draining
+            // (docs/reference/formation.md#how-a-member-ends).
             if seen >= 2 {
                 running::remove(&home, &id);
                 std::process::exit(143);

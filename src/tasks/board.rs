@@ -1,5 +1,6 @@
-//! The task board: every Task of this session, admission (runtime.md §6.4), the FIFO the executor
-//! drains, per-task cancellation, and change notification for waiters and SSE streams.
+//! The task board: every Task of this session, admission (docs/reference/manifest.md#keys), the
+//! FIFO the executor drains, per-task cancellation, and change notification for waiters and SSE
+//! streams.
 //!
 //! One `Mutex` guards the state; nothing awaits while holding it. A board-wide `watch` counter is
 //! bumped on every change, so waiters re-check state and can never miss an update. Observer
@@ -107,8 +108,8 @@ pub struct ContextTurn {
     pub answered: String,
 }
 
-/// Whether a task owned by `viewer` may see one owned by `owner` (runtime.md §7.7): no owner
-/// (public door, `--task`) and the operator see every task, any other credential its own.
+/// Whether a task owned by `viewer` may see one owned by `owner` (docs/reference/door.md#methods):
+/// no owner (public door, `--task`) and the operator see every task, any other credential its own.
 pub fn owner_sees(viewer: Option<&str>, owner: Option<&str>) -> bool {
     matches!(viewer, None | Some("operator")) || viewer == owner
 }
@@ -158,7 +159,8 @@ pub enum BoardEvent {
         context_id: String,
         message_id: String,
         traceparent: Option<String>,
-        /// Only when an `mft1` let the request in (§14.2 `a2a_task_received.caller_member`).
+        /// Only when an `mft1` let the request in (docs/reference/formation.md#trace-records
+        /// `a2a_task_received.caller_member`).
         caller_member: Option<String>,
         origin: Origin,
         trust: Trust,
@@ -550,7 +552,8 @@ impl Board {
         self.insert(new, true, false)
     }
 
-    /// A task offered at the door: admitted (`SUBMITTED`) or refused (`REJECTED`) per §6.4.
+    /// A task offered at the door: admitted (`SUBMITTED`) or refused (`REJECTED`) per
+    /// docs/reference/manifest.md#keys.
     pub fn submit(&self, new: NewTask) -> TaskSnapshot {
         self.insert(new, false, false)
     }
@@ -1069,10 +1072,10 @@ fn push_history(snap: &mut TaskSnapshot, role: Role, message_id: String, text: H
     snap.history.push(HistoryMessage { role, message_id, text });
 }
 
-/// The earlier exchanges of task `id`'s context that its owner may see (runtime.md §7.7, as
-/// ListTasks would show them): each completed task's caller message and answer, oldest first,
-/// the newest kept within [`CONTEXT_TURNS`] and [`CONTEXT_BYTES`]. A context whose tasks the
-/// owner cannot see is, to it, a new one.
+/// The earlier exchanges of task `id`'s context that its owner may see
+/// (docs/reference/door.md#methods, as ListTasks would show them): each completed task's caller
+/// message and answer, oldest first, the newest kept within [`CONTEXT_TURNS`] and
+/// [`CONTEXT_BYTES`]. A context whose tasks the owner cannot see is, to it, a new one.
 fn context_turns(st: &State, id: &str) -> Vec<ContextTurn> {
     let Some(me) = st.tasks.get(id) else {
         return Vec::new();
@@ -1507,8 +1510,9 @@ mod tests {
         assert_eq!(r.history[0].role, Role::Agent);
     }
 
-    /// A2A v1.0 §3.4.2 "Context Continuity" / "Context Inheritance", with runtime.md §7.7
-    /// visibility: a task sees the completed exchanges of its context its owner may see.
+    /// A2A v1.0 §3.4.2 "Context Continuity" / "Context Inheritance", with
+    /// docs/reference/door.md#methods visibility: a task sees the completed exchanges of its
+    /// context its owner may see.
     #[actix_rt::test]
     async fn a_task_is_handed_the_visible_exchanges_of_its_context() {
         let b = Board::new(Acceptance::Queue, 100);

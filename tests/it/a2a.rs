@@ -1,8 +1,8 @@
 //! The door against the A2A v1.0 specification (a2aproject/A2A `specification/a2a.proto` and
-//! `docs/specification.md`) where it goes beyond runtime.md §7: parts other than text, a complete
-//! agent card, the card's security scheme, and streaming methods refused before their stream.
-//! Each test names the sections it checks; docs/a2a.md says where the door departs from
-//! runtime.md because of them.
+//! `docs/specification.md`) where it goes beyond docs/reference/door.md: parts other than text, a
+//! complete agent card, the card's security scheme, and streaming methods refused before their
+//! stream. Each test names the A2A sections it checks; docs/a2a.md says where the door goes beyond
+//! docs/reference/door.md because of them.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -82,10 +82,10 @@ fn data_parts_reach_a_component_and_a_model_as_fenced_json() {
 }
 
 /// A2A v1.0 §3.1.1 SendMessage errors: `ContentTypeNotSupportedError` "A Media Type provided in
-/// the request's message parts is not supported by the agent" (-32005, §5.4), and §4.4.1
-/// AgentCard `defaultInputModes`: file parts (`raw`, `url`) are refused unless the manifest
-/// declares their media type in `exports.input_modes`, and the card lists exactly what is
-/// accepted.
+/// the request's message parts is not supported by the agent" (-32005,
+/// docs/reference/codes.md#w-ros-001), and §4.4.1 AgentCard `defaultInputModes`: file parts (`raw`,
+/// `url`) are refused unless the manifest declares their media type in `exports.input_modes`, and
+/// the card lists exactly what is accepted.
 #[test]
 fn file_parts_are_refused_unless_their_media_type_is_declared() {
     let sb = Sandbox::new();
@@ -157,12 +157,12 @@ fn check_cards(py: &Path, cards: &[String]) -> (Option<i32>, String) {
     (out.status.code(), text)
 }
 
-/// A2A v1.0 §4.4.1 AgentCard (§5 Agent Discovery): a2a.proto marks `skills` REQUIRED, with
-/// `AgentSkill.id`, `name`, `description` and `tags` REQUIRED. Every card the runtime can
-/// produce validates against the AgentCard JSON Schema of the A2A v1.0.0 release
-/// (tests/interop/a2a_agent_card.schema.json): public and authenticated doors (public and
-/// extended card), a model capsule and a component, with and without declared skills. A card
-/// with no skill is shown to fail, so the check can fail.
+/// A2A v1.0 §4.4.1 AgentCard (docs/reference/roster.md#admission-in-order Agent Discovery):
+/// a2a.proto marks `skills` REQUIRED, with `AgentSkill.id`, `name`, `description` and `tags`
+/// REQUIRED. Every card the runtime can produce validates against the AgentCard JSON Schema of the
+/// A2A v1.0.0 release (tests/interop/a2a_agent_card.schema.json): public and authenticated doors
+/// (public and extended card), a model capsule and a component, with and without declared skills. A
+/// card with no skill is shown to fail, so the check can fail.
 #[test]
 fn every_card_a_door_serves_is_a_valid_a2a_card() {
     let py = python_with(JSONSCHEMA, "jsonschema");
@@ -219,10 +219,10 @@ fn every_card_a_door_serves_is_a_valid_a2a_card() {
 
 /// A2A v1.0 §4.4.1 AgentCard `securitySchemes` (a2a.proto `map<string, SecurityScheme>
 /// security_schemes = 8`) and `securityRequirements` (`repeated SecurityRequirement
-/// security_requirements = 9`), §7 (authentication: the client learns the scheme from the card):
-/// a door that requires a token publishes an HTTP bearer scheme (`HTTPAuthSecurityScheme.scheme`
-/// "Bearer") and requires it; a public door publishes neither. The scheme is what the door
-/// takes: `Authorization: Bearer <operator token>` is served.
+/// security_requirements = 9`), docs/reference/door.md (authentication: the client learns the
+/// scheme from the card): a door that requires a token publishes an HTTP bearer scheme
+/// (`HTTPAuthSecurityScheme.scheme` "Bearer") and requires it; a public door publishes neither. The
+/// scheme is what the door takes: `Authorization: Bearer <operator token>` is served.
 #[test]
 fn an_authenticating_door_publishes_its_bearer_scheme_and_a_public_door_none() {
     let sb = Sandbox::new();
@@ -278,10 +278,10 @@ fn raw_exchange(d: &Door, auth: &str, body: &str) -> String {
 
 /// A2A v1.0 §9.4.2 (JSON-RPC binding, SendStreamingMessage; §9.4.6 SubscribeToTask: "same format
 /// as SendStreamingMessage"): a streaming method's response is HTTP 200 with `Content-Type:
-/// text/event-stream` whose `data:` lines are JSON-RPC response objects, and §9.5 gives an error
-/// as the JSON-RPC error response. So a streaming method refused before its stream starts answers
-/// with exactly one event carrying that error, then ends; a non-streaming method keeps its JSON
-/// reply.
+/// text/event-stream` whose `data:` lines are JSON-RPC response objects, and
+/// docs/reference/formation.md#how-the-launcher-waits gives an error as the JSON-RPC error
+/// response. So a streaming method refused before its stream starts answers with exactly one event
+/// carrying that error, then ends; a non-streaming method keeps its JSON reply.
 #[test]
 fn streaming_methods_refused_before_the_stream_answer_as_an_event_stream() {
     let sb = Sandbox::new();
@@ -352,9 +352,9 @@ fn streaming_methods_refused_before_the_stream_answer_as_an_event_stream() {
 
 /// The official A2A Python SDK client (a2a-sdk 1.3.0) against a real door: it discovers the
 /// bearer scheme from the card (§4.4.1), sends a data part and a declared file part (§4.1.6) and
-/// sees the framed task text come back, and raises the mapped error type (§5.4) for streaming
-/// methods refused before their stream starts (§9.4.2): ContentTypeNotSupportedError,
-/// TaskNotFoundError, UnsupportedOperationError.
+/// sees the framed task text come back, and raises the mapped error type
+/// (docs/reference/codes.md#w-ros-001) for streaming methods refused before their stream starts
+/// (§9.4.2): ContentTypeNotSupportedError, TaskNotFoundError, UnsupportedOperationError.
 #[test]
 fn the_official_sdk_sends_parts_and_reads_refused_streams() {
     let py = python_with(A2A_SDK, "a2a.client, a2a.types.a2a_pb2, httpx");

@@ -1,6 +1,6 @@
 //! Admission through the real binary: manifest-only capsules are built and installed with
 //! `mur build` and `mur install -g`, then `mur doctor` reports on rosters that use them
-//! (runtime.md §5.6 layout, byte for byte).
+//! (docs/reference/cli.md#mur-doctor layout, byte for byte).
 
 use std::path::{Path, PathBuf};
 

@@ -1,6 +1,7 @@
-//! Capsules that misbehave, through the real binary (runtime.md §16.1, §16.2): a trap, an endless
-//! loop and a memory hog each end their task FAILED with a message that says why, the door keeps
-//! answering while they run, and the session keeps serving afterwards.
+//! Capsules that misbehave, through the real binary
+//! (docs/reference/capsules.md#component-capsules): a trap, an endless loop and a memory hog each
+//! end their task FAILED with a message that says why, the door keeps answering while they run, and
+//! the session keeps serving afterwards.
 
 use std::time::{Duration, Instant};
 
@@ -9,7 +10,8 @@ use serde_json::{Value, json};
 use crate::door::Door;
 use crate::support::{Sandbox, wait_until};
 
-/// The status text of a FAILED task, after checking the status message's shape (§7.4).
+/// The status text of a FAILED task, after checking the status message's shape
+/// (docs/reference/door.md#methods).
 #[track_caller]
 fn failure(t: &Value) -> String {
     assert_eq!(t["status"]["state"], "TASK_STATE_FAILED", "{t}");

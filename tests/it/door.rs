@@ -1,6 +1,6 @@
-//! The door end to end through the real `mur` binary (runtime.md §7, §8; the page's "What a door
-//! answers"): every method, every JSON-RPC error a door emits, every authentication case, and the
-//! official A2A Python SDK client against real doors.
+//! The door end to end through the real `mur` binary (docs/reference/door.md#authentication; the
+//! page's "What a door answers"): every method, every JSON-RPC error a door emits, every
+//! authentication case, and the official A2A Python SDK client against real doors.
 //!
 //! Formation tokens are tested at a member the test launches itself: it writes the member's
 //! channel first line with a signing key it holds, as `mur run --roster` would, so it can mint
@@ -257,8 +257,9 @@ impl Sse {
     }
 }
 
-/// A formation signing key held by the test. It mints `mft1` tokens by runtime.md §8.1 on its own,
-/// independently of the runtime's minting code, and signs any payload bytes the test chooses.
+/// A formation signing key held by the test. It mints `mft1` tokens by
+/// docs/reference/door.md#formation-tokens on its own, independently of the runtime's minting code,
+/// and signs any payload bytes the test chooses.
 pub(crate) struct Key(ed25519_dalek::SigningKey);
 
 impl Key {
@@ -335,8 +336,10 @@ impl Door {
         Door::spawn(Door::command(sb, capsule, env), None)
     }
 
-    /// A session started as formation member `m.name`, as the launcher starts a peer (§9.2): its
-    /// channel holds a first line (§10.1) with no callees, and it holds a lifeline.
+    /// A session started as formation member `m.name`, as the launcher starts a peer
+    /// (docs/reference/formation.md#member-environment): its channel holds a first line
+    /// (docs/reference/formation.md#the-formation-channel) with no callees, and it holds a
+    /// lifeline.
     pub(crate) fn member(sb: &Sandbox, capsule: &str, m: &Member) -> Door {
         Door::member_with(sb, capsule, m, &[])
     }
@@ -532,7 +535,7 @@ pub(crate) fn is_timestamp_ms(v: &Value) -> bool {
     s.len() == 24 && s.ends_with('Z') && s.as_bytes()[19] == b'.' && chrono::DateTime::parse_from_rfc3339(s).is_ok()
 }
 
-/// An A2A error body (§7.2) for request id `id` (JSON text).
+/// An A2A error body (docs/reference/door.md#request-pipeline) for request id `id` (JSON text).
 fn a2a_error(id: &str, code: i32, message: &str, reason: &str, metadata: &str) -> String {
     format!(
         r#"{{"error":{{"code":{code},"data":[{{"@type":"type.googleapis.com/google.rpc.ErrorInfo","domain":"a2a-protocol.org","metadata":{metadata},"reason":"{reason}"}}],"message":"{message}"}},"id":{id},"jsonrpc":"2.0"}}"#
@@ -594,7 +597,8 @@ const INVALID_TOKEN: &str =
 const PEER_NOT_ACCEPTED: &str =
     r#"{"error":"peer_not_accepted","message":"this capsule does not accept tasks from peers"}"#;
 
-/// Asserts a §7.6 refusal: status, JSON content type, exact body and `www-authenticate`.
+/// Asserts a docs/reference/door.md#authentication refusal: status, JSON content type, exact body
+/// and `www-authenticate`.
 #[track_caller]
 fn assert_refusal(h: &Http, status: u16, body: &str, challenge: Option<&str>) {
     assert_eq!((h.status, h.body.as_str()), (status, body));
@@ -706,7 +710,8 @@ fn send_message_blocks_until_the_end_or_returns_at_once() {
     // Blocking: the reply is the completed task with its answer as the `response` artifact.
     let t = d.send(Some(&op), "hello door", false);
     let keys: Vec<&String> = t.as_object().expect("task").keys().collect();
-    // `history` per A2A v1.0 §4.1.1 (docs/a2a.md, where the door departs from runtime.md §7.4).
+    // `history` per A2A v1.0 §4.1.1 (docs/a2a.md, where the door departs from
+    // docs/reference/door.md#methods).
     assert_eq!(keys, ["artifacts", "contextId", "history", "id", "status"], "{t}");
     assert!(is_id(&t["id"], "tsk_") && is_id(&t["contextId"], "ctx_"), "{t}");
     assert_eq!(
@@ -1005,9 +1010,10 @@ fn conversation(body: &Value) -> Vec<(String, String)> {
 /// message naming a `contextId` and no `taskId` starts a new task in that context, and a model
 /// capsule is shown the context's earlier exchanges; ListTasks filters by `contextId`; a message
 /// naming a terminal task is `-32004` (§3.1.1 errors), an unknown or invisible one `-32001`.
-/// runtime.md §7.7 holds for contexts: another caller's context is, to a caller, an unknown one,
-/// which A2A has a server accept as given (§3.4.1: "MUST accept and preserve client-provided
-/// contextId values"), so it starts afresh under that id, seeing and listing nothing of it.
+/// docs/reference/door.md#methods holds for contexts: another caller's context is, to a caller, an
+/// unknown one, which A2A has a server accept as given (§3.4.1: "MUST accept and preserve
+/// client-provided contextId values"), so it starts afresh under that id, seeing and listing
+/// nothing of it.
 #[test]
 fn contexts_continue_with_their_earlier_exchanges_and_stay_private() {
     let sb = Sandbox::new();
@@ -1612,7 +1618,8 @@ fn formation_tokens_at_a_member_the_test_launched() {
     );
 
     let planner_token = key.mint(FRM, "planner", "coder");
-    // The runtime's own verifier agrees with this independent minting of §8.1.
+    // The runtime's own verifier agrees with this independent minting of
+    // docs/reference/door.md#formation-tokens.
     let vk = mur::token::VerifyKey::from_b64(&key.verify_key()).expect("verify key");
     assert_eq!(
         mur::token::verify(&vk, &planner_token, FRM, "coder"),

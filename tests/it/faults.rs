@@ -432,8 +432,9 @@ fn kill_of_the_launcher_while_the_entry_runs_its_task_leaves_no_member() {
 
 /// The launcher closes the entry's lifeline before its peers', yet the entry hears of its own end
 /// through a listener thread while a peer's wind-down reaches the entry's task through a call: the
-/// task must still end `canceled` by the formation's end (runtime.md §13.3), never `failed` on
-/// the callee's cancellation. The race was lost about one run in ten, so it is run several times.
+/// task must still end `canceled` by the formation's end
+/// (docs/reference/formation.md#how-a-member-ends), never `failed` on the callee's cancellation.
+/// The race was lost about one run in ten, so it is run several times.
 #[test]
 fn sigterm_while_the_entry_waits_on_a_peer_cancels_its_task_every_time() {
     for round in 1..=4 {

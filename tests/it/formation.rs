@@ -346,8 +346,8 @@ fn a_peer_that_closes_its_stdout_and_lingers_is_killed_within_two_seconds() {
     eprintln!("a peer that closed stdout and lingered: the launch ended {took:?} after its start");
     assert_eq!(code, 1, "{err}");
     assert!(out.is_empty(), "{out}");
-    // §9.5: 2 s to exit, then SIGKILL; it is reported with the status that ended it, not left
-    // to the 25 s stop grace.
+    // docs/reference/formation.md#how-the-launcher-waits: 2 s to exit, then SIGKILL; it is reported
+    // with the status that ended it, not left to the 25 s stop grace.
     assert!(
         err.contains("'worker' (local/echo@0.1.0): its process exited with status 137 before reporting; its last stderr lines were:\n    stdout closed\n"),
         "{err}"

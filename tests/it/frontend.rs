@@ -1,7 +1,7 @@
-//! One admission front end (runtime.md §5.5 steps 3–6): every admission refusal, run through
-//! `mur run --roster`, `mur doctor` and `mur deploy --kubernetes` on the real binary, is refused
-//! by all three with the same code, message and hint. The lock is read before the roster is
-//! admitted, so an unreadable lock is the refusal whatever the roster holds.
+//! One admission front end (docs/reference/formation.md#launch-sequence steps 3–6): every admission
+//! refusal, run through `mur run --roster`, `mur doctor` and `mur deploy --kubernetes` on the real
+//! binary, is refused by all three with the same code, message and hint. The lock is read before
+//! the roster is admitted, so an unreadable lock is the refusal whatever the roster holds.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -250,7 +250,8 @@ fn cases(sb: &Sandbox) -> Vec<Case> {
             None,
             "E-ROS-006",
         ),
-        // The lock (§5.5 step 5), read before admission (step 6).
+        // The lock (docs/reference/formation.md#launch-sequence step 5), read before admission
+        // (step 6).
         case(
             "lock_version 2",
             roster(&[LEAD, WORKER], ""),
@@ -345,8 +346,9 @@ fn run_doctor_and_deploy_refuse_every_roster_alike() {
     assert!(wrong.is_empty(), "refused differently:\n{}", wrong.join("\n"));
 }
 
-/// `--roster PATH` naming neither a directory nor a roster.yaml (§5.5 step 3): run and deploy take
-/// the path, doctor does not.
+/// `--roster PATH` naming neither a directory nor a roster.yaml
+/// (docs/reference/formation.md#launch-sequence step 3): run and deploy take the path, doctor does
+/// not.
 #[test]
 fn run_and_deploy_refuse_a_path_that_names_no_roster_alike() {
     let sb = Sandbox::new();

@@ -1,8 +1,8 @@
 //! Hostile input at a door, through the real `mur` binary (issue 8, "Hostile input at a door").
 //!
-//! Each hostile request must get its documented answer (runtime.md §7), the door must answer a
-//! normal request right after it (it stays responsive), and the member process's memory must
-//! stay bounded after bursts of oversized bodies. Authentication semantics are covered in
+//! Each hostile request must get its documented answer (docs/reference/door.md), the door must
+//! answer a normal request right after it (it stays responsive), and the member process's memory
+//! must stay bounded after bursts of oversized bodies. Authentication semantics are covered in
 //! `door.rs`; here the same refusals are checked as robustness cases, each followed by a
 //! well-formed request, and malformed HTTP is written by hand on raw sockets.
 //!
@@ -25,7 +25,7 @@ const INVALID_TOKEN: &str =
     r#"{"error":"invalid_token","message":"the Authorization header does not present a token this session minted"}"#;
 const PARSE_ERROR: &str = r#"{"error":{"code":-32700,"message":"Parse error"},"id":null,"jsonrpc":"2.0"}"#;
 const METHOD_NOT_FOUND: &str = r#"{"error":{"code":-32601,"message":"Method not found"},"id":1,"jsonrpc":"2.0"}"#;
-/// Bodies over this are refused 413 (§7.1).
+/// Bodies over this are refused 413 (docs/reference/door.md#transport).
 const LIMIT: usize = 8 * 1024 * 1024;
 
 /// How far the member's RSS may grow over the bursts of oversized bodies below: one burst's
@@ -179,7 +179,8 @@ fn hostile_credentials_and_json_get_their_documented_answers_and_the_door_keeps_
         assert_responsive(&d, case);
     }
 
-    // Two Authorization headers, even both genuine: invalid (§7.6). ureq cannot send this.
+    // Two Authorization headers, even both genuine: invalid
+    // (docs/reference/door.md#authentication). ureq cannot send this.
     let mut headers = rpc_headers(&op);
     headers.push(format!("authorization: {op}"));
     let body = br#"{"id":1,"jsonrpc":"2.0","method":"ListTasks","params":{}}"#;
@@ -251,7 +252,8 @@ fn hostile_credentials_and_json_get_their_documented_answers_and_the_door_keeps_
     }
     assert_responsive(&d, "huge pageSize");
 
-    // Wrong content types: not JSON-RPC, so 404 with an empty body (§7.2 "anything else").
+    // Wrong content types: not JSON-RPC, so 404 with an empty body
+    // (docs/reference/door.md#request-pipeline "anything else").
     for ct in [
         "text/plain",
         "application/x-www-form-urlencoded",

@@ -1,5 +1,6 @@
-//! Model capsules through the real binary (runtime.md §16.3, §11): `mur run --capsule` and
-//! `mur run --roster` against the scripted provider on 127.0.0.1, in each provider's wire format.
+//! Model capsules through the real binary (docs/reference/capsules.md#model-capsules,
+//! docs/reference/capsules.md#calls-between-members): `mur run --capsule` and `mur run --roster`
+//! against the scripted provider on 127.0.0.1, in each provider's wire format.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

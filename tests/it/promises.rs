@@ -1,6 +1,6 @@
-//! What the roster page promises and a user could still break: a symlinked `$HOME`, the
-//! `noAnswerBelow` of a component, the layout of `mur trace show frm_…`, a lock pinned only per
-//! platform. Real launcher, real members, real doors on 127.0.0.1.
+//! What docs/reference/roster.md and formation.md promise and a user could still break: a symlinked
+//! `$HOME`, the `noAnswerBelow` of a component, the layout of `mur trace show frm_…`, a lock pinned
+//! only per platform. Real launcher, real members, real doors on 127.0.0.1.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -122,7 +122,8 @@ fn a_symlinked_home_keeps_every_members_records_in_reach() {
 }
 
 /// Item: a component that ends without an answer reports, like a model capsule, the calls of its
-/// task that ended without one (runtime.md §7.4, §11.6).
+/// task that ended without one (docs/reference/door.md#methods,
+/// docs/reference/capsules.md#model-capsules).
 #[test]
 fn a_components_no_answer_names_the_calls_that_ended_without_one() {
     let sb = Sandbox::new();
@@ -235,8 +236,9 @@ fn snapshot(rel: &str, actual: &str) {
     );
 }
 
-/// Item: `mur trace show frm_…` has the page's layout (runtime.md §14.4): one `searched:` line
-/// per root, every column padded.
+/// Item: `mur trace show frm_…` has the page's layout
+/// (docs/reference/formation.md#formation-traces): one `searched:` line per root, every column
+/// padded.
 #[test]
 fn trace_show_of_a_formation_has_the_pages_layout() {
     let sb = Sandbox::new();

@@ -1217,7 +1217,11 @@ mod links {
             let text = std::fs::read_to_string(page).unwrap();
             for link in links(&text) {
                 let (file, anchor) = link.split_once('#').unwrap_or((&link, ""));
-                let target = if file.is_empty() { page.clone() } else { page.parent().unwrap().join(file) };
+                let target = if file.is_empty() {
+                    page.clone()
+                } else {
+                    page.parent().unwrap().join(file)
+                };
                 if !target.exists() {
                     broken.push(format!("{}: {link} (no such file)", page.display()));
                     continue;

@@ -1,6 +1,7 @@
-//! The member runtime, `mur run --capsule`, through the real binary (runtime.md §6, §13): start-up
-//! refusals, the readiness line, records and running records, every lifecycle, results, SIGTERM,
-//! the lifeline, the inherited deadline, `mur ps` and `mur stop`.
+//! The member runtime, `mur run --capsule`, through the real binary
+//! (docs/reference/formation.md#how-a-formation-ends): start-up refusals, the readiness line,
+//! records and running records, every lifecycle, results, SIGTERM, the lifeline, the inherited
+//! deadline, `mur ps` and `mur stop`.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};

@@ -2,7 +2,7 @@
 //!
 //! Every `error[…]`/`warning[…]` line the runtime prints is built from a [`Code`] declared here, so
 //! a code's meaning, default hint and severity live in exactly one place. Rendering follows
-//! runtime.md §1.3: `error[CODE]: message`, then `  hint: …` when a hint exists.
+//! docs/reference/codes.md: `error[CODE]: message`, then `  hint: …` when a hint exists.
 
 use std::fmt;
 

@@ -1,4 +1,4 @@
-//! The one place ids are minted and recognised (runtime.md §1.1).
+//! The one place ids are minted and recognised (docs/reference/formation.md#identifiers).
 //!
 //! Every id is a kind prefix and the 32 lowercase hex digits of a UUIDv7, so lexical order is mint
 //! order and the first 48 bits carry the mint time in Unix milliseconds (retention reads it).

@@ -1,4 +1,4 @@
-//! Member names and artifact names (runtime.md §1.1). Pure.
+//! Member names and artifact names (docs/reference/formation.md#identifiers). Pure.
 
 /// Why a name part is refused; rendered after the name in messages.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,7 +1,8 @@
-//! The readiness line (runtime.md §6.3), both ends: a member prints one compact JSON line on
-//! stdout with `--json`, keys in ascending byte order, once its door is up and its running record
-//! is written ([`Line`]); the launcher reads a peer's first stdout line as that report
-//! ([`parse`], runtime.md §9.5). Pure: no process or HTTP here.
+//! The readiness line (docs/reference/formation.md#readiness-line), both ends: a member prints one
+//! compact JSON line on stdout with `--json`, keys in ascending byte order, once its door is up and
+//! its running record is written ([`Line`]); the launcher reads a peer's first stdout line as that
+//! report ([`parse`], docs/reference/formation.md#how-the-launcher-waits). Pure: no process or HTTP
+//! here.
 
 use serde_json::{Map, Value};
 
@@ -35,7 +36,8 @@ impl std::fmt::Debug for Line<'_> {
 
 impl Line<'_> {
     pub fn line(&self) -> String {
-        // serde_json's map is ordered by key, which is the order §1.2 asks for.
+        // serde_json's map is ordered by key, which is the order docs/reference/cli.md#conventions
+        // asks for.
         let mut m = Map::new();
         if self.auth {
             m.insert("auth".into(), "bearer".into());

@@ -1,5 +1,6 @@
-//! The retention decision shared by formation directories (runtime.md §15.2) and a records
-//! group's sessions (§15.3). Pure: ids, policy, clock and a liveness oracle in; removals out.
+//! The retention decision shared by formation directories (docs/reference/formation.md#retention)
+//! and a records group's sessions (docs/reference/formation.md#retention). Pure: ids, policy, clock
+//! and a liveness oracle in; removals out.
 //!
 //! Both passes rank every id newest first (the current one included), skip the current id and any
 //! minted after it, and remove an id older than `max_age` (checked first, so an id over both limits

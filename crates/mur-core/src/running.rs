@@ -1,4 +1,5 @@
-//! Running records: `~/.murmur/running/<ses_id>.json`, one per live session (runtime.md §6.6).
+//! Running records: `~/.murmur/running/<ses_id>.json`, one per live session
+//! (docs/reference/formation.md#directories).
 //!
 //! A record is written (0600, in a 0700 directory) once the door is up and removed when the
 //! session's process exits. It is how `mur ps`, `mur stop` and retention find live sessions; a
@@ -75,7 +76,7 @@ impl RunningRecord {
         procinfo::is_alive(self.pid, Some(&self.process_start))
     }
 
-    /// Compact JSON with keys in ascending order (runtime.md §1.2).
+    /// Compact JSON with keys in ascending order (docs/reference/cli.md#conventions).
     pub fn to_json(&self) -> String {
         serde_json::to_value(self).map(|v| v.to_string()).unwrap_or_default()
     }

@@ -52,7 +52,7 @@ fn ignored() -> Value {
     json!({"description": "Read only by Murmur 0.8; this runtime ignores it."})
 }
 
-/// The schema of `roster.yaml` (the roster page; runtime.md §5).
+/// The schema of `roster.yaml` (docs/reference/roster.md#keys).
 pub fn roster() -> Value {
     let member = obj(
         "One member of the formation.",
@@ -112,7 +112,7 @@ pub fn roster() -> Value {
     root
 }
 
-/// The schema of `murmur.yaml` (runtime.md §3).
+/// The schema of `murmur.yaml` (docs/reference/manifest.md#keys).
 pub fn manifest() -> Value {
     let allow = |what: &str| {
         obj(

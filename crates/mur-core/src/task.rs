@@ -1,17 +1,19 @@
 //! What a task is, apart from where it is kept: its states, the trust and origin it was given
 //! at admission, and the outcomes an executor ends it with.
 //!
-//! The state names are A2A's (§7.4), spelled here because both ends of A2A read them: the door
-//! writes them and the calls client reads a peer door's answers.
+//! The state names are A2A's (docs/reference/door.md#methods), spelled here because both ends of
+//! A2A read them: the door writes them and the calls client reads a peer door's answers.
 
 use serde::Serialize;
 
-/// Status text of a task refused because the session holds no room for it (§7.3).
+/// Status text of a task refused because the session holds no room for it
+/// (docs/reference/door.md#methods).
 pub const REJECT_BUSY: &str = "task rejected: capsule is busy";
-/// Status text of a task refused or dropped from the queue because the session is ending (§6.4).
+/// Status text of a task refused or dropped from the queue because the session is ending
+/// (docs/reference/manifest.md#keys).
 pub const REJECT_CLOSING: &str = "task rejected: the session is closing";
 
-/// A2A task states (§7.4).
+/// A2A task states (docs/reference/door.md#methods).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TaskState {
     Submitted,
@@ -61,7 +63,7 @@ impl TaskState {
     }
 }
 
-/// Trust class of a task (§7.2 step 1).
+/// Trust class of a task (docs/reference/door.md#request-pipeline step 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Trust {
     Trusted,
@@ -77,7 +79,8 @@ impl Trust {
     }
 }
 
-/// Where a task came from (§7.2 step 1); `Local` is the `--task` task [ours].
+/// Where a task came from (docs/reference/door.md#request-pipeline step 1); `Local` is the `--task`
+/// task [ours].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Origin {
     Event,
@@ -97,7 +100,7 @@ impl Origin {
     }
 }
 
-/// One `{member, status}` of `metadata.murmur.noAnswerBelow` (§7.4).
+/// One `{member, status}` of `metadata.murmur.noAnswerBelow` (docs/reference/door.md#methods).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NoAnswerBelow {
     pub member: String,
@@ -111,14 +114,15 @@ pub enum TaskOutcome {
     Completed(String),
     /// `TASK_STATE_FAILED` with the message as status text.
     Failed(String),
-    /// end-without-answer (§11.6): `TASK_STATE_FAILED`, the reason as status text, and
-    /// `metadata.murmur` `{noAnswer, noAnswerBelow}`.
+    /// end-without-answer (docs/reference/capsules.md#model-capsules): `TASK_STATE_FAILED`, the
+    /// reason as status text, and `metadata.murmur` `{noAnswer, noAnswerBelow}`.
     NoAnswer { reason: String, below: Vec<NoAnswerBelow> },
     /// `TASK_STATE_CANCELED`.
     Canceled,
 }
 
-/// The final status of a member call, as the `member_call` trace record spells it (§14.2).
+/// The final status of a member call, as the `member_call` trace record spells it
+/// (docs/reference/formation.md#trace-records).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CallStatus {
     Completed,

@@ -1,4 +1,5 @@
-//! Every timing constant of runtime.md §18, in one place, with a test-only override.
+//! Every timing constant of docs/reference/formation.md#timing, in one place, with a test-only
+//! override.
 //!
 //! Production code reads durations from [`Timing::get`]. Integration tests shorten them by setting
 //! `MURMUR_TEST_TIMING` in the environment of the `mur` processes they start, e.g.
@@ -13,7 +14,8 @@ use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timing {
-    /// A peer's readiness budget from its spawn (§9.5).
+    /// A peer's readiness budget from its spawn
+    /// (docs/reference/formation.md#how-the-launcher-waits).
     pub peer_readiness: Duration,
     /// Door probe interval during readiness.
     pub probe_interval: Duration,
@@ -23,32 +25,37 @@ pub struct Timing {
     pub launcher_poll: Duration,
     /// Grace for a peer to exit after closing stdout before reporting.
     pub exit_grace_after_eof: Duration,
-    /// Wait for the first channel line (§10.3).
+    /// Wait for the first channel line (docs/reference/formation.md#member-intake).
     pub first_channel_line: Duration,
-    /// Wait for a callee's door URL to arrive (§12.2).
+    /// Wait for a callee's door URL to arrive (docs/reference/capsules.md#calls-by-address).
     pub address_wait: Duration,
-    /// Member teardown backstop after a wind-down starts → exit 143 (§13.2).
+    /// Member teardown backstop after a wind-down starts → exit 143
+    /// (docs/reference/formation.md#how-a-member-ends).
     pub member_teardown: Duration,
-    /// Launcher grace before SIGKILL of a member's process group (§13.5).
+    /// Launcher grace before SIGKILL of a member's process group
+    /// (docs/reference/formation.md#lifelines).
     pub launcher_grace: Duration,
-    /// Idle wait for a first task (`MURMUR_A2A_TIMEOUT_SECS`, §6.4).
+    /// Idle wait for a first task (`MURMUR_A2A_TIMEOUT_SECS`, docs/reference/manifest.md#keys).
     pub idle_first_task: Duration,
-    /// Bound of one call-member call (`MURMUR_DELEGATION_TIMEOUT_SECS`, §11.4).
+    /// Bound of one call-member call (`MURMUR_DELEGATION_TIMEOUT_SECS`,
+    /// docs/reference/capsules.md#calls-between-members).
     pub call_bound: Duration,
-    /// First busy re-offer wait, and its cap (§11.4).
+    /// First busy re-offer wait, and its cap (docs/reference/capsules.md#calls-between-members).
     pub busy_first: Duration,
     pub busy_max: Duration,
-    /// Answer polling interval and per-request timeout (§11.4).
+    /// Answer polling interval and per-request timeout
+    /// (docs/reference/capsules.md#calls-between-members).
     pub answer_poll: Duration,
     pub answer_request: Duration,
-    /// Call-member send timeout (§11.2).
+    /// Call-member send timeout (docs/reference/capsules.md#calls-between-members).
     pub call_send: Duration,
     /// A component task's time budget [ours].
     pub component_task: Duration,
     /// Bound of reading one request body at a door, from its first byte to its last [ours].
     pub door_body: Duration,
     /// A provider request's first backoff wait (doubling, jittered), and the longest single
-    /// wait, the provider's `retry-after` included (§16.3) [ours].
+    /// wait, the provider's `retry-after` included (docs/reference/capsules.md#model-capsules)
+    /// [ours].
     pub inference_retry: Duration,
     pub inference_retry_max: Duration,
     /// Shortens the waits a provider asks for; only tests set it (no limit otherwise).
@@ -204,7 +211,8 @@ fn state() -> &'static (Timing, Option<String>) {
     static T: OnceLock<(Timing, Option<String>)> = OnceLock::new();
     T.get_or_init(|| {
         let state = Timing::from_env(|v| std::env::var(v).ok());
-        // A formation member's launcher has announced them already (§9.2).
+        // A formation member's launcher has announced them already
+        // (docs/reference/formation.md#member-environment).
         let reported = std::env::var_os("MURMUR_HOST_WARNINGS_REPORTED").is_some_and(|v| v == "1");
         if let (Some(text), false) = (&state.1, reported) {
             crate::diag::Diagnostic::new(

@@ -365,6 +365,6 @@ pub fn member_sessions(sb: &Sandbox, member: &str) -> Vec<(PathBuf, Vec<serde_js
     out
 }
 
-/// The scripted model provider (runtime.md §16.3, Testing).
+/// The scripted model provider (docs/reference/capsules.md#model-capsules, Testing).
 pub mod provider;
 pub mod python;

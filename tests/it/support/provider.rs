@@ -1,10 +1,10 @@
-//! A scripted model provider on 127.0.0.1 (runtime.md §16.3, Testing): it speaks the OpenAI Chat
-//! Completions and Anthropic Messages APIs well enough for the agent loop, answering request *n*
-//! with step *n* of its script (a fixed reply, or a function of the request), and records every
-//! request so a test can assert what was sent (headers, bodies, tool lists). A reply may be a
-//! real streamed body (server-sent events, chunked), written piece by piece with pauses, and held
-//! at a [`Gate`] until the test opens it: chunks then arrive over time, and a test can check what
-//! a client saw before the stream's end was even sent.
+//! A scripted model provider on 127.0.0.1 (docs/reference/capsules.md#model-capsules, Testing): it
+//! speaks the OpenAI Chat Completions and Anthropic Messages APIs well enough for the agent loop,
+//! answering request *n* with step *n* of its script (a fixed reply, or a function of the request),
+//! and records every request so a test can assert what was sent (headers, bodies, tool lists). A
+//! reply may be a real streamed body (server-sent events, chunked), written piece by piece with
+//! pauses, and held at a [`Gate`] until the test opens it: chunks then arrive over time, and a test
+//! can check what a client saw before the stream's end was even sent.
 //!
 //! Plain `std` threads and sockets, so it serves synchronous integration tests and async unit
 //! tests alike; `src/model/tests.rs` includes this very file. One connection per request
@@ -633,7 +633,8 @@ pub mod anthropic {
 }
 
 /// The fenced answers of a continuation message, `(member, output)` of each completed call, in
-/// order (§11.5): what a scripted planner builds its final answer from.
+/// order (docs/reference/capsules.md#calls-between-members): what a scripted planner builds its
+/// final answer from.
 pub fn fenced_answers(continuation: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut rest = continuation;

@@ -1,6 +1,7 @@
-//! Fuzzes how a calling member reads its callee's door (runtime.md §11.3–§11.4): the SendMessage
-//! reply, the GetTask reply, and SubscribeToTask events folded into the callee's task. A callee's
-//! door, or whatever answers at its URL, controls every byte.
+//! Fuzzes how a calling member reads its callee's door
+//! (docs/reference/capsules.md#calls-between-members–docs/reference/capsules.md#calls-between-members):
+//! the SendMessage reply, the GetTask reply, and SubscribeToTask events folded into the callee's
+//! task. A callee's door, or whatever answers at its URL, controls every byte.
 //!
 //! Input: the first byte picks the HTTP status (one of those a door answers with); the rest is the
 //! body, also read as a stream of `data:` events split on newlines. Properties: no panic; reading

@@ -1,4 +1,5 @@
-//! Fuzzes the formation channel lines a member reads (runtime.md §10.1, §10.2).
+//! Fuzzes the formation channel lines a member reads
+//! (docs/reference/formation.md#the-formation-channel).
 //!
 //! Properties: no panic, bounded memory; a first line that parses writes back (`to_line`) as a
 //! line that parses to the same value; token checks never panic; an address line that parses

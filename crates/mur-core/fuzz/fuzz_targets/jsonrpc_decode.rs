@@ -1,4 +1,5 @@
-//! Fuzzes the door's JSON-RPC request decoding (runtime.md §7.2 steps 7–10, §7.5).
+//! Fuzzes the door's JSON-RPC request decoding (docs/reference/door.md#request-pipeline steps 7–10,
+//! docs/reference/door.md#errors).
 //!
 //! Input: the first byte's low bits choose how many `A2A-Version` values to split off the front
 //! (separated by 0xFF); the rest is the body. Properties: no panic or stack overflow (deep

@@ -1,4 +1,4 @@
-//! Fuzzes the `murmur.yaml` parser (runtime.md §3).
+//! Fuzzes the `murmur.yaml` parser (docs/reference/manifest.md#keys).
 //!
 //! Properties: no panic, no hang, bounded memory; a refusal is E-MAN-001 or E-MAN-003; warnings
 //! are only W-SEC-019; parsing is deterministic.

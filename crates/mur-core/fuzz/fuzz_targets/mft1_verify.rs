@@ -1,5 +1,5 @@
-//! Fuzzes `mft1` parsing and verification (runtime.md §8.2) at the door of `reviewer` in one
-//! formation.
+//! Fuzzes `mft1` parsing and verification (docs/reference/door.md#formation-tokens) at the door of
+//! `reviewer` in one formation.
 //!
 //! The key is random per process, so the fuzzer cannot forge; the property is exact: the only
 //! strings that get past "invalid" are the genuine tokens minted below, byte for byte. Anything

@@ -1,6 +1,6 @@
-//! Fuzzes the reading of a model provider's replies (runtime.md §16.3): `parse_reply` (a whole
-//! reply of either API), `StreamReader` (a streamed reply), and the failure text and retry waits
-//! read from a failed reply's body and headers.
+//! Fuzzes the reading of a model provider's replies (docs/reference/capsules.md#model-capsules):
+//! `parse_reply` (a whole reply of either API), `StreamReader` (a streamed reply), and the failure
+//! text and retry waits read from a failed reply's body and headers.
 //!
 //! Input: the first byte picks the provider (low 2 bits) and the chunk size a stream arrives in
 //! (1..=64); the rest is the body. Properties: no panic; reading is deterministic; the streamed

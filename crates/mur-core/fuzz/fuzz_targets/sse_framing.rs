@@ -1,4 +1,5 @@
-//! Fuzzes the SubscribeToTask event-stream framing a caller reads (runtime.md §11.2 step 5).
+//! Fuzzes the SubscribeToTask event-stream framing a caller reads
+//! (docs/reference/capsules.md#calls-between-members step 5).
 //!
 //! Input: the first byte sets the event bound (1..=64 bytes, so the bound is reached often), the
 //! second the chunk size (1..=32); the rest is the stream. Properties: no panic; the stream read in

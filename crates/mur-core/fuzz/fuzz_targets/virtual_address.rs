@@ -1,8 +1,9 @@
 //! Fuzzes the address grammar behind virtual peer addresses and `capabilities.network.allow`
-//! (runtime.md §12.2–§12.4): `split_url` (how a component's request target is read),
-//! `AllowRule` / `AllowList` (how allow rules are read and matched) and `virtual_peer` (how
-//! `http://<member>.formation.invalid` is read). `OutgoingTarget::from_url` (the `http::Uri`
-//! reading in `mur`'s `capsule/http.rs`) is bound to wasmtime-wasi-http types and is not fuzzed here.
+//! (docs/reference/capsules.md#calls-by-address–docs/reference/capsules.md#what-the-host-grants):
+//! `split_url` (how a component's request target is read), `AllowRule` / `AllowList` (how allow
+//! rules are read and matched) and `virtual_peer` (how `http://<member>.formation.invalid` is
+//! read). `OutgoingTarget::from_url` (the `http::Uri` reading in `mur`'s `capsule/http.rs`) is
+//! bound to wasmtime-wasi-http types and is not fuzzed here.
 //!
 //! Input: text; its first line is tried as a rule, the rest as a URL. Properties: no panic; a
 //! rule that parses displays as a rule that parses to the same rule; a URL that splits is allowed

@@ -1,5 +1,5 @@
-//! `capabilities.network.allow` rules (runtime.md §12.4) and matching a request target against
-//! them.
+//! `capabilities.network.allow` rules (docs/reference/capsules.md#what-the-host-grants) and
+//! matching a request target against them.
 //!
 //! Pure: plain strings in, booleans out, so the session's W-RUN-008 check, the virtual-peer
 //! router and the wasi:http hook all share one reading of the grammar.
@@ -10,11 +10,12 @@
 //! match `127.0.0.1`, and `example.com` does not match `api.example.com`.
 //!
 //! Loopback destinations are the exception ([`AllowList::allows_direct`]). A caller must declare
-//! the bare `localhost` for its calls to reach doors at ports chosen at launch (§12.4), and the
-//! runtime's own route to a door is checked against it; but a request the component sends as
-//! written to a loopback host (`localhost`, 127.0.0.0/8, `::1`, and every other spelling that
-//! reaches this machine) passes only a rule that names its port, such as `localhost:5432`.
-//! Otherwise that one grant would reach every service listening on the machine's loopback.
+//! the bare `localhost` for its calls to reach doors at ports chosen at launch
+//! (docs/reference/capsules.md#what-the-host-grants), and the runtime's own route to a door is
+//! checked against it; but a request the component sends as written to a loopback host
+//! (`localhost`, 127.0.0.0/8, `::1`, and every other spelling that reaches this machine) passes
+//! only a rule that names its port, such as `localhost:5432`. Otherwise that one grant would reach
+//! every service listening on the machine's loopback.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr};
@@ -66,8 +67,8 @@ impl AllowRule {
         }
     }
 
-    /// A rule that reaches a loopback door: it matches `http://localhost` at any port (§12.4,
-    /// the W-RUN-008 condition).
+    /// A rule that reaches a loopback door: it matches `http://localhost` at any port
+    /// (docs/reference/capsules.md#what-the-host-grants, the W-RUN-008 condition).
     pub fn reaches_loopback_door(&self) -> bool {
         self.port.is_none() && self.host == "localhost" && self.scheme.as_deref().is_none_or(|s| s == "http")
     }

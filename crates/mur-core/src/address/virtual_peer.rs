@@ -1,5 +1,6 @@
-//! Virtual peer addresses (runtime.md §12.1, §12.2): `http://<member>.formation.invalid` stands in
-//! for a callee's real door everywhere a member looks (`MURMUR_FORMATION_PEERS`, traces, the text a
+//! Virtual peer addresses (docs/reference/capsules.md#what-the-host-grants,
+//! docs/reference/capsules.md#calls-by-address): `http://<member>.formation.invalid` stands in for
+//! a callee's real door everywhere a member looks (`MURMUR_FORMATION_PEERS`, traces, the text a
 //! model sees). Built and read here only, so the executor that announces them, the output that
 //! redacts real URLs into them and the wasi:http hook that routes them agree on one spelling.
 
@@ -13,9 +14,10 @@ pub fn url(member: &str) -> String {
     format!("http://{member}.{DOMAIN}")
 }
 
-/// The `MURMUR_FORMATION_PEERS` value for `callees` (§12.1): `<name>=<virtual address>` pairs,
-/// single spaces, in the given (roster) order; `None` when there are none, as the variable is
-/// never set empty.
+/// The `MURMUR_FORMATION_PEERS` value for `callees`
+/// (docs/reference/capsules.md#what-the-host-grants): `<name>=<virtual address>` pairs, single
+/// spaces, in the given (roster) order; `None` when there are none, as the variable is never set
+/// empty.
 pub fn peers_env<S: AsRef<str>>(callees: &[S]) -> Option<String> {
     (!callees.is_empty()).then(|| {
         callees

@@ -1,4 +1,5 @@
-//! The capsule manifest, `murmur.yaml` (runtime.md §3). Pure: no actix, HTTP or processes.
+//! The capsule manifest, `murmur.yaml` (docs/reference/manifest.md#keys). Pure: no actix, HTTP or
+//! processes.
 //!
 //! [`parse`] reads the subset this runtime uses through [`crate::yaml`], so `version: 1.10` keeps its
 //! spelling. Wrong types and missing keys are E-MAN-001, rule conflicts E-MAN-003; unknown keys
@@ -86,9 +87,10 @@ impl Default for Lifecycle {
     }
 }
 
-/// Default bound of each `call-member` call (runtime.md §3, §18).
+/// Default bound of each `call-member` call (docs/reference/manifest.md#keys,
+/// docs/reference/formation.md#timing).
 pub const DEFAULT_DELEGATION_DEADLINE_SECS: u64 = 600;
-/// Default `inference.max_tokens` (runtime.md §3).
+/// Default `inference.max_tokens` (docs/reference/manifest.md#keys).
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 
 /// `inference.provider`.
@@ -116,7 +118,8 @@ impl Provider {
         matches!(self, Provider::OpenAi | Provider::OpenAiCompatible)
     }
 
-    /// The base URL used when `inference.endpoint` is absent (runtime.md §16.3).
+    /// The base URL used when `inference.endpoint` is absent
+    /// (docs/reference/capsules.md#model-capsules).
     pub fn default_endpoint(self) -> &'static str {
         match self {
             Provider::OpenAi | Provider::OpenAiCompatible => "https://api.openai.com",
@@ -128,7 +131,8 @@ impl Provider {
 /// `inference.reasoning_effort`: the values OpenAI's Chat Completions API takes.
 pub const REASONING_EFFORTS: &[&str] = &["none", "minimal", "low", "medium", "high", "xhigh", "max"];
 
-/// `inference.transport`. `process` parses but is refused when a session starts (runtime.md §3).
+/// `inference.transport`. `process` parses but is refused when a session starts
+/// (docs/reference/manifest.md#keys).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Transport {
     #[default]
@@ -186,7 +190,7 @@ pub struct Retain {
     pub max_age_secs: Option<u64>,
 }
 
-/// What a capsule runs (runtime.md §3, Kinds).
+/// What a capsule runs (docs/reference/manifest.md#keys, Kinds).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Kind {
     /// `inference:` is declared: the runtime runs the agent loop.
@@ -293,7 +297,7 @@ pub fn accepts_media(ranges: &[String], media: &str) -> bool {
 }
 
 /// A parsed manifest and the W-SEC-019 warnings its unknown keys raised (a block's own keys in
-/// document order, then its sub-blocks', in the order of runtime.md §3).
+/// document order, then its sub-blocks', in the order of docs/reference/manifest.md#keys).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Parsed {
     pub manifest: Manifest,

@@ -1,5 +1,6 @@
-//! Checks 2–8 of admission (runtime.md §5.2). Pure: reads the stores it is handed and writes
-//! nothing. Checks 2–5 read no store, so a structural fault is refused with nothing installed.
+//! Checks 2–8 of admission (docs/reference/roster.md#refusals). Pure: reads the stores it is handed
+//! and writes nothing. Checks 2–5 read no store, so a structural fault is refused with nothing
+//! installed.
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -80,7 +81,7 @@ fn structure(r: &Roster) -> Result<usize, Diagnostic> {
     Ok(entry)
 }
 
-/// The E-ROS-007 reason for a member found in neither store (runtime.md §5.2).
+/// The E-ROS-007 reason for a member found in neither store (docs/reference/roster.md#refusals).
 const NOT_INSTALLED: &str = "not installed in the project or global store";
 
 /// What the stores hold for one member.

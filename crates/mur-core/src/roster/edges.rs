@@ -1,5 +1,5 @@
-//! Which member may call which (runtime.md §5.3): a deduplicated set of `(from, to)` roster
-//! indices, sorted by `from`, then `to`.
+//! Which member may call which (docs/reference/roster.md#edges): a deduplicated set of `(from, to)`
+//! roster indices, sorted by `from`, then `to`.
 
 use std::collections::BTreeSet;
 

@@ -1,6 +1,7 @@
-//! The one admission front end (runtime.md §5.5 steps 3–6): the roster's project directory, its
-//! stores, its lock, then admission (checks 1–8). `mur run --roster`, `mur doctor` and `mur deploy`
-//! all admit through here, so a roster is refused by each of them with the same code and text.
+//! The one admission front end (docs/reference/formation.md#launch-sequence steps 3–6): the
+//! roster's project directory, its stores, its lock, then admission (checks 1–8). `mur run
+//! --roster`, `mur doctor` and `mur deploy` all admit through here, so a roster is refused by each
+//! of them with the same code and text.
 //!
 //! Pure: reads files and writes nothing; no actix, HTTP or processes. Each command keeps what is
 //! its own (the launcher's E-RUN-046 check, doctor's choice of directory, how a refusal prints).
@@ -20,8 +21,9 @@ pub struct Admission {
     pub admitted: Admitted,
 }
 
-/// §5.5 step 3: the project directory a `--roster PATH` argument names (a directory, or a file
-/// named `roster.yaml` in it), symlinks resolved when it exists.
+/// docs/reference/formation.md#launch-sequence step 3: the project directory a `--roster PATH`
+/// argument names (a directory, or a file named `roster.yaml` in it), symlinks resolved when it
+/// exists.
 pub fn project_dir(arg: &Path) -> Result<PathBuf, Diagnostic> {
     let dir = if arg.is_dir() {
         arg.to_path_buf()
@@ -42,16 +44,18 @@ pub fn project_dir(arg: &Path) -> Result<PathBuf, Diagnostic> {
     Ok(std::fs::canonicalize(&dir).unwrap_or(dir))
 }
 
-/// §5.5 steps 3–6 for a `--roster PATH` argument (`mur run --roster`, `mur deploy`).
+/// docs/reference/formation.md#launch-sequence steps 3–6 for a `--roster PATH` argument (`mur run
+/// --roster`, `mur deploy`).
 pub fn admit_arg(arg: &Path, home: &MurHome) -> Result<Admission, Diagnostic> {
     let project_dir = project_dir(arg)?;
     let admitted = admit_project(&project_dir, home)?;
     Ok(Admission { project_dir, admitted })
 }
 
-/// §5.5 steps 4–6 for the roster in `dir`: the stores (the project's, then the global one), the
-/// lock (E-RUN-003), then admission, whose check 1 reads `roster.yaml`. The lock is read first,
-/// so an unreadable lock is the refusal whatever the roster holds.
+/// docs/reference/formation.md#launch-sequence steps 4–6 for the roster in `dir`: the stores (the
+/// project's, then the global one), the lock (E-RUN-003), then admission, whose check 1 reads
+/// `roster.yaml`. The lock is read first, so an unreadable lock is the refusal whatever the roster
+/// holds.
 pub fn admit_project(dir: &Path, home: &MurHome) -> Result<Admitted, Diagnostic> {
     let project = Project::at(dir);
     let stores = Stores::new(Some(project.artifacts()), home.artifacts());
@@ -89,7 +93,8 @@ mod tests {
     #[test]
     fn the_lock_is_read_before_the_roster_is_admitted() {
         let cases: &[(Option<&str>, Option<&str>, &str)] = &[
-            // An unreadable lock is the refusal, whatever the roster holds (§5.5 step 5 before 6).
+            // An unreadable lock is the refusal, whatever the roster holds
+            // (docs/reference/formation.md#launch-sequence step 5 before 6).
             (Some(DUPLICATE), Some(BAD_LOCK), "E-RUN-003"),
             (Some("members: ["), Some(BAD_LOCK), "E-RUN-003"),
             (None, Some(BAD_LOCK), "E-RUN-003"),

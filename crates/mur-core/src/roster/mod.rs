@@ -3,7 +3,7 @@
 //! Pure: no actix, HTTP or processes, and admission writes nothing. `mur run --roster`, `mur
 //! doctor` and `mur deploy` admit through [`front`], which reads the project's lock and then
 //! calls [`read`] and [`admit`] with its stores. The texts are the [compatible] ones of
-//! runtime.md §5.
+//! docs/reference/roster.md#admission-in-order.
 
 mod admit;
 pub mod edges;
@@ -63,7 +63,8 @@ pub struct Rule {
 pub struct Admitted {
     /// In roster order; exactly one has `entry`.
     pub members: Vec<AdmittedMember>,
-    /// `(from, to)` roster indices, deduplicated, sorted by `from` then `to` (runtime.md §5.3).
+    /// `(from, to)` roster indices, deduplicated, sorted by `from` then `to`
+    /// (docs/reference/roster.md#edges).
     pub edges: Vec<(usize, usize)>,
     /// W-ROS-001 warnings, in roster order; the roster is admitted regardless.
     pub warnings: Vec<crate::diag::Diagnostic>,

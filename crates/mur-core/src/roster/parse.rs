@@ -1,9 +1,10 @@
 //! Check 1 of admission: reading `roster.yaml` and refusing every shape fault with E-ROS-001.
 //!
-//! Messages are the [compatible] texts of runtime.md §5.1. The first fault wins, in the order
-//! YAML syntax → top-level shape → top-level unknown keys → `roster_version` → `members` → each
-//! member (unknown keys, `name`, `capsule`, `version`, `entry`) → `reachability` (each rule: shape,
-//! unknown keys, `from`, `to`, self-call). Nothing here reads a store.
+//! Messages are the [compatible] texts of docs/reference/roster.md#admission-in-order. The first
+//! fault wins, in the order YAML syntax → top-level shape → top-level unknown keys →
+//! `roster_version` → `members` → each member (unknown keys, `name`, `capsule`, `version`, `entry`)
+//! → `reachability` (each rule: shape, unknown keys, `from`, `to`, self-call). Nothing here reads a
+//! store.
 
 use std::fmt::Display;
 use std::io::Read;
@@ -443,6 +444,7 @@ fn rule(j: usize, node: &Node) -> Result<Rule, Diagnostic> {
             ),
         ));
     }
-    // Duplicates inside one `to` are kept here and merged when edges are built (§5.1).
+    // Duplicates inside one `to` are kept here and merged when edges are built
+    // (docs/reference/roster.md#admission-in-order).
     Ok(Rule { from, to })
 }

@@ -1,4 +1,5 @@
-//! Table-driven tests of check 1 (every §5.1 text), checks 2–8, edges and W-ROS-001.
+//! Table-driven tests of check 1 (every docs/reference/roster.md#admission-in-order text), checks
+//! 2–8, edges and W-ROS-001.
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -1,4 +1,5 @@
-//! W-ROS-001 (runtime.md §5.4): more members may call a member than it holds tasks at once.
+//! W-ROS-001 (docs/reference/codes.md#w-ros-001): more members may call a member than it holds
+//! tasks at once.
 //!
 //! The roster is still admitted; the warning names the member, its callers and the
 //! `lifecycle.queue_depth` that would hold every caller.
@@ -71,7 +72,7 @@ impl Overflow {
         Diagnostic::new(W_ROS_001, self.message())
     }
 
-    /// `mur doctor`'s `Fix:` text for this warning (runtime.md §5.6).
+    /// `mur doctor`'s `Fix:` text for this warning (docs/reference/cli.md#mur-doctor).
     pub fn fix(&self) -> String {
         let d = self.depth();
         let setting = match self.acceptance {

@@ -1,5 +1,6 @@
-//! The `.mur.zip` archive (runtime.md §4.1): root `murmur.yaml`, plus root `capsule.wasm` for a
-//! component capsule. Other entries are tolerated and never read.
+//! The `.mur.zip` archive (docs/reference/capsules.md#writing-building-and-installing-one): root
+//! `murmur.yaml`, plus root `capsule.wasm` for a component capsule. Other entries are tolerated and
+//! never read.
 
 use std::io::{Cursor, Read, Write};
 

@@ -1,4 +1,5 @@
-//! `murmur.lock`, the read subset (runtime.md §4.3), and the upsert `mur install` makes.
+//! `murmur.lock`, the read subset (docs/reference/roster.md#stores-and-murmurlock), and the upsert
+//! `mur install` makes.
 //!
 //! Reading goes through [`crate::yaml`] so `resolved_version: 1.10` keeps its spelling; writing
 //! uses serde_yaml_ng over a value tree converted from the same loader, so entries this runtime

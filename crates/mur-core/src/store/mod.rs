@@ -1,4 +1,5 @@
-//! Artifact stores (runtime.md §4.2): where installed `.mur.zip` files live and how they are found.
+//! Artifact stores (docs/reference/roster.md#stores-and-murmurlock): where installed `.mur.zip`
+//! files live and how they are found.
 //!
 //! A store root holds `<scope>/<name>/<version>/<name>-<version>.mur.zip` and its `.sha256`
 //! sidecar. Lookup tries the project store, then the global one, and falls through only when the
@@ -53,7 +54,8 @@ pub struct Resolved {
     pub archive: archive::Archive,
 }
 
-/// Why an artifact cannot be resolved. `Display` gives the E-ROS-007 reason texts (§5.2).
+/// Why an artifact cannot be resolved. `Display` gives the E-ROS-007 reason texts
+/// (docs/reference/roster.md#refusals).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ResolveError {
     NotInstalled,
@@ -112,8 +114,9 @@ impl Stores {
     }
 
     /// Finds `name@version`: the project store, then the global store. Falls through only when
-    /// the zip or sidecar is absent (§4.2); the zip is hashed and compared with its sidecar, then
-    /// opened. A version that cannot name a store directory is never installed.
+    /// the zip or sidecar is absent (docs/reference/roster.md#stores-and-murmurlock); the zip is
+    /// hashed and compared with its sidecar, then opened. A version that cannot name a store
+    /// directory is never installed.
     pub fn resolve(&self, name: &ArtifactName, version: &str) -> Result<Resolved, ResolveError> {
         if crate::manifest::check_version(version).is_err() {
             return Err(ResolveError::NotInstalled);

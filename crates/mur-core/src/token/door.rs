@@ -1,5 +1,6 @@
-//! The door token `mdt1` (runtime.md §8.3): minted and verified by one session's door with a
-//! per-session key held only in memory, so the MAC input is not an interop surface.
+//! The door token `mdt1` (docs/reference/door.md#authentication): minted and verified by one
+//! session's door with a per-session key held only in memory, so the MAC input is not an interop
+//! surface.
 
 use hmac::{Hmac, Mac};
 use serde::Deserialize;

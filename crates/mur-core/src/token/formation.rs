@@ -1,4 +1,4 @@
-//! The formation token `mft1` (runtime.md §8.1, §8.2).
+//! The formation token `mft1` (docs/reference/door.md#formation-tokens).
 //!
 //! The launcher's `SigningKey` signs one token per edge; every member's door holds only the
 //! `VerifyKey`, which cannot sign. Tokens never expire: the key dies with the formation.
@@ -43,7 +43,7 @@ impl SigningKey {
     }
 }
 
-/// Compact payload, keys in ascending byte order (§1.2).
+/// Compact payload, keys in ascending byte order (docs/reference/cli.md#conventions).
 fn payload_bytes(formation: &str, from: &str, to: &str) -> String {
     format!(
         "{{\"formation\":{},\"from\":{},\"to\":{}}}",
@@ -96,7 +96,7 @@ struct Payload {
     to: String,
 }
 
-/// §8.2 checks 1–6, at the door of `door_member` in `formation`.
+/// docs/reference/door.md#formation-tokens checks 1–6, at the door of `door_member` in `formation`.
 pub fn verify(key: &VerifyKey, token: &str, formation: &str, door_member: &str) -> Verdict {
     let Some(payload) = verified_payload(key, token) else {
         return Verdict::Invalid;

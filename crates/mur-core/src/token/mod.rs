@@ -1,6 +1,6 @@
-//! Tokens and credentials (runtime.md §8): the formation token `mft1` (Ed25519, minted by the
-//! launcher for each edge), the door token `mdt1` (HMAC, minted and checked by one door), and a
-//! bounded verification cache for doors.
+//! Tokens and credentials (docs/reference/door.md#authentication): the formation token `mft1`
+//! (Ed25519, minted by the launcher for each edge), the door token `mdt1` (HMAC, minted and checked
+//! by one door), and a bounded verification cache for doors.
 //!
 //! Pure: no actix, HTTP or process code. Secrets are zeroized on drop and never printed: no type
 //! here has a `Debug` that shows a key, and callers must not log a token.
@@ -16,10 +16,11 @@ pub use formation::{SigningKey, Verdict, VerifyKey, verify};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
-/// The scopes a formation token carries (§8.2 row 6), in that order.
+/// The scopes a formation token carries (docs/reference/door.md#formation-tokens row 6), in that
+/// order.
 pub const FORMATION_SCOPES: [&str; 5] = ["SendMessage", "GetTask", "CancelTask", "ListTasks", "SubscribeToTask"];
 
-/// The scopes of the operator door token (§8.3), in that order.
+/// The scopes of the operator door token (docs/reference/door.md#authentication), in that order.
 pub const OPERATOR_SCOPES: [&str; 9] = [
     "SendMessage",
     "SendStreamingMessage",
@@ -32,7 +33,7 @@ pub const OPERATOR_SCOPES: [&str; 9] = [
     "resources/files",
 ];
 
-/// Base64url without padding, the `B64` of §8.
+/// Base64url without padding, the `B64` of docs/reference/door.md#authentication.
 pub fn b64(bytes: &[u8]) -> String {
     URL_SAFE_NO_PAD.encode(bytes)
 }
@@ -43,8 +44,9 @@ pub fn unb64(s: &str) -> Option<Vec<u8>> {
     URL_SAFE_NO_PAD.decode(s).ok()
 }
 
-/// Splits `<tag>.<a>.<b>` into its two decoded, non-empty segments (§8.2 row 1, shared by `mdt1`).
-/// Returns the payload segment as transmitted too, since signatures cover its ASCII spelling.
+/// Splits `<tag>.<a>.<b>` into its two decoded, non-empty segments
+/// (docs/reference/door.md#formation-tokens row 1, shared by `mdt1`). Returns the payload segment
+/// as transmitted too, since signatures cover its ASCII spelling.
 fn split_token<'t>(token: &'t str, tag: &str) -> Option<(&'t str, Vec<u8>, Vec<u8>)> {
     let mut parts = token.split('.');
     let (t, payload_b64, sig_b64) = (parts.next()?, parts.next()?, parts.next()?);

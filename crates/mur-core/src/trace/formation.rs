@@ -1,4 +1,5 @@
-//! A formation's sessions and calls, gathered from its members' traces (runtime.md §14.4).
+//! A formation's sessions and calls, gathered from its members' traces
+//! (docs/reference/formation.md#formation-traces).
 //!
 //! A session belongs to a formation when its trace starts with a `session_start` naming that
 //! `formation_id`. Calls are joined across sessions by `call_id`: the caller's `member_call`

@@ -1,6 +1,6 @@
-//! Reads `trace.jsonl` back (runtime.md §14). Readers ignore unknown record types and must not
-//! depend on key order (§1.2); a line that does not parse (e.g. one cut short by a crash) is
-//! skipped rather than failing the whole trace.
+//! Reads `trace.jsonl` back (docs/reference/formation.md#trace-records). Readers ignore unknown
+//! record types and must not depend on key order (docs/reference/cli.md#conventions); a line that
+//! does not parse (e.g. one cut short by a crash) is skipped rather than failing the whole trace.
 
 use std::path::Path;
 

@@ -1,11 +1,13 @@
-//! Appends trace records to `<records>/trace.jsonl` (runtime.md §14.1, key order §1.2).
+//! Appends trace records to `<records>/trace.jsonl` (docs/reference/formation.md#trace-records, key
+//! order docs/reference/cli.md#conventions).
 //!
 //! serde_json's maps sort their keys, so a record line is assembled here by hand: the common keys
 //! in their fixed order, then the caller's fields in the order given. Nested values keep serde's
-//! sorted order, which §1.2 asks for at every other depth.
+//! sorted order, which docs/reference/cli.md#conventions asks for at every other depth.
 //!
 //! Callers pass ids, names, statuses and texts only. A token must never be a field value: the
-//! trace is readable by anyone who can read the records directory (§8.4).
+//! trace is readable by anyone who can read the records directory
+//! (docs/reference/door.md#formation-tokens).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -85,7 +87,7 @@ impl TraceWriter {
     }
 }
 
-/// One record line, `\n` included, in the key order of §1.2.
+/// One record line, `\n` included, in the key order of docs/reference/cli.md#conventions.
 pub fn render_record(
     event_type: &str,
     event_id: &str,

@@ -1,7 +1,9 @@
-//! The A2A JSON-RPC a caller speaks to a callee's door, as pure functions (runtime.md §7.3,
-//! §11.2–§11.4): request bodies, the reading of SendMessage and GetTask replies and of stream
-//! events, and the busy re-offer schedule. No actix, HTTP or process code: `client` moves the
-//! bytes, this module decides what they mean. The event-stream framing is `sse`.
+//! The A2A JSON-RPC a caller speaks to a callee's door, as pure functions
+//! (docs/reference/door.md#methods,
+//! docs/reference/capsules.md#calls-between-members–docs/reference/capsules.md#calls-between-members):
+//! request bodies, the reading of SendMessage and GetTask replies and of stream events, and the
+//! busy re-offer schedule. No actix, HTTP or process code: `client` moves the bytes, this module
+//! decides what they mean. The event-stream framing is `sse`.
 
 use std::time::Duration;
 
@@ -13,21 +15,22 @@ use crate::task::{CallStatus, NoAnswerBelow, REJECT_BUSY, TaskState};
 
 pub use crate::wire::sse::SseReader;
 
-/// `noAnswerBelow` entries kept from a callee (§11.4).
+/// `noAnswerBelow` entries kept from a callee (docs/reference/capsules.md#calls-between-members).
 pub const MAX_NO_ANSWER_BELOW: usize = 8;
 
-/// Jitter added to a busy re-offer wait, at most (§11.4, §18).
+/// Jitter added to a busy re-offer wait, at most (docs/reference/capsules.md#calls-between-members,
+/// docs/reference/formation.md#timing).
 pub const BUSY_JITTER_MAX: Duration = Duration::from_millis(250);
 
 /// A JSON string literal (request bodies are built by hand so their bytes are pinned: sorted keys
-/// at every depth, compact, §1.2).
+/// at every depth, compact, docs/reference/cli.md#conventions).
 fn lit(s: &str) -> String {
     // Serialising a &str cannot fail.
     serde_json::to_string(s).unwrap_or_default()
 }
 
-/// The SendMessage body of a call (§11.2 step 5); `request_id` is the call id, or
-/// `<call id>-<n>` for the n-th offer.
+/// The SendMessage body of a call (docs/reference/capsules.md#calls-between-members step 5);
+/// `request_id` is the call id, or `<call id>-<n>` for the n-th offer.
 pub fn send_message_body(request_id: &str, call_id: &str, task: &str) -> String {
     format!(
         "{{\"id\":{},\"jsonrpc\":\"2.0\",\"method\":\"SendMessage\",\"params\":{{\"configuration\":{{\"returnImmediately\":true}},\"message\":{{\"messageId\":{},\"parts\":[{{\"mediaType\":\"text/plain\",\"text\":{}}}],\"role\":\"ROLE_USER\"}}}}}}",
@@ -48,7 +51,7 @@ pub fn task_method_body(method: &str, request_id: &str, task_id: &str) -> String
     )
 }
 
-/// How the callee's door answered SendMessage (§11.3).
+/// How the callee's door answered SendMessage (docs/reference/capsules.md#calls-between-members).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SendReply {
     /// The door holds the task (a live state and a non-empty id).
@@ -137,7 +140,7 @@ fn rpc_result(member: &str, http_status: u16, body: &[u8]) -> Result<Value, (Cal
     }
 }
 
-/// The parts of a Task object a caller reads (§7.4).
+/// The parts of a Task object a caller reads (docs/reference/door.md#methods).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CalleeTask {
     pub id: String,
@@ -235,9 +238,10 @@ pub enum Poll {
     Ended(Ended),
 }
 
-/// Reads a GetTask reply (§11.4 polling): an HTTP or JSON-RPC error ends the call `failed`; a
-/// terminal task ends it with its state (`completed` with the answer as output, `no_answer` when
-/// `metadata.murmur.noAnswer`, else `failed`, `canceled`, `rejected` with the status text).
+/// Reads a GetTask reply (docs/reference/capsules.md#calls-between-members polling): an HTTP or
+/// JSON-RPC error ends the call `failed`; a terminal task ends it with its state (`completed` with
+/// the answer as output, `no_answer` when `metadata.murmur.noAnswer`, else `failed`, `canceled`,
+/// `rejected` with the status text).
 pub fn read_get_task(member: &str, http_status: u16, body: &[u8]) -> Poll {
     let task = match rpc_result(member, http_status, body) {
         Ok(v) => v,
@@ -351,10 +355,11 @@ pub fn stream_news(event: &Value) -> StreamNews {
     }
 }
 
-/// The wait before offer `offer` (2, 3, …) of a call that found its callee busy (§11.4): the
-/// first wait, doubling with each offer up to `max`, plus a jitter derived from the call id and
-/// the offer number. The jitter is at most 250 ms, and at most a quarter of `first`, so a
-/// shortened schedule (tests) keeps its proportions; at the spec's 1 s it is exactly 0–250 ms.
+/// The wait before offer `offer` (2, 3, …) of a call that found its callee busy
+/// (docs/reference/capsules.md#calls-between-members): the first wait, doubling with each offer up
+/// to `max`, plus a jitter derived from the call id and the offer number. The jitter is at most 250
+/// ms, and at most a quarter of `first`, so a shortened schedule (tests) keeps its proportions; at
+/// the spec's 1 s it is exactly 0–250 ms.
 pub fn busy_wait(call_id: &str, offer: u32, first: Duration, max: Duration) -> Duration {
     let doublings = offer.saturating_sub(2).min(16);
     let base = first.saturating_mul(1u32 << doublings).min(max);

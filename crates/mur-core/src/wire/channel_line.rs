@@ -1,7 +1,8 @@
-//! Formation channel lines (runtime.md §10.1, §10.2). Pure.
+//! Formation channel lines (docs/reference/formation.md#the-formation-channel). Pure.
 //!
-//! Error texts are the `<reason>` of E-RUN-046 (§10.3) or the `<why>` of an ignored address line.
-//! They never quote a token, and quote other values only briefly.
+//! Error texts are the `<reason>` of E-RUN-046 (docs/reference/formation.md#member-intake) or the
+//! `<why>` of an ignored address line. They never quote a token, and quote other values only
+//! briefly.
 
 use serde_json::{Map, Value};
 
@@ -50,11 +51,12 @@ pub struct FirstLine {
     pub calls: Vec<Call>,
 }
 
-/// `pid` bound of §10.3.
+/// `pid` bound of docs/reference/formation.md#member-intake.
 const MAX_PID: u64 = (1 << 31) - 1;
 
 impl FirstLine {
-    /// The fixed key order of §10.1, compact, with its `\n`.
+    /// The fixed key order of docs/reference/formation.md#the-formation-channel, compact, with its
+    /// `\n`.
     pub fn to_line(&self) -> String {
         let mut s = String::with_capacity(256 + self.calls.len() * 256);
         s.push_str("{\"formation_id\":");
@@ -154,8 +156,8 @@ impl FirstLine {
         VerifyKey::from_b64(&self.verify_key)
     }
 
-    /// §10.3: every call token verifies under the line's own key, with `formation` =
-    /// `formation_id`, `from` = `member`, `to` = the call's `name`.
+    /// docs/reference/formation.md#member-intake: every call token verifies under the line's own
+    /// key, with `formation` = `formation_id`, `from` = `member`, `to` = the call's `name`.
     pub fn check_tokens(&self) -> Result<(), String> {
         let key = self
             .key()

@@ -1,9 +1,11 @@
-//! JSON-RPC 2.0 framing for the door (runtime.md §7.2 steps 7–10, §7.5): decoding a request body,
-//! the `A2A-Version` rule, method resolution, and the reply and error bodies.
+//! JSON-RPC 2.0 framing for the door (docs/reference/door.md#request-pipeline steps 7–10,
+//! docs/reference/door.md#errors): decoding a request body, the `A2A-Version` rule, method
+//! resolution, and the reply and error bodies.
 //!
 //! Pure: bytes and `serde_json` only, so it is tested table-driven without a server. Every body is
-//! compact with keys in ascending byte order at every depth (§1.2); `serde_json`'s `Map` is a
-//! `BTreeMap` in this build (no `preserve_order`), which gives exactly that order.
+//! compact with keys in ascending byte order at every depth (docs/reference/cli.md#conventions);
+//! `serde_json`'s `Map` is a `BTreeMap` in this build (no `preserve_order`), which gives exactly
+//! that order.
 
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -31,7 +33,8 @@ pub const INVALID_REQUEST: i32 = -32600;
 pub const METHOD_NOT_FOUND: i32 = -32601;
 pub const INVALID_PARAMS: i32 = -32602;
 
-/// The A2A errors a door emits (§7.5), with their code, message and `ErrorInfo` reason.
+/// The A2A errors a door emits (docs/reference/door.md#errors), with their code, message and
+/// `ErrorInfo` reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum A2aError {
     TaskNotFound,
@@ -54,7 +57,7 @@ impl A2aError {
         }
     }
 
-    /// `Task not found` is fixed by §7.5; the other texts are ours.
+    /// `Task not found` is fixed by docs/reference/door.md#errors; the other texts are ours.
     pub fn message(self) -> &'static str {
         match self {
             A2aError::TaskNotFound => "Task not found",
@@ -270,8 +273,8 @@ impl Method {
         })
     }
 
-    /// The scope a credential needs (§7.3: the method's name); `None` for methods that need only
-    /// a valid token, or that are refused before the scope step.
+    /// The scope a credential needs (docs/reference/door.md#methods: the method's name); `None` for
+    /// methods that need only a valid token, or that are refused before the scope step.
     pub fn scope(self) -> Option<&'static str> {
         Some(match self {
             Method::SendMessage => "SendMessage",

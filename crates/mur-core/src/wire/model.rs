@@ -1,12 +1,12 @@
-//! The two provider wire formats, as pure functions (runtime.md §16.3): the request URL, the
-//! request body of one turn, the reading of a reply, the runtime tools' schemas, the `[Capsule]`
-//! block and the failure text. No actix, HTTP or process code: `mur`'s `model::client` moves the
-//! bytes, this module decides what they are.
+//! The two provider wire formats, as pure functions (docs/reference/capsules.md#model-capsules):
+//! the request URL, the request body of one turn, the reading of a reply, the runtime tools'
+//! schemas, the `[Capsule]` block and the failure text. No actix, HTTP or process code: `mur`'s
+//! `model::client` moves the bytes, this module decides what they are.
 //!
 //! A conversation is kept provider-neutral as [`Msg`]s; an assistant reply keeps the provider's
 //! own message ([`Reply::echo`]) so it goes back exactly as it came (tool call ids, Anthropic
 //! `thinking` blocks). Bodies are `serde_json::Value`s, so their keys are sorted at every depth and
-//! the bytes are deterministic (§1.2).
+//! the bytes are deterministic (docs/reference/cli.md#conventions).
 
 use std::time::{Duration, SystemTime};
 
@@ -18,16 +18,19 @@ use crate::manifest::Provider;
 /// (2.14.0), whose request and reply shapes the interop test checks our bodies against.
 pub const ANTHROPIC_VERSION: &str = "2026-10-21";
 
-/// The runtime tool that hands a member a task (§11.1).
+/// The runtime tool that hands a member a task (docs/reference/capsules.md#model-capsules).
 pub const CALL_MEMBER: &str = "call-member";
-/// The runtime tool that ends a member-sent task without an answer (§11.1, §11.6).
+/// The runtime tool that ends a member-sent task without an answer
+/// (docs/reference/capsules.md#model-capsules).
 pub const END_WITHOUT_ANSWER: &str = "end-without-answer";
 
-/// Bytes of a failed reply's body quoted in the failure text (§16.3).
+/// Bytes of a failed reply's body quoted in the failure text
+/// (docs/reference/capsules.md#model-capsules).
 pub const FAILURE_BODY_BYTES: usize = 200;
 
 /// The request URL: `<endpoint>/v1/chat/completions` or `<endpoint>/v1/messages`, without the
-/// `/v1` when the endpoint already ends in it (§16.3). A trailing `/` on the endpoint is ignored.
+/// `/v1` when the endpoint already ends in it (docs/reference/capsules.md#model-capsules). A
+/// trailing `/` on the endpoint is ignored.
 pub fn url(provider: Provider, endpoint: Option<&str>) -> String {
     let base = endpoint.unwrap_or(provider.default_endpoint()).trim_end_matches('/');
     let tail = match provider {
@@ -43,7 +46,7 @@ pub fn url(provider: Provider, endpoint: Option<&str>) -> String {
 
 /// The system prompt: the `[Capsule]` block (the capsule's full name and, in a formation, the
 /// member's roster name and the formation id), then `inference.system_prompt` after a blank line
-/// (§16.3, §14.3).
+/// (docs/reference/capsules.md#model-capsules, docs/reference/formation.md#trace-records).
 pub fn system_prompt(capsule: &str, member: Option<&str>, formation: Option<&str>, prompt: &str) -> String {
     let mut s = format!("[Capsule]\nname: {capsule}\n");
     if let Some(m) = member {
@@ -78,7 +81,7 @@ another member sent you, once none of your member calls is still outstanding; th
 that you gave no answer.";
 
 /// The tools of a member with `callees` (roster order): `call-member` and `end-without-answer`,
-/// or none when it may call nobody (§11.1).
+/// or none when it may call nobody (docs/reference/capsules.md#model-capsules).
 pub fn tools(callees: &[String]) -> Vec<ToolSpec> {
     if callees.is_empty() {
         return Vec::new();
@@ -108,7 +111,8 @@ pub fn tools(callees: &[String]) -> Vec<ToolSpec> {
     ]
 }
 
-/// The tool names `session_start.tools_declared` lists (§11.1, §14.2).
+/// The tool names `session_start.tools_declared` lists (docs/reference/capsules.md#model-capsules,
+/// docs/reference/formation.md#trace-records).
 pub fn tool_names(has_callees: bool) -> Vec<String> {
     if has_callees {
         vec![CALL_MEMBER.to_string(), END_WITHOUT_ANSWER.to_string()]
@@ -142,7 +146,8 @@ pub struct ToolOutput {
 pub enum Stop {
     /// `stop` / `end_turn`, a tool call, or anything else that is not a cut.
     Done,
-    /// The reply was cut at `max_tokens`: `length` / `max_tokens` (§16.3: the task fails).
+    /// The reply was cut at `max_tokens`: `length` / `max_tokens`
+    /// (docs/reference/capsules.md#model-capsules: the task fails).
     Truncated,
     /// Anthropic's `model_context_window_exceeded`: the conversation filled the context window.
     ContextFull,
@@ -174,7 +179,8 @@ pub struct Reply {
 /// One message of a task's conversation after the system prompt.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Msg {
-    /// A user message: the task text, or a continuation with member answers (§11.5).
+    /// A user message: the task text, or a continuation with member answers
+    /// (docs/reference/capsules.md#calls-between-members).
     User(String),
     /// An assistant reply, as the provider sent it ([`Reply::echo`]).
     Assistant(Value),
@@ -435,8 +441,9 @@ pub(super) fn parse_anthropic(v: &Value) -> Result<Reply, String> {
     })
 }
 
-/// `inference failed: <status> <first 200 bytes of body>` (§16.3). The body is cut at a character
-/// boundary; `secret` (the API key), should a provider echo it, is replaced first.
+/// `inference failed: <status> <first 200 bytes of body>`
+/// (docs/reference/capsules.md#model-capsules). The body is cut at a character boundary; `secret`
+/// (the API key), should a provider echo it, is replaced first.
 pub fn failure_text(status: u16, body: &[u8], secret: Option<&str>) -> String {
     let mut text = String::from_utf8_lossy(body).into_owned();
     if let Some(k) = secret.filter(|k| !k.is_empty()) {

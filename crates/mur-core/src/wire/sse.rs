@@ -1,6 +1,7 @@
-//! Server-sent-event framing for the SubscribeToTask stream a caller follows (runtime.md §11.2
-//! step 5): bytes in, each event's `data:` JSON out. Pure (bytes and `serde_json` only); the
-//! `sse_framing` fuzz target reads streams with it in every chunking.
+//! Server-sent-event framing for the SubscribeToTask stream a caller follows
+//! (docs/reference/capsules.md#calls-between-members step 5): bytes in, each event's `data:` JSON
+//! out. Pure (bytes and `serde_json` only); the `sse_framing` fuzz target reads streams with it in
+//! every chunking.
 
 use serde_json::Value;
 
