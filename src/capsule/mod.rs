@@ -158,7 +158,7 @@ pub fn no_answer_below(ended: &[CallOutcome]) -> Vec<crate::tasks::NoAnswerBelow
 }
 
 /// The member calls of one task
-/// (docs/reference/capsules.md#calls-between-members–docs/reference/capsules.md#calls-between-members),
+/// (docs/reference/capsules.md#calls-between-members),
 /// implemented by the session. Calls still outstanding when [`Capsule::run`] returns are the
 /// session's to end `abandoned` (docs/reference/capsules.md#component-capsules).
 pub trait MemberCalls: Send + Sync {

@@ -5,9 +5,9 @@
 //! [`Board`], drains work with [`Board::next_work`], reports outcomes with [`Board::finish`], and
 //! stops it with [`Door::stop`]. Layout:
 //! - `pipeline` — the docs/reference/door.md#request-pipeline steps in order, one handler behind
-//! the `auth` middleware;
+//!   the `auth` middleware;
 //! - `auth` — FormationAuth (`mft1`/`mdt1` verification) and the
-//! docs/reference/door.md#authentication refusal bodies;
+//!   docs/reference/door.md#authentication refusal bodies;
 //! - `jsonrpc` — request decoding, the `A2A-Version` rule, method table, reply/error bodies;
 //! - `methods` — SendMessage, GetTask, CancelTask, ListTasks, SubscribeToTask, the extended card;
 //! - `view` — a task as A2A shows it: the Task object, its status and artifact;

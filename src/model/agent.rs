@@ -1,5 +1,5 @@
 //! The agent loop of a model capsule (docs/reference/capsules.md#model-capsules,
-//! docs/reference/capsules.md#calls-between-members–docs/reference/capsules.md#model-capsules).
+//! docs/reference/capsules.md#calls-between-members, docs/reference/capsules.md#model-capsules).
 //!
 //! One turn is one provider request. A reply with tool calls runs them and takes another turn; a
 //! reply without any ends the attempt, and its text is the candidate answer. If the task's calls

@@ -1,5 +1,5 @@
 //! Fuzzes how a calling member reads its callee's door
-//! (docs/reference/capsules.md#calls-between-members–docs/reference/capsules.md#calls-between-members):
+//! (docs/reference/capsules.md#calls-between-members):
 //! the SendMessage reply, the GetTask reply, and SubscribeToTask events folded into the callee's
 //! task. A callee's door, or whatever answers at its URL, controls every byte.
 //!

@@ -1,5 +1,5 @@
 //! Fuzzes the address grammar behind virtual peer addresses and `capabilities.network.allow`
-//! (docs/reference/capsules.md#calls-by-address–docs/reference/capsules.md#what-the-host-grants):
+//! (docs/reference/capsules.md#calls-by-address, docs/reference/capsules.md#what-the-host-grants):
 //! `split_url` (how a component's request target is read), `AllowRule` / `AllowList` (how allow
 //! rules are read and matched) and `virtual_peer` (how `http://<member>.formation.invalid` is
 //! read). `OutgoingTarget::from_url` (the `http::Uri` reading in `mur`'s `capsule/http.rs`) is

@@ -1,6 +1,6 @@
 //! The A2A JSON-RPC a caller speaks to a callee's door, as pure functions
 //! (docs/reference/door.md#methods,
-//! docs/reference/capsules.md#calls-between-members–docs/reference/capsules.md#calls-between-members):
+//! docs/reference/capsules.md#calls-between-members):
 //! request bodies, the reading of SendMessage and GetTask replies and of stream events, and the
 //! busy re-offer schedule. No actix, HTTP or process code: `client` moves the bytes, this module
 //! decides what they mean. The event-stream framing is `sse`.

@@ -2,17 +2,17 @@
 //! `serde_json`: the runtime (`mur`) moves the bytes, these modules decide what they are.
 //!
 //! - `calls` — a member call's request bodies and how the caller reads the callee's replies
-//! (SendMessage, GetTask, SubscribeToTask events;
-//! docs/reference/capsules.md#calls-between-members–docs/reference/capsules.md#calls-between-members).
+//!   (SendMessage, GetTask, SubscribeToTask events;
+//!   docs/reference/capsules.md#calls-between-members).
 //! - `channel_line` — the formation channel's first line and address lines
-//! (docs/reference/formation.md#the-formation-channel).
+//!   (docs/reference/formation.md#the-formation-channel).
 //! - `jsonrpc` — the door's JSON-RPC 2.0 framing (docs/reference/door.md#request-pipeline,
-//! docs/reference/door.md#errors).
+//!   docs/reference/door.md#errors).
 //! - `sse` — event-stream framing, as a caller reads SubscribeToTask
-//! (docs/reference/capsules.md#calls-between-members) and a model capsule
+//!   (docs/reference/capsules.md#calls-between-members) and a model capsule
 //!   a streamed provider reply.
 //! - `model` — the OpenAI Chat Completions and Anthropic Messages formats
-//! (docs/reference/capsules.md#model-capsules).
+//!   (docs/reference/capsules.md#model-capsules).
 //! - `model_stream` — a streamed provider reply read into the same reply as an unstreamed one.
 
 pub mod calls;
