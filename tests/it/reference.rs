@@ -1024,6 +1024,47 @@ mod formation {
         assert_eq!(keys(&line), keys(&want), "the --json formation line: {line}");
     }
 
+    /// A model capsule's session (a provider that fails once, then answers) writes only records the
+    /// table lists, with their fields in order: the records of model turns are caught here.
+    #[test]
+    fn a_model_session_writes_the_documented_records() {
+        use crate::support::provider::{Provider, Reply, openai};
+        let sb = Sandbox::new();
+        let provider = Provider::start(vec![
+            Reply::status(500, r#"{"error":"overloaded"}"#).into(),
+            Reply::json(openai::text("after a retry")).into(),
+        ]);
+        let manifest = format!(
+            "name: solo\nversion: 0.1.0\ninference:\n  provider: openai\n  endpoint: {}\n  model: test-model\n  api_key: ${{MUR_IT_KEY}}\n",
+            provider.url()
+        );
+        sb.install_manifest("solo", &manifest);
+        let o = sb
+            .mur(&sb.path("work"))
+            .args([
+                "run",
+                "--capsule",
+                "local/solo",
+                "--capsule-version",
+                "0.1.0",
+                "--json",
+                "--task",
+                "hi",
+            ])
+            .env("MUR_IT_KEY", "sk-it-0123456789")
+            .output()
+            .expect("mur run");
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let ready: serde_json::Value = serde_json::from_str(stdout(&o).lines().next().expect("readiness")).unwrap();
+        let dir = PathBuf::from(ready["records_dir"].as_str().expect("records_dir"));
+        let table = record_table(&read("formation.md"));
+        let trace = std::fs::read_to_string(dir.join("trace.jsonl")).unwrap();
+        for line in trace.lines() {
+            record_matches(&table, line);
+        }
+        assert!(trace.contains("\"inference_retry\""), "{trace}");
+    }
+
     /// The `frm_…` id in `s`.
     fn normalise_id(s: &str) -> String {
         let i = s.find("frm_").expect("a formation id");
