@@ -15,10 +15,18 @@ fn read(name: &str) -> String {
     std::fs::read_to_string(page(name)).unwrap_or_else(|e| panic!("docs/reference/{name}: {e}"))
 }
 
+/// Rewrites a page in one step (a rename), so a test reading it meanwhile sees the old text or the
+/// new, never a part.
+fn write_page(name: &str, text: &str) {
+    let tmp = page(&format!(".{name}.tmp"));
+    std::fs::write(&tmp, text).expect("write the page");
+    std::fs::rename(&tmp, page(name)).expect("replace the page");
+}
+
 /// Compares a generated page with the checked-in one, or rewrites it when asked to.
 fn generated(name: &str, want: &str, regenerate: &str) {
     if std::env::var_os("MUR_UPDATE_REFERENCE").is_some() {
-        std::fs::write(page(name), want).expect("write the page");
+        write_page(name, want);
         return;
     }
     let have = std::fs::read_to_string(page(name)).unwrap_or_default();
@@ -417,7 +425,7 @@ mod roster {
         }
         assert!(n_examples >= 14, "{n_examples} examples");
         if update {
-            std::fs::write(page("roster.md"), text).unwrap();
+            write_page("roster.md", &text);
         }
     }
 }
@@ -472,7 +480,7 @@ mod manifest {
         }
         assert!(n_examples >= 9, "{n_examples} examples");
         if update {
-            std::fs::write(page("manifest.md"), text).unwrap();
+            write_page("manifest.md", &text);
         }
     }
 }
@@ -749,7 +757,7 @@ mod door {
         }
         assert!(n >= 14, "{n} exchanges");
         if update {
-            std::fs::write(page("door.md"), text).unwrap();
+            write_page("door.md", &text);
         }
     }
 }
@@ -828,7 +836,7 @@ mod formation {
                 }],
             };
             text = with_block(&text, n, &line.to_line());
-            std::fs::write(page("formation.md"), &text).unwrap();
+            write_page("formation.md", &text);
         }
         let (_, first) = if first.is_empty() {
             block(&text, "json channel first line")
@@ -1130,7 +1138,7 @@ mod capsules {
             }
         }
         if update {
-            std::fs::write(page("capsules.md"), text).unwrap();
+            write_page("capsules.md", &text);
         }
     }
 
