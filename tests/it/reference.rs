@@ -523,6 +523,50 @@ mod codes {
         );
     }
 
+    /// A section's `$` command, run in an empty directory with an empty home, prints its example.
+    #[test]
+    fn every_example_with_a_command_is_what_the_command_prints() {
+        let mut text = read("codes.md");
+        let update = std::env::var_os("MUR_UPDATE_REFERENCE").is_some();
+        let bin_dir = crate::support::mur_bin().parent().unwrap().to_path_buf();
+        let all = blocks(&text);
+        let mut n = 0;
+        for (i, (info, body)) in all.iter().enumerate() {
+            if info != "console" {
+                continue;
+            }
+            let cmd = body.trim_end().strip_prefix("$ ").expect("one `$` command");
+            let (next, want) = all.get(i + 1).expect("an example after the command");
+            assert_eq!(next, "text", "codes.md block {i}: a command without its example");
+            let sb = Sandbox::new();
+            let dir = sb.path("p");
+            std::fs::create_dir_all(sb.home()).unwrap();
+            let o = std::process::Command::new("bash")
+                .args(["-c", cmd])
+                .current_dir(&dir)
+                .env_clear()
+                .env("HOME", sb.home())
+                .env("PATH", format!("{}:/usr/bin:/bin", bin_dir.display()))
+                .output()
+                .unwrap();
+            let got = normalise(&stderr(&o).replace(&sb.dir.path().display().to_string(), "/tmp/s"));
+            assert_ne!(o.status.code(), Some(0), "`{cmd}` succeeded: {got}");
+            if update {
+                text = with_block(&text, i + 1, &got);
+            } else {
+                assert_eq!(
+                    &got, want,
+                    "codes.md block {i}: `{cmd}` prints otherwise (rewrite with MUR_UPDATE_REFERENCE=1 and review the diff)"
+                );
+            }
+            n += 1;
+        }
+        assert!(n >= 10, "{n} commands");
+        if update {
+            write_page("codes.md", &text);
+        }
+    }
+
     #[test]
     fn every_code_has_one_section_and_every_section_a_code() {
         let text = read("codes.md");
