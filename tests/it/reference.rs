@@ -749,6 +749,61 @@ mod door {
         shown
     }
 
+    /// Every JSON-RPC error a door answers, by the code's own list. The match is exhaustive, so a
+    /// new A2A error does not compile here until it is listed, and then needs its row.
+    fn door_errors() -> Vec<(i32, String)> {
+        use mur::wire::jsonrpc::{self, A2aError, RpcError};
+        let listed = |e: A2aError| match e {
+            A2aError::TaskNotFound
+            | A2aError::TaskNotCancelable
+            | A2aError::PushNotificationNotSupported
+            | A2aError::UnsupportedOperation
+            | A2aError::ContentTypeNotSupported
+            | A2aError::VersionNotSupported => (e.code(), e.message().to_string()),
+        };
+        let mut out: Vec<(i32, String)> = [
+            jsonrpc::PARSE_ERROR,
+            jsonrpc::INVALID_REQUEST,
+            jsonrpc::METHOD_NOT_FOUND,
+            jsonrpc::INVALID_PARAMS,
+        ]
+        .into_iter()
+        .map(|c| (c, RpcError::plain(c).message))
+        .collect();
+        out.extend(
+            [
+                A2aError::TaskNotFound,
+                A2aError::TaskNotCancelable,
+                A2aError::PushNotificationNotSupported,
+                A2aError::UnsupportedOperation,
+                A2aError::ContentTypeNotSupported,
+                A2aError::VersionNotSupported,
+            ]
+            .map(listed),
+        );
+        out
+    }
+
+    #[test]
+    fn the_error_table_is_the_codes_errors() {
+        let text = read("door.md");
+        let table = text.split_once("| Code | Message | When |").expect("the error table").1;
+        let documented: BTreeMap<i32, String> = table
+            .lines()
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .map(|l| {
+                let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+                (
+                    cells[1].parse().expect("a code"),
+                    cells[2].trim_matches('`').to_string(),
+                )
+            })
+            .collect();
+        let real: BTreeMap<i32, String> = door_errors().into_iter().collect();
+        assert_eq!(documented, real, "door.md's error table and the door's errors differ");
+    }
+
     #[test]
     fn every_example_exchange_is_what_a_real_door_answers() {
         let sb = Sandbox::new();
