@@ -1344,6 +1344,41 @@ mod links {
         out
     }
 
+    /// Every code a page names is in the registry.
+    #[test]
+    fn every_code_a_page_names_exists() {
+        let mut unknown = Vec::new();
+        for e in std::fs::read_dir(repo_root().join("docs/reference")).unwrap().flatten() {
+            let text = std::fs::read_to_string(e.path()).unwrap();
+            let b = text.as_bytes();
+            for (i, _) in text.match_indices('-') {
+                // <E|W>-<LETTERS>-<3 digits>, the letters ending at i.
+                let Some(start) = text[..i].rfind(|c: char| !c.is_ascii_uppercase()).map(|s| s + 1) else {
+                    continue;
+                };
+                if start < 2 || i - start < 2 || b[start - 1] != b'-' || !matches!(b[start - 2], b'E' | b'W') {
+                    continue;
+                }
+                if start >= 3 && b[start - 3].is_ascii_alphanumeric() {
+                    continue;
+                }
+                let digits = &text[i + 1..];
+                if digits.len() < 3 || !digits.as_bytes()[..3].iter().all(u8::is_ascii_digit) {
+                    continue;
+                }
+                let id = &text[start - 2..i + 4];
+                if mur::diag::lookup(id).is_none() {
+                    unknown.push(format!("{}: {id}", e.path().display()));
+                }
+            }
+        }
+        assert!(
+            unknown.is_empty(),
+            "codes named in docs/reference but not in the registry:\n{}",
+            unknown.join("\n")
+        );
+    }
+
     /// Every link between the reference, the guide, the architecture map and the README resolves,
     /// anchors included.
     #[test]
