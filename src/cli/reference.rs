@@ -49,11 +49,12 @@ pub const NOTES: &[Notes] = &[
     },
     Notes {
         command: "list",
-        stdout: "One line per artifact, project store first then global, sorted by name and version: `<scope>/<name>  <version>  <project|global>  <first 12 hex of sha256>`; `No artifacts installed.` when there are none. With `--json`, one compact JSON line.",
-        stderr: "Nothing.",
+        stdout: "One line per artifact, project store first then global, sorted by name and version: `<scope>/<name>  <version>  <project|global>  <first 12 hex of sha256>  <compiled|not-compiled|->` (the last column: whether this user's cache holds the component's native code for this mur and engine; `-` for a capsule without a component); `No artifacts installed.` when there are none. With `--json`, one compact JSON line.",
+        stderr: "Nothing, except W-CMP-001 when the compiled-component cache cannot be trusted.",
         exit: "0.",
         json: &[
             ("artifacts[]", "one object per artifact, in the table's order"),
+            ("artifacts[].compiled", "`true` when the component is compiled in this user's cache, `false` when not, `null` for a capsule without a component"),
             ("artifacts[].name", "full artifact name, `<scope>/<name>`"),
             ("artifacts[].sha256", "64 lowercase hex, the sidecar's digest"),
             ("artifacts[].store", "`project` or `global`"),
