@@ -26,6 +26,8 @@ pub mod launcher;
 #[cfg(feature = "runtime")]
 pub mod model;
 #[cfg(feature = "runtime")]
+pub mod otel;
+#[cfg(feature = "runtime")]
 pub mod scaffold;
 #[cfg(feature = "runtime")]
 pub mod session;

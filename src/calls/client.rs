@@ -61,6 +61,8 @@ pub struct DoorClient {
     /// [`channel::door_socket`]). `None` for a URL that is not a door's: every request fails.
     addr: Option<SocketAddr>,
     trust: Trust,
+    /// The call span's W3C `traceparent`, sent on every request when spans are exported.
+    traceparent: Option<String>,
 }
 
 impl std::fmt::Debug for DoorClient {
@@ -88,7 +90,14 @@ impl DoorClient {
             route,
             addr,
             trust,
+            traceparent: None,
         }
+    }
+
+    /// Requests carry `traceparent` (the call span's), when there is one.
+    pub fn with_traceparent(mut self, traceparent: Option<String>) -> DoorClient {
+        self.traceparent = traceparent;
+        self
     }
 
     /// A request to the door, or the transport error of a route that names no door (its URL is
@@ -100,7 +109,7 @@ impl DoorClient {
         let mut auth = awc::http::header::HeaderValue::from_str(&format!("Bearer {}", self.route.token()))
             .unwrap_or_else(|_| awc::http::header::HeaderValue::from_static(""));
         auth.set_sensitive(true);
-        Ok(self
+        let req = self
             .client
             .post(format!("{}/", self.route.url))
             .address(addr)
@@ -109,7 +118,11 @@ impl DoorClient {
             .insert_header(("a2a-version", "1.0"))
             .insert_header(("content-type", "application/json"))
             .insert_header(("x-murmur-task-origin", "peer"))
-            .insert_header(("x-murmur-task-trust", self.trust.as_str())))
+            .insert_header(("x-murmur-task-trust", self.trust.as_str()));
+        Ok(match &self.traceparent {
+            Some(tp) => req.insert_header(("traceparent", tp.as_str())),
+            None => req,
+        })
     }
 
     /// POSTs a JSON-RPC body and reads the whole reply, all within `timeout`.

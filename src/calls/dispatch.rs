@@ -69,6 +69,10 @@ pub(crate) struct CallSlot {
     state: Mutex<SlotState>,
     /// Fires when the caller gives up on the call (its task ended first).
     give_up: watch::Sender<bool>,
+    /// The call's span when spans are exported: its `traceparent` goes on the call's requests,
+    /// and it ends with the call's `member_call` record.
+    span: Mutex<Option<crate::otel::Outgoing>>,
+    pub traceparent: Option<String>,
 }
 
 impl CallSlot {
@@ -189,6 +193,9 @@ impl TaskInner {
     /// outcome is handed over (`delivered: true`) or written off as the task ends (`delivered:
     /// false`).
     fn trace_end(&self, slot: &CallSlot, settled: &Settled, delivered: bool) {
+        if let Some(span) = slot.span.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            span.end(settled.status.as_str());
+        }
         let below: Vec<Value> = settled
             .no_answer_below
             .iter()
@@ -355,12 +362,15 @@ impl TaskCalls {
                     held.call_id
                 ));
             }
+            let span = crate::otel::call_span(&inner.task_id, &call_id, member);
             let slot = Arc::new(CallSlot {
                 call_id: call_id.clone(),
                 member: member.to_string(),
                 started: Instant::now(),
                 state: Mutex::new(SlotState::default()),
                 give_up: watch::channel(false).0,
+                traceparent: span.as_ref().map(|s| s.traceparent().to_string()),
+                span: Mutex::new(span),
             });
             book.calls.push(Arc::clone(&slot));
             slot

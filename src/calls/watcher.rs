@@ -98,7 +98,8 @@ pub(crate) async fn run_call(
         return;
     }
     slot.set_door_url(&route.url);
-    let client = Rc::new(DoorClient::new(route, inner.trust, timing.answer_request));
+    let client =
+        Rc::new(DoorClient::new(route, inner.trust, timing.answer_request).with_traceparent(slot.traceparent.clone()));
 
     // 2. The first offer.
     let body = wire::send_message_body(&slot.call_id, &slot.call_id, &task);

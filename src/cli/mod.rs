@@ -194,10 +194,13 @@ pub struct TraceArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum TraceCommand {
-    /// Show a session's trace, or every session of a formation
+    /// Show a session's trace, or every session of a formation with where its time and tokens went
     Show {
         /// A session id (ses_…) or formation id (frm_…)
         id: String,
+        /// Print the usage summary (per member and for the formation) as one JSON object
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -244,7 +247,7 @@ pub fn main() -> ExitCode {
         Command::Stop(a) => stop::run(a),
         Command::Ps(a) => ps::run(a.json),
         Command::Trace(a) => match &a.command {
-            TraceCommand::Show { id } => trace::show(id),
+            TraceCommand::Show { id, json } => trace::show(id, *json),
         },
         Command::Demo(a) => demo::run(a),
         Command::Completion { shell } => completion::completion(*shell),

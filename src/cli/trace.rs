@@ -10,26 +10,28 @@ use crate::diag::{self, Diagnostic};
 use crate::ids::{self, IdKind};
 use crate::paths::MurHome;
 use crate::trace::formation::{self, FormationTrace};
+use crate::trace::usage::{self, Usage};
 
 /// The fields every record carries; the rest are the record's own, shown after its type.
 const COMMON: [&str; 5] = ["event_type", "event_id", "parent_id", "session_id", "timestamp"];
 
-pub fn show(id: &str) -> Outcome {
+/// `json`: the usage summary as one JSON object instead of the records (or the formation's table).
+pub fn show(id: &str, json: bool) -> Outcome {
     let home = MurHome::from_env();
     if id.starts_with("frm_") {
         ids::check(IdKind::Formation, id).map_err(|e| not_found(format!("'{id}' is not a formation id: {e}")))?;
-        return show_formation(&home, id);
+        return show_formation(&home, id, json);
     }
     ids::check(IdKind::Session, id)
         .map_err(|e| not_found(format!("'{id}' is neither a session id nor a formation id: {e}")))?;
-    show_session(&home, id)
+    show_session(&home, id, json)
 }
 
 fn not_found(message: String) -> Diagnostic {
     Diagnostic::new(diag::E_TRC_002, message)
 }
 
-fn show_session(home: &MurHome, id: &str) -> Outcome {
+fn show_session(home: &MurHome, id: &str, json: bool) -> Outcome {
     let path = find_session_trace(home, id)
         .ok_or_else(|| not_found(format!("no trace of session {id} under {}", home.records().display())))?;
     let records = crate::trace::read_records(&path).map_err(|e| {
@@ -38,6 +40,17 @@ fn show_session(home: &MurHome, id: &str) -> Outcome {
             path.display()
         ))
     })?;
+    if json {
+        let start = records.first().filter(|r| r["event_type"] == "session_start");
+        let member = start.and_then(|r| r["formation_member"].as_str());
+        let out = serde_json::json!({
+            "session_id": id,
+            "member": member,
+            "usage": Usage::of_records(&records).to_json(),
+        });
+        println!("{out}");
+        return Ok(0);
+    }
     for r in &records {
         println!("{}", session_line(r));
     }
@@ -128,7 +141,7 @@ fn formation_roots(home: &MurHome, id: &str) -> Vec<PathBuf> {
     roots
 }
 
-fn show_formation(home: &MurHome, id: &str) -> Outcome {
+fn show_formation(home: &MurHome, id: &str, json: bool) -> Outcome {
     let roots = formation_roots(home, id);
     let t = formation::collect(id, &roots);
     if t.sessions.is_empty() {
@@ -139,8 +152,50 @@ fn show_formation(home: &MurHome, id: &str) -> Outcome {
         ))
         .into());
     }
-    print!("{}", render_formation(id, &roots, &t));
+    if json {
+        println!("{}", formation_json(id, &t));
+    } else {
+        print!("{}", render_formation(id, &roots, &t));
+    }
     Ok(0)
+}
+
+/// `--json`: the same data as the table, per member and for the formation, with the calls.
+pub fn formation_json(id: &str, t: &FormationTrace) -> Value {
+    let mut total = Usage::default();
+    let members: Vec<Value> = t
+        .sessions
+        .iter()
+        .map(|s| {
+            total.add(&s.usage);
+            serde_json::json!({
+                "session_id": s.session_id,
+                "member": s.member,
+                "capsule": s.capsule,
+                "exit_status": s.exit_status,
+                "usage": s.usage.to_json(),
+            })
+        })
+        .collect();
+    let calls: Vec<Value> = t
+        .calls
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "call_id": c.call_id,
+                "from": c.from,
+                "to": c.to,
+                "status": c.status,
+                "duration_ms": c.duration_ms,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "formation_id": id,
+        "members": members,
+        "calls": calls,
+        "total": total.to_json(),
+    })
 }
 
 /// docs/reference/formation.md#formation-traces's layout: one `searched:` line per root, then one
@@ -173,6 +228,14 @@ pub fn render_formation(id: &str, roots: &[PathBuf], t: &FormationTrace) -> Stri
             out.push_str(&format!("{indent}{}  {}\n", line.call_id, line.render().trim_start()));
         }
     }
+    // Where the time and tokens went, per member and in all.
+    let rows: Vec<(String, Usage)> = t
+        .sessions
+        .iter()
+        .map(|s| (s.member.clone().unwrap_or_else(|| "-".into()), s.usage.clone()))
+        .collect();
+    out.push_str("usage:\n");
+    out.push_str(&usage::table(&rows));
     out
 }
 
@@ -190,6 +253,7 @@ mod tests {
             capsule: format!("local/{member}"),
             exit_status: end.map(str::to_owned),
             started_ms: 0,
+            usage: Default::default(),
         };
         let call = |id: &str, from: &str, to: &str, task: &str, mt: &str, status: &str, ms: Option<u64>| CallSummary {
             call_id: id.into(),
@@ -213,7 +277,12 @@ mod tests {
             "── Formation {}\nformation:  {frm}\nsearched:   /r/a\nsearched:   /r/b\n\
              ses_a{}  planner  local/planner  ok\n\
              ses_b{}  coder    local/coder    no session_end\n\
-             calls:\n  mcl_1  planner → coder  completed  1234 ms\n    mcl_2  coder → tester  completed  7 ms\n  mcl_3  planner → tester  unfinished\n",
+             calls:\n  mcl_1  planner → coder  completed  1234 ms\n    mcl_2  coder → tester  completed  7 ms\n  mcl_3  planner → tester  unfinished\n\
+             usage:\n\
+             \x20 member   tasks  calls  turns  model ms  other ms  tokens in  tokens out\n\
+             \x20 planner      0      0      0         0         0          0           0\n\
+             \x20 coder        0      0      0         0         0          0           0\n\
+             \x20 total        0      0      0         0         0          0           0\n",
             "─".repeat(30),
             " ".repeat(31),
             " ".repeat(31)

@@ -77,6 +77,8 @@ pub struct LaunchPlan {
     pub mur_binary: PathBuf,
     /// The entry member's `trace.retain`, which bounds this project's formation directories.
     pub retention: Option<crate::manifest::Retain>,
+    /// The formation span's `traceparent`, handed to the entry (spans exported only).
+    pub traceparent: Option<String>,
 }
 
 impl LaunchPlan {
@@ -152,6 +154,7 @@ impl LaunchPlan {
             lifeline_fd: pipes.lifeline_read.as_raw_fd(),
             peer,
             declared_env: m.env.clone(),
+            traceparent: if peer { None } else { self.traceparent.clone() },
         }
     }
 
@@ -194,6 +197,7 @@ impl LaunchPlan {
             progress: report::Progress::for_stderr(),
             mur_binary: PathBuf::new(),
             retention,
+            traceparent: None,
         }
     }
 }
@@ -297,8 +301,32 @@ pub fn run_roster(args: &LaunchOptions) -> Outcome {
 }
 
 /// Runs the actors until the formation has ended; returns the launcher's exit code.
-fn launch(plan: LaunchPlan) -> Outcome {
+fn launch(mut plan: LaunchPlan) -> Outcome {
     registry::install_panic_hook();
+    // The formation's span, the root of its trace, when the OTEL_* variables ask for spans. The
+    // launcher is the one process of the formation that warns on stderr about export; members
+    // note it in their logs only, so a formation prints each warning once.
+    crate::otel::init(
+        crate::otel::Identity {
+            formation_id: Some(plan.formation_id.clone()),
+            ..crate::otel::Identity::default()
+        },
+        std::sync::Arc::new(|note| match note {
+            crate::otel::Note::Warn(d) => d.eprint("[mur run] "),
+            crate::otel::Note::Log(line) => tracing::debug!("{line}"),
+        }),
+    );
+    let span = crate::otel::formation_span(&plan.formation_id, &plan.members[plan.entry].name);
+    plan.traceparent = span.as_ref().map(|s| s.traceparent().to_string());
+    let code = run_actors(plan);
+    if let Some(span) = span {
+        span.end(if matches!(code, Ok(0)) { "ok" } else { "failed" });
+    }
+    crate::otel::shutdown(crate::otel::FLUSH_BOUND);
+    code
+}
+
+fn run_actors(plan: LaunchPlan) -> Outcome {
     let system = actix::System::new();
     let code = system.block_on(async move {
         // docs/reference/formation.md#launch-sequence step 2: signal handling before anything

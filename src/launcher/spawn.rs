@@ -89,6 +89,9 @@ pub struct MemberCommand {
     pub peer: bool,
     /// The variables the member's own manifest declares (its `inference.api_key: ${VAR}`).
     pub declared_env: Vec<String>,
+    /// The formation span's W3C `traceparent`, as `TRACEPARENT`: the entry's only, when spans
+    /// are exported, so its `--task` task joins the formation's trace.
+    pub traceparent: Option<String>,
 }
 
 /// What a member inherits from the launcher's environment, besides what its manifest declares
@@ -120,7 +123,8 @@ const PASSED_ENV: [&str; 11] = [
 ];
 
 /// The environment a member starts with, apart from the formation variables the launcher sets
-/// itself: the [`PASSED_ENV`] names and `LC_*` present in `launcher_env`, then the variables
+/// itself: the [`PASSED_ENV`] names, `LC_*` and the OpenTelemetry exporter's variables
+/// (`otel_env::FORWARDED`, only those set) present in `launcher_env`, then the variables
 /// `declared` names, then the test timing when one is in effect (clamped, `timing`). Never a
 /// `MURMUR_*` variable beyond those: the formation variables are set by [`MemberCommand::spawn`],
 /// and `MURMUR_MUR_BINARY` or `MURMUR_FORMATION_PEERS`
@@ -136,6 +140,7 @@ pub fn member_env(
             let Some(k) = k.to_str() else { return false };
             PASSED_ENV.contains(&k)
                 || k.starts_with("LC_")
+                || crate::trace::otel_env::FORWARDED.contains(&k)
                 || (declared.iter().any(|d| d == k) && !k.starts_with("MURMUR_"))
         })
         .collect();
@@ -161,6 +166,9 @@ impl MemberCommand {
             .env("MURMUR_HOST_WARNINGS_REPORTED", "1")
             .stdin(Stdio::null())
             .kill_on_drop(false);
+        if let Some(tp) = &self.traceparent {
+            cmd.env("TRACEPARENT", tp);
+        }
         if self.peer {
             cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
         } else {
@@ -228,6 +236,8 @@ mod tests {
             ("LC_ALL", "C.UTF-8"),
             ("RUST_LOG", "debug"),
             ("MURMUR_A2A_TIMEOUT_SECS", "5"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://localhost:4318"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "x-collector-key=k"),
             ("OPENAI_API_KEY", "sk-lead"),
             ("ANTHROPIC_API_KEY", "sk-other"),
             ("AWS_SECRET_ACCESS_KEY", "aws"),
@@ -240,6 +250,8 @@ mod tests {
             ("MURMUR_SPAWNER", "x"),
             ("MURMUR_SPAWNER_LIFELINE", "3"),
             ("MURMUR_FORMATION_ID", "frm_other"),
+            ("OTEL_PYTHON_LOG_LEVEL", "debug"),
+            ("TRACEPARENT", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
         ]
         .into_iter()
         .map(|(k, v)| (k.into(), v.into()))
@@ -251,12 +263,16 @@ mod tests {
                 .map(|(k, v)| format!("{}={}", k.to_string_lossy(), v.to_string_lossy()))
                 .collect()
         };
+        // The exporter's variables pass; another OTEL_ one, and the launcher's own TRACEPARENT
+        // (the launcher sets the entry's), do not.
         let base = [
             "HOME=/home/u",
             "PATH=/usr/bin",
             "LC_ALL=C.UTF-8",
             "RUST_LOG=debug",
             "MURMUR_A2A_TIMEOUT_SECS=5",
+            "OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318",
+            "OTEL_EXPORTER_OTLP_HEADERS=x-collector-key=k",
         ];
         let table: [(&[&str], Option<&str>, Vec<&str>); 4] = [
             (&[], None, base.to_vec()),

@@ -20,6 +20,7 @@ use super::{Identity, ModelConfig};
 use crate::calls::continuation_message;
 use crate::capsule::{BoxFuture, CallOutcome, CallStatus, CancelSignal};
 use crate::tasks::{ContextTurn, NoAnswerBelow, TaskOutcome};
+use crate::trace::turn::ModelTurn;
 
 /// How a `call-member` dispatch went, as the model is told
 /// (docs/reference/capsules.md#calls-between-members).
@@ -76,6 +77,9 @@ pub trait TaskEvents: Send + Sync {
     /// turn that turns out not to be the last (it asks for a tool call, or member answers are
     /// still owed) is superseded by a later turn's: a listener starts over when `turn` changes.
     fn answer_text(&self, _turn: u32, _delta: &str) {}
+    /// A model turn is over, answered or failed: the `inference` record (and its span when spans
+    /// are exported). It names the request, never its text.
+    fn model_turn(&self, _turn: &ModelTurn) {}
 }
 
 /// Reports nothing.
@@ -296,7 +300,9 @@ impl Agent {
         };
         loop {
             let body = wire::request_body(&request, &run.messages);
+            let retries = std::cell::Cell::new(0u32);
             let traced = |note: &RetryNote| {
+                retries.set(note.attempt);
                 task.events.record(
                     "inference_retry",
                     &[
@@ -312,12 +318,37 @@ impl Agent {
                 );
             };
             let turn = run.turns + 1;
+            let began = Instant::now();
             let answer = client
                 .send(&body, traced, |delta| task.events.answer_text(turn, delta))
                 .await;
+            // The turn as the trace records it, whatever came of it.
+            let mut record = ModelTurn {
+                task_id: task.task_id.clone(),
+                turn,
+                provider: self.config.provider.as_str().to_string(),
+                model: self.config.model.clone(),
+                retries: retries.get(),
+                streamed: matches!(answer, Ok(Answer::Streamed(_) | Answer::Broken(_))),
+                ..ModelTurn::default()
+            };
+            let turn_over = |record: &mut ModelTurn, reply: Option<&wire::Reply>| {
+                record.duration_ms = u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX);
+                if let Some(r) = reply {
+                    record.ok = true;
+                    record.response_model = r.model.clone();
+                    record.input_tokens = r.usage.input_tokens;
+                    record.output_tokens = r.usage.output_tokens;
+                    record.finish_reason = r.finish_reason.clone();
+                }
+                task.events.model_turn(record);
+            };
             let answer = match answer {
                 Ok(a) => a,
-                Err(text) => return AgentOutcome::Failed(text),
+                Err(text) => {
+                    turn_over(&mut record, None);
+                    return AgentOutcome::Failed(text);
+                }
             };
             run.turns += 1;
             self.totals.turns.fetch_add(1, Ordering::Relaxed);
@@ -331,23 +362,26 @@ impl Agent {
                         "inference_stream_broken",
                         &[("task_id", json!(task.task_id)), ("reason", json!(text))],
                     );
+                    turn_over(&mut record, None);
                     return AgentOutcome::Failed(text);
                 }
             };
             let reply = match parsed {
                 Ok(r) => r,
                 Err(why) => {
+                    turn_over(&mut record, None);
                     return AgentOutcome::Failed(format!(
                         "inference failed: the provider's reply could not be read: {why}"
                     ));
                 }
             };
+            turn_over(&mut record, Some(&reply));
             self.totals
                 .input_tokens
-                .fetch_add(reply.usage.input_tokens, Ordering::Relaxed);
+                .fetch_add(reply.usage.input_tokens.unwrap_or(0), Ordering::Relaxed);
             self.totals
                 .output_tokens
-                .fetch_add(reply.usage.output_tokens, Ordering::Relaxed);
+                .fetch_add(reply.usage.output_tokens.unwrap_or(0), Ordering::Relaxed);
             match &reply.stop {
                 Stop::Done => {}
                 Stop::Truncated => {

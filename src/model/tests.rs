@@ -233,8 +233,8 @@ fn openai_replies_are_read() {
     assert_eq!(
         r.usage,
         Usage {
-            input_tokens: 10,
-            output_tokens: 5
+            input_tokens: Some(10),
+            output_tokens: Some(5)
         }
     );
     assert_eq!(r.echo, Some(json!({"role": "assistant", "content": "done"})));
@@ -303,8 +303,8 @@ fn anthropic_replies_are_read() {
     assert_eq!(
         r.usage,
         Usage {
-            input_tokens: 20,
-            output_tokens: 7
+            input_tokens: Some(20),
+            output_tokens: Some(7)
         }
     );
     assert_eq!(r.echo, Some(json!({"role": "assistant", "content": body["content"]})));
@@ -1524,8 +1524,8 @@ fn full_openai_replies_are_read() {
         assert_eq!(
             r.usage,
             Usage {
-                input_tokens: 1200,
-                output_tokens: 340
+                input_tokens: Some(1200),
+                output_tokens: Some(340)
             }
         );
         assert_eq!(r.echo, Some(json!({"role": "assistant", "content": "The answer."})));
@@ -1590,8 +1590,8 @@ fn full_anthropic_replies_are_read() {
     assert_eq!(
         r.usage,
         Usage {
-            input_tokens: 3050,
-            output_tokens: 400
+            input_tokens: Some(3050),
+            output_tokens: Some(400)
         }
     );
     // The whole turn goes back unmodified, thinking blocks first, as the API requires.

@@ -70,6 +70,8 @@ pub trait TaskSetup: Send + Sync {
     fn formation_has_ended(&self) -> bool {
         false
     }
+    /// The task left the queue and is about to run (`task_start`, its span).
+    fn started(&self, _work: &Work) {}
 }
 
 /// Starts draining `board` on `arbiter`; events go to `events`.
@@ -104,6 +106,7 @@ async fn drain(
         let _ = events.send(ExecEvent::Started {
             task_id: task_id.clone(),
         });
+        setup.started(&work);
         let env = setup.env(&work);
         let signal = env.cancel.clone();
         let watch = work.cancel.clone();
@@ -302,6 +305,11 @@ impl TaskSetup for Setup {
         self.lifeline.as_ref().is_some_and(LifelineProbe::has_closed)
     }
 
+    fn started(&self, work: &Work) {
+        self.journal.task_start(&work.task_id);
+        crate::otel::task_started(&work.task_id);
+    }
+
     fn finished(&self, task_id: &str) -> Vec<capsule::CallOutcome> {
         match &self.calls {
             Some(c) => c.finish_task(task_id),
@@ -356,6 +364,11 @@ impl TaskEvents for ModelEvents {
 
     fn answer_text(&self, turn: u32, delta: &str) {
         self.board.stream_text(&self.task_id, turn, delta);
+    }
+
+    fn model_turn(&self, turn: &crate::trace::turn::ModelTurn) {
+        self.journal.model_turn(turn);
+        crate::otel::model_turn(turn, std::time::SystemTime::now());
     }
 }
 

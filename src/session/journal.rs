@@ -1,16 +1,18 @@
 //! The trace records a session writes (docs/reference/formation.md#trace-records): `session_start`
-//! first, then `a2a_task_received`, `task_end` / `task_canceled` / `task_rejected`,
-//! `formation_ended`, `deadline_reached`, and `session_end` last.
+//! first, then `a2a_task_received`, `task_start`, `inference` (one per model turn), `task_end` /
+//! `task_canceled` / `task_rejected`, `formation_ended`, `deadline_reached`, and `session_end`
+//! last. `task_start`, `inference` and `task_end.duration_ms` carry the reference's names.
 //!
 //! Records go through [`TraceWriter`] (common keys first, then the fields in the order
 //! docs/reference/formation.md#trace-records lists them; one lock, so lines from the door's threads
 //! and the controller never interleave). A failed write is reported once on the console and
 //! otherwise ignored: losing a trace line must not stop a wind-down.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
 
 use serde_json::Value;
 
@@ -34,6 +36,9 @@ struct Inner {
     usage: OnceLock<Arc<Totals>>,
     /// Model tasks that ended `max_turns_reached`, until their `task_end` is written.
     max_turns: Mutex<HashSet<String>>,
+    /// When each running task started, until its end is written (`duration_ms`). Only tasks
+    /// that run are here, and the board runs one at a time.
+    started: Mutex<HashMap<String, Instant>>,
 }
 
 impl std::fmt::Debug for Journal {
@@ -76,6 +81,7 @@ impl Journal {
                 reported: AtomicBool::new(false),
                 usage: OnceLock::new(),
                 max_turns: Mutex::new(HashSet::new()),
+                started: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -172,20 +178,54 @@ impl Journal {
         self.write("a2a_task_received", None, &f);
     }
 
+    /// `task_start`: the task left the queue and runs.
+    pub fn task_start(&self, task_id: &str) {
+        self.inner
+            .started
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(task_id.to_string(), Instant::now());
+        self.write("task_start", None, &[("task_id", task_id.into())]);
+    }
+
+    /// How long the task ran, from its `task_start`; forgets it. `None` for a task that never
+    /// started (cancelled in the queue).
+    fn ran_ms(&self, task_id: &str) -> Option<u64> {
+        let t = self
+            .inner
+            .started
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(task_id)?;
+        Some(u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX))
+    }
+
+    /// `task_end`, with `duration_ms` from its `task_start` (0 should it have none).
     pub fn task_end(&self, task_id: &str, exit_status: &str) {
+        let ms = self.ran_ms(task_id).unwrap_or(0);
         self.write(
             "task_end",
             None,
-            &[("task_id", task_id.into()), ("exit_status", exit_status.into())],
+            &[
+                ("task_id", task_id.into()),
+                ("exit_status", exit_status.into()),
+                ("duration_ms", ms.into()),
+            ],
         );
     }
 
+    /// `task_canceled`, with `duration_ms` when the task had started.
     pub fn task_canceled(&self, task_id: &str, reason: &str) {
-        self.write(
-            "task_canceled",
-            None,
-            &[("task_id", task_id.into()), ("reason", reason.into())],
-        );
+        let mut f: Vec<(&str, Value)> = vec![("task_id", task_id.into()), ("reason", reason.into())];
+        if let Some(ms) = self.ran_ms(task_id) {
+            f.push(("duration_ms", ms.into()));
+        }
+        self.write("task_canceled", None, &f);
+    }
+
+    /// `inference`: one model turn.
+    pub fn model_turn(&self, turn: &crate::trace::turn::ModelTurn) {
+        self.write(crate::trace::turn::RECORD, None, &turn.fields());
     }
 
     pub fn task_rejected(&self, task_id: &str, reason: &str) {

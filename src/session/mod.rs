@@ -92,10 +92,41 @@ pub fn run(args: &SessionOptions) -> Outcome {
                 console.diag(&d);
                 1
             }
-            Ok((session, p)) => session.serve(args, p),
+            Ok((session, p)) => {
+                start_telemetry(&session, &p, &console);
+                let code = session.serve(args, p);
+                // Spans still queued go out now, within a bound, so a normal end loses none.
+                crate::otel::shutdown(crate::otel::FLUSH_BOUND);
+                code
+            }
         },
     };
     Ok(code)
+}
+
+/// OpenTelemetry export, when the `OTEL_*` variables ask for it: its warnings go to stderr and
+/// `logs/bootstrap.log`, its closing count to the log only.
+fn start_telemetry(session: &Session, p: &Prepared, console: &Console) {
+    let who = crate::otel::Identity {
+        formation_id: p.membership.as_ref().map(|m| m.formation_id.clone()),
+        member: p
+            .membership
+            .as_ref()
+            .and_then(|m| m.first.as_ref())
+            .map(|f| f.member.clone()),
+        session_id: Some(session.id.clone()),
+    };
+    // In a formation the launcher warns on stderr for everyone; a member only logs it.
+    let in_formation = p.membership.is_some();
+    let console = console.clone();
+    crate::otel::init(
+        who,
+        Arc::new(move |note| match note {
+            crate::otel::Note::Warn(d) if in_formation => console.log_only(&d.render("")),
+            crate::otel::Note::Warn(d) => console.diag(&d),
+            crate::otel::Note::Log(line) => console.log_only(&line),
+        }),
+    );
 }
 
 /// Members ignore SIGPIPE (docs/reference/formation.md#how-the-launcher-waits): a launcher gone

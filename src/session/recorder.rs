@@ -81,6 +81,7 @@ impl Recorder {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .insert(task_id.clone(), *origin);
+                crate::otel::task_received(task_id, traceparent.as_deref(), *origin == Origin::Local);
                 self.journal.task_received(
                     task_id,
                     context_id,
@@ -96,6 +97,16 @@ impl Recorder {
                 reason,
             } => {
                 let origin = self.origins.lock().unwrap_or_else(|e| e.into_inner()).remove(task_id);
+                if crate::otel::enabled() {
+                    let status = match state {
+                        TaskState::Completed => "completed",
+                        TaskState::Canceled => "canceled",
+                        TaskState::Rejected => "rejected",
+                        _ if *no_answer => "no_answer",
+                        _ => "failed",
+                    };
+                    crate::otel::task_ended(task_id, status);
+                }
                 self.ended(
                     task_id,
                     *state,

@@ -68,6 +68,9 @@ codes! {
     // [ours] ~/.murmur/compiled (or an entry in it) is not this user's alone: components are
     // compiled in memory on every launch instead of loaded from it.
     W_CMP_001 = "W-CMP-001", Warning, "the compiled-component cache is not trusted", Some("make ~/.murmur/compiled a directory of your own that only you can write (`chmod 700 ~/.murmur/compiled`), or remove it so that mur creates it again");
+    // [ours] OpenTelemetry export (src/otel): asked for but not set up, or the collector failing.
+    W_OTL_001 = "W-OTL-001", Warning, "OpenTelemetry export was asked for but cannot be set up; no span is exported", Some("correct the OTEL_* variable named above, or unset OTEL_EXPORTER_OTLP_ENDPOINT to run without export");
+    W_OTL_002 = "W-OTL-002", Warning, "spans cannot be delivered to the OpenTelemetry collector", Some("check that the collector at OTEL_EXPORTER_OTLP_ENDPOINT is running and accepts OTLP/HTTP with protobuf bodies; tasks are not affected");
     E_IO_001 = "E-IO-001", Error, "no project root found", Some("run it inside a project directory or a formation directory holding roster.yaml");
     E_IO_003 = "E-IO-003", Error, "signal handling could not be set up", None;
     E_NEW_001 = "E-NEW-001", Error, "mur new: the scaffold cannot be written", None;

@@ -25,6 +25,8 @@ pub struct SessionSummary {
     /// `session_end.exit_status`, or `None` when the trace has no `session_end`.
     pub exit_status: Option<String>,
     pub started_ms: u64,
+    /// Tasks, calls, model turns, time and tokens, from its records.
+    pub usage: super::usage::Usage,
 }
 
 /// One call between members, as its caller recorded it.
@@ -75,6 +77,7 @@ pub fn collect(formation_id: &str, roots: &[PathBuf]) -> FormationTrace {
                     .find(|r| r["event_type"] == "session_end")
                     .and_then(|r| r["exit_status"].as_str().map(str::to_owned)),
                 started_ms: first["timestamp"].as_u64().unwrap_or(0),
+                usage: super::usage::Usage::of_records(&records),
             };
             add_calls(&mut calls, &records, member.as_deref().unwrap_or("-"));
             out.sessions.push(session);

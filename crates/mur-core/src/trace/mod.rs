@@ -1,12 +1,18 @@
 //! Trace records (docs/reference/formation.md#trace-records): `trace.jsonl`, one record per line.
 //!
+//! `turn` is one model turn (the `inference` record, and the names its OpenTelemetry span uses);
+//! `otel_env` decides from the `OTEL_*` variables whether spans are exported.
+//! `usage` sums a session's tasks, calls, model time and tokens for `mur trace show`.
 //! `writer` appends records with the key order of docs/reference/cli.md#conventions (common keys
 //! first, then the record's own fields in the order docs/reference/formation.md#trace-records lists
 //! them); `read` reads them back, skipping lines that do not parse. Pure of actix and HTTP; callers
 //! pass only ids and texts, never a token.
 
 pub mod formation;
+pub mod otel_env;
 pub mod read;
+pub mod turn;
+pub mod usage;
 pub mod writer;
 
 pub use read::read_records;

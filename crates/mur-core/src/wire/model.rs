@@ -156,11 +156,12 @@ pub enum Stop {
     Refused(String),
 }
 
-/// Tokens one reply used.
+/// Tokens one reply used, as the provider reported them: `None` when it reported no count
+/// (a compatible server that sends no `usage`), never a guess.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
-    pub input_tokens: u64,
-    pub output_tokens: u64,
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
 }
 
 /// One provider reply, read.
@@ -171,6 +172,11 @@ pub struct Reply {
     pub tool_calls: Vec<ToolCall>,
     pub stop: Stop,
     pub usage: Usage,
+    /// Why the provider stopped, in its own word (`stop`, `tool_calls`, `end_turn`, …), when it
+    /// gave one: what a trace and a span report, beside [`Reply::stop`]'s meaning.
+    pub finish_reason: Option<String>,
+    /// The model the provider says answered, when it said.
+    pub model: Option<String>,
     /// The assistant message to send back in later turns, in the provider's own shape; `None`
     /// when there is nothing to send back (an empty Anthropic reply, which the API would refuse).
     pub echo: Option<Value>,
@@ -303,8 +309,19 @@ pub fn parse_reply(provider: Provider, body: &[u8]) -> Result<Reply, String> {
     }
 }
 
-fn count(v: &Value, key: &str) -> u64 {
-    v.get(key).and_then(Value::as_u64).unwrap_or(0)
+fn count(v: &Value, key: &str) -> Option<u64> {
+    v.get(key).and_then(Value::as_u64)
+}
+
+/// A short word the provider sent (`model`, a finish reason), bounded: a peer controls it.
+fn word(v: Option<&Value>) -> Option<String> {
+    const MAX: usize = 200;
+    let s = v?.as_str()?;
+    let mut end = s.len().min(MAX);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    Some(s[..end].to_string())
 }
 
 pub(super) fn parse_openai(v: &Value) -> Result<Reply, String> {
@@ -370,6 +387,7 @@ pub(super) fn parse_openai(v: &Value) -> Result<Reply, String> {
         input_tokens: count(u, "prompt_tokens"),
         output_tokens: count(u, "completion_tokens"),
     });
+    let finish_reason = word(choice.get("finish_reason"));
     let mut echo = Map::new();
     echo.insert("role".into(), json!("assistant"));
     echo.insert("content".into(), if content.is_array() { json!(text) } else { content });
@@ -381,6 +399,8 @@ pub(super) fn parse_openai(v: &Value) -> Result<Reply, String> {
         tool_calls,
         stop,
         usage,
+        finish_reason,
+        model: word(v.get("model")),
         echo: Some(Value::Object(echo)),
     })
 }
@@ -426,9 +446,10 @@ pub(super) fn parse_anthropic(v: &Value) -> Result<Reply, String> {
     // `input_tokens` leaves out what was written to or read from the prompt cache: counted here,
     // so the totals mean the same for both APIs.
     let usage = v.get("usage").map_or(Usage::default(), |u| Usage {
-        input_tokens: count(u, "input_tokens")
-            .saturating_add(count(u, "cache_creation_input_tokens"))
-            .saturating_add(count(u, "cache_read_input_tokens")),
+        input_tokens: count(u, "input_tokens").map(|n| {
+            n.saturating_add(count(u, "cache_creation_input_tokens").unwrap_or(0))
+                .saturating_add(count(u, "cache_read_input_tokens").unwrap_or(0))
+        }),
         output_tokens: count(u, "output_tokens"),
     });
     let echo = (!blocks.is_empty()).then(|| json!({"role": "assistant", "content": blocks}));
@@ -437,6 +458,8 @@ pub(super) fn parse_anthropic(v: &Value) -> Result<Reply, String> {
         tool_calls,
         stop,
         usage,
+        finish_reason: word(v.get("stop_reason")),
+        model: word(v.get("model")),
         echo,
     })
 }

@@ -56,6 +56,8 @@ struct OpenAiAcc {
     tool_calls: BTreeMap<u64, (String, String, String)>,
     finish_reason: Option<Value>,
     usage: Option<Value>,
+    /// The answering model, from the first chunk that names it.
+    model: Option<Value>,
 }
 
 #[derive(Debug, Default)]
@@ -67,6 +69,7 @@ struct AnthropicAcc {
     inputs: BTreeMap<u64, String>,
     stop_reason: Option<Value>,
     usage: Map<String, Value>,
+    model: Option<Value>,
 }
 
 impl StreamReader {
@@ -156,6 +159,9 @@ impl StreamReader {
                 if let Some(u) = &a.usage {
                     reply["usage"] = u.clone();
                 }
+                if let Some(m) = &a.model {
+                    reply["model"] = m.clone();
+                }
                 wire::parse_openai(&reply)
             }
             Provider::Anthropic => {
@@ -164,6 +170,7 @@ impl StreamReader {
                     "content": a.blocks.values().cloned().collect::<Vec<_>>(),
                     "stop_reason": a.stop_reason.clone().unwrap_or(Value::Null),
                     "usage": a.usage,
+                    "model": a.model.clone().unwrap_or(Value::Null),
                 });
                 wire::parse_anthropic(&reply)
             }
@@ -201,6 +208,11 @@ impl StreamReader {
         }
         if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
             self.openai.usage = Some(u.clone());
+        }
+        if self.openai.model.is_none()
+            && let Some(m) = v.get("model").filter(|m| m.is_string())
+        {
+            self.openai.model = Some(m.clone());
         }
         let choice = match v.get("choices") {
             None | Some(Value::Null) => return Ok(None),
@@ -277,6 +289,7 @@ impl StreamReader {
                 if let Some(Value::Object(u)) = v.pointer("/message/usage") {
                     a.usage = u.clone();
                 }
+                a.model = v.pointer("/message/model").filter(|m| m.is_string()).cloned();
                 Ok(None)
             }
             "content_block_start" => {
@@ -720,11 +733,13 @@ mod tests {
                     .collect();
                 assert_eq!(calls, want.calls, "{name}");
                 assert_eq!(reply.stop, want.stop, "{name}");
+                // (0, 0): the stream carried no usage, which stays unreported.
+                let reported = |n: u64| (n > 0).then_some(n);
                 assert_eq!(
                     reply.usage,
                     Usage {
-                        input_tokens: want.usage.0,
-                        output_tokens: want.usage.1
+                        input_tokens: reported(want.usage.0),
+                        output_tokens: reported(want.usage.1)
                     },
                     "{name}"
                 );

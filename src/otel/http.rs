@@ -1,0 +1,271 @@
+//! The OTLP exporter's HTTP client: one blocking HTTP/1.1 POST per export, on the batch
+//! processor's own thread (never a task's, never the door's).
+//!
+//! Ours rather than a client crate's for the project's loopback rule: a `localhost` collector is
+//! dialled at 127.0.0.1, never at whatever the name resolves to. Other hosts are resolved as
+//! usual, `https://` goes through rustls with the web PKI roots, as the model client does.
+//! Every wait is bounded (connect, write, read) and the reply is read to at most
+//! [`MAX_REPLY`] bytes. Header values (which may hold a collector key) are sent, never quoted:
+//! the error texts name the collector's host and port and the I/O error, nothing else.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use opentelemetry_http::{HttpClient, HttpError, Request, Response};
+
+/// Largest reply read: OTLP answers with a small (partial success) message or nothing.
+pub const MAX_REPLY: usize = 64 << 10;
+
+/// Bounds of one export request.
+const CONNECT: Duration = Duration::from_secs(5);
+const IO: Duration = Duration::from_secs(10);
+
+/// Where a URL's requests go: scheme, host as written, port, path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub https: bool,
+    pub host: String,
+    pub port: u16,
+    pub path: String,
+}
+
+impl Target {
+    /// `host:port` as a warning may name it.
+    pub fn authority(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+}
+
+/// Reads an `http://` or `https://` URL (the exporter's endpoint). `None` for anything else.
+pub fn target(uri: &http::Uri) -> Option<Target> {
+    let https = match uri.scheme_str()? {
+        "http" => false,
+        "https" => true,
+        _ => return None,
+    };
+    let host = uri.host()?.trim_start_matches('[').trim_end_matches(']').to_string();
+    let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+    let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
+    Some(Target {
+        https,
+        host,
+        port,
+        path,
+    })
+}
+
+/// The addresses dialled for `t`: 127.0.0.1 for `localhost` (the loopback rule), else the
+/// host resolved.
+pub fn addresses(t: &Target) -> std::io::Result<Vec<SocketAddr>> {
+    if t.host.eq_ignore_ascii_case("localhost") {
+        return Ok(vec![SocketAddr::from(([127, 0, 0, 1], t.port))]);
+    }
+    Ok((t.host.as_str(), t.port).to_socket_addrs()?.collect())
+}
+
+/// The blocking client the exporter is given.
+#[derive(Debug, Clone, Default)]
+pub struct OtlpHttp {
+    tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+impl OtlpHttp {
+    pub fn new() -> OtlpHttp {
+        OtlpHttp::default()
+    }
+
+    fn tls(&self) -> Result<Arc<rustls::ClientConfig>, String> {
+        if let Some(c) = &self.tls {
+            return Ok(Arc::clone(c));
+        }
+        let roots = rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        };
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("TLS cannot be set up: {e}"))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Ok(Arc::new(config))
+    }
+
+    /// One request, answered or failed. `Err` names the collector and the failure only.
+    pub fn post(&self, request: &Request<Bytes>) -> Result<(u16, Vec<u8>), String> {
+        let t = target(request.uri()).ok_or("the collector endpoint is not an http:// or https:// URL")?;
+        let at = t.authority();
+        let fail = |what: &str, e: &dyn std::fmt::Display| format!("{at}: {what}: {e}");
+        let addrs = addresses(&t).map_err(|e| fail("the name does not resolve", &e))?;
+        let mut last = None;
+        let mut stream = None;
+        for a in addrs {
+            match TcpStream::connect_timeout(&a, CONNECT) {
+                Ok(s) => {
+                    stream = Some(s);
+                    break;
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        let stream = match (stream, last) {
+            (Some(s), _) => s,
+            (None, Some(e)) => return Err(fail("no connection", &e)),
+            (None, None) => return Err(format!("{at}: the name resolves to no address")),
+        };
+        stream
+            .set_read_timeout(Some(IO))
+            .and_then(|()| stream.set_write_timeout(Some(IO)))
+            .map_err(|e| fail("the connection cannot be set up", &e))?;
+        let head = request_head(request, &t);
+        let reply = if t.https {
+            let name = rustls::pki_types::ServerName::try_from(t.host.clone())
+                .map_err(|e| fail("not a TLS server name", &e))?;
+            let conn = rustls::ClientConnection::new(self.tls()?, name).map_err(|e| fail("TLS", &e))?;
+            exchange(rustls::StreamOwned::new(conn, stream), &head, request.body())
+        } else {
+            exchange(stream, &head, request.body())
+        };
+        let bytes = reply.map_err(|e| fail("the request failed", &e))?;
+        parse_reply(&bytes).ok_or_else(|| format!("{at}: the reply is not HTTP"))
+    }
+}
+
+/// Writes the request and reads the reply to its end (the request asks to close), at most
+/// [`MAX_REPLY`] bytes of it.
+fn exchange<S: Read + Write>(mut s: S, head: &[u8], body: &[u8]) -> std::io::Result<Vec<u8>> {
+    s.write_all(head)?;
+    s.write_all(body)?;
+    s.flush()?;
+    let mut out = Vec::new();
+    s.take(MAX_REPLY as u64).read_to_end(&mut out)?;
+    Ok(out)
+}
+
+/// `POST <path> HTTP/1.1`, `Host`, `Content-Length`, `Connection: close`, then the exporter's
+/// headers (content type, the configured `OTEL_EXPORTER_OTLP_HEADERS`).
+pub fn request_head(request: &Request<Bytes>, t: &Target) -> Vec<u8> {
+    let mut head = format!(
+        "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
+        t.path,
+        t.authority(),
+        request.body().len()
+    )
+    .into_bytes();
+    for (k, v) in request.headers() {
+        let name = k.as_str();
+        if matches!(name, "host" | "content-length" | "connection" | "transfer-encoding") {
+            continue;
+        }
+        head.extend_from_slice(name.as_bytes());
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(v.as_bytes());
+        head.extend_from_slice(b"\r\n");
+    }
+    head.extend_from_slice(b"\r\n");
+    head
+}
+
+/// The status and body of a whole HTTP/1.1 reply; `None` when there is no status line.
+pub fn parse_reply(bytes: &[u8]) -> Option<(u16, Vec<u8>)> {
+    let end = bytes.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = std::str::from_utf8(&bytes[..end]).ok()?;
+    let status_line = head.lines().next()?;
+    let mut parts = status_line.split(' ');
+    if !parts.next()?.starts_with("HTTP/1.") {
+        return None;
+    }
+    let status: u16 = parts.next()?.parse().ok()?;
+    Some((status, bytes[end + 4..].to_vec()))
+}
+
+#[async_trait::async_trait]
+impl HttpClient for OtlpHttp {
+    async fn send_bytes(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
+        // Blocking is right here: the batch processor runs exports on its own thread.
+        let (status, body) = self.post(&request).map_err(HttpError::from)?;
+        Response::builder()
+            .status(status)
+            .body(Bytes::from(body))
+            .map_err(|e| HttpError::from(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_and_where_they_are_dialled() {
+        let cases = [
+            (
+                "http://localhost:4318/v1/traces",
+                Some(("localhost", 4318, false, "/v1/traces")),
+                Some("127.0.0.1:4318"),
+            ),
+            (
+                "http://LocalHost/v1/traces",
+                Some(("LocalHost", 80, false, "/v1/traces")),
+                Some("127.0.0.1:80"),
+            ),
+            (
+                "http://127.0.0.1:9/x?y=1",
+                Some(("127.0.0.1", 9, false, "/x?y=1")),
+                Some("127.0.0.1:9"),
+            ),
+            (
+                "https://[::1]:4318/v1/traces",
+                Some(("::1", 4318, true, "/v1/traces")),
+                Some("[::1]:4318"),
+            ),
+            ("ftp://localhost/x", None, None),
+        ];
+        for (url, want, dialled) in cases {
+            let uri: http::Uri = url.parse().expect("uri");
+            let t = target(&uri);
+            assert_eq!(
+                t.as_ref().map(|t| (t.host.as_str(), t.port, t.https, t.path.as_str())),
+                want,
+                "{url}"
+            );
+            if let (Some(t), Some(d)) = (t, dialled) {
+                assert_eq!(addresses(&t).expect("addresses")[0].to_string(), d, "{url}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_head_carries_the_exporters_headers_once() {
+        let request = Request::builder()
+            .method("POST")
+            .uri("http://localhost:4318/v1/traces")
+            .header("content-type", "application/x-protobuf")
+            .header("x-api-key", "k")
+            .header("content-length", "999")
+            .body(Bytes::from_static(b"abc"))
+            .expect("request");
+        let t = target(request.uri()).expect("target");
+        let head = String::from_utf8(request_head(&request, &t)).expect("utf8");
+        assert_eq!(
+            head,
+            "POST /v1/traces HTTP/1.1\r\nHost: localhost:4318\r\nContent-Length: 3\r\nConnection: close\r\n\
+             content-type: application/x-protobuf\r\nx-api-key: k\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn replies_are_read_or_refused() {
+        let cases: [(&[u8], Option<(u16, &[u8])>); 4] = [
+            (b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok", Some((200, b"ok"))),
+            (b"HTTP/1.0 503 Busy\r\n\r\n", Some((503, b""))),
+            (b"SSH-2.0-OpenSSH\r\n\r\n", None),
+            (b"HTTP/1.1 200 OK\r\n", None),
+        ];
+        for (bytes, want) in cases {
+            let got = parse_reply(bytes);
+            assert_eq!(got.as_ref().map(|(s, b)| (*s, b.as_slice())), want);
+        }
+    }
+}
