@@ -10,7 +10,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -70,11 +70,19 @@ pub fn addresses(t: &Target) -> std::io::Result<Vec<SocketAddr>> {
 #[derive(Debug, Clone, Default)]
 pub struct OtlpHttp {
     tls: Option<Arc<rustls::ClientConfig>>,
+    /// The last transport failure, for the warning: the exporter's own error text says only
+    /// "network error".
+    last_failure: Arc<Mutex<Option<String>>>,
 }
 
 impl OtlpHttp {
     pub fn new() -> OtlpHttp {
         OtlpHttp::default()
+    }
+
+    /// Where the last transport failure is kept (taken by whoever reports it).
+    pub fn failures(&self) -> Arc<Mutex<Option<String>>> {
+        Arc::clone(&self.last_failure)
     }
 
     fn tls(&self) -> Result<Arc<rustls::ClientConfig>, String> {
@@ -185,7 +193,16 @@ pub fn parse_reply(bytes: &[u8]) -> Option<(u16, Vec<u8>)> {
 impl HttpClient for OtlpHttp {
     async fn send_bytes(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
         // Blocking is right here: the batch processor runs exports on its own thread.
-        let (status, body) = self.post(&request).map_err(HttpError::from)?;
+        let (status, body) = self.post(&request).map_err(|why| {
+            *self.last_failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.clone());
+            HttpError::from(why)
+        })?;
+        if !(200..300).contains(&status) {
+            *self.last_failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!(
+                "{}: the collector answered {status}",
+                target(request.uri()).map(|t| t.authority()).unwrap_or_default()
+            ));
+        }
         Response::builder()
             .status(status)
             .body(Bytes::from(body))

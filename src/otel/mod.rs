@@ -108,9 +108,11 @@ pub fn init(who: Identity, notes: Notes) {
 }
 
 fn build(who: Identity, notes: Notes) -> Result<Exporting, String> {
+    let client = http::OtlpHttp::new();
+    let transport = client.failures();
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
-        .with_http_client(http::OtlpHttp::new())
+        .with_http_client(client)
         .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
         // One retry: a collector that does not answer is not waited on for long, and the
         // export thread is the only one that waits.
@@ -119,6 +121,7 @@ fn build(who: Identity, notes: Notes) -> Result<Exporting, String> {
         .map_err(|e| e.to_string())?;
     let counts = Arc::new(Counts {
         notes: Some(notes),
+        transport,
         ..Counts::default()
     });
     let queue = otel_env::queue_bound(std::env::var("OTEL_BSP_MAX_QUEUE_SIZE").ok().as_deref());
@@ -179,6 +182,8 @@ struct Counts {
     failed: AtomicU64,
     warned: AtomicBool,
     notes: Option<Notes>,
+    /// The HTTP client's last failure, more telling than the exporter's error.
+    transport: Arc<Mutex<Option<String>>>,
 }
 
 impl std::fmt::Debug for Counts {
@@ -196,6 +201,8 @@ impl Counts {
 
     fn failed(&self, n: u64, why: &str) {
         self.failed.fetch_add(n, Ordering::Relaxed);
+        let transport = self.transport.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let why = transport.as_deref().unwrap_or(why);
         if !self.warned.swap(true, Ordering::Relaxed) {
             self.note(Note::Warn(Diagnostic::new(
                 diag::W_OTL_002,

@@ -1,0 +1,379 @@
+//! OpenTelemetry across a formation: every member exports its spans over OTLP/HTTP to a collector
+//! on loopback, whose requests this file decodes with the official OTLP protobuf messages
+//! (`opentelemetry-proto`). One formation is one trace: the launcher's formation span, the
+//! entry's task under it, its member call, the callee's task under that call (the `traceparent`
+//! crossed the door), and a GenAI span per model turn with the token counts the provider sent.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
+use prost::Message;
+use serde_json::{Value, json};
+
+use crate::support::provider::{Provider, Reply, Request, Step, openai};
+use crate::support::{Sandbox, stderr, stdout};
+
+const KEY_VAR: &str = "MUR_IT_OTEL_KEY";
+const KEY: &str = "sk-it-otel-0123456789";
+/// What `OTEL_EXPORTER_OTLP_HEADERS` carries: a collector's key, sent to the collector only.
+const COLLECTOR_KEY: &str = "otlp-collector-secret-4242";
+
+/// One export request as the collector received it.
+#[derive(Debug, Clone)]
+struct Export {
+    path: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+/// A collector on 127.0.0.1: answers every request `200` and keeps it.
+struct Collector {
+    port: u16,
+    got: Arc<Mutex<Vec<Export>>>,
+}
+
+impl Collector {
+    fn start() -> Collector {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the collector");
+        let port = listener.local_addr().expect("address").port();
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let keep = Arc::clone(&got);
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { continue };
+                let keep = Arc::clone(&keep);
+                std::thread::spawn(move || {
+                    if let Some(e) = read_export(&conn) {
+                        keep.lock().unwrap_or_else(|p| p.into_inner()).push(e);
+                    }
+                    let mut conn = conn;
+                    let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+                });
+            }
+        });
+        Collector { port, got }
+    }
+
+    fn exports(&self) -> Vec<Export> {
+        self.got.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Every span received, decoded, with its resource's `service.name`.
+    fn spans(&self) -> Vec<Span> {
+        let mut out = Vec::new();
+        for e in self.exports() {
+            let req = ExportTraceServiceRequest::decode(e.body.as_slice()).expect("an OTLP trace export");
+            for rs in req.resource_spans {
+                let service = rs
+                    .resource
+                    .as_ref()
+                    .and_then(|r| attr(&r.attributes, "service.name"))
+                    .unwrap_or(Value::Null);
+                for ss in rs.scope_spans {
+                    for s in ss.spans {
+                        out.push(Span {
+                            trace_id: hex(&s.trace_id),
+                            span_id: hex(&s.span_id),
+                            parent: hex(&s.parent_span_id),
+                            name: s.name.clone(),
+                            kind: s.kind,
+                            attrs: s
+                                .attributes
+                                .iter()
+                                .filter_map(|kv| Some((kv.key.clone(), value(kv.value.as_ref()?))))
+                                .collect(),
+                            service: service.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+fn read_export(conn: &TcpStream) -> Option<Export> {
+    let mut r = BufReader::new(conn);
+    let mut line = String::new();
+    r.read_line(&mut line).ok()?;
+    let path = line.split_whitespace().nth(1)?.to_string();
+    let mut headers = Vec::new();
+    loop {
+        let mut h = String::new();
+        if r.read_line(&mut h).ok()? == 0 {
+            return None;
+        }
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        let (k, v) = h.split_once(':')?;
+        headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+    }
+    let len: usize = headers
+        .iter()
+        .find(|(k, _)| k == "content-length")
+        .and_then(|(_, v)| v.parse().ok())?;
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body).ok()?;
+    Some(Export { path, headers, body })
+}
+
+#[derive(Debug, Clone)]
+struct Span {
+    trace_id: String,
+    span_id: String,
+    /// Empty for a root.
+    parent: String,
+    name: String,
+    kind: i32,
+    attrs: HashMap<String, Value>,
+    service: Value,
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn value(v: &AnyValue) -> Value {
+    match v.value.as_ref() {
+        Some(any_value::Value::StringValue(s)) => json!(s),
+        Some(any_value::Value::IntValue(i)) => json!(i),
+        Some(any_value::Value::BoolValue(b)) => json!(b),
+        Some(any_value::Value::DoubleValue(d)) => json!(d),
+        Some(any_value::Value::ArrayValue(a)) => Value::Array(a.values.iter().map(value).collect()),
+        _ => Value::Null,
+    }
+}
+
+fn attr(attrs: &[KeyValue], key: &str) -> Option<Value> {
+    attrs.iter().find(|kv| kv.key == key).and_then(|kv| kv.value.as_ref()).map(value)
+}
+
+fn one<'a>(spans: &'a [Span], name: &str) -> &'a Span {
+    let found: Vec<&Span> = spans.iter().filter(|s| s.name == name).collect();
+    assert_eq!(found.len(), 1, "exactly one span named {name:?} in {spans:#?}");
+    found[0]
+}
+
+const ROSTER: &str = "roster_version: 1
+members:
+  - name: lead
+    capsule: local/planner
+    version: 0.1.0
+    entry: true
+  - name: coder
+    capsule: local/echo
+    version: 0.1.0
+reachability:
+  - from: lead
+    to: [coder]
+";
+
+/// A model entry (OpenAI, streamed) that calls `coder` (a component), waits for its answer and
+/// continues with it: three model turns, one member call.
+fn planner_formation(sb: &Sandbox) -> Provider {
+    sb.install_actor("echo");
+    let script: Vec<Step> = vec![
+        Reply::sse(&openai::stream_of(&openai::tool_calls(&[(
+            "c1",
+            "call-member",
+            json!({"member": "coder", "task": "write the parser"}),
+        )])))
+        .into(),
+        Reply::sse(&openai::stream_of(&openai::text("Waiting for coder."))).into(),
+        Step::func(|_req: &Request| Reply::sse(&openai::stream_of(&openai::text("Done.")))),
+    ];
+    let provider = Provider::start(script);
+    let manifest = format!(
+        "name: planner\nversion: 0.1.0\ninference:\n  provider: openai\n  endpoint: {}\n  model: test-model\n  \
+         api_key: ${{{KEY_VAR}}}\n  system_prompt: You plan in secret words.\n\
+         capabilities:\n  network:\n    allow: [localhost]\nnetwork:\n  authentication:\n    scheme: bearer\n",
+        provider.url()
+    );
+    sb.install_manifest("planner", &manifest);
+    std::fs::write(sb.path("formation").join("roster.yaml"), ROSTER).expect("roster");
+    provider
+}
+
+/// Every file under `root`, as text (lossy), for "never written anywhere" checks.
+fn all_text_under(root: &Path) -> String {
+    let mut out = String::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(b) = std::fs::read(&p) {
+                out.push_str(&String::from_utf8_lossy(&b));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_formation_is_one_trace_of_tasks_calls_and_model_turns() {
+    let sb = Sandbox::new();
+    let provider = planner_formation(&sb);
+    let collector = Collector::start();
+    let dir = sb.path("formation");
+    let out = sb
+        .mur(&dir)
+        .env(KEY_VAR, KEY)
+        // `localhost`: dialled at 127.0.0.1, where the collector listens.
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://localhost:{}", collector.port))
+        .env("OTEL_EXPORTER_OTLP_HEADERS", format!("x-collector-key={COLLECTOR_KEY}"))
+        .args(["run", "--roster", "--task", "Ship a parser"])
+        .output()
+        .expect("mur run --roster");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "Done.\n");
+    assert_eq!(provider.requests().len(), 3);
+
+    // Every export went to the traces path, as protobuf, with the configured header.
+    let exports = collector.exports();
+    assert!(!exports.is_empty(), "nothing was exported; stderr:\n{}", stderr(&out));
+    for e in &exports {
+        assert_eq!(e.path, "/v1/traces");
+        let h = |k: &str| e.headers.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(h("content-type"), Some("application/x-protobuf"));
+        assert_eq!(h("x-collector-key"), Some(COLLECTOR_KEY));
+    }
+
+    let spans = collector.spans();
+    // One formation, one trace.
+    let trace = &spans[0].trace_id;
+    assert!(spans.iter().all(|s| &s.trace_id == trace), "{spans:#?}");
+    assert!(spans.iter().all(|s| s.service == json!("mur")), "{spans:#?}");
+
+    let formation = spans
+        .iter()
+        .find(|s| s.name.starts_with("formation frm_"))
+        .unwrap_or_else(|| panic!("no formation span in {spans:#?}"));
+    assert_eq!(formation.parent, "", "the formation span is the root");
+    let lead = one(&spans, "task lead");
+    assert_eq!(lead.parent, formation.span_id, "the entry's task hangs off the formation");
+    let call = one(&spans, "call coder");
+    assert_eq!(call.parent, lead.span_id);
+    assert_eq!(call.kind, SpanKind::Client as i32);
+    assert_eq!(call.attrs["mur.callee"], "coder");
+    assert_eq!(call.attrs["mur.status"], "completed");
+    let coder = one(&spans, "task coder");
+    assert_eq!(coder.parent, call.span_id, "the callee's task is a child of the caller's call");
+    assert_eq!(coder.kind, SpanKind::Server as i32);
+    assert_eq!(coder.attrs["mur.member"], "coder");
+
+    // A GenAI span per model turn, under the entry's task, with what the provider reported.
+    let mut turns: Vec<&Span> = spans.iter().filter(|s| s.name == "chat test-model").collect();
+    turns.sort_by_key(|s| s.attrs["mur.turn"].as_i64());
+    assert_eq!(turns.len(), 3, "{spans:#?}");
+    let want = [(20, 7, "tool_calls"), (10, 5, "stop"), (10, 5, "stop")];
+    for (s, (input, output, finish)) in turns.iter().zip(want) {
+        assert_eq!(s.parent, lead.span_id);
+        assert_eq!(s.kind, SpanKind::Client as i32);
+        assert_eq!(s.attrs["gen_ai.operation.name"], "chat");
+        assert_eq!(s.attrs["gen_ai.provider.name"], "openai");
+        assert_eq!(s.attrs["gen_ai.request.model"], "test-model");
+        assert_eq!(s.attrs["gen_ai.response.model"], "scripted");
+        assert_eq!(s.attrs["gen_ai.usage.input_tokens"], input);
+        assert_eq!(s.attrs["gen_ai.usage.output_tokens"], output);
+        assert_eq!(s.attrs["gen_ai.response.finish_reasons"], json!([finish]));
+    }
+
+    // No prompt, no answer, no key in any span; the collector key nowhere but its header.
+    let everything = format!("{spans:?}");
+    for secret in [KEY, "You plan in secret words", "Ship a parser", "write the parser", COLLECTOR_KEY] {
+        assert!(!everything.contains(secret), "a span holds {secret:?}");
+    }
+    assert!(!stderr(&out).contains(COLLECTOR_KEY));
+    assert!(!all_text_under(&sb.home()).contains(COLLECTOR_KEY), "a file under HOME holds the collector key");
+
+    // The same formation, summed by `mur trace show --json`.
+    let frm = formation.attrs["mur.formation.id"].as_str().expect("formation id").to_string();
+    let shown = sb.run(&dir, &["trace", "show", &frm, "--json"]);
+    assert_eq!(shown.status.code(), Some(0), "{}", stderr(&shown));
+    let v: Value = serde_json::from_str(stdout(&shown).trim()).expect("one JSON object");
+    assert_eq!(v["formation_id"], frm);
+    let member = |name: &str| {
+        v["members"]
+            .as_array()
+            .and_then(|m| m.iter().find(|m| m["member"] == name))
+            .map(|m| m["usage"].clone())
+            .unwrap_or_else(|| panic!("no {name} in {v}"))
+    };
+    let lead = member("lead");
+    assert_eq!(
+        (&lead["tasks"], &lead["calls"], &lead["model_turns"], &lead["input_tokens"], &lead["output_tokens"]),
+        (&json!(1), &json!(1), &json!(3), &json!(40), &json!(17))
+    );
+    let coder = member("coder");
+    assert_eq!((&coder["tasks"], &coder["model_turns"]), (&json!(1), &json!(0)));
+    assert_eq!(v["total"]["model_turns"], 3);
+    assert_eq!(v["total"]["tasks"], 2);
+    assert_eq!(v["calls"][0]["from"], "lead");
+    assert_eq!(v["calls"][0]["to"], "coder");
+    let ms = |u: &Value, k: &str| u[k].as_u64().unwrap_or(u64::MAX);
+    assert_eq!(ms(&lead, "other_ms") + ms(&lead, "model_ms"), ms(&lead, "task_ms"));
+
+    // And as the table.
+    let table = sb.run(&dir, &["trace", "show", &frm]);
+    let text = stdout(&table);
+    assert!(text.contains("\nusage:\n  member  tasks  calls  turns  model ms  other ms  tokens in  tokens out\n"), "{text}");
+    let row = text.lines().find(|l| l.trim_start().starts_with("lead ")).expect("lead's row");
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!((cells[1], cells[2], cells[3], cells[6], cells[7]), ("1", "1", "3", "40", "17"), "{row}");
+}
+
+#[test]
+fn an_unreachable_collector_is_one_warning_and_the_formation_still_answers() {
+    let sb = Sandbox::new();
+    let _provider = planner_formation(&sb);
+    // A port nothing listens on.
+    let port = TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let dir = sb.path("formation");
+    let out = sb
+        .mur(&dir)
+        .env(KEY_VAR, KEY)
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://127.0.0.1:{port}"))
+        .env("OTEL_EXPORTER_OTLP_HEADERS", format!("x-collector-key={COLLECTOR_KEY}"))
+        .args(["run", "--roster", "--task", "Ship a parser"])
+        .output()
+        .expect("mur run --roster");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(stdout(&out), "Done.\n");
+    assert_eq!(err.matches("warning[W-OTL-002]").count(), 1, "{err}");
+    // It names the collector and why, nothing of the headers.
+    assert!(err.contains(&format!("127.0.0.1:{port}: no connection")), "{err}");
+    assert!(!err.contains(COLLECTOR_KEY), "{err}");
+}
+
+#[test]
+fn a_protocol_this_runtime_does_not_speak_is_a_warning_and_no_export() {
+    let sb = Sandbox::new();
+    let _provider = planner_formation(&sb);
+    let collector = Collector::start();
+    let dir = sb.path("formation");
+    let out = sb
+        .mur(&dir)
+        .env(KEY_VAR, KEY)
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://127.0.0.1:{}", collector.port))
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        .args(["run", "--roster", "--task", "Ship a parser"])
+        .output()
+        .expect("mur run --roster");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(err.matches("warning[W-OTL-001]").count(), 1, "{err}");
+    assert!(err.contains("OTEL_EXPORTER_OTLP_PROTOCOL is 'grpc'"), "{err}");
+    assert!(collector.exports().is_empty());
+}
