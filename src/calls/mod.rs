@@ -160,7 +160,7 @@ impl Calls {
     /// What a task's `TaskEnv` needs: its member calls and its outgoing-HTTP policy.
     pub fn for_task(&self, task_id: &str, trust: Trust) -> (Arc<dyn MemberCalls>, Arc<dyn HttpPolicy>) {
         let calls: Arc<dyn MemberCalls> = Arc::new(self.task(task_id, trust));
-        let http: Arc<dyn HttpPolicy> = Arc::new(task_policy(&self.shared.allow, &self.shared.router, trust));
+        let http: Arc<dyn HttpPolicy> = Arc::new(task_policy(&self.shared.allow, &self.shared.router, trust, task_id));
         (calls, http)
     }
 

@@ -14,16 +14,22 @@ use super::router::{self, Resolution, VirtualPeerRouter};
 use crate::capsule::{AllowList, BoxFuture, NetworkPolicy, PeerResolver, Route};
 use crate::tasks::Trust;
 
-/// Resolves virtual peer addresses for one task through the router, stamping the task's trust.
+/// Resolves virtual peer addresses for one task through the router, stamping the task's trust
+/// (and, when spans are exported, the task span's `traceparent`, over any the component set).
 #[derive(Debug, Clone)]
 pub struct PeerRoutes {
     router: Addr<VirtualPeerRouter>,
     trust: Trust,
+    task_id: String,
 }
 
 impl PeerRoutes {
-    pub fn new(router: Addr<VirtualPeerRouter>, trust: Trust) -> PeerRoutes {
-        PeerRoutes { router, trust }
+    pub fn new(router: Addr<VirtualPeerRouter>, trust: Trust, task_id: &str) -> PeerRoutes {
+        PeerRoutes {
+            router,
+            trust,
+            task_id: task_id.to_string(),
+        }
     }
 }
 
@@ -31,7 +37,17 @@ impl PeerResolver for PeerRoutes {
     fn resolve<'a>(&'a self, member: &'a str) -> BoxFuture<'a, Option<Route>> {
         Box::pin(async move {
             match router::resolve(&self.router, member).await {
-                Resolution::Route(r) => Some(Route::peer_door(&r.url, r.token(), self.trust.as_str())),
+                Resolution::Route(r) => {
+                    let mut route = Route::peer_door(&r.url, r.token(), self.trust.as_str());
+                    if let Some(tp) = crate::otel::task_traceparent(&self.task_id) {
+                        route.headers.push(crate::capsule::RouteHeader {
+                            name: "traceparent".into(),
+                            value: tp,
+                            sensitive: false,
+                        });
+                    }
+                    Some(route)
+                }
                 // One refusal for every reason (docs/reference/capsules.md#calls-by-address).
                 Resolution::Denied(_) => None,
             }
@@ -42,6 +58,6 @@ impl PeerResolver for PeerRoutes {
 /// The outgoing-HTTP policy of one task: `allow` for ordinary hosts, and virtual peer addresses
 /// through `router`, checked against `allow` too (the roster grants a name, never network
 /// access).
-pub fn task_policy(allow: &AllowList, router: &Addr<VirtualPeerRouter>, trust: Trust) -> NetworkPolicy {
-    NetworkPolicy::new(allow.clone()).with_peers(Arc::new(PeerRoutes::new(router.clone(), trust)))
+pub fn task_policy(allow: &AllowList, router: &Addr<VirtualPeerRouter>, trust: Trust, task_id: &str) -> NetworkPolicy {
+    NetworkPolicy::new(allow.clone()).with_peers(Arc::new(PeerRoutes::new(router.clone(), trust, task_id)))
 }

@@ -429,6 +429,13 @@ pub fn task_ended(task_id: &str, status: &str) {
     }
 }
 
+/// The running task's span as a W3C `traceparent`, for the requests its component sends to a
+/// peer's door through a virtual address. `None` when export is off or the task is not running.
+pub fn task_traceparent(task_id: &str) -> Option<String> {
+    let e = STATE.get()?;
+    e.task_context(task_id).map(|cx| inject(&cx))
+}
+
 /// A member call's span, a child of its task's; its `traceparent` goes on every request of the
 /// call. `None` when export is off.
 pub fn call_span(task_id: &str, call_id: &str, member: &str) -> Option<Outgoing> {

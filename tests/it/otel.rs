@@ -153,7 +153,11 @@ fn value(v: &AnyValue) -> Value {
 }
 
 fn attr(attrs: &[KeyValue], key: &str) -> Option<Value> {
-    attrs.iter().find(|kv| kv.key == key).and_then(|kv| kv.value.as_ref()).map(value)
+    attrs
+        .iter()
+        .find(|kv| kv.key == key)
+        .and_then(|kv| kv.value.as_ref())
+        .map(value)
 }
 
 fn one<'a>(spans: &'a [Span], name: &str) -> &'a Span {
@@ -230,7 +234,10 @@ fn a_formation_is_one_trace_of_tasks_calls_and_model_turns() {
         .mur(&dir)
         .env(KEY_VAR, KEY)
         // `localhost`: dialled at 127.0.0.1, where the collector listens.
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://localhost:{}", collector.port))
+        .env(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://localhost:{}", collector.port),
+        )
         .env("OTEL_EXPORTER_OTLP_HEADERS", format!("x-collector-key={COLLECTOR_KEY}"))
         .args(["run", "--roster", "--task", "Ship a parser"])
         .output()
@@ -261,14 +268,20 @@ fn a_formation_is_one_trace_of_tasks_calls_and_model_turns() {
         .unwrap_or_else(|| panic!("no formation span in {spans:#?}"));
     assert_eq!(formation.parent, "", "the formation span is the root");
     let lead = one(&spans, "task lead");
-    assert_eq!(lead.parent, formation.span_id, "the entry's task hangs off the formation");
+    assert_eq!(
+        lead.parent, formation.span_id,
+        "the entry's task hangs off the formation"
+    );
     let call = one(&spans, "call coder");
     assert_eq!(call.parent, lead.span_id);
     assert_eq!(call.kind, SpanKind::Client as i32);
     assert_eq!(call.attrs["mur.callee"], "coder");
     assert_eq!(call.attrs["mur.status"], "completed");
     let coder = one(&spans, "task coder");
-    assert_eq!(coder.parent, call.span_id, "the callee's task is a child of the caller's call");
+    assert_eq!(
+        coder.parent, call.span_id,
+        "the callee's task is a child of the caller's call"
+    );
     assert_eq!(coder.kind, SpanKind::Server as i32);
     assert_eq!(coder.attrs["mur.member"], "coder");
 
@@ -291,14 +304,26 @@ fn a_formation_is_one_trace_of_tasks_calls_and_model_turns() {
 
     // No prompt, no answer, no key in any span; the collector key nowhere but its header.
     let everything = format!("{spans:?}");
-    for secret in [KEY, "You plan in secret words", "Ship a parser", "write the parser", COLLECTOR_KEY] {
+    for secret in [
+        KEY,
+        "You plan in secret words",
+        "Ship a parser",
+        "write the parser",
+        COLLECTOR_KEY,
+    ] {
         assert!(!everything.contains(secret), "a span holds {secret:?}");
     }
     assert!(!stderr(&out).contains(COLLECTOR_KEY));
-    assert!(!all_text_under(&sb.home()).contains(COLLECTOR_KEY), "a file under HOME holds the collector key");
+    assert!(
+        !all_text_under(&sb.home()).contains(COLLECTOR_KEY),
+        "a file under HOME holds the collector key"
+    );
 
     // The same formation, summed by `mur trace show --json`.
-    let frm = formation.attrs["mur.formation.id"].as_str().expect("formation id").to_string();
+    let frm = formation.attrs["mur.formation.id"]
+        .as_str()
+        .expect("formation id")
+        .to_string();
     let shown = sb.run(&dir, &["trace", "show", &frm, "--json"]);
     assert_eq!(shown.status.code(), Some(0), "{}", stderr(&shown));
     let v: Value = serde_json::from_str(stdout(&shown).trim()).expect("one JSON object");
@@ -312,7 +337,13 @@ fn a_formation_is_one_trace_of_tasks_calls_and_model_turns() {
     };
     let lead = member("lead");
     assert_eq!(
-        (&lead["tasks"], &lead["calls"], &lead["model_turns"], &lead["input_tokens"], &lead["output_tokens"]),
+        (
+            &lead["tasks"],
+            &lead["calls"],
+            &lead["model_turns"],
+            &lead["input_tokens"],
+            &lead["output_tokens"]
+        ),
         (&json!(1), &json!(1), &json!(3), &json!(40), &json!(17))
     );
     let coder = member("coder");
@@ -327,10 +358,20 @@ fn a_formation_is_one_trace_of_tasks_calls_and_model_turns() {
     // And as the table.
     let table = sb.run(&dir, &["trace", "show", &frm]);
     let text = stdout(&table);
-    assert!(text.contains("\nusage:\n  member  tasks  calls  turns  model ms  other ms  tokens in  tokens out\n"), "{text}");
-    let row = text.lines().find(|l| l.trim_start().starts_with("lead ")).expect("lead's row");
+    assert!(
+        text.contains("\nusage:\n  member  tasks  calls  turns  model ms  other ms  tokens in  tokens out\n"),
+        "{text}"
+    );
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("lead "))
+        .expect("lead's row");
     let cells: Vec<&str> = row.split_whitespace().collect();
-    assert_eq!((cells[1], cells[2], cells[3], cells[6], cells[7]), ("1", "1", "3", "40", "17"), "{row}");
+    assert_eq!(
+        (cells[1], cells[2], cells[3], cells[6], cells[7]),
+        ("1", "1", "3", "40", "17"),
+        "{row}"
+    );
 }
 
 #[test]
@@ -338,7 +379,11 @@ fn an_unreachable_collector_is_one_warning_and_the_formation_still_answers() {
     let sb = Sandbox::new();
     let _provider = planner_formation(&sb);
     // A port nothing listens on.
-    let port = TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
     let dir = sb.path("formation");
     let out = sb
         .mur(&dir)
@@ -366,7 +411,10 @@ fn a_protocol_this_runtime_does_not_speak_is_a_warning_and_no_export() {
     let out = sb
         .mur(&dir)
         .env(KEY_VAR, KEY)
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://127.0.0.1:{}", collector.port))
+        .env(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://127.0.0.1:{}", collector.port),
+        )
         .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
         .args(["run", "--roster", "--task", "Ship a parser"])
         .output()
@@ -376,4 +424,51 @@ fn a_protocol_this_runtime_does_not_speak_is_a_warning_and_no_export() {
     assert_eq!(err.matches("warning[W-OTL-001]").count(), 1, "{err}");
     assert!(err.contains("OTEL_EXPORTER_OTLP_PROTOCOL is 'grpc'"), "{err}");
     assert!(collector.exports().is_empty());
+}
+
+#[test]
+fn a_component_formation_is_one_trace_too() {
+    let sb = Sandbox::new();
+    sb.install_actor("echo");
+    sb.install_component(
+        "relay",
+        "src/capsule/testdata/relay.wat",
+        "capabilities:\n  network:\n    allow: [localhost]\n",
+    );
+    let dir = sb.path("formation");
+    std::fs::write(
+        dir.join("roster.yaml"),
+        "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/relay, version: 0.1.0, entry: true}\n  \
+         - {name: worker, capsule: local/echo, version: 0.1.0}\nreachability:\n  - {from: lead, to: [worker]}\n",
+    )
+    .expect("roster");
+    let collector = Collector::start();
+    let out = sb
+        .mur(&dir)
+        .env(
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            format!("http://127.0.0.1:{}/v1/traces", collector.port),
+        )
+        .env("OTEL_SERVICE_NAME", "relay-demo")
+        .args(["run", "--roster", "--task", "relayed"])
+        .output()
+        .expect("mur run --roster");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "relayed\n");
+    let spans = collector.spans();
+    assert!(spans.iter().all(|s| s.trace_id == spans[0].trace_id), "{spans:#?}");
+    assert!(spans.iter().all(|s| s.service == json!("relay-demo")), "{spans:#?}");
+    let formation = spans
+        .iter()
+        .find(|s| s.name.starts_with("formation frm_"))
+        .expect("the formation span");
+    let lead = one(&spans, "task lead");
+    let call = one(&spans, "call worker");
+    let worker = one(&spans, "task worker");
+    assert_eq!(
+        (&lead.parent, &call.parent, &worker.parent),
+        (&formation.span_id, &lead.span_id, &call.span_id)
+    );
+    assert_eq!(lead.attrs["mur.status"], "completed");
+    assert!(spans.iter().all(|s| !s.name.starts_with("chat ")));
 }

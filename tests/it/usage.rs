@@ -29,7 +29,10 @@ fn run_solo(sb: &Sandbox, script: Vec<Step>) -> (Option<i32>, String, Vec<Value>
     let out = sb
         .mur(&dir)
         .env(KEY_VAR, KEY)
-        .env("MURMUR_TEST_TIMING", "inference_retry=10ms,inference_retry_after_cap=30ms")
+        .env(
+            "MURMUR_TEST_TIMING",
+            "inference_retry=10ms,inference_retry_after_cap=30ms",
+        )
         .args(["run", "--capsule", "local/solo", "--capsule-version", "0.1.0", "--json"])
         .args(["--task", TASK])
         .output()
@@ -67,7 +70,12 @@ fn model_turns_tasks_and_their_durations_are_traced_without_any_text() {
     );
     assert_eq!(code, Some(0), "{err}");
     let kinds: Vec<&str> = recs.iter().filter_map(|r| r["event_type"].as_str()).collect();
-    let pos = |k: &str| kinds.iter().position(|x| *x == k).unwrap_or_else(|| panic!("no {k} in {kinds:?}"));
+    let pos = |k: &str| {
+        kinds
+            .iter()
+            .position(|x| *x == k)
+            .unwrap_or_else(|| panic!("no {k} in {kinds:?}"))
+    };
     assert!(pos("a2a_task_received") < pos("task_start"), "{kinds:?}");
     assert!(pos("task_start") < pos("inference_retry"), "{kinds:?}");
     assert!(pos("inference_retry") < pos("inference"), "{kinds:?}");
@@ -124,7 +132,10 @@ fn model_turns_tasks_and_their_durations_are_traced_without_any_text() {
         (&t["input_tokens"], &t["output_tokens"], &t["finish_reason"]),
         (&json!(10), &json!(5), &json!("stop"))
     );
-    assert_eq!((&t["retries"], &t["streamed"], &t["status"]), (&json!(1), &json!(true), &json!("ok")));
+    assert_eq!(
+        (&t["retries"], &t["streamed"], &t["status"]),
+        (&json!(1), &json!(true), &json!("ok"))
+    );
     let turn_ms = t["duration_ms"].as_u64().expect("duration_ms");
     let task_ms = end[0]["duration_ms"].as_u64().expect("task_end.duration_ms");
     assert!(turn_ms >= 10, "the retry's wait is part of the turn: {turn_ms}");
@@ -141,7 +152,13 @@ fn model_turns_tasks_and_their_durations_are_traced_without_any_text() {
     assert_eq!(v["session_id"], session.as_str());
     let u = &v["usage"];
     assert_eq!(
-        (&u["tasks"], &u["model_turns"], &u["input_tokens"], &u["output_tokens"], &u["calls"]),
+        (
+            &u["tasks"],
+            &u["model_turns"],
+            &u["input_tokens"],
+            &u["output_tokens"],
+            &u["calls"]
+        ),
         (&json!(1), &json!(1), &json!(10), &json!(5), &json!(0))
     );
     assert_eq!(u["model_ms"], turn_ms);
