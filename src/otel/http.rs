@@ -274,7 +274,8 @@ mod tests {
 
     #[test]
     fn replies_are_read_or_refused() {
-        let cases: [(&[u8], Option<(u16, &[u8])>); 4] = [
+        type Case<'a> = (&'a [u8], Option<(u16, &'a [u8])>);
+        let cases: [Case; 4] = [
             (b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok", Some((200, b"ok"))),
             (b"HTTP/1.0 503 Busy\r\n\r\n", Some((503, b""))),
             (b"SSH-2.0-OpenSSH\r\n\r\n", None),
