@@ -356,7 +356,8 @@ pub fn formation_span(formation_id: &str, entry: &str) -> Option<Outgoing> {
     e.common(&mut attrs);
     let span = e
         .tracer
-        .span_builder(format!("formation {formation_id}"))
+        // A span name stays low in cardinality: the id is an attribute.
+        .span_builder("formation")
         .with_kind(SpanKind::Internal)
         .with_attributes(attrs)
         .start_with_context(&e.tracer, &parent);

@@ -262,10 +262,9 @@ fn a_formation_is_one_trace_of_tasks_calls_and_model_turns() {
     assert!(spans.iter().all(|s| &s.trace_id == trace), "{spans:#?}");
     assert!(spans.iter().all(|s| s.service == json!("mur")), "{spans:#?}");
 
-    let formation = spans
-        .iter()
-        .find(|s| s.name.starts_with("formation frm_"))
-        .unwrap_or_else(|| panic!("no formation span in {spans:#?}"));
+    let formation = one(&spans, "formation");
+    assert!(formation.attrs["mur.formation.id"].as_str().is_some_and(|f| f.starts_with("frm_")));
+    assert_eq!(formation.attrs["mur.formation.entry"], "lead");
     assert_eq!(formation.parent, "", "the formation span is the root");
     let lead = one(&spans, "task lead");
     assert_eq!(
@@ -458,10 +457,7 @@ fn a_component_formation_is_one_trace_too() {
     let spans = collector.spans();
     assert!(spans.iter().all(|s| s.trace_id == spans[0].trace_id), "{spans:#?}");
     assert!(spans.iter().all(|s| s.service == json!("relay-demo")), "{spans:#?}");
-    let formation = spans
-        .iter()
-        .find(|s| s.name.starts_with("formation frm_"))
-        .expect("the formation span");
+    let formation = one(&spans, "formation");
     let lead = one(&spans, "task lead");
     let call = one(&spans, "call worker");
     let worker = one(&spans, "task worker");
