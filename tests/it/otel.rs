@@ -32,7 +32,7 @@ struct Export {
     body: Vec<u8>,
 }
 
-/// A collector on 127.0.0.1: answers every request `200` and keeps it.
+/// A collector on 127.0.0.1: answers every request `200` (after `delay`) and keeps it.
 struct Collector {
     port: u16,
     got: Arc<Mutex<Vec<Export>>>,
@@ -40,6 +40,10 @@ struct Collector {
 
 impl Collector {
     fn start() -> Collector {
+        Collector::slow(std::time::Duration::ZERO)
+    }
+
+    fn slow(delay: std::time::Duration) -> Collector {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the collector");
         let port = listener.local_addr().expect("address").port();
         let got = Arc::new(Mutex::new(Vec::new()));
@@ -52,6 +56,7 @@ impl Collector {
                     if let Some(e) = read_export(&conn) {
                         keep.lock().unwrap_or_else(|p| p.into_inner()).push(e);
                     }
+                    std::thread::sleep(delay);
                     let mut conn = conn;
                     let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
                 });
@@ -467,4 +472,52 @@ fn a_component_formation_is_one_trace_too() {
     );
     assert_eq!(lead.attrs["mur.status"], "completed");
     assert!(spans.iter().all(|s| !s.name.starts_with("chat ")));
+}
+
+/// The closing count each process logs: `(ended, exported, lost, dropped)` per line.
+fn span_counts(sb: &Sandbox) -> Vec<(u64, u64, u64, u64)> {
+    let mut out = Vec::new();
+    for line in all_text_under(&sb.home()).lines() {
+        let Some(rest) = line.split("opentelemetry: ").nth(1) else { continue };
+        let n: Vec<u64> = rest
+            .split(|c: char| !c.is_ascii_digit())
+            .filter(|w| !w.is_empty())
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        if let [ended, exported, lost, dropped] = n[..] {
+            out.push((ended, exported, lost, dropped));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_slow_collector_holds_no_task_up_and_what_it_misses_is_counted() {
+    let sb = Sandbox::new();
+    let _provider = planner_formation(&sb);
+    // Each export is answered after 2 s, and the queue holds one span: the entry's spans end
+    // faster than that, so some find the queue full.
+    let collector = Collector::slow(std::time::Duration::from_secs(2));
+    let dir = sb.path("formation");
+    let out = sb
+        .mur(&dir)
+        .env(KEY_VAR, KEY)
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://127.0.0.1:{}", collector.port))
+        .env("OTEL_BSP_MAX_QUEUE_SIZE", "1")
+        .args(["run", "--roster", "--task", "Ship a parser"])
+        .output()
+        .expect("mur run --roster");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(stdout(&out), "Done.
+");
+    assert!(!err.contains("W-OTL"), "a slow collector is not a failing one: {err}");
+    // Each member logged its count; every span it ended is accounted for, and the entry (five
+    // spans in quick succession) dropped some.
+    let counts = span_counts(&sb);
+    assert_eq!(counts.len(), 2, "{counts:?}");
+    for (ended, exported, lost, dropped) in &counts {
+        assert_eq!(*ended, exported + lost + dropped, "{counts:?}");
+    }
+    assert!(counts.iter().any(|c| c.3 > 0), "nothing was dropped: {counts:?}");
 }
