@@ -350,7 +350,7 @@ fn a_task_with_json_prints_readiness_then_its_answer_and_keeps_records() {
     let t = trace(&dir);
     assert_eq!(
         events(&t),
-        ["session_start", "a2a_task_received", "task_end", "session_end"]
+        ["session_start", "a2a_task_received", "task_start", "task_end", "session_end"]
     );
     assert_eq!(t[0]["capsule_name"], "local/echo");
     assert_eq!(t[0]["session_id"], json!(ses));
@@ -359,11 +359,13 @@ fn a_task_with_json_prints_readiness_then_its_answer_and_keeps_records() {
         "{}",
         t[0]
     );
+    assert_eq!(t[2]["task_id"].as_str(), Some(task_id.as_str()));
     assert_eq!(
-        (t[2]["task_id"].as_str(), t[2]["exit_status"].as_str()),
+        (t[3]["task_id"].as_str(), t[3]["exit_status"].as_str()),
         (Some(task_id.as_str()), Some("ok"))
     );
-    assert_eq!(t[3]["exit_status"], "ok");
+    assert!(t[3]["duration_ms"].is_u64(), "{}", t[3]);
+    assert_eq!(t[4]["exit_status"], "ok");
     assert!(
         !sb.home().join(format!(".murmur/running/{ses}.json")).exists(),
         "running record removed"
@@ -570,10 +572,10 @@ fn sigterm_while_running_cancels_the_task_with_e_run_040() {
     let t = trace(&m.records_dir());
     assert_eq!(
         events(&t),
-        ["session_start", "a2a_task_received", "task_canceled", "session_end"]
+        ["session_start", "a2a_task_received", "task_start", "task_canceled", "session_end"]
     );
-    assert_eq!(t[2]["reason"], "sigterm");
-    assert_eq!(t[3]["exit_status"], "canceled");
+    assert_eq!(t[3]["reason"], "sigterm");
+    assert_eq!(t[4]["exit_status"], "canceled");
     assert!(read(&m.records_dir().join("logs/bootstrap.log")).contains("error[E-RUN-040]"));
 }
 
@@ -909,13 +911,14 @@ fn a_closed_lifeline_cancels_a_running_task_and_exits_0() {
         [
             "session_start",
             "a2a_task_received",
+            "task_start",
             "formation_ended",
             "task_canceled",
             "session_end"
         ]
     );
-    assert_eq!(t[3]["reason"], "formation_ended");
-    assert_eq!(t[4]["exit_status"], "formation_ended");
+    assert_eq!(t[4]["reason"], "formation_ended");
+    assert_eq!(t[5]["exit_status"], "formation_ended");
     assert_eq!(read(&m.records_dir().join("out/result.txt")), CANCELED);
 }
 
