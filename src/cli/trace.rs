@@ -153,49 +153,11 @@ fn show_formation(home: &MurHome, id: &str, json: bool) -> Outcome {
         .into());
     }
     if json {
-        println!("{}", formation_json(id, &t));
+        println!("{}", t.usage_json(id));
     } else {
         print!("{}", render_formation(id, &roots, &t));
     }
     Ok(0)
-}
-
-/// `--json`: the same data as the table, per member and for the formation, with the calls.
-pub fn formation_json(id: &str, t: &FormationTrace) -> Value {
-    let mut total = Usage::default();
-    let members: Vec<Value> = t
-        .sessions
-        .iter()
-        .map(|s| {
-            total.add(&s.usage);
-            serde_json::json!({
-                "session_id": s.session_id,
-                "member": s.member,
-                "capsule": s.capsule,
-                "exit_status": s.exit_status,
-                "usage": s.usage.to_json(),
-            })
-        })
-        .collect();
-    let calls: Vec<Value> = t
-        .calls
-        .iter()
-        .map(|c| {
-            serde_json::json!({
-                "call_id": c.call_id,
-                "from": c.from,
-                "to": c.to,
-                "status": c.status,
-                "duration_ms": c.duration_ms,
-            })
-        })
-        .collect();
-    serde_json::json!({
-        "formation_id": id,
-        "members": members,
-        "calls": calls,
-        "total": total.to_json(),
-    })
 }
 
 /// docs/reference/formation.md#formation-traces's layout: one `searched:` line per root, then one

@@ -276,6 +276,9 @@ impl SpanProcessor for Counted {
 
 /// The context a W3C `traceparent` names; `None` when it is not a valid one.
 fn extract(traceparent: &str) -> Option<Context> {
+    if !otel_env::well_formed_traceparent(traceparent) {
+        return None;
+    }
     let carrier = HashMap::from([("traceparent".to_string(), traceparent.to_string())]);
     let cx = TraceContextPropagator::new().extract(&carrier);
     cx.span().span_context().is_valid().then_some(cx)
@@ -511,4 +514,50 @@ pub fn model_turn(turn: &ModelTurn, ended: SystemTime) {
         span.set_status(Status::error("the provider request failed"));
     }
     span.end_with_timestamp(ended);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn traceparents_are_read_and_written_as_w3c_says() {
+        let good = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        let cases = [
+            (good, true),
+            ("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00", true),
+            // All-zero ids, a short id, a bad version, garbage: no parent.
+            ("00-00000000000000000000000000000000-b7ad6b7169203331-01", false),
+            ("00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01", false),
+            ("00-0af7651916cd43dd-b7ad6b7169203331-01", false),
+            ("ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", false),
+            ("", false),
+            ("not a traceparent", false),
+        ];
+        for (tp, valid) in cases {
+            let cx = extract(tp);
+            assert_eq!(cx.is_some(), valid, "{tp:?}");
+            if let Some(cx) = cx {
+                assert_eq!(inject(&cx), tp, "a context reads back as it came");
+            }
+        }
+    }
+
+    #[test]
+    fn with_export_off_nothing_is_made() {
+        // No init in this test process: every entry point answers "off" at once.
+        assert!(!enabled());
+        assert!(formation_span("frm_x", "lead").is_none());
+        assert!(call_span("tsk_x", "mcl_x", "coder").is_none());
+        assert!(task_traceparent("tsk_x").is_none());
+        task_received(
+            "tsk_x",
+            Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
+            false,
+        );
+        task_started("tsk_x");
+        task_ended("tsk_x", "completed");
+        model_turn(&ModelTurn::default(), SystemTime::now());
+        assert!(STATE.get().is_none());
+    }
 }

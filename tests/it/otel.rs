@@ -268,7 +268,11 @@ fn a_formation_is_one_trace_of_tasks_calls_and_model_turns() {
     assert!(spans.iter().all(|s| s.service == json!("mur")), "{spans:#?}");
 
     let formation = one(&spans, "formation");
-    assert!(formation.attrs["mur.formation.id"].as_str().is_some_and(|f| f.starts_with("frm_")));
+    assert!(
+        formation.attrs["mur.formation.id"]
+            .as_str()
+            .is_some_and(|f| f.starts_with("frm_"))
+    );
     assert_eq!(formation.attrs["mur.formation.entry"], "lead");
     assert_eq!(formation.parent, "", "the formation span is the root");
     let lead = one(&spans, "task lead");
@@ -478,7 +482,9 @@ fn a_component_formation_is_one_trace_too() {
 fn span_counts(sb: &Sandbox) -> Vec<(u64, u64, u64, u64)> {
     let mut out = Vec::new();
     for line in all_text_under(&sb.home()).lines() {
-        let Some(rest) = line.split("opentelemetry: ").nth(1) else { continue };
+        let Some(rest) = line.split("opentelemetry: ").nth(1) else {
+            continue;
+        };
         let n: Vec<u64> = rest
             .split(|c: char| !c.is_ascii_digit())
             .filter(|w| !w.is_empty())
@@ -502,15 +508,21 @@ fn a_slow_collector_holds_no_task_up_and_what_it_misses_is_counted() {
     let out = sb
         .mur(&dir)
         .env(KEY_VAR, KEY)
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://127.0.0.1:{}", collector.port))
+        .env(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://127.0.0.1:{}", collector.port),
+        )
         .env("OTEL_BSP_MAX_QUEUE_SIZE", "1")
         .args(["run", "--roster", "--task", "Ship a parser"])
         .output()
         .expect("mur run --roster");
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
-    assert_eq!(stdout(&out), "Done.
-");
+    assert_eq!(
+        stdout(&out),
+        "Done.
+"
+    );
     assert!(!err.contains("W-OTL"), "a slow collector is not a failing one: {err}");
     // Each member logged its count; every span it ended is accounted for, and the entry (five
     // spans in quick succession) dropped some.

@@ -350,7 +350,13 @@ fn a_task_with_json_prints_readiness_then_its_answer_and_keeps_records() {
     let t = trace(&dir);
     assert_eq!(
         events(&t),
-        ["session_start", "a2a_task_received", "task_start", "task_end", "session_end"]
+        [
+            "session_start",
+            "a2a_task_received",
+            "task_start",
+            "task_end",
+            "session_end"
+        ]
     );
     assert_eq!(t[0]["capsule_name"], "local/echo");
     assert_eq!(t[0]["session_id"], json!(ses));
@@ -572,7 +578,13 @@ fn sigterm_while_running_cancels_the_task_with_e_run_040() {
     let t = trace(&m.records_dir());
     assert_eq!(
         events(&t),
-        ["session_start", "a2a_task_received", "task_start", "task_canceled", "session_end"]
+        [
+            "session_start",
+            "a2a_task_received",
+            "task_start",
+            "task_canceled",
+            "session_end"
+        ]
     );
     assert_eq!(t[3]["reason"], "sigterm");
     assert_eq!(t[4]["exit_status"], "canceled");

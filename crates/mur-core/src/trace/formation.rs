@@ -50,6 +50,47 @@ pub struct FormationTrace {
     pub calls: Vec<CallSummary>,
 }
 
+impl FormationTrace {
+    /// `mur trace show frm_… --json`: what the usage table shows, per member and for the
+    /// formation, with the calls.
+    pub fn usage_json(&self, formation_id: &str) -> Value {
+        let mut total = super::usage::Usage::default();
+        let members: Vec<Value> = self
+            .sessions
+            .iter()
+            .map(|s| {
+                total.add(&s.usage);
+                serde_json::json!({
+                    "session_id": s.session_id,
+                    "member": s.member,
+                    "capsule": s.capsule,
+                    "exit_status": s.exit_status,
+                    "usage": s.usage.to_json(),
+                })
+            })
+            .collect();
+        let calls: Vec<Value> = self
+            .calls
+            .iter()
+            .map(|c| {
+                serde_json::json!({
+                    "call_id": c.call_id,
+                    "from": c.from,
+                    "to": c.to,
+                    "status": c.status,
+                    "duration_ms": c.duration_ms,
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "formation_id": formation_id,
+            "members": members,
+            "calls": calls,
+            "total": total.to_json(),
+        })
+    }
+}
+
 /// Finds every `trace.jsonl` below `roots` (each searched to a bounded depth) whose first record
 /// places it in `formation_id`.
 pub fn collect(formation_id: &str, roots: &[PathBuf]) -> FormationTrace {
@@ -380,5 +421,43 @@ mod tests {
             lines,
             ["lead → worker  completed  40 ms", "  worker → helper  unfinished"]
         );
+    }
+
+    #[test]
+    fn usage_json_sums_the_members() {
+        use super::super::usage::Usage;
+        let ses = |id: &str, member: Option<&str>, turns: u64, tokens: u64| SessionSummary {
+            session_id: id.into(),
+            member: member.map(str::to_owned),
+            capsule: "local/x".into(),
+            exit_status: Some("ok".into()),
+            started_ms: 0,
+            usage: Usage {
+                tasks: 1,
+                model_turns: turns,
+                input_tokens: tokens,
+                ..Usage::default()
+            },
+        };
+        let t = FormationTrace {
+            sessions: vec![ses("ses_a", Some("lead"), 2, 30), ses("ses_b", None, 0, 0)],
+            calls: vec![CallSummary {
+                call_id: "mcl_1".into(),
+                from: "lead".into(),
+                to: "coder".into(),
+                status: "completed".into(),
+                duration_ms: Some(5),
+                ..CallSummary::default()
+            }],
+        };
+        let v = t.usage_json("frm_x");
+        assert_eq!(v["formation_id"], "frm_x");
+        assert_eq!(v["members"][0]["member"], "lead");
+        assert_eq!(v["members"][1]["member"], Value::Null);
+        assert_eq!(v["members"][0]["usage"]["model_turns"], 2);
+        assert_eq!(v["total"]["tasks"], 2);
+        assert_eq!(v["total"]["input_tokens"], 30);
+        assert_eq!(v["calls"][0]["duration_ms"], 5);
+        assert_eq!(FormationTrace::default().usage_json("frm_y")["total"]["model_turns"], 0);
     }
 }

@@ -81,9 +81,41 @@ pub fn queue_bound(value: Option<&str>) -> usize {
         .map_or(DEFAULT, |n| n.clamp(1, MAX))
 }
 
+/// Whether `s` is a W3C `traceparent` of version `00`: `00-<32 hex>-<16 hex>-<2 hex>`, lowercase,
+/// ids not all zero. A caller's header that is not is ignored (the task starts a trace of its
+/// own), whatever a lenient parser would make of it.
+pub fn well_formed_traceparent(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('-').collect();
+    let hex = |p: &str, n: usize| p.len() == n && p.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    let nonzero = |p: &str| p.bytes().any(|b| b != b'0');
+    matches!(parts[..], [v, t, p, f]
+        if v == "00" && hex(t, 32) && hex(p, 16) && hex(f, 2) && nonzero(t) && nonzero(p))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn traceparents_are_checked_for_their_w3c_shape() {
+        let t = "0af7651916cd43dd8448eb211c80319c";
+        let p = "b7ad6b7169203331";
+        for (s, ok) in [
+            (format!("00-{t}-{p}-01"), true),
+            (format!("00-{t}-{p}-00"), true),
+            (format!("00-{}-{p}-01", "0".repeat(32)), false),
+            (format!("00-{t}-{}-01", "0".repeat(16)), false),
+            (format!("00-{}-{p}-01", &t[..16]), false),
+            (format!("00-{}-{p}-01", t.to_uppercase()), false),
+            (format!("01-{t}-{p}-01"), false),
+            (format!("00-{t}-{p}-01-extra"), false),
+            (format!("00-{t}-{p}-1"), false),
+            (String::new(), false),
+            ("not a traceparent".to_string(), false),
+        ] {
+            assert_eq!(well_formed_traceparent(&s), ok, "{s:?}");
+        }
+    }
 
     #[test]
     fn the_environment_decides() {
