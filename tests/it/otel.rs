@@ -533,3 +533,57 @@ fn a_slow_collector_holds_no_task_up_and_what_it_misses_is_counted() {
     }
     assert!(counts.iter().any(|c| c.3 > 0), "nothing was dropped: {counts:?}");
 }
+
+/// `mur demo` (planner → analyst, planner → writer → analyst) is one trace: each callee's task
+/// under the call that sent it, a call made while serving a call under that callee's task.
+#[test]
+fn the_demo_formation_is_one_trace() {
+    let sb = Sandbox::new();
+    let collector = Collector::start();
+    let cwd = sb.path("work");
+    let out = sb
+        .mur(&cwd)
+        .env("TMPDIR", sb.path("tmp"))
+        .env(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://localhost:{}", collector.port),
+        )
+        .arg("demo")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("mur demo");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let spans = collector.spans();
+    assert!(spans.iter().all(|s| s.trace_id == spans[0].trace_id), "{spans:#?}");
+    let formation = one(&spans, "formation");
+    assert_eq!(formation.parent, "");
+    let planner = one(&spans, "task planner");
+    assert_eq!(planner.parent, formation.span_id);
+    let writer = one(&spans, "task writer");
+    let call_writer = one(&spans, "call writer");
+    assert_eq!(
+        (&call_writer.parent, &writer.parent),
+        (&planner.span_id, &call_writer.span_id)
+    );
+    // analyst is called twice: once by planner, once by writer while it serves planner's call.
+    let calls_to_analyst: Vec<&Span> = spans.iter().filter(|s| s.name == "call analyst").collect();
+    let mut callers: Vec<&str> = calls_to_analyst
+        .iter()
+        .map(|c| {
+            if c.parent == planner.span_id {
+                "planner"
+            } else if c.parent == writer.span_id {
+                "writer"
+            } else {
+                "?"
+            }
+        })
+        .collect();
+    callers.sort_unstable();
+    assert_eq!(callers, ["planner", "writer"], "{spans:#?}");
+    let analyst_tasks: Vec<&Span> = spans.iter().filter(|s| s.name == "task analyst").collect();
+    assert_eq!(analyst_tasks.len(), 2, "{spans:#?}");
+    for t in analyst_tasks {
+        assert!(calls_to_analyst.iter().any(|c| c.span_id == t.parent), "{t:#?}");
+    }
+}
