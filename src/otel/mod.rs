@@ -11,8 +11,8 @@
 //!
 //! Context crosses doors as W3C `traceparent`: a member call's requests carry the call span's,
 //! the door hands the caller's to the task it creates, whose span becomes the call's child; the
-//! entry's `--task` task inherits the formation span's through `TRACEPARENT`, set by the
-//! launcher. No span holds a prompt, an answer, a token or a header value.
+//! entry's tasks (its `--task` task, an operator's) inherit the formation span's through
+//! `TRACEPARENT`, set by the launcher. No span holds a prompt, an answer, a token or a header value.
 
 pub mod http;
 
@@ -369,15 +369,12 @@ pub fn formation_span(formation_id: &str, entry: &str) -> Option<Outgoing> {
     Some(Outgoing { cx, traceparent })
 }
 
-/// A task arrived, with its caller's `traceparent` when it sent one; a `local` (`--task`) task
-/// without one takes the inherited `TRACEPARENT`.
-pub fn task_received(task_id: &str, traceparent: Option<&str>, local: bool) {
+/// A task arrived, with its caller's `traceparent` when it sent one. A task without one (the
+/// `--task` task, an operator's) takes the inherited `TRACEPARENT`: in a formation only the entry
+/// has one, the formation span's, so every task of a formation is in its trace.
+pub fn task_received(task_id: &str, traceparent: Option<&str>) {
     let Some(e) = STATE.get() else { return };
-    let parent = match traceparent.and_then(extract) {
-        Some(cx) => Some(cx),
-        None if local => e.inherited.clone(),
-        None => None,
-    };
+    let parent = traceparent.and_then(extract).or_else(|| e.inherited.clone());
     if let Some(cx) = parent {
         let mut tasks = e.tasks();
         if tasks.len() < MAX_TASKS {
@@ -550,11 +547,7 @@ mod tests {
         assert!(formation_span("frm_x", "lead").is_none());
         assert!(call_span("tsk_x", "mcl_x", "coder").is_none());
         assert!(task_traceparent("tsk_x").is_none());
-        task_received(
-            "tsk_x",
-            Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
-            false,
-        );
+        task_received("tsk_x", Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"));
         task_started("tsk_x");
         task_ended("tsk_x", "completed");
         model_turn(&ModelTurn::default(), SystemTime::now());

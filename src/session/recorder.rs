@@ -81,7 +81,7 @@ impl Recorder {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .insert(task_id.clone(), *origin);
-                crate::otel::task_received(task_id, traceparent.as_deref(), *origin == Origin::Local);
+                crate::otel::task_received(task_id, traceparent.as_deref());
                 self.journal.task_received(
                     task_id,
                     context_id,
