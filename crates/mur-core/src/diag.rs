@@ -68,9 +68,6 @@ codes! {
     // [ours] ~/.murmur/compiled (or an entry in it) is not this user's alone: components are
     // compiled in memory on every launch instead of loaded from it.
     W_CMP_001 = "W-CMP-001", Warning, "the compiled-component cache is not trusted", Some("make ~/.murmur/compiled a directory of your own that only you can write (`chmod 700 ~/.murmur/compiled`), or remove it so that mur creates it again");
-    // [ours] OpenTelemetry export (src/otel): asked for but not set up, or the collector failing.
-    W_OTL_001 = "W-OTL-001", Warning, "OpenTelemetry export was asked for but cannot be set up; no span is exported", Some("correct the OTEL_* variable named above, or unset OTEL_EXPORTER_OTLP_ENDPOINT to run without export");
-    W_OTL_002 = "W-OTL-002", Warning, "spans cannot be delivered to the OpenTelemetry collector", Some("check that the collector at OTEL_EXPORTER_OTLP_ENDPOINT is running and accepts OTLP/HTTP with protobuf bodies; tasks are not affected");
     E_IO_001 = "E-IO-001", Error, "no project root found", Some("run it inside a project directory or a formation directory holding roster.yaml");
     E_IO_003 = "E-IO-003", Error, "signal handling could not be set up", None;
     E_NEW_001 = "E-NEW-001", Error, "mur new: the scaffold cannot be written", None;
@@ -80,6 +77,9 @@ codes! {
     E_BLD_001 = "E-BLD-001", Error, "mur build: a file cannot be read or written, or the component is missing", None;
     E_INS_001 = "E-INS-001", Error, "mur install: the archive is bad, has no root murmur.yaml, or there is no project", None;
     E_TRC_002 = "E-TRC-002", Error, "mur trace show: nothing found for the id", Some("`mur ps` lists running sessions; a session's id is printed in its readiness line");
+    // [ours] OpenTelemetry export (src/otel): asked for but not set up, or the collector failing.
+    W_OTL_001 = "W-OTL-001", Warning, "OpenTelemetry export was asked for but cannot be set up; no span is exported", Some("correct the OTEL_* variable named above, or unset OTEL_EXPORTER_OTLP_ENDPOINT to run without export");
+    W_OTL_002 = "W-OTL-002", Warning, "spans cannot be delivered to the OpenTelemetry collector", Some("check that the collector at OTEL_EXPORTER_OTLP_ENDPOINT is running and accepts OTLP/HTTP with protobuf bodies; tasks are not affected");
     E_DEMO_001 = "E-DEMO-001", Error, "mur demo: the demo formation cannot be prepared or launched", None;
     // [ours] `mur deploy --kubernetes`.
     E_DEP_001 = "E-DEP-001", Error, "mur deploy: manifests carrying credentials would be written to a terminal", Some("pipe them to the cluster (`mur deploy … | kubectl apply -f -`) or write them to owner-only files with -o DIR");
