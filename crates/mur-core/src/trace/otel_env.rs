@@ -4,14 +4,14 @@
 //! Export is on only when a traces endpoint is set (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or
 //! `OTEL_EXPORTER_OTLP_ENDPOINT`): a process that was not asked to export dials nobody.
 //! `OTEL_SDK_DISABLED=true` and `OTEL_TRACES_EXPORTER=none` turn it off whatever else is set.
-//! Only OTLP over HTTP with protobuf bodies is spoken; another protocol asked for is a warning
-//! and no export, never a guess.
+//! Only OTLP over HTTP with uncompressed protobuf bodies is spoken; another protocol or a
+//! compression asked for is a warning and no export, never a guess.
 
 /// The variables a member inherits when the launcher has them set (and only then): what the
 /// exporter reads, nothing more. `OTEL_EXPORTER_OTLP_HEADERS` may hold a collector's key: it is
 /// passed in the environment (never argv), read only by the exporter, and never reaches a
 /// WebAssembly guest, whose environment the runtime builds from nothing.
-pub const FORWARDED: [&str; 16] = [
+pub const FORWARDED: [&str; 18] = [
     "OTEL_SDK_DISABLED",
     "OTEL_TRACES_EXPORTER",
     "OTEL_SERVICE_NAME",
@@ -24,6 +24,8 @@ pub const FORWARDED: [&str; 16] = [
     "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
     "OTEL_EXPORTER_OTLP_PROTOCOL",
     "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_COMPRESSION",
+    "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
     "OTEL_BSP_MAX_QUEUE_SIZE",
     "OTEL_BSP_SCHEDULE_DELAY",
     "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
@@ -66,6 +68,14 @@ pub fn decide(get: impl Fn(&str) -> Option<String>) -> Export {
         .or_else(|| set("OTEL_EXPORTER_OTLP_PROTOCOL").map(|p| ("OTEL_EXPORTER_OTLP_PROTOCOL", p)));
     if let Some((var, p)) = protocol.filter(|(_, p)| p != PROTOCOL) {
         return Export::Refused(format!("{var} is '{p}', but only '{PROTOCOL}' is supported"));
+    }
+    let compression = set("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION")
+        .map(|c| ("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", c))
+        .or_else(|| set("OTEL_EXPORTER_OTLP_COMPRESSION").map(|c| ("OTEL_EXPORTER_OTLP_COMPRESSION", c)));
+    if let Some((var, c)) = compression.filter(|(_, c)| !c.eq_ignore_ascii_case("none")) {
+        return Export::Refused(format!(
+            "{var} is '{c}', but bodies are sent uncompressed only (set it to 'none' or unset it)"
+        ));
     }
     Export::On
 }
@@ -178,6 +188,21 @@ mod tests {
                     ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c"),
                     ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
                     ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf"),
+                ],
+                on.clone(),
+            ),
+            (
+                vec![("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c"), ("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")],
+                Export::Refused(
+                    "OTEL_EXPORTER_OTLP_COMPRESSION is 'gzip', but bodies are sent uncompressed only (set it to 'none' or unset it)"
+                        .into(),
+                ),
+            ),
+            (
+                vec![
+                    ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c"),
+                    ("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip"),
+                    ("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "none"),
                 ],
                 on.clone(),
             ),
