@@ -135,6 +135,20 @@ pub fn manifest() -> Value {
                 text("Path (relative to this directory) of the WebAssembly component; not with `inference`."),
             ),
             (
+                "build",
+                obj(
+                    "How `mur build` makes the component from sources before packing it; needs `component`.",
+                    &["language"],
+                    vec![(
+                        "language",
+                        words(
+                            "The sources' language: python (componentize-py), javascript (componentize-js), rust (cargo, wasm32-wasip2).",
+                            crate::manifest::Language::WORDS,
+                        ),
+                    )],
+                ),
+            ),
+            (
                 "exports",
                 obj(
                     "What the capsule offers others.",

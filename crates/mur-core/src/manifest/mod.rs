@@ -183,6 +183,36 @@ impl Inference {
     }
 }
 
+/// `build.language`: the language a component capsule's sources are written in, which decides
+/// the toolchain `mur build` runs to make the file `component:` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Language {
+    Python,
+    JavaScript,
+    Rust,
+}
+
+impl Language {
+    pub const WORDS: &[&str] = &["python", "javascript", "rust"];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Language::Python => "python",
+            Language::JavaScript => "javascript",
+            Language::Rust => "rust",
+        }
+    }
+
+    pub fn from_word(word: &str) -> Option<Language> {
+        match word {
+            "python" => Some(Language::Python),
+            "javascript" => Some(Language::JavaScript),
+            "rust" => Some(Language::Rust),
+            _ => None,
+        }
+    }
+}
+
 /// `trace.retain`; at least one of the two is set.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Retain {
@@ -208,6 +238,9 @@ pub struct Manifest {
     /// As written: `1.10` stays `1.10`.
     pub version: String,
     pub kind: Kind,
+    /// `build.language`: `mur build` makes the component from sources first. Only with
+    /// `component:`, which names where the built component goes.
+    pub build: Option<Language>,
     /// `exports.peer_tasks.accept`.
     pub peer_tasks_accept: bool,
     /// `network.authentication` is declared: the door requires a bearer token.
@@ -242,6 +275,7 @@ impl Manifest {
             name: name.into(),
             version: version.into(),
             kind: Kind::ManifestOnly,
+            build: None,
             peer_tasks_accept: false,
             authentication: false,
             lifecycle: Lifecycle::default(),
@@ -251,6 +285,27 @@ impl Manifest {
             retain: None,
             skills: Vec::new(),
             input_modes: Vec::new(),
+        }
+    }
+
+    /// What `mur build` needs before it runs a toolchain (E-MAN-003): `build.language` makes the
+    /// file `component:` names, so a capsule without `component:` has nowhere to put it. Left
+    /// out of [`parse`] so that install and admission accept such a manifest, as they accept
+    /// every run-only requirement unchecked.
+    pub fn check_build(&self) -> Result<Option<(Language, &str)>, Diagnostic> {
+        let Some(lang) = self.build else {
+            return Ok(None);
+        };
+        match &self.kind {
+            Kind::Component { path } => Ok(Some((lang, path.as_str()))),
+            Kind::Model | Kind::ManifestOnly => Err(Diagnostic::new(
+                diag::E_MAN_003,
+                format!(
+                    "build.language: needs component: beside it, and no inference: mur build compiles the {} sources into the file component: names, and packs that file",
+                    lang.as_str()
+                ),
+            )
+            .with_hint("add `component: capsule.wasm` (and remove `inference`), or remove the build block")),
         }
     }
 

@@ -5,8 +5,8 @@ use crate::diag::{self, Diagnostic, shown};
 use crate::yaml::{self, Node, NodeKind, Resolved};
 
 use super::{
-    Acceptance, AfterTask, DEFAULT_DELEGATION_DEADLINE_SECS, Inference, Kind, Lifecycle, Manifest, Parsed, Provider,
-    REASONING_EFFORTS, Retain, Skill, Transport,
+    Acceptance, AfterTask, DEFAULT_DELEGATION_DEADLINE_SECS, Inference, Kind, Language, Lifecycle, Manifest, Parsed,
+    Provider, REASONING_EFFORTS, Retain, Skill, Transport,
 };
 
 /// Top-level keys: ours, then those only the reference implementation reads (known, ignored).
@@ -14,6 +14,7 @@ const TOP: &[&str] = &[
     "name",
     "version",
     "component",
+    "build",
     "exports",
     "network",
     "lifecycle",
@@ -226,6 +227,7 @@ pub(super) fn parse(bytes: &[u8]) -> R<Parsed> {
         other => other,
     };
 
+    let build = build(&mut w, &root)?;
     let (peer_tasks_accept, skills, input_modes) = exports(&mut w, &root)?;
     let authentication = network(&mut w, &root)?;
     let lifecycle = lifecycle(&mut w, &root)?;
@@ -284,6 +286,7 @@ pub(super) fn parse(bytes: &[u8]) -> R<Parsed> {
         name,
         version,
         kind,
+        build,
         peer_tasks_accept,
         authentication,
         lifecycle,
@@ -313,6 +316,18 @@ fn version(root: &Node) -> R<String> {
     };
     check_version(&text).map_err(|why| bad("version", why))?;
     Ok(text)
+}
+
+/// `build`: how `mur build` makes the component; `language` is required in the block.
+fn build(w: &mut Walker, root: &Node) -> R<Option<Language>> {
+    let Some(b) = block(root, "", "build")? else {
+        return Ok(None);
+    };
+    w.unknown(b, "build", &["language"], &[]);
+    match word(b, "build", "language", Language::WORDS, Language::from_word)? {
+        Some(l) => Ok(Some(l)),
+        None => Err(bad("build.language", "is required whenever build is present")),
+    }
 }
 
 /// `exports`: peer consent, the card's skills and the accepted file media types.

@@ -659,3 +659,77 @@ fn media_ranges() {
         assert_eq!(media_range_ok(m), ok, "{m}");
     }
 }
+
+#[test]
+fn build_language() {
+    // Each language, read beside the component it makes.
+    for (word, lang) in [
+        ("python", Language::Python),
+        ("javascript", Language::JavaScript),
+        ("rust", Language::Rust),
+    ] {
+        let p = ok(&format!("component: capsule.wasm\nbuild: {{language: {word}}}\n"));
+        assert_eq!(p.manifest.build, Some(lang), "{word}");
+        assert_eq!(lang.as_str(), word);
+        assert!(p.warnings.is_empty());
+    }
+    // Absent (or null) means the component is packed as it is.
+    assert_eq!(ok("component: capsule.wasm\n").manifest.build, None);
+    assert_eq!(ok("component: capsule.wasm\nbuild:\n").manifest.build, None);
+    // An unknown key of the block warns like any other.
+    let p = ok("component: c.wasm\nbuild: {language: rust, profile: release}\n");
+    assert_eq!(
+        p.warnings.iter().map(|w| w.render("")).collect::<Vec<_>>(),
+        ["warning[W-SEC-019]: murmur.yaml: build.profile: unknown key; it is ignored"]
+    );
+
+    let types: &[(&str, &str)] = &[
+        (
+            "build: python\n",
+            "murmur.yaml: build: must be a mapping, found a string",
+        ),
+        (
+            "build: {}\n",
+            "murmur.yaml: build.language: is required whenever build is present",
+        ),
+        (
+            "build: {language: go}\n",
+            "murmur.yaml: build.language: must be one of `python`, `javascript`, `rust`, found 'go'",
+        ),
+        (
+            "build: {language: Python}\n",
+            "murmur.yaml: build.language: must be one of `python`, `javascript`, `rust`, found 'Python'",
+        ),
+        (
+            "build: {language: [python]}\n",
+            "murmur.yaml: build.language: must be one of `python`, `javascript`, `rust`, found a list",
+        ),
+    ];
+    for (body, want) in types {
+        let d = refused(&format!("{HEAD}component: c.wasm\n{body}"));
+        assert_eq!((d.code, d.message.as_str()), (E_MAN_001, *want), "{body:?}");
+    }
+
+    // Sources without a place for the component they make, a model capsule included: parsed
+    // (install and admission take them), refused by what mur build checks first.
+    assert_eq!(
+        ok("component: c.wasm\nbuild: {language: rust}\n")
+            .manifest
+            .check_build(),
+        Ok(Some((Language::Rust, "c.wasm")))
+    );
+    assert_eq!(ok("component: c.wasm\n").manifest.check_build(), Ok(None));
+    for body in [
+        "build: {language: python}\n",
+        "inference: {model: m}\nbuild: {language: javascript}\n",
+    ] {
+        let d = ok(body).manifest.check_build().expect_err(body);
+        assert_eq!(d.code, E_MAN_003, "{body:?}");
+        assert!(
+            d.message.starts_with("build.language: needs component: beside it"),
+            "{}",
+            d.message
+        );
+        assert!(d.hint().is_some());
+    }
+}

@@ -135,6 +135,7 @@ fn manifest_schema_and_parser_know_the_same_keys() {
         "capabilities": {"network": {"allow": ["localhost"]}, "spawn": {"allow": []}},
         "inference": {"provider": "openai", "model": "m"},
         "trace": {"retain": {"max_sessions": 3}},
+        "build": {"language": "python"},
     });
     let parsed = crate::manifest::parse(base.to_string().as_bytes()).unwrap();
     assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
