@@ -1,5 +1,10 @@
 //! `mur build DIR`: packs a capsule's sources into `DIR/<name>-<version>.mur.zip`.
 //!
+//! With `build.language`, the language's toolchain first makes the file `component:` names
+//! ([`crate::scaffold::toolchain`]): it runs with a fixed argv, a minimal environment and no
+//! stdin; its output is kept only as a bounded tail for the error; the component appears by
+//! rename, so a failed build leaves the previous one in place.
+//!
 //! The archive holds `murmur.yaml` exactly as written and, for a component capsule, the file that
 //! `component:` names, as root `capsule.wasm`. A component written as WAT text is packed as is:
 //! wasmtime compiles component-model WAT text as readily as the binary encoding, so no conversion
@@ -13,6 +18,8 @@ use crate::manifest::{self, Kind};
 use crate::paths::Project;
 use crate::store::archive;
 
+mod toolchain;
+
 pub fn run(a: &BuildArgs) -> Outcome {
     let project = Project::at(&a.dir);
     let manifest_path = project.manifest();
@@ -23,6 +30,9 @@ pub fn run(a: &BuildArgs) -> Outcome {
     let m = &parsed.manifest;
     // The packed manifest is the source bytes, so re-read them rather than re-serialising.
     let source = std::fs::read(&manifest_path).map_err(|e| io_error("read", &manifest_path, &e))?;
+    if let Some((lang, rel)) = m.check_build()? {
+        toolchain::build(lang, &a.dir, rel)?;
+    }
     let component = match &m.kind {
         Kind::Component { path } => Some(read_component(&a.dir, path)?),
         Kind::Model | Kind::ManifestOnly => None,

@@ -75,6 +75,7 @@ codes! {
     E_NEW_003 = "E-NEW-003", Error, "mur new: the target directory already exists", Some("choose another name, or move the existing path away");
     E_NEW_004 = "E-NEW-004", Error, "mur new: the inference provider is unknown", Some("use --inference openai or --inference anthropic");
     E_BLD_001 = "E-BLD-001", Error, "mur build: a file cannot be read or written, or the component is missing", None;
+    E_BLD_002 = "E-BLD-002", Error, "mur build: the capsule's language toolchain is missing, or failed to build the component", None;
     E_INS_001 = "E-INS-001", Error, "mur install: the archive is bad, has no root murmur.yaml, or there is no project", None;
     E_TRC_002 = "E-TRC-002", Error, "mur trace show: nothing found for the id", Some("`mur ps` lists running sessions; a session's id is printed in its readiness line");
     // [ours] OpenTelemetry export (src/otel): asked for but not set up, or the collector failing.

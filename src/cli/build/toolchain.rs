@@ -1,0 +1,253 @@
+//! Runs a language's toolchain for `mur build` (the plan is `crate::scaffold::toolchain`).
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::diag::{self, Diagnostic};
+use crate::manifest::Language;
+use crate::scaffold::toolchain as plan;
+
+/// The most of a tool's output kept for the error message: its last bytes.
+const TAIL_BYTES: usize = 8 << 10;
+/// The longest cargo JSON line read; longer lines (huge diagnostics) are skipped.
+const MAX_LINE_BYTES: u64 = 1 << 20;
+
+/// Builds `dir`'s `lang` sources into `dir/rel` (E-BLD-002 when the tool is missing or fails).
+pub fn build(lang: Language, dir: &Path, rel: &str) -> Result<(), Diagnostic> {
+    // The tool runs in `dir`, so every path it is given is absolute.
+    let dir = &std::path::absolute(dir)
+        .map_err(|e| Diagnostic::new(diag::E_BLD_001, format!("cannot resolve {}: {e}", dir.display())))?;
+    let entry = dir.join(plan::entry(lang));
+    if !entry.is_file() {
+        return Err(Diagnostic::new(
+            diag::E_BLD_001,
+            format!(
+                "build.language is {}, but its sources start from {}, which is not a file",
+                lang.as_str(),
+                entry.display()
+            ),
+        )
+        .with_hint(format!(
+            "write {} in the capsule's directory (`mur new --capsule NAME --lang {}` scaffolds one)",
+            plan::entry(lang),
+            lang.as_str()
+        )));
+    }
+    let program = find(lang, dir)?;
+    let target = dir.join(rel);
+    let staged = staged_path(&target);
+    let wit = WitDir::write()?;
+    let args = plan::args(lang, dir, &wit.0, &staged);
+    println!("Building {} with {}", entry.display(), program.display());
+    let mut cmd = Command::new(&program);
+    cmd.args(&args).current_dir(dir).env_clear().stdin(Stdio::null());
+    for var in plan::PASSED_ENV {
+        if let Some(v) = std::env::var_os(var) {
+            cmd.env(var, v);
+        }
+    }
+    let result = run(lang, &program, cmd).and_then(|artifact| {
+        if let Some(a) = artifact {
+            std::fs::copy(&a, &staged)
+                .map_err(|e| failed(lang, &format!("its output {} cannot be copied: {e}", a.display()), ""))?;
+        }
+        if !staged.is_file() {
+            return Err(failed(lang, "it exited successfully but wrote no component", ""));
+        }
+        std::fs::rename(&staged, &target).map_err(|e| {
+            Diagnostic::new(diag::E_BLD_001, format!("cannot write {}: {e}", target.display()))
+                .with_hint("check that the directory is writable")
+        })
+    });
+    if result.is_err() {
+        // Best effort: a partial output of ours, never the previous component.
+        let _ = std::fs::remove_file(&staged);
+    }
+    result
+}
+
+/// `<component>.tmp-<uuid>` beside the component, so the final rename stays on one file system.
+fn staged_path(target: &Path) -> PathBuf {
+    let mut name = target.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".tmp-{}", uuid::Uuid::new_v4()));
+    target.with_file_name(name)
+}
+
+/// The first candidate that is an executable file.
+fn find(lang: Language, dir: &Path) -> Result<PathBuf, Diagnostic> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH");
+    let found = plan::candidates(lang, dir, path.as_deref())
+        .into_iter()
+        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0));
+    let missing = |what: String| {
+        Diagnostic::new(
+            diag::E_BLD_002,
+            format!("{what}; mur build needs it to build this {} capsule", lang.as_str()),
+        )
+        .with_hint(plan::install_hint(lang))
+    };
+    let Some(program) = found else {
+        return Err(missing(match lang {
+            Language::Python => "componentize-py is not in .venv/bin or on PATH".to_string(),
+            Language::JavaScript => "componentize-js is not in node_modules/.bin or on PATH".to_string(),
+            Language::Rust => "cargo is not on PATH".to_string(),
+        }));
+    };
+    if lang == Language::Rust && !rust_target_installed(dir) {
+        return Err(missing(format!(
+            "the Rust toolchain has no {} target",
+            plan::RUST_TARGET
+        )));
+    }
+    Ok(program)
+}
+
+/// Whether the `rustc` that cargo would use in `dir` has the standard library of the target.
+fn rust_target_installed(dir: &Path) -> bool {
+    let mut cmd = Command::new("rustc");
+    cmd.args(["--print", "sysroot"])
+        .current_dir(dir)
+        .env_clear()
+        .stdin(Stdio::null());
+    for var in plan::PASSED_ENV {
+        if let Some(v) = std::env::var_os(var) {
+            cmd.env(var, v);
+        }
+    }
+    let Ok(out) = cmd.stderr(Stdio::null()).output() else {
+        return false;
+    };
+    let sysroot = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    out.status.success() && Path::new(&sysroot).join("lib/rustlib").join(plan::RUST_TARGET).is_dir()
+}
+
+fn failed(lang: Language, why: &str, tail: &str) -> Diagnostic {
+    let mut msg = format!("{} could not build the component: {why}", plan::program(lang));
+    if !tail.trim().is_empty() {
+        msg.push_str("; its last output:\n");
+        msg.push_str(tail.trim_end());
+    }
+    Diagnostic::new(diag::E_BLD_002, msg).with_hint(format!(
+        "fix what the output above names in {}, then run mur build again",
+        plan::entry(lang)
+    ))
+}
+
+/// Runs the tool to its end; for Rust, the `.wasm` cargo reported.
+fn run(lang: Language, program: &Path, mut cmd: Command) -> Result<Option<PathBuf>, Diagnostic> {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| failed(lang, &format!("{} cannot be started: {e}", program.display()), ""))?;
+    let stderr = child.stderr.take();
+    let err_tail = std::thread::spawn(move || stderr.map(tail).unwrap_or_default());
+    let stdout = child.stdout.take();
+    let (artifact, out_tail) = match (lang, stdout) {
+        (Language::Rust, Some(s)) => (cargo_lines(s), String::new()),
+        (_, Some(s)) => (None, tail(s)),
+        (_, None) => (None, String::new()),
+    };
+    let status = child
+        .wait()
+        .map_err(|e| failed(lang, &format!("waiting for it failed: {e}"), ""))?;
+    let err_tail = err_tail.join().unwrap_or_default();
+    if !status.success() {
+        let both = format!("{out_tail}{err_tail}");
+        let start = both.len().saturating_sub(TAIL_BYTES);
+        let start = (start..both.len())
+            .find(|i| both.is_char_boundary(*i))
+            .unwrap_or(both.len());
+        return Err(failed(lang, &format!("it exited with {status}"), &both[start..]));
+    }
+    if lang == Language::Rust && artifact.is_none() {
+        return Err(failed(
+            lang,
+            "cargo reported no .wasm; is the crate a cdylib?",
+            &err_tail,
+        ));
+    }
+    Ok(artifact)
+}
+
+/// The last [`TAIL_BYTES`] of a stream, read to its end.
+fn tail(mut r: impl Read) -> String {
+    let mut keep: Vec<u8> = Vec::with_capacity(TAIL_BYTES);
+    let mut buf = [0u8; 8192];
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                keep.extend_from_slice(&buf[..n]);
+                if keep.len() > 2 * TAIL_BYTES {
+                    keep.drain(..keep.len() - TAIL_BYTES);
+                }
+            }
+        }
+    }
+    if keep.len() > TAIL_BYTES {
+        keep.drain(..keep.len() - TAIL_BYTES);
+    }
+    String::from_utf8_lossy(&keep).into_owned()
+}
+
+/// Reads cargo's JSON lines to the end and returns the last component it reported.
+fn cargo_lines(r: impl Read) -> Option<PathBuf> {
+    let mut reader = BufReader::new(r);
+    let mut found = None;
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match (&mut reader).take(MAX_LINE_BYTES).read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) if line.ends_with(b"\n") => {
+                if let Some(p) = plan::cargo_artifact(&String::from_utf8_lossy(&line)) {
+                    found = Some(p);
+                }
+            }
+            // An overlong line: skip the rest of it.
+            Ok(_) => {
+                let mut rest = Vec::new();
+                if reader.read_until(b'\n', &mut rest).is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    found
+}
+
+/// A fresh owner-only directory holding the runtime's WIT, removed when dropped.
+struct WitDir(PathBuf);
+
+impl WitDir {
+    fn write() -> Result<WitDir, Diagnostic> {
+        use std::os::unix::fs::DirBuilderExt;
+        let root = std::env::temp_dir().join(format!("mur-build-wit-{}", uuid::Uuid::new_v4()));
+        let io = |p: &Path, e: std::io::Error| {
+            Diagnostic::new(diag::E_BLD_001, format!("cannot write {}: {e}", p.display()))
+                .with_hint("check that the temporary directory (TMPDIR) is writable")
+        };
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&root)
+            .map_err(|e| io(&root, e))?;
+        let dir = WitDir(root);
+        for (rel, text) in plan::WIT_FILES {
+            let p = dir.0.join(rel);
+            if let Some(parent) = p.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
+            }
+            std::fs::write(&p, text).map_err(|e| io(&p, e))?;
+        }
+        Ok(dir)
+    }
+}
+
+impl Drop for WitDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
