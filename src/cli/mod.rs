@@ -77,11 +77,22 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct NewArgs {
     /// Scaffold a formation (roster.yaml and two members) named NAME
+    #[arg(
+        long,
+        value_name = "NAME",
+        required_unless_present = "capsule",
+        conflicts_with = "capsule"
+    )]
+    pub roster: Option<String>,
+    /// Scaffold one component capsule named NAME, written in --lang (default rust)
     #[arg(long, value_name = "NAME")]
-    pub roster: String,
+    pub capsule: Option<String>,
     /// Make both members model capsules of this provider (openai or anthropic)
-    #[arg(long, value_name = "PROVIDER")]
+    #[arg(long, value_name = "PROVIDER", conflicts_with_all = ["capsule", "lang"])]
     pub inference: Option<String>,
+    /// Write the members' sources in this language; mur build makes their components
+    #[arg(long, value_name = "LANG", value_parser = ["python", "javascript", "rust"])]
+    pub lang: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -1,5 +1,6 @@
-//! `mur new --roster NAME [--inference openai|anthropic]`: scaffolds a two-member formation in
-//! `./NAME` (docs/reference/cli.md).
+//! `mur new --roster NAME [--inference openai|anthropic | --lang LANG]`: scaffolds a two-member
+//! formation in `./NAME` (docs/reference/cli.md). `mur new --capsule NAME [--lang LANG]`: one
+//! component capsule's sources in `./NAME`, which `mur build` turns into its component.
 //!
 //! The files are written into a staging directory `./.NAME.tmp-<uuidv4>`, read back and checked
 //! by our own parsers, then the directory is renamed to `./NAME` without replacing anything, so
@@ -10,36 +11,54 @@ use std::path::{Path, PathBuf};
 
 use super::{NewArgs, Outcome};
 use crate::diag::{self, Diagnostic};
+use crate::manifest::Language;
 use crate::paths::MurHome;
 use crate::scaffold::{self, ConfigDefaults, Members, ModelSettings};
 
 pub fn run(a: &NewArgs) -> Outcome {
-    let name = a.roster.as_str();
+    let lang = a.lang.as_deref().and_then(Language::from_word);
+    if let Some(name) = a.capsule.as_deref() {
+        scaffold::check_capsule_name(name)?;
+        let lang = lang.unwrap_or(Language::Rust);
+        let files = scaffold::capsule(name, lang);
+        write(name, &files)?;
+        println!("Scaffolded {} capsule '{name}' in ./{name}", lang.as_str());
+        return finish(name, &files, scaffold::capsule_next_steps(name, lang));
+    }
+    let name = a.roster.as_deref().unwrap_or_default();
     scaffold::check_name(name)?;
     let provider = a.inference.as_deref().map(scaffold::provider).transpose()?;
-    let target = PathBuf::from(name);
-    refuse_existing(&target, name)?;
-
-    let members = match provider {
-        None => Members::Components,
-        Some(p) => Members::Models(ModelSettings::new(p, &read_config(p))),
+    let members = match (provider, lang) {
+        (Some(p), _) => Members::Models(ModelSettings::new(p, &read_config(p))),
+        (None, Some(l)) => Members::Sources(l),
+        (None, None) => Members::Components,
     };
     let files = scaffold::render(name, &members);
+    write(name, &files)?;
+    println!("Scaffolded formation '{name}' in ./{name}");
+    finish(name, &files, scaffold::next_steps(name, &members))
+}
+
+/// Writes `files` into `./name` through a staging directory (see the module comment).
+fn write(name: &str, files: &[scaffold::File]) -> Result<(), Diagnostic> {
+    let target = PathBuf::from(name);
+    refuse_existing(&target, name)?;
     let staging = PathBuf::from(format!(".{name}.tmp-{}", uuid::Uuid::new_v4()));
-    let staged = stage(&staging, &files).and_then(|()| publish(&staging, &target, name));
+    let staged = stage(&staging, files).and_then(|()| publish(&staging, &target, name));
     if staged.is_err() {
         // Best effort: the staging directory is ours alone and holds nothing of value.
         let _ = std::fs::remove_dir_all(&staging);
     }
-    staged?;
+    staged
+}
 
-    println!("Scaffolded formation '{name}' in ./{name}");
-    for f in &files {
+fn finish(name: &str, files: &[scaffold::File], steps: Vec<String>) -> Outcome {
+    for f in files {
         println!("  {name}/{}", f.path);
     }
     println!();
     println!("Next:");
-    for step in scaffold::next_steps(name, &members) {
+    for step in steps {
         println!("  {step}");
     }
     Ok(0)
@@ -99,16 +118,16 @@ fn write_failed(path: &Path, e: &std::io::Error) -> Diagnostic {
 fn stage(staging: &Path, files: &[scaffold::File]) -> Result<(), Diagnostic> {
     std::fs::create_dir(staging).map_err(|e| write_failed(staging, &e))?;
     for f in files {
-        let path = staging.join(f.path);
+        let path = staging.join(&f.path);
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| write_failed(dir, &e))?;
         }
         std::fs::write(&path, &f.bytes).map_err(|e| write_failed(&path, &e))?;
     }
     for f in files {
-        let path = staging.join(f.path);
+        let path = staging.join(&f.path);
         let bytes = std::fs::read(&path).map_err(|e| write_failed(&path, &e))?;
-        scaffold::check(f.path, &bytes).map_err(|d| {
+        scaffold::check(&f.path, &bytes).map_err(|d| {
             // Our own template failed our own parser: a bug in this build, not the user's doing.
             Diagnostic::new(
                 diag::E_NEW_001,

@@ -1,6 +1,8 @@
 //! Files mur writes from what is built into it: the two-member formation `mur new --roster`
-//! scaffolds (docs/reference/cli.md, the scaffold paragraph) and the demo formation `mur demo`
-//! launches ([`demo`]). The call tree `mur demo` prints is `crate::trace::formation::build`.
+//! scaffolds (docs/reference/cli.md, the scaffold paragraph), the one capsule `mur new --capsule`
+//! scaffolds in Python, JavaScript or Rust ([`capsule`]; `mur build` drives their toolchains with
+//! [`toolchain`]), and the demo formation `mur demo` launches ([`demo`]). The call tree
+//! `mur demo` prints is `crate::trace::formation::build`.
 //!
 //! Rendering is pure: names and provider words in, file bytes out. The commands do the file
 //! system work, and check every file with our own parsers ([`check`]) before any is shown.
@@ -12,7 +14,7 @@ pub mod toolchain;
 mod tests;
 
 use crate::diag::{self, Diagnostic, shown};
-use crate::manifest::{self, Provider};
+use crate::manifest::{self, Language, Provider};
 use crate::names::{self, NameError};
 
 /// The version both scaffolded members start at.
@@ -26,7 +28,7 @@ const WORKER_WASM: &[u8] = include_bytes!("../../actors/demo/scaffold/worker/cap
 /// One file of a scaffold, by its path relative to the formation directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct File {
-    pub path: &'static str,
+    pub path: String,
     pub bytes: Vec<u8>,
 }
 
@@ -37,6 +39,8 @@ pub enum Members {
     Components,
     /// Model capsules of one provider.
     Models(ModelSettings),
+    /// Component capsules written in one language, built from their sources by `mur build`.
+    Sources(Language),
 }
 
 /// The `inference` block both model members declare.
@@ -190,7 +194,7 @@ const MANIFEST_SCHEMA_LINE: &str = "# yaml-language-server: $schema=../.schemas/
 pub fn render(name: &str, members: &Members) -> Vec<File> {
     let mut files = render_documents(name, members);
     for f in &mut files {
-        let line = match f.path {
+        let line = match f.path.as_str() {
             "roster.yaml" => ROSTER_SCHEMA_LINE,
             p if p.ends_with("murmur.yaml") => MANIFEST_SCHEMA_LINE,
             _ => continue,
@@ -198,11 +202,11 @@ pub fn render(name: &str, members: &Members) -> Vec<File> {
         f.bytes.splice(0..0, line.bytes());
     }
     files.push(File {
-        path: ".schemas/roster.schema.json",
+        path: ".schemas/roster.schema.json".into(),
         bytes: ROSTER_SCHEMA.as_bytes().to_vec(),
     });
     files.push(File {
-        path: ".schemas/murmur.schema.json",
+        path: ".schemas/murmur.schema.json".into(),
         bytes: MANIFEST_SCHEMA.as_bytes().to_vec(),
     });
     files
@@ -210,35 +214,47 @@ pub fn render(name: &str, members: &Members) -> Vec<File> {
 
 fn render_documents(name: &str, members: &Members) -> Vec<File> {
     let mut files = vec![File {
-        path: "roster.yaml",
+        path: "roster.yaml".into(),
         bytes: roster(name).into_bytes(),
     }];
     match members {
         Members::Components => {
             files.push(File {
-                path: "lead/murmur.yaml",
+                path: "lead/murmur.yaml".into(),
                 bytes: lead_component(name).into_bytes(),
             });
             files.push(File {
-                path: "lead/capsule.wasm",
+                path: "lead/capsule.wasm".into(),
                 bytes: LEAD_WASM.to_vec(),
             });
             files.push(File {
-                path: "worker/murmur.yaml",
+                path: "worker/murmur.yaml".into(),
                 bytes: worker_component(name).into_bytes(),
             });
             files.push(File {
-                path: "worker/capsule.wasm",
+                path: "worker/capsule.wasm".into(),
                 bytes: WORKER_WASM.to_vec(),
             });
         }
+        Members::Sources(lang) => {
+            files.push(File {
+                path: "lead/murmur.yaml".into(),
+                bytes: member_sources(name, "lead", *lang).into_bytes(),
+            });
+            files.extend(sources(&format!("{name}-lead"), *lang, "lead/"));
+            files.push(File {
+                path: "worker/murmur.yaml".into(),
+                bytes: member_sources(name, "worker", *lang).into_bytes(),
+            });
+            files.extend(sources(&format!("{name}-worker"), *lang, "worker/"));
+        }
         Members::Models(m) => {
             files.push(File {
-                path: "lead/murmur.yaml",
+                path: "lead/murmur.yaml".into(),
                 bytes: lead_model(name, m).into_bytes(),
             });
             files.push(File {
-                path: "worker/murmur.yaml",
+                path: "worker/murmur.yaml".into(),
                 bytes: worker_model(name, m).into_bytes(),
             });
         }
@@ -265,6 +281,12 @@ pub fn check(path: &str, bytes: &[u8]) -> Result<(), Diagnostic> {
 /// The lines after the file list: how to build, install and run the scaffold.
 pub fn next_steps(name: &str, members: &Members) -> Vec<String> {
     let mut out = Vec::new();
+    if let Members::Sources(lang) = members {
+        out.push(format!(
+            "{}   (once: the toolchain mur build runs)",
+            install_line(*lang, &[&format!("{name}/lead"), &format!("{name}/worker")])
+        ));
+    }
     for m in ["lead", "worker"] {
         out.push(format!(
             "mur build {name}/{m} && mur install -g {name}/{m}/{name}-{m}-{VERSION}.mur.zip"
@@ -350,6 +372,153 @@ version: {VERSION}
 component: capsule.wasm
 {WORKER_SERVES}{AUTHENTICATION}"
     )
+}
+
+fn member_sources(name: &str, member: &str, lang: Language) -> String {
+    let what = match member {
+        "lead" => format!(
+            "# lead, the entry member of {name}: hands each task to worker with one member call and answers
+# with worker's answer."
+        ),
+        _ => format!(
+            "# worker, the member of {name} that lead calls: answers each task with \"worker handled: <task>\"."
+        ),
+    };
+    let rest = if member == "lead" {
+        format!("{AUTHENTICATION}{LEAD_GRANT}")
+    } else {
+        format!("{WORKER_SERVES}{AUTHENTICATION}")
+    };
+    format!(
+        "{what}
+{}
+name: {name}-{member}
+version: {VERSION}
+component: capsule.wasm
+build:
+  language: {}
+{rest}",
+        built_from(lang),
+        lang.as_str()
+    )
+}
+
+/// The comment lines saying what `mur build` does with a capsule's sources.
+fn built_from(lang: Language) -> String {
+    let (entry, tool) = match lang {
+        Language::Python => ("app.py", "componentize-py"),
+        Language::JavaScript => ("app.js", "componentize-js"),
+        Language::Rust => ("src/lib.rs", "cargo --target wasm32-wasip2"),
+    };
+    format!(
+        "# Written in {} ({entry}): mur build makes capsule.wasm from it with {tool}, then packs both.",
+        match lang {
+            Language::Python => "Python",
+            Language::JavaScript => "JavaScript",
+            Language::Rust => "Rust",
+        }
+    )
+}
+
+/// The install command of `lang`'s toolchain, once per directory it applies to: JavaScript's
+/// lives in each capsule's `node_modules`, the others are installed once.
+fn install_line(lang: Language, dirs: &[&str]) -> String {
+    let hint = toolchain::install_hint(lang);
+    match lang {
+        Language::JavaScript => dirs
+            .iter()
+            .map(|d| format!("(cd {d} && {hint})"))
+            .collect::<Vec<_>>()
+            .join(" && "),
+        Language::Python | Language::Rust => hint,
+    }
+}
+
+/// Checks the name of `mur new --capsule NAME` (E-NEW-002).
+pub fn check_capsule_name(name: &str) -> Result<(), Diagnostic> {
+    names::check_part(name).map_err(|e| {
+        Diagnostic::new(
+            diag::E_NEW_002,
+            format!("'{}' cannot name a capsule: the name {e}", shown(name)),
+        )
+        .with_hint("a capsule name is 1 to 100 lowercase letters, digits and '-', not starting or ending with '-'")
+    })
+}
+
+/// The source files of a capsule named `name` in `lang`, under `prefix` (`""` or `"lead/"`).
+fn sources(name: &str, lang: Language, prefix: &str) -> Vec<File> {
+    let fill = |t: &str| t.replace("@NAME@", name).into_bytes();
+    let files: Vec<(&str, Vec<u8>)> = match lang {
+        Language::Python => vec![
+            ("app.py", fill(PYTHON_APP)),
+            (".gitignore", b"__pycache__/\ncapsule.wasm\n*.mur.zip\n".to_vec()),
+        ],
+        Language::JavaScript => vec![
+            ("app.js", fill(JAVASCRIPT_APP)),
+            ("package.json", fill(JAVASCRIPT_PACKAGE)),
+            (".gitignore", b"node_modules/\ncapsule.wasm\n*.mur.zip\n".to_vec()),
+        ],
+        Language::Rust => vec![
+            ("Cargo.toml", fill(RUST_CARGO)),
+            ("src/lib.rs", fill(RUST_LIB)),
+            ("wit/capsule.wit", CAPSULE_WIT.as_bytes().to_vec()),
+            (".gitignore", b"target/\nCargo.lock\ncapsule.wasm\n*.mur.zip\n".to_vec()),
+        ],
+    };
+    files
+        .into_iter()
+        .map(|(path, bytes)| File {
+            path: format!("{prefix}{path}"),
+            bytes,
+        })
+        .collect()
+}
+
+const PYTHON_APP: &str = include_str!("templates/python/app.py");
+const JAVASCRIPT_APP: &str = include_str!("templates/javascript/app.js");
+const JAVASCRIPT_PACKAGE: &str = include_str!("templates/javascript/package.json");
+const RUST_CARGO: &str = include_str!("templates/rust/Cargo.toml");
+const RUST_LIB: &str = include_str!("templates/rust/src/lib.rs");
+const CAPSULE_WIT: &str = include_str!("../capsule/wit/capsule.wit");
+
+/// Every file of `mur new --capsule NAME --lang LANG`, in the order it lists them: a capsule that
+/// serves calls, calls the members its roster lets it call, and (Python) fetches URLs.
+pub fn capsule(name: &str, lang: Language) -> Vec<File> {
+    let manifest = format!(
+        "# yaml-language-server: $schema=.schemas/murmur.schema.json
+# {name}: a component capsule. {}
+#   mur build {name} && mur install -g {name}/{name}-{VERSION}.mur.zip
+name: {name}
+version: {VERSION}
+component: capsule.wasm
+build:
+  language: {}
+# As a formation member it serves the tasks other members send, one after another.
+{WORKER_SERVES}{AUTHENTICATION}# Calls to other members reach their doors on loopback. Add \"host\" or \"host:port\" for
+# each address it fetches.
+{LEAD_GRANT}",
+        built_from(lang).trim_start_matches("# "),
+        lang.as_str()
+    );
+    let mut files = vec![File {
+        path: "murmur.yaml".into(),
+        bytes: manifest.into_bytes(),
+    }];
+    files.extend(sources(name, lang, ""));
+    files.push(File {
+        path: ".schemas/murmur.schema.json".into(),
+        bytes: MANIFEST_SCHEMA.as_bytes().to_vec(),
+    });
+    files
+}
+
+/// The lines after the file list of `mur new --capsule`.
+pub fn capsule_next_steps(name: &str, lang: Language) -> Vec<String> {
+    vec![
+        format!("{}   (once: the toolchain mur build runs)", install_line(lang, &[name])),
+        format!("mur build {name} && mur install -g {name}/{name}-{VERSION}.mur.zip"),
+        format!("mur run --capsule local/{name} --capsule-version {VERSION} --task \"<your task>\""),
+    ]
 }
 
 fn inference_block(m: &ModelSettings, prompt: &str) -> String {

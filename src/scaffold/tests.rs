@@ -148,7 +148,7 @@ fn manifest_of(files: &[File], path: &str) -> crate::manifest::Manifest {
 #[test]
 fn component_scaffold_is_what_the_spec_lists() {
     let files = render("crew", &Members::Components);
-    let paths: Vec<&str> = files.iter().map(|f| f.path).collect();
+    let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
     assert_eq!(
         paths,
         [
@@ -162,7 +162,7 @@ fn component_scaffold_is_what_the_spec_lists() {
         ]
     );
     for f in &files {
-        check(f.path, &f.bytes).unwrap_or_else(|d| panic!("{}: {d}", f.path));
+        check(&f.path, &f.bytes).unwrap_or_else(|d| panic!("{}: {d}", f.path));
     }
     // Editors validate the scaffold offline against the schemas it carries.
     let first_line = |p: &str| {
@@ -250,7 +250,7 @@ fn model_scaffold_declares_provider_endpoint_model_and_key() {
     ] {
         let settings = ModelSettings::new(provider, &ConfigDefaults::default());
         let files = render("crew", &Members::Models(settings));
-        let paths: Vec<&str> = files.iter().map(|f| f.path).collect();
+        let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
         assert_eq!(
             paths,
             [
@@ -262,7 +262,7 @@ fn model_scaffold_declares_provider_endpoint_model_and_key() {
             ]
         );
         for f in &files {
-            check(f.path, &f.bytes).unwrap_or_else(|d| panic!("{}: {d}", f.path));
+            check(&f.path, &f.bytes).unwrap_or_else(|d| panic!("{}: {d}", f.path));
         }
         for path in ["lead/murmur.yaml", "worker/murmur.yaml"] {
             let m = manifest_of(&files, path);
@@ -304,7 +304,7 @@ fn configured_values_survive_yaml_quoting() {
         };
         let files = render("crew", &Members::Models(ModelSettings::new(Provider::OpenAi, &config)));
         for f in &files {
-            check(f.path, &f.bytes).unwrap_or_else(|d| panic!("{model:?}: {}: {d}", f.path));
+            check(&f.path, &f.bytes).unwrap_or_else(|d| panic!("{model:?}: {}: {d}", f.path));
         }
         let inf = manifest_of(&files, "lead/murmur.yaml").inference.expect("inference");
         assert_eq!(inf.model.as_deref(), Some(model));

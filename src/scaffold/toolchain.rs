@@ -25,10 +25,9 @@ pub const COMPONENTIZE_JS: &str = "@bytecodealliance/componentize-js@0.23.0";
 /// The Rust target whose output is a component.
 pub const RUST_TARGET: &str = "wasm32-wasip2";
 
-/// The world each tool builds against: Python gets the outgoing HTTP handler in its bindings;
-/// componentize-js links wasi:http itself for `fetch`.
-pub const PYTHON_WORLD: &str = "capsule-guest";
-pub const JAVASCRIPT_WORLD: &str = "capsule";
+/// The world both tools build against: the capsule world plus the outgoing HTTP handler and the
+/// environment, so a capsule can send requests and read `MURMUR_FORMATION_PEERS`.
+pub const GUEST_WORLD: &str = "capsule-guest";
 
 /// The WIT directory the Python and JavaScript tools read, by relative path.
 pub const WIT_FILES: &[(&str, &str)] = &[
@@ -113,7 +112,7 @@ pub fn args(lang: Language, dir: &Path, wit: &Path, out: &Path) -> Vec<OsString>
                 push(s);
             }
             a.push(wit.into());
-            for s in ["-w", PYTHON_WORLD, "componentize", "-p"] {
+            for s in ["-w", GUEST_WORLD, "componentize", "-p"] {
                 a.push(s.into());
             }
             a.push(dir.into());
@@ -125,7 +124,7 @@ pub fn args(lang: Language, dir: &Path, wit: &Path, out: &Path) -> Vec<OsString>
         Language::JavaScript => {
             push("--wit");
             a.push(wit.into());
-            for s in ["--world-name", JAVASCRIPT_WORLD, "-o"] {
+            for s in ["--world-name", GUEST_WORLD, "-o"] {
                 a.push(s.into());
             }
             a.push(out.into());
@@ -187,7 +186,7 @@ mod tests {
             ),
             (
                 Language::JavaScript,
-                "--wit /t/wit --world-name capsule -o /p/cap/c.tmp /p/cap/app.js",
+                "--wit /t/wit --world-name capsule-guest -o /p/cap/c.tmp /p/cap/app.js",
             ),
             (
                 Language::Rust,

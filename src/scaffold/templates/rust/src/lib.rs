@@ -1,0 +1,41 @@
+//! @NAME@: a mur capsule written in Rust. `run` takes one task and returns the answer; a fresh
+//! instance runs each task. When the roster lets this member call others, it hands the task to
+//! each of them with call-member and answers with their answers, one line each; otherwise it
+//! answers "<member> handled: <task>". For outgoing HTTP, add the `wasip2` crate.
+
+wit_bindgen::generate!({ world: "capsule", path: "wit" });
+
+use murmur::capsule::call_member::{await_all, start};
+use murmur::capsule::identity::member_name;
+
+/// The members this one may call: `MURMUR_FORMATION_PEERS` is `name=url name=url`.
+fn callees() -> Vec<String> {
+    std::env::var("MURMUR_FORMATION_PEERS")
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.split('=').next())
+        .map(str::to_string)
+        .collect()
+}
+
+struct Capsule;
+
+impl Guest for Capsule {
+    fn run(task: String) -> Result<String, Failure> {
+        let me = member_name().unwrap_or_else(|| "@NAME@".to_string());
+        let members = callees();
+        if members.is_empty() {
+            return Ok(format!("{me} handled: {task}"));
+        }
+        for member in &members {
+            start(member, &task).map_err(|e| Failure::Error(format!("{me} could not call {member}: {e}")))?;
+        }
+        let answers: Vec<String> = await_all()
+            .into_iter()
+            .map(|o| format!("{} [{:?}]: {}", o.member, o.status, o.output))
+            .collect();
+        Ok(answers.join("\n"))
+    }
+}
+
+export!(Capsule);
