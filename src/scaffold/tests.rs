@@ -1,7 +1,7 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::manifest::{Acceptance, AfterTask, Kind};
+use crate::manifest::{Acceptance, AfterTask, Kind, Language};
 use crate::roster::Reachability;
 
 #[test]
@@ -465,4 +465,112 @@ fn call_tree_shows_calls_without_an_outcome_and_survives_bad_traces() {
             "lead → worker  rejected  600000 ms",
         ]
     );
+}
+
+#[test]
+fn capsule_scaffold_per_language() {
+    let table: &[(Language, &[&str], &str)] = &[
+        (
+            Language::Python,
+            &["murmur.yaml", "app.py", ".gitignore", ".schemas/murmur.schema.json"],
+            "app.py",
+        ),
+        (
+            Language::JavaScript,
+            &[
+                "murmur.yaml",
+                "app.js",
+                "package.json",
+                ".gitignore",
+                ".schemas/murmur.schema.json",
+            ],
+            "app.js",
+        ),
+        (
+            Language::Rust,
+            &[
+                "murmur.yaml",
+                "Cargo.toml",
+                "src/lib.rs",
+                "wit/capsule.wit",
+                ".gitignore",
+                ".schemas/murmur.schema.json",
+            ],
+            "src/lib.rs",
+        ),
+    ];
+    for (lang, want, source) in table {
+        let files = capsule("scout", *lang);
+        let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, *want, "{lang:?}");
+        for f in &files {
+            check(&f.path, &f.bytes).unwrap_or_else(|d| panic!("{lang:?} {}: {d}", f.path));
+        }
+        // Built from sources into capsule.wasm; serves calls and may make them.
+        let m = manifest_of(&files, "murmur.yaml");
+        assert_eq!(m.build, Some(*lang));
+        assert_eq!(m.check_build(), Ok(Some((*lang, "capsule.wasm"))));
+        assert_eq!(m.name, "scout");
+        assert!(m.peer_tasks_accept && m.authentication);
+        assert_eq!(m.network_allow, ["localhost"]);
+        assert_eq!(
+            (m.lifecycle.task_acceptance, m.lifecycle.after_task),
+            (Acceptance::Queue, AfterTask::Sleep)
+        );
+        // The source implements run with call-member and identity, and names the capsule.
+        let text = String::from_utf8_lossy(&files.iter().find(|f| f.path == *source).expect(source).bytes).into_owned();
+        assert!(!text.contains("@NAME@"), "{lang:?}");
+        assert!(text.contains("scout"), "{lang:?}");
+        for needle in ["run", "start", "identity"] {
+            assert!(text.to_lowercase().contains(needle), "{lang:?}: {needle}");
+        }
+        let steps = capsule_next_steps("scout", *lang);
+        assert!(steps[0].contains(&toolchain::install_hint(*lang)), "{steps:?}");
+        assert_eq!(steps[1], "mur build scout && mur install -g scout/scout-0.1.0.mur.zip");
+    }
+    // The Rust crate carries the world it is written against.
+    let rust = capsule("scout", Language::Rust);
+    let wit = rust.iter().find(|f| f.path == "wit/capsule.wit").expect("wit");
+    assert_eq!(wit.bytes, include_bytes!("../capsule/wit/capsule.wit"));
+}
+
+#[test]
+fn capsule_names() {
+    assert_eq!(check_capsule_name("scout-2"), Ok(()));
+    for bad in ["", "Scout", "../x", "-x", &"a".repeat(101)] {
+        let d = check_capsule_name(bad).expect_err(bad);
+        assert_eq!(d.code, diag::E_NEW_002, "{bad}");
+        assert!(d.message.contains("cannot name a capsule"), "{}", d.message);
+    }
+}
+
+#[test]
+fn roster_scaffold_in_a_language() {
+    for lang in [Language::Python, Language::JavaScript, Language::Rust] {
+        let files = render("crew", &Members::Sources(lang));
+        for f in &files {
+            check(&f.path, &f.bytes).unwrap_or_else(|d| panic!("{lang:?} {}: {d}", f.path));
+        }
+        for (member, calls) in [("lead", true), ("worker", false)] {
+            let m = manifest_of(&files, &format!("{member}/murmur.yaml"));
+            assert_eq!(m.name, format!("crew-{member}"));
+            assert_eq!(m.build, Some(lang), "{member}");
+            assert_eq!(
+                m.kind,
+                Kind::Component {
+                    path: "capsule.wasm".into()
+                }
+            );
+            assert_eq!(!m.network_allow.is_empty(), calls, "{member}");
+            assert_eq!(m.peer_tasks_accept, !calls, "{member}");
+            let entry = format!("{member}/{}", toolchain::entry(lang));
+            assert!(files.iter().any(|f| f.path == entry), "{entry}");
+        }
+        let steps = next_steps("crew", &Members::Sources(lang));
+        assert!(steps[0].contains(&toolchain::install_hint(lang)), "{steps:?}");
+        assert_eq!(
+            steps[1],
+            "mur build crew/lead && mur install -g crew/lead/crew-lead-0.1.0.mur.zip"
+        );
+    }
 }

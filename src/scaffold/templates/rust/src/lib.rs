@@ -5,7 +5,7 @@
 
 wit_bindgen::generate!({ world: "capsule", path: "wit" });
 
-use murmur::capsule::call_member::{await_all, start};
+use murmur::capsule::call_member::{CallStatus, await_all, start};
 use murmur::capsule::identity::member_name;
 
 /// The members this one may call: `MURMUR_FORMATION_PEERS` is `name=url name=url`.
@@ -16,6 +16,20 @@ fn callees() -> Vec<String> {
         .filter_map(|p| p.split('=').next())
         .map(str::to_string)
         .collect()
+}
+
+/// A call's final status as the trace spells it.
+fn status(s: CallStatus) -> &'static str {
+    match s {
+        CallStatus::Completed => "completed",
+        CallStatus::Failed => "failed",
+        CallStatus::Canceled => "canceled",
+        CallStatus::Rejected => "rejected",
+        CallStatus::TimedOut => "timed-out",
+        CallStatus::Unreachable => "unreachable",
+        CallStatus::Abandoned => "abandoned",
+        CallStatus::NoAnswer => "no-answer",
+    }
 }
 
 struct Capsule;
@@ -32,7 +46,7 @@ impl Guest for Capsule {
         }
         let answers: Vec<String> = await_all()
             .into_iter()
-            .map(|o| format!("{} [{:?}]: {}", o.member, o.status, o.output))
+            .map(|o| format!("{} [{}]: {}", o.member, status(o.status), o.output))
             .collect();
         Ok(answers.join("\n"))
     }
