@@ -20,6 +20,7 @@ mod firsthour;
 mod formation;
 mod frontend;
 mod hostile;
+mod languages;
 mod layers;
 mod load;
 mod loopback;

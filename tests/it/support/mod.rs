@@ -368,3 +368,4 @@ pub fn member_sessions(sb: &Sandbox, member: &str) -> Vec<(PathBuf, Vec<serde_js
 /// The scripted model provider (docs/reference/capsules.md#model-capsules, Testing).
 pub mod provider;
 pub mod python;
+pub mod toolchains;

@@ -1,0 +1,305 @@
+//! Capsules written in Python and JavaScript: scaffolded by `mur new --capsule`, built by
+//! `mur build` with the real toolchains (provisioned under `target/`, see
+//! `support::toolchains`), run as formation members beside a Rust one; and what `mur build`
+//! does when a toolchain is missing, fails, or would see the caller's secrets.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use crate::support::toolchains::{javascript_capsule, path_with, python_capsule};
+use crate::support::{Sandbox, formation_pids, member_traces, stderr, stdout};
+
+fn install(sb: &Sandbox, zip: &Path) {
+    let out = sb.run(sb.dir.path(), &["install", "-g", zip.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "mur install {}: {}", zip.display(), stderr(&out));
+}
+
+/// The Rust worker `mur new --roster` ships prebuilt, installed as `local/rs-worker`.
+fn install_rust_worker(sb: &Sandbox) {
+    let out = sb.run(sb.dir.path(), &["new", "--roster", "rs"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = sb.run(sb.dir.path(), &["build", "rs/worker"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    install(sb, &sb.dir.path().join("rs/worker/rs-worker-0.1.0.mur.zip"));
+}
+
+fn launch(sb: &Sandbox, roster: &str, task: &str) -> (i32, String, String) {
+    let dir = sb.path("formation");
+    std::fs::write(dir.join("roster.yaml"), roster).expect("roster");
+    let out = sb.run(&dir, &["run", "--roster", "--task", task]);
+    let err = stderr(&out);
+    if let Some(frm) = err.lines().find_map(|l| l.strip_prefix("formation: ")) {
+        assert!(formation_pids(frm).is_empty(), "members of {frm} still running");
+    }
+    (out.status.code().unwrap_or(-1), stdout(&out), err)
+}
+
+#[test]
+fn python_and_javascript_capsules_from_the_scaffold_call_members_in_one_formation() {
+    let (py, js) = (python_capsule(), javascript_capsule());
+    let sb = Sandbox::new();
+    install(&sb, &py.zip);
+    install(&sb, &js.zip);
+    install_rust_worker(&sb);
+    // The Python lead calls the JavaScript member and the Rust one; the JavaScript member calls
+    // the Rust one in turn. Each scaffold hands its task to every member it may call.
+    let roster = "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/py-capsule, version: 0.1.0, entry: true}\n  - {name: js, capsule: local/js-capsule, version: 0.1.0}\n  - {name: rust, capsule: local/rs-worker, version: 0.1.0}\nreachability:\n  - {from: lead, to: [js, rust]}\n  - {from: js, to: [rust]}\n";
+    let (code, out, err) = launch(&sb, roster, "three languages");
+    assert_eq!(
+        (code, out.as_str()),
+        (
+            0,
+            "js [completed]: rust [completed]: rust handled: three languages\nrust [completed]: rust handled: three languages\n"
+        ),
+        "{err}"
+    );
+
+    // The trace holds each call on both sides.
+    let calls = |member: &str| -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = member_traces(&sb, member)
+            .into_iter()
+            .flatten()
+            .filter(|r| r["event_type"] == "member_call")
+            .map(|r| {
+                (
+                    r["member"].as_str().unwrap_or_default().to_string(),
+                    r["status"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let done = |m: &str| (m.to_string(), "completed".to_string());
+    assert_eq!(calls("lead"), [done("js"), done("rust")]);
+    assert_eq!(calls("js"), [done("rust")]);
+    let callers = |member: &str| -> Vec<String> {
+        let mut v: Vec<String> = member_traces(&sb, member)
+            .into_iter()
+            .flatten()
+            .filter(|r| r["event_type"] == "a2a_task_received")
+            .filter_map(|r| r["caller_member"].as_str().map(str::to_string))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(callers("js"), ["lead"]);
+    assert_eq!(callers("rust"), ["js", "lead"]);
+}
+
+/// A one-shot HTTP server on 127.0.0.1 answering `200` with `body`; counts connections.
+struct Loopback {
+    port: u16,
+    hits: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Loopback {
+    fn start(body: &'static str) -> Loopback {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let h = hits.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                h.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && head.len() < 16 << 10 && conn.read(&mut byte).unwrap_or(0) == 1 {
+                    head.push(byte[0]);
+                }
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        Loopback { port, hits }
+    }
+
+    fn hits(&self) -> usize {
+        self.hits.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[test]
+fn a_python_capsule_fetches_through_wasi_http_only_what_its_grant_names() {
+    let py = python_capsule();
+    let sb = Sandbox::new();
+    let service = Loopback::start("hello from loopback");
+    let port = service.port;
+    // The scaffold's component, packed with a grant naming the service's port.
+    let dir = sb.path("fetcher");
+    std::fs::copy(&py.wasm, dir.join("capsule.wasm")).expect("component");
+    std::fs::write(
+        dir.join("murmur.yaml"),
+        format!(
+            "name: fetcher\nversion: 0.1.0\ncomponent: capsule.wasm\ncapabilities:\n  network:\n    allow: [\"localhost:{port}\"]\n"
+        ),
+    )
+    .expect("manifest");
+    let out = sb.run(sb.dir.path(), &["build", "fetcher"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    install(&sb, &dir.join("fetcher-0.1.0.mur.zip"));
+    let run = |url: &str| {
+        sb.run(
+            &dir,
+            &[
+                "run",
+                "--capsule",
+                "local/fetcher",
+                "--capsule-version",
+                "0.1.0",
+                "--task",
+                url,
+            ],
+        )
+    };
+    let out = run(&format!("http://localhost:{port}/hello"));
+    assert_eq!(
+        (out.status.code(), stdout(&out).as_str()),
+        (Some(0), "status 200: hello from loopback\n"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(service.hits(), 1);
+    // Another port is refused before any connection, and the task fails with the reason.
+    let other = if port == u16::MAX { port - 1 } else { port + 1 };
+    let out = run(&format!("http://localhost:{other}/hello"));
+    assert_ne!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(stderr(&out).contains("could not fetch"), "{}", stderr(&out));
+    assert_eq!(service.hits(), 1, "nothing reached the service");
+}
+
+/// A directory holding only what a toolchain-free PATH needs: none of the tools.
+fn bare_path(sb: &Sandbox) -> PathBuf {
+    sb.path("bare-bin")
+}
+
+#[test]
+fn a_missing_toolchain_is_a_coded_error_whose_hint_installs_it() {
+    let sb = Sandbox::new();
+    let table = [
+        ("python", "python3 -m pip install componentize-py==0.25.1"),
+        ("javascript", "npm install @bytecodealliance/componentize-js@0.23.0"),
+        ("rust", "rustup target add wasm32-wasip2"),
+    ];
+    for (lang, hint) in table {
+        let name = format!("{}-cap", &lang[..2]);
+        let out = sb.run(sb.dir.path(), &["new", "--capsule", &name, "--lang", lang]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let out = sb
+            .mur(sb.dir.path())
+            .env("PATH", bare_path(&sb))
+            .args(["build", &name])
+            .output()
+            .expect("spawn");
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{lang}: {err}");
+        assert!(err.starts_with("error[E-BLD-002]: "), "{lang}: {err}");
+        assert!(err.ends_with(&format!("  hint: {hint}\n")), "{lang}: {err}");
+        let dir = sb.dir.path().join(&name);
+        assert!(!dir.join("capsule.wasm").exists(), "{lang}");
+        assert!(!dir.join(format!("{name}-0.1.0.mur.zip")).exists(), "{lang}");
+    }
+}
+
+/// A fake `componentize-py` that records its argv and environment, writes `big` bytes of
+/// output, and either writes the component it was asked for or fails.
+fn fake_tool(sb: &Sandbox, succeed: bool) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = sb.path("fake-bin");
+    let log = sb.dir.path().join("tool.log");
+    let script = format!(
+        "#!/bin/sh\nenv > '{log}.env'\nprintf '%s\\n' \"$@\" > '{log}.argv'\n\
+         head -c 200000 /dev/zero | tr '\\0' x >&2\necho ' the last line of the tool' >&2\n\
+         {}\n",
+        if succeed {
+            // The argument after -o is the output path.
+            "while [ \"$1\" != -o ]; do shift; done; printf '(component)' > \"$2\"; exit 0"
+        } else {
+            "exit 3"
+        },
+        log = log.display()
+    );
+    let tool = bin.join("componentize-py");
+    std::fs::write(&tool, script).expect("script");
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    bin
+}
+
+#[test]
+fn a_toolchain_runs_with_a_minimal_environment_and_its_failure_shows_a_bounded_tail() {
+    let sb = Sandbox::new();
+    let out = sb.run(sb.dir.path(), &["new", "--capsule", "tool-probe", "--lang", "python"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let dir = sb.dir.path().join("tool-probe");
+    std::fs::write(dir.join("capsule.wasm"), "previous").expect("previous build");
+    let build = |bin: &Path| {
+        sb.mur(sb.dir.path())
+            .env("PATH", path_with(bin))
+            .env("OPENAI_API_KEY", "sk-test-secret-key")
+            .env("MURMUR_FORMATION_TOKEN", "mft1.secret")
+            .env("GITHUB_TOKEN", "ghp_secret")
+            .args(["build", "tool-probe"])
+            .output()
+            .expect("spawn")
+    };
+
+    // A failure: E-BLD-002 with the tool's last output, bounded; the previous component stays.
+    let out = build(&fake_tool(&sb, false));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.starts_with("error[E-BLD-002]: componentize-py could not build the component: it exited with exit status: 3; its last output:\n"), "{}", &err[..200.min(err.len())]);
+    assert!(
+        err.contains(" the last line of the tool\n  hint: fix what the output above names in app.py"),
+        "{}",
+        &err[err.len().saturating_sub(300)..]
+    );
+    assert!(
+        err.len() < 10_000,
+        "the tool's 200 KB of output is cut to its tail: {} bytes",
+        err.len()
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("capsule.wasm")).expect("kept"),
+        "previous"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .expect("dir")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(".tmp-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // A success: the component it wrote is packed.
+    let out = build(&fake_tool(&sb, true));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("capsule.wasm")).expect("built"),
+        "(component)"
+    );
+    assert!(dir.join("tool-probe-0.1.0.mur.zip").exists());
+
+    // The tool saw a fixed argv and none of the caller's secrets or runtime variables.
+    let log = sb.dir.path().join("tool.log");
+    let env = std::fs::read_to_string(log.with_extension("log.env")).expect("env");
+    let names: Vec<&str> = env.lines().filter_map(|l| l.split('=').next()).collect();
+    for name in &names {
+        assert!(
+            ["PATH", "HOME", "TMPDIR", "LANG", "PWD", "SHLVL", "_", "OLDPWD"].contains(name),
+            "the tool saw {name}"
+        );
+    }
+    assert!(!env.contains("secret"), "{env}");
+    let argv = std::fs::read_to_string(log.with_extension("log.argv")).expect("argv");
+    let argv: Vec<&str> = argv.lines().collect();
+    assert_eq!(argv[..4], ["--quiet", "-d", argv[2], "-w"]);
+    assert_eq!(argv[4..7], ["capsule-guest", "componentize", "-p"]);
+    assert_eq!(argv[7], dir.display().to_string());
+    assert_eq!(argv[8..10], ["app", "-o"]);
+    // The WIT it read was written for this build alone and is gone.
+    assert!(!Path::new(argv[2]).exists(), "{}", argv[2]);
+}
