@@ -6,7 +6,7 @@
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use crate::support::toolchains::{javascript_capsule, path_with, python_capsule};
+use crate::support::toolchains::{self, path_with, python_capsule};
 use crate::support::{Sandbox, formation_pids, member_traces, stderr, stdout};
 
 fn install(sb: &Sandbox, zip: &Path) {
@@ -14,45 +14,72 @@ fn install(sb: &Sandbox, zip: &Path) {
     assert!(out.status.success(), "mur install {}: {}", zip.display(), stderr(&out));
 }
 
-/// The Rust worker `mur new --roster` ships prebuilt, installed as `local/rs-worker`.
-fn install_rust_worker(sb: &Sandbox) {
-    let out = sb.run(sb.dir.path(), &["new", "--roster", "rs"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let out = sb.run(sb.dir.path(), &["build", "rs/worker"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    install(sb, &sb.dir.path().join("rs/worker/rs-worker-0.1.0.mur.zip"));
-}
-
-fn launch(sb: &Sandbox, roster: &str, task: &str) -> (i32, String, String) {
-    let dir = sb.path("formation");
-    std::fs::write(dir.join("roster.yaml"), roster).expect("roster");
-    let out = sb.run(&dir, &["run", "--roster", "--task", task]);
-    let err = stderr(&out);
-    if let Some(frm) = err.lines().find_map(|l| l.strip_prefix("formation: ")) {
-        assert!(formation_pids(frm).is_empty(), "members of {frm} still running");
+/// The lines of the guide's section on Python and JavaScript capsules: its `console` commands
+/// (without `$ `) and its `sh` block.
+fn guide_section() -> (Vec<String>, Vec<String>) {
+    let text = std::fs::read_to_string(crate::support::repo_root().join("docs/guide.md")).expect("guide");
+    let start = text.find("## Capsules in Python and JavaScript").expect("the section");
+    let section = &text[start..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+    let (mut console, mut sh, mut block) = (Vec::new(), Vec::new(), "");
+    for line in section.lines() {
+        if let Some(lang) = line.strip_prefix("```") {
+            block = if block.is_empty() {
+                if lang.is_empty() { "other" } else { lang }
+            } else {
+                ""
+            };
+            continue;
+        }
+        match block {
+            "console" => console.push(line.strip_prefix("$ ").expect("a command").to_string()),
+            "sh" => sh.push(line.to_string()),
+            _ => {}
+        }
     }
-    (out.status.code().unwrap_or(-1), stdout(&out), err)
+    (console, sh)
 }
 
 #[test]
-fn python_and_javascript_capsules_from_the_scaffold_call_members_in_one_formation() {
-    let (py, js) = (python_capsule(), javascript_capsule());
-    let sb = Sandbox::new();
-    install(&sb, &py.zip);
-    install(&sb, &js.zip);
-    install_rust_worker(&sb);
-    // The Python lead calls the JavaScript member and the Rust one; the JavaScript member calls
-    // the Rust one in turn. Each scaffold hands its task to every member it may call.
-    let roster = "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/py-capsule, version: 0.1.0, entry: true}\n  - {name: js, capsule: local/js-capsule, version: 0.1.0}\n  - {name: rust, capsule: local/rs-worker, version: 0.1.0}\nreachability:\n  - {from: lead, to: [js, rust]}\n  - {from: js, to: [rust]}\n";
-    let (code, out, err) = launch(&sb, roster, "three languages");
+fn the_guides_python_and_javascript_formation_runs_and_is_traced() {
+    let (console, mut sh) = guide_section();
+    // The toolchains, provisioned once with exactly the versions the guide installs.
     assert_eq!(
-        (code, out.as_str()),
-        (
-            0,
-            "js [completed]: rust [completed]: rust handled: three languages\nrust [completed]: rust handled: three languages\n"
-        ),
-        "{err}"
+        sh.drain(..2).collect::<Vec<_>>(),
+        [
+            format!("python3 -m pip install {}", toolchains::COMPONENTIZE_PY),
+            format!("(cd helper && npm install {})", toolchains::COMPONENTIZE_JS),
+        ]
     );
+    let tools = [toolchains::componentize_py_dir(), toolchains::componentize_js_dir()];
+    let sb = Sandbox::new();
+    let cwd = sb.path("guide");
+    std::fs::create_dir_all(sb.home()).expect("home");
+    let mut dirs = vec![crate::support::mur_bin().parent().expect("bin dir").to_path_buf()];
+    dirs.extend(tools);
+    dirs.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
+    let script = format!("set -euo pipefail\n{}\n{}\n", console.join("\n"), sh.join("\n"));
+    let out = std::process::Command::new("bash")
+        .args(["-c", &script])
+        .current_dir(&cwd)
+        .env_clear()
+        .env("PATH", std::env::join_paths(dirs).expect("PATH"))
+        .env("HOME", sb.home())
+        .env("TMPDIR", std::env::temp_dir())
+        .output()
+        .expect("bash");
+    let (out_text, err) = (stdout(&out), stderr(&out));
+    assert_eq!(out.status.code(), Some(0), "{out_text}\n--- stderr\n{err}");
+    // Scout (Python) called helper (JavaScript) and rust; helper called rust in turn.
+    assert!(
+        out_text.ends_with(
+            "helper [completed]: rust [completed]: rust handled: three languages\nrust [completed]: rust handled: three languages\n"
+        ),
+        "{out_text}\n--- stderr\n{err}"
+    );
+    if let Some(frm) = err.lines().find_map(|l| l.strip_prefix("formation: ")) {
+        assert!(formation_pids(frm).is_empty(), "members of {frm} still running");
+    }
 
     // The trace holds each call on both sides.
     let calls = |member: &str| -> Vec<(String, String)> {
@@ -71,8 +98,8 @@ fn python_and_javascript_capsules_from_the_scaffold_call_members_in_one_formatio
         v
     };
     let done = |m: &str| (m.to_string(), "completed".to_string());
-    assert_eq!(calls("lead"), [done("js"), done("rust")]);
-    assert_eq!(calls("js"), [done("rust")]);
+    assert_eq!(calls("scout"), [done("helper"), done("rust")]);
+    assert_eq!(calls("helper"), [done("rust")]);
     let callers = |member: &str| -> Vec<String> {
         let mut v: Vec<String> = member_traces(&sb, member)
             .into_iter()
@@ -83,8 +110,8 @@ fn python_and_javascript_capsules_from_the_scaffold_call_members_in_one_formatio
         v.sort();
         v
     };
-    assert_eq!(callers("js"), ["lead"]);
-    assert_eq!(callers("rust"), ["js", "lead"]);
+    assert_eq!(callers("helper"), ["scout"]);
+    assert_eq!(callers("rust"), ["helper", "scout"]);
 }
 
 /// A one-shot HTTP server on 127.0.0.1 answering `200` with `body`; counts connections.
