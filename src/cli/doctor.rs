@@ -243,8 +243,14 @@ fn member_checks(report: &mut Report, project: &Project) {
                     .pass("kind: manifest-only capsule (it builds, installs and is admitted; there is nothing to run)"),
                 Kind::Component { path } => {
                     let file = project.root().join(path);
+                    let sources = m.build.map(crate::scaffold::toolchain::entry);
                     if file.is_file() {
                         report.pass(&format!("kind: component capsule ({path})"));
+                    } else if let Some(entry) = sources.filter(|e| project.root().join(e).is_file()) {
+                        // `mur build` makes the component from these sources.
+                        report.pass(&format!(
+                            "kind: component capsule ({path}, built from {entry} by mur build)"
+                        ));
                     } else {
                         report.refuse(
                             Diagnostic::new(diag::E_BLD_001, format!("component '{path}' not found at {}", file.display()))

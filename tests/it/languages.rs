@@ -330,3 +330,47 @@ fn a_toolchain_runs_with_a_minimal_environment_and_its_failure_shows_a_bounded_t
     // The WIT it read was written for this build alone and is gone.
     assert!(!Path::new(argv[2]).exists(), "{}", argv[2]);
 }
+
+#[test]
+fn new_capsule_scaffolds_sources_and_refuses_what_new_roster_refuses() {
+    let sb = Sandbox::new();
+    let cwd = sb.path("work");
+    let out = sb.run(&cwd, &["new", "--capsule", "scout", "--lang", "javascript"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "Scaffolded javascript capsule 'scout' in ./scout\n  scout/murmur.yaml\n  scout/app.js\n  scout/package.json\n  scout/.gitignore\n  scout/.schemas/murmur.schema.json\n\nNext:\n  (cd scout && npm install @bytecodealliance/componentize-js@0.23.0)   (once: the toolchain mur build runs)\n  mur build scout && mur install -g scout/scout-0.1.0.mur.zip\n  mur run --capsule local/scout --capsule-version 0.1.0 --task \"<your task>\"\n"
+    );
+    // Its sources pass `mur doctor` in their directory: a clean manifest.
+    let out = sb.run(&cwd.join("scout"), &["doctor"]);
+    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    // Rust by default.
+    let out = sb.run(&cwd, &["new", "--capsule", "crab"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(cwd.join("crab/src/lib.rs").is_file() && cwd.join("crab/wit/capsule.wit").is_file());
+    // --lang on a formation: both members' sources.
+    let out = sb.run(&cwd, &["new", "--roster", "duo", "--lang", "python"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(cwd.join("duo/lead/app.py").is_file() && cwd.join("duo/worker/app.py").is_file());
+
+    let refused = |args: &[&str], code: &str| {
+        let out = sb.run(&cwd, args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.starts_with(&format!("error[{code}]: ")), "{args:?}: {err}");
+        err
+    };
+    let err = refused(&["new", "--capsule", "Scout", "--lang", "python"], "E-NEW-002");
+    assert!(err.contains("'Scout' cannot name a capsule"), "{err}");
+    refused(&["new", "--capsule", "scout", "--lang", "python"], "E-NEW-003");
+    // Usage errors: an unknown language, two things at once, a language for model capsules.
+    for args in [
+        &["new", "--capsule", "x", "--lang", "go"][..],
+        &["new", "--capsule", "x", "--roster", "y"],
+        &["new", "--roster", "y", "--lang", "python", "--inference", "openai"],
+        &["new", "--lang", "python"],
+    ] {
+        assert_eq!(sb.run(&cwd, args).status.code(), Some(2), "{args:?}");
+    }
+    assert!(!cwd.join("x").exists() && !cwd.join("y").exists());
+}
