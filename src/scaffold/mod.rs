@@ -482,7 +482,7 @@ const RUST_LIB: &str = include_str!("templates/rust/src/lib.rs");
 const CAPSULE_WIT: &str = include_str!("../capsule/wit/capsule.wit");
 
 /// Every file of `mur new --capsule NAME --lang LANG`, in the order it lists them: a capsule that
-/// serves calls, calls the members its roster lets it call, and (Python) fetches URLs.
+/// serves calls, calls the members its roster lets it call, and (Python, JavaScript) fetches URLs.
 pub fn capsule(name: &str, lang: Language) -> Vec<File> {
     let manifest = format!(
         "# yaml-language-server: $schema=.schemas/murmur.schema.json

@@ -6,7 +6,7 @@
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use crate::support::toolchains::{self, path_with, python_capsule};
+use crate::support::toolchains::{self, javascript_capsule, path_with, python_capsule};
 use crate::support::{Sandbox, formation_pids, member_traces, stderr, stdout};
 
 fn install(sb: &Sandbox, zip: &Path) {
@@ -152,52 +152,53 @@ impl Loopback {
 }
 
 #[test]
-fn a_python_capsule_fetches_through_wasi_http_only_what_its_grant_names() {
-    let py = python_capsule();
-    let sb = Sandbox::new();
-    let service = Loopback::start("hello from loopback");
-    let port = service.port;
-    // The scaffold's component, packed with a grant naming the service's port.
-    let dir = sb.path("fetcher");
-    std::fs::copy(&py.wasm, dir.join("capsule.wasm")).expect("component");
-    std::fs::write(
-        dir.join("murmur.yaml"),
-        format!(
-            "name: fetcher\nversion: 0.1.0\ncomponent: capsule.wasm\ncapabilities:\n  network:\n    allow: [\"localhost:{port}\"]\n"
-        ),
-    )
-    .expect("manifest");
-    let out = sb.run(sb.dir.path(), &["build", "fetcher"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    install(&sb, &dir.join("fetcher-0.1.0.mur.zip"));
-    let run = |url: &str| {
-        sb.run(
-            &dir,
-            &[
-                "run",
-                "--capsule",
-                "local/fetcher",
-                "--capsule-version",
-                "0.1.0",
-                "--task",
-                url,
-            ],
+fn python_and_javascript_capsules_fetch_through_wasi_http_only_what_their_grant_names() {
+    for (lang, built) in [("python", python_capsule()), ("javascript", javascript_capsule())] {
+        let sb = Sandbox::new();
+        let service = Loopback::start("hello from loopback");
+        let port = service.port;
+        // The scaffold's component, packed with a grant naming the service's port.
+        let dir = sb.path("fetcher");
+        std::fs::copy(&built.wasm, dir.join("capsule.wasm")).expect("component");
+        std::fs::write(
+            dir.join("murmur.yaml"),
+            format!(
+                "name: fetcher\nversion: 0.1.0\ncomponent: capsule.wasm\ncapabilities:\n  network:\n    allow: [\"localhost:{port}\"]\n"
+            ),
         )
-    };
-    let out = run(&format!("http://localhost:{port}/hello"));
-    assert_eq!(
-        (out.status.code(), stdout(&out).as_str()),
-        (Some(0), "status 200: hello from loopback\n"),
-        "{}",
-        stderr(&out)
-    );
-    assert_eq!(service.hits(), 1);
-    // Another port is refused before any connection, and the task fails with the reason.
-    let other = if port == u16::MAX { port - 1 } else { port + 1 };
-    let out = run(&format!("http://localhost:{other}/hello"));
-    assert_ne!(out.status.code(), Some(0), "{}", stdout(&out));
-    assert!(stderr(&out).contains("could not fetch"), "{}", stderr(&out));
-    assert_eq!(service.hits(), 1, "nothing reached the service");
+        .expect("manifest");
+        let out = sb.run(sb.dir.path(), &["build", "fetcher"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        install(&sb, &dir.join("fetcher-0.1.0.mur.zip"));
+        let run = |url: &str| {
+            sb.run(
+                &dir,
+                &[
+                    "run",
+                    "--capsule",
+                    "local/fetcher",
+                    "--capsule-version",
+                    "0.1.0",
+                    "--task",
+                    url,
+                ],
+            )
+        };
+        let out = run(&format!("http://localhost:{port}/hello"));
+        assert_eq!(
+            (out.status.code(), stdout(&out).as_str()),
+            (Some(0), "status 200: hello from loopback\n"),
+            "{lang}: {}",
+            stderr(&out)
+        );
+        assert_eq!(service.hits(), 1, "{lang}");
+        // Another port is refused before any connection, and the task fails with the reason.
+        let other = if port == u16::MAX { port - 1 } else { port + 1 };
+        let out = run(&format!("http://localhost:{other}/hello"));
+        assert_ne!(out.status.code(), Some(0), "{lang}: {}", stdout(&out));
+        assert!(stderr(&out).contains("could not fetch"), "{lang}: {}", stderr(&out));
+        assert_eq!(service.hits(), 1, "{lang}: nothing reached the service");
+    }
 }
 
 /// A directory holding only what a toolchain-free PATH needs: none of the tools.

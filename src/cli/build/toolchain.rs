@@ -39,7 +39,8 @@ pub fn build(lang: Language, dir: &Path, rel: &str) -> Result<(), Diagnostic> {
     let staged = staged_path(&target);
     let wit = WitDir::write()?;
     let args = plan::args(lang, dir, &wit.0, &staged);
-    println!("Building {} with {}", entry.display(), program.display());
+    // Progress goes to stderr: stdout stays the one `Built …` line scripts read.
+    eprintln!("Building {} with {}", entry.display(), program.display());
     let mut cmd = Command::new(&program);
     cmd.args(&args).current_dir(dir).env_clear().stdin(Stdio::null());
     for var in plan::PASSED_ENV {

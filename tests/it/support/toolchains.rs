@@ -70,11 +70,19 @@ pub struct Built {
 }
 
 static PYTHON: OnceLock<Built> = OnceLock::new();
+static JAVASCRIPT: OnceLock<Built> = OnceLock::new();
 
 /// The Python capsule `py-capsule`, built once.
 pub fn python_capsule() -> Built {
     PYTHON
         .get_or_init(|| build("py-capsule", "python", &componentize_py_dir(), COMPONENTIZE_PY))
+        .clone()
+}
+
+/// The JavaScript capsule `js-capsule`, built once.
+pub fn javascript_capsule() -> Built {
+    JAVASCRIPT
+        .get_or_init(|| build("js-capsule", "javascript", &componentize_js_dir(), COMPONENTIZE_JS))
         .clone()
 }
 
