@@ -280,6 +280,12 @@ fn a_toolchain_runs_with_a_minimal_environment_and_its_failure_shows_a_bounded_t
     let out = build(&fake_tool(&sb, false));
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
+    // A progress line, then the error.
+    let (progress, err) = err.split_once('\n').expect("two parts");
+    assert!(
+        progress.starts_with("Building ") && progress.ends_with("/fake-bin/componentize-py"),
+        "{progress}"
+    );
     assert!(err.starts_with("error[E-BLD-002]: componentize-py could not build the component: it exited with exit status: 3; its last output:\n"), "{}", &err[..200.min(err.len())]);
     assert!(
         err.contains(" the last line of the tool\n  hint: fix what the output above names in app.py"),
