@@ -150,6 +150,16 @@ pub fn args(lang: Language, dir: &Path, wit: &Path, out: &Path) -> Vec<OsString>
     a
 }
 
+/// Whether `component:` can name the file a build writes: a relative path inside the capsule's
+/// directory (no root, no `..`), so a toolchain never writes outside it.
+pub fn output_inside(rel: &str) -> bool {
+    let p = Path::new(rel);
+    !rel.is_empty()
+        && p.components()
+            .all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir))
+        && p.file_name().is_some()
+}
+
 /// The `.wasm` a `cargo --message-format json` line reports for a `cdylib` target, if any.
 pub fn cargo_artifact(line: &str) -> Option<PathBuf> {
     let v: serde_json::Value = serde_json::from_str(line).ok()?;
@@ -259,6 +269,23 @@ mod tests {
         ];
         for (line, want) in table {
             assert_eq!(cargo_artifact(line), want.map(PathBuf::from), "{line}");
+        }
+    }
+
+    #[test]
+    fn a_build_writes_only_inside_the_capsule() {
+        for ok in ["capsule.wasm", "out/capsule.wasm", "./capsule.wasm"] {
+            assert!(output_inside(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "/tmp/capsule.wasm",
+            "../capsule.wasm",
+            "out/../../x.wasm",
+            ".",
+            "out/..",
+        ] {
+            assert!(!output_inside(bad), "{bad}");
         }
     }
 

@@ -336,6 +336,24 @@ fn a_toolchain_runs_with_a_minimal_environment_and_its_failure_shows_a_bounded_t
     assert_eq!(argv[8..10], ["app", "-o"]);
     // The WIT it read was written for this build alone and is gone.
     assert!(!Path::new(argv[2]).exists(), "{}", argv[2]);
+
+    // A component path outside the capsule's directory is refused before any tool runs.
+    std::fs::remove_file(log.with_extension("log.argv")).expect("reset");
+    let manifest = std::fs::read_to_string(dir.join("murmur.yaml")).expect("manifest");
+    std::fs::write(
+        dir.join("murmur.yaml"),
+        manifest.replace("component: capsule.wasm", "component: ../escaped.wasm"),
+    )
+    .expect("manifest");
+    let out = build(&fake_tool(&sb, true));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.starts_with("error[E-BLD-001]: component: '../escaped.wasm' is not a path inside the capsule's directory"),
+        "{err}"
+    );
+    assert!(!log.with_extension("log.argv").exists(), "the tool ran");
+    assert!(!sb.dir.path().join("escaped.wasm").exists());
 }
 
 #[test]

@@ -18,6 +18,17 @@ pub fn build(lang: Language, dir: &Path, rel: &str) -> Result<(), Diagnostic> {
     // The tool runs in `dir`, so every path it is given is absolute.
     let dir = &std::path::absolute(dir)
         .map_err(|e| Diagnostic::new(diag::E_BLD_001, format!("cannot resolve {}: {e}", dir.display())))?;
+    if !plan::output_inside(rel) {
+        return Err(Diagnostic::new(
+            diag::E_BLD_001,
+            format!(
+                "component: '{}' is not a path inside the capsule's directory, where mur build writes what the {} toolchain makes",
+                diag::shown(rel),
+                lang.as_str()
+            ),
+        )
+        .with_hint("name a file inside the directory, e.g. `component: capsule.wasm`"));
+    }
     let entry = dir.join(plan::entry(lang));
     if !entry.is_file() {
         return Err(Diagnostic::new(
