@@ -28,7 +28,7 @@ pub struct Notes {
 pub const NOTES: &[Notes] = &[
     Notes {
         command: "new",
-        stdout: "`Scaffolded formation 'NAME' in ./NAME`, the files written (`NAME/roster.yaml`, `NAME/lead/murmur.yaml`, `NAME/worker/murmur.yaml` and the members' sources), a blank line, then `Next:` and the commands that build, install and launch it.",
+        stdout: "`--roster`: `Scaffolded formation 'NAME' in ./NAME`, the files written (`NAME/roster.yaml`, `NAME/lead/murmur.yaml`, `NAME/worker/murmur.yaml` and the members' sources), a blank line, then `Next:` and the commands that build, install and launch it. `--capsule`: `Scaffolded <lang> capsule 'NAME' in ./NAME`, the files written (`murmur.yaml` with `build.language` and the sources), then `Next:`: the toolchain's install command (once), the build and install, and a `mur run --capsule` line.",
         stderr: "Diagnostics only.",
         exit: "0 written; 1 with E-NEW-001 (cannot write), E-NEW-002 (bad name), E-NEW-003 (`./NAME` exists in any form, a dangling symlink included) or E-NEW-004 (unknown provider). Nothing is left behind on a refusal: the scaffold is written into a staging directory and renamed into place last.",
         json: &[],
@@ -37,7 +37,7 @@ pub const NOTES: &[Notes] = &[
         command: "build",
         stdout: "`Built <name>@<version>: <path of the .mur.zip>`. The archive is written next to `murmur.yaml` as `<name>-<version>.mur.zip` (an existing one is replaced); it is deterministic, so unchanged sources rebuild to the same sha256.",
         stderr: "W-SEC-019 for each unknown `murmur.yaml` key; diagnostics.",
-        exit: "0 built; 1 with E-MAN-001/E-MAN-003 (the manifest) or E-BLD-001 (I/O, or the component named by `component:` is missing).",
+        exit: "0 built; 1 with E-MAN-001/E-MAN-003 (the manifest), E-BLD-001 (I/O, or the component named by `component:` is missing) or E-BLD-002 (the `build.language` toolchain is missing or failed; its progress line and output tail go to stderr).",
         json: &[],
     },
     Notes {

@@ -104,7 +104,13 @@ fn find(lang: Language, dir: &Path) -> Result<PathBuf, Diagnostic> {
         return Err(missing(match lang {
             Language::Python => "componentize-py is not in .venv/bin or on PATH".to_string(),
             Language::JavaScript => "componentize-js is not in node_modules/.bin or on PATH".to_string(),
-            Language::Rust => "cargo is not on PATH".to_string(),
+            Language::Rust => {
+                // Without cargo the target alone would not help: name the installer first.
+                return Err(missing("cargo is not on PATH".to_string()).with_hint(format!(
+                    "install Rust with rustup (https://rustup.rs), then run `{}`",
+                    plan::install_hint(lang)
+                )));
+            }
         }));
     };
     if lang == Language::Rust && !rust_target_installed(dir) {
