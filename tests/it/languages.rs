@@ -212,7 +212,11 @@ fn a_missing_toolchain_is_a_coded_error_whose_hint_installs_it() {
     let table = [
         ("python", "python3 -m pip install componentize-py==0.25.1"),
         ("javascript", "npm install @bytecodealliance/componentize-js@0.23.0"),
-        ("rust", "rustup target add wasm32-wasip2"),
+        // No cargo at all: the installer comes first, then the target.
+        (
+            "rust",
+            "install Rust with rustup (https://rustup.rs), then run `rustup target add wasm32-wasip2`",
+        ),
     ];
     for (lang, hint) in table {
         let name = format!("{}-cap", &lang[..2]);
