@@ -5,7 +5,7 @@
 //! (`deploy`) builds without the `runtime` feature.
 
 pub use mur_core::{
-    address, compiled, diag, ids, manifest, names, outcome, paths, procinfo, readiness, retention, roster, running,
+    address, compiled, diag, ids, limits, manifest, names, outcome, paths, procinfo, readiness, retention, roster, running,
     schema, store, task, timing, token, trace, wire, yaml,
 };
 

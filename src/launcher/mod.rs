@@ -245,6 +245,10 @@ pub fn run_roster(args: &LaunchOptions) -> Outcome {
         w.eprint("[mur run] ");
     }
 
+    // Every member's pipes exist at once: a large formation needs more descriptors than the
+    // usual soft limit. Refused here, before anything starts.
+    descriptors_for(admitted.members.len()).map_err(refuse)?;
+
     let mut plan = LaunchPlan::from_admitted(&admitted, ids::mint(IdKind::Formation), home, project_dir);
     plan.task = args.task.clone();
     plan.json = args.json;
@@ -298,6 +302,28 @@ pub fn run_roster(args: &LaunchOptions) -> Outcome {
         });
     }
     launch(plan)
+}
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit when a formation of `members` needs it
+/// (`limits::nofile`); refuses when even the hard limit is too low.
+fn descriptors_for(members: usize) -> Result<(), Diagnostic> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let cannot = |why: String| Diagnostic::new(diag::E_RUN_045, format!("the formation could not be launched: {why}"));
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)
+        .map_err(|e| cannot(format!("the open-file limit cannot be read: {e}")).without_hint())?;
+    match crate::limits::nofile(members, soft, hard) {
+        crate::limits::Nofile::Enough => Ok(()),
+        crate::limits::Nofile::Raise(to) => setrlimit(Resource::RLIMIT_NOFILE, to, hard).map_err(|e| {
+            cannot(format!("its {members} members need more open files than the soft limit of {soft}, and raising it to {to} failed: {e}"))
+                .without_hint()
+        }),
+        crate::limits::Nofile::TooLow { needed, hard } => Err(cannot(format!(
+            "its {members} members need {needed} open file descriptors in the launcher, and the hard limit (RLIMIT_NOFILE) is {hard}"
+        ))
+        .with_hint(format!(
+            "raise the hard open-file limit to at least {needed} (`ulimit -Hn` in a root shell, `nofile` in /etc/security/limits.conf, or LimitNOFILE= for a systemd unit), or launch fewer members"
+        ))),
+    }
 }
 
 /// Runs the actors until the formation has ended; returns the launcher's exit code.

@@ -30,6 +30,12 @@ impl MemberPipes {
     pub fn new() -> std::io::Result<MemberPipes> {
         let (channel_read, channel_write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
         let (lifeline_read, lifeline_write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+        // The lifeline carries no byte, only its end: one page instead of sixteen, so a
+        // formation of hundreds stays within the kernel's per-user pipe quota
+        // (fs.pipe-user-pages-soft, 16384 pages), past which every new pipe gets a single page
+        // and a first line larger than that no longer fits its channel. Shrinking can only fail
+        // on a full pipe, which a new one is not; the default size is harmless anyway.
+        let _ = fcntl(lifeline_write.as_raw_fd(), FcntlArg::F_SETPIPE_SZ(4096));
         Ok(MemberPipes {
             channel_read,
             channel_write,

@@ -904,3 +904,72 @@ fn a_terminal_sees_a_progress_line_per_peer_and_no_color_is_honoured() {
     let piped = sb.run(&dir, &["run", "--roster", "--task", "t"]);
     assert!(!stderr(&piped).contains("[mur run] worker:"), "{}", stderr(&piped));
 }
+
+/// `n` echo members, every one reachable from every other but the entry (`reachability: all`).
+fn echoes_all(n: usize) -> String {
+    let mut r = String::from("roster_version: 1\nmembers:\n");
+    for i in 0..n {
+        let name = if i == 0 { "lead".to_string() } else { format!("w{i:02}") };
+        r.push_str(&format!(
+            "  - name: {name}\n    capsule: local/echo\n    version: 0.1.0\n"
+        ));
+        if i == 0 {
+            r.push_str("    entry: true\n");
+        }
+    }
+    r.push_str("reachability: all\n");
+    r
+}
+
+/// `mur run --roster --task t` under an open-file limit of `soft` / `hard`, set in the child
+/// before exec as `ulimit -n` would.
+fn run_with_nofile(sb: &Sandbox, dir: &Path, soft: u64, hard: u64) -> std::process::Output {
+    let mut cmd = sb.mur(dir);
+    cmd.args(["run", "--roster", "--task", "t"]);
+    // SAFETY: setrlimit is async-signal-safe and touches only the child.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, soft, hard)
+                .map_err(std::io::Error::from)
+        });
+    }
+    cmd.output().expect("run mur")
+}
+
+#[test]
+fn a_formation_past_the_hard_open_file_limit_is_refused_before_anything_starts() {
+    // 16 members hold 64 pipe ends before the first spawn: more than a hard limit of 64.
+    let (sb, dir) = formation(&echoes_all(16));
+    let out = run_with_nofile(&sb, &dir, 64, 64);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(
+            "error[E-RUN-045]: the formation could not be launched: its 16 members need 160 open file descriptors in the launcher, and the hard limit (RLIMIT_NOFILE) is 64\n  hint: raise the hard open-file limit to at least 160"
+        ),
+        "{err}"
+    );
+    assert!(stdout(&out).is_empty(), "the entry never started");
+    assert!(
+        !sb.home().join(".murmur/formations").exists(),
+        "no member was started, so no formation directory exists"
+    );
+}
+
+#[test]
+fn a_formation_above_the_soft_open_file_limit_raises_it_and_runs() {
+    // The soft limit alone is too low for 16 members; the hard one is not.
+    let (sb, dir) = formation(&echoes_all(16));
+    let out = run_with_nofile(&sb, &dir, 64, 4096);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(stdout(&out), "t\n", "{err}");
+    let frm = err
+        .lines()
+        .find_map(|l| l.strip_prefix("formation: "))
+        .expect("formation line");
+    assert!(
+        formation_pids(frm).is_empty(),
+        "members still running after the launcher exited"
+    );
+}

@@ -13,6 +13,7 @@ pub mod address;
 pub mod compiled;
 pub mod diag;
 pub mod ids;
+pub mod limits;
 pub mod manifest;
 pub mod names;
 pub mod outcome;
