@@ -12,7 +12,13 @@
 //! - `no-token`      — no `Authorization` at all (401 `unauthenticated`);
 //! - `floor`         — not a door: a bare actix-web server (one worker) answering every POST with
 //!   the public door's `GetTask` reply, pre-rendered. It is what this machine, loopback and
-//!   actix-web allow at all, so the doors' figures can be read against it.
+//!   actix-web allow at all, so the doors' figures can be read against it;
+//! - `floor-hyper`   — the same bytes from a bare hyper 1 server (HTTP/1.1, one current-thread
+//!   runtime that accepts and serves on the same thread): the second floor, without actix.
+//!
+//! Each variant runs in each mode of `MUR_BENCH_MODES` (default `keep-alive`): `keep-alive`
+//! reuses each of wrk's connections; `close` sends `Connection: close`, so every request opens,
+//! and the server closes, a connection of its own (what curl in a script and one-shot clients do).
 //!
 //! Per run: requests/s, latency p50/p99 (wrk's), and door CPU per request (the sum of this
 //! process's thread CPU times from `/proc/self/task/*/schedstat`, divided by requests). On
@@ -24,7 +30,8 @@
 //!
 //! Knobs (environment): `MUR_BENCH_SECS` (per run, default 5), `MUR_BENCH_REPS` (default 3),
 //! `MUR_BENCH_CONNS` (default `1,4,16,64`), `MUR_BENCH_PIN=0` to skip pinning,
-//! `MUR_BENCH_VARIANTS` (names, comma-separated, in the order they take turns). A bare argument
+//! `MUR_BENCH_VARIANTS` (names, comma-separated, in the order they take turns), `MUR_BENCH_MODES`
+//! (`keep-alive`, `close` or both, comma-separated). A bare argument
 //! keeps only the variants whose name contains it. Needs `wrk` (Debian package `wrk`).
 //!
 //! Tokens are written only into a 0600 Lua script in a private temp directory: never argv,
@@ -141,6 +148,8 @@ fn start_floor(body: String) -> Result<RunningDoor> {
                 }))
             })
             .workers(1)
+            // As a door: Nagle off.
+            .tcp_nodelay(true)
             .disable_signals()
             .bind(("127.0.0.1", 0));
             let server = match server {
@@ -160,6 +169,134 @@ fn start_floor(body: String) -> Result<RunningDoor> {
         });
     });
     let addr = rx.recv().context("floor thread")??;
+    Ok(RunningDoor {
+        addr,
+        operator: None,
+        stop: Some(stop_tx),
+        thread: Some(thread),
+    })
+}
+
+/// hyper's I/O traits over a tokio socket: what `hyper_util::rt::TokioIo` does, without the crate.
+struct Io(tokio::net::TcpStream);
+
+impl hyper::rt::Read for Io {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        mut buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        use std::task::Poll;
+        // SAFETY: tokio's ReadBuf only writes initialised bytes into the unfilled part and reports
+        // how many; exactly those are marked filled.
+        let n = unsafe {
+            let mut tbuf = tokio::io::ReadBuf::uninit(buf.as_mut());
+            match tokio::io::AsyncRead::poll_read(std::pin::Pin::new(&mut self.0), cx, &mut tbuf) {
+                Poll::Ready(Ok(())) => tbuf.filled().len(),
+                other => return other,
+            }
+        };
+        // SAFETY: the first `n` bytes were just initialised by the read.
+        unsafe { buf.advance(n) };
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl hyper::rt::Write for Io {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        tokio::io::AsyncWrite::poll_write(std::pin::Pin::new(&mut self.0), cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        tokio::io::AsyncWrite::poll_flush(std::pin::Pin::new(&mut self.0), cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        tokio::io::AsyncWrite::poll_shutdown(std::pin::Pin::new(&mut self.0), cx)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        tokio::io::AsyncWrite::is_write_vectored(&self.0)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        tokio::io::AsyncWrite::poll_write_vectored(std::pin::Pin::new(&mut self.0), cx, bufs)
+    }
+}
+
+/// The `floor-hyper` variant's server: hyper 1's HTTP/1.1 server on one current-thread runtime
+/// (accepting and serving on one thread, Nagle off as in a door); every request gets `body`.
+fn start_floor_hyper(body: String) -> Result<RunningDoor> {
+    use http_body_util::{BodyExt as _, Full};
+    use hyper::body::Incoming;
+    let (tx, rx) = mpsc::channel();
+    let (stop_tx, mut stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(rt) => rt,
+            Err(e) => {
+                let _ = tx.send(Err(anyhow!("hyper floor runtime: {e}")));
+                return;
+            }
+        };
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, async move {
+            let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+                Ok(l) => l,
+                Err(e) => {
+                    let _ = tx.send(Err(anyhow!("hyper floor: {e}")));
+                    return;
+                }
+            };
+            let port = listener.local_addr().map_or(0, |a| a.port());
+            let _ = tx.send(Ok(format!("127.0.0.1:{port}")));
+            let body = actix_web::web::Bytes::from(body);
+            loop {
+                let (stream, _) = tokio::select! {
+                    _ = &mut stop_rx => break,
+                    accepted = listener.accept() => match accepted {
+                        Ok(a) => a,
+                        Err(_) => continue,
+                    },
+                };
+                let _ = stream.set_nodelay(true);
+                let body = body.clone();
+                tokio::task::spawn_local(async move {
+                    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+                        let body = body.clone();
+                        async move {
+                            // Read the request body, as the doors do, so keep-alive holds.
+                            request.into_body().collect().await?;
+                            let mut reply = hyper::Response::new(Full::new(body));
+                            reply.headers_mut().insert(
+                                hyper::header::CONTENT_TYPE,
+                                hyper::header::HeaderValue::from_static("application/json"),
+                            );
+                            Ok::<_, hyper::Error>(reply)
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(Io(stream), service)
+                        .await;
+                });
+            }
+        });
+    });
+    let addr = rx.recv().context("hyper floor thread")??;
     Ok(RunningDoor {
         addr,
         operator: None,
@@ -239,13 +376,16 @@ fn lua_str(s: &str) -> String {
 
 /// The wrk script: a fixed request (or one token per request), and a `done` that prints one
 /// machine-readable line.
-fn script(v: &Variant) -> String {
+fn script(v: &Variant, close: bool) -> String {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": v.task_id}});
     let mut s = format!(
         "wrk.method = \"POST\"\nwrk.body = {}\nwrk.headers[\"Content-Type\"] = \"application/json\"\n\
          wrk.headers[\"A2A-Version\"] = \"1.0\"\n",
         lua_str(&body.to_string())
     );
+    if close {
+        s.push_str("wrk.headers[\"Connection\"] = \"close\"\n");
+    }
     match &v.auth {
         Auth::None => {}
         Auth::Bearer(t) => s.push_str(&format!(
@@ -409,7 +549,9 @@ fn main() -> Result<()> {
         .ok_or_else(|| anyhow!("the authenticating door has no operator token"))?;
     let public_task = create_task(&public.addr, None)?;
     let member_task = create_task(&authed.addr, Some(&token))?;
-    let floor = start_floor(get_task_reply(&public.addr, &public_task)?)?;
+    let reply = get_task_reply(&public.addr, &public_task)?;
+    let floor = start_floor(reply.clone())?;
+    let floor_hyper = start_floor_hyper(reply)?;
 
     let dir = tempfile::Builder::new().prefix("mur-door-load-").tempdir()?;
     // Distinct forgeries, cycled: the door remembers at most 256 refused tokens (a FIFO ring), so
@@ -433,6 +575,13 @@ fn main() -> Result<()> {
         Variant {
             name: "floor",
             addr: floor.addr.clone(),
+            task_id: public_task.clone(),
+            auth: Auth::None,
+            status: 200,
+        },
+        Variant {
+            name: "floor-hyper",
+            addr: floor_hyper.addr.clone(),
             task_id: public_task.clone(),
             auth: Auth::None,
             status: 200,
@@ -497,6 +646,27 @@ fn main() -> Result<()> {
             .filter(|v| filter.as_deref().is_none_or(|f| v.name.contains(f)))
             .collect(),
     };
+    let modes: Vec<bool> = std::env::var("MUR_BENCH_MODES")
+        .unwrap_or_else(|_| "keep-alive".into())
+        .split(',')
+        .filter_map(|m| match m.trim() {
+            "keep-alive" => Some(false),
+            "close" => Some(true),
+            _ => None,
+        })
+        .collect();
+    // One cell per variant and mode; the cells take turns as the variants did.
+    let cells: Vec<(&Variant, bool)> = modes
+        .iter()
+        .flat_map(|&close| chosen.iter().map(move |v| (*v, close)))
+        .collect();
+    let label = |(v, close): (&Variant, bool)| {
+        if close {
+            format!("{} close", v.name)
+        } else {
+            v.name.to_string()
+        }
+    };
     if chosen.iter().any(|v| matches!(v.auth, Auth::EachFrom(_))) {
         let n_forged = 20_000;
         let forged: String = (0..n_forged)
@@ -505,30 +675,30 @@ fn main() -> Result<()> {
         write_private(&forged_path, &forged)?;
     }
     let mut scripts = Vec::new();
-    for v in &chosen {
-        let path = dir.path().join(format!("{}.lua", v.name));
-        write_private(&path, &script(v))?;
+    for (i, &(v, close)) in cells.iter().enumerate() {
+        let path = dir.path().join(format!("{i}-{}.lua", v.name));
+        write_private(&path, &script(v, close))?;
         // Warm-up: first sight of the token, connection setup, allocator pools.
         wrk(pin, &path, &v.addr, 16, 1, v.status)?;
         scripts.push(path);
     }
     let rss_start = rss_kib(&me);
     let mut rss_peak = rss_start;
-    // runs[conns index][variant index]: the variants take turns within each repetition, so a
-    // change in the machine's background load falls on all of them alike.
-    let mut runs: Vec<Vec<Vec<Run>>> = vec![vec![Vec::new(); chosen.len()]; conns.len()];
+    // runs[conns index][cell index]: the cells take turns within each repetition, so a change in
+    // the machine's background load falls on all of them alike.
+    let mut runs: Vec<Vec<Vec<Run>>> = vec![vec![Vec::new(); cells.len()]; conns.len()];
     for (ci, &c) in conns.iter().enumerate() {
         for rep in 0..reps {
             // Forward on even repetitions, backward on odd ones (A B, B A, …): whichever variant
             // goes second in a pair does not always pay for what the first left behind.
-            let mut order: Vec<usize> = (0..chosen.len()).collect();
+            let mut order: Vec<usize> = (0..cells.len()).collect();
             if rep % 2 == 1 {
                 order.reverse();
             }
             for vi in order {
-                let v = chosen[vi];
+                let (v, _) = cells[vi];
                 let run = wrk(pin, &scripts[vi], &v.addr, c, secs, v.status)
-                    .with_context(|| format!("{} at {c} connections", v.name))?;
+                    .with_context(|| format!("{} at {c} connections", label(cells[vi])))?;
                 runs[ci][vi].push(run);
                 rss_peak = rss_peak.max(rss_kib(&me));
             }
@@ -537,13 +707,13 @@ fn main() -> Result<()> {
 
     println!("| variant | conns | req/s median | req/s min–max | p50 µs | p99 µs | door CPU µs/req |");
     println!("|---|---:|---:|---:|---:|---:|---:|");
-    for (vi, v) in chosen.iter().enumerate() {
+    for (vi, &cell) in cells.iter().enumerate() {
         for (ci, &c) in conns.iter().enumerate() {
             let r = &runs[ci][vi];
             let (m, lo, hi) = spread(r.iter().map(|x| x.rps).collect());
             println!(
                 "| {} | {c} | {m:.0} | {lo:.0}–{hi:.0} | {:.0} | {:.0} | {:.1} |",
-                v.name,
+                label(cell),
                 median(r.iter().map(|x| x.p50_us).collect()),
                 median(r.iter().map(|x| x.p99_us).collect()),
                 median(r.iter().map(|x| x.cpu_us_per_req).collect()),
@@ -553,8 +723,8 @@ fn main() -> Result<()> {
     // The remembered-token table is bounded: floods of forgeries must not grow memory.
     println!("\nprocess RSS: {rss_start} KiB after warm-up, peak {rss_peak} KiB over every run");
 
-    let index = |name: &str| chosen.iter().position(|v| v.name == name);
-    if let (Some(p), Some(f)) = (index("public"), index("formation")) {
+    let index = |name: &str, close: bool| cells.iter().position(|(v, c)| v.name == name && *c == close);
+    if let (Some(p), Some(f)) = (index("public", false), index("formation", false)) {
         println!();
         println!("| conns | formation / public | operator / public | formation vs Murmur 0.8 |");
         println!("|---:|---:|---:|---:|");
@@ -570,7 +740,7 @@ fn main() -> Result<()> {
             format!("{m:.1} % ({lo:.0}–{hi:.0})")
         };
         for (ci, &c) in conns.iter().enumerate() {
-            let op = index("operator").map_or("—".into(), |o| ratio(ci, o));
+            let op = index("operator", false).map_or("—".into(), |o| ratio(ci, o));
             let fm = median(runs[ci][f].iter().map(|x| x.rps).collect());
             let reference = match c {
                 1 => format!("{:.1}× (4.0 k)", fm / 4000.0),
@@ -580,7 +750,36 @@ fn main() -> Result<()> {
             println!("| {c} | {} | {op} | {reference} |", ratio(ci, f));
         }
     }
-    drop((public, authed, floor));
+    // With `Connection: close`: each door against the better of the two floors, run by run (the
+    // floors ran in the same repetition), and the formation door against the reference's close
+    // figures on this machine.
+    let floors: Vec<usize> = ["floor", "floor-hyper"].iter().filter_map(|n| index(n, true)).collect();
+    if !floors.is_empty() {
+        println!();
+        println!("| conns | door (close) | / better floor, per repetition | vs Murmur 0.8 (close) |");
+        println!("|---:|---|---:|---:|");
+        for (ci, &c) in conns.iter().enumerate() {
+            for name in ["public", "formation"] {
+                let Some(d) = index(name, true) else { continue };
+                let (m, lo, hi) = spread(
+                    (0..reps)
+                        .map(|rep| {
+                            let best = floors.iter().map(|&fl| runs[ci][fl][rep].rps).fold(0.0, f64::max);
+                            100.0 * runs[ci][d][rep].rps / best
+                        })
+                        .collect(),
+                );
+                let dm = median(runs[ci][d].iter().map(|x| x.rps).collect());
+                let reference = match c {
+                    1 => format!("{:.2}× (6.9 k)", dm / 6900.0),
+                    16 => format!("{:.2}× (20.8 k)", dm / 20800.0),
+                    _ => "—".into(),
+                };
+                println!("| {c} | {name} | {m:.1} % ({lo:.0}–{hi:.0}) | {reference} |");
+            }
+        }
+    }
+    drop((public, authed, floor, floor_hyper));
     // Give the doors' shutdown a moment to finish before the temp directory goes.
     std::thread::sleep(Duration::from_millis(50));
     Ok(())

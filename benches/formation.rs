@@ -13,7 +13,14 @@
 //! - answer: `mur run --roster --json --task ping` of a relay entry calling an echo worker;
 //!   time from spawn to the entry's answer line, and from the formation line to it.
 //!
-//! Knobs (environment): `MUR_BENCH_SIZES` (default `2,8,32,64`), `MUR_BENCH_REPS` (default 5),
+//! The rosters (`MUR_BENCH_SHAPES`, default `one`): `one` — the entry calls `w01` and the other
+//! members are idle peers; `chain` — `lead → w01 → w02 → …`, one edge per member; `all` —
+//! `reachability: all`, every member may call every other but the entry (`(N−1)²` edges: 65 025
+//! tokens to sign at 256 members, `N−1` of them and as many addresses in every first line).
+//! The echo members declare `localhost` and a queue that holds every caller, so no roster warns.
+//!
+//! Knobs (environment): `MUR_BENCH_SIZES` (default `2,8,32,64`), `MUR_BENCH_SHAPES`,
+//! `MUR_BENCH_REPS` (default 5),
 //! `MUR_BENCH_IDLE_MS` (default 1000), `MUR_BENCH_MUR` (another `mur` binary to measure, e.g. a
 //! copy built before a change, for before/after figures). A bare argument keeps only the parts (`launch`,
 //! `answer`) whose name contains it.
@@ -30,6 +37,13 @@ use serde_json::Value;
 
 const RELAY_MANIFEST: &str = "name: relay\nversion: 0.1.0\ncomponent: capsule.wat\nnetwork:\n  \
      authentication:\n    scheme: bearer\ncapabilities:\n  network:\n    allow: [localhost]\n";
+
+/// actors/echo, holding every caller of a 256-member `all` formation and allowed to call its
+/// peers: a roster of any shape here admits without a warning.
+const ECHO_MANIFEST: &str = "name: echo\nversion: 0.1.0\ncomponent: capsule.wat\nlifecycle:\n  \
+     task_acceptance: queue\n  after_task: sleep\n  queue_depth: 256\nexports:\n  peer_tasks:\n    \
+     accept: true\nnetwork:\n  authentication:\n    scheme: bearer\ncapabilities:\n  network:\n    \
+     allow: [localhost]\n";
 
 /// The `mur` under test: `MUR_BENCH_MUR`, else the one this build made.
 fn mur_binary() -> PathBuf {
@@ -94,9 +108,8 @@ fn sandbox() -> Result<Sandbox> {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let echo = sb.dir.path().join("src/echo");
     std::fs::create_dir_all(&echo)?;
-    for f in ["murmur.yaml", "capsule.wat"] {
-        std::fs::copy(repo.join("actors/echo").join(f), echo.join(f))?;
-    }
+    std::fs::copy(repo.join("actors/echo/capsule.wat"), echo.join("capsule.wat"))?;
+    std::fs::write(echo.join("murmur.yaml"), ECHO_MANIFEST)?;
     sb.install(&echo)?;
     let relay = sb.dir.path().join("src/relay");
     std::fs::create_dir_all(&relay)?;
@@ -106,8 +119,8 @@ fn sandbox() -> Result<Sandbox> {
     Ok(sb)
 }
 
-/// N echo members: `lead` (entry) calls `w01`; `w01 … w<N-1>` are idle peers.
-fn echo_roster(n: usize) -> String {
+/// N echo members `lead` (entry), `w01 … w<N-1>`, reachable as `shape` says (module doc).
+fn echo_roster(n: usize, shape: &str) -> String {
     let mut r = String::from(
         "roster_version: 1\nmembers:\n  - name: lead\n    capsule: local/echo\n    version: 0.1.0\n    entry: true\n",
     );
@@ -117,9 +130,28 @@ fn echo_roster(n: usize) -> String {
         ));
     }
     if n > 1 {
-        r.push_str("reachability:\n  - from: lead\n    to: [w01]\n");
+        match shape {
+            "all" => r.push_str("reachability: all\n"),
+            "chain" => {
+                r.push_str("reachability:\n  - from: lead\n    to: [w01]\n");
+                for i in 2..n {
+                    r.push_str(&format!("  - from: w{:02}\n    to: [w{i:02}]\n", i - 1));
+                }
+            }
+            _ => r.push_str("reachability:\n  - from: lead\n    to: [w01]\n"),
+        }
     }
     r
+}
+
+/// Edges of `echo_roster(n, shape)`.
+fn edges(n: usize, shape: &str) -> usize {
+    match (n, shape) {
+        (0 | 1, _) => 0,
+        (_, "all") => (n - 1) * (n - 1),
+        (_, "chain") => n - 1,
+        _ => 1,
+    }
 }
 
 const RELAY_ROSTER: &str = "roster_version: 1\nmembers:\n  - name: lead\n    capsule: local/relay\n    \
@@ -227,6 +259,20 @@ fn cpu_ns(pid: u32) -> u64 {
         .sum()
 }
 
+/// CPU time of a process so far, exited threads included (`/proc/<pid>/stat` utime + stime, in
+/// clock ticks of 10 ms).
+fn process_cpu_ms(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            let rest = &s[s.rfind(')')? + 1..];
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            // Fields 14 and 15 of stat(5); `rest` starts at field 3.
+            Some(f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?)
+        })
+        .map_or(f64::NAN, |ticks| ticks * 10.0)
+}
+
 /// (VmRSS, RssAnon, Pss) in KiB.
 fn memory_kib(pid: u32) -> Option<(u64, u64, u64)> {
     let field = |text: &str, name: &str| -> Option<u64> {
@@ -269,6 +315,12 @@ struct LaunchRun {
     formation_ms: f64,
     entry_ready_ms: f64,
     teardown_ms: f64,
+    /// The launcher's CPU time from spawn to the formation line (signing, lines, spawning).
+    launcher_cpu_ms: f64,
+    /// Descriptors the launcher held once the formation was up.
+    launcher_fds: usize,
+    /// Threads of an idle member (mean over the members).
+    threads_per_member: f64,
     /// Per member (VmRSS, RssAnon, Pss) KiB, peers and entry.
     memory: Vec<(u64, u64, u64)>,
 }
@@ -276,7 +328,9 @@ struct LaunchRun {
 fn launch_once(sb: &Sandbox, dir: &Path, n: usize, idle: Duration) -> Result<LaunchRun> {
     let mut l = Launch::start(sb, dir, &[])?;
     let (formation, at_formation) = l.next_json()?;
+    let launcher_cpu_ms = process_cpu_ms(l.child.id());
     let (_ready, at_ready) = l.next_json()?;
+    let launcher_fds = std::fs::read_dir(format!("/proc/{}/fd", l.child.id())).map_or(0, |d| d.count());
     let frm = formation["formation_id"]
         .as_str()
         .ok_or_else(|| anyhow!("no formation_id: {formation}"))?
@@ -297,6 +351,11 @@ fn launch_once(sb: &Sandbox, dir: &Path, n: usize, idle: Duration) -> Result<Lau
         .saturating_sub(cpu_before);
     let idle_cpu_pct = 100.0 * cpu as f64 / window.elapsed().as_nanos() as f64 / n as f64;
     let memory = members.iter().filter_map(|p| memory_kib(*p)).collect();
+    let threads: usize = members
+        .iter()
+        .map(|p| std::fs::read_dir(format!("/proc/{p}/task")).map_or(0, |d| d.count()))
+        .sum();
+    let threads_per_member = threads as f64 / n as f64;
 
     // Teardown: SIGKILL the launcher alone, then watch the members we know of.
     let launcher = nix::unistd::Pid::from_raw(l.child.id() as i32);
@@ -321,6 +380,9 @@ fn launch_once(sb: &Sandbox, dir: &Path, n: usize, idle: Duration) -> Result<Lau
         formation_ms: at_formation.as_secs_f64() * 1e3,
         entry_ready_ms: at_ready.as_secs_f64() * 1e3,
         teardown_ms: teardown.as_secs_f64() * 1e3,
+        launcher_cpu_ms,
+        launcher_fds,
+        threads_per_member,
         memory,
     })
 }
@@ -357,6 +419,12 @@ fn main() -> Result<()> {
         .split(',')
         .filter_map(|c| c.trim().parse().ok())
         .collect();
+    let shapes: Vec<String> = std::env::var("MUR_BENCH_SHAPES")
+        .unwrap_or_else(|_| "one".into())
+        .split(',')
+        .map(|c| c.trim().to_string())
+        .filter(|c| ["one", "chain", "all"].contains(&c.as_str()))
+        .collect();
     let reps: usize = env_or("MUR_BENCH_REPS", 5);
     let idle = Duration::from_millis(env_or("MUR_BENCH_IDLE_MS", 1000));
     let sb = sandbox()?;
@@ -369,41 +437,48 @@ fn main() -> Result<()> {
     if wants("launch") {
         println!();
         println!(
-            "| members | spawn → formation line ms | spawn → entry ready ms | per member ms | \
-             SIGKILL launcher → last member gone ms |"
+            "| members | roster | edges | spawn → formation line ms | spawn → entry ready ms | per member ms | \
+             SIGKILL launcher → last member gone ms | launcher CPU to the line ms | launcher fds | threads per member |"
         );
-        println!("|---:|---:|---:|---:|---:|");
+        println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
         let mut mem_rows = Vec::new();
-        for &n in &sizes {
-            let dir = sb.project(&format!("f{n}"), &echo_roster(n))?;
-            // One unmeasured launch warms the page cache and the store.
-            launch_once(&sb, &dir, n, Duration::from_millis(100))?;
-            let runs: Vec<LaunchRun> = (0..reps)
-                .map(|_| launch_once(&sb, &dir, n, idle))
-                .collect::<Result<_>>()
-                .with_context(|| format!("{n} members"))?;
-            let f: Vec<f64> = runs.iter().map(|r| r.formation_ms).collect();
-            let per: Vec<f64> = f.iter().map(|x| x / n as f64).collect();
-            println!(
-                "| {n} | {} | {} | {} | {} |",
-                stat(&f, 1.0, 0),
-                stat(&runs.iter().map(|r| r.entry_ready_ms).collect::<Vec<_>>(), 1.0, 0),
-                stat(&per, 1.0, 1),
-                stat(&runs.iter().map(|r| r.teardown_ms).collect::<Vec<_>>(), 1.0, 0),
-            );
-            let all: Vec<&(u64, u64, u64)> = runs.iter().flat_map(|r| &r.memory).collect();
-            let pick = |k: fn(&(u64, u64, u64)) -> u64| -> Vec<f64> { all.iter().map(|m| k(m) as f64).collect() };
-            mem_rows.push(format!(
-                "| {n} | {} | {} | {} | {} |",
-                stat(&pick(|m| m.0), 1024.0, 1),
-                stat(&pick(|m| m.1), 1024.0, 1),
-                stat(&pick(|m| m.2), 1024.0, 1),
-                stat(&runs.iter().map(|r| r.idle_cpu_pct).collect::<Vec<_>>(), 1.0, 2),
-            ));
+        for shape in &shapes {
+            for &n in &sizes {
+                let dir = sb.project(&format!("f{n}-{shape}"), &echo_roster(n, shape))?;
+                // One unmeasured launch warms the page cache and the store.
+                launch_once(&sb, &dir, n, Duration::from_millis(100))?;
+                let runs: Vec<LaunchRun> = (0..reps)
+                    .map(|_| launch_once(&sb, &dir, n, idle))
+                    .collect::<Result<_>>()
+                    .with_context(|| format!("{n} members, {shape}"))?;
+                let f: Vec<f64> = runs.iter().map(|r| r.formation_ms).collect();
+                let per: Vec<f64> = f.iter().map(|x| x / n as f64).collect();
+                let col = |k: fn(&LaunchRun) -> f64| runs.iter().map(k).collect::<Vec<_>>();
+                println!(
+                    "| {n} | {shape} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    edges(n, shape),
+                    stat(&f, 1.0, 0),
+                    stat(&col(|r| r.entry_ready_ms), 1.0, 0),
+                    stat(&per, 1.0, 1),
+                    stat(&col(|r| r.teardown_ms), 1.0, 0),
+                    stat(&col(|r| r.launcher_cpu_ms), 1.0, 0),
+                    stat(&col(|r| r.launcher_fds as f64), 1.0, 0),
+                    stat(&col(|r| r.threads_per_member), 1.0, 1),
+                );
+                let all: Vec<&(u64, u64, u64)> = runs.iter().flat_map(|r| &r.memory).collect();
+                let pick = |k: fn(&(u64, u64, u64)) -> u64| -> Vec<f64> { all.iter().map(|m| k(m) as f64).collect() };
+                mem_rows.push(format!(
+                    "| {n} | {shape} | {} | {} | {} | {} |",
+                    stat(&pick(|m| m.0), 1024.0, 1),
+                    stat(&pick(|m| m.1), 1024.0, 1),
+                    stat(&pick(|m| m.2), 1024.0, 2),
+                    stat(&col(|r| r.idle_cpu_pct), 1.0, 2),
+                ));
+            }
         }
         println!();
-        println!("| members | idle VmRSS MiB | idle RssAnon MiB | idle PSS MiB | idle CPU % per member |");
-        println!("|---:|---:|---:|---:|---:|");
+        println!("| members | roster | idle VmRSS MiB | idle RssAnon MiB | idle PSS MiB | idle CPU % per member |");
+        println!("|---:|---|---:|---:|---:|---:|");
         for r in mem_rows {
             println!("{r}");
         }
