@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use crate::ids::{self, IdKind};
 use crate::names;
-use crate::token::{self, Verdict, VerifyKey};
+use crate::token::{self, VerifyKey};
 
 /// Longest line the channel carries, without its `\n`.
 pub const MAX_LINE: usize = 1 << 20;
@@ -162,17 +162,12 @@ impl FirstLine {
         let key = self
             .key()
             .ok_or("its first line's `verify_key` is not a verification key (43 base64url characters)")?;
-        for (i, c) in self.calls.iter().enumerate() {
-            match token::verify(&key, &c.token, &self.formation_id, &c.name) {
-                Verdict::Member { from } if from == self.member => {}
-                _ => {
-                    return Err(format!(
-                        "its first line's calls[{i}].token was not issued to this member for that callee under the line's own key"
-                    ));
-                }
-            }
-        }
-        Ok(())
+        let calls = self.calls.iter().map(|c| (c.name.as_str(), c.token.as_str()));
+        token::formation::verify_issued(&key, &self.formation_id, &self.member, calls).map_err(|i| {
+            format!(
+                "its first line's calls[{i}].token was not issued to this member for that callee under the line's own key"
+            )
+        })
     }
 }
 
