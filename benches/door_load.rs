@@ -31,7 +31,8 @@
 //! Knobs (environment): `MUR_BENCH_SECS` (per run, default 5), `MUR_BENCH_REPS` (default 3),
 //! `MUR_BENCH_CONNS` (default `1,4,16,64`), `MUR_BENCH_PIN=0` to skip pinning,
 //! `MUR_BENCH_VARIANTS` (names, comma-separated, in the order they take turns), `MUR_BENCH_MODES`
-//! (`keep-alive`, `close` or both, comma-separated). A bare argument
+//! (`keep-alive`, `close` or both, comma-separated), `MUR_BENCH_WARMUP` (seconds of warm-up per
+//! variant, default 1; 0 for none, as instruction counts taken by difference want). A bare argument
 //! keeps only the variants whose name contains it. Needs `wrk` (Debian package `wrk`).
 //!
 //! Tokens are written only into a 0600 Lua script in a private temp directory: never argv,
@@ -525,6 +526,7 @@ fn main() -> Result<()> {
     let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     let secs: u64 = env_or("MUR_BENCH_SECS", 5);
     let reps: usize = env_or("MUR_BENCH_REPS", 3);
+    let warmup: u64 = env_or("MUR_BENCH_WARMUP", 1);
     let conns: Vec<u32> = std::env::var("MUR_BENCH_CONNS")
         .unwrap_or_else(|_| "1,4,16,64".into())
         .split(',')
@@ -679,7 +681,9 @@ fn main() -> Result<()> {
         let path = dir.path().join(format!("{i}-{}.lua", v.name));
         write_private(&path, &script(v, close))?;
         // Warm-up: first sight of the token, connection setup, allocator pools.
-        wrk(pin, &path, &v.addr, 16, 1, v.status)?;
+        if warmup > 0 {
+            wrk(pin, &path, &v.addr, 16, warmup, v.status)?;
+        }
         scripts.push(path);
     }
     let rss_start = rss_kib(&me);

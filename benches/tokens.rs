@@ -2,14 +2,15 @@
 //! Ed25519), the same token answered from the door's verify cache, a forged token (one verify,
 //! then refused), and the HMAC `mdt1` operator token. Last, the whole per-request cost of
 //! FormationAuth on a door for a remembered token (header, `Bearer` parse, cache key, lookup): the
-//! only work an authenticated request does that a public one does not.
+//! only work an authenticated request does that a public one does not. And the per-edge costs
+//! of a launch: one `mft1` minted, and a member's first line of 255 calls checked in one batch.
 
 use actix_web::http::header;
 use actix_web::test::TestRequest;
 use criterion::{Criterion, black_box, criterion_group, criterion_main};
 use mur::door::FormationTrust;
 use mur::door::auth::DoorAuthenticator;
-use mur::token::formation::{SigningKey, Verdict, verify};
+use mur::token::formation::{SigningKey, Verdict, verify, verify_issued};
 use mur::token::{DoorKey, VerifyCache};
 
 const FRM: &str = "frm_0199c4e2f1b7712a9d3e4f5061728394";
@@ -27,6 +28,21 @@ fn tokens(c: &mut Criterion) {
     cache.get_or_insert_with(&token, || verify(&vk, &token, FRM, "coder"));
     c.bench_function("mft1 verify, remembered (cache hit)", |b| {
         b.iter(|| cache.get_or_insert_with(black_box(&token), || verify(&vk, &token, FRM, "coder")))
+    });
+    // The two per-edge costs of a launch: the launcher signs each edge's token, and each member
+    // checks the tokens of its first line (255 at 256 members with `reachability: all`).
+    c.bench_function("mft1 mint (one Ed25519 signature)", |b| {
+        b.iter(|| key.mint(black_box(FRM), "planner", "coder"))
+    });
+    let calls: Vec<(String, String)> = (0..255)
+        .map(|i| {
+            let callee = format!("w{i:03}");
+            let t = key.mint(FRM, "lead", &callee);
+            (callee, t)
+        })
+        .collect();
+    c.bench_function("first line of 255 calls, checked in one batch (per line)", |b| {
+        b.iter(|| verify_issued(&vk, FRM, "lead", calls.iter().map(|(c, t)| (c.as_str(), t.as_str()))))
     });
     c.bench_function("mft1 forged (one verify, refused)", |b| {
         b.iter(|| verify(black_box(&vk), black_box(&forged), FRM, "coder"))
