@@ -211,6 +211,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_lifeline_takes_one_pipe_page_and_a_channel_the_default() {
+        // 256 members hold 4 pipes each; the per-user quota is 16 384 pages (64 per member at the
+        // default 16), past which new pipes get one page: the lifeline carries no byte.
+        let pipes = MemberPipes::new().unwrap();
+        let size = |fd: &OwnedFd| fcntl(fd.as_raw_fd(), FcntlArg::F_GETPIPE_SZ).unwrap();
+        assert_eq!(size(&pipes.lifeline_write), 4096);
+        assert_eq!(size(&pipes.channel_write), 65536);
+    }
+
+    #[test]
     fn prefilling_a_small_pipe_enlarges_it_instead_of_waiting() {
         // A pipe of one page, as a user over the kernel's pipe quota gets, and lines that do
         // not fit it: with nothing reading yet, a blocking write would never return.
