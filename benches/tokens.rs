@@ -44,6 +44,25 @@ fn tokens(c: &mut Criterion) {
     c.bench_function("first line of 255 calls, checked in one batch (per line)", |b| {
         b.iter(|| verify_issued(&vk, FRM, "lead", calls.iter().map(|(c, t)| (c.as_str(), t.as_str()))))
     });
+    // The whole intake of such a first line: parsing it, then the batched check.
+    let line = mur::channel::line::FirstLine {
+        formation_id: FRM.into(),
+        member: "lead".into(),
+        launcher: None,
+        entry: false,
+        verify_key: vk.to_b64(),
+        calls: calls
+            .iter()
+            .map(|(c, t)| mur::channel::line::Call {
+                name: c.clone(),
+                token: t.clone(),
+            })
+            .collect(),
+    }
+    .to_line();
+    c.bench_function("first line of 255 calls, parsed (per line)", |b| {
+        b.iter(|| mur::channel::line::FirstLine::parse(black_box(line.trim_end())))
+    });
     c.bench_function("mft1 forged (one verify, refused)", |b| {
         b.iter(|| verify(black_box(&vk), black_box(&forged), FRM, "coder"))
     });
