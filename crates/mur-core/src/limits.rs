@@ -1,7 +1,7 @@
 //! What a formation asks of the launcher's process limits, decided without touching them.
 //!
 //! The launcher holds descriptors for every member at once: before the first spawn every
-//! member's channel and lifeline pipe exists (four ends each, runtime.md §9.1 step 5), and each
+//! member's channel and lifeline pipe exists (four ends each, docs/reference/formation.md#launch-sequence), and each
 //! running peer adds its relayed stdout and stderr and the runtime's handle on the child. At 256
 //! members that is well past the common soft limit of 1024, so the launcher raises its soft
 //! limit to the hard one when the formation needs it, and refuses before starting anything when

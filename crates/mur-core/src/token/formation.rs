@@ -132,7 +132,7 @@ fn unverified(token: &str) -> Option<(Vec<u8>, Signature, Payload)> {
 }
 
 /// Whether every `(callee, token)` of a member's first line is a token of `formation` issued to
-/// `member` for that callee under `key` (runtime.md §10.3); `Err(i)` names the first that is not,
+/// `member` for that callee under `key` (docs/reference/door.md#formation-tokens); `Err(i)` names the first that is not,
 /// exactly as [`verify`] would judge it.
 ///
 /// A member of a 256-member `reachability: all` formation holds 255 tokens, and every member
