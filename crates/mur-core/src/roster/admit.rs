@@ -85,6 +85,7 @@ fn structure(r: &Roster) -> Result<usize, Diagnostic> {
 const NOT_INSTALLED: &str = "not installed in the project or global store";
 
 /// What the stores hold for one member.
+#[derive(Clone)]
 pub(crate) struct Bound {
     pub zip_path: PathBuf,
     pub sha256: String,
@@ -124,6 +125,15 @@ pub(crate) fn admit_with(
     pin: &dyn Fn(&str) -> Option<PinView>,
 ) -> Result<Admitted, Diagnostic> {
     let entry = structure(r)?;
+
+    // Members running the same capsule share one lookup: each lookup hashes the whole archive,
+    // tens of MB for a language runtime's component.
+    let mut seen: std::collections::HashMap<(String, String), Result<Bound, String>> = Default::default();
+    let mut resolve = |name: &ArtifactName, version: &str| {
+        seen.entry((name.to_string(), version.to_string()))
+            .or_insert_with(|| resolve(name, version))
+            .clone()
+    };
 
     // Check 6: each member through E-ROS-007, then E-REG-005, before the next member.
     let mut members = Vec::with_capacity(r.members.len());

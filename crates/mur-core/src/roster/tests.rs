@@ -1379,3 +1379,24 @@ mod props {
         }
     }
 }
+
+#[test]
+fn members_of_one_capsule_share_one_lookup() {
+    let text = "roster_version: 1\nmembers:\n  - {name: a, capsule: local/w, version: '1', entry: true}\n  - {name: b, capsule: local/w, version: '1'}\n  - {name: c, capsule: local/w, version: '1'}\n  - {name: d, capsule: local/w, version: '2'}\nreachability: [{from: a, to: [b, c, d]}]\n";
+    let r = parse_str(text).unwrap();
+    let mut lookups = Vec::new();
+    let admitted = admit_with(
+        &r,
+        &mut |name, version| {
+            lookups.push(format!("{name}@{version}"));
+            Ok(Bound {
+                zip_path: PathBuf::from("/store/w.mur.zip"),
+                sha256: sha('a'),
+                manifest: manifest("w", true, true, "").into_bytes(),
+            })
+        },
+        &|_| None,
+    );
+    assert!(admitted.is_ok(), "{:?}", admitted.err());
+    assert_eq!(lookups, ["local/w@1", "local/w@2"]);
+}
