@@ -1,11 +1,16 @@
-//! The compiled-component cache: a component is compiled once per (component bytes, engine
-//! configuration, runtime version) and every later load memory-maps the stored native code, so
-//! members running the same component share its pages and a launch compiles nothing.
+//! The compiled-component cache: a component is compiled once per (archive sha256, component
+//! path, engine configuration, runtime version) and every later load memory-maps the stored
+//! native code, so members running the same component share its pages and a launch compiles
+//! nothing. A hit neither inflates nor hashes the component: the archive's sha256, which the
+//! store's sidecar check computes anyway, names it.
 //!
 //! Invariants:
 //! - Only the user's own `~/.murmur/compiled` is ever read (never a project's store: a compiled
 //!   artifact is native code), and only while it is a real directory owned by this user that
 //!   nobody else may write; otherwise W-CMP-001, and components are compiled in memory.
+//! - The archive sha256 a key is made of is one the reader computed from the bytes and checked
+//!   against the store's sidecar, never one merely recorded; a miss reads the component from
+//!   the archive again and checks that sha256 again before compiling it.
 //! - An entry is used only after its bytes hash to the integrity record beside it and that record
 //!   names this key ([`mur_core::compiled`]); anything else (absent, truncated, foreign, damaged,
 //!   refused by wasmtime) is compiled again and replaced. A bad entry is never an error.
@@ -23,7 +28,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use mur_core::compiled::{self, Integrity, Key, Kind, Mismatch, Stat};
-use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
@@ -69,15 +73,31 @@ impl CompiledCache {
         }
     }
 
-    /// The key of `bytes` compiled by `engine`.
-    pub(super) fn key(engine: &Engine, bytes: &[u8]) -> Key {
-        Key::new(bytes, engine.precompile_compatibility_hash(), VERSION)
+    /// The cache in `dir`: for tools and tests that plant entries; runs use [`CompiledCache::user`].
+    pub fn at(dir: PathBuf) -> CompiledCache {
+        CompiledCache { dir }
     }
 
-    /// The component of `bytes`: loaded from the cache, or compiled (and stored when the cache
-    /// can be trusted). `Err` only when the component does not compile.
-    pub(super) fn component(&self, engine: &Engine, bytes: &[u8]) -> Result<Component, String> {
-        let key = Self::key(engine, bytes);
+    /// The key of `source` compiled by `engine`.
+    pub(super) fn key(engine: &Engine, source: &Source<'_>) -> Key {
+        Key::new(
+            source.archive_sha256,
+            source.entry,
+            engine.precompile_compatibility_hash(),
+            VERSION,
+        )
+    }
+
+    /// The component `source` names: loaded from the cache, or read with `read` (only then),
+    /// compiled, and stored when the cache can be trusted. `Err` when the component cannot be
+    /// read or does not compile.
+    pub(super) fn component(
+        &self,
+        engine: &Engine,
+        source: &Source<'_>,
+        read: &mut dyn FnMut() -> Result<Vec<u8>, String>,
+    ) -> Result<Component, String> {
+        let key = Self::key(engine, source);
         let trusted = match self.open_dir() {
             Ok(()) => true,
             Err(why) => {
@@ -98,11 +118,12 @@ impl CompiledCache {
             match self.load(engine, &key) {
                 Ok((component, cost)) => {
                     tracing::debug!(
-                        "loaded compiled {} ({} bytes hashed in {} ms, mapped in {} ms)",
+                        "loaded compiled {} ({} bytes hashed in {} ms, mapped in {} ms; {} not read)",
                         key.short(),
                         cost.bytes,
                         cost.hashed.as_millis(),
-                        cost.mapped.as_millis()
+                        cost.mapped.as_millis(),
+                        source.entry
                     );
                     return Ok(component);
                 }
@@ -112,7 +133,17 @@ impl CompiledCache {
                 }
             }
         }
-        let component = compile(engine, bytes)?;
+        let started = Instant::now();
+        let bytes = read()?;
+        tracing::debug!(
+            "read {} of {} ({} bytes) in {} ms",
+            source.entry,
+            key.short(),
+            bytes.len(),
+            started.elapsed().as_millis()
+        );
+        let component = compile(engine, &bytes)?;
+        drop(bytes);
         tracing::debug!("compiled component {}", key.short());
         if trusted {
             match component.serialize() {
@@ -127,10 +158,10 @@ impl CompiledCache {
         Ok(component)
     }
 
-    /// Whether a whole-looking entry of `bytes` for `engine` is stored: its record names this
+    /// Whether a whole-looking entry of `source` for `engine` is stored: its record names this
     /// key and the entry has the record's length. Its bytes are hashed only when it is loaded.
-    pub(super) fn holds(&self, engine: &Engine, bytes: &[u8]) -> bool {
-        let key = Self::key(engine, bytes);
+    pub(super) fn holds(&self, engine: &Engine, source: &Source<'_>) -> bool {
+        let key = Self::key(engine, source);
         let check = || -> Result<(), Miss> {
             self.check_dir()?;
             let record = self.record(&key)?;
@@ -182,13 +213,15 @@ impl CompiledCache {
     fn load(&self, engine: &Engine, key: &Key) -> Result<(Component, LoadCost), Miss> {
         let record = self.record(key)?;
         let entry = self.dir.join(key.entry_name());
-        let (mut file, len) = open_trusted(&entry)?;
+        let (file, len) = open_trusted(&entry)?;
         // A truncated entry is refused before anything is hashed.
         record.check(key, len, &record.sha256)?;
         let started = Instant::now();
-        let mut hasher = Sha256::new();
-        std::io::copy(&mut file, &mut hasher).map_err(|e| Miss::Unusable(format!("it cannot be read: {e}")))?;
-        record.check(key, len, &compiled::hex(&hasher.finalize()))?;
+        // Hashed through the same descriptor, to its end: an entry grown since the stat differs
+        // in length from the record and is refused.
+        let (read, sha) =
+            compiled::sha256_reader(&file).map_err(|e| Miss::Unusable(format!("it cannot be read: {e}")))?;
+        record.check(key, read, &sha)?;
         let hashed = started.elapsed();
         // Without /proc the path is mapped: only this user can rename another entry over it in
         // the meantime, and only by running mur, which writes the same bytes.
@@ -287,14 +320,42 @@ fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()>
     written
 }
 
+/// Which component an entry is compiled from: the archive's sha256, as checked against the
+/// store's sidecar, and the component's path inside it.
+#[derive(Debug, Clone, Copy)]
+pub struct Source<'a> {
+    pub archive_sha256: &'a str,
+    pub entry: &'a str,
+}
+
+impl<'a> Source<'a> {
+    /// The root `capsule.wasm` of the archive hashing to `archive_sha256`.
+    pub fn capsule(archive_sha256: &'a str) -> Source<'a> {
+        Source {
+            archive_sha256,
+            entry: mur_core::store::archive::COMPONENT_ENTRY,
+        }
+    }
+}
+
 impl CompiledCache {
-    /// Compiles `bytes` into the cache unless a usable entry is there (what `mur install` does).
-    pub fn precompile(&self, engine: &super::CapsuleEngine, bytes: &[u8]) -> Result<(), String> {
-        self.component(engine.wasmtime(), bytes).map(drop)
+    /// Compiles `component`, the capsule.wasm of the archive hashing to `archive_sha256`, into
+    /// the cache unless a usable entry is there (what `mur install` does).
+    pub fn precompile(
+        &self,
+        engine: &super::CapsuleEngine,
+        archive_sha256: &str,
+        component: &[u8],
+    ) -> Result<(), String> {
+        let mut bytes = Some(component.to_vec());
+        let mut read = || bytes.take().ok_or_else(|| "the component was read already".to_string());
+        self.component(engine.wasmtime(), &Source::capsule(archive_sha256), &mut read)
+            .map(drop)
     }
 
-    /// Whether `bytes` are compiled for `engine` and this runtime version (what `mur list` shows).
-    pub fn is_compiled(&self, engine: &super::CapsuleEngine, bytes: &[u8]) -> bool {
-        self.holds(engine.wasmtime(), bytes)
+    /// Whether the capsule.wasm of the archive hashing to `archive_sha256` is compiled for
+    /// `engine` and this runtime version (what `mur list` shows).
+    pub fn is_compiled(&self, engine: &super::CapsuleEngine, archive_sha256: &str) -> bool {
+        self.holds(engine.wasmtime(), &Source::capsule(archive_sha256))
     }
 }

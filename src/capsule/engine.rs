@@ -17,7 +17,7 @@ use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use super::compiled::CompiledCache;
+use super::compiled::{CompiledCache, Source};
 use super::http::PolicyHooks;
 use super::{CallStatus, MemberCalls, RunOutcome, TaskEnv};
 
@@ -170,9 +170,14 @@ impl Capsule {
     }
 
     /// [`Capsule::load`] through the compiled-component cache: loads the stored native code of
-    /// these bytes, or compiles them and stores the result.
-    pub fn load_cached(engine: &CapsuleEngine, bytes: &[u8], cache: &CompiledCache) -> Result<Capsule, String> {
-        let component = cache.component(&engine.inner.engine, bytes)?;
+    /// `source`, or reads its bytes with `read`, compiles them and stores the result.
+    pub fn load_cached(
+        engine: &CapsuleEngine,
+        source: &Source<'_>,
+        read: &mut dyn FnMut() -> Result<Vec<u8>, String>,
+        cache: &CompiledCache,
+    ) -> Result<Capsule, String> {
+        let component = cache.component(&engine.inner.engine, source, read)?;
         Capsule::checked(engine, &component)
     }
 

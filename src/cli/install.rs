@@ -71,7 +71,7 @@ pub fn run(a: &InstallArgs) -> Outcome {
     }
     println!("Installed {name}@{} from {file}", m.version);
     if let Some(component) = &packed.component {
-        precompile(component);
+        precompile(&sha, component);
     }
     Ok(0)
 }
@@ -79,8 +79,9 @@ pub fn run(a: &InstallArgs) -> Outcome {
 /// Compiles the component into the user's compiled-component cache now, so that no launch
 /// waits for it. The archive is installed either way: a component that does not compile is
 /// refused, with its reason, when a session starts.
-fn precompile(component: &[u8]) {
-    let compiled = CapsuleEngine::new().and_then(|engine| CompiledCache::user().precompile(&engine, component));
+fn precompile(archive_sha256: &str, component: &[u8]) {
+    let compiled =
+        CapsuleEngine::new().and_then(|engine| CompiledCache::user().precompile(&engine, archive_sha256, component));
     if let Err(why) = compiled {
         tracing::debug!("the installed component was not compiled: {why}");
     }

@@ -33,14 +33,17 @@ impl Compiled {
     }
 }
 
-/// The component of an installed artifact, if it has one.
-fn component_of(stores: &Stores, l: &Listed) -> Option<Vec<u8>> {
+/// The sha256 of an installed artifact's archive, if it holds a component: what names the
+/// component's compiled entry (hashed here, like a launch does, not taken from the sidecar).
+fn component_of(stores: &Stores, l: &Listed) -> Option<String> {
     let root = match l.store {
         StoreKind::Project => stores.project()?,
         StoreKind::Global => stores.global(),
     };
     let zip = paths::artifact_zip(root, &l.name.scope, &l.name.name, &l.version);
-    archive::open(&store::read_archive_file(&zip).ok()?).ok()?.component
+    let bytes = store::read_archive_file(&zip).ok()?;
+    archive::open_index(&bytes).ok()?.component?;
+    Some(store::sha256_hex(&bytes))
 }
 
 pub fn run(json: bool) -> Outcome {
@@ -59,8 +62,8 @@ pub fn run(json: bool) -> Outcome {
         .map(|l| {
             let compiled = match component_of(&stores, &l) {
                 None => Compiled::NotApplicable,
-                Some(bytes) => match engine.get_or_insert_with(CapsuleEngine::new) {
-                    Ok(e) if cache.is_compiled(e, &bytes) => Compiled::Yes,
+                Some(sha) => match engine.get_or_insert_with(CapsuleEngine::new) {
+                    Ok(e) if cache.is_compiled(e, &sha) => Compiled::Yes,
                     _ => Compiled::No,
                 },
             };

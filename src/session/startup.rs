@@ -439,11 +439,21 @@ fn load_component(c: &ResolvedCapsule) -> Result<host::Capsule, Diagnostic> {
             format!("capsule '{}@{}' cannot be run: {why}", c.name, c.version),
         )
     };
-    let Some(bytes) = c.resolved.archive.component.as_deref() else {
+    let Some(entry) = c.resolved.archive.component.as_deref() else {
         return Err(refuse("its archive holds no capsule.wasm".into()));
     };
     let engine = CapsuleEngine::new().map_err(&refuse)?;
-    host::Capsule::load_cached(&engine, bytes, &host::CompiledCache::user()).map_err(refuse)
+    // The sha256 resolution checked names the component; its bytes are read only on a miss.
+    let source = host::Source {
+        archive_sha256: &c.resolved.sha256,
+        entry,
+    };
+    let mut read = || {
+        c.resolved
+            .read_component()
+            .map_err(|e| format!("its component cannot be read: {e}"))
+    };
+    host::Capsule::load_cached(&engine, &source, &mut read, &host::CompiledCache::user()).map_err(refuse)
 }
 
 #[cfg(test)]

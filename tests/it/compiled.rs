@@ -330,3 +330,73 @@ fn a_cache_owned_by_another_user_is_not_trusted() {
         "{err}"
     );
 }
+
+/// A hit is decided by the archive's sha256 alone: the component is neither inflated nor hashed.
+/// The archive here holds a `capsule.wasm` that cannot be inflated (its CRC is wrong), and its
+/// entry is planted (compiled from echo) under that archive's key: a member that reads the
+/// component fails, one that does not answers `hi`.
+#[test]
+fn a_hit_does_not_read_the_component() {
+    use mur::capsule::{CapsuleEngine, CompiledCache};
+    use mur::store::{self, archive};
+    let sb = Sandbox::new();
+    let cwd = sb.path("w");
+    sb.install_component("echo", ECHO, "");
+    let good = std::fs::read(sb.dir.path().join("src/echo/echo-0.1.0.mur.zip")).expect("zip");
+    let crc = zip::ZipArchive::new(std::io::Cursor::new(&good[..]))
+        .expect("zip")
+        .by_name(archive::COMPONENT_ENTRY)
+        .expect("capsule.wasm")
+        .crc32();
+    let mut damaged = good.clone();
+    let (from, to) = (crc.to_le_bytes(), (crc ^ 1).to_le_bytes());
+    let mut patched = 0;
+    for i in 0..damaged.len() - 4 {
+        if damaged[i..i + 4] == from {
+            damaged[i..i + 4].copy_from_slice(&to);
+            patched += 1;
+        }
+    }
+    assert_eq!(patched, 2, "the local header's and the central directory's CRC");
+    assert!(archive::open_index(&damaged).is_ok());
+    let inflated = archive::read_component(&damaged).expect_err("a wrong CRC fails the read");
+    let global = mur::paths::MurHome::at_home(&sb.home()).artifacts();
+    let (_, sha) = store::install(&global, &mur::names::ArtifactName::local("echo"), "0.1.0", &damaged)
+        .expect("store the damaged archive");
+
+    // Planted as a miss would have written it, had the component read.
+    let wat = std::fs::read(crate::support::repo_root().join(ECHO)).expect("echo");
+    let engine = CapsuleEngine::new().expect("engine");
+    CompiledCache::at(cache_dir(&sb))
+        .precompile(&engine, &sha, &wat)
+        .expect("plant");
+    let (did, err) = launch(&sb, &cwd, "echo", "hi");
+    assert_eq!(did, Did::Loaded, "{err}");
+    assert!(err.contains("capsule.wasm not read"), "{err}");
+    assert!(!err.contains("read capsule.wasm of"), "{err}");
+
+    // Without the entry the component is read, and its damage refuses the launch.
+    for (entry, record) in entries(&cache_dir(&sb)) {
+        std::fs::remove_file(entry).expect("rm entry");
+        std::fs::remove_file(record).expect("rm record");
+    }
+    let o = sb
+        .mur(&cwd)
+        .args([
+            "run",
+            "--capsule",
+            "local/echo",
+            "--capsule-version",
+            "0.1.0",
+            "--task",
+            "hi",
+        ])
+        .output()
+        .expect("spawn mur");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("error[E-RUN-002]") && err.contains("its component cannot be read") && err.contains(&inflated),
+        "{err}"
+    );
+}

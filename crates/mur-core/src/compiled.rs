@@ -3,8 +3,11 @@
 //!
 //! An entry is `<id>.cwasm` (wasmtime's serialized component, memory-mapped when loaded) and
 //! `<id>.sum` (its [`Integrity`] record) in `~/.murmur/compiled/` (`MurHome::compiled`). The id is
-//! a sha256 over the [`Key`]: the component's bytes, the engine configuration and the runtime
-//! version, so another component, another engine or another `mur` never finds the entry. wasmtime
+//! a sha256 over the [`Key`]: the archive's sha256 and the component's path inside it, the engine
+//! configuration and the runtime version, so another component, another engine or another `mur`
+//! never finds the entry. The archive's sha256 is the one every reader already computes and
+//! compares with the store's sidecar, and it fixes every byte of the component, so a hit needs
+//! neither the component inflated nor hashed. wasmtime
 //! checks its own version and engine compatibility when it deserializes, but not that the bytes
 //! are intact or were compiled from this component: the record says both, and a reader hashes the
 //! entry and compares before wasmtime sees a byte of it.
@@ -22,8 +25,11 @@ pub const MAX_RECORD_BYTES: u64 = 512;
 /// What one entry is compiled from and for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Key {
-    /// sha256 (lowercase hex) of the component's bytes.
-    pub component_sha256: String,
+    /// sha256 (lowercase hex) of the whole archive holding the component, as checked against
+    /// the store's sidecar.
+    pub archive_sha256: String,
+    /// The component's entry path inside that archive.
+    pub component: String,
     /// [`engine_digest`] of the engine's precompile compatibility hash.
     pub engine: String,
     /// The runtime's version.
@@ -31,28 +37,29 @@ pub struct Key {
 }
 
 impl Key {
-    pub fn new(component: &[u8], engine: impl Hash, version: &str) -> Key {
+    pub fn new(archive_sha256: &str, component: &str, engine: impl Hash, version: &str) -> Key {
         Key {
-            component_sha256: hex(&Sha256::digest(component)),
+            archive_sha256: archive_sha256.to_ascii_lowercase(),
+            component: component.to_string(),
             engine: engine_digest(engine),
             version: version.to_string(),
         }
     }
 
-    /// The entry's id: sha256 over the three parts, each length-prefixed so no two keys collide
-    /// by moving a boundary.
+    /// The entry's id: sha256 over the parts, each length-prefixed so no two keys collide by
+    /// moving a boundary.
     pub fn id(&self) -> String {
         let mut h = Sha256::new();
-        for part in [&self.component_sha256, &self.engine, &self.version] {
+        for part in [&self.archive_sha256, &self.component, &self.engine, &self.version] {
             h.update((part.len() as u64).to_le_bytes());
             h.update(part.as_bytes());
         }
         hex(&h.finalize())
     }
 
-    /// First 12 hex digits of the component's sha256: how logs name the component.
+    /// First 12 hex digits of the archive's sha256: how logs name the component.
     pub fn short(&self) -> &str {
-        self.component_sha256.get(..12).unwrap_or(&self.component_sha256)
+        self.archive_sha256.get(..12).unwrap_or(&self.archive_sha256)
     }
 
     /// File name of the compiled bytes.
@@ -221,6 +228,27 @@ pub fn trusted(stat: Stat, want: Kind, me: u32) -> Result<(), String> {
     Ok(())
 }
 
+/// Read size when hashing a file: large reads keep the hash, not the syscalls, the cost.
+pub const HASH_READ_BYTES: usize = 1 << 20;
+
+/// sha256 hex of everything `reader` yields, and how many bytes that was.
+pub fn sha256_reader(mut reader: impl std::io::Read) -> std::io::Result<(u64, String)> {
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; HASH_READ_BYTES];
+    let mut total = 0u64;
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) => return Ok((total, hex(&h.finalize()))),
+            Ok(n) => {
+                h.update(&buf[..n]);
+                total += n as u64;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// sha256 hex of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
@@ -243,38 +271,41 @@ fn is_sha256_hex(s: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn key(component: &[u8], engine: u64, version: &str) -> Key {
-        Key::new(component, engine, version)
+    fn key(archive: &[u8], engine: u64, version: &str) -> Key {
+        Key::new(&sha256_hex(archive), "capsule.wasm", engine, version)
     }
 
     #[test]
     fn every_part_of_the_key_changes_the_id() {
-        let base = key(b"component", 1, "0.1.0");
+        let base = key(b"archive", 1, "0.1.0");
         let others = [
-            key(b"component2", 1, "0.1.0"),
-            key(b"component", 2, "0.1.0"),
-            key(b"component", 1, "0.1.1"),
+            key(b"archive2", 1, "0.1.0"),
+            key(b"archive", 2, "0.1.0"),
+            key(b"archive", 1, "0.1.1"),
+            Key::new(&sha256_hex(b"archive"), "other.wasm", 1u64, "0.1.0"),
         ];
         for other in &others {
             assert_ne!(base.id(), other.id(), "{other:?}");
         }
-        assert_eq!(base.id(), key(b"component", 1, "0.1.0").id(), "the id is stable");
+        assert_eq!(base.id(), key(b"archive", 1, "0.1.0").id(), "the id is stable");
+        assert_eq!(
+            base.id(),
+            Key::new(&sha256_hex(b"archive").to_uppercase(), "capsule.wasm", 1u64, "0.1.0").id(),
+            "a sidecar's hex case does not matter"
+        );
         assert_eq!(base.id().len(), 64);
         assert_eq!(base.entry_name(), format!("{}.cwasm", base.id()));
         assert_eq!(base.record_name(), format!("{}.sum", base.id()));
-        assert_eq!(base.short(), &sha256_hex(b"component")[..12]);
+        assert_eq!(base.short(), &sha256_hex(b"archive")[..12]);
         // A boundary moved between parts is another key.
-        let a = Key {
-            component_sha256: "ab".into(),
-            engine: "c".into(),
+        let k = |a: &str, c: &str, e: &str| Key {
+            archive_sha256: a.into(),
+            component: c.into(),
+            engine: e.into(),
             version: "v".into(),
         };
-        let b = Key {
-            component_sha256: "a".into(),
-            engine: "bc".into(),
-            version: "v".into(),
-        };
-        assert_ne!(a.id(), b.id());
+        assert_ne!(k("ab", "c", "e").id(), k("a", "bc", "e").id());
+        assert_ne!(k("a", "bc", "e").id(), k("a", "b", "ce").id());
     }
 
     #[test]
@@ -346,6 +377,15 @@ mod tests {
             trusted(st(me, 0o40777, Kind::Dir), Kind::Dir, me),
             Err("it is writable by others (mode 777)".into())
         );
+    }
+
+    #[test]
+    fn a_reader_hashes_as_its_bytes_do() {
+        for len in [0, 1, HASH_READ_BYTES - 1, HASH_READ_BYTES, 2 * HASH_READ_BYTES + 3] {
+            let bytes: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+            let got = sha256_reader(&bytes[..]).unwrap();
+            assert_eq!(got, (len as u64, sha256_hex(&bytes)), "{len} bytes");
+        }
     }
 
     #[test]

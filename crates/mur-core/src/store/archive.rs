@@ -59,9 +59,45 @@ pub fn try_pack(manifest: &[u8], component: Option<&[u8]>) -> Result<Vec<u8>, St
     Ok(zip.finish().map_err(|e| e.to_string())?.into_inner())
 }
 
+/// An archive's manifest, and where its component is: what a reader needs before it knows
+/// whether the component's bytes are needed at all (a compiled-component cache hit needs none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Index {
+    pub manifest: Vec<u8>,
+    /// The component's entry path ([`COMPONENT_ENTRY`]), if the archive holds one; not inflated.
+    pub component: Option<String>,
+}
+
 /// Opens an archive's two entries, in bounded memory: each entry is read through a cap (the
 /// declared size is not trusted), so a zip bomb stops at the cap.
 pub fn open(zip_bytes: &[u8]) -> Result<Archive, String> {
+    let (mut zip, manifest, component_at) = index(zip_bytes)?;
+    let component = match component_at {
+        Some(c) => Some(read_entry(&mut zip, c, COMPONENT_ENTRY, MAX_ENTRY_BYTES)?),
+        None => None,
+    };
+    Ok(Archive { manifest, component })
+}
+
+/// [`open`] without inflating the component: the same checks of the archive and the manifest.
+pub fn open_index(zip_bytes: &[u8]) -> Result<Index, String> {
+    let (_, manifest, component_at) = index(zip_bytes)?;
+    Ok(Index {
+        manifest,
+        component: component_at.map(|_| COMPONENT_ENTRY.to_string()),
+    })
+}
+
+/// The component of an archive, inflated under [`MAX_ENTRY_BYTES`]; `None` when it holds none.
+pub fn read_component(zip_bytes: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    open(zip_bytes).map(|a| a.component)
+}
+
+type Indexed<'a> = (ZipArchive<Cursor<&'a [u8]>>, Vec<u8>, Option<usize>);
+
+/// The central directory checked (entry count, no duplicate), the manifest read, and the
+/// component's index.
+fn index(zip_bytes: &[u8]) -> Result<Indexed<'_>, String> {
     let mut zip = ZipArchive::new(Cursor::new(zip_bytes)).map_err(|e| format!("not a ZIP archive: {e}"))?;
     if zip.len() > MAX_ENTRIES {
         return Err(format!(
@@ -86,11 +122,7 @@ pub fn open(zip_bytes: &[u8]) -> Result<Archive, String> {
         return Err(format!("the archive has no {MANIFEST_ENTRY} at its root"));
     };
     let manifest = read_entry(&mut zip, m, MANIFEST_ENTRY, MAX_MANIFEST_BYTES)?;
-    let component = match component_at {
-        Some(c) => Some(read_entry(&mut zip, c, COMPONENT_ENTRY, MAX_ENTRY_BYTES)?),
-        None => None,
-    };
-    Ok(Archive { manifest, component })
+    Ok((zip, manifest, component_at))
 }
 
 fn read_entry(zip: &mut ZipArchive<Cursor<&[u8]>>, index: usize, name: &str, cap: u64) -> Result<Vec<u8>, String> {
@@ -133,6 +165,13 @@ mod tests {
         assert_eq!(names, ["capsule.wasm", "murmur.yaml"], "entries are sorted");
         let only = open(&pack(b"x", None)).unwrap();
         assert_eq!(only.component, None);
+        // The index names the component without inflating it; its bytes are read on demand.
+        let index = open_index(&a).unwrap();
+        assert_eq!(index.manifest, opened.manifest);
+        assert_eq!(index.component.as_deref(), Some(COMPONENT_ENTRY));
+        assert_eq!(read_component(&a).unwrap(), opened.component);
+        assert_eq!(open_index(&pack(b"x", None)).unwrap().component, None);
+        assert_eq!(read_component(&pack(b"x", None)).unwrap(), None);
         assert_ne!(pack(b"x", None), pack(b"y", None));
     }
 
@@ -173,6 +212,11 @@ mod tests {
         for (bytes, want) in table {
             let got = open(&bytes).unwrap_err();
             assert!(got.starts_with(want), "{got:?} does not start with {want:?}");
+            // The index refuses the same archives, but for a component it never inflates.
+            match open_index(&bytes) {
+                Err(got) => assert!(got.starts_with(want), "{got:?} does not start with {want:?}"),
+                Ok(index) => assert!(want.starts_with(COMPONENT_ENTRY), "{want}: {index:?}"),
+            }
         }
         let ok = open(&zip_of(&[("README", b"r"), ("murmur.yaml", b"m")])).unwrap();
         assert_eq!(

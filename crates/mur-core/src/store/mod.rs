@@ -44,14 +44,37 @@ pub struct Stores {
     global: PathBuf,
 }
 
-/// An installed artifact whose bytes hash to its sidecar, opened.
+/// An installed artifact whose bytes hash to its sidecar, opened: its manifest is read, its
+/// component only located (see [`Resolved::read_component`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
     pub zip_path: PathBuf,
     /// sha256 of the whole zip, lowercase hex (equal to the sidecar).
     pub sha256: String,
     pub store: StoreKind,
-    pub archive: archive::Archive,
+    pub archive: archive::Index,
+}
+
+impl Resolved {
+    /// The component's bytes, inflated from the archive read again and checked again against
+    /// [`Resolved::sha256`]: only what was resolved is ever returned, even if the store changed
+    /// since. Only a compiled-component cache miss needs them, and a miss then compiles for
+    /// seconds, so the second read costs little; keeping the zip instead would keep its bytes
+    /// resident in every member.
+    pub fn read_component(&self) -> Result<Vec<u8>, ResolveError> {
+        let bytes = read_zip(&self.zip_path)
+            .map_err(|e| ResolveError::Io(format!("cannot read {}: {e}", self.zip_path.display())))?;
+        let actual = sha256_hex(&bytes);
+        if actual != self.sha256 {
+            return Err(ResolveError::HashMismatch {
+                actual,
+                recorded: self.sha256.clone(),
+            });
+        }
+        archive::read_component(&bytes)
+            .map_err(ResolveError::Archive)?
+            .ok_or_else(|| ResolveError::Archive(format!("it holds no {}", archive::COMPONENT_ENTRY)))
+    }
 }
 
 /// Why an artifact cannot be resolved. `Display` gives the E-ROS-007 reason texts
@@ -149,7 +172,7 @@ impl Stores {
             if actual != recorded {
                 return Err(ResolveError::HashMismatch { actual, recorded });
             }
-            let archive = archive::open(&bytes).map_err(ResolveError::Archive)?;
+            let archive = archive::open_index(&bytes).map_err(ResolveError::Archive)?;
             return Ok(Resolved {
                 zip_path,
                 sha256: actual,
@@ -176,7 +199,9 @@ impl Stores {
 /// Reads a zip under [`MAX_ZIP_BYTES`].
 fn read_zip(path: &Path) -> std::io::Result<Vec<u8>> {
     let file = std::fs::File::open(path)?;
-    let mut buf = Vec::new();
+    // Sized up front (a capsule of a language runtime is tens of MB): one allocation, no copies.
+    let hint = file.metadata().map_or(0, |m| m.len()).min(MAX_ZIP_BYTES + 1);
+    let mut buf = Vec::with_capacity(hint as usize + 1);
     file.take(MAX_ZIP_BYTES + 1).read_to_end(&mut buf)?;
     if buf.len() as u64 > MAX_ZIP_BYTES {
         return Err(std::io::Error::other(format!(
@@ -389,6 +414,34 @@ mod tests {
             ResolveError::NotInstalled.to_string(),
             "not installed in the project or global store"
         );
+    }
+
+    #[test]
+    fn a_component_is_read_only_on_demand_and_only_as_resolved() {
+        let dir = tempfile::tempdir().unwrap();
+        let stores = Stores::new(None, dir.path().to_path_buf());
+        let zip = archive::pack(b"name: a\nversion: 1.0.0\n", Some(b"(component)"));
+        let (path, _) = install(dir.path(), &name("a"), "1.0.0", &zip).unwrap();
+        let r = stores.resolve(&name("a"), "1.0.0").unwrap();
+        assert_eq!(r.archive.component.as_deref(), Some(archive::COMPONENT_ENTRY));
+        assert_eq!(r.read_component().unwrap(), b"(component)");
+        // Bytes that changed since they were resolved are not read as the component.
+        let other = archive::pack(b"name: a\nversion: 1.0.0\n", Some(b"(other)"));
+        std::fs::write(&path, &other).unwrap();
+        assert_eq!(
+            r.read_component(),
+            Err(ResolveError::HashMismatch {
+                actual: sha256_hex(&other),
+                recorded: sha256_hex(&zip)
+            })
+        );
+        std::fs::remove_file(&path).unwrap();
+        assert!(matches!(r.read_component(), Err(ResolveError::Io(_))));
+        // An archive without a component has none to read.
+        install(dir.path(), &name("b"), "1.0.0", &archive::pack(b"x", None)).unwrap();
+        let b = stores.resolve(&name("b"), "1.0.0").unwrap();
+        assert_eq!(b.archive.component, None);
+        assert!(matches!(b.read_component(), Err(ResolveError::Archive(_))));
     }
 
     #[test]
