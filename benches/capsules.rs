@@ -247,6 +247,40 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
+fn largest_entry(dir: &Path) -> Option<PathBuf> {
+    std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
+        .max_by_key(|e| e.metadata().map(|m| m.len()).unwrap_or(0))
+        .map(|e| e.path())
+}
+
+/// MB/s of the runtime's sha256 over `path`: from memory, and read from the (cached) file the
+/// way a load's integrity check reads it.
+fn sha256_rates(path: &Path) -> Result<(f64, f64)> {
+    let bytes = std::fs::read(path)?;
+    let mb = bytes.len() as f64 / 1e6;
+    let best = |f: &mut dyn FnMut() -> Result<()>| -> Result<f64> {
+        let mut best = f64::MAX;
+        for _ in 0..3 {
+            let t = Instant::now();
+            f()?;
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        Ok(mb / best)
+    };
+    let memory = best(&mut || {
+        std::hint::black_box(mur::compiled::sha256_hex(&bytes));
+        Ok(())
+    })?;
+    let file = best(&mut || {
+        std::hint::black_box(mur::compiled::sha256_reader(std::fs::File::open(path)?)?);
+        Ok(())
+    })?;
+    Ok((memory, file))
+}
+
 /// `mur run --roster --json --task ping`: ms from spawn to the answer line.
 fn answer_once(sb: &Sandbox, dir: &Path) -> Result<f64> {
     let mut cmd = sb.mur(dir);
@@ -353,17 +387,33 @@ fn main() -> Result<()> {
     )?;
     let install = sb.install(&subject)?;
     sb.install(&served)?;
-    let compiled_bytes: u64 = std::fs::read_dir(sb.home().join(".murmur/compiled"))?
+    // One entry per archive: `subject` and `served` are two archives of the same component.
+    let entries: Vec<u64> = std::fs::read_dir(sb.home().join(".murmur/compiled"))?
         .flatten()
         .filter(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
         .filter_map(|e| e.metadata().ok().map(|m| m.len()))
-        .sum();
+        .collect();
     println!();
     println!(
-        "install (compiles): {:.0} ms; compiled entry {:.1} MiB",
+        "install (compiles): {:.0} ms; compiled entry {:.1} MiB ({} entries)",
         install.as_secs_f64() * 1e3,
-        compiled_bytes as f64 / (1 << 20) as f64
+        entries.iter().max().copied().unwrap_or(0) as f64 / (1 << 20) as f64,
+        entries.len()
     );
+    if let Some(entry) = largest_entry(&sb.home().join(".murmur/compiled")) {
+        let (memory, file) = sha256_rates(&entry)?;
+        println!(
+            "sha256 of the entry (best of 3): {memory:.0} MB/s in memory, {file:.0} MB/s from the file as a load reads it; CPU SHA extensions: {}",
+            if std::fs::read_to_string("/proc/cpuinfo")
+                .unwrap_or_default()
+                .contains(" sha_ni")
+            {
+                "yes"
+            } else {
+                "no"
+            }
+        );
+    }
 
     if wants("answer") {
         println!();
