@@ -217,11 +217,13 @@ impl CompiledCache {
         // A truncated entry is refused before anything is hashed.
         record.check(key, len, &record.sha256)?;
         let started = Instant::now();
-        // Hashed through the same descriptor, to its end: an entry grown since the stat differs
-        // in length from the record and is refused.
-        let (read, sha) =
-            compiled::sha256_reader(&file).map_err(|e| Miss::Unusable(format!("it cannot be read: {e}")))?;
-        record.check(key, read, &sha)?;
+        let sha = sha256_mapped(&file, len).map_err(|e| Miss::Unusable(format!("it cannot be read: {e}")))?;
+        // An entry grown or cut since the stat differs in length from the record: refused.
+        let now = file
+            .metadata()
+            .map_err(|e| Miss::Unusable(format!("it cannot be read: {e}")))?
+            .len();
+        record.check(key, now, &sha)?;
         let hashed = started.elapsed();
         // Without /proc the path is mapped: only this user can rename another entry over it in
         // the meantime, and only by running mur, which writes the same bytes.
@@ -251,6 +253,35 @@ impl CompiledCache {
             Integrity::of(key, native).render().as_bytes(),
         )
     }
+}
+
+/// sha256 of the first `len` bytes of `file`, hashed through a private read-only mapping: no
+/// copy into a buffer (a third faster than 1 MiB reads on a 35 MB entry here), and the pages are
+/// the page-cache pages wasmtime maps next.
+fn sha256_mapped(file: &File, len: u64) -> std::io::Result<String> {
+    use nix::sys::mman::{MapFlags, ProtFlags, mmap, munmap};
+    let Some(n) = usize::try_from(len).ok().and_then(std::num::NonZeroUsize::new) else {
+        return Ok(compiled::sha256_hex(&[]));
+    };
+    // SAFETY: a read-only private mapping of a regular file of this user's (checked by the
+    // caller), read only below and unmapped before returning. Were the file cut short meanwhile,
+    // reading would fault as wasmtime's own mapping of it would for the process's lifetime; mur
+    // never cuts an entry, it replaces entries by rename.
+    let ptr = unsafe {
+        mmap(
+            None,
+            n,
+            ProtFlags::PROT_READ,
+            MapFlags::MAP_PRIVATE | MapFlags::MAP_POPULATE,
+            file,
+            0,
+        )
+    }?;
+    // SAFETY: `ptr` maps `n` readable bytes until the munmap below.
+    let sha = compiled::sha256_hex(unsafe { std::slice::from_raw_parts(ptr.as_ptr().cast::<u8>(), n.get()) });
+    // SAFETY: unmaps exactly the mapping made above; the slice is no longer used.
+    let _ = unsafe { munmap(ptr, n.get()) };
+    Ok(sha)
 }
 
 fn compile(engine: &Engine, bytes: &[u8]) -> Result<Component, String> {
