@@ -400,3 +400,21 @@ fn a_hit_does_not_read_the_component() {
         "{err}"
     );
 }
+
+/// The key is the archive's sha256: an archive reinstalled under the same name and version with
+/// another component is another key, so the old entry is never run for it.
+#[test]
+fn a_reinstalled_archive_never_runs_the_old_entry() {
+    let sb = Sandbox::new();
+    let cwd = sb.path("w");
+    sb.install_component("echo", ECHO, "");
+    assert_eq!(launch(&sb, &cwd, "echo", "hi").0, Did::Loaded);
+    // local/echo@0.1.0 now holds shout's component; echo's entry stays in the cache.
+    std::fs::remove_dir_all(sb.path("src/echo")).expect("rm src");
+    sb.install_component("echo", SHOUT, "");
+    assert_eq!(entries(&cache_dir(&sb)).len(), 2);
+    assert_eq!(launch(&sb, &cwd, "echo", "ok").0, Did::Loaded);
+    // Without its entry, the new archive is compiled, not served by the old one's.
+    std::fs::remove_dir_all(cache_dir(&sb)).expect("rm cache");
+    assert_eq!(launch(&sb, &cwd, "echo", "ok").0, Did::Compiled);
+}
