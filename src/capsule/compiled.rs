@@ -96,8 +96,22 @@ impl CompiledCache {
         engine: &Engine,
         source: &Source<'_>,
         read: &mut dyn FnMut() -> Result<Vec<u8>, String>,
+        handed: Option<&Handed>,
     ) -> Result<Component, String> {
         let key = Self::key(engine, source);
+        if let Some(handed) = handed {
+            match load_handed(engine, &key, handed) {
+                Ok(component) => {
+                    tracing::debug!(
+                        "loaded compiled {} from the launcher's descriptor (checked there, not hashed again; {} not read)",
+                        key.short(),
+                        source.entry
+                    );
+                    return Ok(component);
+                }
+                Err(why) => tracing::debug!("the launcher's compiled entry is not used, checking the cache: {why}"),
+            }
+        }
         let trusted = match self.open_dir() {
             Ok(()) => true,
             Err(why) => {
@@ -133,6 +147,19 @@ impl CompiledCache {
                 }
             }
         }
+        self.compile_and_store(engine, &key, source, read, trusted)
+    }
+
+    /// Reads the component with `read`, compiles it and, when the cache can be trusted, stores
+    /// it: the one compile path of members and launchers alike.
+    fn compile_and_store(
+        &self,
+        engine: &Engine,
+        key: &Key,
+        source: &Source<'_>,
+        read: &mut dyn FnMut() -> Result<Vec<u8>, String>,
+        trusted: bool,
+    ) -> Result<Component, String> {
         let started = Instant::now();
         let bytes = read()?;
         tracing::debug!(
@@ -148,7 +175,7 @@ impl CompiledCache {
         if trusted {
             match component.serialize() {
                 Ok(native) => {
-                    if let Err(e) = self.store(&key, &native) {
+                    if let Err(e) = self.store(key, &native) {
                         tracing::debug!("compiled component {} not stored: {e}", key.short());
                     }
                 }
@@ -210,10 +237,11 @@ impl CompiledCache {
         Ok(record)
     }
 
-    fn load(&self, engine: &Engine, key: &Key) -> Result<(Component, LoadCost), Miss> {
+    /// The entry of `key`, checked: its record names the key, and its bytes, read through the
+    /// descriptor returned, hash to the record. Returns the file, its length and the hashing time.
+    fn checked_entry(&self, key: &Key) -> Result<(File, u64, Duration), Miss> {
         let record = self.record(key)?;
-        let entry = self.dir.join(key.entry_name());
-        let (file, len) = open_trusted(&entry)?;
+        let (file, len) = open_trusted(&self.dir.join(key.entry_name()))?;
         // A truncated entry is refused before anything is hashed.
         record.check(key, len, &record.sha256)?;
         let started = Instant::now();
@@ -224,11 +252,20 @@ impl CompiledCache {
             .map_err(|e| Miss::Unusable(format!("it cannot be read: {e}")))?
             .len();
         record.check(key, now, &sha)?;
-        let hashed = started.elapsed();
+        Ok((file, len, started.elapsed()))
+    }
+
+    fn load(&self, engine: &Engine, key: &Key) -> Result<(Component, LoadCost), Miss> {
+        let (file, len, hashed) = self.checked_entry(key)?;
+        let started = Instant::now();
         // Without /proc the path is mapped: only this user can rename another entry over it in
         // the meantime, and only by running mur, which writes the same bytes.
         let same_file = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
-        let same_file = if same_file.exists() { same_file } else { entry };
+        let same_file = if same_file.exists() {
+            same_file
+        } else {
+            self.dir.join(key.entry_name())
+        };
         // SAFETY: the file is the one just hashed (held open and reopened through its
         // descriptor), its bytes are those this user's runtime wrote for this component and
         // engine (record and hash checked above), and it lives in a directory only this user can
@@ -239,7 +276,7 @@ impl CompiledCache {
         let cost = LoadCost {
             bytes: len,
             hashed,
-            mapped: started.elapsed() - hashed,
+            mapped: started.elapsed(),
         };
         Ok((component, cost))
     }
@@ -253,6 +290,34 @@ impl CompiledCache {
             Integrity::of(key, native).render().as_bytes(),
         )
     }
+}
+
+/// A compiled entry a launcher checked once and hands, open, to every member running its
+/// component (`MURMUR_COMPILED_FD`), with the id of the key it was checked for
+/// (`MURMUR_COMPILED_KEY`, docs/reference/formation.md#member-environment).
+#[derive(Debug)]
+pub struct Handed {
+    pub file: File,
+    pub key_id: String,
+}
+
+/// The handed entry as `key`'s component, when it was checked for `key` (the member's own: its
+/// archive sha256, checked by the member, is in it) and is still a file of this user's that
+/// nobody else may write. Its bytes are not hashed again: the launcher, this user's own process,
+/// did that. wasmtime checks its version and engine compatibility on top.
+fn load_handed(engine: &Engine, key: &Key, handed: &Handed) -> Result<Component, String> {
+    if handed.key_id != key.id() {
+        return Err("it was checked for another archive, engine or runtime version".into());
+    }
+    let meta = handed.file.metadata().map_err(|e| format!("it cannot be read: {e}"))?;
+    compiled::trusted(stat(&meta), Kind::File, me())?;
+    let same_file = PathBuf::from(format!("/proc/self/fd/{}", handed.file.as_raw_fd()));
+    if !same_file.exists() {
+        return Err("/proc is not mounted, so the descriptor cannot be mapped".into());
+    }
+    // SAFETY: the file is the launcher's checked entry (record and hash, for this very key), a
+    // regular file of this user's that nobody else may write, mapped through its descriptor.
+    unsafe { Component::deserialize_file(engine, &same_file) }.map_err(|e| format!("wasmtime refused it: {e:#}"))
 }
 
 /// sha256 of the first `len` bytes of `file`, hashed through a private read-only mapping: no
@@ -380,8 +445,40 @@ impl CompiledCache {
     ) -> Result<(), String> {
         let mut bytes = Some(component.to_vec());
         let mut read = || bytes.take().ok_or_else(|| "the component was read already".to_string());
-        self.component(engine.wasmtime(), &Source::capsule(archive_sha256), &mut read)
+        self.component(engine.wasmtime(), &Source::capsule(archive_sha256), &mut read, None)
             .map(drop)
+    }
+
+    /// For a launcher: the entry of the capsule.wasm of the archive hashing to `archive_sha256`,
+    /// compiled with `read` and stored first if it is missing or bad (exactly as a member would),
+    /// then checked once and held open to be handed to every member running it. `Err` when the
+    /// cache cannot be trusted or the component cannot be compiled: members then do as they
+    /// would alone (and report it).
+    pub fn hand_out(
+        &self,
+        engine: &super::CapsuleEngine,
+        archive_sha256: &str,
+        read: &mut dyn FnMut() -> Result<Vec<u8>, String>,
+    ) -> Result<Handed, String> {
+        let source = Source::capsule(archive_sha256);
+        let key = Self::key(engine.wasmtime(), &source);
+        let unusable = |m: Miss| match m {
+            Miss::Absent => "it was not stored".to_string(),
+            Miss::Unusable(why) => why,
+        };
+        self.open_dir()?;
+        match self.checked_entry(&key) {
+            Ok((file, ..)) => {
+                return Ok(Handed { file, key_id: key.id() });
+            }
+            Err(Miss::Absent) => {}
+            Err(Miss::Unusable(why)) => {
+                tracing::debug!("compiled entry of {} not used, compiling again: {why}", key.short());
+            }
+        }
+        self.compile_and_store(engine.wasmtime(), &key, &source, read, true)?;
+        let (file, ..) = self.checked_entry(&key).map_err(unusable)?;
+        Ok(Handed { file, key_id: key.id() })
     }
 
     /// Whether the capsule.wasm of the archive hashing to `archive_sha256` is compiled for

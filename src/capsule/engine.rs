@@ -17,7 +17,7 @@ use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use super::compiled::{CompiledCache, Source};
+use super::compiled::{CompiledCache, Handed, Source};
 use super::http::PolicyHooks;
 use super::{CallStatus, MemberCalls, RunOutcome, TaskEnv};
 
@@ -176,8 +176,9 @@ impl Capsule {
         source: &Source<'_>,
         read: &mut dyn FnMut() -> Result<Vec<u8>, String>,
         cache: &CompiledCache,
+        handed: Option<&Handed>,
     ) -> Result<Capsule, String> {
-        let component = cache.component(&engine.inner.engine, source, read)?;
+        let component = cache.component(&engine.inner.engine, source, read, handed)?;
         Capsule::checked(engine, &component)
     }
 

@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-pub use self::compiled::{CompiledCache, Source};
+pub use self::compiled::{CompiledCache, Handed, Source};
 pub use self::engine::{Capsule, CapsuleEngine};
 pub use self::http::{HttpDecision, HttpPolicy, NetworkPolicy, OutgoingTarget, PeerResolver, Route, RouteHeader};
 pub use self::output::{MemoryOutput, OutputSink};

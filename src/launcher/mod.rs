@@ -18,13 +18,16 @@ pub mod report;
 pub mod retention;
 pub mod spawn;
 
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::Actor;
 
+use crate::capsule::{CapsuleEngine, CompiledCache, Handed};
 use crate::channel::line::LauncherId;
 use crate::diag::{self, Diagnostic};
 use crate::ids::{self, IdKind};
@@ -79,6 +82,10 @@ pub struct LaunchPlan {
     pub retention: Option<crate::manifest::Retain>,
     /// The formation span's `traceparent`, handed to the entry (spans exported only).
     pub traceparent: Option<String>,
+    /// Per member, in roster order: the compiled entry of its component, checked once here and
+    /// handed to it open (`MURMUR_COMPILED_FD`); `None` for a model capsule, or when the launcher
+    /// could not provide one (the member then checks the cache itself).
+    pub compiled: Vec<Option<Arc<Handed>>>,
 }
 
 impl LaunchPlan {
@@ -155,6 +162,11 @@ impl LaunchPlan {
             peer,
             declared_env: m.env.clone(),
             traceparent: if peer { None } else { self.traceparent.clone() },
+            compiled: self
+                .compiled
+                .get(i)
+                .and_then(Option::as_ref)
+                .map(|h| (h.file.as_raw_fd(), h.key_id.clone())),
         }
     }
 
@@ -198,6 +210,7 @@ impl LaunchPlan {
             mur_binary: PathBuf::new(),
             retention,
             traceparent: None,
+            compiled: Vec::new(),
         }
     }
 }
@@ -250,6 +263,7 @@ pub fn run_roster(args: &LaunchOptions) -> Outcome {
     descriptors_for(admitted.members.len()).map_err(refuse)?;
 
     let mut plan = LaunchPlan::from_admitted(&admitted, ids::mint(IdKind::Formation), home, project_dir);
+    plan.compiled = hand_out_compiled(&admitted);
     plan.task = args.task.clone();
     plan.json = args.json;
     plan.mur_binary = match std::env::var_os("MURMUR_MUR_BINARY").filter(|v| !v.is_empty()) {
@@ -302,6 +316,52 @@ pub fn run_roster(args: &LaunchOptions) -> Outcome {
         });
     }
     launch(plan)
+}
+
+/// Each distinct component of the roster compiled at most once, here, and its entry checked once
+/// (docs/performance.md §6): the entry of every member's component, held open for
+/// [`LaunchPlan::command`] to hand over. Members of one component share one descriptor. Nothing
+/// here refuses a launch: a component that cannot be compiled or a cache that cannot be trusted is
+/// left to each member, which reports it as it would alone.
+fn hand_out_compiled(admitted: &Admitted) -> Vec<Option<Arc<Handed>>> {
+    let components = admitted
+        .members
+        .iter()
+        .filter(|m| matches!(m.manifest.kind, crate::manifest::Kind::Component { .. }));
+    if components.clone().next().is_none() {
+        return vec![None; admitted.members.len()];
+    }
+    // The members' own engine configuration: one place, CapsuleEngine::new.
+    let engine = match CapsuleEngine::new() {
+        Ok(engine) => engine,
+        Err(why) => {
+            tracing::debug!("no compiled entries are handed to members: {why}");
+            return vec![None; admitted.members.len()];
+        }
+    };
+    let cache = CompiledCache::user();
+    let mut by_archive: HashMap<&str, Option<Arc<Handed>>> = HashMap::new();
+    for m in components {
+        by_archive.entry(m.sha256.as_str()).or_insert_with(|| {
+            let mut read = || {
+                crate::store::read_component_checked(&m.zip_path, &m.sha256)
+                    .map_err(|e| format!("its component cannot be read: {e}"))
+            };
+            cache
+                .hand_out(&engine, &m.sha256, &mut read)
+                .map(Arc::new)
+                .map_err(|why| tracing::debug!("no compiled entry of {} is handed to members: {why}", m.capsule))
+                .ok()
+        });
+    }
+    admitted
+        .members
+        .iter()
+        .map(|m| match m.manifest.kind {
+            crate::manifest::Kind::Component { .. } => by_archive.get(m.sha256.as_str()).cloned().flatten(),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit when a formation of `members` needs it

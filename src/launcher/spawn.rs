@@ -98,6 +98,9 @@ pub struct MemberCommand {
     /// The formation span's W3C `traceparent`, as `TRACEPARENT`: the entry's only, when spans
     /// are exported, so its `--task` task joins the formation's trace.
     pub traceparent: Option<String>,
+    /// The launcher's checked compiled entry of the member's component (its descriptor, open in
+    /// the launcher, and its key id), handed over as `MURMUR_COMPILED_FD`/`MURMUR_COMPILED_KEY`.
+    pub compiled: Option<(RawFd, String)>,
 }
 
 /// What a member inherits from the launcher's environment, besides what its manifest declares
@@ -175,17 +178,27 @@ impl MemberCommand {
         if let Some(tp) = &self.traceparent {
             cmd.env("TRACEPARENT", tp);
         }
+        if let Some((fd, key)) = &self.compiled {
+            cmd.env("MURMUR_COMPILED_FD", fd.to_string())
+                .env("MURMUR_COMPILED_KEY", key);
+        }
         if self.peer {
             cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
         } else {
             cmd.stdout(Stdio::inherit()).stderr(Stdio::inherit());
         }
-        let keep = [self.channel_fd, self.lifeline_fd];
+        // The compiled entry's descriptor is close-on-exec in the launcher: only the members of
+        // its component inherit it. -1 stands for none.
+        let keep = [
+            self.channel_fd,
+            self.lifeline_fd,
+            self.compiled.as_ref().map_or(-1, |(fd, _)| *fd),
+        ];
         // SAFETY: the closure runs in the forked child before exec and calls only fcntl(2), which
         // is async-signal-safe; it allocates nothing and touches no locks.
         unsafe {
             cmd.pre_exec(move || {
-                for fd in keep {
+                for fd in keep.into_iter().filter(|fd| *fd >= 0) {
                     let flags = libc_fcntl_getfd(fd)?;
                     libc_fcntl_setfd(fd, flags & !FdFlag::FD_CLOEXEC.bits())?;
                 }

@@ -303,6 +303,34 @@ pub(super) struct Prepared {
     pub(super) deadline: Option<DateTime<Utc>>,
 }
 
+/// The compiled entry the launcher handed over (`MURMUR_COMPILED_FD`, `MURMUR_COMPILED_KEY`),
+/// duplicated into a descriptor of this process's own; the inherited one is made close-on-exec
+/// and left open, since an arbitrary number might name a descriptor of this process's. `Err`
+/// (logged, never a refusal) when the variables or the descriptor are unusable: the member then
+/// checks the cache itself, as without a launcher.
+pub fn take_compiled(fd: &OsStr, key: Option<&OsStr>, taken: &[Option<RawFd>]) -> Result<host::Handed, String> {
+    let fd = parse_fd(fd)?;
+    if taken.contains(&Some(fd)) {
+        return Err(format!("descriptor {fd} is the formation channel or lifeline"));
+    }
+    let key_id = key
+        .and_then(OsStr::to_str)
+        .filter(|k| !k.is_empty() && k.len() <= 128 && k.bytes().all(|b| b.is_ascii_hexdigit()))
+        .ok_or("MURMUR_COMPILED_KEY is missing or not a key")?
+        .to_string();
+    let st = fstat(fd).map_err(|_| format!("descriptor {fd} is not open"))?;
+    if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG {
+        return Err(format!("descriptor {fd} is not a regular file"));
+    }
+    fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))
+        .map_err(|e| format!("descriptor {fd} cannot be made close-on-exec ({e})"))?;
+    let own =
+        fcntl(fd, FcntlArg::F_DUPFD_CLOEXEC(3)).map_err(|e| format!("descriptor {fd} cannot be duplicated ({e})"))?;
+    // SAFETY: `own` is the descriptor F_DUPFD_CLOEXEC just created, owned by nothing else.
+    let file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(own) });
+    Ok(host::Handed { file, key_id })
+}
+
 /// docs/reference/formation.md#member-intake steps 1–5, in order.
 pub(super) fn prepare(args: &SessionOptions, console: &Console) -> Result<Prepared, StartupRefusal> {
     // Usage first, like clap's own checks: a bad override is exit 2 before anything else.
@@ -343,6 +371,18 @@ pub(super) fn prepare(args: &SessionOptions, console: &Console) -> Result<Prepar
         None => None,
         Some(raw) => Some(take_lifeline(&raw, formation_id.as_deref(), channel_fd)?),
     };
+    // The launcher's checked compiled entry, if it handed one: used only if it names this
+    // member's own key (checked in the cache).
+    let lifeline_fd = lifeline.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+    let handed = std::env::var_os("MURMUR_COMPILED_FD").and_then(|raw| {
+        take_compiled(
+            &raw,
+            std::env::var_os("MURMUR_COMPILED_KEY").as_deref(),
+            &[channel_fd, lifeline_fd],
+        )
+        .map_err(|why| tracing::debug!("the launcher's compiled entry is not used: {why}"))
+        .ok()
+    });
     // 4. W-RUN-007.
     if let Some(frm) = &formation_id
         && lifeline.is_none()
@@ -363,7 +403,7 @@ pub(super) fn prepare(args: &SessionOptions, console: &Console) -> Result<Prepar
     let home = MurHome::from_env();
     let (stores, lock) = stores(&home, &workdir, args.store_root.as_deref());
     let capsule = resolve_capsule(capsule_name, version, &stores, &lock, args.capsule_sha256.as_deref())?;
-    let host = load_runner(&capsule, membership.as_ref(), args.inherited_deadline)?;
+    let host = load_runner(&capsule, membership.as_ref(), args.inherited_deadline, handed.as_ref())?;
 
     let cwd = std::env::current_dir().unwrap_or_else(|_| workdir.clone());
     let task = match args.task.as_deref() {
@@ -405,9 +445,10 @@ fn load_runner(
     c: &ResolvedCapsule,
     membership: Option<&Membership>,
     deadline_ms: Option<u64>,
+    handed: Option<&host::Handed>,
 ) -> Result<Runner, Diagnostic> {
     let Some(inference) = c.manifest.inference.as_ref().filter(|_| c.manifest.kind == Kind::Model) else {
-        return load_component(c).map(Runner::Component);
+        return load_component(c, handed).map(Runner::Component);
     };
     let full = c.name.to_string();
     let config = crate::model::ModelConfig::resolve(&full, &c.version, inference, |v| std::env::var(v).ok())?;
@@ -431,8 +472,9 @@ fn load_runner(
 }
 
 /// Loads the capsule's component from the user's compiled-component cache, compiling it on a
-/// miss: a component that cannot load is E-RUN-002, before the session is staged.
-fn load_component(c: &ResolvedCapsule) -> Result<host::Capsule, Diagnostic> {
+/// miss, or maps the entry its launcher checked and handed over: a component that cannot load is
+/// E-RUN-002, before the session is staged.
+fn load_component(c: &ResolvedCapsule, handed: Option<&host::Handed>) -> Result<host::Capsule, Diagnostic> {
     let refuse = |why: String| {
         Diagnostic::new(
             diag::E_RUN_002,
@@ -453,7 +495,7 @@ fn load_component(c: &ResolvedCapsule) -> Result<host::Capsule, Diagnostic> {
             .read_component()
             .map_err(|e| format!("its component cannot be read: {e}"))
     };
-    host::Capsule::load_cached(&engine, &source, &mut read, &host::CompiledCache::user()).map_err(refuse)
+    host::Capsule::load_cached(&engine, &source, &mut read, &host::CompiledCache::user(), handed).map_err(refuse)
 }
 
 #[cfg(test)]

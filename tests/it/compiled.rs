@@ -271,7 +271,7 @@ fn a_cache_directory_others_may_write_is_not_trusted() {
 }
 
 #[test]
-fn members_missing_at_once_each_compile_and_leave_one_whole_entry() {
+fn members_missing_at_once_leave_one_whole_entry() {
     let sb = Sandbox::new();
     sb.install_component("echo", ECHO, "");
     std::fs::remove_dir_all(cache_dir(&sb)).expect("rm cache");
@@ -417,4 +417,107 @@ fn a_reinstalled_archive_never_runs_the_old_entry() {
     // Without its entry, the new archive is compiled, not served by the old one's.
     std::fs::remove_dir_all(cache_dir(&sb)).expect("rm cache");
     assert_eq!(launch(&sb, &cwd, "echo", "ok").0, Did::Compiled);
+}
+
+/// `n` members of local/echo, the first the entry.
+fn echo_formation(sb: &Sandbox, n: usize) -> PathBuf {
+    let mut roster = String::from("roster_version: 1\nmembers:\n");
+    for i in 0..n {
+        roster.push_str(&format!(
+            "  - name: m{i}\n    capsule: local/echo\n    version: 0.1.0\n{}",
+            if i == 0 { "    entry: true\n" } else { "" }
+        ));
+    }
+    sb.write("f/roster.yaml", &roster);
+    sb.path("f")
+}
+
+/// The launcher compiles a missing component once, checks its entry once and hands it, open, to
+/// every member running it: with an empty cache, four members mean one compilation, and every
+/// member (peers' stderr is relayed with their names) maps the launcher's entry.
+#[test]
+fn a_formation_compiles_each_component_once_and_hands_every_member_its_entry() {
+    let sb = Sandbox::new();
+    sb.install_component("echo", ECHO, "");
+    std::fs::remove_dir_all(cache_dir(&sb)).expect("rm cache");
+    let dir = echo_formation(&sb, 4);
+    for round in ["empty cache", "warm cache"] {
+        let o = sb
+            .mur(&dir)
+            .args(["run", "--roster", "--task", "hi"])
+            .env("RUST_LOG", "mur=debug")
+            .output()
+            .expect("spawn mur");
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(0), "{round}: {err}");
+        assert_eq!(stdout(&o), "hi\n", "{round}: {err}");
+        let compiled = err.matches("compiled component ").count();
+        assert_eq!(compiled, usize::from(round == "empty cache"), "{round}: {err}");
+        assert_eq!(
+            err.matches("from the launcher's descriptor").count(),
+            4,
+            "{round}: {err}"
+        );
+        assert_eq!(err.matches("loaded compiled ").count(), 4, "{round}: {err}");
+        assert!(!err.contains("not used"), "{round}: {err}");
+        only_entry(&sb);
+    }
+}
+
+/// A member takes a handed descriptor only for its own key: one checked for another component (or
+/// one that is no regular file) is not used, and the member checks the cache itself and runs its
+/// own component (shout's code would answer `ok`).
+#[test]
+fn a_handed_entry_of_another_key_is_not_used() {
+    use std::os::fd::AsRawFd;
+    let sb = Sandbox::new();
+    let cwd = sb.path("w");
+    sb.install_component("shout", SHOUT, "");
+    let (shout_entry, _) = only_entry(&sb);
+    let shout_key = shout_entry
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .expect("key")
+        .to_string();
+    sb.install_component("echo", ECHO, "");
+    let echo_key = entries(&cache_dir(&sb))
+        .into_iter()
+        .map(|(e, _)| e.file_stem().and_then(|s| s.to_str()).expect("key").to_string())
+        .find(|k| *k != shout_key)
+        .expect("echo's entry");
+    for (file, key, why) in [
+        (&shout_entry, &shout_key, "checked for another archive"),
+        (&PathBuf::from("/dev/null"), &echo_key, "not a regular file"),
+    ] {
+        let handed = std::fs::File::open(file).expect("open");
+        let raw = handed.as_raw_fd();
+        let mut cmd = sb.mur(&cwd);
+        cmd.args([
+            "run",
+            "--capsule",
+            "local/echo",
+            "--capsule-version",
+            "0.1.0",
+            "--task",
+            "hi",
+        ])
+        .env("RUST_LOG", "mur=debug")
+        .env("MURMUR_COMPILED_FD", raw.to_string())
+        .env("MURMUR_COMPILED_KEY", key);
+        // SAFETY: only an async-signal-safe fcntl runs between fork and exec.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                nix::fcntl::fcntl(raw, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()))
+                    .map(drop)
+                    .map_err(std::io::Error::from)
+            });
+        }
+        let o = cmd.output().expect("spawn mur");
+        let err = stderr(&o);
+        assert_eq!(stdout(&o), "hi\n", "{err}");
+        assert_eq!(o.status.code(), Some(0), "{err}");
+        assert!(err.contains("compiled entry is not used") && err.contains(why), "{err}");
+        assert!(!err.contains("from the launcher's descriptor"), "{err}");
+        assert_eq!(err.matches("loaded compiled ").count(), 1, "{err}");
+    }
 }

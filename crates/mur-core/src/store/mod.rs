@@ -62,19 +62,24 @@ impl Resolved {
     /// seconds, so the second read costs little; keeping the zip instead would keep its bytes
     /// resident in every member.
     pub fn read_component(&self) -> Result<Vec<u8>, ResolveError> {
-        let bytes = read_zip(&self.zip_path)
-            .map_err(|e| ResolveError::Io(format!("cannot read {}: {e}", self.zip_path.display())))?;
-        let actual = sha256_hex(&bytes);
-        if actual != self.sha256 {
-            return Err(ResolveError::HashMismatch {
-                actual,
-                recorded: self.sha256.clone(),
-            });
-        }
-        archive::read_component(&bytes)
-            .map_err(ResolveError::Archive)?
-            .ok_or_else(|| ResolveError::Archive(format!("it holds no {}", archive::COMPONENT_ENTRY)))
+        read_component_checked(&self.zip_path, &self.sha256)
     }
+}
+
+/// The component of the archive at `zip_path`, read under [`MAX_ZIP_BYTES`] and returned only if
+/// the whole zip hashes to `sha256` (one admission or resolution checked).
+pub fn read_component_checked(zip_path: &Path, sha256: &str) -> Result<Vec<u8>, ResolveError> {
+    let bytes = read_zip(zip_path).map_err(|e| ResolveError::Io(format!("cannot read {}: {e}", zip_path.display())))?;
+    let actual = sha256_hex(&bytes);
+    if actual != sha256 {
+        return Err(ResolveError::HashMismatch {
+            actual,
+            recorded: sha256.to_string(),
+        });
+    }
+    archive::read_component(&bytes)
+        .map_err(ResolveError::Archive)?
+        .ok_or_else(|| ResolveError::Archive(format!("it holds no {}", archive::COMPONENT_ENTRY)))
 }
 
 /// Why an artifact cannot be resolved. `Display` gives the E-ROS-007 reason texts
