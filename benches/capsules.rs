@@ -5,8 +5,9 @@
 //! - answer: `mur run --roster --json --task ping` of N members running the same component (the
 //!   entry answers itself; the others idle); spawn → answer line, the first launch after install
 //!   and then warm (median of the rest);
-//! - uncached: the same with `~/.murmur/compiled` removed before each launch (every member
-//!   compiles), only when `MUR_BENCH_UNCACHED=1` (minutes for a large component);
+//! - uncached: the same with `~/.murmur/compiled` removed before each launch (the launcher
+//!   compiles it once, before any member starts), only when `MUR_BENCH_UNCACHED=1` (minutes for
+//!   a large component);
 //! - task: a served session (`mur run --capsule … --json`, queue/sleep) answers `MUR_BENCH_TASKS`
 //!   SendMessage calls one after the other; the first task and the median of the rest, request
 //!   → completed reply;

@@ -526,6 +526,51 @@ mod tests {
     }
 
     #[test]
+    fn handed_compiled_entries() {
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("entry.cwasm");
+        std::fs::write(&path, b"native").unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let fd = file.as_raw_fd();
+        let (pipe_r, _pipe_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+        let key = "ab".repeat(32);
+        let n = |fd: RawFd| fd.to_string();
+        let table: [(String, Option<&str>, Option<RawFd>, &str); 6] = [
+            (
+                n(fd),
+                Some(&key),
+                Some(fd),
+                &format!("descriptor {fd} is the formation channel or lifeline"),
+            ),
+            (n(fd), None, None, "MURMUR_COMPILED_KEY is missing or not a key"),
+            (
+                n(fd),
+                Some("not-hex"),
+                None,
+                "MURMUR_COMPILED_KEY is missing or not a key",
+            ),
+            (
+                n(pipe_r.as_raw_fd()),
+                Some(&key),
+                None,
+                &format!("descriptor {} is not a regular file", pipe_r.as_raw_fd()),
+            ),
+            ("999999".into(), Some(&key), None, "descriptor 999999 is not open"),
+            ("1".into(), Some(&key), None, "descriptor 1 is a standard stream"),
+        ];
+        for (raw, k, taken, why) in &table {
+            let got = take_compiled(OsStr::new(raw), k.map(OsStr::new), &[*taken]).map(drop);
+            assert_eq!(got, Err(why.to_string()), "{raw} {k:?}");
+        }
+        let handed = take_compiled(OsStr::new(&n(fd)), Some(OsStr::new(&key)), &[None]).unwrap();
+        assert_eq!(handed.key_id, key);
+        assert_ne!(handed.file.as_raw_fd(), fd, "a duplicate of its own");
+        let flags = fcntl(fd, FcntlArg::F_GETFD).unwrap();
+        assert!(FdFlag::from_bits_truncate(flags).contains(FdFlag::FD_CLOEXEC));
+    }
+
+    #[test]
     fn peers_in_env_is_refused() {
         assert!(refuse_peers_env(false).is_ok());
         assert_eq!(refuse_peers_env(true).unwrap_err().code.id, "E-RUN-046");
