@@ -468,7 +468,12 @@ impl CompiledCache {
         };
         self.open_dir()?;
         match self.checked_entry(&key) {
-            Ok((file, ..)) => {
+            Ok((file, len, hashed)) => {
+                tracing::debug!(
+                    "checked compiled {} for its members ({len} bytes hashed in {} ms)",
+                    key.short(),
+                    hashed.as_millis()
+                );
                 return Ok(Handed { file, key_id: key.id() });
             }
             Err(Miss::Absent) => {}
