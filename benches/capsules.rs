@@ -26,16 +26,13 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod support;
+use support::{env_or, formation_pids, median, mur_binary};
+
 use anyhow::{Context as _, Result, anyhow, bail};
 use serde_json::{Value, json};
 
 const AUTH: &str = "network:\n  authentication:\n    scheme: bearer\n";
-
-fn mur_binary() -> PathBuf {
-    std::env::var_os("MUR_BENCH_MUR")
-        .filter(|v| !v.is_empty())
-        .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_mur")), PathBuf::from)
-}
 
 fn component_path() -> PathBuf {
     std::env::var_os("MUR_BENCH_COMPONENT")
@@ -194,29 +191,6 @@ impl Drop for Running {
     }
 }
 
-fn formation_pids(frm: &str) -> Vec<u32> {
-    let needle = format!("MURMUR_FORMATION_ID={frm}");
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return vec![];
-    };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ"))
-                .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
-                && alive(*pid)
-        })
-        .collect()
-}
-
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rfind(')').map(|i| !s[i + 1..].trim_start().starts_with(['Z', 'X'])))
-        .unwrap_or(false)
-}
-
 /// (VmRSS, PSS) in KiB.
 fn memory_kib(pid: u32) -> Option<(u64, u64)> {
     let field = |text: &str, name: &str| -> Option<u64> {
@@ -229,23 +203,10 @@ fn memory_kib(pid: u32) -> Option<(u64, u64)> {
     Some((field(&status, "VmRSS:")?, field(&rollup, "Pss:")?))
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
 fn stat(v: &[f64], prec: usize) -> String {
     let lo = v.iter().cloned().fold(f64::MAX, f64::min);
     let hi = v.iter().cloned().fold(0f64, f64::max);
     format!("{:.prec$} ({lo:.prec$}–{hi:.prec$})", median(v.to_vec()))
-}
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 fn largest_entry(dir: &Path) -> Option<PathBuf> {

@@ -45,6 +45,9 @@ use std::process::Command;
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
+mod support;
+use support::{env_or, median};
+
 use anyhow::{Context as _, Result, anyhow, bail};
 use mur::door::{Door, DoorConfig, FormationTrust};
 use mur::manifest::Acceptance;
@@ -507,19 +510,6 @@ fn spread(v: Vec<f64>) -> (f64, f64, f64) {
     let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     (median(v), lo, hi)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 fn main() -> Result<()> {

@@ -32,6 +32,9 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod support;
+use support::{alive, env_or, formation_pids, median, mur_binary};
+
 use anyhow::{Context as _, Result, anyhow, bail};
 use serde_json::Value;
 
@@ -44,13 +47,6 @@ const ECHO_MANIFEST: &str = "name: echo\nversion: 0.1.0\ncomponent: capsule.wat\
      task_acceptance: queue\n  after_task: sleep\n  queue_depth: 256\nexports:\n  peer_tasks:\n    \
      accept: true\nnetwork:\n  authentication:\n    scheme: bearer\ncapabilities:\n  network:\n    \
      allow: [localhost]\n";
-
-/// The `mur` under test: `MUR_BENCH_MUR`, else the one this build made.
-fn mur_binary() -> PathBuf {
-    std::env::var_os("MUR_BENCH_MUR")
-        .filter(|v| !v.is_empty())
-        .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_mur")), PathBuf::from)
-}
 
 struct Sandbox {
     dir: tempfile::TempDir,
@@ -222,31 +218,6 @@ impl Drop for Launch {
     }
 }
 
-/// Live (non-zombie) pids whose environment carries `MURMUR_FORMATION_ID=<frm>`.
-fn formation_pids(frm: &str) -> Vec<u32> {
-    let needle = format!("MURMUR_FORMATION_ID={frm}");
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return vec![];
-    };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ"))
-                .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
-                && alive(*pid)
-        })
-        .collect()
-}
-
-/// Running (not exited, not a zombie).
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rfind(')').map(|i| !s[i + 1..].trim_start().starts_with(['Z', 'X'])))
-        .unwrap_or(false)
-}
-
 /// CPU time of every thread of `pid` so far, in ns (0 once it is gone).
 fn cpu_ns(pid: u32) -> u64 {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
@@ -289,24 +260,11 @@ fn memory_kib(pid: u32) -> Option<(u64, u64, u64)> {
     ))
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
 /// `median (min–max)`.
 fn stat(v: &[f64], unit_div: f64, prec: usize) -> String {
     let lo = v.iter().cloned().fold(f64::MAX, f64::min) / unit_div;
     let hi = v.iter().cloned().fold(0f64, f64::max) / unit_div;
     format!("{:.prec$} ({lo:.prec$}–{hi:.prec$})", median(v.to_vec()) / unit_div)
-}
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 struct LaunchRun {
