@@ -11,13 +11,20 @@
 //! - The archive sha256 a key is made of is one the reader computed from the bytes and checked
 //!   against the store's sidecar, never one merely recorded; a miss reads the component from
 //!   the archive again and checks that sha256 again before compiling it.
-//! - An entry is used only after its bytes hash to the integrity record beside it and that record
-//!   names this key ([`mur_core::compiled`]); anything else (absent, truncated, foreign, damaged,
-//!   refused by wasmtime) is compiled again and replaced. A bad entry is never an error.
+//! - An entry is used only after its bytes hash (BLAKE3) to the integrity record beside it and that
+//!   record names this key ([`mur_core::compiled`]); anything else (absent, truncated, foreign,
+//!   damaged, a record of an older format, refused by wasmtime) is compiled again and replaced. A
+//!   bad entry is never an error.
 //! - Entries are written to a temporary file (0600) and renamed into place, so a reader sees a
 //!   whole file or none; two members missing at once compile twice at worst.
 //! - The file hashed is the file mapped: it is opened once and handed to wasmtime through
 //!   `/proc/self/fd`, so a rename between the check and the mapping cannot slip other bytes in.
+//! - Writing an entry (`mur install`, a miss) scans the directory once per process and removes
+//!   what [`mur_core::compiled::prune`] names: entries this runtime can never load, stale
+//!   temporary files and unpaired halves, and the least recently used over the size budget. It
+//!   acts through the checked directory's descriptor, never follows a symlink, removes only
+//!   regular files with cache names, and never fails the launch or install (debug log). A use
+//!   refreshes its record's mtime (one `futimens`), which is what "recently used" reads.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -25,9 +32,9 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
-use mur_core::compiled::{self, Integrity, Key, Kind, Mismatch, Stat};
+use mur_core::compiled::{self, Integrity, Key, Kind, Listed, Mismatch, Stat};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
@@ -39,6 +46,10 @@ const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// W-CMP-001 is printed once per process, not once per component.
 static WARNED: AtomicBool = AtomicBool::new(false);
+
+/// The cache is scanned at most once per process: a launcher writing several entries, or an
+/// install that both writes and finds, scans once.
+static PRUNED: AtomicBool = AtomicBool::new(false);
 
 /// Where compiled components are kept.
 #[derive(Debug, Clone)]
@@ -174,11 +185,10 @@ impl CompiledCache {
         tracing::debug!("compiled component {}", key.short());
         if trusted {
             match component.serialize() {
-                Ok(native) => {
-                    if let Err(e) = self.store(key, &native) {
-                        tracing::debug!("compiled component {} not stored: {e}", key.short());
-                    }
-                }
+                Ok(native) => match self.store(key, &native) {
+                    Ok(()) => self.prune(key),
+                    Err(e) => tracing::debug!("compiled component {} not stored: {e}", key.short()),
+                },
                 Err(e) => tracing::debug!("compiled component {} not serialized: {e:#}", key.short()),
             }
         }
@@ -191,9 +201,9 @@ impl CompiledCache {
         let key = Self::key(engine, source);
         let check = || -> Result<(), Miss> {
             self.check_dir()?;
-            let record = self.record(&key)?;
+            let (record, _) = self.record(&key)?;
             let (_, len) = open_trusted(&self.dir.join(key.entry_name()))?;
-            record.check(&key, len, &record.sha256)?;
+            record.check(&key, len, &record.blake3)?;
             Ok(())
         };
         check().is_ok()
@@ -217,42 +227,38 @@ impl CompiledCache {
 
     fn check_dir(&self) -> Result<(), Miss> {
         let meta = std::fs::symlink_metadata(&self.dir).map_err(|e| not_found_or(e, "it cannot be read"))?;
-        compiled::trusted(stat(&meta), Kind::Dir, me()).map_err(Miss::Unusable)
+        compiled::trusted(stat_of(&meta), Kind::Dir, me()).map_err(Miss::Unusable)
     }
 
-    /// The entry's integrity record, if it reads and names this key.
-    fn record(&self, key: &Key) -> Result<Integrity, Miss> {
+    /// The entry's integrity record, if it reads and names this key, and the record's file.
+    fn record(&self, key: &Key) -> Result<(Integrity, File), Miss> {
         let (file, len) = open_trusted(&self.dir.join(key.record_name()))?;
-        if len > compiled::MAX_RECORD_BYTES {
-            return Err(Mismatch::Record(format!("it is {len} bytes long")).into());
-        }
-        let mut text = String::new();
-        file.take(compiled::MAX_RECORD_BYTES)
-            .read_to_string(&mut text)
-            .map_err(|e| Mismatch::Record(e.to_string()))?;
-        let record = Integrity::parse(&text)?;
-        if record.id != key.id() {
+        let record = read_record(&file, len)?;
+        if record.key != *key {
             return Err(Mismatch::Foreign.into());
         }
-        Ok(record)
+        Ok((record, file))
     }
 
     /// The entry of `key`, checked: its record names the key, and its bytes, read through the
     /// descriptor returned, hash to the record. Returns the file, its length and the hashing time.
+    /// A checked entry is a used one: its record's mtime, the cache's recency, is set to now.
     fn checked_entry(&self, key: &Key) -> Result<(File, u64, Duration), Miss> {
-        let record = self.record(key)?;
+        let (record, record_file) = self.record(key)?;
         let (file, len) = open_trusted(&self.dir.join(key.entry_name()))?;
         // A truncated entry is refused before anything is hashed.
-        record.check(key, len, &record.sha256)?;
+        record.check(key, len, &record.blake3)?;
         let started = Instant::now();
-        let sha = sha256_mapped(&file, len).map_err(|e| Miss::Unusable(format!("it cannot be read: {e}")))?;
+        let digest = digest_mapped(&file, len).map_err(|e| Miss::Unusable(format!("it cannot be read: {e}")))?;
         // An entry grown or cut since the stat differs in length from the record: refused.
         let now = file
             .metadata()
             .map_err(|e| Miss::Unusable(format!("it cannot be read: {e}")))?
             .len();
-        record.check(key, now, &sha)?;
-        Ok((file, len, started.elapsed()))
+        record.check(key, now, &digest)?;
+        let hashed = started.elapsed();
+        touch(&record_file);
+        Ok((file, len, hashed))
     }
 
     fn load(&self, engine: &Engine, key: &Key) -> Result<(Component, LoadCost), Miss> {
@@ -290,6 +296,83 @@ impl CompiledCache {
             Integrity::of(key, native).render().as_bytes(),
         )
     }
+
+    /// Scans the directory once per process and removes what [`compiled::prune`] names, keeping
+    /// `kept` (the entry just written or found). Never an error: a failure is a debug line.
+    fn prune(&self, kept: &Key) {
+        if PRUNED.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let started = Instant::now();
+        match self.try_prune(kept) {
+            Ok(removed) => tracing::debug!(
+                "pruned the compiled cache: {removed} files removed in {} ms",
+                started.elapsed().as_millis()
+            ),
+            Err(why) => tracing::debug!("the compiled cache was not pruned: {why}"),
+        }
+    }
+
+    /// Lists the directory through a descriptor of it (opened without following a symlink and
+    /// checked as trusted), reads each record, and unlinks the names the pure decision returns
+    /// relative to that descriptor. Unlinking an entry another process has mapped (or holds open,
+    /// as a launcher's handed descriptor) is safe: the mapping keeps the inode and its pages until
+    /// unmapped; only the name goes, and the next reader misses and compiles.
+    fn try_prune(&self, kept: &Key) -> Result<usize, String> {
+        use nix::fcntl::{OFlag, openat};
+        use nix::sys::stat::{Mode, fstat};
+        use std::os::fd::{FromRawFd, OwnedFd};
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let raw = openat(None, &self.dir, flags, Mode::empty()).map_err(|e| format!("it cannot be opened: {e}"))?;
+        // SAFETY: `raw` was just opened and is owned by nothing else.
+        let dir = unsafe { OwnedFd::from_raw_fd(raw) };
+        let st = fstat(dir.as_raw_fd()).map_err(|e| format!("it cannot be read: {e}"))?;
+        compiled::trusted(file_stat(&st), Kind::Dir, me())?;
+        let names = std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd()))
+            .or_else(|_| std::fs::read_dir(&self.dir))
+            .map_err(|e| format!("it cannot be listed: {e}"))?;
+        let mut listing = Vec::new();
+        for name in names.filter_map(|e| e.ok()).map(|e| e.file_name()) {
+            // Not valid UTF-8: no name the cache writes.
+            let Some(name) = name.to_str().map(str::to_string) else {
+                continue;
+            };
+            if compiled::cache_file(&name).is_none() {
+                continue;
+            }
+            if let Some(listed) = list_one(&dir, name) {
+                listing.push(listed);
+            }
+        }
+        let budget = budget();
+        let decided = compiled::prune(
+            &listing,
+            &compiled::Prune {
+                now: SystemTime::now(),
+                version: &kept.version,
+                engine: &kept.engine,
+                budget,
+                keep: Some(&kept.id()),
+            },
+        );
+        let mut removed = 0;
+        for (name, why) in decided {
+            match nix::unistd::unlinkat(
+                Some(dir.as_raw_fd()),
+                name.as_str(),
+                nix::unistd::UnlinkatFlags::NoRemoveDir,
+            ) {
+                Ok(()) => {
+                    removed += 1;
+                    tracing::debug!("removed {name} from the compiled cache: {why}");
+                }
+                // Another process pruned it first.
+                Err(nix::errno::Errno::ENOENT) => {}
+                Err(e) => tracing::debug!("could not remove {name} from the compiled cache ({why}): {e}"),
+            }
+        }
+        Ok(removed)
+    }
 }
 
 /// A compiled entry a launcher checked once and hands, open, to every member running its
@@ -310,7 +393,7 @@ fn load_handed(engine: &Engine, key: &Key, handed: &Handed) -> Result<Component,
         return Err("it was checked for another archive, engine or runtime version".into());
     }
     let meta = handed.file.metadata().map_err(|e| format!("it cannot be read: {e}"))?;
-    compiled::trusted(stat(&meta), Kind::File, me())?;
+    compiled::trusted(stat_of(&meta), Kind::File, me())?;
     let same_file = PathBuf::from(format!("/proc/self/fd/{}", handed.file.as_raw_fd()));
     if !same_file.exists() {
         return Err("/proc is not mounted, so the descriptor cannot be mapped".into());
@@ -320,13 +403,13 @@ fn load_handed(engine: &Engine, key: &Key, handed: &Handed) -> Result<Component,
     unsafe { Component::deserialize_file(engine, &same_file) }.map_err(|e| format!("wasmtime refused it: {e:#}"))
 }
 
-/// sha256 of the first `len` bytes of `file`, hashed through a private read-only mapping: no
-/// copy into a buffer (a third faster than 1 MiB reads on a 35 MB entry here), and the pages are
-/// the page-cache pages wasmtime maps next.
-fn sha256_mapped(file: &File, len: u64) -> std::io::Result<String> {
+/// The integrity digest ([`compiled::digest_hex`]) of the first `len` bytes of `file`, hashed
+/// through a private read-only mapping: no copy into a buffer (a third faster than 1 MiB reads
+/// on a 35 MB entry here), and the pages are the page-cache pages wasmtime maps next.
+fn digest_mapped(file: &File, len: u64) -> std::io::Result<String> {
     use nix::sys::mman::{MapFlags, ProtFlags, mmap, munmap};
     let Some(n) = usize::try_from(len).ok().and_then(std::num::NonZeroUsize::new) else {
-        return Ok(compiled::sha256_hex(&[]));
+        return Ok(compiled::digest_hex(&[]));
     };
     // SAFETY: a read-only private mapping of a regular file of this user's (checked by the
     // caller), read only below and unmapped before returning. Were the file cut short meanwhile,
@@ -343,10 +426,89 @@ fn sha256_mapped(file: &File, len: u64) -> std::io::Result<String> {
         )
     }?;
     // SAFETY: `ptr` maps `n` readable bytes until the munmap below.
-    let sha = compiled::sha256_hex(unsafe { std::slice::from_raw_parts(ptr.as_ptr().cast::<u8>(), n.get()) });
+    let digest = compiled::digest_hex(unsafe { std::slice::from_raw_parts(ptr.as_ptr().cast::<u8>(), n.get()) });
     // SAFETY: unmaps exactly the mapping made above; the slice is no longer used.
     let _ = unsafe { munmap(ptr, n.get()) };
-    Ok(sha)
+    Ok(digest)
+}
+
+/// One cache file as a scan sees it, through the directory's descriptor and without following a
+/// symlink; a record is read and parsed too. `None` when it vanished meanwhile.
+fn list_one(dir: &impl AsRawFd, name: String) -> Option<Listed> {
+    use nix::fcntl::{AtFlags, OFlag, openat};
+    use nix::sys::stat::{Mode, fstatat};
+    use std::os::fd::FromRawFd;
+    let st = fstatat(Some(dir.as_raw_fd()), name.as_str(), AtFlags::AT_SYMLINK_NOFOLLOW).ok()?;
+    let stat = file_stat(&st);
+    let mtime = SystemTime::UNIX_EPOCH
+        + Duration::new(
+            u64::try_from(st.st_mtime).unwrap_or(0),
+            u32::try_from(st.st_mtime_nsec).unwrap_or(0),
+        );
+    let record = (stat.kind == Kind::File
+        && matches!(compiled::cache_file(&name), Some(compiled::CacheFile::Record(_))))
+    .then(|| {
+        let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+        let raw = openat(Some(dir.as_raw_fd()), name.as_str(), flags, Mode::empty())
+            .map_err(|e| Mismatch::Record(format!("it cannot be opened: {e}")))?;
+        // SAFETY: `raw` was just opened and is owned by nothing else.
+        let file = unsafe { File::from_raw_fd(raw) };
+        let meta = file.metadata().map_err(|e| Mismatch::Record(e.to_string()))?;
+        compiled::trusted(stat_of(&meta), Kind::File, me()).map_err(Mismatch::Record)?;
+        read_record(&file, meta.len())
+    });
+    Some(Listed {
+        name,
+        kind: stat.kind,
+        size: u64::try_from(st.st_size).unwrap_or(0),
+        mtime,
+        record,
+    })
+}
+
+/// The size budget: [`compiled::BUDGET`], or the smaller one a test sets
+/// ([`compiled::BUDGET_ENV`], announced as W-ENV-001 once per process).
+fn budget() -> u64 {
+    let env = std::env::var(compiled::BUDGET_ENV).ok();
+    match compiled::test_budget(env.as_deref()) {
+        Some(b) => {
+            Diagnostic::new(
+                diag::W_ENV_001,
+                format!(
+                    "{} is set, so the compiled-component cache is kept under {b} bytes",
+                    compiled::BUDGET_ENV
+                ),
+            )
+            .with_hint(&format!(
+                "unset {}: it shrinks the cache for the runtime's own tests",
+                compiled::BUDGET_ENV
+            ))
+            .eprint("");
+            b
+        }
+        None => compiled::BUDGET,
+    }
+}
+
+/// An integrity record of `len` bytes read from `file`, parsed.
+fn read_record(file: &File, len: u64) -> Result<Integrity, Mismatch> {
+    if len > compiled::MAX_RECORD_BYTES {
+        return Err(Mismatch::Record(format!("it is {len} bytes long")));
+    }
+    let mut text = String::new();
+    file.take(compiled::MAX_RECORD_BYTES)
+        .read_to_string(&mut text)
+        .map_err(|e| Mismatch::Record(e.to_string()))?;
+    Integrity::parse(&text)
+}
+
+/// Marks a record's entry as used now: its mtime, and only that, one syscall. A failure only
+/// makes the entry look older to the size budget.
+fn touch(record: &File) {
+    use nix::sys::time::TimeSpec;
+    if let Err(e) = nix::sys::stat::futimens(record.as_raw_fd(), &TimeSpec::UTIME_OMIT, &TimeSpec::UTIME_NOW) {
+        tracing::debug!("a compiled entry's use was not recorded: {e}");
+    }
 }
 
 fn compile(engine: &Engine, bytes: &[u8]) -> Result<Component, String> {
@@ -358,7 +520,7 @@ fn me() -> u32 {
     nix::unistd::getuid().as_raw()
 }
 
-fn stat(meta: &std::fs::Metadata) -> Stat {
+fn stat_of(meta: &std::fs::Metadata) -> Stat {
     let t = meta.file_type();
     Stat {
         uid: meta.uid(),
@@ -370,6 +532,21 @@ fn stat(meta: &std::fs::Metadata) -> Stat {
         } else {
             Kind::Other
         },
+    }
+}
+
+/// [`stat_of`] for an `fstat`/`fstatat` result.
+fn file_stat(st: &nix::sys::stat::FileStat) -> Stat {
+    use nix::libc::{S_IFDIR, S_IFMT, S_IFREG};
+    let kind = match st.st_mode & S_IFMT {
+        S_IFDIR => Kind::Dir,
+        S_IFREG => Kind::File,
+        _ => Kind::Other,
+    };
+    Stat {
+        uid: st.st_uid,
+        mode: st.st_mode,
+        kind,
     }
 }
 
@@ -392,14 +569,14 @@ fn open_trusted(path: &Path) -> Result<(File, u64), Miss> {
     let meta = file
         .metadata()
         .map_err(|e| Miss::Unusable(format!("it cannot be read: {e}")))?;
-    compiled::trusted(stat(&meta), Kind::File, me()).map_err(Miss::Unusable)?;
+    compiled::trusted(stat_of(&meta), Kind::File, me()).map_err(Miss::Unusable)?;
     Ok((file, meta.len()))
 }
 
 /// `dir/name` holding exactly `bytes`, or unchanged: written to a fresh 0600 file beside it and
 /// renamed over it.
 fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = dir.join(format!(".{name}.{}.tmp", uuid::Uuid::new_v4().simple()));
+    let tmp = dir.join(compiled::temp_name(name, &uuid::Uuid::new_v4().simple().to_string()));
     let written = (|| {
         let mut f = OpenOptions::new()
             .write(true)
@@ -445,8 +622,13 @@ impl CompiledCache {
     ) -> Result<(), String> {
         let mut bytes = Some(component.to_vec());
         let mut read = || bytes.take().ok_or_else(|| "the component was read already".to_string());
-        self.component(engine.wasmtime(), &Source::capsule(archive_sha256), &mut read, None)
-            .map(drop)
+        let source = Source::capsule(archive_sha256);
+        let compiled = self.component(engine.wasmtime(), &source, &mut read, None).map(drop);
+        // An install scans the cache even when its entry was there already (once per process).
+        if self.check_dir().is_ok() {
+            self.prune(&Self::key(engine.wasmtime(), &source));
+        }
+        compiled
     }
 
     /// For a launcher: the entry of the capsule.wasm of the archive hashing to `archive_sha256`,

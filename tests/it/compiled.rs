@@ -521,3 +521,195 @@ fn a_handed_entry_of_another_key_is_not_used() {
         assert_eq!(err.matches("loaded compiled ").count(), 1, "{err}");
     }
 }
+
+/// The parsed integrity record at `path`.
+#[track_caller]
+fn record_at(path: &Path) -> mur::compiled::Integrity {
+    let text = std::fs::read_to_string(path).expect("record");
+    mur::compiled::Integrity::parse(&text).expect("a record of this runtime's format")
+}
+
+/// Sets a cache file's mtime `ago` in the past (what a scan reads as age, or for a record, last use).
+#[track_caller]
+fn age(path: &Path, ago: std::time::Duration) {
+    let f = std::fs::File::options().write(true).open(path).expect("open");
+    f.set_modified(std::time::SystemTime::now() - ago).expect("set mtime");
+}
+
+fn mtime(path: &Path) -> std::time::SystemTime {
+    std::fs::metadata(path).and_then(|m| m.modified()).expect("mtime")
+}
+
+/// Builds local/<name> from `wat` and runs `mur install -g` of it with `env`; returns its stderr.
+fn install_with(sb: &Sandbox, name: &str, wat: &str, env: &[(&str, &str)]) -> String {
+    let dir = sb.path(&format!("src/{name}"));
+    if !dir.join(format!("{name}-0.1.0.mur.zip")).exists() {
+        std::fs::copy(crate::support::repo_root().join(wat), dir.join("capsule.wat")).expect("copy wat");
+        let manifest = format!(
+            "name: {name}\nversion: 0.1.0\ncomponent: capsule.wat\nnetwork:\n  authentication:\n    scheme: bearer\n"
+        );
+        std::fs::write(dir.join("murmur.yaml"), manifest).expect("manifest");
+        let out = sb.run(&dir, &["build", "."]);
+        assert!(out.status.success(), "mur build {name}: {}", stderr(&out));
+    }
+    let zip = dir.join(format!("{name}-0.1.0.mur.zip"));
+    let out = sb
+        .mur(&dir)
+        .args(["install", "-g", zip.to_str().expect("utf-8 path")])
+        .env("RUST_LOG", "mur=debug")
+        .envs(env.iter().copied())
+        .output()
+        .expect("spawn mur");
+    assert!(out.status.success(), "mur install {name}: {}", stderr(&out));
+    stderr(&out)
+}
+
+/// A record of format 1 (a sha256 of the entry, without the key's parts) is not read: its entry
+/// is compiled again and the record rewritten in today's format.
+#[test]
+fn a_record_of_the_previous_format_is_compiled_again() {
+    let sb = Sandbox::new();
+    let cwd = sb.path("w");
+    sb.install_component("echo", ECHO, "");
+    let (entry, record) = only_entry(&sb);
+    let id = entry.file_stem().and_then(|s| s.to_str()).expect("id").to_string();
+    let bytes = std::fs::read(&entry).expect("entry");
+    let format_1 = format!(
+        "mur-compiled 1\nid {id}\nlen {}\nsha256 {}\n",
+        bytes.len(),
+        mur::compiled::sha256_hex(&bytes)
+    );
+    std::fs::write(&record, &format_1).expect("plant a format-1 record");
+    let (did, err) = launch(&sb, &cwd, "echo", "hi");
+    assert_eq!(did, Did::Compiled, "{err}");
+    assert!(
+        err.contains("its integrity record is unreadable: it does not start with the format line"),
+        "{err}"
+    );
+    let text = std::fs::read_to_string(&record).expect("record");
+    assert!(
+        text.starts_with("mur-compiled 2\n") && text.contains("\nblake3 "),
+        "{text}"
+    );
+    assert_eq!(record_at(&record).id(), id);
+    assert_eq!(launch(&sb, &cwd, "echo", "hi").0, Did::Loaded);
+}
+
+/// An install scans the cache: entries of another runtime version or engine, a record this
+/// runtime cannot read, interrupted writes and old unpaired halves go; the current entries, young
+/// halves (a writer between its two renames), other names and symlinks stay.
+#[test]
+fn an_install_removes_what_this_runtime_cannot_load_and_leaves_the_rest() {
+    use mur::compiled::{Integrity, temp_name};
+    let sb = Sandbox::new();
+    let cwd = sb.path("w");
+    sb.install_component("echo", ECHO, "");
+    let dir = cache_dir(&sb);
+    let (entry, record) = only_entry(&sb);
+    let echo = record_at(&record);
+    let bytes = std::fs::read(&entry).expect("entry");
+    let ten_minutes = std::time::Duration::from_secs(600);
+    // A whole pair as another `mur`, or this one with another engine, would have written it.
+    let plant = |key: &mur::compiled::Key| {
+        let rec = Integrity {
+            key: key.clone(),
+            ..echo.clone()
+        };
+        std::fs::write(dir.join(key.entry_name()), &bytes).expect("plant entry");
+        std::fs::write(dir.join(key.record_name()), rec.render()).expect("plant record");
+        (dir.join(key.entry_name()), dir.join(key.record_name()))
+    };
+    let other = |f: &dyn Fn(&mut mur::compiled::Key)| {
+        let mut k = echo.key.clone();
+        f(&mut k);
+        k
+    };
+    let old_version = plant(&other(&|k| k.version = "0.0.1".into()));
+    let old_engine = plant(&other(&|k| k.engine = mur::compiled::sha256_hex(b"another engine")));
+    let format_1 = plant(&other(&|k| k.archive_sha256 = mur::compiled::sha256_hex(b"format 1")));
+    std::fs::write(&format_1.1, "mur-compiled 1\nid x\nlen 1\nsha256 y\n").expect("format 1");
+    let nonce = "0123456789abcdef0123456789abcdef";
+    let stale_tmp = dir.join(temp_name(&echo.key.entry_name(), nonce));
+    let fresh_tmp = dir.join(temp_name(&echo.key.record_name(), nonce));
+    let old_unpaired = plant(&other(&|k| k.archive_sha256 = mur::compiled::sha256_hex(b"old")));
+    let young_unpaired = plant(&other(&|k| k.archive_sha256 = mur::compiled::sha256_hex(b"young")));
+    std::fs::remove_file(&old_unpaired.1).expect("unpair");
+    std::fs::remove_file(&young_unpaired.1).expect("unpair");
+    for f in [&stale_tmp, &fresh_tmp] {
+        std::fs::write(f, b"half").expect("temp");
+    }
+    age(&stale_tmp, ten_minutes);
+    age(&old_unpaired.0, ten_minutes);
+    let notes = dir.join("notes.txt");
+    std::fs::write(&notes, "mine").expect("notes");
+    // A symlink under an entry's name of another version: the link is not followed, and neither
+    // it nor what it points to is removed.
+    let outside = sb.path("outside").join("precious");
+    std::fs::write(&outside, "keep").expect("outside");
+    let link = dir.join(other(&|k| k.version = "0.0.2".into()).entry_name());
+    std::os::unix::fs::symlink(&outside, &link).expect("symlink");
+
+    let err = install_with(&sb, "shout", SHOUT, &[]);
+    let gone = [
+        &old_version.0,
+        &old_version.1,
+        &old_engine.0,
+        &old_engine.1,
+        &format_1.0,
+        &format_1.1,
+        &stale_tmp,
+        &old_unpaired.0,
+    ];
+    for f in gone {
+        assert!(!f.exists(), "{} should be gone: {err}", f.display());
+    }
+    let stay = [&entry, &record, &fresh_tmp, &young_unpaired.0, &notes, &outside];
+    for f in stay {
+        assert!(f.exists(), "{} should stay: {err}", f.display());
+    }
+    assert!(std::fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink()));
+    assert_eq!(std::fs::read_to_string(&outside).expect("outside"), "keep");
+    assert!(err.contains("compiled by another mur version"), "{err}");
+    assert!(err.contains("pruned the compiled cache: 8 files removed"), "{err}");
+    // Both current components load; neither was compiled again.
+    assert_eq!(launch(&sb, &cwd, "echo", "hi").0, Did::Loaded);
+    assert_eq!(launch(&sb, &cwd, "shout", "ok").0, Did::Loaded);
+}
+
+/// Over its size budget (shrunk for the test) the cache evicts the least recently used entry,
+/// where a launch's use of an entry refreshes its record's mtime, and never the entry the scan's
+/// own process just wrote or found.
+#[test]
+fn over_its_budget_the_cache_evicts_the_least_recently_used() {
+    let sb = Sandbox::new();
+    let cwd = sb.path("w");
+    sb.install_component("echo", ECHO, "");
+    let (echo_entry, echo_record) = only_entry(&sb);
+    install_with(&sb, "shout", SHOUT, &[]);
+    install_with(&sb, "copy", ECHO, &[]);
+    let all = entries(&cache_dir(&sb));
+    assert_eq!(all.len(), 3, "{all:?}");
+    let size = |p: &Path| std::fs::metadata(p).expect("stat").len();
+    let total: u64 = all.iter().map(|(e, r)| size(e) + size(r)).sum();
+    // Echo was used longest ago; shout and copy an hour later.
+    let hour = std::time::Duration::from_secs(3600);
+    for (_, record) in &all {
+        age(record, if *record == echo_record { 3 * hour } else { 2 * hour });
+    }
+    // A launch uses echo's entry: its record becomes the most recent.
+    let before = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+    assert_eq!(launch(&sb, &cwd, "echo", "hi").0, Did::Loaded);
+    assert!(mtime(&echo_record) > before, "a use refreshes the record's mtime");
+    // Reinstalling `copy` (its entry is there) scans with a budget one byte short of the total:
+    // one entry must go, the least recently used other than copy's own: shout's.
+    let budget = (total - 1).to_string();
+    let err = install_with(&sb, "copy", ECHO, &[(mur::compiled::BUDGET_ENV, budget.as_str())]);
+    assert!(err.contains("warning[W-ENV-001]"), "{err}");
+    assert!(err.contains("the cache is over its size budget"), "{err}");
+    let left = entries(&cache_dir(&sb));
+    assert_eq!(left.len(), 2, "{left:?}: {err}");
+    assert!(left.contains(&(echo_entry.clone(), echo_record.clone())), "{left:?}");
+    assert_eq!(launch(&sb, &cwd, "echo", "hi").0, Did::Loaded);
+    assert_eq!(launch(&sb, &cwd, "copy", "hi").0, Did::Loaded);
+    assert_eq!(launch(&sb, &cwd, "shout", "ok").0, Did::Compiled, "shout's was evicted");
+}
