@@ -479,7 +479,7 @@ fn budget() -> u64 {
                     compiled::BUDGET_ENV
                 ),
             )
-            .with_hint(&format!(
+            .with_hint(format!(
                 "unset {}: it shrinks the cache for the runtime's own tests",
                 compiled::BUDGET_ENV
             ))

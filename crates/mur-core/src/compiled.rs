@@ -397,12 +397,8 @@ pub fn prune(listing: &[Listed], p: &Prune<'_>) -> Vec<(String, Why)> {
     let mut pairs: BTreeMap<&str, (Option<&Listed>, Option<&Listed>)> = BTreeMap::new();
     for l in listing.iter().filter(|l| l.kind == Kind::File) {
         match cache_file(&l.name) {
-            None => {}
-            Some(CacheFile::Temp) => {
-                if old(l) {
-                    out.push((l.name.clone(), Why::StaleTemp));
-                }
-            }
+            Some(CacheFile::Temp) if old(l) => out.push((l.name.clone(), Why::StaleTemp)),
+            None | Some(CacheFile::Temp) => {}
             Some(CacheFile::Entry(id)) => pairs.entry(id).or_default().0 = Some(l),
             Some(CacheFile::Record(id)) => pairs.entry(id).or_default().1 = Some(l),
         }
@@ -469,7 +465,8 @@ pub const PARALLEL_HASH_BYTES: usize = 1 << 20;
 
 /// The integrity digest of compiled bytes: BLAKE3 (hex). sha256 was the single largest cost of a
 /// warm launch of a large component (24–25 ms for a 35 MB Python entry, even with the CPU's SHA
-/// extensions); BLAKE3 is several times faster on one core, and splits across cores. It guards
+/// extensions); BLAKE3 is about twice as fast on one core here and splits across cores (≈ 3 GB/s
+/// on two, against ≈ 0.85 GB/s, docs/performance.md §6). It guards
 /// against damage and mix-ups in this user's own directory, not against the user: anyone who
 /// can write there can run code as the user anyway.
 pub fn digest_hex(bytes: &[u8]) -> String {
