@@ -595,8 +595,9 @@ fn a_record_of_the_previous_format_is_compiled_again() {
     assert_eq!(launch(&sb, &cwd, "echo", "hi").0, Did::Loaded);
 }
 
-/// An install scans the cache: entries of another runtime version or engine, a record this
-/// runtime cannot read, interrupted writes and old unpaired halves go; the current entries, young
+/// An install scans the cache: entries of another runtime version or engine and records this
+/// runtime cannot read, once unused for a week, interrupted writes and old unpaired halves go;
+/// the current entries, another version's recently used ones (two versions side by side), young
 /// halves (a writer between its two renames), other names and symlinks stay.
 #[test]
 fn an_install_removes_what_this_runtime_cannot_load_and_leaves_the_rest() {
@@ -628,6 +629,12 @@ fn an_install_removes_what_this_runtime_cannot_load_and_leaves_the_rest() {
     let old_engine = plant(&other(&|k| k.engine = mur::compiled::sha256_hex(b"another engine")));
     let format_1 = plant(&other(&|k| k.archive_sha256 = mur::compiled::sha256_hex(b"format 1")));
     std::fs::write(&format_1.1, "mur-compiled 1\nid x\nlen 1\nsha256 y\n").expect("format 1");
+    let eight_days = std::time::Duration::from_secs(8 * 24 * 3600);
+    for unused in [&old_version.1, &old_engine.1, &format_1.1] {
+        age(unused, eight_days);
+    }
+    let recent_version = plant(&other(&|k| k.version = "0.0.3".into()));
+    age(&recent_version.1, std::time::Duration::from_secs(6 * 24 * 3600));
     let nonce = "0123456789abcdef0123456789abcdef";
     let stale_tmp = dir.join(temp_name(&echo.key.entry_name(), nonce));
     let fresh_tmp = dir.join(temp_name(&echo.key.record_name(), nonce));
@@ -663,7 +670,16 @@ fn an_install_removes_what_this_runtime_cannot_load_and_leaves_the_rest() {
     for f in gone {
         assert!(!f.exists(), "{} should be gone: {err}", f.display());
     }
-    let stay = [&entry, &record, &fresh_tmp, &young_unpaired.0, &notes, &outside];
+    let stay = [
+        &entry,
+        &record,
+        &recent_version.0,
+        &recent_version.1,
+        &fresh_tmp,
+        &young_unpaired.0,
+        &notes,
+        &outside,
+    ];
     for f in stay {
         assert!(f.exists(), "{} should stay: {err}", f.display());
     }

@@ -44,6 +44,12 @@ pub const BUDGET_ENV: &str = "MURMUR_TEST_COMPILED_BUDGET";
 /// half of a pair being written.
 pub const GRACE: Duration = Duration::from_secs(5 * 60);
 
+/// How long an entry this runtime cannot load (another `mur` version or engine, or a record of
+/// another format) is kept after its last use: two versions used side by side (an installed
+/// `mur` and a newer one being tried) keep each other's entries instead of compiling each
+/// time the other ran; after an upgrade, the old version's entries go within a week.
+pub const FOREIGN_IDLE: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+
 /// What one entry is compiled from and for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Key {
@@ -357,11 +363,12 @@ pub struct Prune<'a> {
 /// Why a scan removes a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Why {
-    /// Compiled by another `mur` version.
+    /// Compiled by another `mur` version, and unused for [`FOREIGN_IDLE`].
     OtherVersion,
-    /// Compiled for another engine configuration.
+    /// Compiled for another engine configuration, and unused for [`FOREIGN_IDLE`].
     OtherEngine,
-    /// Its record does not parse (damaged, another format), or is not this user's alone.
+    /// Its record does not parse (damaged, another format), or is not this user's alone, and it
+    /// is unused for [`FOREIGN_IDLE`].
     BadRecord,
     /// Its record is another entry's.
     Misnamed,
@@ -376,9 +383,9 @@ pub enum Why {
 impl std::fmt::Display for Why {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            Why::OtherVersion => "compiled by another mur version",
-            Why::OtherEngine => "compiled for another engine configuration",
-            Why::BadRecord => "its record is unreadable or of another format",
+            Why::OtherVersion => "compiled by another mur version, and unused for a week",
+            Why::OtherEngine => "compiled for another engine configuration, and unused for a week",
+            Why::BadRecord => "its record is unreadable or of another format, and unused for a week",
             Why::Misnamed => "its record is another entry's",
             Why::Unpaired => "half of a pair, and older than a few minutes",
             Why::StaleTemp => "an interrupted write, older than a few minutes",
@@ -388,7 +395,7 @@ impl std::fmt::Display for Why {
 }
 
 /// Which files of `listing` a scan removes, and why: entries (with their records) that this
-/// runtime can never load, stale temporary files, old halves of pairs, and, while the usable
+/// runtime can never load and nobody used for [`FOREIGN_IDLE`], stale temporary files, old halves of pairs, and, while the usable
 /// entries exceed the budget, the least recently used (by record mtime, which a use refreshes).
 /// Only regular files with cache names are ever named; a record is named before its entry.
 pub fn prune(listing: &[Listed], p: &Prune<'_>) -> Vec<(String, Why)> {
@@ -419,6 +426,10 @@ pub fn prune(listing: &[Listed], p: &Prune<'_>) -> Vec<(String, Why)> {
             Some(Ok(r)) if r.key.engine != p.engine => Some(Why::OtherEngine),
             Some(Ok(_)) => None,
         };
+        // Another runtime's entries stay while that runtime uses them, and count against the
+        // budget like this one's; a misnamed record is nobody's.
+        let idle = p.now.duration_since(record.mtime).is_ok_and(|age| age > FOREIGN_IDLE);
+        let unloadable = unloadable.filter(|why| *why == Why::Misnamed || idle);
         match (unloadable, entry) {
             (Some(why), _) => {
                 out.push((record.name.clone(), why));
@@ -722,6 +733,7 @@ mod tests {
         let ago = |secs: u64| now - Duration::from_secs(secs);
         let fresh = ago(10);
         let stale = ago(GRACE.as_secs() + 1);
+        let idle = ago(FOREIGN_IDLE.as_secs() + 1);
         let k = |archive: &[u8], engine: u64, version: &str| key(archive, engine, version);
         let mine = |archive: &[u8]| k(archive, 1, "0.2.0");
         let this_engine = engine_digest(1u64);
@@ -746,12 +758,12 @@ mod tests {
                 },
             ]
         };
-        let with_record = |key: &Key, record: Result<Integrity, Mismatch>| {
+        let with_record = |key: &Key, record: Result<Integrity, Mismatch>, used: SystemTime| {
             vec![
                 file(key.entry_name(), 100, stale),
                 Listed {
                     record: Some(record),
-                    ..file(key.record_name(), 10, stale)
+                    ..file(key.record_name(), 10, used)
                 },
             ]
         };
@@ -784,20 +796,38 @@ mod tests {
                 vec![],
             ),
             (
-                "another version",
-                pair(&old_version, 100, fresh),
+                "another version, used within the week: kept",
+                pair(&old_version, 100, stale),
+                base,
+                vec![],
+            ),
+            (
+                "another version, unused for a week",
+                pair(&old_version, 100, idle),
                 base,
                 names(&old_version, Why::OtherVersion),
             ),
             (
-                "another engine",
-                pair(&old_engine, 100, fresh),
+                "another engine, used within the week: kept",
+                pair(&old_engine, 100, stale),
+                base,
+                vec![],
+            ),
+            (
+                "another engine, unused for a week",
+                pair(&old_engine, 100, idle),
                 base,
                 names(&old_engine, Why::OtherEngine),
             ),
             (
-                "a record of format 1 or damaged",
-                with_record(&a, Err(Mismatch::Record("format".into()))),
+                "a record of format 1 or damaged, used within the week: kept",
+                with_record(&a, Err(Mismatch::Record("format".into())), stale),
+                base,
+                vec![],
+            ),
+            (
+                "a record of format 1 or damaged, unused for a week",
+                with_record(&a, Err(Mismatch::Record("format".into())), idle),
                 base,
                 names(&a, Why::BadRecord),
             ),
@@ -823,14 +853,15 @@ mod tests {
                     file(b.entry_name(), 100, fresh),
                     pair(&c, 100, stale).remove(1),
                     pair(&old_version, 100, fresh).remove(1),
+                    pair(&old_engine, 100, idle).remove(1),
                     pair(&k(b"d", 1, "0.2.0"), 100, fresh).remove(1),
                 ],
                 base,
-                [
-                    vec![(a.entry_name(), Why::Unpaired), (c.record_name(), Why::Unpaired)],
-                    vec![(old_version.record_name(), Why::OtherVersion)],
-                ]
-                .concat(),
+                vec![
+                    (a.entry_name(), Why::Unpaired),
+                    (c.record_name(), Why::Unpaired),
+                    (old_engine.record_name(), Why::OtherEngine),
+                ],
             ),
             (
                 "other names, symlinks and directories are never touched",
@@ -867,10 +898,16 @@ mod tests {
                 [names(&b, Why::OverBudget), names(&c, Why::OverBudget)].concat(),
             ),
             (
-                "unloadable entries do not count against the budget",
-                [pair(&old_version, 1000, fresh), pair(&a, 100, ago(30))].concat(),
+                "idle unloadable entries go first and do not count against the budget",
+                [pair(&old_version, 1000, idle), pair(&a, 100, ago(30))].concat(),
                 Prune { budget: 110, ..base },
                 names(&old_version, Why::OtherVersion),
+            ),
+            (
+                "recently used unloadable entries count, least recently used first",
+                [pair(&old_version, 1000, ago(40)), pair(&a, 100, ago(30))].concat(),
+                Prune { budget: 110, ..base },
+                names(&old_version, Why::OverBudget),
             ),
         ];
         for (what, listing, prune_with, want) in table {
