@@ -182,6 +182,25 @@ impl Capsule {
         Capsule::checked(engine, &component)
     }
 
+    /// The entry a launcher handed over, for `source`'s key only: `None`, without touching the
+    /// cache, when it was checked for another key. A member maps it on a second thread while
+    /// its own thread still resolves and hashes the archive (the archive's sha256 is part of
+    /// the key, so `source` names the admitted one until that check confirms it). The
+    /// component's bytes are never read here: should the handed entry prove unusable and the
+    /// cache hold none, this fails, and the member loads on its own thread as without it.
+    pub fn load_handed(
+        engine: &CapsuleEngine,
+        source: &Source<'_>,
+        handed: &Handed,
+        cache: &CompiledCache,
+    ) -> Option<Result<Capsule, String>> {
+        if handed.key_id != CompiledCache::key(&engine.inner.engine, source).id() {
+            return None;
+        }
+        let mut read = || Err("its bytes are read only once its archive is checked".to_string());
+        Some(Capsule::load_cached(engine, source, &mut read, cache, Some(handed)))
+    }
+
     fn checked(engine: &CapsuleEngine, component: &Component) -> Result<Capsule, String> {
         let instance_pre = engine
             .inner

@@ -383,6 +383,8 @@ pub(super) fn prepare(args: &SessionOptions, console: &Console) -> Result<Prepar
         .map_err(|why| tracing::debug!("the launcher's compiled entry is not used: {why}"))
         .ok()
     });
+    // The handed entry is mapped on a second thread while step 5 hashes the archive.
+    let early = EarlyLoad::start(handed.as_ref(), args.capsule_sha256.as_deref());
     // 4. W-RUN-007.
     if let Some(frm) = &formation_id
         && lifeline.is_none()
@@ -403,7 +405,10 @@ pub(super) fn prepare(args: &SessionOptions, console: &Console) -> Result<Prepar
     let home = MurHome::from_env();
     let (stores, lock) = stores(&home, &workdir, args.store_root.as_deref());
     let capsule = resolve_capsule(capsule_name, version, &stores, &lock, args.capsule_sha256.as_deref())?;
-    let host = load_runner(&capsule, membership.as_ref(), args.inherited_deadline, handed.as_ref())?;
+    let host = match early.and_then(|e| e.finish(&capsule)) {
+        Some(loaded) => Runner::Component(loaded),
+        None => load_runner(&capsule, membership.as_ref(), args.inherited_deadline, handed.as_ref())?,
+    };
 
     let cwd = std::env::current_dir().unwrap_or_else(|_| workdir.clone());
     let task = match args.task.as_deref() {
@@ -437,6 +442,63 @@ pub(super) fn prepare(args: &SessionOptions, console: &Console) -> Result<Prepar
         policy,
         deadline,
     })
+}
+
+/// The launcher's handed compiled entry, mapped on a second thread (engine, mapping and the
+/// host's check of its imports and exports) while this one resolves the capsule and hashes its
+/// archive (step 5). The entry's key holds the archive's sha256, which is known only from
+/// `--capsule-sha256` until that hash confirms it: the result is used only when the archive
+/// resolved to exactly that sha256 and is a component capsule whose entry is the one handed, so
+/// nothing runs before both succeed. Anything else (another archive, a model capsule, an entry
+/// the thread could not use) is dropped, and the component loads on this thread as without it,
+/// with the same refusals.
+struct EarlyLoad {
+    archive_sha256: String,
+    thread: std::thread::JoinHandle<Option<Result<host::Capsule, String>>>,
+}
+
+impl EarlyLoad {
+    fn start(handed: Option<&host::Handed>, admitted_sha256: Option<&str>) -> Option<EarlyLoad> {
+        let archive_sha256 = admitted_sha256?.to_ascii_lowercase();
+        let handed = handed?;
+        let own = host::Handed {
+            file: handed.file.try_clone().ok()?,
+            key_id: handed.key_id.clone(),
+        };
+        let sha = archive_sha256.clone();
+        let thread = std::thread::Builder::new()
+            .name("mur-load".into())
+            .spawn(move || {
+                let engine = match CapsuleEngine::new() {
+                    Ok(engine) => engine,
+                    Err(why) => return Some(Err(why)),
+                };
+                let source = host::Source::capsule(&sha);
+                host::Capsule::load_handed(&engine, &source, &own, &host::CompiledCache::user())
+            })
+            .ok()?;
+        Some(EarlyLoad { archive_sha256, thread })
+    }
+
+    /// The component loaded early, when it is `c`'s own.
+    fn finish(self, c: &ResolvedCapsule) -> Option<host::Capsule> {
+        let runs_component = !(c.manifest.kind == Kind::Model && c.manifest.inference.is_some());
+        let same = runs_component
+            && c.resolved.sha256 == self.archive_sha256
+            && c.resolved.archive.component.as_deref() == Some(host::Source::capsule("").entry);
+        if !same {
+            // Left to finish on its own; its result is dropped.
+            return None;
+        }
+        match self.thread.join() {
+            Ok(Some(Ok(loaded))) => Some(loaded),
+            Ok(Some(Err(why))) => {
+                tracing::debug!("the early load of the handed entry failed, loading again: {why}");
+                None
+            }
+            Ok(None) | Err(_) => None,
+        }
+    }
 }
 
 /// What runs the tasks: a model capsule's agent (its inference settings and key checked now, the
@@ -665,6 +727,48 @@ mod tests {
         )
         .unwrap();
         sha
+    }
+
+    #[test]
+    fn an_early_load_is_used_only_for_the_admitted_component_archive() {
+        let dir = tempfile::tempdir().unwrap();
+        let project = dir.path().join("p");
+        let stores = Stores::new(Some(project.join(".murmur/artifacts")), dir.path().join("g"));
+        let lock = project.join("murmur.lock");
+        let store = project.join(".murmur/artifacts");
+        let manifest = "name: echo\nversion: 0.1.0\ncomponent: echo.wasm\n";
+        let sha = install(&store, "echo", "0.1.0", manifest, Some(b"\0asm"));
+        let model_manifest = "name: model\nversion: 1.0.0\ninference:\n  model: m\n";
+        install(&store, "model", "1.0.0", model_manifest, None);
+        let echo = resolve_capsule("local/echo", "0.1.0", &stores, &lock, None).unwrap();
+        let model = resolve_capsule("local/model", "1.0.0", &stores, &lock, None).unwrap();
+        // What the second thread made: a loaded component, or why it could not.
+        let early = |sha: &str, loaded: bool| EarlyLoad {
+            archive_sha256: sha.to_string(),
+            thread: std::thread::spawn(move || {
+                let engine = CapsuleEngine::new().unwrap();
+                match loaded {
+                    true => Some(host::Capsule::load(
+                        &engine,
+                        include_str!("../capsule/testdata/shout.wat").as_bytes(),
+                    )),
+                    false => Some(Err("wasmtime refused it".into())),
+                }
+            }),
+        };
+        let other = "0".repeat(64);
+        let table: [(&ResolvedCapsule, &str, bool, bool); 4] = [
+            (&echo, &sha, true, true),
+            // The archive resolved to other bytes than the admitted ones the key was made from.
+            (&echo, &other, true, false),
+            // A model capsule runs no component.
+            (&model, &sha, true, false),
+            // The thread failed: the member loads again on its own.
+            (&echo, &sha, false, false),
+        ];
+        for (i, (c, admitted, loaded, used)) in table.into_iter().enumerate() {
+            assert_eq!(early(admitted, loaded).finish(c).is_some(), used, "row {i}");
+        }
     }
 
     #[test]
