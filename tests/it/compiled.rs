@@ -729,3 +729,41 @@ fn over_its_budget_the_cache_evicts_the_least_recently_used() {
     assert_eq!(launch(&sb, &cwd, "copy", "hi").0, Did::Loaded);
     assert_eq!(launch(&sb, &cwd, "shout", "ok").0, Did::Compiled, "shout's was evicted");
 }
+
+/// A member maps its handed entry on a second thread while it checks its archive; when that
+/// component cannot be loaded, the member loads it again on its own thread and refuses exactly as
+/// without the second thread: E-RUN-002 before readiness, so the launch fails naming it.
+#[test]
+fn a_handed_component_that_cannot_load_is_refused_before_readiness() {
+    let sb = Sandbox::new();
+    sb.install_component("echo", ECHO, "");
+    sb.install_component("runless", "tests/it/testdata/runless.wat", "");
+    let dir = sb.path("runless");
+    std::fs::write(
+        dir.join("roster.yaml"),
+        "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/echo, version: 0.1.0, entry: true}\n  - {name: odd, capsule: local/runless, version: 0.1.0}\n",
+    )
+    .expect("roster");
+    let o = sb
+        .mur(&dir)
+        .args(["run", "--roster", "--task", "hi"])
+        .env("RUST_LOG", "mur=debug")
+        .output()
+        .expect("spawn mur");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("error[E-RUN-045]"), "{err}");
+    assert!(
+        err.contains("'odd' (local/runless@0.1.0): its process exited with status 1 before reporting"),
+        "{err}"
+    );
+    assert!(
+        err.contains("error[E-RUN-002]: capsule 'local/runless@0.1.0' cannot be run: the capsule does not export `run: func(task: string) -> result<string, failure>` of world murmur:capsule/capsule@0.1.0"),
+        "{err}"
+    );
+    // The member was handed the entry and tried it on the second thread first.
+    assert!(
+        err.contains("the early load of the handed entry failed, loading again"),
+        "{err}"
+    );
+}
