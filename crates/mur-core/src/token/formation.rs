@@ -139,10 +139,10 @@ fn unverified(token: &str) -> Option<(Vec<u8>, Signature, Payload)> {
 /// checks its own before it starts: one Ed25519 verification each (~50 µs) made that the largest
 /// cost of launching such a formation. All of them share one key, so they are checked in one
 /// batch ([`batch_under_one_key`], a fifth of the work per token at this size). A batch
-/// that fails is checked token by token to name the culprit. The batch equation is the cofactored
-/// one, which may accept a signature with a small-order component that [`verify`] refuses; only
-/// the holder of the signing key (the launcher that wrote the line) can make one, and every door
-/// still verifies each presented token strictly.
+/// that fails is checked token by token to name the culprit. Like any randomized batch, it may
+/// accept (with a probability the random weights set) a signature whose error is a small-order
+/// point, which [`verify`] refuses; only the holder of the signing key (the launcher that wrote
+/// the line) can make one, and every door still verifies each presented token strictly.
 pub fn verify_issued<'a>(
     key: &VerifyKey,
     formation: &str,
