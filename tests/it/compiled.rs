@@ -543,16 +543,10 @@ fn mtime(path: &Path) -> std::time::SystemTime {
 /// Builds local/<name> from `wat` and runs `mur install -g` of it with `env`; returns its stderr.
 fn install_with(sb: &Sandbox, name: &str, wat: &str, env: &[(&str, &str)]) -> String {
     let dir = sb.path(&format!("src/{name}"));
-    if !dir.join(format!("{name}-0.1.0.mur.zip")).exists() {
-        std::fs::copy(crate::support::repo_root().join(wat), dir.join("capsule.wat")).expect("copy wat");
-        let manifest = format!(
-            "name: {name}\nversion: 0.1.0\ncomponent: capsule.wat\nnetwork:\n  authentication:\n    scheme: bearer\n"
-        );
-        std::fs::write(dir.join("murmur.yaml"), manifest).expect("manifest");
-        let out = sb.run(&dir, &["build", "."]);
-        assert!(out.status.success(), "mur build {name}: {}", stderr(&out));
+    let mut zip = dir.join(format!("{name}-0.1.0.mur.zip"));
+    if !zip.exists() {
+        zip = sb.build_component(name, wat, "");
     }
-    let zip = dir.join(format!("{name}-0.1.0.mur.zip"));
     let out = sb
         .mur(&dir)
         .args(["install", "-g", zip.to_str().expect("utf-8 path")])

@@ -124,6 +124,17 @@ impl Sandbox {
     /// to its root) with an authenticating door and the manifest lines `extra`, and installs it
     /// globally.
     pub fn install_component(&self, name: &str, wat: &str, extra: &str) {
+        let zip = self.build_component(name, wat, extra);
+        let out = self.run(
+            zip.parent().expect("capsule dir"),
+            &["install", "-g", zip.to_str().expect("utf-8 path")],
+        );
+        assert!(out.status.success(), "mur install {name}: {}", stderr(&out));
+    }
+
+    /// Builds the capsule [`Sandbox::install_component`] installs, in `src/<name>`, and returns
+    /// its archive's path.
+    pub fn build_component(&self, name: &str, wat: &str, extra: &str) -> PathBuf {
         let dir = self.path(&format!("src/{name}"));
         std::fs::copy(repo_root().join(wat), dir.join("capsule.wat")).expect("copy wat");
         let manifest = format!(
@@ -132,9 +143,7 @@ impl Sandbox {
         std::fs::write(dir.join("murmur.yaml"), manifest).expect("manifest");
         let out = self.run(&dir, &["build", "."]);
         assert!(out.status.success(), "mur build {name}: {}", stderr(&out));
-        let zip = dir.join(format!("{name}-0.1.0.mur.zip"));
-        let out = self.run(&dir, &["install", "-g", zip.to_str().expect("utf-8 path")]);
-        assert!(out.status.success(), "mur install {name}: {}", stderr(&out));
+        dir.join(format!("{name}-0.1.0.mur.zip"))
     }
 }
 
