@@ -5,8 +5,8 @@
 //! crossed the door), and a GenAI span per model turn with the token counts the provider sent.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::Write;
+use std::net::TcpListener;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -16,21 +16,16 @@ use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use prost::Message;
 use serde_json::{Value, json};
 
-use crate::support::provider::{Provider, Reply, Request, Step, openai};
-use crate::support::{Sandbox, stderr, stdout};
+use crate::support::provider::{Provider, Reply, Request, Step, openai, read_request};
+use crate::support::{PLANNER_CALLS_CODER, Sandbox, stderr, stdout};
 
 const KEY_VAR: &str = "MUR_IT_OTEL_KEY";
 const KEY: &str = "sk-it-otel-0123456789";
 /// What `OTEL_EXPORTER_OTLP_HEADERS` carries: a collector's key, sent to the collector only.
 const COLLECTOR_KEY: &str = "otlp-collector-secret-4242";
 
-/// One export request as the collector received it.
-#[derive(Debug, Clone)]
-struct Export {
-    path: String,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
+/// One export request as the collector received it (the scripted provider's reader parses it).
+type Export = Request;
 
 /// A collector on 127.0.0.1: answers every request `200` (after `delay`) and keeps it.
 struct Collector {
@@ -53,7 +48,7 @@ impl Collector {
                 let Ok(conn) = conn else { continue };
                 let keep = Arc::clone(&keep);
                 std::thread::spawn(move || {
-                    if let Some(e) = read_export(&conn) {
+                    if let Some(e) = read_request(&conn) {
                         keep.lock().unwrap_or_else(|p| p.into_inner()).push(e);
                     }
                     std::thread::sleep(delay);
@@ -103,33 +98,6 @@ impl Collector {
     }
 }
 
-fn read_export(conn: &TcpStream) -> Option<Export> {
-    let mut r = BufReader::new(conn);
-    let mut line = String::new();
-    r.read_line(&mut line).ok()?;
-    let path = line.split_whitespace().nth(1)?.to_string();
-    let mut headers = Vec::new();
-    loop {
-        let mut h = String::new();
-        if r.read_line(&mut h).ok()? == 0 {
-            return None;
-        }
-        let h = h.trim_end();
-        if h.is_empty() {
-            break;
-        }
-        let (k, v) = h.split_once(':')?;
-        headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
-    }
-    let len: usize = headers
-        .iter()
-        .find(|(k, _)| k == "content-length")
-        .and_then(|(_, v)| v.parse().ok())?;
-    let mut body = vec![0u8; len];
-    r.read_exact(&mut body).ok()?;
-    Some(Export { path, headers, body })
-}
-
 #[derive(Debug, Clone)]
 struct Span {
     trace_id: String,
@@ -171,20 +139,6 @@ fn one<'a>(spans: &'a [Span], name: &str) -> &'a Span {
     found[0]
 }
 
-const ROSTER: &str = "roster_version: 1
-members:
-  - name: lead
-    capsule: local/planner
-    version: 0.1.0
-    entry: true
-  - name: coder
-    capsule: local/echo
-    version: 0.1.0
-reachability:
-  - from: lead
-    to: [coder]
-";
-
 /// A model entry (OpenAI, streamed) that calls `coder` (a component), waits for its answer and
 /// continues with it: three model turns, one member call.
 fn planner_formation(sb: &Sandbox) -> Provider {
@@ -207,7 +161,7 @@ fn planner_formation(sb: &Sandbox) -> Provider {
         provider.url()
     );
     sb.install_manifest("planner", &manifest);
-    std::fs::write(sb.path("formation").join("roster.yaml"), ROSTER).expect("roster");
+    std::fs::write(sb.path("formation").join("roster.yaml"), PLANNER_CALLS_CODER).expect("roster");
     provider
 }
 

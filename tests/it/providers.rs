@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use crate::support::provider::{Provider, Reply, Request, Step, anthropic, openai};
-use crate::support::{Sandbox, repo_root, stderr, stdout};
+use crate::support::{PLANNER_CALLS_CODER, Sandbox, repo_root, stderr, stdout};
 
 const KEY_VAR: &str = "MUR_IT_PROVIDER_KEY";
 const KEY: &str = "sk-it-providers-0123456789";
@@ -128,20 +128,6 @@ fn install_model(sb: &Sandbox, name: &str, api: Api, endpoint: &str, extra: &str
     sb.install_manifest(name, &manifest);
 }
 
-const ROSTER: &str = "roster_version: 1
-members:
-  - name: lead
-    capsule: local/planner
-    version: 0.1.0
-    entry: true
-  - name: coder
-    capsule: local/echo
-    version: 0.1.0
-reachability:
-  - from: lead
-    to: [coder]
-";
-
 const PLANNER_TAIL: &str =
     "capabilities:\n  network:\n    allow: [localhost]\nnetwork:\n  authentication:\n    scheme: bearer\n";
 
@@ -170,7 +156,7 @@ fn formation_bodies(api: Api, extra: &str) -> Vec<Value> {
     let provider = Provider::start(script);
     install_model(&sb, "planner", api, provider.url(), extra, PLANNER_TAIL);
     let dir = sb.path("formation");
-    std::fs::write(dir.join("roster.yaml"), ROSTER).expect("roster");
+    std::fs::write(dir.join("roster.yaml"), PLANNER_CALLS_CODER).expect("roster");
     let out = sb
         .mur(&dir)
         .env(KEY_VAR, KEY)

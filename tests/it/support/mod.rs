@@ -375,6 +375,22 @@ pub fn member_sessions(sb: &Sandbox, member: &str) -> Vec<(PathBuf, Vec<serde_js
 }
 
 /// The scripted model provider (docs/reference/capsules.md#model-capsules, Testing).
+/// A model entry `lead` (`local/planner`) that may call one component peer, `coder`
+/// (`local/echo`).
+pub const PLANNER_CALLS_CODER: &str = "roster_version: 1
+members:
+  - name: lead
+    capsule: local/planner
+    version: 0.1.0
+    entry: true
+  - name: coder
+    capsule: local/echo
+    version: 0.1.0
+reachability:
+  - from: lead
+    to: [coder]
+";
+
 pub mod provider;
 pub mod python;
 pub mod toolchains;

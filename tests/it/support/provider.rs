@@ -377,7 +377,8 @@ fn hold(conn: &TcpStream, delay: Duration, state: &State) -> bool {
     true
 }
 
-fn read_request(conn: &TcpStream) -> Option<Request> {
+/// One HTTP/1.1 request read from `conn`: its head, then `content-length` bytes of body.
+pub fn read_request(conn: &TcpStream) -> Option<Request> {
     let mut r = BufReader::new(conn);
     let mut line = String::new();
     r.read_line(&mut line).ok()?;
