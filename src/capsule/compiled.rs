@@ -107,6 +107,7 @@ impl CompiledCache {
         engine: &Engine,
         source: &Source<'_>,
         read: &mut dyn FnMut() -> Result<Vec<u8>, String>,
+        check: &Check<'_>,
         handed: Option<&Handed>,
     ) -> Result<Component, String> {
         let key = Self::key(engine, source);
@@ -158,17 +159,20 @@ impl CompiledCache {
                 }
             }
         }
-        self.compile_and_store(engine, &key, source, read, trusted)
+        self.compile_and_store(engine, &key, source, read, check, trusted)
     }
 
-    /// Reads the component with `read`, compiles it and, when the cache can be trusted, stores
-    /// it: the one compile path of members and launchers alike.
+    /// Reads the component with `read`, compiles it, checks it against the host with `check`
+    /// and, when the cache can be trusted, stores it: the one compile path of members and
+    /// launchers alike. A component the host refuses is never stored, so every entry is of a
+    /// component that can run here.
     fn compile_and_store(
         &self,
         engine: &Engine,
         key: &Key,
         source: &Source<'_>,
         read: &mut dyn FnMut() -> Result<Vec<u8>, String>,
+        check: &Check<'_>,
         trusted: bool,
     ) -> Result<Component, String> {
         let started = Instant::now();
@@ -183,6 +187,7 @@ impl CompiledCache {
         let component = compile(engine, &bytes)?;
         drop(bytes);
         tracing::debug!("compiled component {}", key.short());
+        check(&component)?;
         if trusted {
             match component.serialize() {
                 Ok(native) => match self.store(key, &native) {
@@ -374,6 +379,10 @@ impl CompiledCache {
         Ok(removed)
     }
 }
+
+/// The host's check of a freshly compiled component (its imports and its `run` export), run
+/// before it is stored: [`super::CapsuleEngine::check`].
+pub(super) type Check<'a> = dyn Fn(&Component) -> Result<(), String> + 'a;
 
 /// A compiled entry a launcher checked once and hands, open, to every member running its
 /// component (`MURMUR_COMPILED_FD`), with the id of the key it was checked for
@@ -623,7 +632,9 @@ impl CompiledCache {
         let mut bytes = Some(component.to_vec());
         let mut read = || bytes.take().ok_or_else(|| "the component was read already".to_string());
         let source = Source::capsule(archive_sha256);
-        let compiled = self.component(engine.wasmtime(), &source, &mut read, None).map(drop);
+        let compiled = self
+            .component(engine.wasmtime(), &source, &mut read, &engine.check(), None)
+            .map(drop);
         // An install scans the cache even when its entry was there already (once per process).
         if self.check_dir().is_ok() {
             self.prune(&Self::key(engine.wasmtime(), &source));
@@ -663,7 +674,7 @@ impl CompiledCache {
                 tracing::debug!("compiled entry of {} not used, compiling again: {why}", key.short());
             }
         }
-        self.compile_and_store(engine.wasmtime(), &key, &source, read, true)?;
+        self.compile_and_store(engine.wasmtime(), &key, &source, read, &engine.check(), true)?;
         let (file, ..) = self.checked_entry(&key).map_err(unusable)?;
         Ok(Handed { file, key_id: key.id() })
     }

@@ -88,15 +88,7 @@ impl CapsuleEngine {
     /// Builds the engine (component model, async, epoch interruption), links the host
     /// interfaces, and starts the epoch ticker thread.
     pub fn new() -> Result<CapsuleEngine, String> {
-        let mut config = Config::new();
-        config.wasm_component_model(true);
-        config.epoch_interruption(true);
-        // A task's fresh instance maps its memories' initial image copy-on-write (from the
-        // compiled file when the component was loaded from the cache) instead of copying it:
-        // a language runtime's heap of many MiB costs nothing until written, and idle members of
-        // the same component share those pages.
-        config.memory_init_cow(true);
-        let engine = Engine::new(&config).map_err(|e| format!("the WebAssembly engine cannot start: {e}"))?;
+        let engine = Engine::new(&config()).map_err(|e| format!("the WebAssembly engine cannot start: {e}"))?;
         let linker =
             host_linker(&engine).map_err(|e| format!("the capsule host interfaces cannot be linked: {e:#}"))?;
 
@@ -133,6 +125,11 @@ impl CapsuleEngine {
     pub(super) fn wasmtime(&self) -> &Engine {
         &self.inner.engine
     }
+
+    /// The check a component must pass before the cache stores it: the one [`Capsule`] makes.
+    pub(super) fn check(&self) -> impl Fn(&Component) -> Result<(), String> + '_ {
+        move |component| Capsule::checked(self, component).map(drop)
+    }
 }
 
 #[cfg(test)]
@@ -140,6 +137,82 @@ impl CapsuleEngine {
     /// Epochs counted so far.
     pub(super) fn ticks(&self) -> u64 {
         self.inner.ticker.ticks.load(Ordering::Relaxed)
+    }
+}
+
+/// The engine configuration every engine of this runtime uses (and so the one cache keys name).
+fn config() -> Config {
+    let mut config = Config::new();
+    config.wasm_component_model(true);
+    config.epoch_interruption(true);
+    // A task's fresh instance maps its memories' initial image copy-on-write (from the
+    // compiled file when the component was loaded from the cache) instead of copying it:
+    // a language runtime's heap of many MiB costs nothing until written, and idle members of
+    // the same component share those pages.
+    config.memory_init_cow(true);
+    config
+}
+
+/// A component capsule a member maps at its first task rather than at its start: the entry its
+/// launcher handed over, checked by key now. The cache stores an entry only for a component that
+/// passed the host's check ([`CapsuleEngine::check`]), so a capsule that cannot run never gets
+/// here: it is refused at start (E-RUN-002) as before. What waits is only the mapping and the
+/// host's pre-instantiation, which a peer that is never sent a task never pays, and whose pages
+/// an idle one never holds.
+pub struct Deferred {
+    archive_sha256: String,
+    entry: String,
+    handed: Handed,
+    read: Box<dyn Fn() -> Result<Vec<u8>, String> + Send + Sync>,
+    loaded: std::sync::OnceLock<Result<Capsule, String>>,
+}
+
+impl Deferred {
+    /// `Some` when `handed` was checked for this very component (`source`'s key under this
+    /// runtime's engine configuration); `read` reads the component should the entry prove
+    /// unusable at the first task.
+    pub fn new(
+        source: &Source<'_>,
+        handed: &Handed,
+        read: Box<dyn Fn() -> Result<Vec<u8>, String> + Send + Sync>,
+    ) -> Option<Deferred> {
+        let engine = Engine::new(&config()).ok()?;
+        if CompiledCache::key(&engine, source).id() != handed.key_id {
+            return None;
+        }
+        Some(Deferred {
+            archive_sha256: source.archive_sha256.to_string(),
+            entry: source.entry.to_string(),
+            handed: Handed {
+                file: handed.file.try_clone().ok()?,
+                key_id: handed.key_id.clone(),
+            },
+            read,
+            loaded: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// The capsule, mapped on the first call; later calls get the same one (or the same refusal).
+    pub fn capsule(&self) -> Result<&Capsule, &str> {
+        self.loaded
+            .get_or_init(|| {
+                let started = Instant::now();
+                let engine = CapsuleEngine::new()?;
+                let source = Source {
+                    archive_sha256: &self.archive_sha256,
+                    entry: &self.entry,
+                };
+                let mut read = || (self.read)();
+                let loaded =
+                    Capsule::load_cached(&engine, &source, &mut read, &CompiledCache::user(), Some(&self.handed));
+                tracing::debug!(
+                    "mapped the deferred component at the first task in {} ms",
+                    started.elapsed().as_millis()
+                );
+                loaded
+            })
+            .as_ref()
+            .map_err(String::as_str)
     }
 }
 
@@ -178,7 +251,7 @@ impl Capsule {
         cache: &CompiledCache,
         handed: Option<&Handed>,
     ) -> Result<Capsule, String> {
-        let component = cache.component(&engine.inner.engine, source, read, handed)?;
+        let component = cache.component(&engine.inner.engine, source, read, &engine.check(), handed)?;
         Capsule::checked(engine, &component)
     }
 

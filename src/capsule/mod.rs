@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub use self::compiled::{CompiledCache, Handed, Source};
-pub use self::engine::{Capsule, CapsuleEngine};
+pub use self::engine::{Capsule, CapsuleEngine, Deferred};
 pub use self::http::{HttpDecision, HttpPolicy, NetworkPolicy, OutgoingTarget, PeerResolver, Route, RouteHeader};
 pub use self::output::{MemoryOutput, OutputSink};
 pub use mur_core::address::allow::{AllowList, AllowRule};

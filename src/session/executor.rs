@@ -29,6 +29,8 @@ use super::winddown::LifelineProbe;
 #[derive(Clone)]
 pub enum Runner {
     Component(Capsule),
+    /// A component mapped at the first task (a member without `--task` handed its entry).
+    Deferred(Arc<capsule::Deferred>),
     Model(Arc<Agent>),
 }
 
@@ -36,7 +38,7 @@ impl Runner {
     /// `session_start.tools_declared` and the card's tools.
     pub fn tools_declared(&self) -> Vec<String> {
         match self {
-            Runner::Component(_) => Vec::new(),
+            Runner::Component(_) | Runner::Deferred(_) => Vec::new(),
             Runner::Model(agent) => agent.tools_declared(),
         }
     }
@@ -116,12 +118,8 @@ async fn drain(
             signal.cancel();
         });
         let outcome = match &runner {
-            Runner::Component(capsule) => {
-                let host = capsule.run(&work.text, env).await;
-                // Its calls end first: one not awaited ends `abandoned`, and counts as such.
-                let ended = setup.finished(&task_id);
-                board_outcome(host, work.owner.as_deref(), &ended)
-            }
+            Runner::Component(capsule) => run_component(Ok(capsule), &work, env, setup.as_ref()).await,
+            Runner::Deferred(deferred) => run_component(deferred.capsule(), &work, env, setup.as_ref()).await,
             Runner::Model(agent) => {
                 // The context's earlier exchanges open the conversation (A2A v1.0 §3.4.2).
                 let ctx = setup.model_task(&work, &board, env.cancel);
@@ -151,6 +149,22 @@ async fn drain(
         }
     }
     let _ = events.send(ExecEvent::Gone);
+}
+
+/// One task on a component: its run, then its calls' ends (one not awaited ends `abandoned`,
+/// and counts as such). A deferred component that cannot be mapped fails the task.
+async fn run_component(
+    capsule: Result<&Capsule, &str>,
+    work: &Work,
+    env: TaskEnv,
+    setup: &dyn TaskSetup,
+) -> TaskOutcome {
+    let host = match capsule {
+        Ok(capsule) => capsule.run(&work.text, env).await,
+        Err(why) => capsule::RunOutcome::Failed(format!("the capsule cannot be run: {why}")),
+    };
+    let ended = setup.finished(&work.task_id);
+    board_outcome(host, work.owner.as_deref(), &ended)
 }
 
 /// Completes once the board is closing.

@@ -383,8 +383,14 @@ pub(super) fn prepare(args: &SessionOptions, console: &Console) -> Result<Prepar
         .map_err(|why| tracing::debug!("the launcher's compiled entry is not used: {why}"))
         .ok()
     });
-    // The handed entry is mapped on a second thread while step 5 hashes the archive.
-    let early = EarlyLoad::start(handed.as_ref(), args.capsule_sha256.as_deref());
+    // A member without a task of its own (a peer, a serving entry) maps a handed entry at its
+    // first task; one with `--task` maps it now, on a second thread while step 5 hashes the
+    // archive.
+    let defer = args.task.is_none() && handed.is_some();
+    let early = match defer {
+        true => None,
+        false => EarlyLoad::start(handed.as_ref(), args.capsule_sha256.as_deref()),
+    };
     // 4. W-RUN-007.
     if let Some(frm) = &formation_id
         && lifeline.is_none()
@@ -405,9 +411,16 @@ pub(super) fn prepare(args: &SessionOptions, console: &Console) -> Result<Prepar
     let home = MurHome::from_env();
     let (stores, lock) = stores(&home, &workdir, args.store_root.as_deref());
     let capsule = resolve_capsule(capsule_name, version, &stores, &lock, args.capsule_sha256.as_deref())?;
-    let host = match early.and_then(|e| e.finish(&capsule)) {
-        Some(loaded) => Runner::Component(loaded),
-        None => load_runner(&capsule, membership.as_ref(), args.inherited_deadline, handed.as_ref())?,
+    let deferred = defer
+        .then(|| handed.as_ref().and_then(|h| deferred(&capsule, h)))
+        .flatten();
+    let host = match (early.and_then(|e| e.finish(&capsule)), deferred) {
+        (Some(loaded), _) => Runner::Component(loaded),
+        (None, Some(deferred)) => {
+            tracing::debug!("the handed compiled entry is mapped at the first task");
+            Runner::Deferred(std::sync::Arc::new(deferred))
+        }
+        (None, None) => load_runner(&capsule, membership.as_ref(), args.inherited_deadline, handed.as_ref())?,
     };
 
     let cwd = std::env::current_dir().unwrap_or_else(|_| workdir.clone());
@@ -499,6 +512,28 @@ impl EarlyLoad {
             Ok(None) | Err(_) => None,
         }
     }
+}
+
+/// The component of `c` to map at the first task, when `c` is a component capsule and `handed`
+/// was checked for exactly its archive and entry. Its entry is one the cache stored only after
+/// the host's check, so a capsule that cannot run is not deferred: it has no entry, and is
+/// refused now (E-RUN-002).
+fn deferred(c: &ResolvedCapsule, handed: &host::Handed) -> Option<host::Deferred> {
+    if c.manifest.kind == Kind::Model && c.manifest.inference.is_some() {
+        return None;
+    }
+    let entry = c.resolved.archive.component.as_deref()?;
+    let source = host::Source {
+        archive_sha256: &c.resolved.sha256,
+        entry,
+    };
+    let resolved = c.resolved.clone();
+    let read = Box::new(move || {
+        resolved
+            .read_component()
+            .map_err(|e| format!("its component cannot be read: {e}"))
+    });
+    host::Deferred::new(&source, handed, read)
 }
 
 /// What runs the tasks: a model capsule's agent (its inference settings and key checked now, the

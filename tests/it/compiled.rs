@@ -433,8 +433,9 @@ fn echo_formation(sb: &Sandbox, n: usize) -> PathBuf {
 }
 
 /// The launcher compiles a missing component once, checks its entry once and hands it, open, to
-/// every member running it: with an empty cache, four members mean one compilation, and every
-/// member (peers' stderr is relayed with their names) maps the launcher's entry.
+/// every member running it: with an empty cache, four members mean one compilation; the entry
+/// (its task now) maps the launcher's entry at once, and each peer (stderr relayed with its
+/// name) keeps it for its first task, which never comes here.
 #[test]
 fn a_formation_compiles_each_component_once_and_hands_every_member_its_entry() {
     let sb = Sandbox::new();
@@ -455,10 +456,17 @@ fn a_formation_compiles_each_component_once_and_hands_every_member_its_entry() {
         assert_eq!(compiled, usize::from(round == "empty cache"), "{round}: {err}");
         assert_eq!(
             err.matches("from the launcher's descriptor").count(),
-            4,
+            1,
             "{round}: {err}"
         );
-        assert_eq!(err.matches("loaded compiled ").count(), 4, "{round}: {err}");
+        assert_eq!(err.matches("loaded compiled ").count(), 1, "{round}: {err}");
+        assert_eq!(
+            err.matches("the handed compiled entry is mapped at the first task")
+                .count(),
+            3,
+            "{round}: {err}"
+        );
+        assert!(!err.contains("mapped the deferred component"), "{round}: {err}");
         assert!(!err.contains("not used"), "{round}: {err}");
         only_entry(&sb);
     }
@@ -582,7 +590,7 @@ fn a_record_of_the_previous_format_is_compiled_again() {
     );
     let text = std::fs::read_to_string(&record).expect("record");
     assert!(
-        text.starts_with("mur-compiled 2\n") && text.contains("\nblake3 "),
+        text.starts_with("mur-compiled 3\n") && text.contains("\nblake3 "),
         "{text}"
     );
     assert_eq!(record_at(&record).id(), id);
@@ -724,11 +732,11 @@ fn over_its_budget_the_cache_evicts_the_least_recently_used() {
     assert_eq!(launch(&sb, &cwd, "shout", "ok").0, Did::Compiled, "shout's was evicted");
 }
 
-/// A member maps its handed entry on a second thread while it checks its archive; when that
-/// component cannot be loaded, the member loads it again on its own thread and refuses exactly as
-/// without the second thread: E-RUN-002 before readiness, so the launch fails naming it.
+/// A component the host refuses (no `run` export) is never stored, neither by `mur install` nor
+/// by the launcher, so no member is handed an entry of it (and none defers its check): the member
+/// loads it itself and refuses it before readiness, E-RUN-002, so the launch fails naming it.
 #[test]
-fn a_handed_component_that_cannot_load_is_refused_before_readiness() {
+fn a_component_that_cannot_run_is_never_stored_and_is_refused_before_readiness() {
     let sb = Sandbox::new();
     sb.install_component("echo", ECHO, "");
     sb.install_component("runless", "tests/it/testdata/runless.wat", "");
@@ -755,9 +763,47 @@ fn a_handed_component_that_cannot_load_is_refused_before_readiness() {
         err.contains("error[E-RUN-002]: capsule 'local/runless@0.1.0' cannot be run: the capsule does not export `run: func(task: string) -> result<string, failure>` of world murmur:capsule/capsule@0.1.0"),
         "{err}"
     );
-    // The member was handed the entry and tried it on the second thread first.
+    // Only echo's entry is stored; the launcher compiled runless, and refused to store it.
+    only_entry(&sb);
     assert!(
-        err.contains("the early load of the handed entry failed, loading again"),
+        err.contains("no compiled entry of local/runless is handed to members"),
+        "{err}"
+    );
+    assert!(!err.contains("mapped at the first task"), "{err}");
+}
+
+/// A peer handed its entry maps it at its first task, and answers it: the relay's call reaches a
+/// worker that had not mapped its component until then.
+#[test]
+fn a_peer_maps_its_handed_entry_at_its_first_task() {
+    let sb = Sandbox::new();
+    sb.install_component("echo", ECHO, "exports:\n  peer_tasks:\n    accept: true\n");
+    sb.install_component(
+        "relay",
+        "src/capsule/testdata/relay.wat",
+        "capabilities:\n  network:\n    allow: [localhost]\n",
+    );
+    let dir = sb.path("relayed");
+    std::fs::write(
+        dir.join("roster.yaml"),
+        "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/relay, version: 0.1.0, entry: true}\n  - {name: worker, capsule: local/echo, version: 0.1.0}\nreachability:\n  - {from: lead, to: [worker]}\n",
+    )
+    .expect("roster");
+    let o = sb
+        .mur(&dir)
+        .args(["run", "--roster", "--task", "carried"])
+        .env("RUST_LOG", "mur=debug")
+        .output()
+        .expect("spawn mur");
+    let err = stderr(&o);
+    assert_eq!((o.status.code(), stdout(&o).as_str()), (Some(0), "carried\n"), "{err}");
+    let worker: Vec<&str> = err.lines().filter(|l| l.starts_with("[worker]")).collect();
+    let at = |needle: &str| worker.iter().position(|l| l.contains(needle));
+    let deferred = at("the handed compiled entry is mapped at the first task").expect("deferred at start");
+    let mapped = at("mapped the deferred component at the first task").expect("mapped at its task");
+    assert!(deferred < mapped, "{err}");
+    assert!(
+        at("from the launcher's descriptor").is_some_and(|i| i > deferred),
         "{err}"
     );
 }

@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 
 /// First line of every integrity record; a new layout gets a new number. Format 1 (a sha256 of
 /// the entry, no key parts) is read as a damaged record: its entry is compiled again.
-pub const FORMAT: &str = "mur-compiled 2";
+pub const FORMAT: &str = "mur-compiled 3";
 
 /// An integrity record is a few short lines; a larger file is not one.
 pub const MAX_RECORD_BYTES: u64 = 1024;
@@ -578,7 +578,7 @@ mod tests {
         let rec = Integrity::of(&k, compiled);
         assert_eq!(Integrity::parse(&rec.render()), Ok(rec.clone()));
         assert_eq!(rec.id(), k.id());
-        assert!(rec.render().starts_with("mur-compiled 2\n"), "{}", rec.render());
+        assert!(rec.render().starts_with("mur-compiled 3\n"), "{}", rec.render());
         assert!(rec.render().contains(&format!("\nblake3 {}\n", digest_hex(compiled))));
         let digest = digest_hex(compiled);
         let n = compiled.len() as u64;
@@ -608,7 +608,7 @@ mod tests {
             String::new(),
             "random bytes\n".to_string(),
             format_1,
-            good.replacen("mur-compiled 2", "mur-compiled 3", 1),
+            good.replacen("mur-compiled 3", "mur-compiled 4", 1),
             good.lines().take(7).collect::<Vec<_>>().join("\n"),
             format!("{good}extra\n"),
             good.replacen("len 1", "len one", 1),
