@@ -15,6 +15,8 @@
 //!   record names this key ([`mur_core::compiled`]); anything else (absent, truncated, foreign,
 //!   damaged, a record of an older format, refused by wasmtime) is compiled again and replaced. A
 //!   bad entry is never an error.
+//! - An entry is stored only for a component the host accepted ([`Check`]): a stored entry is
+//!   always of a component that can run here.
 //! - Entries are written to a temporary file (0600) and renamed into place, so a reader sees a
 //!   whole file or none; two members missing at once compile twice at worst.
 //! - The file hashed is the file mapped: it is opened once and handed to wasmtime through

@@ -20,8 +20,10 @@ use std::time::{Duration, SystemTime};
 
 use sha2::{Digest, Sha256};
 
-/// First line of every integrity record; a new layout gets a new number. Format 1 (a sha256 of
-/// the entry, no key parts) is read as a damaged record: its entry is compiled again.
+/// First line of every integrity record; a new layout or meaning gets a new number. Format 3 is
+/// format 2's layout, written only for a component the host accepted (so a member handed an
+/// entry may map it later without losing the start-up's refusal of a capsule that cannot run).
+/// Earlier formats are read as damaged records: their entries are compiled again.
 pub const FORMAT: &str = "mur-compiled 3";
 
 /// An integrity record is a few short lines; a larger file is not one.
