@@ -153,24 +153,25 @@ fn config() -> Config {
     config
 }
 
-/// A component capsule a member maps at its first task rather than at its start: the entry its
-/// launcher handed over, checked by key now. The cache stores an entry only for a component that
-/// passed the host's check ([`CapsuleEngine::check`]), so a capsule that cannot run never gets
-/// here: it is refused at start (E-RUN-002) as before. What waits is only the mapping and the
-/// host's pre-instantiation, which a peer that is never sent a task never pays, and whose pages
-/// an idle one never holds.
+/// A component capsule a member maps at its first task rather than at its start: one whose
+/// launcher handed over a checked entry for exactly this component. The cache stores an entry
+/// only for a component that passed the host's check ([`CapsuleEngine::check`]), so a capsule
+/// that cannot run never gets here: it is refused at start (E-RUN-002) as before. What waits is
+/// the mapping and the host's pre-instantiation, which a peer that is never sent a task never
+/// pays, and whose pages an idle one never holds. At the first task the entry is loaded from the
+/// cache as a lone member loads it, its integrity checked again then: the task may come hours
+/// after the launcher's check.
 pub struct Deferred {
     archive_sha256: String,
     entry: String,
-    handed: Handed,
     read: Box<dyn Fn() -> Result<Vec<u8>, String> + Send + Sync>,
     loaded: std::sync::OnceLock<Result<Capsule, String>>,
 }
 
 impl Deferred {
     /// `Some` when `handed` was checked for this very component (`source`'s key under this
-    /// runtime's engine configuration); `read` reads the component should the entry prove
-    /// unusable at the first task.
+    /// runtime's engine configuration); `read` reads the component should the cache no longer
+    /// hold it at the first task.
     pub fn new(
         source: &Source<'_>,
         handed: &Handed,
@@ -183,16 +184,12 @@ impl Deferred {
         Some(Deferred {
             archive_sha256: source.archive_sha256.to_string(),
             entry: source.entry.to_string(),
-            handed: Handed {
-                file: handed.file.try_clone().ok()?,
-                key_id: handed.key_id.clone(),
-            },
             read,
             loaded: std::sync::OnceLock::new(),
         })
     }
 
-    /// The capsule, mapped on the first call; later calls get the same one (or the same refusal).
+    /// The capsule, loaded on the first call; later calls get the same one (or the same refusal).
     pub fn capsule(&self) -> Result<&Capsule, &str> {
         self.loaded
             .get_or_init(|| {
@@ -203,10 +200,9 @@ impl Deferred {
                     entry: &self.entry,
                 };
                 let mut read = || (self.read)();
-                let loaded =
-                    Capsule::load_cached(&engine, &source, &mut read, &CompiledCache::user(), Some(&self.handed));
+                let loaded = Capsule::load_cached(&engine, &source, &mut read, &CompiledCache::user(), None);
                 tracing::debug!(
-                    "mapped the deferred component at the first task in {} ms",
+                    "loaded the deferred component at the first task in {} ms",
                     started.elapsed().as_millis()
                 );
                 loaded
