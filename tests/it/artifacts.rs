@@ -140,12 +140,14 @@ fn build_install_list_round_trip() {
         sha256(&std::fs::read(&zip19).unwrap()),
     );
 
+    // The empty component cannot run (it exports no `run`), so no install compiles it into the
+    // cache: every coder is `not-compiled` (compiled.rs covers the `compiled` column).
     let o = sb.run(&sub, &["list"]);
     ok(&o);
     assert_eq!(
         stdout(&o),
         format!(
-            "local/coder  1.10  project  {}  compiled\nlocal/coder  1.9  global  {}  compiled\nlocal/coder  1.10  global  {}  compiled\nlocal/helper  2.0.0  global  {}  -\n",
+            "local/coder  1.10  project  {}  not-compiled\nlocal/coder  1.9  global  {}  not-compiled\nlocal/coder  1.10  global  {}  not-compiled\nlocal/helper  2.0.0  global  {}  -\n",
             &sha[..12],
             &h19[..12],
             &sha[..12],
