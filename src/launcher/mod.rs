@@ -250,6 +250,8 @@ pub fn run_roster(args: &LaunchOptions) -> Outcome {
             "MURMUR_FORMATION_ID is set, so this process is already a member of a formation, and a formation member cannot launch a formation",
         ).with_hint("launch the formation from a shell that is not itself a formation member")));
     }
+    // Nothing the launcher's own parent left open reaches a member.
+    spawn::keep_inherited_descriptors_from_members();
     // 3–6. The project directory, stores, lock, admission. A refusal starts nothing.
     let home = MurHome::from_env();
     let Admission { project_dir, admitted } = front::admit_arg(roster_arg, &home).map_err(refuse)?;

@@ -1,8 +1,12 @@
 //! Starting one member process with exactly its own two inherited descriptors.
 //!
-//! Every pipe is created close-on-exec; in the child only (between fork and exec) the member's
-//! own channel and lifeline read ends lose that flag, so no member inherits a write end or
-//! another member's descriptor (docs/reference/formation.md#member-environment).
+//! Every pipe is created close-on-exec. A member's own channel and lifeline read ends (and its
+//! compiled entry) lose that flag only while that one member is being started, under a lock that
+//! every start in the launcher takes, so no member inherits a write end or another member's
+//! descriptor (docs/reference/formation.md#member-environment). No code runs between fork and
+//! exec, so std starts the member with `posix_spawn`, which glibc does with
+//! `CLONE_VM | CLONE_VFORK`: the launcher's memory, large in a formation of hundreds (tokens of
+//! every edge), is neither copied into each child nor torn down again at its exec.
 //!
 //! Nor does it inherit the launcher's environment: it starts from an empty one holding a short
 //! fixed list, the variables its own manifest declares, and the formation variables
@@ -74,6 +78,42 @@ pub fn prefill_channel(write_end: &OwnedFd, lines: &str) -> std::io::Result<()> 
         }
     }
     Ok(())
+}
+
+/// Makes every descriptor the launcher was started with, beyond stdin, stdout and stderr,
+/// close-on-exec: whatever its parent left open (a build tool's jobserver pipe, a shell's extra
+/// redirection) is the launcher's, never a member's.
+pub fn keep_inherited_descriptors_from_members() {
+    // close_range(2) with CLOSE_RANGE_CLOEXEC (Linux 5.11) does it in one call; before that,
+    // each open descriptor /proc lists.
+    // SAFETY: a raw syscall taking plain integers; it only sets a flag on descriptors.
+    let done = unsafe {
+        nix::libc::syscall(
+            nix::libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            nix::libc::CLOSE_RANGE_CLOEXEC,
+        )
+    } == 0;
+    if done {
+        return;
+    }
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    let open: Vec<RawFd> = dir
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .filter(|fd| *fd > 2)
+        .collect();
+    for fd in open {
+        if let Ok(flags) = fcntl(fd, FcntlArg::F_GETFD) {
+            let _ = fcntl(
+                fd,
+                FcntlArg::F_SETFD(FdFlag::from_bits_truncate(flags) | FdFlag::FD_CLOEXEC),
+            );
+        }
+    }
 }
 
 /// Makes a write end non-blocking, so a later address line never stalls the launcher.
@@ -188,35 +228,44 @@ impl MemberCommand {
             cmd.stdout(Stdio::inherit()).stderr(Stdio::inherit());
         }
         // The compiled entry's descriptor is close-on-exec in the launcher: only the members of
-        // its component inherit it. -1 stands for none.
-        let keep = [
-            self.channel_fd,
-            self.lifeline_fd,
-            self.compiled.as_ref().map_or(-1, |(fd, _)| *fd),
-        ];
-        // SAFETY: the closure runs in the forked child before exec and calls only fcntl(2), which
-        // is async-signal-safe; it allocates nothing and touches no locks.
-        unsafe {
-            cmd.pre_exec(move || {
-                for fd in keep.into_iter().filter(|fd| *fd >= 0) {
-                    let flags = libc_fcntl_getfd(fd)?;
-                    libc_fcntl_setfd(fd, flags & !FdFlag::FD_CLOEXEC.bits())?;
-                }
-                Ok(())
-            });
-        }
+        // its component inherit it.
+        let mut keep = vec![self.channel_fd, self.lifeline_fd];
+        keep.extend(self.compiled.as_ref().map(|(fd, _)| *fd));
+        let _one_start_at_a_time = STARTING.lock().unwrap_or_else(|e| e.into_inner());
+        let _inheritable = Inheritable::clear_cloexec(&keep)?;
         cmd.spawn()
     }
 }
 
-fn libc_fcntl_getfd(fd: RawFd) -> std::io::Result<i32> {
-    fcntl(fd, FcntlArg::F_GETFD).map_err(std::io::Error::from)
+/// Held while one member starts: its descriptors are inheritable for that long, so no other
+/// process may start from the launcher meanwhile. [`MemberCommand::spawn`] is the launcher's
+/// only way of starting a process.
+static STARTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Descriptors made inheritable for one start; dropping it makes them close-on-exec again, also
+/// when the start failed.
+struct Inheritable(Vec<RawFd>);
+
+impl Inheritable {
+    fn clear_cloexec(fds: &[RawFd]) -> std::io::Result<Inheritable> {
+        let mut done = Inheritable(Vec::with_capacity(fds.len()));
+        for &fd in fds {
+            let flags = FdFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GETFD)?);
+            fcntl(fd, FcntlArg::F_SETFD(flags - FdFlag::FD_CLOEXEC))?;
+            done.0.push(fd);
+        }
+        Ok(done)
+    }
 }
 
-fn libc_fcntl_setfd(fd: RawFd, flags: i32) -> std::io::Result<()> {
-    fcntl(fd, FcntlArg::F_SETFD(FdFlag::from_bits_truncate(flags)))
-        .map(drop)
-        .map_err(std::io::Error::from)
+impl Drop for Inheritable {
+    fn drop(&mut self) {
+        for &fd in &self.0 {
+            // F_SETFD on a descriptor that is open cannot fail; these stay open until the
+            // launcher drops the member's pipes.
+            let _ = fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC));
+        }
+    }
 }
 
 #[cfg(test)]

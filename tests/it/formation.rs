@@ -53,6 +53,11 @@ impl Launch {
         for (k, v) in env {
             cmd.env(k, v);
         }
+        Launch::spawn(cmd)
+    }
+
+    /// Spawns a prepared `mur run --roster` command (stdout and stderr piped).
+    fn spawn(mut cmd: std::process::Command) -> Launch {
         let mut child = cmd.spawn().expect("spawn launcher");
         let out = Arc::new(Mutex::new(String::new()));
         let err = Arc::new(Mutex::new(String::new()));
@@ -442,6 +447,102 @@ fn sigterm_stops_a_serving_formation_through_lifelines() {
             path.display()
         );
         assert_eq!(recs.last().unwrap()["exit_status"], "ok", "{}", path.display());
+    }
+}
+
+/// The pipes a process holds, by inode (`pipe:[N]` in /proc/PID/fd).
+fn pipes_of(pid: u32) -> std::collections::BTreeSet<String> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|dir| {
+            dir.flatten()
+                .filter_map(|e| std::fs::read_link(e.path()).ok())
+                .map(|target| target.to_string_lossy().into_owned())
+                .filter(|target| target.starts_with("pipe:"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn no_member_inherits_a_pipe_of_another_member_or_of_the_launchers_parent() {
+    // Members start one after another while the launcher holds every earlier member's pipes:
+    // each must come up holding its own channel, lifeline and output pipes and nothing else.
+    // The launcher itself is started holding one more pipe its parent left open at fd 200 (as a
+    // build tool's jobserver is): that one is the launcher's, never a member's.
+    let (sb, dir) = formation(
+        "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/echo, version: 0.1.0, entry: true}\n\
+         \x20 - {name: a, capsule: local/echo, version: 0.1.0}\n  - {name: b, capsule: local/echo, version: 0.1.0}\n\
+         \x20 - {name: c, capsule: local/echo, version: 0.1.0}\nreachability: all\n",
+    );
+    let (left_open, _write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
+    let left_open_fd = std::os::fd::AsRawFd::as_raw_fd(&left_open);
+    let mut cmd = sb.mur(&dir);
+    cmd.args(["run", "--roster"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    // SAFETY: dup2(2) is async-signal-safe; the duplicate, unlike the original, is inheritable.
+    unsafe {
+        cmd.pre_exec(move || {
+            if nix::libc::dup2(left_open_fd, 200) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let launch = Launch::spawn(cmd);
+    let frm = launch.formation_id();
+    wait_until(Duration::from_secs(30), || formation_pids(&frm).len() == 4).expect("all four members run");
+    let launcher = pipes_of(launch.child.id());
+    let parents = format!(
+        "pipe:[{}]",
+        std::fs::metadata(format!("/proc/self/fd/{left_open_fd}"))
+            .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+            .expect("pipe inode")
+    );
+    assert!(
+        launcher.contains(&parents),
+        "the launcher holds its parent's pipe: {launcher:?}"
+    );
+    // Between starts, nothing of the launcher's beyond stdin, stdout and stderr is inheritable.
+    let launcher_fds = std::fs::read_dir(format!("/proc/{}/fdinfo", launch.child.id())).expect("fdinfo");
+    for entry in launcher_fds.flatten() {
+        let fd: i32 = entry.file_name().to_string_lossy().parse().expect("fd number");
+        let info = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        let flags = info
+            .lines()
+            .find_map(|l| l.strip_prefix("flags:"))
+            .and_then(|f| i32::from_str_radix(f.trim(), 8).ok());
+        if let Some(flags) = flags.filter(|_| fd > 2) {
+            assert!(
+                flags & nix::libc::O_CLOEXEC != 0,
+                "the launcher's fd {fd} is inheritable: {info}"
+            );
+        }
+    }
+    let members: Vec<(u32, _)> = formation_pids(&frm)
+        .into_iter()
+        .map(|pid| (pid, pipes_of(pid)))
+        .collect();
+    for (pid, pipes) in &members {
+        // Channel and lifeline, and for a peer its stdout and stderr.
+        assert!(pipes.len() >= 2, "member {pid} holds {pipes:?}");
+        assert!(
+            !pipes.contains(&parents),
+            "member {pid} inherited the launcher's parent's pipe"
+        );
+        for pipe in pipes {
+            assert!(
+                launcher.contains(pipe),
+                "member {pid} holds {pipe}, which is not the launcher's"
+            );
+            for (other, theirs) in &members {
+                assert!(
+                    other == pid || !theirs.contains(pipe),
+                    "members {pid} and {other} both hold {pipe}"
+                );
+            }
+        }
     }
 }
 
