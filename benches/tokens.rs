@@ -34,6 +34,11 @@ fn tokens(c: &mut Criterion) {
     c.bench_function("mft1 mint (one Ed25519 signature)", |b| {
         b.iter(|| key.mint(black_box(FRM), "planner", "coder"))
     });
+    let callees: Vec<String> = (0..255).map(|i| format!("w{i:03}")).collect();
+    let edges: Vec<(&str, &str)> = callees.iter().map(|c| ("lead", c.as_str())).collect();
+    c.bench_function("mft1 mint_many, 255 edges (per line)", |b| {
+        b.iter(|| key.mint_many(black_box(FRM), &edges))
+    });
     let calls: Vec<(String, String)> = (0..255)
         .map(|i| {
             let callee = format!("w{i:03}");
