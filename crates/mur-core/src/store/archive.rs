@@ -2,7 +2,8 @@
 //! `murmur.yaml`, plus root `capsule.wasm` for a component capsule. Other entries are tolerated and
 //! never read.
 
-use std::io::{Cursor, Read, Write};
+use std::io::{Cursor, Read, Seek, Write};
+use std::ops::Range;
 
 use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, DateTime, ZipArchive, ZipWriter};
@@ -71,7 +72,7 @@ pub struct Index {
 /// Opens an archive's two entries, in bounded memory: each entry is read through a cap (the
 /// declared size is not trusted), so a zip bomb stops at the cap.
 pub fn open(zip_bytes: &[u8]) -> Result<Archive, String> {
-    let (mut zip, manifest, component_at) = index(zip_bytes)?;
+    let (mut zip, manifest, component_at) = index(Cursor::new(zip_bytes))?;
     let component = match component_at {
         Some(c) => Some(read_entry(&mut zip, c, COMPONENT_ENTRY, MAX_ENTRY_BYTES)?),
         None => None,
@@ -81,11 +82,26 @@ pub fn open(zip_bytes: &[u8]) -> Result<Archive, String> {
 
 /// [`open`] without inflating the component: the same checks of the archive and the manifest.
 pub fn open_index(zip_bytes: &[u8]) -> Result<Index, String> {
-    let (_, manifest, component_at) = index(zip_bytes)?;
+    open_index_from(Cursor::new(zip_bytes))
+}
+
+/// [`open_index`] of an archive read through `reader`.
+pub fn open_index_from(reader: impl Read + Seek) -> Result<Index, String> {
+    let (_, manifest, component_at) = index(reader)?;
     Ok(Index {
         manifest,
         component: component_at.map(|_| COMPONENT_ENTRY.to_string()),
     })
+}
+
+/// Where the component's compressed bytes lie in the archive `reader` reads, if it holds one
+/// and its directory can be read; nothing is inflated.
+pub fn component_data(reader: impl Read + Seek) -> Option<Range<u64>> {
+    let mut zip = ZipArchive::new(reader).ok()?;
+    let at = zip.index_for_name(COMPONENT_ENTRY)?;
+    let entry = zip.by_index_raw(at).ok()?;
+    let start = entry.data_start();
+    Some(start..start.checked_add(entry.compressed_size())?)
 }
 
 /// The component of an archive, inflated under [`MAX_ENTRY_BYTES`]; `None` when it holds none.
@@ -93,12 +109,12 @@ pub fn read_component(zip_bytes: &[u8]) -> Result<Option<Vec<u8>>, String> {
     open(zip_bytes).map(|a| a.component)
 }
 
-type Indexed<'a> = (ZipArchive<Cursor<&'a [u8]>>, Vec<u8>, Option<usize>);
+type Indexed<R> = (ZipArchive<R>, Vec<u8>, Option<usize>);
 
 /// The central directory checked (entry count, no duplicate), the manifest read, and the
 /// component's index.
-fn index(zip_bytes: &[u8]) -> Result<Indexed<'_>, String> {
-    let mut zip = ZipArchive::new(Cursor::new(zip_bytes)).map_err(|e| format!("not a ZIP archive: {e}"))?;
+fn index<R: Read + Seek>(reader: R) -> Result<Indexed<R>, String> {
+    let mut zip = ZipArchive::new(reader).map_err(|e| format!("not a ZIP archive: {e}"))?;
     if zip.len() > MAX_ENTRIES {
         return Err(format!(
             "the archive holds {} entries, more than the {MAX_ENTRIES} a capsule archive may",
@@ -125,7 +141,7 @@ fn index(zip_bytes: &[u8]) -> Result<Indexed<'_>, String> {
     Ok((zip, manifest, component_at))
 }
 
-fn read_entry(zip: &mut ZipArchive<Cursor<&[u8]>>, index: usize, name: &str, cap: u64) -> Result<Vec<u8>, String> {
+fn read_entry<R: Read + Seek>(zip: &mut ZipArchive<R>, index: usize, name: &str, cap: u64) -> Result<Vec<u8>, String> {
     let too_big = || format!("{name} is larger than {cap} bytes uncompressed");
     let entry = zip.by_index(index).map_err(|e| format!("cannot read {name}: {e}"))?;
     if entry.is_dir() {

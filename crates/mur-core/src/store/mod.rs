@@ -7,6 +7,7 @@
 
 pub mod archive;
 pub mod lock;
+mod streamed;
 
 use std::fmt;
 use std::io::{Read, Write};
@@ -159,8 +160,8 @@ impl Stores {
                     return Err(ResolveError::Io(format!("cannot read {}: {e}", sidecar.display())));
                 }
             };
-            let bytes = match read_zip(&zip_path) {
-                Ok(b) => b,
+            let read = match streamed::hash_and_index(&zip_path) {
+                Ok(read) => read,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => {
                     return Err(ResolveError::Io(format!("cannot read {}: {e}", zip_path.display())));
@@ -173,11 +174,12 @@ impl Stores {
                     sidecar.display()
                 )));
             }
-            let actual = sha256_hex(&bytes);
+            tracing::trace!(zip = %zip_path.display(), bytes_kept = read.kept, "archive hashed and indexed");
+            let actual = read.sha256;
             if actual != recorded {
                 return Err(ResolveError::HashMismatch { actual, recorded });
             }
-            let archive = archive::open_index(&bytes).map_err(ResolveError::Archive)?;
+            let archive = read.index.map_err(ResolveError::Archive)?;
             return Ok(Resolved {
                 zip_path,
                 sha256: actual,
@@ -209,11 +211,13 @@ fn read_zip(path: &Path) -> std::io::Result<Vec<u8>> {
     let mut buf = Vec::with_capacity(hint as usize + 1);
     file.take(MAX_ZIP_BYTES + 1).read_to_end(&mut buf)?;
     if buf.len() as u64 > MAX_ZIP_BYTES {
-        return Err(std::io::Error::other(format!(
-            "the file is larger than {MAX_ZIP_BYTES} bytes"
-        )));
+        return Err(too_large());
     }
     Ok(buf)
+}
+
+fn too_large() -> std::io::Error {
+    std::io::Error::other(format!("the file is larger than {MAX_ZIP_BYTES} bytes"))
 }
 
 /// Reads a sidecar: 64 hex digits and a newline, so anything past a few hundred bytes is junk
