@@ -403,3 +403,96 @@ fn new_capsule_scaffolds_sources_and_refuses_what_new_roster_refuses() {
     }
     assert!(!cwd.join("x").exists() && !cwd.join("y").exists());
 }
+
+/// A `cargo` that stands in for a Rust toolchain with the `wasm32-wasip2` target (rustup here has
+/// none): it records its argv, copies a real Rust-built component (the demo worker) to where
+/// cargo would put it, and reports it in cargo's JSON message format; beside it a `rustc` whose
+/// sysroot holds the target's library directory.
+fn fake_cargo(sb: &Sandbox) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = sb.path("cargo-bin");
+    let sysroot = sb.path("sysroot");
+    std::fs::create_dir_all(sysroot.join("lib/rustlib/wasm32-wasip2")).expect("sysroot");
+    let worker = crate::support::repo_root().join("actors/demo/scaffold/worker/capsule.wasm");
+    let log = sb.dir.path().join("cargo.argv");
+    let cargo = format!(
+        "#!/bin/sh\nprintf '%s\\n' \"$@\" > '{log}'\n\
+         while [ \"$1\" != --target-dir ]; do shift; done\n\
+         out=\"$2/wasm32-wasip2/release\"; mkdir -p \"$out\"; cp '{worker}' \"$out/rs_cap.wasm\"\n\
+         echo '{{\"reason\":\"compiler-artifact\",\"target\":{{\"kind\":[\"lib\"]}},\"filenames\":[\"/elsewhere/libdep.rlib\"]}}'\n\
+         printf '{{\"reason\":\"compiler-artifact\",\"target\":{{\"kind\":[\"cdylib\"]}},\"filenames\":[\"%s\"]}}\\n' \"$out/rs_cap.wasm\"\n\
+         echo '{{\"reason\":\"build-finished\",\"success\":true}}'\n",
+        log = log.display(),
+        worker = worker.display()
+    );
+    let rustc = format!(
+        "#!/bin/sh\n[ \"$1 $2\" = '--print sysroot' ] && echo '{}'\n",
+        sysroot.display()
+    );
+    for (name, script) in [("cargo", cargo), ("rustc", rustc)] {
+        let path = bin.join(name);
+        std::fs::write(&path, script).expect("script");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    bin
+}
+
+#[test]
+fn a_rust_capsule_is_built_by_cargo_for_wasm32_wasip2_and_packs_the_component_cargo_reports() {
+    let sb = Sandbox::new();
+    let out = sb.run(sb.dir.path(), &["new", "--capsule", "rs-cap", "--lang", "rust"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = sb
+        .mur(sb.dir.path())
+        .env("PATH", path_with(&fake_cargo(&sb)))
+        .args(["build", "rs-cap"])
+        .output()
+        .expect("spawn");
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    let dir = sb.dir.path().join("rs-cap");
+    let argv = std::fs::read_to_string(sb.dir.path().join("cargo.argv")).expect("cargo ran");
+    let argv: Vec<&str> = argv.lines().collect();
+    assert_eq!(
+        argv[..6],
+        [
+            "build",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+            "--message-format",
+            "json-render-diagnostics"
+        ]
+    );
+    assert_eq!(
+        argv[6..8],
+        ["--manifest-path", dir.join("Cargo.toml").to_str().expect("utf-8")]
+    );
+    // The archive holds the artifact cargo reported (not the rlib before it), and it runs.
+    let zip = dir.join("rs-cap-0.1.0.mur.zip");
+    let bytes = std::fs::read(&zip).expect("archive");
+    let packed = mur::store::archive::read_component(&bytes)
+        .expect("archive")
+        .expect("component");
+    let worker =
+        std::fs::read(crate::support::repo_root().join("actors/demo/scaffold/worker/capsule.wasm")).expect("worker");
+    assert!(packed == worker, "the packed component is the one cargo reported");
+    install(&sb, &zip);
+    let out = sb.run(
+        sb.dir.path(),
+        // The scaffold serves on after a task (`after_task: sleep`); here one task is enough.
+        &[
+            "run",
+            "--capsule",
+            "local/rs-cap",
+            "--capsule-version",
+            "0.1.0",
+            "--lifecycle-after-task",
+            "exit",
+            "--task",
+            "from cargo",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("handled: from cargo"), "{}", stdout(&out));
+}
