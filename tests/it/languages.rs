@@ -241,7 +241,6 @@ fn a_missing_toolchain_is_a_coded_error_whose_hint_installs_it() {
 /// A fake `componentize-py` that records its argv and environment, writes `big` bytes of
 /// output, and either writes the component it was asked for or fails.
 fn fake_tool(sb: &Sandbox, succeed: bool) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
     let bin = sb.path("fake-bin");
     let log = sb.dir.path().join("tool.log");
     let script = format!(
@@ -256,10 +255,15 @@ fn fake_tool(sb: &Sandbox, succeed: bool) -> PathBuf {
         },
         log = log.display()
     );
-    let tool = bin.join("componentize-py");
-    std::fs::write(&tool, script).expect("script");
-    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    write_script(&bin.join("componentize-py"), &script);
     bin
+}
+
+/// Writes an executable shell script.
+fn write_script(path: &Path, script: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, script).expect("script");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
 }
 
 #[test]
@@ -409,7 +413,6 @@ fn new_capsule_scaffolds_sources_and_refuses_what_new_roster_refuses() {
 /// cargo would put it, and reports it in cargo's JSON message format; beside it a `rustc` whose
 /// sysroot holds the target's library directory.
 fn fake_cargo(sb: &Sandbox) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
     let bin = sb.path("cargo-bin");
     let sysroot = sb.path("sysroot");
     std::fs::create_dir_all(sysroot.join("lib/rustlib/wasm32-wasip2")).expect("sysroot");
@@ -429,11 +432,8 @@ fn fake_cargo(sb: &Sandbox) -> PathBuf {
         "#!/bin/sh\n[ \"$1 $2\" = '--print sysroot' ] && echo '{}'\n",
         sysroot.display()
     );
-    for (name, script) in [("cargo", cargo), ("rustc", rustc)] {
-        let path = bin.join(name);
-        std::fs::write(&path, script).expect("script");
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    }
+    write_script(&bin.join("cargo"), &cargo);
+    write_script(&bin.join("rustc"), &rustc);
     bin
 }
 
