@@ -1,14 +1,12 @@
 //! `mur run --roster`: launching, readiness failures, wind-down, kills, tokens, retention.
 //! Real launcher, real member processes, real doors on 127.0.0.1.
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::support::{self, Sandbox, formation_pids, stderr, stdout, wait_until};
+use crate::support::{self, Launcher, Sandbox, formation_pids, stderr, stdout, wait_until};
 
 const TWO_ECHOES: &str = "roster_version: 1
 members:
@@ -31,98 +29,6 @@ fn formation(roster: &str) -> (Sandbox, PathBuf) {
     let dir = sb.path("formation");
     std::fs::write(dir.join("roster.yaml"), roster).expect("write roster");
     (sb, dir)
-}
-
-/// A launcher running in the background, in a process group of its own, with its output
-/// collected line by line.
-struct Launch {
-    child: Child,
-    out: Arc<Mutex<String>>,
-    err: Arc<Mutex<String>>,
-}
-
-impl Launch {
-    fn start(sb: &Sandbox, dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Launch {
-        let mut cmd = sb.mur(dir);
-        cmd.arg("run")
-            .arg("--roster")
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        Launch::spawn(cmd)
-    }
-
-    /// Spawns a prepared `mur run --roster` command (stdout and stderr piped).
-    fn spawn(mut cmd: std::process::Command) -> Launch {
-        let mut child = cmd.spawn().expect("spawn launcher");
-        let out = Arc::new(Mutex::new(String::new()));
-        let err = Arc::new(Mutex::new(String::new()));
-        collect(child.stdout.take().expect("stdout"), out.clone());
-        collect(child.stderr.take().expect("stderr"), err.clone());
-        Launch { child, out, err }
-    }
-
-    fn stderr(&self) -> String {
-        self.err.lock().expect("lock").clone()
-    }
-
-    fn stdout(&self) -> String {
-        self.out.lock().expect("lock").clone()
-    }
-
-    /// Waits for the formation line on stderr and returns the formation id.
-    fn formation_id(&self) -> String {
-        wait_until(Duration::from_secs(60), || self.stderr().contains("  entry  "))
-            .unwrap_or_else(|| panic!("no formation line; stderr:\n{}", self.stderr()));
-        let err = self.stderr();
-        let line = err
-            .lines()
-            .find(|l| l.starts_with("formation: "))
-            .expect("formation line");
-        line.trim_start_matches("formation: ").trim().to_string()
-    }
-
-    fn wait(mut self, limit: Duration) -> (i32, String, String) {
-        let start = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                std::thread::sleep(Duration::from_millis(100)); // let the readers drain
-                use std::os::unix::process::ExitStatusExt;
-                let code = status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
-                return (code, self.stdout(), self.stderr());
-            }
-            if start.elapsed() > limit {
-                let _ = self.child.kill();
-                panic!("launcher still running after {limit:?}; stderr:\n{}", self.stderr());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn signal(&self, sig: nix::sys::signal::Signal) {
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), sig).expect("signal launcher");
-    }
-}
-
-impl Drop for Launch {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn collect(r: impl std::io::Read + Send + 'static, into: Arc<Mutex<String>>) {
-    std::thread::spawn(move || {
-        for line in BufReader::new(r).lines().map_while(Result::ok) {
-            let mut s = into.lock().expect("lock");
-            s.push_str(&line);
-            s.push('\n');
-        }
-    });
 }
 
 /// Every trace of the sandbox, as (path, records).
@@ -298,7 +204,7 @@ fn every_readiness_failure_refuses_the_launch_and_never_starts_the_entry() {
     let (sb, dir) = formation(TWO_ECHOES);
     for (name, script, want) in cases {
         let fake = fake_peer_binary(&sb, script);
-        let launch = Launch::start(
+        let launch = Launcher::start(
             &sb,
             &dir,
             &["--task", "never runs"],
@@ -340,7 +246,7 @@ fn a_peer_that_closes_its_stdout_and_lingers_is_killed_within_two_seconds() {
     // the peer's process group) lives on.
     let fake = fake_peer_binary(&sb, "exec >&-\necho 'stdout closed' >&2\nsleep 30\necho 'never' >&2");
     let started = Instant::now();
-    let launch = Launch::start(
+    let launch = Launcher::start(
         &sb,
         &dir,
         &["--task", "never runs"],
@@ -426,7 +332,7 @@ fn front_end_refusals() {
 #[test]
 fn sigterm_stops_a_serving_formation_through_lifelines() {
     let (sb, dir) = formation(TWO_ECHOES);
-    let launch = Launch::start(&sb, &dir, &[], &[]);
+    let launch = Launcher::start(&sb, &dir, &[], &[]);
     let frm = launch.formation_id();
     wait_until(Duration::from_secs(30), || formation_pids(&frm).len() == 2).expect("both members run");
     launch.signal(nix::sys::signal::Signal::SIGTERM);
@@ -490,7 +396,7 @@ fn no_member_inherits_a_pipe_of_another_member_or_of_the_launchers_parent() {
             Ok(())
         });
     }
-    let launch = Launch::spawn(cmd);
+    let launch = Launcher::spawn(cmd);
     let frm = launch.formation_id();
     wait_until(Duration::from_secs(30), || formation_pids(&frm).len() == 4).expect("all four members run");
     let launcher = pipes_of(launch.child.id());
@@ -549,7 +455,7 @@ fn no_member_inherits_a_pipe_of_another_member_or_of_the_launchers_parent() {
 /// Measures how long members of a formation survive a SIGKILL of `target`.
 fn members_gone_after_kill(target: &str) -> Duration {
     let (sb, dir) = formation(TWO_ECHOES);
-    let launch = Launch::start(&sb, &dir, &[], &[]);
+    let launch = Launcher::start(&sb, &dir, &[], &[]);
     let frm = launch.formation_id();
     wait_until(Duration::from_secs(30), || formation_pids(&frm).len() == 2).expect("both members run");
     let launcher = nix::unistd::Pid::from_raw(launch.child.id() as i32);
@@ -598,7 +504,7 @@ fn kill_of_the_entry_ends_the_formation() {
 fn deadline_ends_every_member_at_one_instant() {
     let (sb, dir) = formation(TWO_ECHOES);
     let started = Instant::now();
-    let launch = Launch::start(&sb, &dir, &["--deadline", "2"], &[]);
+    let launch = Launcher::start(&sb, &dir, &["--deadline", "2"], &[]);
     let (code, _, err) = launch.wait(Duration::from_secs(40));
     assert_eq!(code, 1, "the launcher exits with the entry's 1: {err}");
     assert!(started.elapsed() >= Duration::from_secs(2));
@@ -643,7 +549,7 @@ fn deadline_ends_every_member_at_one_instant() {
 fn a_deadline_that_falls_before_the_entry_starts_is_e_run_053() {
     let (sb, dir) = formation(TWO_ECHOES);
     let fake = fake_peer_binary(&sb, "sleep 30");
-    let launch = Launch::start(
+    let launch = Launcher::start(
         &sb,
         &dir,
         &["--deadline", "1", "--task", "t"],
@@ -743,7 +649,7 @@ fn files_containing(root: &Path, needle: &[u8]) -> Vec<PathBuf> {
 #[test]
 fn no_formation_token_appears_in_env_argv_files_or_output() {
     let (sb, dir) = formation(TWO_ECHOES);
-    let launch = Launch::start(&sb, &dir, &["--json"], &[]);
+    let launch = Launcher::start(&sb, &dir, &["--json"], &[]);
     let frm = wait_until(Duration::from_secs(60), || launch.stdout().contains("formation_id"))
         .map(|_| {
             let line = launch.stdout().lines().next().unwrap().to_string();
@@ -824,7 +730,7 @@ fn trace_show_lists_every_member_session_of_a_formation() {
 #[test]
 fn mur_stop_and_ps_see_a_launched_formation() {
     let (sb, dir) = formation(TWO_ECHOES);
-    let launch = Launch::start(&sb, &dir, &[], &[]);
+    let launch = Launcher::start(&sb, &dir, &[], &[]);
     let frm = launch.formation_id();
     wait_until(Duration::from_secs(30), || {
         let ps = stdout(&sb.run(&dir, &["ps"]));
@@ -908,7 +814,7 @@ fn tokens_in_memory(pid: u32) -> Vec<String> {
 fn a_token_from_an_earlier_launch_is_refused_at_every_door_of_a_new_one() {
     let (sb, dir) = formation(TWO_ECHOES);
     // First launch: the entry member holds its token for the worker's door, in memory only.
-    let first = Launch::start(&sb, &dir, &["--json"], &[]);
+    let first = Launcher::start(&sb, &dir, &["--json"], &[]);
     let frm1 = wait_until(Duration::from_secs(60), || first.stdout().lines().count() >= 2)
         .map(|_| serde_json::from_str::<serde_json::Value>(first.stdout().lines().next().unwrap()).unwrap())
         .expect("formation line")["formation_id"]
@@ -928,7 +834,7 @@ fn a_token_from_an_earlier_launch_is_refused_at_every_door_of_a_new_one() {
     let _ = first.wait(Duration::from_secs(30));
 
     // Second launch of the same roster: new formation id, new key.
-    let second = Launch::start(&sb, &dir, &["--json"], &[]);
+    let second = Launcher::start(&sb, &dir, &["--json"], &[]);
     wait_until(Duration::from_secs(60), || second.stdout().lines().count() >= 2).expect("formation and entry lines");
     let out = second.stdout();
     let mut lines = out
