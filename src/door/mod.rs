@@ -11,13 +11,15 @@
 //! - `jsonrpc` — request decoding, the `A2A-Version` rule, method table, reply/error bodies;
 //! - `methods` — SendMessage, GetTask, CancelTask, ListTasks, SubscribeToTask, the extended card;
 //! - `view` — a task as A2A shows it: the Task object, its status and artifact;
-//! - `sse` — streams for SendStreamingMessage and SubscribeToTask; `card` — the agent card.
+//! - `sse` — streams for SendStreamingMessage and SubscribeToTask; `card` — the agent card;
+//! - `serve` — the HTTP/1.1 server: one thread that accepts and serves every connection.
 
 pub mod auth;
 pub mod card;
 pub use mur_core::wire::jsonrpc;
 pub mod methods;
 pub mod pipeline;
+pub mod serve;
 pub mod sse;
 pub mod view;
 
@@ -27,8 +29,7 @@ mod tests;
 use std::net::TcpListener;
 use std::sync::Arc;
 
-use actix_web::dev::ServerHandle;
-use actix_web::{App, HttpServer, web};
+use actix_web::{App, web};
 use zeroize::Zeroizing;
 
 pub use auth::{Caller, FormationAuth, FormationTrust};
@@ -41,7 +42,7 @@ use crate::token::DoorKey;
 
 /// Seconds a stopping door waits for open requests (blocked SendMessage, SSE) [ours]. Closing
 /// the board first ends them, so a stop normally takes far less.
-const SHUTDOWN_GRACE_SECS: u64 = 2;
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Everything the door needs to know about its session.
 #[derive(Debug, Clone)]
@@ -69,13 +70,14 @@ pub struct DoorConfig {
     pub input_modes: Vec<String>,
 }
 
-/// A running door. Dropping it does not stop the server; call [`Door::stop`].
+/// A running door. Dropping it stops the server without waiting for open requests; call
+/// [`Door::stop`] to give them the grace.
 pub struct Door {
     url: String,
     port: u16,
     operator_token: Option<Zeroizing<String>>,
     board: Arc<Board>,
-    handle: ServerHandle,
+    serving: serve::Serving,
 }
 
 impl std::fmt::Debug for Door {
@@ -116,9 +118,9 @@ fn bind_listener(bind: &str) -> std::io::Result<TcpListener> {
 }
 
 impl Door {
-    /// Binds `bind` on a port the OS chooses and serves the door on the current actix system
-    /// (call it inside `actix_rt::System::block_on` or an `actix_rt` runtime). The board is made
-    /// from `config.acceptance` / `config.queue_depth`.
+    /// Binds `bind` on a port the OS chooses and serves the door from a thread of its own
+    /// (`serve`), which accepts and serves every connection. The board is made from
+    /// `config.acceptance` / `config.queue_depth`.
     pub fn start(config: DoorConfig, bind: &str) -> Result<Door, Diagnostic> {
         let board = Board::new(config.acceptance, config.queue_depth);
         Door::start_with_board(config, bind, board)
@@ -128,9 +130,6 @@ impl Door {
     /// board's acceptance governs admission.
     pub fn start_with_board(config: DoorConfig, bind: &str, board: Arc<Board>) -> Result<Door, Diagnostic> {
         let cannot = |why: String| Diagnostic::new(diag::E_RUN_010, format!("the door cannot bind {bind}: {why}"));
-        if tokio::runtime::Handle::try_current().is_err() {
-            return Err(cannot("no async runtime is running on this thread".into()));
-        }
         let listener = bind_listener(bind).map_err(|e| cannot(e.to_string()))?;
         let port = listener.local_addr().map_err(|e| cannot(e.to_string()))?.port();
         let url = format!("localhost:{port}");
@@ -163,33 +162,23 @@ impl Door {
             realm: config.capsule_name.clone(),
             peer_tasks_accept: config.peer_tasks_accept,
         });
-        let server = HttpServer::new(move || {
+        let limits = serve::Limits {
+            max_connections: serve::MAX_CONNECTIONS,
+            grace: SHUTDOWN_GRACE,
+        };
+        let serving = serve::Serving::start(listener, limits, move || {
             App::new()
-                .app_data(shared.clone())
-                .wrap(auth.clone())
+                .app_data(shared)
+                .wrap(auth)
                 .default_service(web::to(pipeline::handle))
         })
-        .workers(1)
-        // A stream's events are small writes in quick succession: with Nagle on, the second
-        // waits for the client's delayed ACK (40 ms) whenever the first is still unacknowledged.
-        .tcp_nodelay(true)
-        // Each connection's own memo of the token it last presented (see `ConnectionMemo`).
-        .on_connect(|_, extensions| {
-            extensions.insert(auth::ConnectionMemo::default());
-        })
-        .disable_signals()
-        .shutdown_timeout(SHUTDOWN_GRACE_SECS)
-        .listen(listener)
-        .map_err(|e| cannot(e.to_string()))?
-        .run();
-        let handle = server.handle();
-        actix_rt::spawn(server);
+        .map_err(|e| cannot(e.to_string()))?;
         Ok(Door {
             url,
             port,
             operator_token,
             board,
-            handle,
+            serving,
         })
     }
 
@@ -215,6 +204,6 @@ impl Door {
     /// Stops accepting connections and ends the server, waiting up to a short grace for open
     /// requests. Close the board first so blocked SendMessage calls and SSE streams finish.
     pub async fn stop(&self) {
-        self.handle.stop(true).await;
+        self.serving.stop().await;
     }
 }
