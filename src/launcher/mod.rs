@@ -189,7 +189,7 @@ impl LaunchPlan {
             })
             .collect();
         let entry = admitted.entry();
-        let callees = (0..admitted.members.len()).map(|i| admitted.callees(i)).collect();
+        let callees = crate::roster::edges::callees_of_each(&admitted.edges, admitted.members.len());
         let retention = admitted.members[entry].manifest.retain.clone();
         LaunchPlan {
             formation_id,

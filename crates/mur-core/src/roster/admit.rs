@@ -222,10 +222,11 @@ pub(crate) fn admit_with(
 
 /// Every W-ROS-001 overflow of an admitted roster, in roster order.
 pub fn overflows(a: &Admitted) -> Vec<warn::Overflow> {
+    let callers_of_each = super::edges::callers_of_each(&a.edges, a.members.len());
     (0..a.members.len())
         .filter_map(|i| {
             let m = &a.members[i];
-            let callers = a.callers(i).into_iter().map(|c| a.members[c].name.clone()).collect();
+            let callers = callers_of_each[i].iter().map(|&c| a.members[c].name.clone()).collect();
             let lc = &m.manifest.lifecycle;
             warn::check(
                 &m.name,

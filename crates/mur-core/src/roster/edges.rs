@@ -41,6 +41,34 @@ pub fn build(reach: &Reachability, members: &[MemberDecl], accepts: &[bool], ent
     set.into_iter().collect()
 }
 
+/// For every member `0..n`, the members it may call, in roster order: [`callees`] of each, in one
+/// pass over the edges (a 256-member `all` roster has 65 280 edges; asking member by member would
+/// walk them 256 times).
+pub fn callees_of_each(edges: &[(usize, usize)], n: usize) -> Vec<Vec<usize>> {
+    of_each(edges.iter().map(|&(from, to)| (from, to)), n)
+}
+
+/// For every member `0..n`, the members that may call it, in roster order: [`callers`] of each.
+pub fn callers_of_each(edges: &[(usize, usize)], n: usize) -> Vec<Vec<usize>> {
+    of_each(edges.iter().map(|&(from, to)| (to, from)), n)
+}
+
+/// `(key, value)` pairs grouped by key `0..n`, each group sorted and without repeats; keys past
+/// `n` are left out.
+fn of_each(pairs: impl Iterator<Item = (usize, usize)>, n: usize) -> Vec<Vec<usize>> {
+    let mut out = vec![Vec::new(); n];
+    for (key, value) in pairs {
+        if let Some(group) = out.get_mut(key) {
+            group.push(value);
+        }
+    }
+    for group in &mut out {
+        group.sort_unstable();
+        group.dedup();
+    }
+    out
+}
+
 /// The members `i` may call, in roster order.
 pub fn callees(edges: &[(usize, usize)], i: usize) -> Vec<usize> {
     let set: BTreeSet<usize> = edges.iter().filter(|(f, _)| *f == i).map(|(_, t)| *t).collect();

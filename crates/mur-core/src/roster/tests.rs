@@ -1400,3 +1400,32 @@ fn members_of_one_capsule_share_one_lookup() {
     assert!(admitted.is_ok(), "{:?}", admitted.err());
     assert_eq!(lookups, ["local/w@1", "local/w@2"]);
 }
+
+#[test]
+fn callees_and_callers_of_each_member_are_those_of_asking_member_by_member() {
+    // Edge lists in and out of order, with a repeat and an edge naming a member past the end.
+    let table: Vec<(usize, Vec<(usize, usize)>)> = vec![
+        (0, vec![]),
+        (3, vec![]),
+        (3, vec![(0, 1), (0, 2), (1, 2)]),
+        (3, vec![(1, 2), (0, 2), (0, 1), (0, 2)]),
+        (4, vec![(3, 0), (2, 0), (1, 0), (0, 3), (0, 9)]),
+        (
+            5,
+            (0..5)
+                .flat_map(|f| (0..5).filter(move |t| *t != f).map(move |t| (f, t)))
+                .rev()
+                .collect(),
+        ),
+    ];
+    for (n, edges) in table {
+        let callees = edges::callees_of_each(&edges, n);
+        let callers = edges::callers_of_each(&edges, n);
+        assert_eq!(callees.len(), n);
+        assert_eq!(callers.len(), n);
+        for i in 0..n {
+            assert_eq!(callees[i], edges::callees(&edges, i), "callees of {i} in {edges:?}");
+            assert_eq!(callers[i], edges::callers(&edges, i), "callers of {i} in {edges:?}");
+        }
+    }
+}

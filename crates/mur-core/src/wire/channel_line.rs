@@ -121,6 +121,9 @@ impl FirstLine {
             Some(_) => return Err("its first line's `calls` must be a list".into()),
         };
         let mut out = Vec::with_capacity(calls.len());
+        // A member of a 256-member `all` formation has 255 calls: looking each name up among the
+        // earlier ones would be 32 000 comparisons.
+        let mut seen = std::collections::HashSet::with_capacity(calls.len());
         for (i, c) in calls.iter().enumerate() {
             let c = c
                 .as_object()
@@ -130,7 +133,7 @@ impl FirstLine {
             };
             names::check_member(name)
                 .map_err(|e| format!("its first line's `calls[{i}].name` is not a member name: it {e}"))?;
-            if out.iter().any(|o: &Call| &o.name == name) {
+            if !seen.insert(name.as_str()) {
                 return Err(format!("its first line's `calls[{i}].name` repeats '{name}'"));
             }
             let Some(Value::String(tok)) = c.get("token") else {
