@@ -88,6 +88,9 @@ impl Serving {
                     .client_request_timeout(CLIENT_REQUEST_TIMEOUT)
                     .client_disconnect_timeout(CLIENT_DISCONNECT_TIMEOUT)
                     .h1_allow_half_closed(true)
+                    // A stream's events are small writes in quick succession: with Nagle on, the
+                    // second waits for the client's delayed ACK (40 ms) whenever the first is
+                    // still unacknowledged.
                     .tcp_nodelay(true)
                     .local_addr(local)
                     // Each connection's own memo of the token it last presented.
