@@ -92,6 +92,7 @@ fn config(formation: Option<FormationTrust>) -> DoorConfig {
         tools: vec![],
         skills: vec![],
         input_modes: vec![],
+        socket: None,
     }
 }
 

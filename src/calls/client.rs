@@ -78,12 +78,21 @@ impl DoorClient {
     /// A client for the door `route` names; requests carry `trust` as `x-murmur-task-trust`.
     /// `connect` bounds opening a connection.
     pub fn new(route: PeerRoute, trust: Trust, connect: Duration) -> DoorClient {
-        let client = awc::Client::builder()
-            .connector(awc::Connector::new().timeout(connect))
-            // A door never redirects; following one could carry the token elsewhere.
-            .disable_redirects()
-            .disable_timeout()
-            .finish();
+        // A door never redirects; following one could carry the token elsewhere.
+        let client = match &route.door {
+            // Vouched for by the launcher: reached through its socket, served by that process
+            // alone, never through a port that anyone may bind once the member is gone.
+            Some(door) => awc::Client::builder()
+                .connector(crate::peer_door::awc_connector(door.clone(), connect))
+                .disable_redirects()
+                .disable_timeout()
+                .finish(),
+            None => awc::Client::builder()
+                .connector(awc::Connector::new().timeout(connect))
+                .disable_redirects()
+                .disable_timeout()
+                .finish(),
+        };
         let addr = channel::door_socket(&route.url);
         DoorClient {
             client,

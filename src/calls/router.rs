@@ -25,6 +25,9 @@ use crate::channel::{self, ChannelEvent};
 pub struct PeerRoute {
     /// The door's real URL, `http://host:port`. Never shown to a component, a model or the trace.
     pub url: String,
+    /// The door as the launcher vouched for it: when present, the only way the door is reached
+    /// (its Unix socket, served by that process; see [`super::dial`]).
+    pub door: Option<channel::DoorIdentity>,
     token: Arc<Zeroizing<String>>,
 }
 
@@ -39,6 +42,7 @@ impl fmt::Debug for PeerRoute {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PeerRoute")
             .field("url", &self.url)
+            .field("door", &self.door)
             .field("token", &"<redacted>")
             .finish()
     }
@@ -56,6 +60,8 @@ pub enum Denial {
     TimedOut,
     /// The router is gone (the session is ending).
     Gone,
+    /// The launcher withdrew the callee: its process ended while the formation goes on.
+    Withdrawn,
 }
 
 impl Denial {
@@ -66,6 +72,7 @@ impl Denial {
             Denial::Closed => "the formation channel closed without its door address",
             Denial::TimedOut => "its door address did not arrive in time",
             Denial::Gone => "the session is ending",
+            Denial::Withdrawn => "its process has ended, and the launcher withdrew its door",
         }
     }
 }
@@ -102,7 +109,9 @@ type Notes = Box<dyn Fn(&str)>;
 /// [`ChannelEvent`] as [`Channel`], and ask it [`Resolve`].
 pub struct VirtualPeerRouter {
     tokens: HashMap<String, Arc<Zeroizing<String>>>,
-    urls: HashMap<String, String>,
+    urls: HashMap<String, (String, Option<channel::DoorIdentity>)>,
+    /// Callees the launcher withdrew; never resolved again (a withdrawn door is not re-issued).
+    withdrawn: std::collections::HashSet<String>,
     closed: bool,
     wait: Duration,
     waiters: Vec<Waiter>,
@@ -131,6 +140,7 @@ impl VirtualPeerRouter {
                 .map(|c| (c.name.clone(), Arc::new(Zeroizing::new(c.token.clone()))))
                 .collect(),
             urls: HashMap::new(),
+            withdrawn: Default::default(),
             closed: false,
             wait,
             waiters: Vec::new(),
@@ -151,9 +161,13 @@ impl VirtualPeerRouter {
         let Some(token) = self.tokens.get(name) else {
             return Some(Resolution::Denied(Denial::NotCallee));
         };
-        if let Some(url) = self.urls.get(name) {
+        if self.withdrawn.contains(name) {
+            return Some(Resolution::Denied(Denial::Withdrawn));
+        }
+        if let Some((url, door)) = self.urls.get(name) {
             return Some(Resolution::Route(PeerRoute {
                 url: url.clone(),
+                door: door.clone(),
                 token: Arc::clone(token),
             }));
         }
@@ -184,12 +198,18 @@ impl Handler<Channel> for VirtualPeerRouter {
 
     fn handle(&mut self, msg: Channel, _ctx: &mut Context<Self>) {
         match msg.0 {
-            ChannelEvent::Addresses(addrs) => {
-                for a in addrs {
+            ChannelEvent::Addresses(line) => {
+                for a in line.addresses {
                     // Names that are not callees are ignored
                     // (docs/reference/formation.md#the-formation-channel).
-                    if self.tokens.contains_key(&a.name) {
-                        self.urls.insert(a.name, a.url);
+                    if self.tokens.contains_key(&a.name) && !self.withdrawn.contains(&a.name) {
+                        self.urls.insert(a.name, (a.url, a.door));
+                    }
+                }
+                for name in line.withdrawn {
+                    if self.tokens.contains_key(&name) {
+                        self.urls.remove(&name);
+                        self.withdrawn.insert(name);
                     }
                 }
             }

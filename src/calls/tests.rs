@@ -24,7 +24,7 @@ use tokio::sync::Notify;
 use super::wire::{self, CalleeTask, Ended, Poll, SendReply, SseReader, StreamNews, StreamedTask};
 use super::*;
 use crate::capsule::{self, CallOutcome, CallStatus, Capsule, CapsuleEngine, TaskEnv};
-use crate::channel::{Address, Call, ChannelEvent};
+use crate::channel::{Address, AddressLine, Call, ChannelEvent};
 use crate::door::{Door, DoorConfig, FormationTrust};
 use crate::manifest::Acceptance;
 use crate::tasks::{Board, BoardEvent, NoAnswerBelow, Origin, TaskOutcome, TaskState, Work};
@@ -596,14 +596,17 @@ fn calls_line(names: &[&str]) -> Vec<Call> {
 }
 
 fn addresses(list: &[(&str, &str)]) -> Channel {
-    Channel(ChannelEvent::Addresses(
-        list.iter()
+    Channel(ChannelEvent::Addresses(AddressLine {
+        addresses: list
+            .iter()
             .map(|(n, u)| Address {
                 name: n.to_string(),
                 url: u.to_string(),
+                door: None,
             })
             .collect(),
-    ))
+        withdrawn: vec![],
+    }))
 }
 
 fn route_url(r: &Resolution) -> Option<&str> {
@@ -799,6 +802,7 @@ fn callee(sk: &SigningKey, member: &str, acceptance: Acceptance, depth: u32) -> 
         tools: vec![],
         skills: vec![],
         input_modes: vec![],
+        socket: None,
     };
     let (tx, rx) = mpsc::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<Stop>();

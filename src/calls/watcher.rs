@@ -68,6 +68,16 @@ pub(crate) async fn run_call(
     // (docs/reference/capsules.md#calls-by-address).
     let route = match race(router::resolve(&inner.shared.router, &member), deadline, &slot).await {
         Race::Done(Resolution::Route(r)) => r,
+        Race::Done(Resolution::Denied(router::Denial::Withdrawn)) => {
+            let _ = report.send(ended_now(Ended::new(
+                CallStatus::Unreachable,
+                format!(
+                    "{member}'s door could not be reached: {}",
+                    router::Denial::Withdrawn.reason()
+                ),
+            )));
+            return;
+        }
         Race::Done(Resolution::Denied(d)) => {
             let _ = report.send(ended_now(Ended::new(
                 CallStatus::Rejected,

@@ -80,6 +80,9 @@ pub struct Route {
     pub base_url: String,
     /// Headers to set, replacing any the component set under the same name.
     pub headers: Vec<RouteHeader>,
+    /// The door as the launcher vouched for it: when present the request goes through its Unix
+    /// socket, to that process alone (`peer_door`), never to the port in `base_url`.
+    pub door: Option<channel::DoorIdentity>,
 }
 
 /// One header a [`Route`] sets.
@@ -98,6 +101,7 @@ impl Route {
     pub fn peer_door(door_url: &str, token: &str, trust: &str) -> Route {
         Route {
             base_url: door_url.to_string(),
+            door: None,
             headers: vec![
                 RouteHeader {
                     name: "authorization".into(),
@@ -241,12 +245,79 @@ impl WasiHttpHooks for PolicyHooks {
             let request = match policy.decide(&target).await {
                 HttpDecision::Deny => return Err(Error::HttpRequestDenied),
                 HttpDecision::PassThrough => request,
-                HttpDecision::Route(route) => rewrite(request, &route).ok_or(Error::HttpRequestDenied)?,
+                HttpDecision::Route(route) => {
+                    let request = rewrite(request, &route).ok_or(Error::HttpRequestDenied)?;
+                    if let Some(door) = &route.door {
+                        return send_to_door(request, door, options).await;
+                    }
+                    request
+                }
             };
             let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
             Ok((response.map(WasiBody::new), Box::new(io) as IoFuture))
         })
     }
+}
+
+/// Sends a routed request through the door's Unix socket, once [`crate::peer_door::dial`]
+/// has checked that the vouched process serves it; the connection is driven by the returned
+/// I/O future, as `default_send_request`'s is.
+async fn send_to_door(
+    mut request: http::Request<WasiBody>,
+    door: &channel::DoorIdentity,
+    options: Option<RequestOptions>,
+) -> SendResult {
+    use http_body_util::BodyExt as _;
+    use std::task::Poll;
+    use wasmtime_wasi_http::Error;
+    let connect = options
+        .and_then(|o| o.connect_timeout)
+        .unwrap_or(std::time::Duration::from_secs(10));
+    let first_byte = options
+        .and_then(|o| o.first_byte_timeout)
+        .unwrap_or(std::time::Duration::from_secs(600));
+    let stream = match tokio::time::timeout(connect, crate::peer_door::dial(door)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return Err(Error::Connect(e)),
+        Err(_) => return Err(Error::ConnectionTimeout),
+    };
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(wasmtime_wasi_http::io::TokioIo::new(stream))
+        .await
+        .map_err(Error::from)?;
+    // Origin form on the wire: the door's authority is in `Host` already.
+    let path = request.uri().path_and_query().map_or("/", |p| p.as_str()).to_string();
+    *request.uri_mut() = http::Uri::builder()
+        .path_and_query(path)
+        .build()
+        .map_err(|_| Error::HttpRequestUriInvalid)?;
+    let mut conn = Some(Box::pin(conn));
+    let mut send = std::pin::pin!(tokio::time::timeout(first_byte, sender.send_request(request)));
+    // The response, while the connection's I/O is driven.
+    let response = std::future::poll_fn(|cx| {
+        if let Poll::Ready(r) = send.as_mut().poll(cx) {
+            return Poll::Ready(match r {
+                Ok(r) => r.map_err(Error::from),
+                Err(_) => Err(Error::ConnectionReadTimeout),
+            });
+        }
+        if let Some(c) = conn.as_mut()
+            && let Poll::Ready(r) = c.as_mut().poll(cx)
+        {
+            conn = None;
+            if let Err(e) = r {
+                return Poll::Ready(Err(Error::from(e)));
+            }
+        }
+        Poll::Pending
+    })
+    .await?;
+    let io: IoFuture = Box::new(async move {
+        match conn {
+            Some(c) => c.await.map_err(Error::from),
+            None => Ok(()),
+        }
+    });
+    Ok((response.map(|b| WasiBody::new(b.map_err(Error::from))), io))
 }
 
 /// The headers a component may not choose when its request is routed to a door

@@ -14,14 +14,14 @@ use nix::errno::Errno;
 use nix::fcntl::{FcntlArg, FdFlag, OFlag, fcntl};
 use nix::sys::stat::{SFlag, fstat};
 
-use super::line::{Address, FirstLine, MAX_LINE, parse_address_line};
+use super::line::{AddressLine, FirstLine, MAX_LINE, parse_address_line};
 use crate::diag::{self, Diagnostic};
 
 /// What the background reader reports after the first line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ChannelEvent {
     /// A readable address line (names are not filtered: the router ignores non-callees).
-    Addresses(Vec<Address>),
+    Addresses(AddressLine),
     /// A line that could not be read, and why; log it with [`unreadable_notice`] and go on.
     Unreadable(String),
     /// EOF (or a read error): the address book is closed. Always the last event.
@@ -261,6 +261,7 @@ fn show_wait(wait: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::channel::line::Address;
     use crate::channel::line::{Call, address_line};
     use crate::token::SigningKey;
     use std::io::Write;
@@ -309,6 +310,7 @@ mod tests {
         let addrs = vec![Address {
             name: "coder".into(),
             url: "http://localhost:4000".into(),
+            door: None,
         }];
         // The entry's channel holds both lines before it starts: the second must not be lost.
         let (fd, mut w) = pipe_with(&(fl.to_line() + &address_line(&addrs)));
@@ -323,7 +325,10 @@ mod tests {
         let h = intake.spawn_reader(move |e| tx.send(e).unwrap()).unwrap();
         assert_eq!(
             rx.recv_timeout(Duration::from_secs(5)).unwrap(),
-            ChannelEvent::Addresses(addrs)
+            ChannelEvent::Addresses(AddressLine {
+                addresses: addrs,
+                withdrawn: vec![]
+            })
         );
         w.write_all(b"garbage\r\n{\"addresses\":[]}\n").unwrap();
         assert!(matches!(
@@ -332,7 +337,7 @@ mod tests {
         ));
         assert_eq!(
             rx.recv_timeout(Duration::from_secs(5)).unwrap(),
-            ChannelEvent::Addresses(vec![])
+            ChannelEvent::Addresses(AddressLine::default())
         );
         drop(w);
         assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), ChannelEvent::Closed);
@@ -447,7 +452,7 @@ mod tests {
             events,
             vec![
                 ChannelEvent::Unreadable("the line is longer than 1 MiB".into()),
-                ChannelEvent::Addresses(vec![])
+                ChannelEvent::Addresses(AddressLine::default())
             ]
         );
     }

@@ -9,4 +9,7 @@ pub use mur_core::wire::channel_line as line;
 
 #[cfg(feature = "runtime")]
 pub use intake::{ChannelEvent, Intake, read_first_line, refusal, unreadable_notice};
-pub use line::{Address, Call, FirstLine, LauncherId, MAX_LINE, address_line, door_socket, parse_address_line};
+pub use line::{
+    Address, AddressLine, Call, DoorIdentity, FirstLine, LauncherId, MAX_LINE, address_line, door_socket,
+    parse_address_line, withdrawal_line,
+};

@@ -130,7 +130,8 @@ fn formation_roots(home: &MurHome, id: &str) -> Vec<PathBuf> {
     if let Ok(entries) = std::fs::read_dir(home.formation(id)) {
         let mut members: Vec<PathBuf> = entries
             .flatten()
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            // Member directories only: not the doors' socket directory (`.doors`).
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()) && !e.file_name().as_encoded_bytes().starts_with(b"."))
             .map(|e| e.path())
             .collect();
         members.sort();

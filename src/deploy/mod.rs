@@ -244,6 +244,7 @@ pub fn channel_file(f: &Formation, i: usize, key: &SigningKey) -> String {
             .map(|&c| Address {
                 name: f.members[c].name.clone(),
                 url: format!("http://localhost:{}", relay_port(c)),
+                door: None,
             })
             .collect();
         out.push_str(&address_line(&addrs));

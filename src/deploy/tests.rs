@@ -167,7 +167,7 @@ fn each_channel_holds_only_its_own_tokens_and_its_callees_addresses() {
                 None => assert!(want.is_empty(), "{why}/{}", m.name),
                 Some(l) => {
                     let addrs = parse_address_line(l).unwrap();
-                    let got: Vec<(String, String)> = addrs.into_iter().map(|a| (a.name, a.url)).collect();
+                    let got: Vec<(String, String)> = addrs.addresses.into_iter().map(|a| (a.name, a.url)).collect();
                     let expect: Vec<(String, String)> = f
                         .callees(i)
                         .iter()

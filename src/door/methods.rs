@@ -367,7 +367,7 @@ fn cancel_task(params: &Map<String, Value>, call: &Call<'_>) -> Result<Reply, Rp
 fn subscribe(params: &Map<String, Value>, call: &Call<'_>) -> Result<Reply, RpcError> {
     let id = task_id(params)?;
     // Pinned before it is looked at, so a live task cannot be forgotten before the stream ends.
-    let pin = call.board.pin(id);
+    let pin = call.board.pin(id).ok_or_else(RpcError::too_many_open)?;
     let t = visible(call, id)?;
     if t.state.is_terminal() {
         return Err(A2aError::UnsupportedOperation.with(&[("taskId", id)]));

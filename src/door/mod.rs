@@ -12,10 +12,13 @@
 //! - `methods` — SendMessage, GetTask, CancelTask, ListTasks, SubscribeToTask, the extended card;
 //! - `view` — a task as A2A shows it: the Task object, its status and artifact;
 //! - `sse` — streams for SendStreamingMessage and SubscribeToTask; `card` — the agent card;
-//! - `serve` — the HTTP/1.1 server: one thread that accepts and serves every connection.
+//! - `serve` — the HTTP/1.1 server: one thread that accepts and serves every connection;
+//! - `conn` — one connection's transport, with the head and write-stall bounds, and the
+//!   in-flight bound. A peer's door also serves a Unix socket (`crate::peer_door`).
 
 pub mod auth;
 pub mod card;
+pub mod conn;
 pub use mur_core::wire::jsonrpc;
 pub mod methods;
 pub mod pipeline;
@@ -68,6 +71,8 @@ pub struct DoorConfig {
     pub skills: Vec<crate::manifest::Skill>,
     /// `exports.input_modes`: file media types SendMessage accepts besides text and data.
     pub input_modes: Vec<String>,
+    /// A peer's Unix socket, served beside the TCP port (see `socket`); `None` elsewhere.
+    pub socket: Option<std::path::PathBuf>,
 }
 
 /// A running door. Dropping it stops the server without waiting for open requests; call
@@ -117,6 +122,11 @@ fn bind_listener(bind: &str) -> std::io::Result<TcpListener> {
     }
 }
 
+/// The soft open-file limit now (unlimited when it cannot be read).
+fn soft_nofile() -> u64 {
+    nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).map_or(u64::MAX, |(soft, _)| soft)
+}
+
 impl Door {
     /// Binds `bind` on a port the OS chooses and serves the door from a thread of its own
     /// (`serve`), which accepts and serves every connection. The board is made from
@@ -131,6 +141,15 @@ impl Door {
     pub fn start_with_board(config: DoorConfig, bind: &str, board: Arc<Board>) -> Result<Door, Diagnostic> {
         let cannot = |why: String| Diagnostic::new(diag::E_RUN_010, format!("the door cannot bind {bind}: {why}"));
         let listener = bind_listener(bind).map_err(|e| cannot(e.to_string()))?;
+        let unix = match &config.socket {
+            Some(path) => Some(crate::peer_door::bind(path).map_err(|e| {
+                Diagnostic::new(
+                    diag::E_RUN_010,
+                    format!("the door cannot bind its socket {}: {e}", path.display()),
+                )
+            })?),
+            None => None,
+        };
         let port = listener.local_addr().map_err(|e| cannot(e.to_string()))?.port();
         let url = format!("localhost:{port}");
 
@@ -163,13 +182,15 @@ impl Door {
             peer_tasks_accept: config.peer_tasks_accept,
         });
         let limits = serve::Limits {
-            max_connections: serve::MAX_CONNECTIONS,
+            max_connections: crate::limits::door_connections(soft_nofile(), serve::MAX_CONNECTIONS),
             grace: SHUTDOWN_GRACE,
         };
-        let serving = serve::Serving::start(listener, limits, move || {
+        let serving = serve::Serving::start(listener, unix, limits, move || {
             App::new()
                 .app_data(shared)
                 .wrap(auth)
+                // Outermost: a request past the in-flight bound costs no token check.
+                .wrap(conn::InFlight::default())
                 .default_service(web::to(pipeline::handle))
         })
         .map_err(|e| cannot(e.to_string()))?;

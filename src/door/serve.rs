@@ -6,6 +6,10 @@
 //! worker anyway, so here the worker accepts for itself, with the same HTTP service actix-web
 //! would build (same timeouts, Nagle off, half-closed connections allowed).
 //!
+//! It accepts on the door's TCP listener and, for a peer of a formation, on its Unix socket too
+//! (`socket`); every accepted stream is served as a [`Conn`], which bounds each request head
+//! and each stalled reply in time (`conn`).
+//!
 //! Invariants:
 //! - at most [`Limits::max_connections`] connections are open; past it the door stops accepting
 //!   until one closes (the kernel's backlog holds the rest), so a flood of connections is bounded;
@@ -17,16 +21,20 @@
 
 use std::cell::Cell;
 use std::net::TcpListener;
+use std::os::unix::net::UnixListener;
 use std::rc::Rc;
 use std::time::Duration;
 
-use actix_http::{HttpService, KeepAlive, Request, Response};
+use actix_http::{HttpService, KeepAlive, Protocol, Request, Response};
 use actix_service::{IntoServiceFactory, Service as _, ServiceFactory, ServiceFactoryExt as _, map_config};
 use actix_web::body::MessageBody;
 use actix_web::dev::AppConfig;
 use tokio::sync::{Notify, watch};
 
-/// Connections a door holds open at once (actix-server's default for one worker).
+use super::conn::{Conn, Stream};
+
+/// Connections a door holds open at once at most (actix-server's default for one worker); the
+/// descriptor limit lowers it (`limits::door_connections`).
 pub const MAX_CONNECTIONS: usize = 25_600;
 
 /// What a serving thread allows.
@@ -54,9 +62,14 @@ pub struct Serving {
 }
 
 impl Serving {
-    /// Serves the app `app` builds on `listener` from a new thread named `mur-door`; returns
-    /// once that thread serves, or with why it cannot.
-    pub fn start<F, I, S, B>(listener: TcpListener, limits: Limits, app: F) -> std::io::Result<Serving>
+    /// Serves the app `app` builds on `listener` (and `unix`, when given) from a new thread named
+    /// `mur-door`; returns once that thread serves, or with why it cannot.
+    pub fn start<F, I, S, B>(
+        listener: TcpListener,
+        unix: Option<UnixListener>,
+        limits: Limits,
+        app: F,
+    ) -> std::io::Result<Serving>
     where
         F: FnOnce() -> I + Send + 'static,
         I: IntoServiceFactory<S, Request>,
@@ -70,12 +83,19 @@ impl Serving {
     {
         let local = listener.local_addr()?;
         listener.set_nonblocking(true)?;
+        if let Some(u) = &unix {
+            u.set_nonblocking(true)?;
+        }
         let (stop, stopped) = watch::channel(false);
         let (ended_tx, ended) = watch::channel(false);
         let (ready_tx, ready) = std::sync::mpsc::sync_channel::<std::io::Result<()>>(1);
         std::thread::Builder::new().name("mur-door".into()).spawn(move || {
             actix_rt::System::new().block_on(async move {
-                let listener = match actix_rt::net::TcpListener::from_std(listener) {
+                let listeners = actix_rt::net::TcpListener::from_std(listener).and_then(|tcp| {
+                    let unix = unix.map(actix_rt::net::UnixListener::from_std).transpose()?;
+                    Ok((tcp, unix))
+                });
+                let (listener, unix) = match listeners {
                     Ok(l) => l,
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
@@ -88,14 +108,12 @@ impl Serving {
                     .client_request_timeout(CLIENT_REQUEST_TIMEOUT)
                     .client_disconnect_timeout(CLIENT_DISCONNECT_TIMEOUT)
                     .h1_allow_half_closed(true)
-                    // A stream's events are small writes in quick succession: with Nagle on, the
-                    // second waits for the client's delayed ACK (40 ms) whenever the first is
-                    // still unacknowledged.
-                    .tcp_nodelay(true)
                     .local_addr(local)
-                    // Each connection's own memo of the token it last presented.
-                    .on_connect_ext(|_, extensions| {
+                    // Each connection's own memo of the token it last presented, and its
+                    // activity, which tells its transport when a request is being served.
+                    .on_connect_ext(|conn: &Conn, extensions| {
                         extensions.insert(super::auth::ConnectionMemo::default());
+                        extensions.insert(conn.activity());
                     })
                     // A stop ends keep-alive connections after their current request.
                     .graceful_shutdown_signal(move || {
@@ -110,8 +128,7 @@ impl Serving {
                         // and `ConnectionInfo`, which the door uses neither of; its card names
                         // its URL itself.
                         |_| AppConfig::default(),
-                    ))
-                    .tcp();
+                    ));
                 let service = match factory.new_service(()).await {
                     Ok(s) => Rc::new(s),
                     Err(_) => {
@@ -121,9 +138,10 @@ impl Serving {
                 };
                 let _ = ready_tx.send(Ok(()));
                 let open = Rc::new(Open::default());
-                accept_until_stopped(&listener, service, &open, limits.max_connections, stopped).await;
+                let listeners = Listeners { tcp: listener, unix };
+                accept_until_stopped(&listeners, service, &open, limits.max_connections, stopped).await;
                 // Nothing new is accepted from here on; open requests get the grace.
-                drop(listener);
+                drop(listeners);
                 let _ = tokio::time::timeout(limits.grace, open.all_closed()).await;
             });
             // Connections still open after the grace were dropped with the runtime.
@@ -184,14 +202,42 @@ impl Drop for OpenGuard {
     }
 }
 
+/// What a door accepts on.
+struct Listeners {
+    tcp: actix_rt::net::TcpListener,
+    unix: Option<actix_rt::net::UnixListener>,
+}
+
+impl Listeners {
+    /// The next stream from either listener.
+    async fn accept(&self) -> std::io::Result<Stream> {
+        let unix = async {
+            match &self.unix {
+                Some(u) => u.accept().await.map(|(s, _)| Stream::Unix(s)),
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            tcp = self.tcp.accept() => tcp.map(|(s, _)| {
+                // A stream's events are small writes in quick succession: with Nagle on, the
+                // second waits for the client's delayed ACK (40 ms) whenever the first is still
+                // unacknowledged.
+                let _ = s.set_nodelay(true);
+                Stream::Tcp(s)
+            }),
+            unix = unix => unix,
+        }
+    }
+}
+
 async fn accept_until_stopped<S>(
-    listener: &actix_rt::net::TcpListener,
+    listeners: &Listeners,
     service: Rc<S>,
     open: &Rc<Open>,
     max_connections: usize,
     mut stopped: watch::Receiver<bool>,
 ) where
-    S: actix_service::Service<actix_rt::net::TcpStream, Response = ()> + 'static,
+    S: actix_service::Service<(Conn, Protocol, Option<std::net::SocketAddr>), Response = ()> + 'static,
 {
     // The sender gone counts as a stop.
     let stopping =
@@ -208,13 +254,17 @@ async fn accept_until_stopped<S>(
         tokio::select! {
             biased;
             r = stopped.changed() => if stopping(r, &stopped) { return },
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
+            accepted = listeners.accept() => match accepted {
+                Ok(stream) => {
                     let guard = open.enter();
                     let service = Rc::clone(&service);
+                    let peer = match &stream {
+                        Stream::Tcp(s) => s.peer_addr().ok(),
+                        Stream::Unix(_) => None,
+                    };
                     actix_rt::spawn(async move {
                         // A connection's errors (a client that went away, a timeout) end only it.
-                        let _ = service.call(stream).await;
+                        let _ = service.call((Conn::new(stream), Protocol::Http1, peer)).await;
                         drop(guard);
                     });
                 }
@@ -247,7 +297,7 @@ mod tests {
     fn serving(limits: Limits) -> (Serving, SocketAddr) {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = listener.local_addr().expect("addr");
-        let serving = Serving::start(listener, limits, || {
+        let serving = Serving::start(listener, None, limits, || {
             App::new()
                 .route("/", web::get().to(|| async { HttpResponse::Ok().body("ok") }))
                 .route(

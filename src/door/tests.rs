@@ -60,6 +60,7 @@ fn config(acceptance: Acceptance, queue_depth: u32, authenticate: bool) -> DoorC
         tools: vec![],
         skills: vec![],
         input_modes: vec![],
+        socket: None,
     }
 }
 

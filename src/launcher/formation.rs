@@ -20,7 +20,7 @@ use super::peer::{CloseLifeline, PeerActor, PeerSpec, Role, SendAddresses};
 use super::report;
 use super::spawn::MemberPipes;
 use super::{LaunchPlan, marker, retention};
-use crate::channel::line::{Address, Call, FirstLine, address_line};
+use crate::channel::line::{Address, Call, DoorIdentity, FirstLine, withdrawal_line};
 use crate::readiness::Reported;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +49,10 @@ pub struct FormationActor {
     /// Every member's actor (the entry's once it was started), until it reported `PeerStopped`.
     peers: Vec<Option<Addr<PeerActor>>>,
     ready: Vec<Option<(Reported, u32)>>,
+    /// Each ready peer's door as the launcher vouches for it to its callers.
+    doors: Vec<Option<DoorIdentity>>,
+    /// Peers whose process ended while the formation went on: withdrawn from their callers.
+    gone: Vec<bool>,
     /// Every member's pipes, created before any spawn; taken as each member starts.
     pipes: Vec<Option<MemberPipes>>,
     first_lines: Vec<String>,
@@ -73,6 +77,8 @@ impl FormationActor {
             authority,
             peers: vec![None; n],
             ready: vec![None; n],
+            doors: vec![None; n],
+            gone: vec![false; n],
             pipes: Vec::new(),
             first_lines: vec![String::new(); n],
             verify_key: String::new(),
@@ -162,6 +168,11 @@ impl FormationActor {
                 command,
                 first_line: std::mem::take(&mut self.first_lines[i]),
                 pipes,
+                socket: Some(
+                    self.plan
+                        .home
+                        .door_socket(&self.plan.formation_id, &self.plan.members[i].name),
+                ),
             };
             self.peers[i] = Some(PeerActor::new(spec, me.clone()).start());
         }
@@ -204,6 +215,7 @@ impl FormationActor {
             command: self.plan.command(entry, &pipes),
             first_line: lines,
             pipes,
+            socket: None,
         };
         let (actor, started) = PeerActor::start_entry(spec, ctx.address());
         self.peers[entry] = Some(actor);
@@ -224,14 +236,55 @@ impl FormationActor {
         }
         let addrs: Vec<Address> = callees
             .iter()
+            .filter(|&&c| !self.gone[c])
             .filter_map(|&c| {
                 self.ready[c].as_ref().map(|(r, _)| Address {
                     name: self.plan.members[c].name.clone(),
                     url: r.url.clone(),
+                    door: self.doors[c].clone(),
                 })
             })
             .collect();
-        Some(address_line(&addrs))
+        let gone: Vec<&str> = callees
+            .iter()
+            .filter(|&&c| self.gone[c])
+            .map(|&c| self.plan.members[c].name.as_str())
+            .collect();
+        Some(withdrawal_line(&addrs, &gone))
+    }
+
+    /// A peer's process ended while the formation goes on: it is withdrawn from every member
+    /// that may call it (the entry included), so their calls to it end `unreachable` at once
+    /// instead of dialling a port that anyone may bind by now.
+    fn withdraw(&mut self, index: usize, status: Option<i32>) {
+        if self.gone[index] {
+            return;
+        }
+        self.gone[index] = true;
+        let name = &self.plan.members[index].name;
+        let status = status.map_or("an unknown status".to_string(), |s| format!("status {s}"));
+        let callers: Vec<usize> = (0..self.plan.members.len())
+            .filter(|&i| self.plan.callees(i).contains(&index))
+            .collect();
+        let line = withdrawal_line(&[], &[name.as_str()]);
+        eprintln!(
+            "[mur run] member '{name}' exited with {status} while formation {} runs; {}",
+            self.plan.formation_id,
+            if callers.is_empty() {
+                "no member calls it".to_string()
+            } else {
+                let names: Vec<String> = callers
+                    .iter()
+                    .map(|&c| format!("'{}'", self.plan.members[c].name))
+                    .collect();
+                format!("calls to it from {} now end unreachable", names.join(", "))
+            }
+        );
+        for c in callers {
+            if let Some(peer) = &self.peers[c] {
+                peer.do_send(SendAddresses(line.clone()));
+            }
+        }
     }
 
     fn begin_stop(&mut self, ending: Ending, ctx: &mut Context<Self>) {
@@ -328,6 +381,8 @@ pub struct PeerReady {
     pub index: usize,
     pub readiness: Reported,
     pub pid: u32,
+    /// Its door's socket and process, when it serves one.
+    pub door: Option<DoorIdentity>,
 }
 
 impl Handler<PeerReady> for FormationActor {
@@ -337,7 +392,26 @@ impl Handler<PeerReady> for FormationActor {
             .progress
             .show(&self.plan.members[msg.index].name, report::PeerState::Ready);
         self.ready[msg.index] = Some((msg.readiness, msg.pid));
+        self.doors[msg.index] = msg.door;
         self.maybe_start_entry(ctx);
+    }
+}
+
+/// A peer's process ended on its own (not stopped by the launcher).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct PeerExited {
+    pub index: usize,
+    pub status: Option<i32>,
+}
+
+impl Handler<PeerExited> for FormationActor {
+    type Result = ();
+    fn handle(&mut self, msg: PeerExited, _: &mut Context<Self>) {
+        // Before readiness its PeerFailed tells; once stopping, nobody calls it any more.
+        if matches!(self.phase, Phase::StartingPeers | Phase::EntryRunning) && self.ready[msg.index].is_some() {
+            self.withdraw(msg.index, msg.status);
+        }
     }
 }
 

@@ -18,10 +18,11 @@ use actix::prelude::*;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
 use tokio::sync::watch;
 
-use super::formation::{EntryExited, FormationActor, PeerFailed, PeerReady, PeerStarted, PeerStopped};
+use super::formation::{EntryExited, FormationActor, PeerExited, PeerFailed, PeerReady, PeerStarted, PeerStopped};
 use super::probe;
 use super::registry;
 use super::spawn::{self, MemberCommand, MemberPipes};
+use crate::channel::DoorIdentity;
 use crate::readiness::{self, Reported};
 use crate::timing::Timing;
 
@@ -29,12 +30,12 @@ use crate::timing::Timing;
 /// docs/reference/formation.md#lifelines).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
-    /// Its own directory (made here) and process group, piped and relayed output, a readiness
-    /// gate, and a channel kept open for its callees' addresses.
+    /// Its own directory (made here) and process group, piped and relayed output, and a
+    /// readiness gate.
     Peer,
     /// Started last in the launcher's process group with the launcher's own stdout/stderr; its
-    /// channel is complete before it starts and closed once it runs; no readiness gate: its
-    /// exit ends the formation.
+    /// channel holds its callees' addresses before it starts; no readiness gate: its exit ends
+    /// the formation.
     Entry,
 }
 
@@ -51,6 +52,9 @@ pub struct PeerSpec {
     /// The channel lines written before it starts (the entry's include its callees' addresses).
     pub first_line: String,
     pub pipes: MemberPipes,
+    /// Where a peer serves its door as a Unix socket: the launcher probes it there, and vouches
+    /// for it to the peer's callers (`peer_door`).
+    pub socket: Option<PathBuf>,
 }
 
 pub struct PeerActor {
@@ -121,6 +125,9 @@ impl PeerActor {
         };
         let (channel_failed, spawn_failed, untracked) = if peer {
             make_member_dir(&spec.dir)?;
+            if let Some(dir) = spec.socket.as_deref().and_then(std::path::Path::parent) {
+                make_socket_dir(dir)?;
+            }
             (
                 "its process could not be started: its channel could not be written",
                 "its process could not be started",
@@ -143,16 +150,12 @@ impl PeerActor {
             lifeline_read,
             lifeline_write,
         } = spec.pipes;
-        // The member holds its read ends now; the launcher keeps only the write ends, and of
-        // the entry's channel not even that: it is complete, and closing it says so.
+        // The member holds its read ends now; the launcher keeps only the write ends: the
+        // channel's for the lines that withdraw a callee whose process ended (the entry's too).
         drop(channel_read);
         drop(lifeline_read);
-        if peer {
-            // Non-blocking since the prefill: an address line never stalls the launcher.
-            self.channel = Some(channel_write);
-        } else {
-            drop(channel_write);
-        }
+        // Non-blocking since the prefill: an address line never stalls the launcher.
+        self.channel = Some(channel_write);
         self.lifeline = Some(lifeline_write);
         let pid = child.id().unwrap_or(0);
         // A peer leads its own process group; the entry stays in the launcher's.
@@ -178,7 +181,7 @@ impl PeerActor {
         });
         if peer {
             self.formation.do_send(PeerStarted { index: self.index, pid });
-            self.watch_peer(stdout, stderr, pid, spec.formation_id, ctx);
+            self.watch_peer(stdout, stderr, pid, spec.formation_id, spec.socket, ctx);
         }
         Ok(pid)
     }
@@ -199,6 +202,7 @@ impl PeerActor {
         stderr: Option<tokio::process::ChildStderr>,
         pid: u32,
         formation_id: String,
+        socket: Option<PathBuf>,
         ctx: &mut Context<Self>,
     ) {
         let (Some(member), Some(exit_rx)) = (self.member, self.exit.clone()) else {
@@ -218,12 +222,31 @@ impl PeerActor {
         let tail = self.stderr_tail.clone();
         let prefix = format!("[{}] ", self.name);
         let deadline = Instant::now() + Timing::get().peer_readiness;
-        let fut = async move { await_ready(stdout, exit_rx, member, &formation_id, deadline, tail, prefix).await };
+        let door = socket.map(|s| DoorIdentity {
+            socket: s.display().to_string(),
+            pid,
+            start: crate::procinfo::process_start(pid).unwrap_or_default(),
+        });
+        let fut = async move {
+            let ready = await_ready(
+                stdout,
+                exit_rx,
+                member,
+                &formation_id,
+                door.as_ref(),
+                deadline,
+                tail,
+                prefix,
+            )
+            .await;
+            ready.map(|r| (r, door))
+        };
         ctx.spawn(fut.into_actor(self).map(move |outcome, act, _| match outcome {
-            Ok(readiness) => act.formation.do_send(PeerReady {
+            Ok((readiness, door)) => act.formation.do_send(PeerReady {
                 index: act.index,
                 readiness,
                 pid,
+                door,
             }),
             Err(reason) => act.fail(reason),
         }));
@@ -256,6 +279,19 @@ pub fn make_member_dir(dir: &std::path::Path) -> Result<(), String> {
     })
 }
 
+/// Makes the formation's owner-only directory of door sockets, or finds it made by an earlier
+/// peer of this launch; the error is the peer's E-RUN-045 reason text.
+fn make_socket_dir(dir: &std::path::Path) -> Result<(), String> {
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && crate::peer_door::usable_dir(dir) => Ok(()),
+        Err(e) => {
+            let p = dir.display();
+            Err(format!("its door socket directory {p} could not be made: {p}: {e}"))
+        }
+    }
+}
+
 /// The process was reaped.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -264,9 +300,15 @@ struct Exited;
 impl Handler<Exited> for PeerActor {
     type Result = ();
     fn handle(&mut self, _: Exited, _: &mut Context<Self>) {
-        if self.role == Role::Entry {
-            let status = self.exit.as_ref().and_then(|rx| *rx.borrow());
-            self.formation.do_send(EntryExited(status));
+        let status = self.exit.as_ref().and_then(|rx| *rx.borrow());
+        match self.role {
+            Role::Entry => self.formation.do_send(EntryExited(status)),
+            // A peer that ends while the formation goes on: its callers must learn it is gone.
+            Role::Peer if !self.stopping => self.formation.do_send(PeerExited {
+                index: self.index,
+                status: status.map(|s| status_code(&s)),
+            }),
+            Role::Peer => {}
         }
         self.finish_if_exited();
     }
@@ -456,12 +498,15 @@ fn tail_text(tail: &Mutex<VecDeque<String>>) -> String {
     }
 }
 
-/// Reads the readiness line, then probes the door until it answers as the reported session.
+/// Reads the readiness line, then probes the door until it answers as the reported session:
+/// through `door`'s socket, served by the peer's own process, when the peer serves one.
+#[allow(clippy::too_many_arguments)]
 async fn await_ready(
     stdout: tokio::process::ChildStdout,
     mut exit: watch::Receiver<Option<ExitStatus>>,
     member: registry::Member,
     formation_id: &str,
+    door: Option<&DoorIdentity>,
     deadline: Instant,
     tail: Arc<Mutex<VecDeque<String>>>,
     prefix: String,
@@ -506,10 +551,17 @@ async fn await_ready(
     // From here on the peer's stdout is relayed like its stderr.
     actix::spawn(relay(reader, prefix, None));
 
-    let client = awc::Client::builder()
-        .connector(awc::Connector::new().timeout(t.probe_connect))
-        .timeout(t.probe_read)
-        .finish();
+    // The probe carries the operator token: over the socket, only the peer's process gets it.
+    let client = match door {
+        Some(d) => awc::Client::builder()
+            .connector(crate::peer_door::awc_connector(d.clone(), t.probe_connect))
+            .timeout(t.probe_read)
+            .finish(),
+        None => awc::Client::builder()
+            .connector(awc::Connector::new().timeout(t.probe_connect))
+            .timeout(t.probe_read)
+            .finish(),
+    };
     let mut last = String::from("no probe completed");
     loop {
         if let Some(s) = *exit.borrow() {

@@ -162,18 +162,26 @@ impl ProviderClient {
     /// A client for `config`'s endpoint. `Err` when TLS cannot be set up or the key cannot be a
     /// header value (a control character in it).
     pub fn new(config: &ModelConfig, retry: &Retry) -> Result<ProviderClient, String> {
-        let mut connector = awc::Connector::new()
-            .timeout(retry.connect)
-            .handshake_timeout(retry.connect);
-        if config.url.starts_with("https://") {
-            connector = connector.rustls_0_23(tls_config()?);
-        }
-        let http = awc::Client::builder()
-            .connector(connector)
-            // A redirect could carry the credential to another host.
-            .disable_redirects()
-            .disable_timeout()
-            .finish();
+        let address = crate::manifest::endpoint::localhost_socket(&config.url);
+        // A redirect could carry the credential to another host.
+        let http = if config.url.starts_with("https://") {
+            let connector = awc::Connector::new()
+                .timeout(retry.connect)
+                .handshake_timeout(retry.connect)
+                .rustls_0_23(tls_config()?);
+            awc::Client::builder()
+                .connector(connector)
+                .disable_redirects()
+                .disable_timeout()
+                .finish()
+        } else {
+            // Plain http is loopback only (E-MAN-001): the key goes only to this user's listener.
+            awc::Client::builder()
+                .connector(crate::loopback::awc_connector(address, retry.connect))
+                .disable_redirects()
+                .disable_timeout()
+                .finish()
+        };
         let credential = match config.api_key.as_ref() {
             None => None,
             Some(key) => {
@@ -189,7 +197,7 @@ impl ProviderClient {
         };
         Ok(ProviderClient {
             http,
-            address: crate::manifest::endpoint::localhost_socket(&config.url),
+            address,
             url: config.url.clone(),
             provider: config.provider,
             credential,

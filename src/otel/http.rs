@@ -123,6 +123,10 @@ impl OtlpHttp {
             (None, Some(e)) => return Err(fail("no connection", &e)),
             (None, None) => return Err(format!("{at}: the name resolves to no address")),
         };
+        if !t.https {
+            // The exporter's headers may hold the collector's key.
+            crate::loopback::verify_stream(&stream).map_err(|e| fail("refused", &e))?;
+        }
         stream
             .set_read_timeout(Some(IO))
             .and_then(|()| stream.set_write_timeout(Some(IO)))

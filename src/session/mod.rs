@@ -255,6 +255,17 @@ impl Session {
         ))
     }
 
+    /// A peer's door socket, when its launcher made the formation's owner-only socket directory
+    /// (docs/architecture.md, `peer_door`): callers then reach this door only there.
+    fn door_socket(&self, p: &Prepared) -> Option<std::path::PathBuf> {
+        let first = p.membership.as_ref().and_then(|m| m.first.as_ref())?;
+        if first.entry {
+            return None;
+        }
+        let dir = self.home.door_sockets(&first.formation_id);
+        crate::peer_door::usable_dir(&dir).then(|| self.home.door_socket(&first.formation_id, &first.member))
+    }
+
     /// docs/reference/formation.md#member-intake steps 7–8 and the life of the session, on one
     /// actix system.
     fn serve(self, args: &SessionOptions, p: Prepared) -> u8 {
@@ -301,6 +312,7 @@ impl Session {
             tools: p.host.tools_declared(),
             skills: manifest.skills.clone(),
             input_modes: manifest.input_modes.clone(),
+            socket: self.door_socket(&p),
         };
         let bind = args.bind.as_deref().unwrap_or("127.0.0.1");
         let board = Board::new(p.policy.acceptance, p.policy.queue_depth);

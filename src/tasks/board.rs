@@ -31,6 +31,13 @@ pub const KEEP_ENDED_TASKS: usize = 1000;
 /// Bytes the kept ended tasks may hold: answers, status texts, ids [ours]. Two answers the size of
 /// the largest body the door reads, so recent outcomes survive and an idle member stays small.
 pub const KEEP_ENDED_BYTES: usize = 16 * 1024 * 1024;
+/// Tasks that open replies and streams may hold on the board at once [ours]. A pinned task is
+/// never forgotten, so pins are bounded apart from [`KEEP_ENDED_TASKS`]: past either bound a
+/// new pinned offer is refused as busy, and a new stream is refused.
+pub const MAX_PINNED_TASKS: usize = 256;
+/// Bytes those tasks may hold, counted when each is pinned (its offer, or all it holds) [ours].
+pub const MAX_PINNED_BYTES: usize = 64 * 1024 * 1024;
+
 /// Messages a task's `history` keeps (A2A v1.0 §3.2.4: the server MAY return fewer than asked):
 /// the caller's message, progress notes, and the final message. Notes past it are not kept.
 pub const HISTORY_MESSAGES: usize = 32;
@@ -268,6 +275,8 @@ struct Entry {
     cancel: watch::Sender<bool>,
     /// Open replies and streams that still owe this task's end to a caller.
     pins: u32,
+    /// The bytes charged to the pinned total while `pins > 0`.
+    pin_charge: usize,
     /// The answer text a model capsule streams while the task runs; gone once it ends.
     streamed: Option<Streamed>,
 }
@@ -335,6 +344,9 @@ struct State {
     ended: VecDeque<(String, usize)>,
     /// Sum of what `refused` and `ended` hold.
     kept_bytes: usize,
+    /// Tasks with a pin, and the bytes charged for them (see [`MAX_PINNED_TASKS`]).
+    pinned_tasks: usize,
+    pinned_bytes: usize,
     queue: VecDeque<String>,
     running: Option<String>,
     /// `single`: the slot has been used once.
@@ -344,6 +356,17 @@ struct State {
 }
 
 impl State {
+    /// Whether one more task of `bytes` may be pinned.
+    fn may_pin(&self, bytes: usize) -> bool {
+        self.pinned_tasks < MAX_PINNED_TASKS && self.pinned_bytes.saturating_add(bytes) <= MAX_PINNED_BYTES
+    }
+
+    /// Counts a first pin of a task charged `bytes`.
+    fn charge_pin(&mut self, bytes: usize) {
+        self.pinned_tasks += 1;
+        self.pinned_bytes = self.pinned_bytes.saturating_add(bytes);
+    }
+
     /// Files the tasks `events` ended for forgetting, then forgets what `keep` does not cover.
     fn settle(&mut self, events: &[BoardEvent], keep: Retention) {
         for ev in events {
@@ -483,6 +506,8 @@ impl Board {
                 refused: VecDeque::new(),
                 ended: VecDeque::new(),
                 kept_bytes: 0,
+                pinned_tasks: 0,
+                pinned_bytes: 0,
                 queue: VecDeque::new(),
                 running: None,
                 slot_used: false,
@@ -560,6 +585,7 @@ impl Board {
 
     /// As [`Board::submit`], pinned from its creation: the task stays on the board, ended or not,
     /// until the returned pin is dropped (a SendMessage reply or stream owes it to its caller).
+    /// Past [`MAX_PINNED_TASKS`] or [`MAX_PINNED_BYTES`] the offer is refused as busy.
     pub fn submit_pinned(self: &Arc<Self>, new: NewTask) -> (TaskSnapshot, Pinned) {
         let snap = self.insert(new, false, true);
         let pin = Pinned {
@@ -570,22 +596,48 @@ impl Board {
     }
 
     /// Pins a task already on the board (see [`Pinned`]); a pin on an unknown id holds nothing.
-    pub fn pin(self: &Arc<Self>, task_id: &str) -> Pinned {
-        if let Some(e) = self.lock().tasks.get_mut(task_id) {
+    /// `None` when a task not yet pinned would take the pinned tasks past their bounds.
+    pub fn pin(self: &Arc<Self>, task_id: &str) -> Option<Pinned> {
+        let mut st = self.lock();
+        let first = st.tasks.get(task_id).filter(|e| e.pins == 0).map(footprint);
+        if let Some(bytes) = first {
+            if !st.may_pin(bytes) {
+                return None;
+            }
+            st.charge_pin(bytes);
+        }
+        if let Some(e) = st.tasks.get_mut(task_id) {
+            if let Some(bytes) = first {
+                e.pin_charge = bytes;
+            }
             e.pins += 1;
         }
-        Pinned {
+        drop(st);
+        Some(Pinned {
             board: Arc::clone(self),
             task_id: task_id.to_string(),
-        }
+        })
     }
 
     fn unpin(&self, task_id: &str) {
-        let mut st = self.lock();
-        if let Some(e) = st.tasks.get_mut(task_id) {
-            e.pins = e.pins.saturating_sub(1);
+        let mut guard = self.lock();
+        let st = &mut *guard;
+        if let Some(e) = st.tasks.get_mut(task_id)
+            && e.pins > 0
+        {
+            e.pins -= 1;
+            if e.pins == 0 {
+                st.pinned_tasks = st.pinned_tasks.saturating_sub(1);
+                st.pinned_bytes = st.pinned_bytes.saturating_sub(std::mem::take(&mut e.pin_charge));
+            }
         }
         st.evict(self.retention);
+    }
+
+    /// Tasks pinned now, and the bytes charged for them.
+    pub fn pinned(&self) -> (usize, usize) {
+        let st = self.lock();
+        (st.pinned_tasks, st.pinned_bytes)
     }
 
     fn insert(&self, new: NewTask, local: bool, pinned: bool) -> TaskSnapshot {
@@ -595,6 +647,9 @@ impl Board {
                 Some(REJECT_CLOSING)
             } else if local {
                 None
+            } else if pinned && !st.may_pin(new.text.len()) {
+                // Its reply would pin it: too much is pinned already (a caller may offer again).
+                Some(REJECT_BUSY)
             } else {
                 let admit = match acceptance {
                     Acceptance::None => false,
@@ -666,12 +721,17 @@ impl Board {
                 st.slot_used = true;
                 st.queue.push_back(id.clone());
             }
+            let pin_charge = if pinned { text.len() } else { 0 };
+            if pinned {
+                st.charge_pin(pin_charge);
+            }
             let entry = Entry {
                 snap: snap.clone(),
                 text,
                 created: st.seq,
                 cancel: watch::channel(false).0,
                 pins: u32::from(pinned),
+                pin_charge,
                 streamed: None,
             };
             st.order.insert(st.seq, id.clone());
@@ -1442,12 +1502,48 @@ mod tests {
         let none = Board::with_retention(Acceptance::None, 0, fixed_clock(), Retention { tasks: 0, bytes: 0 });
         let (refused, pin) = none.submit_pinned(offer("x"));
         assert_eq!(none.get(&refused.id).map(|t| t.state), Some(TaskState::Rejected));
-        let again = none.pin(&refused.id);
+        let again = none.pin(&refused.id).unwrap();
         drop(pin);
         assert!(none.get(&refused.id).is_some(), "a second pin still holds it");
         drop(again);
         assert!(none.get(&refused.id).is_none());
         assert_eq!(kept(&b, &[&ids[2]]), [true], "the queued task is still live");
+    }
+
+    #[test]
+    fn pinned_tasks_are_bounded_by_count_and_bytes_and_released_with_their_pins() {
+        let b = Board::with_clock(Acceptance::Queue, u32::MAX, fixed_clock());
+        let mut pins = Vec::new();
+        for i in 0..MAX_PINNED_TASKS {
+            let (snap, pin) = b.submit_pinned(offer(&format!("t{i}")));
+            assert_eq!(snap.state, TaskState::Submitted, "{i}");
+            pins.push(pin);
+        }
+        // Past the count: refused as busy, and no stream may pin a task either.
+        let (over, refused_pin) = b.submit_pinned(offer("one more"));
+        assert_eq!(over.state, TaskState::Rejected);
+        assert_eq!(over.status_text.as_deref(), Some(REJECT_BUSY));
+        let live = b.submit(offer("unpinned"));
+        assert!(b.pin(&live.id).is_none());
+        // A task pinned already may take another pin: it adds nothing.
+        let first = pins[0].task_id.clone();
+        assert!(b.pin(&first).is_some());
+        pins.truncate(1);
+        drop(refused_pin);
+        assert_eq!(b.pinned().0, 1, "dropped pins are released");
+        assert!(b.pin(&live.id).is_some());
+
+        // Past the bytes: one offer of more than the bound is refused while others are pinned.
+        let b = Board::with_clock(Acceptance::Queue, u32::MAX, fixed_clock());
+        let half = "x".repeat(MAX_PINNED_BYTES / 2 + 1);
+        let (a, pa) = b.submit_pinned(offer(&half));
+        assert_eq!(a.state, TaskState::Submitted);
+        let (c, _pc) = b.submit_pinned(offer(&half));
+        assert_eq!(c.state, TaskState::Rejected);
+        assert!(b.pinned().1 <= MAX_PINNED_BYTES);
+        drop(pa);
+        let (d, _pd) = b.submit_pinned(offer(&half));
+        assert_eq!(d.state, TaskState::Submitted, "the bytes came back with the pin");
     }
 
     #[actix_rt::test]

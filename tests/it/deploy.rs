@@ -788,7 +788,7 @@ fn the_pods_command_lines_run_the_demo_formation_to_its_answer() {
     let mapped = |text: &str, ports: &BTreeMap<String, u16>| -> Option<String> {
         let mut lines: Vec<String> = text.lines().map(String::from).collect();
         if let Some(addr) = lines.get_mut(1) {
-            for a in parse_address_line(addr).expect("address line") {
+            for a in parse_address_line(addr).expect("address line").addresses {
                 let i = order.iter().position(|m| *m == a.name).expect("member");
                 assert_eq!(a.url, format!("http://localhost:{}", 10000 + i));
                 *addr = addr.replace(&a.url, &format!("http://localhost:{}", ports.get(&a.name)?));

@@ -116,7 +116,7 @@ pub(crate) fn nothing_claims_to_run(sb: &Sandbox, dir: &Path, what: &str) {
 }
 
 /// `SendMessage` with `returnImmediately` at a member's door; returns the task id.
-fn send(rec: &Value, text: &str) -> String {
+pub(crate) fn send(rec: &Value, text: &str) -> String {
     let reply = door_rpc(
         rec,
         "SendMessage",
@@ -129,7 +129,7 @@ fn send(rec: &Value, text: &str) -> String {
 }
 
 /// The task once it is terminal (30 s at most).
-fn terminal_task(rec: &Value, id: &str) -> Value {
+pub(crate) fn terminal_task(rec: &Value, id: &str) -> Value {
     let mut task = Value::Null;
     wait_until(Duration::from_secs(30), || {
         task = door_rpc(rec, "GetTask", json!({"id": id}))["result"].clone();
@@ -142,7 +142,7 @@ fn terminal_task(rec: &Value, id: &str) -> Value {
     task
 }
 
-fn status_text(task: &Value) -> String {
+pub(crate) fn status_text(task: &Value) -> String {
     task["status"]["message"]["parts"][0]["text"]
         .as_str()
         .unwrap_or_default()
@@ -229,10 +229,16 @@ fn a_serving_formation_goes_on_after_a_peer_is_killed_mid_task() {
     let second = send(&lead, "second");
     let task = terminal_task(&lead, &second);
     assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{task}");
-    assert!(
-        status_text(&task).starts_with("worker's door could not be reached: "),
+    // At once: the launcher withdrew the dead peer from its caller, and said so.
+    assert_eq!(
+        status_text(&task),
+        "worker's door could not be reached: its process has ended, and the launcher withdrew its door",
         "{task}"
     );
+    let notice = format!(
+        "[mur run] member 'worker' exited with status 137 while formation {frm} runs; calls to it from 'lead' now end unreachable"
+    );
+    assert!(launch.stderr().lines().any(|l| l == notice), "{}", launch.stderr());
     let statuses: Vec<Value> = call_outcomes(&sb, "lead").iter().map(|c| c["status"].clone()).collect();
     assert_eq!(statuses, ["unreachable", "unreachable"]);
     let listed = door_rpc(&lead, "ListTasks", json!({}));

@@ -31,5 +31,6 @@ mod providers;
 mod reference;
 mod session;
 mod streaming;
+mod takeover;
 mod terminal;
 mod usage;

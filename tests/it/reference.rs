@@ -948,7 +948,7 @@ mod formation {
 
         let (_, addresses) = block(&text, "json channel address line");
         let parsed = channel_line::parse_address_line(addresses.trim_end()).expect("the address line reads");
-        assert_eq!(channel_line::address_line(&parsed), addresses);
+        assert_eq!(channel_line::address_line(&parsed.addresses), addresses);
 
         let (_, ready) = block(&text, "json readiness line");
         let r = mur::readiness::parse(ready.trim_end(), FRM).expect("the readiness line reads");

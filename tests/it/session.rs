@@ -1161,6 +1161,7 @@ fn a_member_calls_its_callee_through_its_channel() {
         address_line(&[Address {
             name: "worker".into(),
             url: worker.url(),
+            door: None,
         }]),
     ];
     let lead_dir = sb.path("lead");

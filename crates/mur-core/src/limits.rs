@@ -48,9 +48,43 @@ pub fn nofile(members: usize, soft: u64, hard: u64) -> Nofile {
     }
 }
 
+/// Descriptors a member keeps for itself beside its door's connections: its runtime, records
+/// and trace files, the compiled cache, its calls to other members and its provider
+/// connections. A door that used them all for connections would lock its own member out.
+pub const DOOR_RESERVE: u64 = 96;
+
+/// The fewest connections a door accepts, however low the limit.
+pub const DOOR_MIN_CONNECTIONS: usize = 8;
+
+/// Connections a door may hold open under a soft `RLIMIT_NOFILE` of `soft`: below the limit by
+/// [`DOOR_RESERVE`], and never above `max`.
+pub fn door_connections(soft: u64, max: usize) -> usize {
+    let room = usize::try_from(soft.saturating_sub(DOOR_RESERVE)).unwrap_or(usize::MAX);
+    room.clamp(DOOR_MIN_CONNECTIONS, max.max(DOOR_MIN_CONNECTIONS))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_door_keeps_a_reserve_of_descriptors_below_the_limit() {
+        let table: [(u64, usize, usize); 6] = [
+            (256, 25_600, 160),
+            (1024, 25_600, 928),
+            (u64::MAX, 25_600, 25_600),
+            (1_048_576, 25_600, 25_600),
+            (64, 25_600, DOOR_MIN_CONNECTIONS),
+            (0, 25_600, DOOR_MIN_CONNECTIONS),
+        ];
+        for (soft, max, want) in table {
+            assert_eq!(door_connections(soft, max), want, "{soft}");
+            assert!(
+                want == DOOR_MIN_CONNECTIONS || (want as u64) + DOOR_RESERVE <= soft,
+                "{soft}"
+            );
+        }
+    }
 
     #[test]
     fn the_soft_limit_is_raised_only_when_needed_and_only_to_the_hard_one() {

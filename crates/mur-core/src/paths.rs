@@ -81,6 +81,17 @@ impl MurHome {
         self.formation(formation_id).join(member)
     }
 
+    /// Where a formation's peers serve their doors as Unix sockets [ours]: inside the owner-only
+    /// formation directory, under a name no member can have (member names start with a letter).
+    pub fn door_sockets(&self, formation_id: &str) -> PathBuf {
+        self.formation(formation_id).join(".doors")
+    }
+
+    /// A peer's door socket.
+    pub fn door_socket(&self, formation_id: &str, member: &str) -> PathBuf {
+        self.door_sockets(formation_id).join(format!("{member}.sock"))
+    }
+
     /// The records group of a work folder: `records/<absolute path without its leading />`.
     pub fn records_group(&self, workdir: &Path) -> PathBuf {
         let rel = workdir.strip_prefix("/").unwrap_or(workdir);

@@ -53,6 +53,13 @@ pub struct Timing {
     pub component_task: Duration,
     /// Bound of reading one request body at a door, from its first byte to its last [ours].
     pub door_body: Duration,
+    /// Bound of a door connection between requests: from its accept, or the end of its last
+    /// reply, until the next request head has arrived whole; past it the connection closes
+    /// [ours].
+    pub door_head: Duration,
+    /// Bound of a door reply that makes no write progress (a client that stopped reading);
+    /// past it the connection closes and what the reply held is freed [ours].
+    pub door_write_stall: Duration,
     /// A provider request's first backoff wait (doubling, jittered), and the longest single
     /// wait, the provider's `retry-after` included (docs/reference/capsules.md#model-capsules)
     /// [ours].
@@ -89,6 +96,10 @@ impl Timing {
         // The call-member send timeout: a caller of ours gives up on its request by then anyway,
         // and 8 MiB needs under 300 KB/s to arrive in time.
         door_body: Duration::from_secs(30),
+        // actix-web's keep-alive (5 s) plus its first-head timeout (5 s): what the first request
+        // of a connection already had, now for every request of it.
+        door_head: Duration::from_secs(10),
+        door_write_stall: Duration::from_secs(30),
         inference_retry: Duration::from_secs(1),
         inference_retry_max: Duration::from_secs(60),
         inference_retry_after_cap: Duration::MAX,
@@ -169,6 +180,8 @@ impl Timing {
             "answer_poll" => (&mut self.answer_poll, s.answer_poll),
             "call_send" => (&mut self.call_send, s.call_send),
             "door_body" => (&mut self.door_body, s.door_body),
+            "door_head" => (&mut self.door_head, s.door_head),
+            "door_write_stall" => (&mut self.door_write_stall, s.door_write_stall),
             "inference_retry" => (&mut self.inference_retry, s.inference_retry),
             "inference_retry_max" => (&mut self.inference_retry_max, s.inference_retry_max),
             "inference_retry_after_cap" => (&mut self.inference_retry_after_cap, s.inference_retry_after_cap),
@@ -179,7 +192,7 @@ impl Timing {
 }
 
 /// The names `MURMUR_TEST_TIMING` may set.
-const OVERRIDABLE: [&str; 20] = [
+const OVERRIDABLE: [&str; 22] = [
     "peer_readiness",
     "probe_interval",
     "launcher_poll",
@@ -196,6 +209,8 @@ const OVERRIDABLE: [&str; 20] = [
     "call_send",
     "component_task",
     "door_body",
+    "door_head",
+    "door_write_stall",
     "inference_retry",
     "inference_retry_max",
     "inference_retry_after_cap",

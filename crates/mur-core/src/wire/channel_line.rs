@@ -204,20 +204,72 @@ pub struct Address {
     pub name: String,
     /// `http://host:port`.
     pub url: String,
+    /// The door's identity as the launcher vouches for it [ours], when it sent one: callers then
+    /// reach the door only through its Unix socket, served by exactly that process.
+    pub door: Option<DoorIdentity>,
 }
 
-/// `{"addresses":[{"name":…,"url":…},…]}` with its `\n`, in the order given.
+/// Where a peer's door listens inside the formation's owner-only directory, and the process
+/// that must serve it (pid and start token, so a reused pid is not taken for it).
+///
+/// A TCP port on 127.0.0.1 is anyone's to bind once its member exits; a Unix socket in a 0700
+/// directory is not reachable by another user, and its server's pid is the kernel's to tell
+/// (`SO_PEERCRED`), so a caller that checks it sends its token and task to that member only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DoorIdentity {
+    /// Absolute path of the door's Unix socket.
+    pub socket: String,
+    pub pid: u32,
+    /// The process's start token (`procinfo::process_start`); empty when it could not be read.
+    pub start: String,
+}
+
+/// An address line as read: door addresses, and members withdrawn because their process ended
+/// while the formation goes on [ours].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AddressLine {
+    pub addresses: Vec<Address>,
+    pub withdrawn: Vec<String>,
+}
+
+/// `{"addresses":[{"name":…,"url":…},…]}` with its `\n`, in the order given. An address with a
+/// door identity adds `"door":{"socket":…,"pid":…,"start":…}`; a member's runtime that does
+/// not know the key reads the address as before.
 pub fn address_line(addrs: &[Address]) -> String {
+    withdrawal_line(addrs, &[])
+}
+
+/// An address line that also withdraws `gone` (`"withdrawn":[…]` after the list, which stays
+/// present, so a runtime that does not know the key reads an ordinary line).
+pub fn withdrawal_line(addrs: &[Address], gone: &[&str]) -> String {
     let items: Vec<String> = addrs
         .iter()
-        .map(|a| format!("{{\"name\":{},\"url\":{}}}", json_str(&a.name), json_str(&a.url)))
+        .map(|a| {
+            let door = a.door.as_ref().map_or(String::new(), |d| {
+                format!(
+                    ",\"door\":{{\"pid\":{},\"socket\":{},\"start\":{}}}",
+                    d.pid,
+                    json_str(&d.socket),
+                    json_str(&d.start)
+                )
+            });
+            format!("{{\"name\":{},\"url\":{}{door}}}", json_str(&a.name), json_str(&a.url))
+        })
         .collect();
-    format!("{{\"addresses\":[{}]}}\n", items.join(","))
+    if gone.is_empty() {
+        return format!("{{\"addresses\":[{}]}}\n", items.join(","));
+    }
+    let gone: Vec<String> = gone.iter().map(|g| json_str(g)).collect();
+    format!(
+        "{{\"addresses\":[{}],\"withdrawn\":[{}]}}\n",
+        items.join(","),
+        gone.join(",")
+    )
 }
 
 /// Reads an address line. One bad entry makes the whole line unreadable (the caller logs and
 /// ignores it). Names are not checked here: names that are not callees are ignored by the caller.
-pub fn parse_address_line(line: &str) -> Result<Vec<Address>, String> {
+pub fn parse_address_line(line: &str) -> Result<AddressLine, String> {
     let obj = parse_object(line).map_err(|why| format!("the line {why}"))?;
     let Some(Value::Array(list)) = obj.get("addresses") else {
         return Err("the line has no `addresses` list".into());
@@ -232,12 +284,45 @@ pub fn parse_address_line(line: &str) -> Result<Vec<Address>, String> {
         if !is_door_url(url) {
             return Err(format!("`addresses[{i}].url` {} is not http://host:port", brief(url)));
         }
+        let door = match a.get("door") {
+            None | Some(Value::Null) => None,
+            Some(d) => Some(parse_door(d).ok_or_else(|| {
+                format!("`addresses[{i}].door` is not an object with an absolute `socket`, a `pid` and a `start`")
+            })?),
+        };
         out.push(Address {
             name: name.clone(),
             url: url.clone(),
+            door,
         });
     }
-    Ok(out)
+    let withdrawn = match obj.get("withdrawn") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(names)) => names
+            .iter()
+            .map(|n| n.as_str().map(str::to_string))
+            .collect::<Option<Vec<String>>>()
+            .ok_or("`withdrawn` is not a list of names")?,
+        Some(_) => return Err("`withdrawn` is not a list of names".into()),
+    };
+    Ok(AddressLine {
+        addresses: out,
+        withdrawn,
+    })
+}
+
+fn parse_door(d: &Value) -> Option<DoorIdentity> {
+    let socket = d.get("socket")?.as_str()?;
+    let pid = u32::try_from(d.get("pid")?.as_u64()?).ok().filter(|&p| p > 0)?;
+    let start = d.get("start")?.as_str()?;
+    // A Unix socket path is at most a few hundred bytes, never relative, and never a NUL.
+    let path_ok = socket.starts_with('/') && socket.len() <= 4096 && !socket.contains('\0');
+    let start_ok = start.len() <= 32 && start.bytes().all(|b| b.is_ascii_digit());
+    (path_ok && start_ok).then(|| DoorIdentity {
+        socket: socket.to_string(),
+        pid,
+        start: start.to_string(),
+    })
 }
 
 /// `http://host:port`: port 1–65535; host of letters, digits, `.`, `-`, or a bracketed IP.
@@ -527,10 +612,12 @@ mod tests {
             Address {
                 name: "coder".into(),
                 url: "http://localhost:41873".into(),
+                door: None,
             },
             Address {
                 name: "reviewer".into(),
                 url: "http://[::1]:8080".into(),
+                door: None,
             },
         ];
         let l = address_line(&addrs);
@@ -538,9 +625,55 @@ mod tests {
             l,
             "{\"addresses\":[{\"name\":\"coder\",\"url\":\"http://localhost:41873\"},{\"name\":\"reviewer\",\"url\":\"http://[::1]:8080\"}]}\n"
         );
-        assert_eq!(parse_address_line(&l), Ok(addrs));
-        assert_eq!(parse_address_line("{\"addresses\":[]}\r\n"), Ok(vec![]));
+        let read = |l: &str| parse_address_line(l).map(|a| a.addresses);
+        assert_eq!(read(&l), Ok(addrs));
+        assert_eq!(read("{\"addresses\":[]}\r\n"), Ok(vec![]));
         assert_eq!(address_line(&[]), "{\"addresses\":[]}\n");
+    }
+
+    #[test]
+    fn vouched_doors_and_withdrawals_round_trip() {
+        let coder = Address {
+            name: "coder".into(),
+            url: "http://localhost:41873".into(),
+            door: Some(DoorIdentity {
+                socket: "/home/u/.murmur/formations/frm_1/.doors/coder.sock".into(),
+                pid: 4242,
+                start: "918273".into(),
+            }),
+        };
+        let l = withdrawal_line(std::slice::from_ref(&coder), &["reviewer"]);
+        assert_eq!(
+            l,
+            "{\"addresses\":[{\"name\":\"coder\",\"url\":\"http://localhost:41873\",\"door\":{\"pid\":4242,\"socket\":\"/home/u/.murmur/formations/frm_1/.doors/coder.sock\",\"start\":\"918273\"}}],\"withdrawn\":[\"reviewer\"]}\n"
+        );
+        assert_eq!(
+            parse_address_line(&l),
+            Ok(AddressLine {
+                addresses: vec![coder],
+                withdrawn: vec!["reviewer".into()],
+            })
+        );
+        let bad_doors = [
+            "{\"pid\":1,\"socket\":\"relative.sock\",\"start\":\"1\"}",
+            "{\"pid\":0,\"socket\":\"/a.sock\",\"start\":\"1\"}",
+            "{\"pid\":-3,\"socket\":\"/a.sock\",\"start\":\"1\"}",
+            "{\"pid\":1,\"socket\":\"/a.sock\",\"start\":\"x1\"}",
+            "{\"pid\":1,\"socket\":\"/a.sock\"}",
+            "\"/a.sock\"",
+        ];
+        for d in bad_doors {
+            let l = format!("{{\"addresses\":[{{\"name\":\"a\",\"url\":\"http://localhost:1\",\"door\":{d}}}]}}");
+            assert_eq!(
+                parse_address_line(&l),
+                Err("`addresses[0].door` is not an object with an absolute `socket`, a `pid` and a `start`".into()),
+                "{d}"
+            );
+        }
+        assert_eq!(
+            parse_address_line("{\"addresses\":[],\"withdrawn\":[1]}"),
+            Err("`withdrawn` is not a list of names".into())
+        );
     }
 
     #[test]

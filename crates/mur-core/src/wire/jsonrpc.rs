@@ -32,6 +32,7 @@ pub const PARSE_ERROR: i32 = -32700;
 pub const INVALID_REQUEST: i32 = -32600;
 pub const METHOD_NOT_FOUND: i32 = -32601;
 pub const INVALID_PARAMS: i32 = -32602;
+pub const INTERNAL_ERROR: i32 = -32603;
 
 /// The A2A errors a door emits (docs/reference/door.md#errors), with their code, message and
 /// `ErrorInfo` reason.
@@ -117,6 +118,16 @@ impl RpcError {
         RpcError {
             code,
             message: message.to_string(),
+            data: None,
+        }
+    }
+
+    /// `-32603`: the door holds as many open replies and streams as it may [ours]; the same
+    /// request may succeed once some have ended.
+    pub fn too_many_open() -> RpcError {
+        RpcError {
+            code: INTERNAL_ERROR,
+            message: "the door holds as many open replies and streams as it may; retry later".into(),
             data: None,
         }
     }

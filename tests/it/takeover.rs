@@ -1,0 +1,171 @@
+//! A caller reaches exactly its member (docs/reliability.md, "A dead peer's port taken over"):
+//! once a peer's process has ended, another process that binds its old port, or that puts its
+//! own socket where the peer's door socket was, receives no token and no task; the launcher
+//! withdraws the dead peer from its callers and says so; and a plain-`http://` model endpoint
+//! served by another user gets no key.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::faults::{send, status_text, terminal_task};
+use crate::support::{Launcher, Sandbox, running_record, wait_until};
+
+const GRANT: &str = "capabilities:\n  network:\n    allow: [localhost]\n";
+/// A worker that takes one task in its life and exits after it.
+const ONCE: &str =
+    "lifecycle:\n  task_acceptance: single\n  after_task: exit\nexports:\n  peer_tasks:\n    accept: true\n";
+const QUEUE: &str =
+    "lifecycle:\n  task_acceptance: queue\n  after_task: sleep\nexports:\n  peer_tasks:\n    accept: true\n";
+const ROSTER: &str = "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/relay, version: 0.1.0, entry: true}\n  - {name: worker, capsule: local/worker, version: 0.1.0}\nreachability:\n  - {from: lead, to: [worker]}\n";
+
+fn formation(worker_manifest: &str) -> (Sandbox, PathBuf) {
+    let sb = Sandbox::new();
+    sb.install_component("relay", "src/capsule/testdata/relay.wat", GRANT);
+    sb.install_component("worker", "actors/echo/capsule.wat", worker_manifest);
+    let dir = sb.path("formation");
+    std::fs::write(dir.join("roster.yaml"), ROSTER).expect("roster");
+    (sb, dir)
+}
+
+/// Everything any client sends to a listener, connection by connection.
+#[derive(Clone, Default)]
+struct Heard(Arc<Mutex<Vec<Vec<u8>>>>);
+
+impl Heard {
+    fn record(&self, mut conn: impl std::io::Read + Send + 'static) {
+        let heard = self.clone();
+        std::thread::spawn(move || {
+            let mut got = Vec::new();
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = conn.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                got.extend_from_slice(&buf[..n]);
+            }
+            heard.0.lock().unwrap_or_else(|e| e.into_inner()).push(got);
+        });
+    }
+
+    fn bytes(&self) -> Vec<Vec<u8>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+fn port_of(rec: &Value) -> u16 {
+    let url = rec["url"].as_str().expect("url");
+    url.rsplit(':').next().and_then(|p| p.parse().ok()).expect("port")
+}
+
+fn pid_of(rec: &Value) -> u32 {
+    rec["pid"].as_u64().expect("pid") as u32
+}
+
+fn alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
+}
+
+#[test]
+fn a_dead_peers_port_taken_by_another_process_gets_no_token_and_no_task() {
+    let (sb, dir) = formation(ONCE);
+    let mut launch = Launcher::start(&sb, &dir, &[], &[]);
+    let frm = launch.formation_id();
+    let lead = running_record(&sb, "lead");
+    let worker = running_record(&sb, "worker");
+    let (port, worker_pid) = (port_of(&worker), pid_of(&worker));
+
+    // The worker's one task: answered, then it exits while the formation goes on.
+    let first = terminal_task(&lead, &send(&lead, "task one"));
+    assert_eq!(first["status"]["state"], "TASK_STATE_COMPLETED", "{first}");
+    wait_until(Duration::from_secs(30), || !alive(worker_pid)).expect("the worker exits after its one task");
+
+    // Another process binds the port the worker's door had.
+    let taker = TcpListener::bind(("127.0.0.1", port)).expect("the dead worker's port is free to bind");
+    let heard = Heard::default();
+    {
+        let heard = heard.clone();
+        std::thread::spawn(move || {
+            for conn in taker.incoming().flatten() {
+                heard.record(conn);
+            }
+        });
+    }
+    let notice = format!(
+        "[mur run] member 'worker' exited with status 0 while formation {frm} runs; calls to it from 'lead' now end unreachable"
+    );
+    wait_until(Duration::from_secs(10), || launch.stderr().lines().any(|l| l == notice))
+        .unwrap_or_else(|| panic!("no withdrawal notice; stderr:\n{}", launch.stderr()));
+
+    let second = terminal_task(&lead, &send(&lead, "confidential task two"));
+    assert_eq!(second["status"]["state"], "TASK_STATE_FAILED", "{second}");
+    assert_eq!(
+        status_text(&second),
+        "worker's door could not be reached: its process has ended, and the launcher withdrew its door"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        heard.bytes().is_empty(),
+        "the port's new owner was dialled: {:?}",
+        heard.bytes()
+    );
+    assert!(
+        launch.child.try_wait().expect("try_wait").is_none(),
+        "the formation goes on without the worker"
+    );
+    launch.signal(nix::sys::signal::Signal::SIGTERM);
+    let (code, _, err) = launch.wait(Duration::from_secs(15));
+    assert_eq!(code, 143, "{err}");
+}
+
+#[test]
+fn a_socket_put_in_place_of_a_peers_door_by_another_process_gets_nothing() {
+    let (sb, dir) = formation(QUEUE);
+    let launch = Launcher::start(&sb, &dir, &[], &[]);
+    let frm = launch.formation_id();
+    let lead = running_record(&sb, "lead");
+    let worker = running_record(&sb, "worker");
+    let first = terminal_task(&lead, &send(&lead, "task one"));
+    assert_eq!(first["status"]["state"], "TASK_STATE_COMPLETED", "{first}");
+
+    // The door socket lives in the formation's owner-only directory; a process of the same
+    // user can still replace it. The caller checks who serves it, and sends nothing.
+    let socket = sb.home().join(format!(".murmur/formations/{frm}/.doors/worker.sock"));
+    assert!(socket.exists(), "the worker serves its door at {}", socket.display());
+    std::fs::remove_file(&socket).expect("unlink the worker's socket");
+    let taker = std::os::unix::net::UnixListener::bind(&socket).expect("bind in its place");
+    let heard = Heard::default();
+    {
+        let heard = heard.clone();
+        std::thread::spawn(move || {
+            for conn in taker.incoming().flatten() {
+                heard.record(conn);
+            }
+        });
+    }
+    let second = terminal_task(&lead, &send(&lead, "confidential task two"));
+    assert_eq!(second["status"]["state"], "TASK_STATE_FAILED", "{second}");
+    let why = status_text(&second);
+    let want = format!(
+        "the door's socket is served by process {}, not by the member's process {}",
+        std::process::id(),
+        pid_of(&worker)
+    );
+    assert!(
+        why.starts_with("worker's door could not be reached: ") && why.contains(&want),
+        "{why}"
+    );
+    wait_until(Duration::from_secs(5), || !heard.bytes().is_empty()).expect("the caller connected");
+    assert!(
+        heard.bytes().iter().all(Vec::is_empty),
+        "bytes reached the impostor: {:?}",
+        heard.bytes()
+    );
+    launch.signal(nix::sys::signal::Signal::SIGTERM);
+    let (code, _, err) = launch.wait(Duration::from_secs(15));
+    assert_eq!(code, 143, "{err}");
+}
