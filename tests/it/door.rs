@@ -336,6 +336,24 @@ impl Door {
         Door::spawn(Door::command(sb, capsule, env), None)
     }
 
+    /// As [`Door::start`], under a soft open-file limit of `nofile` (as `ulimit -n` sets it).
+    pub(crate) fn start_with_nofile(sb: &Sandbox, capsule: &str, env: &[(&str, &str)], nofile: u64) -> Door {
+        let mut cmd = Door::command(sb, capsule, env);
+        // SAFETY: only the async-signal-safe setrlimit runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                use nix::sys::resource::{Resource, getrlimit, setrlimit};
+                let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).map_err(std::io::Error::from)?;
+                setrlimit(Resource::RLIMIT_NOFILE, nofile.min(hard), hard).map_err(std::io::Error::from)
+            });
+        }
+        Door::spawn(cmd, None)
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// A session started as formation member `m.name`, as the launcher starts a peer
     /// (docs/reference/formation.md#member-environment): its channel holds a first line
     /// (docs/reference/formation.md#the-formation-channel) with no callees, and it holds a

@@ -34,3 +34,4 @@ mod streaming;
 mod takeover;
 mod terminal;
 mod usage;
+mod wear;

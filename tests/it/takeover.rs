@@ -169,3 +169,80 @@ fn a_socket_put_in_place_of_a_peers_door_by_another_process_gets_nothing() {
     let (code, _, err) = launch.wait(Duration::from_secs(15));
     assert_eq!(code, 143, "{err}");
 }
+
+/// A plain-`http://` loopback provider endpoint is this user's listener or gets nothing: a
+/// listener of another user (here `nobody`, which needs root to start) receives no request and
+/// no key, and the task fails saying who served the port.
+#[test]
+fn a_loopback_model_endpoint_served_by_another_user_gets_no_key() {
+    use std::io::{BufRead as _, Read as _};
+    use std::os::unix::process::CommandExt as _;
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: starting a listener as another user needs root");
+        return;
+    }
+    const KEY: &str = "sk-takeover-0123456789";
+    let listener = r#"
+import socket, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+print(s.getsockname()[1], flush=True)
+s.settimeout(30)
+try:
+    while True:
+        c, _ = s.accept(); c.settimeout(2); got = b""
+        try:
+            while True:
+                d = c.recv(65536)
+                if not d: break
+                got += d
+        except Exception: pass
+        print("GOT", len(got), got[:400], flush=True); c.close()
+except Exception: pass
+"#;
+    let mut other = std::process::Command::new("python3")
+        .args(["-c", listener])
+        .uid(65534)
+        .gid(65534)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 as nobody");
+    let mut out = std::io::BufReader::new(other.stdout.take().expect("stdout"));
+    let mut port = String::new();
+    out.read_line(&mut port).expect("port");
+    let port: u16 = port.trim().parse().expect("a port");
+
+    let sb = Sandbox::new();
+    let manifest = format!(
+        "name: solo\nversion: 0.1.0\ninference:\n  provider: openai\n  endpoint: http://127.0.0.1:{port}/v1\n  model: m\n  api_key: ${{MUR_IT_TAKEOVER_KEY}}\n"
+    );
+    sb.install_manifest("solo", &manifest);
+    let work = sb.path("work");
+    let run = sb
+        .mur(&work)
+        .args([
+            "run",
+            "--capsule",
+            "local/solo",
+            "--capsule-version",
+            "0.1.0",
+            "--task",
+            "the secret plan",
+        ])
+        .env("MUR_IT_TAKEOVER_KEY", KEY)
+        .env("MURMUR_TEST_TIMING", "inference_retry=10ms")
+        .output()
+        .expect("mur run");
+    let err = String::from_utf8_lossy(&run.stderr).into_owned();
+    assert_eq!(run.status.code(), Some(1), "{err}");
+    assert!(err.contains("is served by user 65534, not by this user"), "{err}");
+    let _ = other.kill();
+    let mut heard = String::new();
+    let _ = out.read_to_string(&mut heard);
+    let _ = other.wait();
+    assert!(
+        !heard.contains(KEY) && !heard.contains("secret"),
+        "the other user's listener heard: {heard}"
+    );
+    assert!(heard.lines().all(|l| l.starts_with("GOT 0 ")), "{heard}");
+    assert!(!err.contains(KEY), "{err}");
+}

@@ -1,0 +1,229 @@
+//! No door can be worn down (docs/reliability.md): a connection's every request head has a
+//! deadline, not only its first; a reply nobody reads is dropped once it makes no progress, with
+//! what it pins; and a door under a low descriptor limit keeps room for its operator.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::door::{AUTH, Door, install, serve};
+use crate::support::{Sandbox, wait_until};
+
+const CARD: &[u8] = b"GET /.well-known/agent-card.json HTTP/1.1\r\nhost: localhost\r\n\r\n";
+
+/// Sends one whole keep-alive request and reads its whole reply (by its content-length).
+fn first_request(addr: &str) -> TcpStream {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    s.write_all(CARD).expect("first request");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = s.read(&mut buf).expect("first reply");
+        assert!(n > 0, "the door closed before its first reply");
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got);
+        if let Some(end) = text.find("\r\n\r\n") {
+            let len: usize = text[..end]
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse().unwrap_or(0))
+                })
+                .expect("content-length");
+            if got.len() >= end + 4 + len {
+                return s;
+            }
+        }
+    }
+}
+
+/// Reads until the door closes the connection; `None` if it is still open after `limit`.
+fn closed_within(s: &mut TcpStream, limit: Duration) -> Option<Duration> {
+    let start = Instant::now();
+    s.set_read_timeout(Some(Duration::from_millis(100))).expect("timeout");
+    let mut buf = [0u8; 1024];
+    while start.elapsed() < limit {
+        match s.read(&mut buf) {
+            Ok(0) => return Some(start.elapsed()),
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(_) => return Some(start.elapsed()),
+        }
+    }
+    None
+}
+
+#[test]
+fn a_slow_and_a_stalled_second_request_head_are_closed_in_bounded_time() {
+    let sb = Sandbox::new();
+    install(&sb, "echo", "worn", &format!("{AUTH}{}", serve(4)));
+    let d = Door::start(&sb, "worn", &[("MURMUR_TEST_TIMING", "door_head=2s")]);
+    let addr = d.local_url().replacen("localhost", "127.0.0.1", 1);
+
+    // A second head that stops half-way.
+    let mut stalled = first_request(&addr);
+    stalled
+        .write_all(b"POST / HTTP/1.1\r\nhost: localhost\r\n")
+        .expect("half a head");
+    // A second head sent a byte at a time, never finished.
+    let slow = {
+        let addr = addr.clone();
+        std::thread::spawn(move || {
+            let mut s = first_request(&addr);
+            let start = Instant::now();
+            for b in b"POST / HTTP/1.1\r\nhost: localhost\r\nx-slow: ".iter().cycle() {
+                if start.elapsed() > Duration::from_secs(20) || s.write_all(&[*b]).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+                let mut probe = [0u8; 1];
+                s.set_nonblocking(true).expect("nonblocking");
+                let eof = matches!(s.read(&mut probe), Ok(0));
+                s.set_nonblocking(false).expect("blocking");
+                if eof {
+                    break;
+                }
+            }
+            start.elapsed()
+        })
+    };
+    // An idle keep-alive connection that sends nothing more.
+    let mut idle = first_request(&addr);
+
+    // The operator is served meanwhile.
+    for i in 0..3 {
+        let h = d.call(Some(&d.op()), "ListTasks", json!({}));
+        assert_eq!(h.status, 200, "operator request {i}: {}", h.body);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let stalled_after = closed_within(&mut stalled, Duration::from_secs(10)).expect("the stalled head is cut off");
+    let idle_after = closed_within(&mut idle, Duration::from_secs(10)).expect("the idle connection is closed");
+    let slow_after = slow.join().expect("slow writer");
+    eprintln!("closed after: stalled {stalled_after:?}, idle {idle_after:?}, slow {slow_after:?}");
+    assert!(
+        slow_after < Duration::from_secs(6),
+        "a head sent a byte at a time lasted {slow_after:?}"
+    );
+    let h = d.call(Some(&d.op()), "ListTasks", json!({}));
+    assert_eq!(h.status, 200, "after the slow heads: {}", h.body);
+}
+
+#[test]
+fn stalled_heads_under_a_low_descriptor_limit_do_not_lock_the_operator_out() {
+    let sb = Sandbox::new();
+    install(&sb, "echo", "worn", &format!("{AUTH}{}", serve(4)));
+    let d = Door::start_with_nofile(&sb, "worn", &[("MURMUR_TEST_TIMING", "door_head=2s")], 256);
+    let addr = d.local_url().replacen("localhost", "127.0.0.1", 1);
+    // More connections than the limit leaves room for, each holding a half-sent second head.
+    let holders: Vec<_> = (0..232)
+        .map(|_| {
+            let addr = addr.clone();
+            std::thread::spawn(move || {
+                let Ok(mut s) = TcpStream::connect(&addr) else { return };
+                let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
+                if s.write_all(CARD).is_err() {
+                    return;
+                }
+                let mut buf = [0u8; 4096];
+                if !matches!(s.read(&mut buf), Ok(n) if n > 0) {
+                    return;
+                }
+                let _ = s.write_all(b"POST / HTTP/1.1\r\nhost: localhost\r\n");
+                // Held until the door lets go of it.
+                let _ = s.read(&mut buf);
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let started = Instant::now();
+    let h = d.call(Some(&d.op()), "ListTasks", json!({}));
+    let took = started.elapsed();
+    assert_eq!(h.status, 200, "the operator was locked out: {}", h.body);
+    eprintln!("the operator's request took {took:?} beside 232 stalled connections");
+    assert!(took < Duration::from_secs(15), "the operator waited {took:?}");
+    for h in holders {
+        let _ = h.join();
+    }
+    assert!(d.stderr().lines().all(|l| !l.contains("panicked")), "{}", d.stderr());
+}
+
+/// Open sockets of a process.
+fn sockets(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.flatten()
+                .filter(|e| std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy().starts_with("socket:")))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// How much a member may grow per wave of replies nobody reads: about what one wave holds
+/// (each reply carries its 4 MiB task twice, and the door buffers it) before the stall bound
+/// drops it. Without the bound every wave stays, pinned, for good.
+const WAVE_GROWTH_KIB: u64 = 160 * 1024;
+
+#[test]
+fn replies_nobody_reads_are_dropped_with_their_tasks_and_the_member_stays_bounded() {
+    let sb = Sandbox::new();
+    install(&sb, "echo", "worn", &format!("{AUTH}{}", serve(64)));
+    let d = Door::start(&sb, "worn", &[("MURMUR_TEST_TIMING", "door_write_stall=2s")]);
+    let addr = d.local_url().replacen("localhost", "127.0.0.1", 1);
+    let op = d.op();
+    let text = "x".repeat(4 << 20);
+    let body = json!({"id": 1, "jsonrpc": "2.0", "method": "SendMessage", "params": {
+        "message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": text, "mediaType": "text/plain"}]},
+    }})
+    .to_string();
+    let request = format!(
+        "POST / HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\na2a-version: 1.0\r\nauthorization: {op}\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let base_sockets = sockets(d.pid());
+    let base = rss_kib(d.pid());
+    let mut after = Vec::new();
+    for wave in 0..3 {
+        // Ten clients send a large task and never read the reply.
+        let conns: Vec<TcpStream> = (0..10)
+            .map(|_| {
+                let mut s = TcpStream::connect(&addr).expect("connect");
+                s.write_all(request.as_bytes()).expect("send");
+                s
+            })
+            .collect();
+        // Their tasks are answered, none refused as busy: earlier waves' pins are gone.
+        wait_until(Duration::from_secs(30), || {
+            d.trace().iter().filter(|r| r["event_type"] == "task_end").count() >= 10 * (wave + 1)
+        })
+        .unwrap_or_else(|| panic!("wave {wave}: the tasks were not all answered"));
+        let refused = d.trace().iter().filter(|r| r["event_type"] == "task_rejected").count();
+        assert_eq!(refused, 0, "wave {wave}: tasks were refused");
+        // The stalled replies are dropped: the door lets go of their connections.
+        wait_until(Duration::from_secs(20), || sockets(d.pid()) <= base_sockets + 1)
+            .unwrap_or_else(|| panic!("wave {wave}: the stalled replies' connections stay open"));
+        drop(conns);
+        after.push(rss_kib(d.pid()));
+    }
+    eprintln!("resident set: {base} KiB at start, after each wave {after:?} KiB");
+    assert!(
+        after[2] < after[0] + WAVE_GROWTH_KIB,
+        "the member kept growing wave after wave: {after:?} KiB"
+    );
+    let h = d.call(Some(&op), "ListTasks", json!({}));
+    assert_eq!(h.status, 200, "{}", h.body);
+}
