@@ -195,6 +195,8 @@ struct Session {
     session_start: String,
     console: Console,
     home: MurHome,
+    /// `<scope>/<name>` of the capsule: the retention pass prunes this capsule's sessions only.
+    capsule: String,
 }
 
 impl Session {
@@ -276,6 +278,7 @@ impl Session {
                 session_start,
                 console: console.clone(),
                 home,
+                capsule: p.capsule.name.to_string(),
             },
             p,
         ))

@@ -43,9 +43,9 @@ pub fn test_trace_bytes(env: Option<&str>) -> Option<u64> {
 /// The record written once, in place of the first record past the bound.
 pub const TRUNCATED: &str = "trace_truncated";
 
-/// The record written whatever the bound: the last one, so a reader always sees how a session
-/// ended. Its fields are counters and a status, so it is small.
-const ALWAYS: &str = "session_end";
+/// The records written whatever the bound: the first and the last, so a reader always sees what
+/// ran (retention reads the capsule from it) and how it ended. Both are written once, and small.
+const ALWAYS: [&str; 2] = ["session_start", "session_end"];
 
 /// One session's trace. Share it by reference or `Arc`: writes from several threads are
 /// serialised by one lock, and each record is one `write` on an append-mode file, so lines never
@@ -129,7 +129,7 @@ impl TraceWriter {
         // fallible operation under it, so a poisoned lock is still safe to use.
         let mut out = self.file.lock().unwrap_or_else(|e| e.into_inner());
         let fits = out.written.saturating_add(line.len() as u64) <= out.limit;
-        if event_type != ALWAYS && (out.truncated || !fits) {
+        if !ALWAYS.contains(&event_type) && (out.truncated || !fits) {
             if !out.truncated {
                 // Set first: should the marker fail to write, it is not retried on every record.
                 out.truncated = true;
