@@ -5,8 +5,8 @@
 //! (`deploy`) builds without the `runtime` feature.
 
 pub use mur_core::{
-    address, compiled, diag, ids, limits, manifest, names, outcome, paths, procinfo, readiness, retention, roster,
-    running, schema, store, task, timing, token, trace, wire, yaml,
+    address, compiled, diag, ids, limits, manifest, member_env, names, outcome, paths, procinfo, readiness, retention,
+    roster, running, schema, store, task, timing, token, trace, wire, yaml,
 };
 
 pub mod channel;

@@ -23,6 +23,10 @@ pub const MAX_PAGE_SIZE: usize = 100;
 /// it shows, so an unbounded one would multiply a reply's size.
 pub const MAX_CONTEXT_ID_BYTES: usize = 256;
 
+/// Longest `messageId` a message may carry [ours]: it is written to the trace on every offer, a
+/// refused one too, and kept in the task's history.
+pub const MAX_MESSAGE_ID_BYTES: usize = 256;
+
 /// Step 1 of the pipeline: where the request says its task comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Provenance {
@@ -147,6 +151,14 @@ pub fn parse_offer(params: &Map<String, Value>, file_modes: &[String]) -> Result
         return Err(bad());
     };
     let message_id = match msg.get("messageId") {
+        // Recorded in the trace and kept in the task's history: capped like contextId, so a
+        // caller cannot grow either by the size of a request body.
+        Some(Value::String(s)) if s.len() > MAX_MESSAGE_ID_BYTES => {
+            return Err(RpcError::invalid_param(
+                "message.messageId",
+                "must be at most 256 bytes",
+            ));
+        }
         Some(Value::String(s)) if !s.is_empty() => s.clone(),
         _ => return Err(bad()),
     };
@@ -524,6 +536,10 @@ mod tests {
             ),
             (
                 json!({"message": {"messageId": "m", "contextId": "c".repeat(MAX_CONTEXT_ID_BYTES + 1), "parts": [{"text": "a"}]}}),
+                -32602,
+            ),
+            (
+                json!({"message": {"messageId": "m".repeat(MAX_MESSAGE_ID_BYTES + 1), "parts": [{"text": "a"}]}}),
                 -32602,
             ),
             (

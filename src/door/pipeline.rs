@@ -194,7 +194,11 @@ pub async fn handle(req: HttpRequest, payload: web::Payload, shared: web::Data<S
         board: &shared.board,
         caller: &caller,
         provenance,
-        traceparent: header_str(&req, &TRACEPARENT).map(str::to_string),
+        // Kept only when well-formed (55 bytes): it is recorded in the trace and handed to the
+        // task's span, and a caller's arbitrary header text belongs in neither.
+        traceparent: header_str(&req, &TRACEPARENT)
+            .filter(|t| crate::trace::otel_env::well_formed_traceparent(t))
+            .map(str::to_string),
         facts: &shared.facts,
     };
     match methods::dispatch(method, &params, &call).await {

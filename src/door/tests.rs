@@ -1015,6 +1015,7 @@ fn members_see_only_their_own_tasks() {
 
 #[test]
 fn provenance_and_traceparent_reach_the_board() {
+    const TP: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     let d = start(config(Acceptance::Queue, 5, false));
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"messageId": "mX", "parts": [{"text": "x"}]}}}).to_string();
     d.post(
@@ -1022,11 +1023,13 @@ fn provenance_and_traceparent_reach_the_board() {
         &[
             ("x-murmur-task-origin", "peer"),
             ("x-murmur-task-trust", "trusted"),
-            ("traceparent", "00-abc-def-01"),
+            ("traceparent", TP),
         ],
         &body,
     );
     d.post(None, &[], &body);
+    // A malformed one never reaches the board (it would be recorded and handed to a span).
+    d.post(None, &[("traceparent", "00-abc-def-01")], &body);
     let events = d.events.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let got: Vec<(Origin, Trust, Option<String>, String)> = events
         .iter()
@@ -1044,7 +1047,8 @@ fn provenance_and_traceparent_reach_the_board() {
     assert_eq!(
         got,
         [
-            (Origin::Peer, Trust::Trusted, Some("00-abc-def-01".into()), "mX".into()),
+            (Origin::Peer, Trust::Trusted, Some(TP.into()), "mX".into()),
+            (Origin::Event, Trust::Untrusted, None, "mX".into()),
             (Origin::Event, Trust::Untrusted, None, "mX".into())
         ]
     );

@@ -143,36 +143,8 @@ pub struct MemberCommand {
     pub compiled: Option<(RawFd, String)>,
 }
 
-/// What a member inherits from the launcher's environment, besides what its manifest declares
-/// (docs/guide.md, "What a member's environment holds"). Each is here for a reason, and none is
-/// a credential: a capsule written by someone else runs inside the member, and whatever it can
-/// read it can send to its endpoint.
-const PASSED_ENV: [&str; 11] = [
-    // Members find ~/.murmur (stores, records, running records) through it.
-    "HOME",
-    // The member program may be a wrapper script (MURMUR_MUR_BINARY,
-    // docs/reference/formation.md#launch-sequence) that finds its tools through the search path.
-    "PATH",
-    // Locale and time zone: how libc and a wrapper script render text and local time.
-    "LANG",
-    "TZ",
-    // Where temporary files go; a user who moved them off /tmp expects members to follow.
-    "TMPDIR",
-    // The entry writes to the user's terminal; how it may style that output.
-    "TERM",
-    "NO_COLOR",
-    // The tracing filter every mur process installs, so a formation can be debugged as a whole;
-    // the logs redact Authorization headers.
-    "RUST_LOG",
-    "RUST_BACKTRACE",
-    // The spec's operator knobs that members read (docs/reference/manifest.md#keys,
-    // docs/reference/capsules.md#calls-between-members).
-    "MURMUR_A2A_TIMEOUT_SECS",
-    "MURMUR_DELEGATION_TIMEOUT_SECS",
-];
-
 /// The environment a member starts with, apart from the formation variables the launcher sets
-/// itself: the [`PASSED_ENV`] names, `LC_*` and the OpenTelemetry exporter's variables
+/// itself: the `member_env::PASSED` names, `LC_*` and the OpenTelemetry exporter's variables
 /// (`otel_env::FORWARDED`, only those set) present in `launcher_env`, then the variables
 /// `declared` names, then the test timing when one is in effect (clamped, `timing`). Never a
 /// `MURMUR_*` variable beyond those: the formation variables are set by [`MemberCommand::spawn`],
@@ -187,7 +159,7 @@ pub fn member_env(
         .into_iter()
         .filter(|(k, _)| {
             let Some(k) = k.to_str() else { return false };
-            PASSED_ENV.contains(&k)
+            crate::member_env::PASSED.contains(&k)
                 || k.starts_with("LC_")
                 || crate::trace::otel_env::FORWARDED.contains(&k)
                 || (declared.iter().any(|d| d == k) && !k.starts_with("MURMUR_"))

@@ -361,7 +361,7 @@ pub const PARTIAL_QUOTED: usize = 64 << 10;
 
 /// `inference failed: the provider's reply stream broke off (<why>)`, then the answer text
 /// received before it did, cut to [`PARTIAL_QUOTED`] bytes at a character boundary. `secret`,
-/// should it appear, is replaced first.
+/// should it appear, is replaced (`wire::scrub`: keys of 8 bytes or more).
 pub fn stream_failure(why: &str, partial: &str, secret: Option<&str>) -> String {
     let mut text = format!("inference failed: the provider's reply stream broke off ({why})");
     if !partial.is_empty() {
@@ -376,10 +376,7 @@ pub fn stream_failure(why: &str, partial: &str, secret: Option<&str>) -> String 
         text.push_str("): ");
         text.push_str(&partial[..end]);
     }
-    match secret.filter(|k| !k.is_empty()) {
-        Some(k) => text.replace(k, "[redacted]"),
-        None => text,
-    }
+    wire::scrub(text, secret)
 }
 
 /// The failure text of a request whose retries ended: the last failure, then why no retry came.

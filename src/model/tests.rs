@@ -1965,9 +1965,9 @@ fn a_broken_streams_failure_quotes_a_bounded_answer_without_the_key() {
         ("x", "", None, "inference failed: the provider's reply stream broke off (x)".to_string()),
         (
             "x",
-            "so far sk-1",
-            Some("sk-1"),
-            "inference failed: the provider's reply stream broke off (x); the answer so far (11 bytes): so far [redacted]"
+            "so far sk-12345",
+            Some("sk-12345"),
+            "inference failed: the provider's reply stream broke off (x); the answer so far (15 bytes): so far [redacted]"
                 .to_string(),
         ),
         (

@@ -179,7 +179,7 @@ impl Controller<'_> {
         };
         s.journal.session_end(s.duration_ms(), status);
         if let (Some(retain), Some(group)) = (&self.retain, s.records.dir().parent()) {
-            retention::run(&s.home, group, &s.id, retain, &s.console);
+            retention::run(&s.home, group, &s.id, &s.capsule, retain, &s.console);
         }
         code
     }

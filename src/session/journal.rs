@@ -71,9 +71,10 @@ pub struct Deadline<'a> {
 }
 
 impl Journal {
-    /// Creates `trace.jsonl` (0600) for `session_id`.
-    pub fn create(path: &Path, session_id: &str, console: Console) -> std::io::Result<Journal> {
-        let writer = Arc::new(TraceWriter::create(path, session_id)?);
+    /// Creates `trace.jsonl` (0600) for `session_id`, its records dropped past `limit` bytes
+    /// (`trace_truncated`, docs/reference/formation.md#trace-records).
+    pub fn create(path: &Path, session_id: &str, limit: u64, console: Console) -> std::io::Result<Journal> {
+        let writer = Arc::new(TraceWriter::create_bounded(path, session_id, limit)?);
         Ok(Journal {
             inner: Arc::new(Inner {
                 writer,
@@ -283,7 +284,7 @@ mod tests {
     fn a_session_trace_reads_back_in_order() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("trace.jsonl");
-        let j = Journal::create(&path, "ses_1", Console::new()).unwrap();
+        let j = Journal::create(&path, "ses_1", crate::trace::writer::MAX_TRACE_BYTES, Console::new()).unwrap();
         let callees = vec!["coder".to_string()];
         let start = j
             .session_start(&Start {
@@ -322,7 +323,13 @@ mod tests {
     #[test]
     fn a_session_start_that_cannot_be_written_is_an_error() {
         // /dev/full opens, and every write to it fails with ENOSPC, as on a full disk.
-        let j = Journal::create(Path::new("/dev/full"), "ses_1", Console::new()).unwrap();
+        let j = Journal::create(
+            Path::new("/dev/full"),
+            "ses_1",
+            crate::trace::writer::MAX_TRACE_BYTES,
+            Console::new(),
+        )
+        .unwrap();
         let err = j.session_start(&Start::default()).unwrap_err();
         assert_eq!(err.raw_os_error(), Some(28), "{err}");
     }

@@ -159,6 +159,32 @@ fn rfc3339_ms(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
+/// The byte bound of this session's trace: `writer::MAX_TRACE_BYTES`, or the smaller one a test
+/// sets (`MURMUR_TEST_TRACE_BYTES`, announced as W-ENV-001).
+fn trace_bound(console: &Console) -> u64 {
+    use crate::trace::writer;
+    let env = std::env::var(writer::TRACE_BYTES_ENV).ok();
+    match writer::test_trace_bytes(env.as_deref()) {
+        Some(b) => {
+            console.diag(
+                &Diagnostic::new(
+                    diag::W_ENV_001,
+                    format!(
+                        "{} is set, so this session's trace stops growing at {b} bytes",
+                        writer::TRACE_BYTES_ENV
+                    ),
+                )
+                .with_hint(format!(
+                    "unset {}: it shrinks the trace's bound for the runtime's own tests",
+                    writer::TRACE_BYTES_ENV
+                )),
+            );
+            b
+        }
+        None => writer::MAX_TRACE_BYTES,
+    }
+}
+
 /// A staged session: its id, records directory and trace.
 struct Session {
     id: String,
@@ -169,6 +195,8 @@ struct Session {
     session_start: String,
     console: Console,
     home: MurHome,
+    /// `<scope>/<name>` of the capsule: the retention pass prunes this capsule's sessions only.
+    capsule: String,
 }
 
 impl Session {
@@ -184,7 +212,7 @@ impl Session {
         console
             .attach_log(&records.bootstrap_log())
             .map_err(|e| staging("logs/bootstrap.log cannot be written", e))?;
-        let journal = Journal::create(&records.trace_path(), &id, console.clone())
+        let journal = Journal::create(&records.trace_path(), &id, trace_bound(console), console.clone())
             .map_err(|e| staging("trace.jsonl cannot be written", e))?;
 
         let started_at = Utc::now();
@@ -250,6 +278,7 @@ impl Session {
                 session_start,
                 console: console.clone(),
                 home,
+                capsule: p.capsule.name.to_string(),
             },
             p,
         ))

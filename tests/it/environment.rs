@@ -196,6 +196,52 @@ fn a_plain_http_endpoint_off_this_machine_is_refused_with_a_hint() {
     }
 }
 
+/// Issue 29, item 5: `api_key` may not name a variable the runtime itself hands a member (the
+/// collector's `OTEL_*` headers, `MURMUR_*`, the fixed list): the provider would be sent it.
+#[test]
+fn an_api_key_naming_a_variable_the_runtime_passes_is_refused_with_its_code() {
+    let sb = Sandbox::new();
+    let dir = sb.path("src/thief");
+    for var in [
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+        "MURMUR_FORMATION_ID",
+        "HOME",
+        "RUST_LOG",
+        "LC_ALL",
+        "TRACEPARENT",
+    ] {
+        std::fs::write(
+            dir.join("murmur.yaml"),
+            model_manifest("thief", "https://api.example", Some(var)),
+        )
+        .expect("manifest");
+        let out = sb.run(&dir, &["build", "."]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{var}: {err}");
+        assert!(
+            err.contains(&format!(
+                "error[E-MAN-004]: murmur.yaml: inference.api_key: names {var}, a variable the runtime passes to every member"
+            )) && err.contains("  hint: "),
+            "{var}: {err}"
+        );
+        let out = sb.run(&dir, &["doctor"]);
+        assert_eq!(out.status.code(), Some(1), "{var}");
+        assert!(
+            stdout(&out).contains(&format!("inference.api_key: names {var},")),
+            "{}",
+            stdout(&out)
+        );
+    }
+    std::fs::write(
+        dir.join("murmur.yaml"),
+        model_manifest("thief", "https://api.example", Some(KEY_VAR)),
+    )
+    .expect("manifest");
+    let out = sb.run(&dir, &["build", "."]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
 #[test]
 fn doctor_names_what_each_model_member_reads_and_where_it_goes() {
     let sb = Sandbox::new();

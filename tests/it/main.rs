@@ -28,6 +28,7 @@ mod model;
 mod otel;
 mod promises;
 mod providers;
+mod records;
 mod reference;
 mod session;
 mod streaming;

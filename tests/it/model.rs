@@ -202,6 +202,37 @@ fn a_401_fails_the_task_with_the_providers_answer() {
     assert_eq!(recs.last().unwrap()["exit_status"], "failed");
 }
 
+/// Issue 29: a key too short to be a secret (a local server's placeholder) is not scrubbed from
+/// the provider's text, which would mangle it; one long enough still is.
+#[test]
+fn only_a_key_long_enough_to_be_a_secret_is_scrubbed_from_a_failure() {
+    let body = r#"{"error":{"message":"the key broke: sk-it-0123456789 is not known"}}"#;
+    for (key, want) in [("k", body.to_string()), (KEY, body.replace(KEY, "[redacted]"))] {
+        let sb = Sandbox::new();
+        let provider = Provider::start(vec![Reply::status(401, body).into()]);
+        install_model(&sb, "solo", Api::OpenAi, provider.url(), "", "");
+        let out = sb
+            .mur(&sb.path("work"))
+            .args(["run", "--capsule", "local/solo", "--capsule-version", "0.1.0", "--json"])
+            .args(["--task", "hi"])
+            .env(KEY_VAR, key)
+            .output()
+            .expect("mur run");
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        let ready: Value = serde_json::from_str(stdout(&out).lines().next().expect("readiness")).expect("json");
+        assert_eq!(
+            std::fs::read_to_string(records_dir(&ready).join("out/result.txt")).expect("result"),
+            format!("failed: inference failed: 401 {want}"),
+            "key {key:?}"
+        );
+        assert!(
+            stderr(&out).contains(&format!("inference failed: 401 {want}")),
+            "{}",
+            stderr(&out)
+        );
+    }
+}
+
 #[test]
 fn a_500_then_success_completes() {
     let sb = Sandbox::new();

@@ -1073,6 +1073,46 @@ fn trace_retain_bounds_the_sessions_of_a_records_group() {
     assert_eq!(std::fs::read_dir(&group).expect("group").count(), 1);
 }
 
+/// Issue 29, item 6: a capsule's `trace.retain` prunes its own sessions only. Another capsule run
+/// in the same work folder shares the records group; its sessions survive however small the
+/// pruner's `max_sessions` is.
+#[test]
+fn trace_retain_never_removes_another_capsules_sessions() {
+    let sb = Sandbox::new();
+    install(
+        &sb,
+        "echo",
+        "other",
+        "name: other\nversion: 0.1.0\ncomponent: capsule.wat\n",
+    );
+    let m = "name: pruner\nversion: 0.1.0\ncomponent: capsule.wat\ntrace:\n  retain:\n    max_sessions: 1\n";
+    install(&sb, "echo", "pruner", m);
+    let work = sb.path("work");
+    let group = sb
+        .home()
+        .join(".murmur/records")
+        .join(work.canonicalize().expect("canonical").strip_prefix("/").expect("abs"));
+    let run = |name: &str, task: &str| -> String {
+        let out = sb
+            .mur(&work)
+            .args(run_args(name, &["--task", task, "--json"]))
+            .output()
+            .expect("run");
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let ready: Value = serde_json::from_str(stdout(&out).lines().next().expect("readiness")).expect("json");
+        ready["session_id"].as_str().expect("ses").to_string()
+    };
+    let others = [run("other", "a"), run("other", "b")];
+    let first_pruner = run("pruner", "c");
+    let last_pruner = run("pruner", "d");
+    for s in &others {
+        assert!(group.join(s).is_dir(), "the other capsule's session {s} was removed");
+    }
+    assert!(!group.join(&first_pruner).exists(), "the pruner's older session stays");
+    assert!(group.join(&last_pruner).is_dir());
+    assert_eq!(std::fs::read_dir(&group).expect("group").count(), 3);
+}
+
 /// Hands `lines` to the child on a formation channel: `MURMUR_FORMATION_ID` and
 /// `MURMUR_FORMATION_CHANNEL`, the read end of a pipe only the child inherits, holding `lines`
 /// and then EOF. Returns the read end, to drop once spawned.

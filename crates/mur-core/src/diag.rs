@@ -47,6 +47,7 @@ codes! {
     W_ROS_001 = "W-ROS-001", Warning, "more members may call a member than it holds tasks at once", None;
     E_MAN_001 = "E-MAN-001", Error, "murmur.yaml is missing, unreadable, not YAML, or has a wrong type or missing key", Some("correct murmur.yaml as the message says; docs/reference/manifest.md lists every key");
     E_MAN_003 = "E-MAN-003", Error, "murmur.yaml declares conflicting rules", None;
+    E_MAN_004 = "E-MAN-004", Error, "a key field names a variable the runtime itself passes to members", Some("name the variable that holds the provider's key (such as OPENAI_API_KEY), never one of the runtime's own: MURMUR_*, OTEL_*, LC_*, TRACEPARENT or the fixed list of docs/reference/formation.md#member-environment");
     W_SEC_019 = "W-SEC-019", Warning, "murmur.yaml has a key this runtime does not know", None;
     E_RUN_002 = "E-RUN-002", Error, "the capsule named by --capsule cannot be resolved or run", Some("install it with `mur install`, and check `mur list` for the exact name and version");
     E_RUN_003 = "E-RUN-003", Error, "murmur.lock is unreadable or not lock_version 3", Some("fix murmur.lock, or delete it so that nothing is pinned");

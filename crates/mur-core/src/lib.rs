@@ -15,6 +15,7 @@ pub mod diag;
 pub mod ids;
 pub mod limits;
 pub mod manifest;
+pub mod member_env;
 pub mod names;
 pub mod outcome;
 pub mod paths;

@@ -3,7 +3,7 @@
 //! and a liveness oracle in; removals out.
 //!
 //! Both passes rank every id newest first (the current one included), skip the current id and any
-//! minted after it, and remove an id older than `max_age` (checked first, so an id over both limits
+//! minted after it (the session pass ranks only the sessions of its own capsule, [`plan_sessions`]), and remove an id older than `max_age` (checked first, so an id over both limits
 //! reads `max_age`) or ranked at or beyond `max_sessions`, unless it is still live.
 
 use crate::ids::{self, IdKind};
@@ -56,9 +56,81 @@ pub fn plan(
     out
 }
 
+/// The session pass's decision: as [`plan`], over `sessions` (each id with the capsule its
+/// trace's `session_start` names, `None` when that cannot be read) ranked among those of
+/// `capsule` only. A capsule's `trace.retain` is its author's word about its own records; the
+/// records group (a work folder) is shared with whatever else ran there, and a session of
+/// another capsule, or one whose capsule is unknown, is never its to remove.
+pub fn plan_sessions(
+    sessions: Vec<(String, Option<String>)>,
+    capsule: &str,
+    current: &str,
+    retain: &Retain,
+    now_ms: u64,
+    is_live: &dyn Fn(&str) -> bool,
+) -> Vec<(String, Reason)> {
+    let own = sessions
+        .into_iter()
+        .filter(|(_, c)| c.as_deref() == Some(capsule))
+        .map(|(id, _)| id)
+        .collect();
+    plan(own, IdKind::Session, current, retain, now_ms, is_live)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_session_pass_ranks_and_removes_only_its_own_capsules_sessions() {
+        let now = 100 * DAY;
+        let s = |day: u64, tail: u32| id("ses_", day * DAY, tail);
+        let retain = Retain {
+            max_sessions: Some(1),
+            max_age_secs: Some(50 * 86_400),
+        };
+        let mine = Some("local/pruner".to_string());
+        let other = Some("local/other".to_string());
+        // (sessions with their capsules, current, removed)
+        type Case = (Vec<(String, Option<String>)>, String, Vec<(String, Reason)>);
+        let table: Vec<Case> = vec![
+            // Another capsule's sessions, older or newer, are not ranked and never removed.
+            (
+                vec![
+                    (s(90, 1), other.clone()),
+                    (s(91, 2), mine.clone()),
+                    (s(92, 3), other.clone()),
+                    (s(99, 4), mine.clone()),
+                ],
+                s(99, 4),
+                vec![(s(91, 2), Reason::MaxSessions)],
+            ),
+            // Not even by age.
+            (
+                vec![(s(1, 1), other.clone()), (s(2, 2), None), (s(99, 3), mine.clone())],
+                s(99, 3),
+                vec![],
+            ),
+            // Own sessions by age, then by rank among its own.
+            (
+                vec![
+                    (s(1, 1), mine.clone()),
+                    (s(97, 2), mine.clone()),
+                    (s(98, 3), other.clone()),
+                    (s(99, 4), mine.clone()),
+                ],
+                s(99, 4),
+                vec![(s(97, 2), Reason::MaxSessions), (s(1, 1), Reason::MaxAge)],
+            ),
+        ];
+        for (sessions, current, want) in table {
+            assert_eq!(
+                plan_sessions(sessions.clone(), "local/pruner", &current, &retain, now, &|_| false),
+                want,
+                "{sessions:?}"
+            );
+        }
+    }
 
     const DAY: u64 = 86_400_000;
 

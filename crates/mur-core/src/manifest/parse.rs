@@ -548,12 +548,8 @@ fn api_key(inf: &Node) -> R<Option<String>> {
                 && b.all(|c| c == b'_' || c.is_ascii_alphanumeric())
         });
     match var {
-        // The runtime's own variables steer a member's formation; none is a key to send away.
-        Some(v) if v.starts_with("MURMUR_") => Err(bad(
-            "inference.api_key",
-            format!("names {v}, a variable of the runtime itself; name the variable that holds the provider's key"),
-        )),
-        Some(v) => Ok(Some(v.to_string())),
+        // What the runtime hands a member is not the operator's to send to an endpoint.
+        Some(v) => crate::member_env::check_key_variable("inference.api_key", v).map(|()| Some(v.to_string())),
         None => Err(bad(
             "inference.api_key",
             "must be written `${VAR}`, naming the environment variable that holds the key; a key itself is never written into murmur.yaml",

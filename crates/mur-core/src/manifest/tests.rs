@@ -1,5 +1,5 @@
 use super::*;
-use crate::diag::{E_MAN_001, E_MAN_003, W_SEC_019};
+use crate::diag::{E_MAN_001, E_MAN_003, E_MAN_004, W_SEC_019};
 
 const HEAD: &str = "name: coder\nversion: 1.2.0\n";
 
@@ -541,14 +541,29 @@ fn the_receiver_is_the_endpoints_host_or_the_providers() {
 
 #[test]
 fn api_key_may_not_name_a_runtime_variable() {
-    let d = refused(&format!("{HEAD}inference:\n  api_key: ${{MURMUR_FORMATION_CHANNEL}}\n"));
-    assert_eq!(d.code, E_MAN_001);
-    assert!(
-        d.message
-            .contains("names MURMUR_FORMATION_CHANNEL, a variable of the runtime itself"),
-        "{}",
-        d.message
-    );
+    // (variable, refused): the rule is member_env's, tested there in full; here, that the
+    // manifest applies it with its code.
+    for (var, runtimes) in [
+        ("MURMUR_FORMATION_CHANNEL", true),
+        ("OTEL_EXPORTER_OTLP_HEADERS", true),
+        ("HOME", true),
+        ("OPENAI_API_KEY", false),
+    ] {
+        let block = format!("inference:\n  api_key: ${{{var}}}\n");
+        if !runtimes {
+            assert_eq!(ok(&block).manifest.inference.unwrap().api_key_var.as_deref(), Some(var));
+            continue;
+        }
+        let d = refused(&format!("{HEAD}{block}"));
+        assert_eq!(d.code, E_MAN_004, "{var}");
+        assert_eq!(
+            d.message,
+            format!(
+                "murmur.yaml: inference.api_key: names {var}, a variable the runtime passes to every member, so the key's endpoint would be sent what it holds"
+            )
+        );
+        assert_eq!(d.hint(), E_MAN_004.default_hint, "the registry's hint applies");
+    }
 }
 
 /// `exports.skills` and `exports.input_modes` feed the agent card (A2A v1.0 §4.4.1 AgentCard

@@ -95,6 +95,10 @@ pub fn queue_bound(value: Option<&str>) -> usize {
 /// ids not all zero. A caller's header that is not is ignored (the task starts a trace of its
 /// own), whatever a lenient parser would make of it.
 pub fn well_formed_traceparent(s: &str) -> bool {
+    // `00-` + 32 + `-` + 16 + `-` + 2: anything longer is refused before it is split.
+    if s.len() != 55 {
+        return false;
+    }
     let parts: Vec<&str> = s.split('-').collect();
     let hex = |p: &str, n: usize| p.len() == n && p.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
     let nonzero = |p: &str| p.bytes().any(|b| b != b'0');

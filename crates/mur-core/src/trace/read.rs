@@ -20,9 +20,61 @@ pub fn parse_records(bytes: &[u8]) -> Vec<Value> {
         .collect()
 }
 
+/// The most bytes read of a trace to find its first record: `session_start` names ids, the
+/// capsule and a member's callees, far below this even in a formation of hundreds.
+pub const FIRST_RECORD_BYTES: usize = 256 * 1024;
+
+/// The `capsule_name` of the `session_start` the trace starting with `head` opens with; `None`
+/// when its first line is not a whole `session_start` naming one.
+pub fn session_capsule(head: &[u8]) -> Option<String> {
+    let line = &head[..head.iter().position(|&b| b == b'\n')?];
+    let v: Value = serde_json::from_slice(line).ok()?;
+    if v.get("event_type")?.as_str()? != "session_start" {
+        return None;
+    }
+    Some(v.get("capsule_name")?.as_str()?.to_string())
+}
+
+/// [`session_capsule`] of the trace at `path`, reading at most [`FIRST_RECORD_BYTES`].
+pub fn read_session_capsule(path: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut head = Vec::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(FIRST_RECORD_BYTES as u64)
+        .read_to_end(&mut head)
+        .ok()?;
+    session_capsule(&head)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_capsule_is_read_from_a_whole_first_session_start() {
+        // (head of a trace, capsule)
+        let table: &[(&[u8], Option<&str>)] = &[
+            (
+                b"{\"event_type\":\"session_start\",\"capsule_name\":\"local/a\"}\n{}\n",
+                Some("local/a"),
+            ),
+            (b"{\"event_type\":\"session_start\",\"capsule_name\":\"local/a\"}", None),
+            (b"{\"event_type\":\"task_start\",\"capsule_name\":\"local/a\"}\n", None),
+            (b"{\"event_type\":\"session_start\"}\n", None),
+            (b"{\"event_type\":\"session_start\",\"capsule_name\":7}\n", None),
+            (b"not json\n", None),
+            (b"", None),
+        ];
+        for (head, want) in table {
+            assert_eq!(
+                session_capsule(head).as_deref(),
+                *want,
+                "{}",
+                String::from_utf8_lossy(head)
+            );
+        }
+    }
 
     #[test]
     fn skips_what_does_not_parse() {

@@ -8,6 +8,10 @@
 //! Callers pass ids, names, statuses and texts only. A token must never be a field value: the
 //! trace is readable by anyone who can read the records directory
 //! (docs/reference/door.md#formation-tokens).
+//!
+//! A session's trace is bounded in bytes (docs/reference/formation.md#trace-records): callers of
+//! a door decide how many records a session writes, so past [`MAX_TRACE_BYTES`] further records
+//! are dropped, one `trace_truncated` record says so, and `session_end` is still written.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -22,13 +26,44 @@ use crate::ids::{self, IdKind};
 /// The keys every record starts with; a field may not reuse one.
 const COMMON_KEYS: [&str; 5] = ["event_type", "event_id", "parent_id", "session_id", "timestamp"];
 
+/// The most bytes a session's records may take before they are dropped [ours]: tens of thousands
+/// of tasks, and a bound on what the callers of a long-lived door can make it write.
+pub const MAX_TRACE_BYTES: u64 = 64 << 20;
+
+/// Test-only: a smaller bound in bytes (clamped to [`MAX_TRACE_BYTES`], so it can only shrink
+/// it), announced (W-ENV-001) by the session that applies it.
+pub const TRACE_BYTES_ENV: &str = "MURMUR_TEST_TRACE_BYTES";
+
+/// The bound `env` (the value of [`TRACE_BYTES_ENV`]) sets: a number of bytes, at most
+/// [`MAX_TRACE_BYTES`]; `None` when unset or not a number.
+pub fn test_trace_bytes(env: Option<&str>) -> Option<u64> {
+    env?.trim().parse::<u64>().ok().map(|b| b.min(MAX_TRACE_BYTES))
+}
+
+/// The record written once, in place of the first record past the bound.
+pub const TRUNCATED: &str = "trace_truncated";
+
+/// The records written whatever the bound: the first and the last, so a reader always sees what
+/// ran (retention reads the capsule from it) and how it ended. Both are written once, and small.
+const ALWAYS: [&str; 2] = ["session_start", "session_end"];
+
 /// One session's trace. Share it by reference or `Arc`: writes from several threads are
 /// serialised by one lock, and each record is one `write` on an append-mode file, so lines never
 /// interleave. Records go straight to the kernel (no user-space buffer), which is the "flush per
 /// record"; there is no fsync, so a record survives a process crash but not a power cut.
 pub struct TraceWriter {
-    file: Mutex<File>,
+    file: Mutex<Appender>,
     session_id: String,
+}
+
+/// The file and what the bound has let through so far.
+struct Appender {
+    file: File,
+    /// Bytes in the file, those before this writer opened it included.
+    written: u64,
+    limit: u64,
+    /// Whether `trace_truncated` was written; every later record but `session_end` is dropped.
+    truncated: bool,
 }
 
 impl std::fmt::Debug for TraceWriter {
@@ -38,11 +73,22 @@ impl std::fmt::Debug for TraceWriter {
 }
 
 impl TraceWriter {
-    /// Opens `path` for appending, creating it at mode 0600.
+    /// Opens `path` for appending, creating it at mode 0600, bounded by [`MAX_TRACE_BYTES`].
     pub fn create(path: &Path, session_id: &str) -> std::io::Result<TraceWriter> {
+        TraceWriter::create_bounded(path, session_id, MAX_TRACE_BYTES)
+    }
+
+    /// As [`TraceWriter::create`], with records dropped once the file holds `limit` bytes.
+    pub fn create_bounded(path: &Path, session_id: &str, limit: u64) -> std::io::Result<TraceWriter> {
         let file = OpenOptions::new().create(true).append(true).mode(0o600).open(path)?;
+        let written = file.metadata()?.len();
         Ok(TraceWriter {
-            file: Mutex::new(file),
+            file: Mutex::new(Appender {
+                file,
+                written,
+                limit,
+                truncated: false,
+            }),
             session_id: session_id.to_string(),
         })
     }
@@ -52,7 +98,8 @@ impl TraceWriter {
     }
 
     /// Writes `{"event_type":…,"event_id":"evt_…","parent_id":…,"session_id":…,"timestamp":<unix
-    /// ms>, <fields in given order>}` and returns the new event id.
+    /// ms>, <fields in given order>}` and returns the new event id, or an empty one when the
+    /// record was dropped at the bound.
     pub fn write(
         &self,
         event_type: &str,
@@ -79,11 +126,37 @@ impl TraceWriter {
         let event_id = ids::mint(IdKind::Event);
         let line = render_record(event_type, &event_id, parent_id, &self.session_id, timestamp_ms, fields);
         // A panic while holding the lock cannot leave a half line behind: write_all is the only
-        // operation under it, so a poisoned lock is still safe to use.
-        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
-        file.write_all(line.as_bytes())?;
-        file.flush()?;
+        // fallible operation under it, so a poisoned lock is still safe to use.
+        let mut out = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        let fits = out.written.saturating_add(line.len() as u64) <= out.limit;
+        if !ALWAYS.contains(&event_type) && (out.truncated || !fits) {
+            if !out.truncated {
+                // Set first: should the marker fail to write, it is not retried on every record.
+                out.truncated = true;
+                let limit = out.limit;
+                let marker = render_record(
+                    TRUNCATED,
+                    &ids::mint(IdKind::Event),
+                    None,
+                    &self.session_id,
+                    timestamp_ms,
+                    &[("limit_bytes", Value::from(limit))],
+                );
+                out.append(&marker)?;
+            }
+            return Ok(String::new());
+        }
+        out.append(&line)?;
         Ok(event_id)
+    }
+}
+
+impl Appender {
+    fn append(&mut self, line: &str) -> std::io::Result<()> {
+        self.file.write_all(line.as_bytes())?;
+        self.file.flush()?;
+        self.written = self.written.saturating_add(line.len() as u64);
+        Ok(())
     }
 }
 
@@ -197,6 +270,54 @@ mod tests {
             .write("session_end", None, &[])
             .unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 3);
+    }
+
+    #[test]
+    fn past_its_bound_a_trace_writes_one_marker_and_still_its_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace.jsonl");
+        let w = TraceWriter::create_bounded(&path, "ses_1", 1000).unwrap();
+        assert!(!w.write("session_start", None, &[]).unwrap().is_empty());
+        let mut kept = 1;
+        for i in 0..50 {
+            let id = w
+                .write("task_start", None, &[("task_id", json!(format!("tsk_{i}")))])
+                .unwrap();
+            kept += usize::from(!id.is_empty());
+        }
+        // A record that would still fit after the bound was reached is dropped too: the marker
+        // is the last word before the end.
+        assert!(w.write("x", None, &[]).unwrap().is_empty());
+        assert!(
+            !w.write("session_end", None, &[("exit_status", json!("ok"))])
+                .unwrap()
+                .is_empty()
+        );
+        let recs = crate::trace::read_records(&path).unwrap();
+        let types: Vec<&str> = recs.iter().filter_map(|r| r["event_type"].as_str()).collect();
+        assert_eq!(types.len(), kept + 2, "{types:?}");
+        assert_eq!(types[kept..], ["trace_truncated", "session_end"]);
+        assert_eq!(recs[kept]["limit_bytes"], 1000);
+        let len = std::fs::metadata(&path).unwrap().len();
+        assert!(len <= 1000 + 400, "{len}");
+        // Reopened, the bytes already there count.
+        drop(w);
+        let again = TraceWriter::create_bounded(&path, "ses_1", 1000).unwrap();
+        assert!(again.write("task_start", None, &[]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_test_bound_only_shrinks() {
+        let table = [
+            (None, None),
+            (Some("x"), None),
+            (Some("-1"), None),
+            (Some(" 4096 "), Some(4096)),
+            (Some("99999999999999999"), Some(MAX_TRACE_BYTES)),
+        ];
+        for (env, want) in table {
+            assert_eq!(test_trace_bytes(env), want, "{env:?}");
+        }
     }
 
     #[test]

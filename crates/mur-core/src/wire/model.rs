@@ -464,14 +464,27 @@ pub(super) fn parse_anthropic(v: &Value) -> Result<Reply, String> {
     })
 }
 
+/// The shortest API key [`scrub`] replaces [ours]: 8 bytes. Every provider's real keys are far
+/// longer; a shorter one is a local model server's placeholder (`x`, `none`), and replacing it
+/// wherever it occurs would mangle the text (`k` in "broke" read `bro[redacted]e`).
+pub const MIN_SCRUBBED_KEY_BYTES: usize = 8;
+
+/// `text` with every occurrence of `secret` (the API key), should a provider echo it, replaced
+/// by `[redacted]`: the one scrubbing of provider text, for keys of at least
+/// [`MIN_SCRUBBED_KEY_BYTES`]. The runtime itself never writes a key, short or long, into any
+/// text: this is for what a provider sends back.
+pub fn scrub(text: String, secret: Option<&str>) -> String {
+    match secret.filter(|k| k.len() >= MIN_SCRUBBED_KEY_BYTES) {
+        Some(k) if text.contains(k) => text.replace(k, "[redacted]"),
+        _ => text,
+    }
+}
+
 /// `inference failed: <status> <first 200 bytes of body>`
 /// (docs/reference/capsules.md#model-capsules). The body is cut at a character boundary; `secret`
-/// (the API key), should a provider echo it, is replaced first.
+/// (the API key), should a provider echo it, is replaced first ([`scrub`]).
 pub fn failure_text(status: u16, body: &[u8], secret: Option<&str>) -> String {
-    let mut text = String::from_utf8_lossy(body).into_owned();
-    if let Some(k) = secret.filter(|k| !k.is_empty()) {
-        text = text.replace(k, "[redacted]");
-    }
+    let text = scrub(String::from_utf8_lossy(body).into_owned(), secret);
     let mut end = text.len().min(FAILURE_BODY_BYTES);
     while !text.is_char_boundary(end) {
         end -= 1;
@@ -630,4 +643,30 @@ pub fn plan_retry(
         return Err(GiveUp::Deadline { wait });
     }
     Ok((wait, source))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_keys_long_enough_to_be_secrets_are_scrubbed() {
+        // (text, key, scrubbed)
+        let table = [
+            ("the stream broke off", Some("k"), "the stream broke off"),
+            ("none of it: none", Some("none"), "none of it: none"),
+            ("key 1234567 shown", Some("1234567"), "key 1234567 shown"),
+            ("key 12345678 shown", Some("12345678"), "key [redacted] shown"),
+            (
+                "sk-live-abcdefgh and sk-live-abcdefgh",
+                Some("sk-live-abcdefgh"),
+                "[redacted] and [redacted]",
+            ),
+            ("no key", Some(""), "no key"),
+            ("no key", None, "no key"),
+        ];
+        for (text, key, want) in table {
+            assert_eq!(scrub(text.to_string(), key), want, "{text:?} {key:?}");
+        }
+    }
 }
