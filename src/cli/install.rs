@@ -39,13 +39,24 @@ pub fn run(a: &InstallArgs) -> Outcome {
     } else {
         let cwd = std::env::current_dir().map_err(|e| refuse(format!("cannot read the current directory: {e}")))?;
         let project = paths::find_project_root(&cwd, &["murmur.yaml"]).ok_or_else(|| {
-            refuse(format!(
+            let refusal = refuse(format!(
                 "no project root found: no murmur.yaml in {} or any parent directory",
                 cwd.display()
-            ))
-            .with_hint(
-                "run it inside a project (a directory holding murmur.yaml), or install into the global store with -g",
-            )
+            ));
+            // A formation directory needs no murmur.yaml (docs/reference/roster.md): its members
+            // resolve from the global store unless a project holds them.
+            match paths::find_project_root(&cwd, &["roster.yaml"]) {
+                Some(f) => refusal.with_hint(format!(
+                    "{} is a formation directory (roster.yaml, no murmur.yaml): install its members into the \
+                     global store with `mur install -g {}`, where every formation finds them",
+                    f.root().display(),
+                    a.file.display()
+                )),
+                None => refusal.with_hint(
+                    "run it inside a project (a directory holding murmur.yaml, whose store is its .murmur/artifacts), \
+                     or install into the global store (~/.murmur/artifacts) with `mur install -g`",
+                ),
+            }
         })?;
         // A lock that does not read is reported before anything is stored, and never rewritten.
         Lock::read(&project.lock())?;

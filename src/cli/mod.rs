@@ -14,6 +14,7 @@ pub mod demo;
 pub mod deploy;
 pub mod doctor;
 pub mod doctor_env;
+pub mod explain;
 pub mod install;
 pub mod list;
 pub mod new;
@@ -60,6 +61,11 @@ pub enum Command {
     Trace(TraceArgs),
     /// Build, install and launch the offline demo formation in a private home
     Demo(DemoArgs),
+    /// Explain a diagnostic code (e.g. `mur explain E-ROS-007`): what it means and what to do
+    Explain {
+        /// The code, as printed in `error[…]` or `warning[…]`
+        code: String,
+    },
     /// Print a shell completion script (e.g. `mur completion bash > ~/.local/share/bash-completion/completions/mur`)
     Completion {
         /// The shell to complete for
@@ -261,6 +267,7 @@ pub fn main() -> ExitCode {
             TraceCommand::Show { id, json } => trace::show(id, *json),
         },
         Command::Demo(a) => demo::run(a),
+        Command::Explain { code } => explain::run(code),
         Command::Completion { shell } => completion::completion(*shell),
         Command::Man { dir } => completion::man(dir.as_deref()),
     };

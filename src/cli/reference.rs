@@ -236,6 +236,13 @@ pub const NOTES: &[Notes] = &[
         json: &[],
     },
     Notes {
+        command: "explain",
+        stdout: "The code, its severity and what it is for, its default hint, then its section of [codes.md](codes.md): when it fires, an example, what to do. The text is built into the binary.",
+        stderr: "Diagnostics only.",
+        exit: "0; 1 (E-EXP-001) for a code that is not registered (any case is read: `mur explain e-ros-007`).",
+        json: &[],
+    },
+    Notes {
         command: "completion",
         stdout: "The completion script.",
         stderr: "Nothing.",

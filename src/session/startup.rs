@@ -120,7 +120,7 @@ pub fn no_lifeline_warning(formation_id: &str) -> Diagnostic {
     Diagnostic::new(
         diag::W_RUN_007,
         format!(
-            "this session is a member of formation {formation_id} but was handed no lifeline, so it will not wind down when that formation ends; end it with `mur stop` (https://docs.murmur.nexus/reference/diagnostics/#w-run-007)"
+            "this session is a member of formation {formation_id} but was handed no lifeline, so it will not wind down when that formation ends; end it with `mur stop` (`mur explain W-RUN-007`)"
         ),
     )
 }
@@ -135,7 +135,7 @@ pub fn unreachable_callees_warning(member: &str, callees: &[String], network_all
     Some(Diagnostic::new(
         diag::W_RUN_008,
         format!(
-            "roster.yaml lets '{member}' call {}, but its capabilities.network.allow reaches no loopback http door at an unpinned port, so every call-member call will be refused; declare \"localhost\" (https://docs.murmur.nexus/reference/diagnostics/#w-run-008)",
+            "roster.yaml lets '{member}' call {}, but its capabilities.network.allow reaches no loopback http door at an unpinned port, so every call-member call will be refused; declare \"localhost\" (`mur explain W-RUN-008`)",
             names.join(", ")
         ),
     ))
@@ -716,7 +716,7 @@ mod tests {
         let w = no_lifeline_warning("frm_0199c4e2f1b7712a9d3e4f5061728394");
         assert_eq!(
             w.render("[capsule-runtime] "),
-            "[capsule-runtime] warning[W-RUN-007]: this session is a member of formation frm_0199c4e2f1b7712a9d3e4f5061728394 but was handed no lifeline, so it will not wind down when that formation ends; end it with `mur stop` (https://docs.murmur.nexus/reference/diagnostics/#w-run-007)"
+            "[capsule-runtime] warning[W-RUN-007]: this session is a member of formation frm_0199c4e2f1b7712a9d3e4f5061728394 but was handed no lifeline, so it will not wind down when that formation ends; end it with `mur stop` (`mur explain W-RUN-007`)"
         );
         let callees = vec!["a".to_string(), "b".to_string()];
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
@@ -732,7 +732,7 @@ mod tests {
             let d = unreachable_callees_warning("m", &callees, &s(grant)).expect("warns");
             assert_eq!(
                 d.render("[capsule-runtime] "),
-                "[capsule-runtime] warning[W-RUN-008]: roster.yaml lets 'm' call 'a', 'b', but its capabilities.network.allow reaches no loopback http door at an unpinned port, so every call-member call will be refused; declare \"localhost\" (https://docs.murmur.nexus/reference/diagnostics/#w-run-008)"
+                "[capsule-runtime] warning[W-RUN-008]: roster.yaml lets 'm' call 'a', 'b', but its capabilities.network.allow reaches no loopback http door at an unpinned port, so every call-member call will be refused; declare \"localhost\" (`mur explain W-RUN-008`)"
             );
         }
     }

@@ -136,8 +136,8 @@ fn doctor_warns_when_callers_outnumber_what_a_member_holds() {
   helper   local/helper@1.0.0           serves peers    authenticated door
   worker   local/worker@1.0.0           serves peers    authenticated door
   reachability (all): lead \u{2192} helper, lead \u{2192} worker, helper \u{2192} worker, worker \u{2192} helper
-  warning[W-ROS-001]: roster.yaml lets 2 member(s) call 'helper' (lead, worker), but it holds 1 task at once \u{2014} lifecycle.task_acceptance: single \u{2014} so a call that finds it full is offered again until its deadline; lifecycle.task_acceptance: queue with lifecycle.queue_depth: 1 would hold them all (https://docs.murmur.nexus/reference/diagnostics/#w-ros-001)
-  warning[W-ROS-001]: roster.yaml lets 2 member(s) call 'worker' (lead, helper), but it holds 1 task at once \u{2014} lifecycle.task_acceptance: single \u{2014} so a call that finds it full is offered again until its deadline; lifecycle.task_acceptance: queue with lifecycle.queue_depth: 1 would hold them all (https://docs.murmur.nexus/reference/diagnostics/#w-ros-001)
+  warning[W-ROS-001]: roster.yaml lets 2 member(s) call 'helper' (lead, worker), but it holds 1 task at once \u{2014} lifecycle.task_acceptance: single \u{2014} so a call that finds it full is offered again until its deadline; lifecycle.task_acceptance: queue with lifecycle.queue_depth: 1 would hold them all (`mur explain W-ROS-001`)
+  warning[W-ROS-001]: roster.yaml lets 2 member(s) call 'worker' (lead, helper), but it holds 1 task at once \u{2014} lifecycle.task_acceptance: single \u{2014} so a call that finds it full is offered again until its deadline; lifecycle.task_acceptance: queue with lifecycle.queue_depth: 1 would hold them all (`mur explain W-ROS-001`)
 
 0 check(s) passed, 0 error(s) found, 2 warning(s).
 
@@ -176,9 +176,12 @@ fn doctor_refusals() {
     page_members(&sb);
     install(&sb, "loner", "1.0.0", AUTH); // serves no peers
     install(&sb, "open", "1.0.0", SERVES); // public door
+    // The hint names the archive `mur build` makes: `mur install` takes a file, not a name.
     let e007_hint = |cv: &str| {
+        let (full, version) = cv.split_once('@').expect("capsule@version");
+        let name = full.rsplit('/').next().expect("name");
         format!(
-            "install {cv} into the project or global store \u{2014} `mur install {cv}` \u{2014} or change the member's version in roster.yaml to one `mur list` shows"
+            "build the capsule's sources and install the archive \u{2014} `mur build DIR && mur install -g DIR/{name}-{version}.mur.zip` (or `mur install` inside the project) \u{2014} or change the member's version in roster.yaml to one `mur list` shows"
         )
     };
     let roster = |extra_members: &str, reach: &str| {
@@ -273,7 +276,7 @@ fn doctor_reports_a_hash_mismatch_and_never_falls_through_to_the_global_store() 
     let message = format!(
         "roster.yaml: member 'coder' (local/coder@1.2.0) cannot be admitted: the stored bytes hash to {actual}, but the store records {recorded}"
     );
-    let hint = "install local/coder@1.2.0 into the project or global store \u{2014} `mur install local/coder@1.2.0` \u{2014} or change the member's version in roster.yaml to one `mur list` shows";
+    let hint = "build the capsule's sources and install the archive \u{2014} `mur build DIR && mur install -g DIR/coder-1.2.0.mur.zip` (or `mur install` inside the project) \u{2014} or change the member's version in roster.yaml to one `mur list` shows";
     assert_eq!(out, refused(&dir, &message, hint));
     assert_eq!(
         err,
@@ -355,7 +358,7 @@ fn doctor_on_an_unreadable_roster_path() {
         dir.display(),
         dir.display()
     );
-    let hint = "correct the key named above in roster.yaml \u{2014} see https://docs.murmur.nexus/reference/roster/#fields for every key, its type and whether it is required";
+    let hint = "correct the key named above in roster.yaml \u{2014} docs/reference/roster.md#fields lists every key, its type and whether it is required (`mur explain E-ROS-001`)";
     assert_eq!(out, refused(&dir, &message, hint));
     assert_eq!(
         err,
@@ -401,7 +404,7 @@ fn doctor_in_a_member_source_directory() {
     let sub = sb.path("member/sub");
     let (code, out, err) = doctor(&sb, &sub);
     assert!(out.contains(&format!("Roster\n  file: {}/roster.yaml\n  \u{2717}  roster.yaml: member 'coder' (local/coder@1.10) cannot be admitted: not installed in the project or global store\n\n", dir.display())), "{out}");
-    assert!(out.ends_with("2 check(s) passed, 1 error(s) found, 1 warning(s).\n\nFix: install local/coder@1.10 into the project or global store \u{2014} `mur install local/coder@1.10` \u{2014} or change the member's version in roster.yaml to one `mur list` shows\nFix: murmur.yaml: flavour: unknown key; it is ignored \u{2014} remove the key or correct its spelling in murmur.yaml (warning[W-SEC-019])\n"), "{out}");
+    assert!(out.ends_with("2 check(s) passed, 1 error(s) found, 1 warning(s).\n\nFix: build the capsule's sources and install the archive \u{2014} `mur build DIR && mur install -g DIR/coder-1.10.mur.zip` (or `mur install` inside the project) \u{2014} or change the member's version in roster.yaml to one `mur list` shows\nFix: murmur.yaml: flavour: unknown key; it is ignored \u{2014} remove the key or correct its spelling in murmur.yaml (warning[W-SEC-019])\n"), "{out}");
     assert!(err.starts_with("[mur doctor] error[E-ROS-007]: "), "{err}");
     assert_eq!(code, 1);
 

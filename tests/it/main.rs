@@ -25,6 +25,7 @@ mod layers;
 mod load;
 mod loopback;
 mod model;
+mod newcomer;
 mod otel;
 mod promises;
 mod providers;

@@ -947,7 +947,7 @@ fn a_member_without_a_lifeline_warns_w_run_007() {
         .expect("run");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let want = format!(
-        "[capsule-runtime] warning[W-RUN-007]: this session is a member of formation {FRM} but was handed no lifeline, so it will not wind down when that formation ends; end it with `mur stop` (https://docs.murmur.nexus/reference/diagnostics/#w-run-007)"
+        "[capsule-runtime] warning[W-RUN-007]: this session is a member of formation {FRM} but was handed no lifeline, so it will not wind down when that formation ends; end it with `mur stop` (`mur explain W-RUN-007`)"
     );
     assert_eq!(stderr(&out).matches(&want).count(), 1, "{}", stderr(&out));
     let ready: Value = serde_json::from_str(stdout(&out).lines().next().expect("readiness")).expect("json");

@@ -32,7 +32,7 @@ macro_rules! codes {
     };
 }
 
-const ROSTER_FIELDS_HINT: &str = "correct the key named above in roster.yaml — see https://docs.murmur.nexus/reference/roster/#fields for every key, its type and whether it is required";
+const ROSTER_FIELDS_HINT: &str = "correct the key named above in roster.yaml — docs/reference/roster.md#fields lists every key, its type and whether it is required (`mur explain E-ROS-001`)";
 
 codes! {
     E_ROS_001 = "E-ROS-001", Error, "roster.yaml does not read or does not have the roster shape", Some(ROSTER_FIELDS_HINT);
@@ -83,6 +83,7 @@ codes! {
     W_OTL_001 = "W-OTL-001", Warning, "OpenTelemetry export was asked for but cannot be set up; no span is exported", Some("correct the OTEL_* variable named above, or unset OTEL_EXPORTER_OTLP_ENDPOINT to run without export");
     W_OTL_002 = "W-OTL-002", Warning, "spans cannot be delivered to the OpenTelemetry collector", Some("check that the collector at OTEL_EXPORTER_OTLP_ENDPOINT is running and accepts OTLP/HTTP with protobuf bodies; tasks are not affected");
     E_DEMO_001 = "E-DEMO-001", Error, "mur demo: the demo formation cannot be prepared or launched", None;
+    E_EXP_001 = "E-EXP-001", Error, "mur explain: no such diagnostic code", Some("codes look like E-ROS-007 or W-RUN-008; docs/reference/codes.md lists every one");
     // [ours] `mur deploy --kubernetes`.
     E_DEP_001 = "E-DEP-001", Error, "mur deploy: manifests carrying credentials would be written to a terminal", Some("pipe them to the cluster (`mur deploy … | kubectl apply -f -`) or write them to owner-only files with -o DIR");
     E_DEP_002 = "E-DEP-002", Error, "mur deploy: an option or member name cannot be carried into Kubernetes objects", None;

@@ -239,16 +239,23 @@ pub fn overflows(a: &Admitted) -> Vec<warn::Overflow> {
         .collect()
 }
 
+/// What installs a member's capsule: `mur install` takes the archive `mur build` makes from the
+/// capsule's sources (`<name>-<version>.mur.zip`), never a `<capsule>@<version>` to fetch.
+fn install_hint(m: &MemberDecl) -> String {
+    let zip = format!("{}-{}.mur.zip", m.capsule.name, shown(&m.version));
+    format!(
+        "build the capsule's sources and install the archive \u{2014} `mur build DIR && mur install -g DIR/{zip}` \
+         (or `mur install` inside the project) \u{2014} or change the member's version in roster.yaml to one `mur list` shows"
+    )
+}
+
 fn not_admitted(m: &MemberDecl, why: &str) -> Diagnostic {
     let cv = format!("{}@{}", m.capsule, shown(&m.version));
     Diagnostic::new(
         E_ROS_007,
         format!("roster.yaml: member '{}' ({cv}) cannot be admitted: {why}", m.name),
     )
-    .with_hint(format!(
-        "install {cv} into the project or global store \u{2014} `mur install {cv}` \u{2014} or change the member's \
-             version in roster.yaml to one `mur list` shows"
-    ))
+    .with_hint(install_hint(m))
 }
 
 /// E-REG-005 when the lock pins this member's capsule differently from what was resolved: the

@@ -40,10 +40,12 @@ fn read_bytes(path: &Path) -> Result<Vec<u8>, Diagnostic> {
     };
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(Diagnostic::new(
-                E_ROS_001,
-                format!("roster.yaml not found at {}", path.display()),
-            ));
+            return Err(
+                Diagnostic::new(E_ROS_001, format!("roster.yaml not found at {}", path.display())).with_hint(
+                    "run the command in the directory that holds roster.yaml, give its path (`--roster PATH`), \
+                 or scaffold a formation with `mur new --roster NAME`",
+                ),
+            );
         }
         Err(e) => return Err(failed(&e)),
         Ok(meta) if meta.file_type().is_symlink() && std::fs::metadata(path).is_err() => {

@@ -9,7 +9,7 @@ use super::*;
 use crate::diag::{self, Code, Diagnostic};
 use crate::manifest::Acceptance;
 
-const FIELDS_HINT: &str = "correct the key named above in roster.yaml — see https://docs.murmur.nexus/reference/roster/#fields for every key, its type and whether it is required";
+const FIELDS_HINT: &str = "correct the key named above in roster.yaml — docs/reference/roster.md#fields lists every key, its type and whether it is required (`mur explain E-ROS-001`)";
 
 const VALID: &str = "\
 roster_version: 1
@@ -630,7 +630,13 @@ fn read_refuses_what_is_not_a_readable_file() {
             format!("roster.yaml not found at {}", absent.display()).as_str()
         )
     );
-    assert_eq!(d.hint(), Some(FIELDS_HINT));
+    // Not the "correct the key" hint: there is no file to correct.
+    assert_eq!(
+        d.hint(),
+        Some(
+            "run the command in the directory that holds roster.yaml, give its path (`--roster PATH`), or scaffold a formation with `mur new --roster NAME`"
+        )
+    );
 
     std::fs::create_dir(p("dir")).unwrap();
     let d = read(&p("dir")).unwrap_err();
@@ -894,7 +900,7 @@ impl Fake {
 
 #[test]
 fn every_store_check_message() {
-    let e007_hint = "install local/b@1 into the project or global store — `mur install local/b@1` — or change the member's version in roster.yaml to one `mur list` shows";
+    let e007_hint = "build the capsule's sources and install the archive — `mur build DIR && mur install -g DIR/b-1.mur.zip` (or `mur install` inside the project) — or change the member's version in roster.yaml to one `mur list` shows";
     let rules = abc("reachability: [{from: a, to: [b]}]\n");
     let none = abc("");
     let table: Vec<(Fake, &str, Code, &str, Option<&str>)> = vec![
@@ -1088,7 +1094,7 @@ fn admitted_roster_binds_each_member() {
     assert_eq!(a.warnings[0].code, diag::W_ROS_001);
     assert_eq!(
         a.warnings[0].render(""),
-        "warning[W-ROS-001]: roster.yaml lets 2 member(s) call 'c' (a, b), but it holds 1 task at once — lifecycle.task_acceptance: single — so a call that finds it full is offered again until its deadline; lifecycle.task_acceptance: queue with lifecycle.queue_depth: 1 would hold them all (https://docs.murmur.nexus/reference/diagnostics/#w-ros-001)"
+        "warning[W-ROS-001]: roster.yaml lets 2 member(s) call 'c' (a, b), but it holds 1 task at once — lifecycle.task_acceptance: single — so a call that finds it full is offered again until its deadline; lifecycle.task_acceptance: queue with lifecycle.queue_depth: 1 would hold them all (`mur explain W-ROS-001`)"
     );
 }
 
@@ -1162,7 +1168,7 @@ fn edges_for_every_reachability() {
 
 #[test]
 fn busy_callee_warning_texts() {
-    let url = "(https://docs.murmur.nexus/reference/diagnostics/#w-ros-001)";
+    let url = "(`mur explain W-ROS-001`)";
     type Case = (Acceptance, u32, &'static [&'static str], Option<(String, &'static str)>);
     let table: Vec<Case> = vec![
         (

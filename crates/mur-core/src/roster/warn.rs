@@ -7,7 +7,7 @@
 use crate::diag::{Diagnostic, W_ROS_001};
 use crate::manifest::Acceptance;
 
-const DOCS: &str = "https://docs.murmur.nexus/reference/diagnostics/#w-ros-001";
+const DOCS: &str = "`mur explain W-ROS-001`";
 
 /// One member whose callers outnumber the tasks it holds.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,0 +1,140 @@
+//! What a person following the docs is told when a step goes wrong: hints that name a command
+//! that works, and that point at our own reference (`mur explain CODE`) rather than at a site.
+
+use std::path::Path;
+
+use crate::support::{Sandbox, repo_root, stderr, stdout};
+
+/// The scaffolded formation `crew`, nothing installed.
+fn crew(sb: &Sandbox) -> std::path::PathBuf {
+    let cwd = sb.path("work");
+    let out = sb.run(&cwd, &["new", "--roster", "crew"]);
+    assert!(out.status.success(), "mur new: {}", stderr(&out));
+    cwd.join("crew")
+}
+
+/// The first backquoted command in `hint`.
+fn quoted_command(hint: &str) -> String {
+    let start = hint.find('`').expect("a quoted command") + 1;
+    let len = hint[start..].find('`').expect("its end");
+    hint[start..start + len].to_string()
+}
+
+#[test]
+fn the_hint_of_an_uninstalled_member_is_a_command_that_installs_it() {
+    let sb = Sandbox::new();
+    let dir = crew(&sb);
+    for _ in ["lead", "worker"] {
+        let out = sb.run(&dir, &["doctor"]);
+        let err = stderr(&out);
+        let refusal = err
+            .lines()
+            .find(|l| l.contains("error[E-ROS-007]"))
+            .unwrap_or_else(|| panic!("{err}"));
+        let member = refusal.split('\'').nth(1).expect("the member's name");
+        let hint = err
+            .lines()
+            .skip_while(|l| !l.contains("error[E-ROS-007]"))
+            .find_map(|l| l.trim().strip_prefix("hint: "))
+            .unwrap_or_else(|| panic!("no E-ROS-007 hint: {err}"));
+        // Follow it as written, with the member's source directory for DIR.
+        let command = quoted_command(hint).replace("DIR", &dir.join(member).display().to_string());
+        for step in command.split(" && ") {
+            let args: Vec<&str> = step.split_whitespace().collect();
+            assert_eq!(args[0], "mur", "{hint}");
+            let out = sb.run(&dir, &args[1..]);
+            assert!(out.status.success(), "`{step}` from the hint failed: {}", stderr(&out));
+        }
+    }
+    let out = sb.run(&dir, &["doctor"]);
+    assert!(
+        out.status.success(),
+        "after following the hints: {}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_missing_roster_and_an_install_in_a_formation_directory_say_what_to_do() {
+    let sb = Sandbox::new();
+    let empty = sb.path("empty");
+    let out = sb.run(&empty, &["run", "--roster"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("error[E-ROS-001]: roster.yaml not found at "), "{err}");
+    assert!(
+        err.contains("  hint: run the command in the directory that holds roster.yaml, give its path (`--roster PATH`), or scaffold a formation with `mur new --roster NAME`"),
+        "{err}"
+    );
+    assert!(!err.contains("correct the key"), "{err}");
+
+    let dir = crew(&sb);
+    let built = sb.run(&dir, &["build", "worker"]);
+    assert!(built.status.success(), "{}", stderr(&built));
+    let zip = "worker/crew-worker-0.1.0.mur.zip";
+    let out = sb.run(&dir, &["install", zip]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let want = format!(
+        "  hint: {} is a formation directory (roster.yaml, no murmur.yaml): install its members into the global store with `mur install -g {zip}`, where every formation finds them",
+        std::fs::canonicalize(&dir).unwrap_or(dir.clone()).display()
+    );
+    assert!(err.lines().any(|l| l == want) || err.contains(&want[8..]), "{err}");
+    let out = sb.run(&dir, &["install", "-g", zip]);
+    assert!(out.status.success(), "the hinted command: {}", stderr(&out));
+}
+
+#[test]
+fn explain_prints_a_codes_reference_and_refuses_an_unknown_one() {
+    let sb = Sandbox::new();
+    let cwd = sb.path("work");
+    let out = sb.run(&cwd, &["explain", "w-run-008"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("W-RUN-008 (warning): a caller's network grant reaches no loopback door\n"),
+        "{text}"
+    );
+    assert!(text.contains("**When it fires:**"), "{text}");
+    let out = sb.run(&cwd, &["explain", "E-NOPE-1"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).starts_with("error[E-EXP-001]: no diagnostic code E-NOPE-1\n"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// Nothing the runtime prints links to another project's site: hints name our own reference
+/// (`mur explain`, docs/reference). The agent-card extension URIs are identifiers on the wire,
+/// not links, and stay as the reference runtime spells them.
+#[test]
+fn no_message_or_hint_links_to_another_projects_documentation() {
+    let mut offenders = Vec::new();
+    for root in ["src", "crates/mur-core/src"] {
+        walk(&repo_root().join(root), &mut |file, text| {
+            for (n, line) in text.lines().enumerate() {
+                if line.contains("docs.murmur.nexus") && !line.contains("/reference/agent-card/#murmur-") {
+                    offenders.push(format!("{}:{}: {}", file.display(), n + 1, line.trim()));
+                }
+            }
+        });
+    }
+    assert!(
+        offenders.is_empty(),
+        "links to another project's site:\n{}",
+        offenders.join("\n")
+    );
+}
+
+fn walk(dir: &Path, f: &mut dyn FnMut(&Path, &str)) {
+    for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            walk(&p, f);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            f(&p, &std::fs::read_to_string(&p).expect("read"));
+        }
+    }
+}
