@@ -298,9 +298,46 @@ fn roster_block(report: &mut Report, project: &Project, home: &MurHome) {
             report
                 .warning_fixes
                 .extend(roster::overflows(&a).iter().map(|o| o.fix()));
+            launch_checks(report, &a);
         }
     }
     report.line("");
+}
+
+/// What `mur run --roster` would refuse or warn about only once members start, checked here
+/// with the same codes: a model member whose key variable is unset (E-RUN-002, as its session
+/// refuses it) and a member with callees whose network grant reaches no door (W-RUN-008).
+fn launch_checks(report: &mut Report, a: &Admitted) {
+    for (i, m) in a.members.iter().enumerate() {
+        if let Some(inference) = &m.manifest.inference
+            && let Err(d) = crate::model::ModelConfig::resolve(&m.capsule.to_string(), &m.version, inference, |v| {
+                std::env::var(v).ok()
+            })
+        {
+            let mut d = d;
+            d.message = format!("roster.yaml: member '{}': {}", m.name, d.message);
+            report.refuse(d);
+        }
+        // A manifest-only capsule runs nothing, so it calls nobody.
+        if matches!(m.manifest.kind, Kind::ManifestOnly) {
+            continue;
+        }
+        let callees: Vec<String> = a.callees(i).iter().map(|&c| a.members[c].name.clone()).collect();
+        if let Some(w) =
+            crate::session::startup::unreachable_callees_warning(&m.name, &callees, &m.manifest.network_allow)
+        {
+            report.line(&format!("  {}", w.render("")));
+            let fix = format!(
+                "declare \"localhost\" in capabilities.network.allow of {}'s murmur.yaml, then rebuild and reinstall it ({})",
+                m.capsule,
+                w.head()
+            );
+            report
+                .warnings
+                .push(json!({"code": w.code.id, "message": w.message, "fix": fix}));
+            report.warning_fixes.push(fix);
+        }
+    }
 }
 
 /// The Roster block for `--json`: members in roster order and the admitted edges by name.

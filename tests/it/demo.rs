@@ -263,8 +263,19 @@ Next:
         assert!(lead.contains(want), "{want:?} not in:\n{lead}");
     }
     build_and_install(&sb, &cwd, &text);
-    let doctor = ok(&sb, &cwd.join("team"), &["doctor"]);
-    assert!(stdout(&doctor).contains("All checks passed."), "{}", stdout(&doctor));
+    // As the scaffold's "Next:" says: doctor checks the key variable is set, as a launch would.
+    let doctor = sb
+        .mur(&cwd.join("team"))
+        .arg("doctor")
+        .env("OPENAI_API_KEY", "sk-scaffold-0123456789")
+        .output()
+        .expect("mur doctor");
+    assert!(
+        stdout(&doctor).contains("All checks passed."),
+        "{}{}",
+        stdout(&doctor),
+        stderr(&doctor)
+    );
 
     // Anthropic, with a configuration naming another provider: the provider's defaults.
     let out = ok(&sb, &cwd, &["new", "--roster", "other", "--inference", "anthropic"]);

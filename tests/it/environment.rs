@@ -267,7 +267,12 @@ reachability:
 ",
     )
     .expect("roster");
-    let out = sb.run(&dir, &["doctor"]);
+    let out = sb
+        .mur(&dir)
+        .arg("doctor")
+        .env(KEY_VAR, "sk-doctor-0123456789")
+        .output()
+        .expect("doctor");
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
     let env: Vec<&str> = text.lines().filter(|l| l.starts_with("  env: ")).collect();

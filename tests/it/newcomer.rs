@@ -138,3 +138,65 @@ fn walk(dir: &Path, f: &mut dyn FnMut(&Path, &str)) {
         }
     }
 }
+
+/// `mur doctor` reports what `mur run --roster` would refuse or warn about once members start,
+/// with the same codes: a model member's unset key variable (E-RUN-002) and a caller whose
+/// network grant reaches no door (W-RUN-008). Before, it said "All checks passed".
+#[test]
+fn doctor_reports_an_unset_key_and_a_grant_that_reaches_no_door_with_the_codes_run_uses() {
+    let sb = Sandbox::new();
+    let cwd = sb.path("work");
+    let out = sb.run(&cwd, &["new", "--roster", "team", "--inference", "openai"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let dir = cwd.join("team");
+    for m in ["lead", "worker"] {
+        let b = sb.run(&dir, &["build", m]);
+        assert!(b.status.success(), "{}", stderr(&b));
+        let zip = format!("{m}/team-{m}-0.1.0.mur.zip");
+        let i = sb.run(&dir, &["install", "-g", &zip]);
+        assert!(i.status.success(), "{}", stderr(&i));
+    }
+    let doctor = |key: Option<&str>| {
+        let mut cmd = sb.mur(&dir);
+        cmd.arg("doctor");
+        match key {
+            Some(k) => cmd.env("OPENAI_API_KEY", k),
+            None => cmd.env_remove("OPENAI_API_KEY"),
+        };
+        cmd.output().expect("mur doctor")
+    };
+    let out = doctor(None);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{}{err}", stdout(&out));
+    for m in ["lead", "worker"] {
+        let want = format!(
+            "[mur doctor] error[E-RUN-002]: roster.yaml: member '{m}': capsule 'local/team-{m}@0.1.0' cannot be run: its inference.api_key is ${{OPENAI_API_KEY}}, and OPENAI_API_KEY is not set in this environment"
+        );
+        assert!(err.lines().any(|l| l == want), "{err}");
+    }
+    assert!(!stdout(&out).contains("All checks passed"), "{}", stdout(&out));
+    let out = doctor(Some("sk-doctor-0123456789"));
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("All checks passed."), "{}", stdout(&out));
+
+    // The lead may call the worker, but its grant no longer reaches a door.
+    let manifest = dir.join("lead/murmur.yaml");
+    let text = std::fs::read_to_string(&manifest).expect("manifest");
+    let cut = text.find("capabilities:").expect("a capabilities block");
+    std::fs::write(&manifest, &text[..cut]).expect("write");
+    let b = sb.run(&dir, &["build", "lead"]);
+    assert!(b.status.success(), "{}", stderr(&b));
+    let i = sb.run(&dir, &["install", "-g", "lead/team-lead-0.1.0.mur.zip"]);
+    assert!(i.status.success(), "{}", stderr(&i));
+    let out = doctor(Some("sk-doctor-0123456789"));
+    let text = stdout(&out);
+    assert!(out.status.success(), "a warning does not fail doctor: {text}");
+    assert!(
+        text.contains("  warning[W-RUN-008]: roster.yaml lets 'lead' call 'worker', but its capabilities.network.allow reaches no loopback http door"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Fix: declare \"localhost\" in capabilities.network.allow of local/team-lead's murmur.yaml"),
+        "{text}"
+    );
+}
