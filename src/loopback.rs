@@ -5,6 +5,12 @@
 //! send a key over such a connection first reads who owns the server's side of it
 //! (`procinfo::socket_owner` over `/proc/net/tcp*`) and refuses a server of another user.
 //! Invariant: **no key goes over a loopback TCP connection whose server is not this user's.**
+//!
+//! The same connector reads a reply delimited by the server closing the connection (legal
+//! HTTP/1.1, and what Python's `http.server` sends) to its end: awc reads such a body only from
+//! an HTTP/1.0 response, so [`ReadToClose`] relabels exactly those heads
+//! (`wire::http1::relabel_close_delimited`). Each request on these connections asks for
+//! `Connection: close`, so a connection carries one response and the first head is the only one.
 
 use std::io;
 use std::net::SocketAddr;
@@ -55,7 +61,7 @@ pub fn awc_connector(
 ) -> awc::Connector<
     impl actix_service::Service<
         actix_tls::connect::ConnectInfo<awc::http::Uri>,
-        Response = actix_tls::connect::Connection<awc::http::Uri, tokio::net::TcpStream>,
+        Response = actix_tls::connect::Connection<awc::http::Uri, ReadToClose>,
         Error = actix_tls::connect::ConnectError,
     > + Clone,
 > {
@@ -81,9 +87,117 @@ pub fn awc_connector(
         };
         verify_owner(stream.local_addr().map_err(ConnectError::Io)?, target).map_err(ConnectError::Io)?;
         let _ = stream.set_nodelay(true);
-        Ok(Connection::new(info.request().clone(), stream))
+        Ok(Connection::new(info.request().clone(), ReadToClose::new(stream)))
     });
     awc::Connector::new().connector(service).timeout(connect)
+}
+
+/// A provider connection whose first response head, when its body is delimited by the close,
+/// is relabelled HTTP/1.0 before the client parses it (see the module's note).
+#[derive(Debug)]
+pub struct ReadToClose {
+    stream: tokio::net::TcpStream,
+    /// The head read so far, until it is whole (or past `HEAD_MAX`).
+    head: Vec<u8>,
+    /// What is left of the head to hand over; `None` once it has all been.
+    pending: Option<(Vec<u8>, usize)>,
+    passing: bool,
+}
+
+impl ReadToClose {
+    fn new(stream: tokio::net::TcpStream) -> ReadToClose {
+        ReadToClose {
+            stream,
+            head: Vec::new(),
+            pending: None,
+            passing: false,
+        }
+    }
+}
+
+impl tokio::io::AsyncRead for ReadToClose {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        use crate::wire::http1;
+        use std::task::Poll;
+        let me = self.get_mut();
+        loop {
+            if me.passing {
+                return std::pin::Pin::new(&mut me.stream).poll_read(cx, buf);
+            }
+            if let Some((bytes, at)) = &mut me.pending {
+                let n = (bytes.len() - *at).min(buf.remaining());
+                buf.put_slice(&bytes[*at..*at + n]);
+                *at += n;
+                if *at == bytes.len() {
+                    me.pending = None;
+                    me.passing = true;
+                }
+                return Poll::Ready(Ok(()));
+            }
+            let mut chunk = [0u8; 8192];
+            let mut read = tokio::io::ReadBuf::new(&mut chunk);
+            match std::pin::Pin::new(&mut me.stream).poll_read(cx, &mut read) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Ready(Ok(())) => {
+                    let got = read.filled();
+                    let eof = got.is_empty();
+                    me.head.extend_from_slice(got);
+                    let end = http1::head_end(&me.head);
+                    if end.is_none() && !eof && me.head.len() <= http1::HEAD_MAX {
+                        continue;
+                    }
+                    let mut bytes = std::mem::take(&mut me.head);
+                    if let Some(end) = end {
+                        http1::relabel_close_delimited(&mut bytes[..end]);
+                    }
+                    if bytes.is_empty() {
+                        me.passing = true;
+                        return Poll::Ready(Ok(()));
+                    }
+                    me.pending = Some((bytes, 0));
+                }
+            }
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for ReadToClose {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<io::Result<usize>> {
+        std::pin::Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+}
+
+impl actix_rt::net::ActixStream for ReadToClose {
+    fn poll_read_ready(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<actix_rt::net::Ready>> {
+        if self.pending.is_some() {
+            return std::task::Poll::Ready(Ok(actix_rt::net::Ready::READABLE));
+        }
+        actix_rt::net::ActixStream::poll_read_ready(&self.stream, cx)
+    }
+
+    fn poll_write_ready(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<actix_rt::net::Ready>> {
+        actix_rt::net::ActixStream::poll_write_ready(&self.stream, cx)
+    }
 }
 
 #[cfg(test)]

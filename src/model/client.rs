@@ -267,6 +267,11 @@ impl ProviderClient {
         if let Some(addr) = self.address {
             req = req.address(addr);
         }
+        if self.url.starts_with("http://") {
+            // One response per connection, so a reply delimited by the close is read to it
+            // (`loopback::ReadToClose`); on loopback a new connection costs next to nothing.
+            req = req.insert_header((awc::http::header::CONNECTION, "close"));
+        }
         match (self.provider, &self.credential) {
             (Provider::OpenAi | Provider::OpenAiCompatible, Some(v)) => {
                 req = req.insert_header((AUTHORIZATION, v.clone()))

@@ -540,3 +540,52 @@ fn a_member_it_may_not_call_is_refused_and_nothing_is_sent() {
     let recs = lead_trace(&sb);
     assert!(of_type(&recs, "member_call_start").is_empty() && of_type(&recs, "member_call").is_empty());
 }
+
+/// A streamed reply that has neither `Content-Length` nor chunked framing and ends when the
+/// server closes the connection (legal HTTP/1.1) is read to the close: here from Python's own
+/// `http.server` speaking HTTP/1.1, as a local OpenAI-compatible server would. Before, the
+/// task failed with "the stream ended before [DONE]" though `[DONE]` was sent.
+#[test]
+fn a_streamed_reply_delimited_by_the_close_of_the_connection_is_read_to_its_end() {
+    let sb = Sandbox::new();
+    let events: String = crate::support::provider::openai::stream_text(&["forty", "-two"]).concat();
+    let events_file = sb.path("work").join("events.txt");
+    std::fs::write(&events_file, &events).expect("events");
+    let server = r#"
+import http.server, sys
+events = open(sys.argv[1], "rb").read()
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length", "0")))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        self.wfile.write(events)
+        self.wfile.flush()
+        self.close_connection = True
+    def log_message(self, *a):
+        pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"#;
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", server, events_file.to_str().expect("path")])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut port = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().expect("stdout")),
+        &mut port,
+    )
+    .expect("port");
+    let endpoint = format!("http://127.0.0.1:{}", port.trim());
+    install_model(&sb, "solo", Api::OpenAi, &endpoint, "", "");
+    let (code, _, answer, err) = run_task(&sb, "solo", "What is six times seven?", true);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(answer["answer"], "forty-two", "{answer}");
+}

@@ -6,6 +6,8 @@
 //!   docs/reference/capsules.md#calls-between-members).
 //! - `channel_line` — the formation channel's first line and address lines
 //!   (docs/reference/formation.md#the-formation-channel).
+//! - `http1` — a response head whose body ends with the connection, relabelled so the HTTP
+//!   client reads it to the close.
 //! - `jsonrpc` — the door's JSON-RPC 2.0 framing (docs/reference/door.md#request-pipeline,
 //!   docs/reference/door.md#errors).
 //! - `sse` — event-stream framing, as a caller reads SubscribeToTask
@@ -17,6 +19,7 @@
 
 pub mod calls;
 pub mod channel_line;
+pub mod http1;
 pub mod jsonrpc;
 pub mod model;
 pub mod model_stream;
