@@ -63,6 +63,15 @@ pub fn run(a: &InstallArgs) -> Outcome {
         (project.artifacts(), Some(project))
     };
 
+    // What the store held at this name and version before, to say when other bytes replace it.
+    let before = std::fs::read_to_string(paths::artifact_sidecar(
+        &store_root,
+        &name.scope,
+        &name.name,
+        &m.version,
+    ))
+    .ok()
+    .map(|s| s.trim().to_string());
     let (_, sha) = store::install(&store_root, &name, &m.version, &bytes).map_err(|e| {
         refuse(format!(
             "cannot store {name}@{} in {}: {e}",
@@ -80,7 +89,16 @@ pub fn run(a: &InstallArgs) -> Outcome {
             ))
         })?;
     }
-    println!("Installed {name}@{} from {file}", m.version);
+    match before {
+        Some(old) if old != sha => println!(
+            "Replaced {name}@{} from {file} (sha256 {} \u{2192} {}; sessions already running keep the old bytes)",
+            m.version,
+            &old[..old.len().min(12)],
+            &sha[..12]
+        ),
+        Some(_) => println!("Installed {name}@{} from {file} (the same bytes as before)", m.version),
+        None => println!("Installed {name}@{} from {file}", m.version),
+    }
     if let Some(component) = &packed.component {
         precompile(&sha, component);
     }

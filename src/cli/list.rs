@@ -77,17 +77,44 @@ pub fn run(json: bool) -> Outcome {
     if rows.is_empty() {
         println!("No artifacts installed.");
     }
-    for (l, compiled) in rows {
-        let short = l.sha256.get(..12).unwrap_or(&l.sha256);
-        println!(
-            "{}  {}  {}  {short}  {}",
-            l.name,
-            l.version,
-            l.store.as_str(),
-            compiled.as_str()
-        );
-    }
+    print!("{}", render_table(&rows));
     Ok(0)
+}
+
+/// The table: name, version, store, the sha256's first 12 digits, compiled; each column as wide
+/// as its widest cell, two spaces apart, the last one unpadded.
+pub fn render_table(rows: &[(Listed, Compiled)]) -> String {
+    let cells: Vec<[String; 5]> = rows
+        .iter()
+        .map(|(l, compiled)| {
+            [
+                l.name.to_string(),
+                l.version.clone(),
+                l.store.as_str().to_string(),
+                l.sha256.get(..12).unwrap_or(&l.sha256).to_string(),
+                compiled.as_str().to_string(),
+            ]
+        })
+        .collect();
+    let mut widths = [0usize; 5];
+    for row in &cells {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in &cells {
+        for (i, c) in row.iter().enumerate() {
+            if i + 1 == row.len() {
+                out.push_str(c);
+            } else {
+                out.push_str(c);
+                out.push_str(&" ".repeat(widths[i] - c.chars().count() + 2));
+            }
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// `--json` [ours]: one compact line `{"artifacts":[…]}` in the table's order, keys sorted
@@ -113,6 +140,31 @@ pub fn render_json(listed: &[(Listed, Compiled)]) -> String {
 mod tests {
     use super::*;
     use crate::names::ArtifactName;
+
+    #[test]
+    fn table_columns_line_up() {
+        let row = |name: &str, version: &str, store: StoreKind, c: Compiled| {
+            (
+                Listed {
+                    name: ArtifactName::parse(name).unwrap(),
+                    version: version.into(),
+                    store,
+                    sha256: "0123456789abcdef".repeat(4),
+                },
+                c,
+            )
+        };
+        let rows = [
+            row("local/crew-reviewer", "0.1.0", StoreKind::Project, Compiled::Yes),
+            row("local/echo", "10.20.30", StoreKind::Global, Compiled::NotApplicable),
+        ];
+        assert_eq!(
+            render_table(&rows),
+            "local/crew-reviewer  0.1.0     project  0123456789ab  compiled\n\
+             local/echo           10.20.30  global   0123456789ab  -\n"
+        );
+        assert_eq!(render_table(&[]), "");
+    }
 
     #[test]
     fn json_rows() {

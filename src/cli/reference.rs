@@ -42,14 +42,14 @@ pub const NOTES: &[Notes] = &[
     },
     Notes {
         command: "install",
-        stdout: "`Installed local/<name>@<version> from <FILE>`.",
+        stdout: "`Installed local/<name>@<version> from <FILE>`; ` (the same bytes as before)` after it when that version was installed with these bytes already; `Replaced local/<name>@<version> from <FILE> (sha256 <old> → <new>; sessions already running keep the old bytes)` when other bytes were installed at that version (the first 12 hex digits of each).",
         stderr: "Diagnostics only.",
         exit: "0 installed; 1 with E-INS-001 (a bad archive, no root `murmur.yaml`, or no project directory above the current one without `-g`). Without `-g` the project's `murmur.lock` gets the entry for `local/<name>` (added or replaced).",
         json: &[],
     },
     Notes {
         command: "list",
-        stdout: "One line per artifact, project store first then global, sorted by name and version: `<scope>/<name>  <version>  <project|global>  <first 12 hex of sha256>  <compiled|not-compiled|->` (the last column: whether this user's cache holds the component's native code for this mur and engine; `-` for a capsule without a component); `No artifacts installed.` when there are none. With `--json`, one compact JSON line.",
+        stdout: "One line per artifact, project store first then global, sorted by name and version: `<scope>/<name>  <version>  <project|global>  <first 12 hex of sha256>  <compiled|not-compiled|->`, each column padded to its widest cell (the last column: whether this user's cache holds the component's native code for this mur and engine; `-` for a capsule without a component); `No artifacts installed.` when there are none. With `--json`, one compact JSON line.",
         stderr: "Nothing, except W-CMP-001 when the compiled-component cache cannot be trusted.",
         exit: "0.",
         json: &[

@@ -451,7 +451,10 @@ fn sources(name: &str, lang: Language, prefix: &str) -> Vec<File> {
     let files: Vec<(&str, Vec<u8>)> = match lang {
         Language::Python => vec![
             ("app.py", fill(PYTHON_APP)),
-            (".gitignore", b"__pycache__/\ncapsule.wasm\n*.mur.zip\n".to_vec()),
+            (
+                ".gitignore",
+                b"__pycache__/\n.venv/\ncapsule.wasm\n*.mur.zip\n".to_vec(),
+            ),
         ],
         Language::JavaScript => vec![
             ("app.js", fill(JAVASCRIPT_APP)),

@@ -574,3 +574,24 @@ fn roster_scaffold_in_a_language() {
         );
     }
 }
+
+#[test]
+fn each_capsule_scaffold_ignores_what_its_toolchain_installs_and_builds() {
+    let table: &[(Language, &[&str])] = &[
+        // The guide creates .venv in the capsule directory for componentize-py.
+        (
+            Language::Python,
+            &["__pycache__/", ".venv/", "capsule.wasm", "*.mur.zip"],
+        ),
+        (Language::JavaScript, &["node_modules/", "capsule.wasm", "*.mur.zip"]),
+        (Language::Rust, &["target/", "capsule.wasm", "*.mur.zip"]),
+    ];
+    for (lang, want) in table {
+        let files = capsule("scout", *lang);
+        let ignore = files.iter().find(|f| f.path == ".gitignore").expect(".gitignore");
+        let text = String::from_utf8_lossy(&ignore.bytes);
+        for w in *want {
+            assert!(text.lines().any(|l| l == *w), "{lang:?}: {w} not in {text:?}");
+        }
+    }
+}

@@ -167,13 +167,15 @@ impl Controller<'_> {
                 (plan.exit_status(), plan.exit_code())
             }
             Some(End::Normal) | None => match (self.policy.has_task, &local) {
-                (true, Some((task_id, ending))) => match ending.task_not_completed_error(task_id) {
-                    Some(d) => {
-                        s.console.diag(&d);
-                        (ending.status(), 1)
+                (true, Some((task_id, ending))) => {
+                    match ending.task_not_completed_error(task_id, &s.records.dir().join("out/result.txt")) {
+                        Some(d) => {
+                            s.console.diag(&d);
+                            (ending.status(), 1)
+                        }
+                        None => ("ok", 0),
                     }
-                    None => ("ok", 0),
-                },
+                }
                 _ => ("ok", 0),
             },
         };

@@ -124,8 +124,9 @@ impl Ending {
         serde_json::json!({ "answer": self.answer(), "state": self.state(), "task_id": task_id }).to_string()
     }
 
-    /// E-RUN-030 for a `--task` task that ended other than completed [ours].
-    pub fn task_not_completed_error(&self, task_id: &str) -> Option<Diagnostic> {
+    /// E-RUN-030 for a `--task` task that ended other than completed [ours]; the hint names
+    /// `result`, the file that holds the task's result.
+    pub fn task_not_completed_error(&self, task_id: &str, result: &std::path::Path) -> Option<Diagnostic> {
         let detail = match self {
             Ending::Completed(_) => return None,
             Ending::Failed(m) | Ending::MaxTurns(m) => format!("failed: {m}"),
@@ -134,7 +135,7 @@ impl Ending {
         };
         Some(
             Diagnostic::new(diag::E_RUN_030, format!("the task {task_id} ended {detail}"))
-                .with_hint("out/result.txt in the session's records directory holds the task's result"),
+                .with_hint(format!("{} holds the task's result", result.display())),
         )
     }
 }
@@ -228,14 +229,13 @@ mod tests {
         }
         assert!(
             Ending::Completed("x".into())
-                .task_not_completed_error("tsk_1")
+                .task_not_completed_error("tsk_1", std::path::Path::new("/r/out/result.txt"))
                 .is_none()
         );
-        assert_eq!(
-            Ending::Failed("boom".into())
-                .task_not_completed_error("tsk_1")
-                .map(|d| d.message),
-            Some("the task tsk_1 ended failed: boom".to_string())
-        );
+        let d = Ending::Failed("boom".into())
+            .task_not_completed_error("tsk_1", std::path::Path::new("/r/out/result.txt"))
+            .expect("a refusal");
+        assert_eq!(d.message, "the task tsk_1 ended failed: boom");
+        assert_eq!(d.hint(), Some("/r/out/result.txt holds the task's result"));
     }
 }

@@ -147,7 +147,7 @@ fn build_install_list_round_trip() {
     assert_eq!(
         stdout(&o),
         format!(
-            "local/coder  1.10  project  {}  not-compiled\nlocal/coder  1.9  global  {}  not-compiled\nlocal/coder  1.10  global  {}  not-compiled\nlocal/helper  2.0.0  global  {}  -\n",
+            "local/coder   1.10   project  {}  not-compiled\nlocal/coder   1.9    global   {}  not-compiled\nlocal/coder   1.10   global   {}  not-compiled\nlocal/helper  2.0.0  global   {}  -\n",
             &sha[..12],
             &h19[..12],
             &sha[..12],
@@ -169,7 +169,8 @@ fn build_install_list_round_trip() {
     let o = sb.run(&formation, &["list"]);
     assert_eq!(
         stdout(&o).lines().next(),
-        Some(format!("local/solo  1  project  {}  -", &sha256(b"z")[..12]).as_str())
+        // Padded to the wider rows of the global store below it.
+        Some(format!("local/solo    1      project  {}  -", &sha256(b"z")[..12]).as_str())
     );
 }
 
@@ -193,9 +194,23 @@ fn reinstall_replaces_and_upserts_the_lock() {
     ok(&sb.run(&proj, &["build", "coder"]));
     let o = sb.run(&proj, &["install", "coder/coder-1.10.mur.zip"]);
     ok(&o);
-    assert_eq!(stdout(&o), "Installed local/coder@1.10 from coder/coder-1.10.mur.zip\n");
     let new = sha256(&std::fs::read(&zip).unwrap());
     assert_ne!(old, new);
+    // Said, not silent: other bytes now stand at that version.
+    assert_eq!(
+        stdout(&o),
+        format!(
+            "Replaced local/coder@1.10 from coder/coder-1.10.mur.zip (sha256 {} \u{2192} {}; sessions already running keep the old bytes)\n",
+            &old[..12],
+            &new[..12]
+        )
+    );
+    let again = sb.run(&proj, &["install", "coder/coder-1.10.mur.zip"]);
+    ok(&again);
+    assert_eq!(
+        stdout(&again),
+        "Installed local/coder@1.10 from coder/coder-1.10.mur.zip (the same bytes as before)\n"
+    );
     let dir = proj.join(".murmur/artifacts/local/coder/1.10");
     assert_eq!(sha256(&std::fs::read(dir.join("coder-1.10.mur.zip")).unwrap()), new);
     assert_eq!(

@@ -209,9 +209,14 @@ fn bare_path(sb: &Sandbox) -> PathBuf {
 #[test]
 fn a_missing_toolchain_is_a_coded_error_whose_hint_installs_it() {
     let sb = Sandbox::new();
+    let js_dir = sb.dir.path().join("ja-cap");
+    let js_hint = format!(
+        "run it inside the capsule's directory, where mur build looks for node_modules/.bin: `(cd {} && npm install @bytecodealliance/componentize-js@0.23.0)`",
+        js_dir.display()
+    );
     let table = [
         ("python", "python3 -m pip install componentize-py==0.25.1"),
-        ("javascript", "npm install @bytecodealliance/componentize-js@0.23.0"),
+        ("javascript", js_hint.as_str()),
         // No cargo at all: the installer comes first, then the target.
         (
             "rust",

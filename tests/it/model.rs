@@ -197,6 +197,12 @@ fn a_401_fails_the_task_with_the_providers_answer() {
         want
     );
     assert!(err.contains("error[E-RUN-030]"), "{err}");
+    // The hint names the very file that holds the result.
+    let result = records_dir(&ready).join("out/result.txt");
+    assert!(
+        err.contains(&format!("  hint: {} holds the task's result\n", result.display())),
+        "{err}"
+    );
     assert_eq!(provider.requests().len(), 1, "a 401 is not retried");
     let recs = trace(&records_dir(&ready));
     assert_eq!(recs.last().unwrap()["exit_status"], "failed");

@@ -94,11 +94,20 @@ fn find(lang: Language, dir: &Path) -> Result<PathBuf, Diagnostic> {
         .into_iter()
         .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0));
     let missing = |what: String| {
+        let hint = match lang {
+            // npm installs into the directory it runs in; mur build looks in the capsule's.
+            Language::JavaScript => format!(
+                "run it inside the capsule's directory, where mur build looks for node_modules/.bin: `(cd {} && {})`",
+                dir.display(),
+                plan::install_hint(lang)
+            ),
+            _ => plan::install_hint(lang),
+        };
         Diagnostic::new(
             diag::E_BLD_002,
             format!("{what}; mur build needs it to build this {} capsule", lang.as_str()),
         )
-        .with_hint(plan::install_hint(lang))
+        .with_hint(hint)
     };
     let Some(program) = found else {
         return Err(missing(match lang {
