@@ -32,6 +32,8 @@ pub mod otel;
 #[cfg(feature = "runtime")]
 pub mod peer_door;
 #[cfg(feature = "runtime")]
+pub mod progress;
+#[cfg(feature = "runtime")]
 pub mod scaffold;
 #[cfg(feature = "runtime")]
 pub mod session;

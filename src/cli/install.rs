@@ -100,17 +100,29 @@ pub fn run(a: &InstallArgs) -> Outcome {
         None => println!("Installed {name}@{} from {file}", m.version),
     }
     if let Some(component) = &packed.component {
-        precompile(&sha, component);
+        precompile(&format!("{name}@{}", m.version), &sha, component);
     }
     Ok(0)
 }
 
 /// Compiles the component into the user's compiled-component cache now, so that no launch
-/// waits for it. The archive is installed either way: a component that does not compile is
-/// refused, with its reason, when a session starts.
-fn precompile(archive_sha256: &str, component: &[u8]) {
-    let compiled =
-        CapsuleEngine::new().and_then(|engine| CompiledCache::user().precompile(&engine, archive_sha256, component));
+/// waits for it (with a spinner on a terminal: a Python runtime takes seconds). The archive is
+/// installed either way: a component that does not compile is refused, with its reason, when a
+/// session starts.
+fn precompile(what: &str, archive_sha256: &str, component: &[u8]) {
+    let compiled = CapsuleEngine::new().and_then(|engine| {
+        let cache = CompiledCache::user();
+        if cache.is_compiled(&engine, archive_sha256) {
+            return cache.precompile(&engine, archive_sha256, component);
+        }
+        let size = component.len() as f64 / (1024.0 * 1024.0);
+        let spinner = crate::progress::Spinner::start("", format!("compiling {what} ({size:.1} MiB component)"));
+        let done = cache.precompile(&engine, archive_sha256, component);
+        if done.is_ok() {
+            spinner.finish(&format!("compiled {what}"));
+        }
+        done
+    });
     if let Err(why) = compiled {
         tracing::debug!("the installed component was not compiled: {why}");
     }

@@ -43,7 +43,7 @@ pub const NOTES: &[Notes] = &[
     Notes {
         command: "install",
         stdout: "`Installed local/<name>@<version> from <FILE>`; ` (the same bytes as before)` after it when that version was installed with these bytes already; `Replaced local/<name>@<version> from <FILE> (sha256 <old> → <new>; sessions already running keep the old bytes)` when other bytes were installed at that version (the first 12 hex digits of each).",
-        stderr: "Diagnostics only.",
+        stderr: "Diagnostics only; on a terminal, while the component compiles into the compiled cache, a spinner naming it, then `compiled local/<name>@<version> in <S> s` (nothing when stderr is not a terminal).",
         exit: "0 installed; 1 with E-INS-001 (a bad archive, no root `murmur.yaml`, or no project directory above the current one without `-g`). Without `-g` the project's `murmur.lock` gets the entry for `local/<name>` (added or replaced).",
         json: &[],
     },
@@ -111,7 +111,7 @@ pub const NOTES: &[Notes] = &[
     Notes {
         command: "run",
         stdout: "With `--capsule`: with `--json`, the readiness line first ([formation.md#readiness-line](formation.md#readiness-line)), then, when a `--task` task ends, `{\"answer\":…,\"state\":\"TASK_STATE_…\",\"task_id\":\"tsk_…\"}`; without `--json`, only the answer of a `--task` task. With `--roster`: the entry member's stdout (it shares the launcher's), so the formation's answer; with `--json` the formation line comes first ([formation.md#formation-line](formation.md#formation-line)).",
-        stderr: "With `--capsule`: a one-line door notice (without `--json`), diagnostics behind `[capsule-runtime] `. With `--roster`: the formation line (without `--json`), every peer's stderr and later stdout lines behind `[<member>] `, the launcher's own lines behind `[mur run] `, retention removals.",
+        stderr: "With `--capsule`: a one-line door notice (without `--json`), diagnostics behind `[capsule-runtime] `. With `--roster`: the formation line (without `--json`), every peer's stderr and later stdout lines behind `[<member>] `, the launcher's own lines behind `[mur run] `, retention removals. On a terminal, a component compiled because the compiled cache lacks it shows a spinner, then `[capsule-runtime] compiled <capsule>@<version> in <S> s` (`[mur run] ` for a launch, which compiles each component once for its members).",
         exit: "`--capsule`: 0 when the task completed, the session was idle, or its formation ended; 1 on a refusal, a task that did not complete (E-RUN-030), a SIGTERM during a task (E-RUN-040) or the deadline (E-RUN-053); 143 when the 20 s teardown bound forced the end ([formation.md#how-a-member-ends](formation.md#how-a-member-ends)). `--roster`: the entry's exit status (128+N if it died of signal N); 1 on an admission refusal (nothing started), a launch failure (E-RUN-045) or a deadline before the entry started (E-RUN-053); 128+N when the launcher itself got SIGINT, SIGTERM or SIGHUP. `mur run` with neither `--capsule` nor `--roster` is a usage error (2).",
         json: &[
             ("auth", "readiness line: `bearer` when the door requires a token"),

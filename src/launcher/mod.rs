@@ -345,12 +345,24 @@ fn hand_out_compiled(admitted: &Admitted) -> Vec<Option<Arc<Handed>>> {
     let mut by_archive: HashMap<&str, Option<Arc<Handed>>> = HashMap::new();
     for m in components {
         by_archive.entry(m.sha256.as_str()).or_insert_with(|| {
-            let mut read = || {
-                crate::store::read_component_checked(&m.zip_path, &m.sha256)
-                    .map_err(|e| format!("its component cannot be read: {e}"))
+            let what = format!("{}@{}", m.capsule, m.version);
+            // `read` runs only on a miss, before the compilation a cold launch waits on.
+            let mut spinner = None;
+            let handed = {
+                let mut read = || {
+                    spinner = Some(crate::progress::Spinner::start(
+                        "[mur run] ",
+                        format!("compiling {what} for its members (once; later launches use the compiled cache)"),
+                    ));
+                    crate::store::read_component_checked(&m.zip_path, &m.sha256)
+                        .map_err(|e| format!("its component cannot be read: {e}"))
+                };
+                cache.hand_out(&engine, &m.sha256, &mut read)
             };
-            cache
-                .hand_out(&engine, &m.sha256, &mut read)
+            if let Some(s) = spinner {
+                s.finish(&format!("compiled {what}"));
+            }
+            handed
                 .map(Arc::new)
                 .map_err(|why| tracing::debug!("no compiled entry of {} is handed to members: {why}", m.capsule))
                 .ok()

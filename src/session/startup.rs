@@ -587,12 +587,26 @@ fn load_component(c: &ResolvedCapsule, handed: Option<&host::Handed>) -> Result<
         archive_sha256: &c.resolved.sha256,
         entry,
     };
-    let mut read = || {
-        c.resolved
-            .read_component()
-            .map_err(|e| format!("its component cannot be read: {e}"))
+    // `read` runs only on a miss, right before the component is compiled: the slow step a
+    // person waits on, shown on a terminal.
+    let what = format!("{}@{}", c.name, c.version);
+    let mut spinner = None;
+    let loaded = {
+        let mut read = || {
+            spinner = Some(crate::progress::Spinner::start(
+                "[capsule-runtime] ",
+                format!("compiling {what} (once; later runs use the compiled cache)"),
+            ));
+            c.resolved
+                .read_component()
+                .map_err(|e| format!("its component cannot be read: {e}"))
+        };
+        host::Capsule::load_cached(&engine, &source, &mut read, &host::CompiledCache::user(), handed)
     };
-    host::Capsule::load_cached(&engine, &source, &mut read, &host::CompiledCache::user(), handed).map_err(refuse)
+    if let Some(s) = spinner {
+        s.finish(&format!("compiled {what}"));
+    }
+    loaded.map_err(refuse)
 }
 
 #[cfg(test)]

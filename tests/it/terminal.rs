@@ -310,3 +310,62 @@ fn ctrl_c_during_mur_demo_leaves_nothing_behind() {
         members_of_home(&home, 0)
     );
 }
+
+/// A slow step shows progress on a terminal and nothing when piped: `mur install` compiling a
+/// component says what it compiles and how long it took; the same install into another home with
+/// stderr piped prints no progress at all. Before, both printed nothing.
+#[test]
+fn compiling_at_install_shows_progress_on_a_terminal_and_nothing_when_piped() {
+    let sb = Sandbox::new();
+    let zip = sb.build_component("echo", "actors/echo/capsule.wat", "");
+    let on_terminal = |args: &[&str], cwd: &Path| {
+        let mut cmd = sb.mur(cwd);
+        cmd.args(args).env("TERM", "xterm");
+        let mut t = OnTerminal::start(cmd);
+        assert_eq!(t.wait(Duration::from_secs(60)), 0, "{}", t.output());
+        t.output()
+    };
+    let shown = on_terminal(&["install", "-g", zip.to_str().expect("utf-8 path")], sb.dir.path());
+    assert!(shown.contains("compiling local/echo@0.1.0 ("), "{shown:?}");
+    assert!(shown.contains("compiled local/echo@0.1.0 in "), "{shown:?}");
+
+    // A cold lone run and a cold launch compile too, and say so.
+    let compiled = sb.home().join(".murmur/compiled");
+    std::fs::remove_dir_all(&compiled).expect("empty the compiled cache");
+    let work = sb.path("work");
+    let shown = on_terminal(
+        &[
+            "run",
+            "--capsule",
+            "local/echo",
+            "--capsule-version",
+            "0.1.0",
+            "--task",
+            "hi",
+        ],
+        &work,
+    );
+    assert!(
+        shown.contains("[capsule-runtime] compiled local/echo@0.1.0 in "),
+        "{shown:?}"
+    );
+    std::fs::remove_dir_all(&compiled).expect("empty the compiled cache");
+    let dir = sb.path("formation");
+    std::fs::write(
+        dir.join("roster.yaml"),
+        "roster_version: 1\nmembers:\n  - {name: solo, capsule: local/echo, version: 0.1.0, entry: true}\n",
+    )
+    .expect("roster");
+    let shown = on_terminal(&["run", "--roster", "--task", "hi"], &dir);
+    assert!(shown.contains("[mur run] compiled local/echo@0.1.0 in "), "{shown:?}");
+
+    let piped = Sandbox::new();
+    let zip = piped.build_component("echo", "actors/echo/capsule.wat", "");
+    let out = piped.run(piped.dir.path(), &["install", "-g", zip.to_str().expect("utf-8 path")]);
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "",
+        "no progress when stderr is not a terminal"
+    );
+}
