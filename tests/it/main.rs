@@ -29,6 +29,7 @@ mod otel;
 mod promises;
 mod providers;
 mod reference;
+mod send;
 mod session;
 mod streaming;
 mod takeover;
