@@ -166,8 +166,9 @@ fn follow(rec: &RunningRecord, mut stream: TcpStream) -> Outcome {
     let who = rec.session_id.as_str();
     let mut reader = Quiet::new(rec);
     let mut pending = Vec::new();
+    let head_by = Instant::now() + HEAD_WAIT;
     let (head, at) = loop {
-        let Some(bytes) = reader.read(&mut stream, Some(HEAD_WAIT))? else {
+        let Some(bytes) = reader.read(&mut stream, Some(head_by))? else {
             return Err(no_door(format!(
                 "the door of {who} closed the connection without a reply"
             )));
@@ -295,8 +296,8 @@ fn refusal_body(
 ) -> Result<Vec<u8>, super::Failure> {
     let mut out = first;
     let until = Instant::now() + HEAD_WAIT;
-    while out.len() < MAX_REFUSAL && !body.done() && Instant::now() < until {
-        match reader.read(stream, Some(HEAD_WAIT))? {
+    while out.len() < MAX_REFUSAL && !body.done() {
+        match reader.read(stream, Some(until))? {
             Some(bytes) => match body.push(bytes) {
                 Ok(b) => out.extend(b),
                 Err(_) => break,
@@ -309,7 +310,7 @@ fn refusal_body(
 }
 
 /// Reads a socket whose reads time out every [`LIVENESS_POLL`]: a quiet door is waited for as
-/// long as its session runs (and, with a bound, no longer than that).
+/// long as its session runs (and, given a deadline, no longer than that).
 struct Quiet<'a> {
     rec: &'a RunningRecord,
     buf: Vec<u8>,
@@ -324,8 +325,7 @@ impl<'a> Quiet<'a> {
     }
 
     /// The next bytes, or `None` at the end of the connection.
-    fn read(&mut self, stream: &mut TcpStream, within: Option<Duration>) -> Result<Option<&[u8]>, super::Failure> {
-        let started = Instant::now();
+    fn read(&mut self, stream: &mut TcpStream, until: Option<Instant>) -> Result<Option<&[u8]>, super::Failure> {
         loop {
             match stream.read(&mut self.buf) {
                 Ok(0) => return Ok(None),
@@ -343,14 +343,14 @@ impl<'a> Quiet<'a> {
                             format!("session {} ended before its task did", self.rec.session_id),
                         ));
                     }
-                    if within.is_some_and(|w| started.elapsed() >= w) {
+                    if until.is_some_and(|u| Instant::now() >= u) {
                         return Err(fail(
                             diag::E_SND_003,
                             format!(
                                 "the door of {} at {} did not answer within {} s",
                                 self.rec.session_id,
                                 url(self.rec),
-                                within.map_or(0, |w| w.as_secs())
+                                HEAD_WAIT.as_secs()
                             ),
                         ));
                     }
