@@ -172,18 +172,7 @@ fn send_exits_with_the_tasks_outcome() {
 fn a_door_that_does_not_answer_is_e_snd_003() {
     let sb = Sandbox::new();
     let work = sb.path("work");
-    let running = sb.home().join(".murmur/running");
-    std::fs::create_dir_all(&running).expect("running dir");
-    // A record of a live process (this test's), as the runtime writes it.
-    let record = |ses: &str, port: u16| {
-        let rec = serde_json::json!({
-            "capsule_name": "local/echo", "capsule_version": "0.1.0", "door_token": "mdt1.secret",
-            "pid": std::process::id(), "process_start": mur::procinfo::own_start().expect("start"),
-            "records_dir": "/nowhere", "session_id": ses, "started_at": "2026-01-01T00:00:00.000Z",
-            "url": format!("localhost:{port}"), "workdir": "/nowhere",
-        });
-        std::fs::write(running.join(format!("{ses}.json")), rec.to_string()).expect("record");
-    };
+    let record = |ses: &str, port: u16| fake_record(&sb, ses, port);
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = closed.local_addr().expect("addr").port();
     drop(closed);
@@ -226,6 +215,73 @@ fn a_door_that_does_not_answer_is_e_snd_003() {
     assert!(request.starts_with("POST / HTTP/1.1\r\n"), "{request}");
     assert!(request.contains("\r\nAccept: text/event-stream\r\n"), "{request}");
     assert!(!stderr(&out).contains("mdt1.secret") && !stdout(&out).contains("mdt1.secret"));
+}
+
+/// A running record of a live process (this test's), as the runtime writes it, whose door is at
+/// `port`.
+fn fake_record(sb: &Sandbox, ses: &str, port: u16) {
+    let running = sb.home().join(".murmur/running");
+    std::fs::create_dir_all(&running).expect("running dir");
+    let rec = serde_json::json!({
+        "capsule_name": "local/echo", "capsule_version": "0.1.0", "door_token": "mdt1.secret",
+        "pid": std::process::id(), "process_start": mur::procinfo::own_start().expect("start"),
+        "records_dir": "/nowhere", "session_id": ses, "started_at": "2026-01-01T00:00:00.000Z",
+        "url": format!("localhost:{port}"), "workdir": "/nowhere",
+    });
+    std::fs::write(running.join(format!("{ses}.json")), rec.to_string()).expect("record");
+}
+
+/// The port a running record names, taken by a listener of another user (here `nobody`, which
+/// needs root to start), gets neither the operator token nor the task.
+#[test]
+fn a_door_port_served_by_another_user_gets_no_token() {
+    use std::io::BufRead as _;
+    use std::os::unix::process::CommandExt as _;
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: starting a listener as another user needs root");
+        return;
+    }
+    let listener = r#"
+import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+print(s.getsockname()[1], flush=True)
+s.settimeout(30)
+try:
+    c, _ = s.accept(); c.settimeout(2); got = b""
+    try:
+        while True:
+            d = c.recv(65536)
+            if not d: break
+            got += d
+    except Exception: pass
+    print("GOT", len(got), flush=True); c.close()
+except Exception: pass
+"#;
+    let mut other = std::process::Command::new("python3")
+        .args(["-c", listener])
+        .uid(65534)
+        .gid(65534)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 as nobody");
+    let mut out = std::io::BufReader::new(other.stdout.take().expect("stdout"));
+    let mut port = String::new();
+    out.read_line(&mut port).expect("port");
+    let port: u16 = port.trim().parse().expect("a port");
+    let sb = Sandbox::new();
+    let ses = "ses_0199c4e2f1b7712a9d3e4f5061728394";
+    fake_record(&sb, ses, port);
+    let sent = sb.run(&sb.path("work"), &["send", ses, "the secret plan"]);
+    assert_eq!(sent.status.code(), Some(1));
+    let err = stderr(&sent);
+    assert!(
+        err.starts_with(&format!("error[E-SND-003]: the door of {ses}: 127.0.0.1:{port} is served by user 65534, not by this user; nothing was sent to it")),
+        "{err}"
+    );
+    let mut got = String::new();
+    out.read_line(&mut got).expect("the listener's report");
+    assert_eq!(got.trim(), "GOT 0", "bytes reached another user's listener");
+    let _ = other.wait();
 }
 
 #[test]
