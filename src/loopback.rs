@@ -97,7 +97,7 @@ pub fn awc_connector(
 #[derive(Debug)]
 pub struct ReadToClose {
     stream: tokio::net::TcpStream,
-    /// The head read so far, until it is whole (or past `HEAD_MAX`).
+    /// The head read so far, until it is whole (or past `MAX_HEAD`).
     head: Vec<u8>,
     /// What is left of the head to hand over; `None` once it has all been.
     pending: Option<(Vec<u8>, usize)>,
@@ -148,7 +148,7 @@ impl tokio::io::AsyncRead for ReadToClose {
                     let eof = got.is_empty();
                     me.head.extend_from_slice(got);
                     let end = http1::head_end(&me.head);
-                    if end.is_none() && !eof && me.head.len() <= http1::HEAD_MAX {
+                    if end.is_none() && !eof && me.head.len() <= http1::MAX_HEAD {
                         continue;
                     }
                     let mut bytes = std::mem::take(&mut me.head);

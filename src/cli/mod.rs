@@ -21,6 +21,7 @@ pub mod new;
 pub mod ps;
 pub mod reference;
 pub mod run;
+pub mod send;
 pub mod stop;
 pub mod trace;
 
@@ -53,6 +54,8 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Write a formation as Kubernetes manifests (admitted as `mur run --roster` admits it)
     Deploy(deploy::DeployArgs),
+    /// Send a task to a running session or formation and print its answer as it arrives
+    Send(SendArgs),
     /// Stop a running session or formation
     Stop(StopArgs),
     /// List running sessions, grouped by formation
@@ -195,6 +198,14 @@ pub struct DoctorArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct SendArgs {
+    /// A running session (ses_…), or a formation (frm_…) whose entry member takes the task
+    pub id: String,
+    /// The task's text
+    pub text: String,
+}
+
+#[derive(Debug, Args)]
 pub struct StopArgs {
     /// A session id (ses_…) or formation id (frm_…)
     pub id: String,
@@ -216,8 +227,11 @@ pub enum TraceCommand {
         /// A session id (ses_…) or formation id (frm_…)
         id: String,
         /// Print the usage summary (per member and for the formation) as one JSON object
-        #[arg(long)]
+        #[arg(long, conflicts_with = "follow")]
         json: bool,
+        /// Keep printing records as they are appended, until the session or formation ends
+        #[arg(long, short = 'f')]
+        follow: bool,
     },
 }
 
@@ -261,10 +275,20 @@ pub fn main() -> ExitCode {
         Command::Doctor(a) => doctor::run(a),
         Command::Run(a) => run::run(a),
         Command::Deploy(a) => deploy::run(a),
+        Command::Send(a) => send::run(a),
         Command::Stop(a) => stop::run(a),
         Command::Ps(a) => ps::run(a.json),
         Command::Trace(a) => match &a.command {
-            TraceCommand::Show { id, json } => trace::show(id, *json),
+            TraceCommand::Show {
+                id,
+                json: _,
+                follow: true,
+            } => trace::follow(id),
+            TraceCommand::Show {
+                id,
+                json,
+                follow: false,
+            } => trace::show(id, *json),
         },
         Command::Demo(a) => demo::run(a),
         Command::Explain { code } => explain::run(code),

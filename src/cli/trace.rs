@@ -1,7 +1,10 @@
 //! `mur trace show ID`: one session's trace, or every member session of a formation
 //! (docs/reference/formation.md#formation-traces).
 
+use std::collections::BTreeMap;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -84,7 +87,7 @@ fn session_line(r: &Value) -> String {
 
 /// The session's trace: its running record names its records directory; otherwise the records
 /// tree is searched for a directory named after it.
-fn find_session_trace(home: &MurHome, id: &str) -> Option<PathBuf> {
+pub(crate) fn find_session_trace(home: &MurHome, id: &str) -> Option<PathBuf> {
     if let Ok(records) = crate::running::read_all(home)
         && let Some(rec) = records.iter().find(|r| r.session_id == id)
     {
@@ -140,6 +143,194 @@ fn formation_roots(home: &MurHome, id: &str) -> Vec<PathBuf> {
     let mut seen = std::collections::HashSet::new();
     roots.retain(|r| seen.insert(r.clone()));
     roots
+}
+
+/// How often a followed trace is read again.
+const FOLLOW_POLL: Duration = Duration::from_millis(100);
+/// A session with no running record whose trace stayed unchanged this long is gone: the record
+/// is written as its door opens and removed as it exits (or by a reader, once it died).
+const GONE_QUIET: Duration = Duration::from_secs(2);
+/// Bytes of one trace read per poll, and the longest line kept while waiting for its end.
+const FOLLOW_READ: u64 = 8 << 20;
+
+/// `mur trace show --follow ID`: the records as `show` prints them, then each record as it is
+/// appended, until the session wrote `session_end` (or its process is gone) or, for a
+/// formation, until its launcher and every member are gone.
+pub fn follow(id: &str) -> Outcome {
+    let home = MurHome::from_env();
+    if id.starts_with("frm_") {
+        ids::check(IdKind::Formation, id).map_err(|e| not_found(format!("'{id}' is not a formation id: {e}")))?;
+        return follow_formation(&home, id);
+    }
+    ids::check(IdKind::Session, id)
+        .map_err(|e| not_found(format!("'{id}' is neither a session id nor a formation id: {e}")))?;
+    let path = find_session_trace(&home, id)
+        .ok_or_else(|| not_found(format!("no trace of session {id} under {}", home.records().display())))?;
+    let mut tail = Tail::new(path);
+    loop {
+        for r in tail.read() {
+            println!("{}", session_line(&r));
+        }
+        if tail.ended || session_gone(&home, id, &tail) {
+            // What it wrote as it went.
+            for r in tail.read() {
+                println!("{}", session_line(&r));
+            }
+            return Ok(0);
+        }
+        std::thread::sleep(FOLLOW_POLL);
+    }
+}
+
+/// The session's process is gone: its running record names a dead process, or there is none
+/// and the trace has been quiet for [`GONE_QUIET`].
+fn session_gone(home: &MurHome, id: &str, tail: &Tail) -> bool {
+    let record = crate::running::read_all(home)
+        .ok()
+        .and_then(|all| all.into_iter().find(|r| r.session_id == id));
+    match record {
+        Some(r) => !running(r.pid, &r.process_start),
+        None => tail.grew.elapsed() >= GONE_QUIET,
+    }
+}
+
+fn follow_formation(home: &MurHome, id: &str) -> Outcome {
+    // Trace files found, and whether each is one of this formation's members (`None`: not).
+    let mut tails: BTreeMap<PathBuf, Option<Tail>> = BTreeMap::new();
+    for poll in 0u64.. {
+        let over = formation_over(home, id);
+        // New members appear while the formation launches: look again every half second.
+        if poll % 5 == 0 || over {
+            for root in formation_roots(home, id) {
+                for path in formation::trace_files(&root, 3) {
+                    if tails.contains_key(&path) {
+                        continue;
+                    }
+                    // A trace whose first record is not written yet is looked at again.
+                    if let Some(mine) = first_record(&path).map(|r| r["formation_id"] == id) {
+                        tails.insert(path.clone(), mine.then(|| Tail::new(path)));
+                    }
+                }
+            }
+        }
+        if poll == 0 && over && tails.values().all(Option::is_none) {
+            let roots: Vec<String> = formation_roots(home, id)
+                .iter()
+                .map(|r| r.display().to_string())
+                .collect();
+            return Err(not_found(format!(
+                "no session under {} belongs to formation {id}",
+                roots.join(", ")
+            ))
+            .into());
+        }
+        let mut batch: Vec<(String, Value)> = Vec::new();
+        for tail in tails.values_mut().flatten() {
+            let member = tail.member.clone();
+            batch.extend(tail.read().into_iter().map(|r| (member.clone(), r)));
+        }
+        // Members write at once; within one poll, in time order.
+        batch.sort_by_key(|(_, r)| r["timestamp"].as_i64().unwrap_or(0));
+        for (member, r) in &batch {
+            let line = session_line(r);
+            match line.split_once("  ") {
+                Some((ts, rest)) => println!("{ts}  {member}  {rest}"),
+                None => println!("{member}  {line}"),
+            }
+        }
+        if over {
+            return Ok(0);
+        }
+        std::thread::sleep(FOLLOW_POLL);
+    }
+    Ok(0)
+}
+
+/// The formation's launcher is gone (or there was none) and no member of it runs.
+fn formation_over(home: &MurHome, id: &str) -> bool {
+    #[cfg(feature = "runtime")]
+    if let Some(m) = crate::launcher::marker::read(&home.formation_marker(id))
+        && running(m.launcher_pid, &m.launcher_start)
+    {
+        return false;
+    }
+    !crate::running::read_all(home)
+        .unwrap_or_default()
+        .iter()
+        .any(|r| r.formation_id.as_deref() == Some(id) && running(r.pid, &r.process_start))
+}
+
+/// The process still runs: the same start token, and not a zombie its parent has yet to reap.
+fn running(pid: u32, start: &str) -> bool {
+    crate::procinfo::is_alive(pid, Some(start)) && crate::procinfo::is_alive(pid, None)
+}
+
+/// A trace's first record, once its first line is complete.
+fn first_record(path: &std::path::Path) -> Option<Value> {
+    let mut head = Vec::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(64 << 10)
+        .read_to_end(&mut head)
+        .ok()?;
+    let line = &head[..head.iter().position(|&b| b == b'\n')?];
+    Some(serde_json::from_slice::<Value>(line).unwrap_or(Value::Null))
+}
+
+/// One trace file read as it grows: whole lines only, from where the last read stopped.
+struct Tail {
+    path: PathBuf,
+    offset: u64,
+    partial: Vec<u8>,
+    /// `session_end` was read.
+    ended: bool,
+    /// When the file last grew.
+    grew: Instant,
+    member: String,
+}
+
+impl Tail {
+    fn new(path: PathBuf) -> Tail {
+        let member = first_record(&path)
+            .and_then(|r| r["formation_member"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| "-".into());
+        Tail {
+            path,
+            offset: 0,
+            partial: Vec::new(),
+            ended: false,
+            grew: Instant::now(),
+            member,
+        }
+    }
+
+    /// The records appended since the last read.
+    fn read(&mut self) -> Vec<Value> {
+        let mut bytes = Vec::new();
+        let read = std::fs::File::open(&self.path).and_then(|mut f| {
+            f.seek(SeekFrom::Start(self.offset))?;
+            f.take(FOLLOW_READ).read_to_end(&mut bytes)
+        });
+        let Ok(n) = read else { return Vec::new() };
+        if n == 0 {
+            return Vec::new();
+        }
+        self.offset += n as u64;
+        self.grew = Instant::now();
+        self.partial.extend_from_slice(&bytes);
+        let Some(last) = self.partial.iter().rposition(|&b| b == b'\n') else {
+            if self.partial.len() as u64 > FOLLOW_READ {
+                // No record is this long: drop it rather than hold it.
+                self.partial.clear();
+            }
+            return Vec::new();
+        };
+        let rest = self.partial.split_off(last + 1);
+        let whole = std::mem::replace(&mut self.partial, rest);
+        let records = crate::trace::read::parse_records(&whole);
+        self.ended |= records.iter().any(|r| r["event_type"] == "session_end");
+        records
+    }
 }
 
 fn show_formation(home: &MurHome, id: &str, json: bool) -> Outcome {

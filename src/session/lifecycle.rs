@@ -3,8 +3,12 @@
 //!
 //! | acceptance + after_task | without `--task` | with `--task` |
 //! |---|---|---|
-//! | `queue` + `sleep` | takes tasks for ever | runs T, then serves for ever |
+//! | `queue` + `sleep` | takes tasks for ever | runs T, then ends |
 //! | any other pair | waits the idle timeout for a first task, ends after it | runs T, then ends |
+//!
+//! A `--task` run ends with its task whatever the lifecycle, where runtime.md §6.4 has `queue` +
+//! `sleep` serve on (docs/architecture.md, where mur departs): those keys say how a capsule serves
+//! its callers, and a one-shot run of a capsule that serves its callers must still end.
 
 use crate::diag::{self, Diagnostic};
 use crate::manifest::{Acceptance, AfterTask, Lifecycle};
@@ -52,9 +56,9 @@ impl Policy {
         })
     }
 
-    /// `queue` + `sleep`: the session serves until it is stopped.
+    /// `queue` + `sleep` without `--task`: the session serves until it is stopped.
     pub fn serves_for_ever(&self) -> bool {
-        self.acceptance == Acceptance::Queue && self.after_task == AfterTask::Sleep
+        self.acceptance == Acceptance::Queue && self.after_task == AfterTask::Sleep && !self.has_task
     }
 
     /// Whether the session ends when nobody gives it a first task within the idle wait.
@@ -151,7 +155,7 @@ mod tests {
         // (acceptance, after_task, --task) → (serves for ever, idle timeout, ends after a task)
         let table = [
             (Queue, Sleep, false, true, false, false),
-            (Queue, Sleep, true, true, false, false),
+            (Queue, Sleep, true, false, false, true),
             (Queue, Exit, false, false, true, true),
             (Queue, Exit, true, false, false, true),
             (Single, Sleep, false, false, true, true),

@@ -390,12 +390,26 @@ impl Session {
             .line();
             self.console.out_line(&line);
         } else {
-            self.console.note(&format!(
+            // Said once, so a session that serves on is never a silent terminal.
+            let mut notice = format!(
                 "session {} of {name}@{} serves its door at http://{}",
                 self.id,
                 p.capsule.version,
                 door.url()
-            ));
+            );
+            if p.policy.serves_for_ever() {
+                let stop = p
+                    .membership
+                    .as_ref()
+                    .map_or(self.id.as_str(), |m| m.formation_id.as_str());
+                notice.push_str(&format!(" until it is stopped: `mur stop {stop}` or Ctrl-C"));
+            } else if p.policy.idle_timeout() {
+                notice.push_str(&format!(
+                    "; it ends after its first task, or after {} s without one",
+                    Timing::get().idle_first_task.as_secs()
+                ));
+            }
+            self.console.note(&notice);
         }
 
         // 8. The --task task, then the executor and the idle wait.

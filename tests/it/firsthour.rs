@@ -237,7 +237,8 @@ fn every_command_of_the_guide_runs() {
     for c in &cmds {
         script.push_str(&format!("echo '>>> {}'\n{c}\n", c.replace('\'', "")));
     }
-    // `mur stop` ended the background formation; reap it so nothing outlives the test.
+    // `mur stop` ended the background formation (the guide waits for it and for the follow);
+    // reap whatever is left so nothing outlives the test.
     script.push_str("wait\n");
     let sb = Sandbox::new();
     let cwd = sb.path("guide");
@@ -267,6 +268,9 @@ fn every_command_of_the_guide_runs() {
         "Scaffolded formation 'chat' in ./chat",
         "kind: model capsule (inference)",
         "launcher pid",
+        "worker handled: say hi again",
+        "  lead  session_end  ",
+        "  worker  session_end  ",
         "stopped",
         "{\"artifacts\":[",
         "{\"errors\":[]",

@@ -485,15 +485,13 @@ fn a_rust_capsule_is_built_by_cargo_for_wasm32_wasip2_and_packs_the_component_ca
     install(&sb, &zip);
     let out = sb.run(
         sb.dir.path(),
-        // The scaffold serves on after a task (`after_task: sleep`); here one task is enough.
+        // The scaffold serves on after a door task (`after_task: sleep`); a `--task` run ends.
         &[
             "run",
             "--capsule",
             "local/rs-cap",
             "--capsule-version",
             "0.1.0",
-            "--lifecycle-after-task",
-            "exit",
             "--task",
             "from cargo",
         ],

@@ -31,6 +31,7 @@ mod promises;
 mod providers;
 mod records;
 mod reference;
+mod send;
 mod session;
 mod streaming;
 mod takeover;

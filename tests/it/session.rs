@@ -494,37 +494,82 @@ fn with_no_task_the_idle_wait_ends_the_session_ok() {
 }
 
 #[test]
-fn queue_and_sleep_serve_until_stopped_with_and_without_a_task() {
+fn queue_and_sleep_serve_until_stopped_without_a_task() {
     let sb = Sandbox::new();
     public(&sb, "echo", "forever", "queue", "sleep");
-    for with_task in [false, true] {
-        let work = sb.path(&format!("w-{with_task}"));
-        let mut cmd = sb.mur(&work);
-        cmd.args(run_args("forever", &["--json"]))
-            .env("MURMUR_A2A_TIMEOUT_SECS", "1");
-        if with_task {
-            cmd.args(["--task", "first"]);
-        }
-        let mut m = Member::start(cmd, true);
-        if with_task {
-            let line = m.line(LONG).expect("answer line");
-            assert!(
-                line.starts_with(r#"{"answer":"first","state":"TASK_STATE_COMPLETED""#),
-                "{line}"
-            );
-        }
-        for text in ["a", "b"] {
-            assert_eq!(m.send(text)["status"]["state"], "TASK_STATE_COMPLETED");
-        }
-        // Past the idle wait, still serving.
-        std::thread::sleep(Duration::from_millis(1500));
-        assert!(m.running(), "queue+sleep has no idle timeout");
-        m.term();
-        assert_eq!(m.wait(LONG), 0, "SIGTERM while idle ends ok: {}", m.stderr());
-        let t = trace(&m.records_dir());
-        assert_eq!(t.last().expect("end")["exit_status"], "ok");
-        assert!(!m.stderr().contains("E-RUN-040"), "{}", m.stderr());
+    let work = sb.path("work");
+    let mut cmd = sb.mur(&work);
+    cmd.args(run_args("forever", &["--json"]))
+        .env("MURMUR_A2A_TIMEOUT_SECS", "1");
+    let mut m = Member::start(cmd, true);
+    for text in ["a", "b"] {
+        assert_eq!(m.send(text)["status"]["state"], "TASK_STATE_COMPLETED");
     }
+    // Past the idle wait, still serving.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(m.running(), "queue+sleep has no idle timeout");
+    m.term();
+    assert_eq!(m.wait(LONG), 0, "SIGTERM while idle ends ok: {}", m.stderr());
+    let t = trace(&m.records_dir());
+    assert_eq!(t.last().expect("end")["exit_status"], "ok");
+    assert!(!m.stderr().contains("E-RUN-040"), "{}", m.stderr());
+}
+
+/// The scaffolds' `Next:` command (`mur run --capsule … --task …` of a `queue` + `sleep`
+/// capsule) ends with its task: a `--task` run ends when its task ends, whatever the lifecycle.
+#[test]
+fn a_task_run_of_a_capsule_that_serves_on_ends_with_its_task() {
+    let sb = Sandbox::new();
+    public(&sb, "echo", "scout", "queue", "sleep");
+    let work = sb.path("work");
+    let mut cmd = sb.mur(&work);
+    cmd.args(run_args("scout", &["--task", "hi scout"]))
+        .env("MURMUR_A2A_TIMEOUT_SECS", "1");
+    let mut m = Member::start(cmd, false);
+    assert_eq!(m.line(LONG).as_deref(), Some("hi scout"), "{}", m.stderr());
+    assert_eq!(m.wait(LONG), 0, "{}", m.stderr());
+    assert!(m.rest().is_empty(), "only the answer on stdout");
+    assert!(!m.stderr().contains("until it is stopped"), "{}", m.stderr());
+    // With --json, the answer line and then the end, as for any other lifecycle.
+    let mut cmd = sb.mur(&work);
+    cmd.args(run_args("scout", &["--json", "--task", "first"]));
+    let mut m = Member::start(cmd, true);
+    let line = m.line(LONG).expect("answer line");
+    assert!(
+        line.starts_with(r#"{"answer":"first","state":"TASK_STATE_COMPLETED""#),
+        "{line}"
+    );
+    assert_eq!(m.wait(LONG), 0, "{}", m.stderr());
+    let t = trace(&m.records_dir());
+    assert_eq!(t.last().expect("end")["exit_status"], "ok");
+}
+
+/// A session that keeps serving says so once on stderr, with how to stop it.
+#[test]
+fn a_session_that_serves_on_says_how_to_stop_it_once() {
+    let sb = Sandbox::new();
+    public(&sb, "echo", "server", "queue", "sleep");
+    let work = sb.path("work");
+    let mut cmd = sb.mur(&work);
+    cmd.args(run_args("server", &[]));
+    let mut m = Member::start(cmd, false);
+    let until = Instant::now() + LONG;
+    while !m.stderr().contains("Ctrl-C") && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let err = m.stderr();
+    let ses = err
+        .split_whitespace()
+        .find(|w| w.starts_with("ses_"))
+        .unwrap_or_else(|| panic!("no session id: {err}"))
+        .to_string();
+    let want = format!("until it is stopped: `mur stop {ses}` or Ctrl-C");
+    assert_eq!(err.matches(&want).count(), 1, "{err}");
+    assert!(err.starts_with("[capsule-runtime] session ses_"), "{err}");
+    let stop = sb.run(&work, &["stop", &ses]);
+    assert_eq!(stop.status.code(), Some(0), "{}", stderr(&stop));
+    assert_eq!(m.wait(LONG), 0, "{}", m.stderr());
+    assert_eq!(m.stderr().matches("until it is stopped").count(), 1, "{}", m.stderr());
 }
 
 #[test]

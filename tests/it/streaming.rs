@@ -369,3 +369,123 @@ fn text_of_a_tool_call_turn_is_replaced_by_the_final_answer() {
     assert_eq!(d.task(Some(&op), id)["artifacts"][0]["parts"][0]["text"], "The answer.");
     assert_eq!(provider.requests().len(), 2);
 }
+
+/// `mur send` in the background, its stdout collected byte by byte (an answer's pieces end in
+/// no newline) and its stderr.
+struct Sent {
+    child: std::process::Child,
+    out: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    err: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+}
+
+impl Sent {
+    fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.out.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+    }
+
+    fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.err.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+    }
+
+    fn wait(mut self, limit: std::time::Duration) -> (i32, String, String) {
+        let until = std::time::Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                return (status.code().unwrap_or(-1), self.stdout(), self.stderr());
+            }
+            assert!(
+                std::time::Instant::now() < until,
+                "mur send still running: {}",
+                self.stderr()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Sent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn collect(mut r: impl std::io::Read + Send + 'static) -> std::sync::Arc<std::sync::Mutex<Vec<u8>>> {
+    let into = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = std::sync::Arc::clone(&into);
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = r.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            sink.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend_from_slice(&buf[..n]);
+        }
+    });
+    into
+}
+
+fn send(sb: &Sandbox, d: &Door, text: &str) -> Sent {
+    let ses = d.ready["session_id"].as_str().expect("session id");
+    let mut cmd = sb.mur(&sb.path("work"));
+    cmd.args(["send", ses, text])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn mur send");
+    let out = collect(child.stdout.take().expect("stdout"));
+    let err = collect(child.stderr.take().expect("stderr"));
+    Sent { child, out, err }
+}
+
+/// `mur send` prints each piece of a streamed answer before the provider sends the next.
+#[test]
+fn mur_send_prints_the_answer_as_it_streams() {
+    let api = Api::OpenAi;
+    let sb = Sandbox::new();
+    let gates = [Gate::new(), Gate::new()];
+    let provider = Provider::start(vec![gated_answer(api, &gates).into()]);
+    let d = start_model(&sb, "sender", api, &provider);
+    let sent = send(&sb, &d, "Name three letters.");
+    let limit = std::time::Duration::from_secs(30);
+    crate::support::wait_until(limit, || sent.stdout().contains("Alpha, "))
+        .unwrap_or_else(|| panic!("the first piece was not printed: {}", sent.stderr()));
+    assert!(!sent.stdout().contains("beta"), "{}", sent.stdout());
+    gates[0].open();
+    crate::support::wait_until(limit, || sent.stdout().contains("Alpha, beta, "))
+        .unwrap_or_else(|| panic!("the second piece was not printed: {}", sent.stderr()));
+    gates[1].open();
+    let (code, out, err) = sent.wait(limit);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, format!("{ANSWER}\n"));
+    let token = d.ready["tokens"]["operator"].as_str().expect("operator token");
+    assert!(!out.contains(token) && !err.contains(token), "the token is never shown");
+}
+
+/// A turn's text that the next turn replaces stays above; the answer follows on a line of its own.
+#[test]
+fn mur_send_prints_a_replaced_turn_and_then_the_answer() {
+    let api = Api::Anthropic;
+    let tool_turn = anthropic::tool_use(&[("t1", "call-member", json!({"member": "x", "task": "y"}))]);
+    // The answer waits until `mur send` printed the tool turn's text.
+    let gate = Gate::new();
+    let mut answer = vec![Piece::Wait(gate.clone())];
+    answer.extend(api.events(&["The ", "answer."]).into_iter().map(Piece::Bytes));
+    let provider = Provider::start(vec![
+        Reply::sse(&anthropic::stream_of(&tool_turn)).into(),
+        Reply::pieces(answer).into(),
+    ]);
+    let sb = Sandbox::new();
+    let d = start_model(&sb, "replacer", api, &provider);
+    let sent = send(&sb, &d, "Go.");
+    let limit = std::time::Duration::from_secs(30);
+    crate::support::wait_until(limit, || sent.stdout().contains("Handing out the work."))
+        .unwrap_or_else(|| panic!("the turn's text was not printed: {}", sent.stderr()));
+    gate.open();
+    let (code, out, err) = sent.wait(limit);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "Handing out the work.\nThe answer.\n");
+}

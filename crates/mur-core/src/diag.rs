@@ -79,6 +79,11 @@ codes! {
     E_BLD_002 = "E-BLD-002", Error, "mur build: the capsule's language toolchain is missing, or failed to build the component", None;
     E_INS_001 = "E-INS-001", Error, "mur install: the archive is bad, has no root murmur.yaml, or there is no project", None;
     E_TRC_002 = "E-TRC-002", Error, "mur trace show: nothing found for the id", Some("`mur ps` lists running sessions; a session's id is printed in its readiness line");
+    // [ours] `mur send`: a task to a running session's or formation's door.
+    E_SND_001 = "E-SND-001", Error, "mur send: the id is malformed or names no session or formation on this machine", Some("`mur ps` lists what is running on this machine");
+    E_SND_002 = "E-SND-002", Error, "mur send: the session or formation is not running", Some("start it again (`mur run …` without --task keeps it serving), then send the task");
+    E_SND_003 = "E-SND-003", Error, "mur send: the door does not answer, or not as a door", Some("`mur ps` shows whether the session still runs; its logs/bootstrap.log says why it ended");
+    E_SND_004 = "E-SND-004", Error, "mur send: the task ended other than completed, or the door refused it", None;
     // [ours] OpenTelemetry export (src/otel): asked for but not set up, or the collector failing.
     W_OTL_001 = "W-OTL-001", Warning, "OpenTelemetry export was asked for but cannot be set up; no span is exported", Some("correct the OTEL_* variable named above, or unset OTEL_EXPORTER_OTLP_ENDPOINT to run without export");
     W_OTL_002 = "W-OTL-002", Warning, "spans cannot be delivered to the OpenTelemetry collector", Some("check that the collector at OTEL_EXPORTER_OTLP_ENDPOINT is running and accepts OTLP/HTTP with protobuf bodies; tasks are not affected");

@@ -262,7 +262,7 @@ fn walk<'a>(
 
 /// `trace.jsonl` files at most `depth` directories below `root` (records groups hold session
 /// directories directly; a formation's member groups sit one level deeper).
-fn trace_files(root: &Path, depth: usize) -> Vec<PathBuf> {
+pub fn trace_files(root: &Path, depth: usize) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![(root.to_path_buf(), 0)];
     while let Some((dir, d)) = stack.pop() {

@@ -16,6 +16,7 @@
 //! - `model` — the OpenAI Chat Completions and Anthropic Messages formats
 //!   (docs/reference/capsules.md#model-capsules).
 //! - `model_stream` — a streamed provider reply read into the same reply as an unstreamed one.
+//! - `http1` — an HTTP/1.1 reply's head and chunked body, as `mur send` reads a door's stream.
 
 pub mod calls;
 pub mod channel_line;
