@@ -240,7 +240,11 @@ mod tests {
         for (head, want) in table {
             let mut bytes = head.as_bytes().to_vec();
             assert_eq!(relabel_close_delimited(&mut bytes), *want, "{head:?}");
-            let expect = if *want { head.replacen("HTTP/1.1", "HTTP/1.0", 1) } else { head.to_string() };
+            let expect = if *want {
+                head.replacen("HTTP/1.1", "HTTP/1.0", 1)
+            } else {
+                head.to_string()
+            };
             assert_eq!(String::from_utf8(bytes).unwrap(), expect);
         }
         assert_eq!(head_end(sse.as_bytes()), Some(sse.len()));
