@@ -161,6 +161,14 @@ impl Report {
         self.line(&format!("  \u{2713}  {check}"));
     }
 
+    /// A warning: its line now, its `fix` in the tally and in `--json`'s `warnings`.
+    fn warn(&mut self, w: &Diagnostic, fix: String) {
+        self.line(&format!("  {}", w.render("")));
+        self.warnings
+            .push(json!({"code": w.code.id, "message": w.message, "fix": fix}));
+        self.warning_fixes.push(fix);
+    }
+
     /// A refusal: `  ✗  <message>` on stdout, the full diagnostic on stderr.
     fn refuse(&mut self, d: Diagnostic) {
         self.line(&format!("  \u{2717}  {}", d.message));
@@ -226,16 +234,12 @@ fn member_checks(report: &mut Report, project: &Project) {
             let m = &parsed.manifest;
             report.pass(&format!("murmur.yaml parses: {}@{}", m.name, m.version));
             for w in &parsed.warnings {
-                report.line(&format!("  {}", w.render("")));
                 let fix = format!(
                     "{} — remove the key or correct its spelling in murmur.yaml ({})",
                     w.message,
                     w.head()
                 );
-                report
-                    .warnings
-                    .push(json!({"code": w.code.id, "message": w.message, "fix": fix}));
-                report.warning_fixes.push(fix);
+                report.warn(w, fix);
             }
             match &m.kind {
                 Kind::Model => report.pass("kind: model capsule (inference)"),
@@ -326,16 +330,12 @@ fn launch_checks(report: &mut Report, a: &Admitted) {
         if let Some(w) =
             crate::session::startup::unreachable_callees_warning(&m.name, &callees, &m.manifest.network_allow)
         {
-            report.line(&format!("  {}", w.render("")));
             let fix = format!(
                 "declare \"localhost\" in capabilities.network.allow of {}'s murmur.yaml, then rebuild and reinstall it ({})",
                 m.capsule,
                 w.head()
             );
-            report
-                .warnings
-                .push(json!({"code": w.code.id, "message": w.message, "fix": fix}));
-            report.warning_fixes.push(fix);
+            report.warn(&w, fix);
         }
     }
 }

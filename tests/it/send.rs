@@ -235,39 +235,10 @@ fn fake_record(sb: &Sandbox, ses: &str, port: u16) {
 /// needs root to start), gets neither the operator token nor the task.
 #[test]
 fn a_door_port_served_by_another_user_gets_no_token() {
-    use std::io::BufRead as _;
-    use std::os::unix::process::CommandExt as _;
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: starting a listener as another user needs root");
+    let Some(mut other) = crate::support::foreign::ForeignListener::start() else {
         return;
-    }
-    let listener = r#"
-import socket
-s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
-print(s.getsockname()[1], flush=True)
-s.settimeout(30)
-try:
-    c, _ = s.accept(); c.settimeout(2); got = b""
-    try:
-        while True:
-            d = c.recv(65536)
-            if not d: break
-            got += d
-    except Exception: pass
-    print("GOT", len(got), flush=True); c.close()
-except Exception: pass
-"#;
-    let mut other = std::process::Command::new("python3")
-        .args(["-c", listener])
-        .uid(65534)
-        .gid(65534)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("python3 as nobody");
-    let mut out = std::io::BufReader::new(other.stdout.take().expect("stdout"));
-    let mut port = String::new();
-    out.read_line(&mut port).expect("port");
-    let port: u16 = port.trim().parse().expect("a port");
+    };
+    let port = other.port;
     let sb = Sandbox::new();
     let ses = "ses_0199c4e2f1b7712a9d3e4f5061728394";
     fake_record(&sb, ses, port);
@@ -278,10 +249,10 @@ except Exception: pass
         err.starts_with(&format!("error[E-SND-003]: the door of {ses}: 127.0.0.1:{port} is served by user 65534, not by this user; nothing was sent to it")),
         "{err}"
     );
-    let mut got = String::new();
-    out.read_line(&mut got).expect("the listener's report");
-    assert_eq!(got.trim(), "GOT 0", "bytes reached another user's listener");
-    let _ = other.wait();
+    assert!(
+        other.next_report().starts_with("GOT 0 "),
+        "bytes reached another user's listener"
+    );
 }
 
 #[test]

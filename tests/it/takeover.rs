@@ -183,41 +183,11 @@ fn a_socket_put_in_place_of_a_peers_door_by_another_process_gets_nothing() {
 /// no key, and the task fails saying who served the port.
 #[test]
 fn a_loopback_model_endpoint_served_by_another_user_gets_no_key() {
-    use std::io::{BufRead as _, Read as _};
-    use std::os::unix::process::CommandExt as _;
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: starting a listener as another user needs root");
+    let Some(other) = crate::support::foreign::ForeignListener::start() else {
         return;
-    }
+    };
+    let port = other.port;
     const KEY: &str = "sk-takeover-0123456789";
-    let listener = r#"
-import socket, sys
-s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
-print(s.getsockname()[1], flush=True)
-s.settimeout(30)
-try:
-    while True:
-        c, _ = s.accept(); c.settimeout(2); got = b""
-        try:
-            while True:
-                d = c.recv(65536)
-                if not d: break
-                got += d
-        except Exception: pass
-        print("GOT", len(got), got[:400], flush=True); c.close()
-except Exception: pass
-"#;
-    let mut other = std::process::Command::new("python3")
-        .args(["-c", listener])
-        .uid(65534)
-        .gid(65534)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("python3 as nobody");
-    let mut out = std::io::BufReader::new(other.stdout.take().expect("stdout"));
-    let mut port = String::new();
-    out.read_line(&mut port).expect("port");
-    let port: u16 = port.trim().parse().expect("a port");
 
     let sb = Sandbox::new();
     let manifest = format!(
@@ -243,10 +213,7 @@ except Exception: pass
     let err = String::from_utf8_lossy(&run.stderr).into_owned();
     assert_eq!(run.status.code(), Some(1), "{err}");
     assert!(err.contains("is served by user 65534, not by this user"), "{err}");
-    let _ = other.kill();
-    let mut heard = String::new();
-    let _ = out.read_to_string(&mut heard);
-    let _ = other.wait();
+    let heard = other.stop();
     assert!(
         !heard.contains(KEY) && !heard.contains("secret"),
         "the other user's listener heard: {heard}"

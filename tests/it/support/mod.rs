@@ -391,6 +391,7 @@ reachability:
     to: [coder]
 ";
 
+pub mod foreign;
 pub mod provider;
 pub mod python;
 pub mod toolchains;
