@@ -337,6 +337,9 @@ async fn send(params: &Map<String, Value>, call: &Call<'_>, streaming: bool) -> 
         call.board.wait_terminal(&snap.id).await.unwrap_or(snap)
     };
     snap.limit_history(offer.history_length);
+    if snap.state.is_terminal() {
+        call.board.mark_end_shown(&snap.id);
+    }
     let reply = jsonrpc::object([("task", snap.to_json(true))]);
     drop(pin);
     Ok(Reply::Result(reply))
@@ -361,6 +364,9 @@ fn get_task(params: &Map<String, Value>, call: &Call<'_>) -> Result<Reply, RpcEr
     let id = task_id(params)?;
     let limit = history_length(params, "historyLength")?;
     let mut t = visible(call, id)?;
+    if t.state.is_terminal() {
+        call.board.mark_end_shown(&t.id);
+    }
     t.limit_history(limit);
     Ok(Reply::Task(t))
 }

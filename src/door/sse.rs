@@ -96,6 +96,9 @@ impl Follow {
         }
         self.sent = Some(snap.changed);
         self.done = snap.state.is_terminal();
+        if self.done {
+            self.board.mark_end_shown(&snap.id);
+        }
         out
     }
 

@@ -101,6 +101,14 @@ impl Controller<'_> {
                 else => break,
             }
         }
+        if matches!(end, Some(End::Normal)) && !self.policy.has_task {
+            // Ended after a door task: its caller may still be about to read the end (a poll
+            // after a SubscribeToTask that found it over). A signal or the lifeline cuts it short.
+            tokio::select! {
+                () = self.board.await_ends_shown(Timing::get().answer_linger) => {}
+                Some(_) = inbox.causes.recv() => {}
+            }
+        }
         self.finish(end)
     }
 

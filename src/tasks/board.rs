@@ -277,6 +277,8 @@ struct Entry {
     pins: u32,
     /// The bytes charged to the pinned total while `pins > 0`.
     pin_charge: usize,
+    /// The task's end was shown to a caller (a reply, a stream's last event or GetTask).
+    end_shown: bool,
     /// The answer text a model capsule streams while the task runs; gone once it ends.
     streamed: Option<Streamed>,
 }
@@ -456,6 +458,8 @@ pub struct Board {
     /// Serialises observer delivery so events arrive in mutation order.
     observer: Mutex<Option<Observer>>,
     changes: watch::Sender<u64>,
+    /// Woken each time a task's end is shown to a caller.
+    shown: tokio::sync::Notify,
     acceptance: Acceptance,
     queue_depth: u32,
     clock: Clock,
@@ -516,11 +520,54 @@ impl Board {
             }),
             observer: Mutex::new(None),
             changes: watch::channel(0).0,
+            shown: tokio::sync::Notify::new(),
             acceptance,
             queue_depth,
             clock,
             retention,
         })
+    }
+
+    /// The door showed a caller `task_id` in a terminal state. A session that ends after its
+    /// task waits for this ([`Board::await_ends_shown`]) so its caller gets the answer.
+    pub fn mark_end_shown(&self, task_id: &str) {
+        let mut st = self.lock();
+        if let Some(e) = st.tasks.get_mut(task_id)
+            && e.snap.state.is_terminal()
+            && !e.end_shown
+        {
+            e.end_shown = true;
+            drop(st);
+            self.shown.notify_waiters();
+        }
+    }
+
+    /// Whether an ended task offered at the door (not a `--task` task, not a refused offer) has
+    /// not had its end shown to its caller yet.
+    fn an_end_unshown(&self) -> bool {
+        let st = self.lock();
+        st.tasks.values().any(|e| {
+            e.snap.state.is_terminal()
+                && e.snap.state != TaskState::Rejected
+                && e.snap.origin != Origin::Local
+                && !e.end_shown
+        })
+    }
+
+    /// Waits, at most `limit`, until every ended door task's end was shown to its caller: a
+    /// member that ends after its task would otherwise close its door before a caller that
+    /// polls (GetTask after a SubscribeToTask that found the task over) reads the answer.
+    pub async fn await_ends_shown(&self, limit: std::time::Duration) {
+        let until = tokio::time::Instant::now() + limit;
+        loop {
+            let woken = self.shown.notified();
+            if !self.an_end_unshown() {
+                return;
+            }
+            if tokio::time::timeout_at(until, woken).await.is_err() {
+                return;
+            }
+        }
     }
 
     pub fn acceptance(&self) -> Acceptance {
@@ -732,6 +779,7 @@ impl Board {
                 cancel: watch::channel(false).0,
                 pins: u32::from(pinned),
                 pin_charge,
+                end_shown: false,
                 streamed: None,
             };
             st.order.insert(st.seq, id.clone());

@@ -354,6 +354,11 @@ impl Door {
         self.child.id()
     }
 
+    /// Whether the session's process has exited (reaping it).
+    pub(crate) fn exited(&mut self) -> bool {
+        self.child.try_wait().is_ok_and(|s| s.is_some())
+    }
+
     /// A session started as formation member `m.name`, as the launcher starts a peer
     /// (docs/reference/formation.md#member-environment): its channel holds a first line
     /// (docs/reference/formation.md#the-formation-channel) with no callees, and it holds a

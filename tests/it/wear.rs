@@ -227,3 +227,34 @@ fn replies_nobody_reads_are_dropped_with_their_tasks_and_the_member_stays_bounde
     let h = d.call(Some(&op), "ListTasks", json!({}));
     assert_eq!(h.status, 200, "{}", h.body);
 }
+
+/// Nothing lost when a member ends after its task: its door stays until the task's end was
+/// shown to its caller (`answer_linger`), so a caller that reads it late (here 700 ms after the
+/// task ended, as a GetTask poll after a SubscribeToTask that found the task over) still gets
+/// the answer; and once it has, the member ends at once. Before, the door was gone.
+#[test]
+fn a_member_that_ends_after_its_task_keeps_its_door_until_the_answer_is_read() {
+    let sb = Sandbox::new();
+    install(
+        &sb,
+        "echo",
+        "once",
+        "lifecycle:\n  task_acceptance: single\n  after_task: exit\n",
+    );
+    let mut d = Door::start(&sb, "once", &[]);
+    let task = d.send(None, "read me late", true);
+    let id = task["id"].as_str().expect("task id").to_string();
+    // The task ends at once (echo); nobody has looked at its end yet.
+    std::thread::sleep(Duration::from_millis(700));
+    let got = d.task(None, &id);
+    assert_eq!(got["status"]["state"], "TASK_STATE_COMPLETED", "{got}");
+    assert_eq!(got["artifacts"][0]["parts"][0]["text"], "read me late", "{got}");
+    let shown = Instant::now();
+    let ended = wait_until(Duration::from_secs(10), || d.exited());
+    assert!(ended.is_some(), "the member did not end after its answer was read");
+    assert!(
+        shown.elapsed() < Duration::from_secs(3),
+        "it lingered {:?} after the read",
+        shown.elapsed()
+    );
+}

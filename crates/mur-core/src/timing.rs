@@ -60,6 +60,9 @@ pub struct Timing {
     /// Bound of a door reply that makes no write progress (a client that stopped reading);
     /// past it the connection closes and what the reply held is freed [ours].
     pub door_write_stall: Duration,
+    /// How long a member that ends after a door task keeps its door open for that task's caller
+    /// to read the end, at most; it closes as soon as every such end was shown [ours].
+    pub answer_linger: Duration,
     /// A provider request's first backoff wait (doubling, jittered), and the longest single
     /// wait, the provider's `retry-after` included (docs/reference/capsules.md#model-capsules)
     /// [ours].
@@ -100,6 +103,8 @@ impl Timing {
         // of a connection already had, now for every request of it.
         door_head: Duration::from_secs(10),
         door_write_stall: Duration::from_secs(30),
+        // Ten of a caller's GetTask polls (answer_poll, 500 ms).
+        answer_linger: Duration::from_secs(5),
         inference_retry: Duration::from_secs(1),
         inference_retry_max: Duration::from_secs(60),
         inference_retry_after_cap: Duration::MAX,
@@ -182,6 +187,7 @@ impl Timing {
             "door_body" => (&mut self.door_body, s.door_body),
             "door_head" => (&mut self.door_head, s.door_head),
             "door_write_stall" => (&mut self.door_write_stall, s.door_write_stall),
+            "answer_linger" => (&mut self.answer_linger, s.answer_linger),
             "inference_retry" => (&mut self.inference_retry, s.inference_retry),
             "inference_retry_max" => (&mut self.inference_retry_max, s.inference_retry_max),
             "inference_retry_after_cap" => (&mut self.inference_retry_after_cap, s.inference_retry_after_cap),
@@ -192,7 +198,7 @@ impl Timing {
 }
 
 /// The names `MURMUR_TEST_TIMING` may set.
-const OVERRIDABLE: [&str; 22] = [
+const OVERRIDABLE: [&str; 23] = [
     "peer_readiness",
     "probe_interval",
     "launcher_poll",
@@ -211,6 +217,7 @@ const OVERRIDABLE: [&str; 22] = [
     "door_body",
     "door_head",
     "door_write_stall",
+    "answer_linger",
     "inference_retry",
     "inference_retry_max",
     "inference_retry_after_cap",
