@@ -119,7 +119,7 @@ fn rpc_headers(auth: &str) -> Vec<String> {
 }
 
 /// The member process's resident set, from `/proc/<pid>/status`.
-fn rss_kib(pid: u64) -> u64 {
+pub(crate) fn rss_kib(pid: u64) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
     status
         .lines()

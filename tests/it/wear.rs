@@ -162,17 +162,6 @@ fn sockets(pid: u32) -> usize {
         .unwrap_or(0)
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 /// How much a member may grow per wave of replies nobody reads: about what one wave holds
 /// (each reply carries its 4 MiB task twice, and the door buffers it) before the stall bound
 /// drops it. Without the bound every wave stays, pinned, for good.
@@ -195,7 +184,7 @@ fn replies_nobody_reads_are_dropped_with_their_tasks_and_the_member_stays_bounde
         body.len()
     );
     let base_sockets = sockets(d.pid());
-    let base = rss_kib(d.pid());
+    let base = crate::hostile::rss_kib(u64::from(d.pid()));
     let mut after = Vec::new();
     for wave in 0..3 {
         // Ten clients send a large task and never read the reply.
@@ -217,7 +206,7 @@ fn replies_nobody_reads_are_dropped_with_their_tasks_and_the_member_stays_bounde
         wait_until(Duration::from_secs(20), || sockets(d.pid()) <= base_sockets + 1)
             .unwrap_or_else(|| panic!("wave {wave}: the stalled replies' connections stay open"));
         drop(conns);
-        after.push(rss_kib(d.pid()));
+        after.push(crate::hostile::rss_kib(u64::from(d.pid())));
     }
     eprintln!("resident set: {base} KiB at start, after each wave {after:?} KiB");
     assert!(
