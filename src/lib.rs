@@ -4,9 +4,12 @@
 //! (`crates/mur-core`), re-exported here module by module; what stays pure in this crate
 //! (`deploy`) builds without the `runtime` feature.
 
+// The unit-test target links the dev-dependencies meant for tests/ and benches/.
+#![cfg_attr(test, allow(unused_crate_dependencies))]
+
 pub use mur_core::{
-    address, compiled, diag, ids, limits, manifest, member_env, names, outcome, paths, procinfo, readiness, retention,
-    roster, running, schema, store, task, timing, token, trace, wire, yaml,
+    address, compiled, diag, digest, ids, limits, manifest, member_env, names, outcome, paths, procinfo, readiness,
+    retention, roster, running, schema, store, sync, task, text, timing, token, trace, wire, yaml,
 };
 
 pub mod channel;

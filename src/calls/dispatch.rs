@@ -77,7 +77,7 @@ pub(crate) struct CallSlot {
 
 impl CallSlot {
     fn lock(&self) -> MutexGuard<'_, SlotState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.state)
     }
 
     pub fn set_member_task(&self, task_id: &str) {
@@ -134,7 +134,7 @@ impl std::fmt::Debug for TaskInner {
 
 impl TaskInner {
     fn lock(&self) -> MutexGuard<'_, Book> {
-        self.book.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.book)
     }
 
     /// Records how `slot` ended, unless it already has an outcome (e.g. it was abandoned).
@@ -193,7 +193,7 @@ impl TaskInner {
     /// outcome is handed over (`delivered: true`) or written off as the task ends (`delivered:
     /// false`).
     fn trace_end(&self, slot: &CallSlot, settled: &Settled, delivered: bool) {
-        if let Some(span) = slot.span.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some(span) = crate::sync::lock(&slot.span).take() {
             span.end(settled.status.as_str());
         }
         let below: Vec<Value> = settled
@@ -299,7 +299,7 @@ impl TaskInner {
 }
 
 fn millis_since(t: Instant) -> u64 {
-    u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)
+    crate::timing::millis(t.elapsed())
 }
 
 /// The text a busy callee's call carries (docs/reference/capsules.md#calls-between-members busy

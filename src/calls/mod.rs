@@ -145,7 +145,7 @@ impl Calls {
     }
 
     fn tasks(&self) -> MutexGuard<'_, HashMap<String, TaskCalls>> {
-        self.tasks.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.tasks)
     }
 
     /// The calls of task `task_id`, made on first use; `trust` is the task's trust class, sent

@@ -32,12 +32,9 @@ pub fn cap(text: &str) -> (String, bool) {
     if text.len() <= ANSWER_CAP {
         return (text.to_string(), false);
     }
-    let mut end = ANSWER_CAP;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    let mut out = String::with_capacity(end + CUT_MARKER.len());
-    out.push_str(&text[..end]);
+    let kept = crate::text::head(text, ANSWER_CAP);
+    let mut out = String::with_capacity(kept.len() + CUT_MARKER.len());
+    out.push_str(kept);
     out.push_str(CUT_MARKER);
     (out, true)
 }

@@ -10,6 +10,7 @@
 //! answers with its own real address in three spellings; `big` answers 80 000 bytes of `é`;
 //! anything else answers `echo: <text>`.
 
+use crate::sync::lock;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -628,7 +629,7 @@ async fn the_router_waits_for_a_late_address_and_refuses_at_once_after_eof() {
     let notes = Arc::new(Mutex::new(Vec::<String>::new()));
     let n = Arc::clone(&notes);
     let router = VirtualPeerRouter::new(&calls_line(&["coder", "tester"]), Duration::from_secs(5))
-        .with_notes(move |line| n.lock().unwrap_or_else(|p| p.into_inner()).push(line.into()))
+        .with_notes(move |line| crate::sync::lock(&n).push(line.into()))
         .start();
 
     // A non-member and a member that is not a callee: denied at once, the same way.
@@ -676,7 +677,7 @@ async fn the_router_waits_for_a_late_address_and_refuses_at_once_after_eof() {
         Some("http://localhost:4100")
     );
     assert_eq!(
-        notes.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+        crate::sync::lock(&notes).clone(),
         ["the formation channel sent an address line that could not be read (the line is not UTF-8); it was ignored"]
     );
 
@@ -720,9 +721,7 @@ impl Callee {
     }
 
     fn received(&self) -> Vec<BoardEvent> {
-        self.events
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.events)
             .iter()
             .filter(|e| matches!(e, BoardEvent::Received { .. }))
             .cloned()
@@ -821,7 +820,7 @@ fn callee(sk: &SigningKey, member: &str, acceptance: Acceptance, depth: u32) -> 
                 }
             };
             door.board()
-                .set_observer(move |e| ev.lock().unwrap_or_else(|p| p.into_inner()).push(e.clone()));
+                .set_observer(move |e| crate::sync::lock(&ev).push(e.clone()));
             let _ = tx.send(Ok((door.port(), Arc::clone(door.board()))));
             actix_rt::spawn(execute(Arc::clone(door.board()), rel, door.port(), park));
             if let Ok(Stop::Graceful) = stop_rx.await {
@@ -926,10 +925,6 @@ async fn until(what: &str, mut f: impl FnMut() -> bool) {
         assert!(t.elapsed() < Duration::from_secs(10), "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn ok<T, E: std::fmt::Debug>(r: Result<T, E>) -> T {
@@ -1461,9 +1456,7 @@ fn counting_listener() -> (Arc<AtomicUsize>, String, Arc<Mutex<Vec<String>>>) {
             while !head.ends_with(b"\r\n\r\n") && conn.read(&mut byte).unwrap_or(0) == 1 {
                 head.push(byte[0]);
             }
-            h.lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(String::from_utf8_lossy(&head).into_owned());
+            crate::sync::lock(&h).push(String::from_utf8_lossy(&head).into_owned());
             let _ = conn.write_all(b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
         }
     });
@@ -1519,9 +1512,7 @@ async fn virtual_addresses_route_callees_only_and_replace_forged_credentials() {
         answered("status 204")
     );
     assert_eq!(count.load(Ordering::SeqCst), 1);
-    let head = heads
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
+    let head = crate::sync::lock(&heads)
         .first()
         .cloned()
         .unwrap_or_default()

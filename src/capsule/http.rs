@@ -370,10 +370,7 @@ mod tests {
 
     impl PeerResolver for OnePeer {
         fn resolve<'a>(&'a self, member: &'a str) -> BoxFuture<'a, Option<Route>> {
-            self.asked
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(member.to_string());
+            crate::sync::lock(&self.asked).push(member.to_string());
             let route = (member == "coder").then(|| Route::peer_door("http://localhost:4242", "mft1.x.y", "untrusted"));
             Box::pin(async move { route })
         }
@@ -464,7 +461,7 @@ mod tests {
             block_on(without.decide(&target("http://coder.formation.invalid/"))),
             HttpDecision::Deny
         );
-        let asked = peers.asked.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let asked = crate::sync::lock(&peers.asked).clone();
         assert_eq!(asked, ["coder", "reviewer", "coder"]);
     }
 

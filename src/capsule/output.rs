@@ -5,9 +5,10 @@
 //! [`Limits::output_bytes`](super::Limits::output_bytes), after which one marker line is written
 //! and the rest is dropped, so a chatty capsule cannot fill the disk.
 
+use crate::sync::lock;
 use std::io::Write;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use tokio::io::AsyncWrite;
@@ -152,11 +153,6 @@ impl AsyncWrite for TaskOutput {
     fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Poll::Ready(Ok(()))
     }
-}
-
-/// A poisoned lock only means another writer panicked mid-write; the bytes are still usable.
-fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]

@@ -153,16 +153,13 @@ async fn cancel_stops_a_spinning_capsule_promptly() {
     let fired_at = fired.clone();
     std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(200));
-        *fired_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        *crate::sync::lock(&fired_at) = Some(Instant::now());
         cancel.cancel();
     });
     let outcome = spin.run("spin", env).await;
     let ended = Instant::now();
     assert_eq!(outcome, RunOutcome::Canceled);
-    let fired = fired
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .unwrap_or_else(|| panic!("cancel never fired"));
+    let fired = crate::sync::lock(&fired).unwrap_or_else(|| panic!("cancel never fired"));
     let lag = ended.duration_since(fired);
     assert!(lag < Duration::from_millis(150), "stopped {lag:?} after the cancel");
     assert_eq!(
@@ -208,10 +205,7 @@ struct Scripted {
 
 impl MemberCalls for Scripted {
     fn start<'a>(&'a self, member: &'a str, task: &'a str) -> BoxFuture<'a, Result<String, String>> {
-        self.started
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push((member.into(), task.into()));
+        crate::sync::lock(&self.started).push((member.into(), task.into()));
         let id = self.outcome.call_id.clone();
         Box::pin(async move { Ok(id) })
     }
@@ -257,7 +251,7 @@ async fn member_calls_go_through_the_host() {
         relay.run("sum 2 and 2", env).await,
         RunOutcome::Completed("4 — vier".into())
     );
-    let started = calls.started.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let started = crate::sync::lock(&calls.started).clone();
     assert_eq!(started, [("worker".to_string(), "sum 2 and 2".to_string())]);
 
     let env = TaskEnv {

@@ -43,7 +43,7 @@ fn component_of(stores: &Stores, l: &Listed) -> Option<String> {
     let zip = paths::artifact_zip(root, &l.name.scope, &l.name.name, &l.version);
     let bytes = store::read_archive_file(&zip).ok()?;
     archive::open_index(&bytes).ok()?.component?;
-    Some(store::sha256_hex(&bytes))
+    Some(crate::digest::sha256_hex(&bytes))
 }
 
 pub fn run(json: bool) -> Outcome {

@@ -125,7 +125,7 @@ fn start_keeping(cfg: DoorConfig, keep: tasks::Retention) -> TestDoor {
                 }
             };
             door.board()
-                .set_observer(move |e| ev.lock().unwrap_or_else(|p| p.into_inner()).push(e.clone()));
+                .set_observer(move |e| crate::sync::lock(&ev).push(e.clone()));
             let _ = tx.send(Ok((
                 door.url().to_string(),
                 door.operator_token().map(str::to_string),
@@ -998,10 +998,7 @@ fn members_see_only_their_own_tasks() {
     );
 
     // The trace hook names the calling member only for mft1 requests.
-    let received: Vec<(String, Option<String>)> = d
-        .events
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
+    let received: Vec<(String, Option<String>)> = crate::sync::lock(&d.events)
         .iter()
         .filter_map(|e| match e {
             BoardEvent::Received {
@@ -1030,7 +1027,7 @@ fn provenance_and_traceparent_reach_the_board() {
     d.post(None, &[], &body);
     // A malformed one never reaches the board (it would be recorded and handed to a span).
     d.post(None, &[("traceparent", "00-abc-def-01")], &body);
-    let events = d.events.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let events = crate::sync::lock(&d.events).clone();
     let got: Vec<(Origin, Trust, Option<String>, String)> = events
         .iter()
         .filter_map(|e| match e {

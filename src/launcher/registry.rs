@@ -176,7 +176,7 @@ mod tests {
 
     #[test]
     fn a_forgotten_member_is_never_signalled_again() {
-        let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let _g = crate::sync::lock(&SERIAL);
         // (forget before kill, forget before kill_all): the member must survive both.
         for forget_first in [true, false] {
             let mut child = sleeper();
@@ -197,7 +197,7 @@ mod tests {
 
     #[test]
     fn kill_signals_a_registered_member_and_kill_all_empties_the_registry() {
-        let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let _g = crate::sync::lock(&SERIAL);
         let mut a = sleeper();
         let ma = register(a.id(), false).expect("slot");
         assert!(kill(ma));
@@ -214,7 +214,7 @@ mod tests {
 
     #[test]
     fn a_slot_freed_and_taken_again_is_not_the_old_member() {
-        let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let _g = crate::sync::lock(&SERIAL);
         // Pids that cannot be a process's are refused, and a stale handle never matches a slot
         // now holding another pid.
         assert_eq!(register(0, true), None);
@@ -231,7 +231,7 @@ mod tests {
 
     #[test]
     fn forget_waits_for_a_signal_in_flight() {
-        let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let _g = crate::sync::lock(&SERIAL);
         let m = register(4_000_003, true).expect("slot");
         let slot = &MEMBERS[m.slot];
         let value = slot.load(Ordering::Acquire);

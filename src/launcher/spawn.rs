@@ -203,7 +203,7 @@ impl MemberCommand {
         // its component inherit it.
         let mut keep = vec![self.channel_fd, self.lifeline_fd];
         keep.extend(self.compiled.as_ref().map(|(fd, _)| *fd));
-        let _one_start_at_a_time = STARTING.lock().unwrap_or_else(|e| e.into_inner());
+        let _one_start_at_a_time = crate::sync::lock(&STARTING);
         let _inheritable = Inheritable::clear_cloexec(&keep)?;
         cmd.spawn()
     }

@@ -309,10 +309,7 @@ impl Agent {
                         ("task_id", json!(task.task_id)),
                         ("attempt", json!(note.attempt)),
                         ("status", json!(note.status)),
-                        (
-                            "delay_ms",
-                            json!(u64::try_from(note.delay.as_millis()).unwrap_or(u64::MAX)),
-                        ),
+                        ("delay_ms", json!(crate::timing::millis(note.delay))),
                         ("wait", json!(note.source.as_str())),
                     ],
                 );
@@ -333,7 +330,7 @@ impl Agent {
                 ..ModelTurn::default()
             };
             let turn_over = |record: &mut ModelTurn, reply: Option<&wire::Reply>| {
-                record.duration_ms = u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX);
+                record.duration_ms = crate::timing::millis(began.elapsed());
                 if let Some(r) = reply {
                     record.ok = true;
                     record.response_model = r.model.clone();
@@ -492,7 +489,7 @@ impl TaskRun<'_> {
         }
         let answers = std::mem::take(&mut self.arrived);
         self.continuations += 1;
-        let waited_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let waited_ms = crate::timing::millis(started.elapsed());
         let turns_left = self.agent.config.max_turns.map(|m| m.saturating_sub(self.turns));
         let call_ids: Vec<&str> = answers.iter().map(|o| o.call_id.as_str()).collect();
         self.task

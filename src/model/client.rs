@@ -370,16 +370,13 @@ pub const PARTIAL_QUOTED: usize = 64 << 10;
 pub fn stream_failure(why: &str, partial: &str, secret: Option<&str>) -> String {
     let mut text = format!("inference failed: the provider's reply stream broke off ({why})");
     if !partial.is_empty() {
-        let mut end = partial.len().min(PARTIAL_QUOTED);
-        while !partial.is_char_boundary(end) {
-            end -= 1;
-        }
+        let shown = crate::text::head(partial, PARTIAL_QUOTED);
         text.push_str(&format!("; the answer so far ({} bytes", partial.len()));
-        if end < partial.len() {
-            text.push_str(&format!(", the first {end} shown"));
+        if shown.len() < partial.len() {
+            text.push_str(&format!(", the first {} shown", shown.len()));
         }
         text.push_str("): ");
-        text.push_str(&partial[..end]);
+        text.push_str(shown);
     }
     wire::scrub(text, secret)
 }

@@ -198,11 +198,11 @@ impl HttpClient for OtlpHttp {
     async fn send_bytes(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
         // Blocking is right here: the batch processor runs exports on its own thread.
         let (status, body) = self.post(&request).map_err(|why| {
-            *self.last_failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.clone());
+            *crate::sync::lock(&self.last_failure) = Some(why.clone());
             HttpError::from(why)
         })?;
         if !(200..300).contains(&status) {
-            *self.last_failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!(
+            *crate::sync::lock(&self.last_failure) = Some(format!(
                 "{}: the collector answered {status}",
                 target(request.uri()).map(|t| t.authority()).unwrap_or_default()
             ));

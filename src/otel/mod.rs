@@ -201,7 +201,7 @@ impl Counts {
 
     fn failed(&self, n: u64, why: &str) {
         self.failed.fetch_add(n, Ordering::Relaxed);
-        let transport = self.transport.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let transport = crate::sync::lock(&self.transport).take();
         let why = transport.as_deref().unwrap_or(why);
         if !self.warned.swap(true, Ordering::Relaxed) {
             self.note(Note::Warn(Diagnostic::new(
@@ -305,7 +305,7 @@ impl Exporting {
     }
 
     fn tasks(&self) -> std::sync::MutexGuard<'_, HashMap<String, TaskSlot>> {
-        self.tasks.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.tasks)
     }
 
     fn task_context(&self, task_id: &str) -> Option<Context> {

@@ -114,20 +114,12 @@ impl Journal {
 
     /// Notes that a model task is about to fail `max_turns_reached`.
     pub fn mark_max_turns(&self, task_id: &str) {
-        self.inner
-            .max_turns
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(task_id.to_string());
+        crate::sync::lock(&self.inner.max_turns).insert(task_id.to_string());
     }
 
     /// Whether [`Journal::mark_max_turns`] named this task; forgets it.
     pub fn take_max_turns(&self, task_id: &str) -> bool {
-        self.inner
-            .max_turns
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(task_id)
+        crate::sync::lock(&self.inner.max_turns).remove(task_id)
     }
 
     /// Writes `session_start`, the record every other one hangs off. Unlike later records, its
@@ -181,24 +173,15 @@ impl Journal {
 
     /// `task_start`: the task left the queue and runs.
     pub fn task_start(&self, task_id: &str) {
-        self.inner
-            .started
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(task_id.to_string(), Instant::now());
+        crate::sync::lock(&self.inner.started).insert(task_id.to_string(), Instant::now());
         self.write("task_start", None, &[("task_id", task_id.into())]);
     }
 
     /// How long the task ran, from its `task_start`; forgets it. `None` for a task that never
     /// started (cancelled in the queue).
     fn ran_ms(&self, task_id: &str) -> Option<u64> {
-        let t = self
-            .inner
-            .started
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(task_id)?;
-        Some(u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX))
+        let t = crate::sync::lock(&self.inner.started).remove(task_id)?;
+        Some(crate::timing::millis(t.elapsed()))
     }
 
     /// `task_end`, with `duration_ms` from its `task_start` (0 should it have none).

@@ -488,7 +488,7 @@ impl Session {
     }
 
     fn duration_ms(&self) -> u64 {
-        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+        crate::timing::millis(self.started.elapsed())
     }
 
     fn running_record(&self, p: &Prepared, door: &Door) -> RunningRecord {

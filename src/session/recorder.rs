@@ -57,7 +57,7 @@ impl Recorder {
 
     /// How the `--task` task ended, once it has.
     pub fn local_ending(&self) -> Option<(String, Ending)> {
-        self.local.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        crate::sync::lock(&self.local).clone()
     }
 
     /// Installs this recorder as the board's observer.
@@ -77,10 +77,7 @@ impl Recorder {
                 origin,
                 ..
             } => {
-                self.origins
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(task_id.clone(), *origin);
+                crate::sync::lock(&self.origins).insert(task_id.clone(), *origin);
                 crate::otel::task_received(task_id, traceparent.as_deref());
                 self.journal.task_received(
                     task_id,
@@ -96,7 +93,7 @@ impl Recorder {
                 no_answer,
                 reason,
             } => {
-                let origin = self.origins.lock().unwrap_or_else(|e| e.into_inner()).remove(task_id);
+                let origin = crate::sync::lock(&self.origins).remove(task_id);
                 if crate::otel::enabled() {
                     let status = match state {
                         TaskState::Completed => "completed",
@@ -160,7 +157,7 @@ impl Recorder {
             } else {
                 self.console.out_line(&ending.result_text());
             }
-            *self.local.lock().unwrap_or_else(|e| e.into_inner()) = Some((task_id.to_string(), ending));
+            *crate::sync::lock(&self.local) = Some((task_id.to_string(), ending));
             let _ = self.news.send(TaskNews::LocalEnded);
         }
     }

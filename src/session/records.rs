@@ -111,7 +111,7 @@ impl Console {
     /// From now on, stderr lines are also appended to `path`; lines printed before are written first.
     pub fn attach_log(&self, path: &Path) -> io::Result<()> {
         let mut f = OpenOptions::new().create(true).append(true).mode(0o600).open(path)?;
-        let mut st = self.log.lock().unwrap_or_else(|e| e.into_inner());
+        let mut st = crate::sync::lock(&self.log);
         for line in st.pending.drain(..) {
             let _ = writeln!(f, "{line}");
         }
@@ -129,7 +129,7 @@ impl Console {
 
     /// A line for the log only (e.g. a component's own output).
     pub fn log_only(&self, line: &str) {
-        let mut st = self.log.lock().unwrap_or_else(|e| e.into_inner());
+        let mut st = crate::sync::lock(&self.log);
         match st.file.as_mut() {
             Some(f) => {
                 let _ = writeln!(f, "{line}");

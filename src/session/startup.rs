@@ -769,7 +769,7 @@ mod tests {
         let zip = crate::paths::artifact_zip(root, "local", name, version);
         std::fs::create_dir_all(zip.parent().unwrap()).unwrap();
         std::fs::write(&zip, &bytes).unwrap();
-        let sha = crate::store::sha256_hex(&bytes);
+        let sha = crate::digest::sha256_hex(&bytes);
         std::fs::write(
             crate::paths::artifact_sidecar(root, "local", name, version),
             format!("{sha}\n"),

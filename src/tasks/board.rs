@@ -10,6 +10,7 @@
 //! (oldest forgotten first), and a refused task never holds its offer's text. Live tasks, and
 //! ended ones a reply or stream still owes a caller ([`Pinned`]), are never forgotten.
 
+use crate::sync::lock;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -477,12 +478,6 @@ impl std::fmt::Debug for Board {
             st.running
         )
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic elsewhere must not take the door down with it; the state stays consistent because
-    // every mutation is completed before the guard is released.
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A fresh `messageId` for an agent status message. `ids` has no message kind (call messages are

@@ -579,7 +579,7 @@ fn a_record_of_the_previous_format_is_compiled_again() {
     let format_1 = format!(
         "mur-compiled 1\nid {id}\nlen {}\nsha256 {}\n",
         bytes.len(),
-        mur::compiled::sha256_hex(&bytes)
+        mur::digest::sha256_hex(&bytes)
     );
     std::fs::write(&record, &format_1).expect("plant a format-1 record");
     let (did, err) = launch(&sb, &cwd, "echo", "hi");
@@ -628,8 +628,8 @@ fn an_install_removes_what_this_runtime_cannot_load_and_leaves_the_rest() {
         k
     };
     let old_version = plant(&other(&|k| k.version = "0.0.1".into()));
-    let old_engine = plant(&other(&|k| k.engine = mur::compiled::sha256_hex(b"another engine")));
-    let format_1 = plant(&other(&|k| k.archive_sha256 = mur::compiled::sha256_hex(b"format 1")));
+    let old_engine = plant(&other(&|k| k.engine = mur::digest::sha256_hex(b"another engine")));
+    let format_1 = plant(&other(&|k| k.archive_sha256 = mur::digest::sha256_hex(b"format 1")));
     std::fs::write(&format_1.1, "mur-compiled 1\nid x\nlen 1\nsha256 y\n").expect("format 1");
     let eight_days = std::time::Duration::from_secs(8 * 24 * 3600);
     for unused in [&old_version.1, &old_engine.1, &format_1.1] {
@@ -640,8 +640,8 @@ fn an_install_removes_what_this_runtime_cannot_load_and_leaves_the_rest() {
     let nonce = "0123456789abcdef0123456789abcdef";
     let stale_tmp = dir.join(temp_name(&echo.key.entry_name(), nonce));
     let fresh_tmp = dir.join(temp_name(&echo.key.record_name(), nonce));
-    let old_unpaired = plant(&other(&|k| k.archive_sha256 = mur::compiled::sha256_hex(b"old")));
-    let young_unpaired = plant(&other(&|k| k.archive_sha256 = mur::compiled::sha256_hex(b"young")));
+    let old_unpaired = plant(&other(&|k| k.archive_sha256 = mur::digest::sha256_hex(b"old")));
+    let young_unpaired = plant(&other(&|k| k.archive_sha256 = mur::digest::sha256_hex(b"young")));
     std::fs::remove_file(&old_unpaired.1).expect("unpair");
     std::fs::remove_file(&young_unpaired.1).expect("unpair");
     for f in [&stale_tmp, &fresh_tmp] {

@@ -209,7 +209,7 @@ fn cases(sb: &Sandbox) -> Vec<Case> {
             lock: None,
             prepare: Some(Box::new(|_, dir| {
                 let zip = zip_with_manifest("name: broken\n");
-                project_store(dir, "broken", &zip, &mur::store::sha256_hex(&zip));
+                project_store(dir, "broken", &zip, &mur::digest::sha256_hex(&zip));
             })),
             code: "E-ROS-007",
         },

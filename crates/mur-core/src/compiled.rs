@@ -20,6 +20,8 @@ use std::time::{Duration, SystemTime};
 
 use sha2::{Digest, Sha256};
 
+use crate::digest::hex;
+
 /// First line of every integrity record; a new layout or meaning gets a new number. Format 3 is
 /// format 2's layout, written only for a component the host accepted (so a member handed an
 /// entry may map it later without losing the start-up's refusal of a capsule that cannot run).
@@ -510,20 +512,6 @@ pub fn digest_reader(mut reader: impl std::io::Read) -> std::io::Result<(u64, St
     }
 }
 
-/// sha256 hex of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
-}
-
-/// Lowercase hex of a digest.
-pub fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
-}
-
 fn is_sha256_hex(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(is_lower_hex)
 }
@@ -535,6 +523,7 @@ fn is_lower_hex(b: u8) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::digest::sha256_hex;
 
     fn key(archive: &[u8], engine: u64, version: &str) -> Key {
         Key::new(&sha256_hex(archive), "capsule.wasm", engine, version)

@@ -1,17 +1,22 @@
 //! mur's pure core: everything a formation is made of that needs no runtime. Roster parsing and
 //! admission, the manifest subset, archives, stores and the lock, tokens, the readiness line,
 //! trace records, ids, paths under `~/.murmur`, timing constants and the one diagnostics registry;
+//! the small shared helpers (`text` bounds peer text, `sync` locks without panicking, `digest`
+//! spells hashes);
 //! the wire formats (`wire`: channel lines, JSON-RPC, event streams, model providers) and the
 //! addresses a capsule may reach (`address`: allow rules, virtual peer addresses).
 //!
-//! This crate depends on no actix, tokio, wasmtime or process control (`tests/core_deps.rs`
+//! This crate depends on no actix, tokio, wasmtime or process control (`tests/deps.rs`
 //! checks its dependency list), so the boundary `docs/architecture.md` draws between the pure
 //! core and the runtime is the compiler's to keep. The `mur` crate re-exports every module here
 //! under its own name (`mur::roster`, `mur::diag`, …).
 
+#![forbid(unsafe_code)]
+
 pub mod address;
 pub mod compiled;
 pub mod diag;
+pub mod digest;
 pub mod ids;
 pub mod limits;
 pub mod manifest;
@@ -26,7 +31,9 @@ pub mod roster;
 pub mod running;
 pub mod schema;
 pub mod store;
+pub mod sync;
 pub mod task;
+pub mod text;
 pub mod timing;
 pub mod token;
 pub mod trace;

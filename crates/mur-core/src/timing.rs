@@ -228,6 +228,11 @@ const OVERRIDABLE: [&str; 23] = [
 /// set: a year, far inside what `Instant + Duration` holds, so no deadline built on them overflows.
 pub const MAX_KNOB: Duration = Duration::from_secs(365 * 86_400);
 
+/// `d` in whole milliseconds, saturating at `u64::MAX` (trace records and spans carry `u64`).
+pub fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// The process's timing and test-override text, read once; announces the overrides on first read.
 fn state() -> &'static (Timing, Option<String>) {
     static T: OnceLock<(Timing, Option<String>)> = OnceLock::new();

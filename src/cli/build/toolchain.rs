@@ -183,11 +183,8 @@ fn run(lang: Language, program: &Path, mut cmd: Command) -> Result<Option<PathBu
     let err_tail = err_tail.join().unwrap_or_default();
     if !status.success() {
         let both = format!("{out_tail}{err_tail}");
-        let start = both.len().saturating_sub(TAIL_BYTES);
-        let start = (start..both.len())
-            .find(|i| both.is_char_boundary(*i))
-            .unwrap_or(both.len());
-        return Err(failed(lang, &format!("it exited with {status}"), &both[start..]));
+        let last = crate::text::tail(&both, TAIL_BYTES);
+        return Err(failed(lang, &format!("it exited with {status}"), last));
     }
     if lang == Language::Rust && artifact.is_none() {
         return Err(failed(

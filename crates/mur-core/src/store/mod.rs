@@ -13,7 +13,7 @@ use std::fmt;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
+use crate::digest::sha256_hex;
 
 use crate::names::{self, ArtifactName};
 use crate::paths;
@@ -300,12 +300,6 @@ pub fn version_order(a: &str, b: &str) -> std::cmp::Ordering {
             }
         }
     }
-}
-
-/// sha256 of `bytes`, lowercase hex.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Writes `bytes` to a temporary file beside `path` and renames it over `path`, so readers see

@@ -20,7 +20,8 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use super::{MAX_ZIP_BYTES, archive, read_zip, sha256_hex, too_large};
+use super::{MAX_ZIP_BYTES, archive, read_zip, too_large};
+use crate::digest::sha256_hex;
 
 /// The sha256 of the whole file, and its index (or why it has none).
 pub(super) struct Hashed {

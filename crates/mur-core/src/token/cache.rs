@@ -127,7 +127,7 @@ impl<V: Clone> VerifyCache<V> {
     fn lock(&self) -> std::sync::MutexGuard<'_, Tiers<V>> {
         // A panic elsewhere cannot leave the maps inconsistent in a way that matters: every entry
         // is a complete, correct result.
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.inner)
     }
 }
 

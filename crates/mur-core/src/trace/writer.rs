@@ -127,7 +127,7 @@ impl TraceWriter {
         let line = render_record(event_type, &event_id, parent_id, &self.session_id, timestamp_ms, fields);
         // A panic while holding the lock cannot leave a half line behind: write_all is the only
         // fallible operation under it, so a poisoned lock is still safe to use.
-        let mut out = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = crate::sync::lock(&self.file);
         let fits = out.written.saturating_add(line.len() as u64) <= out.limit;
         if !ALWAYS.contains(&event_type) && (out.truncated || !fits) {
             if !out.truncated {

@@ -363,7 +363,7 @@ pub fn stream_news(event: &Value) -> StreamNews {
 pub fn busy_wait(call_id: &str, offer: u32, first: Duration, max: Duration) -> Duration {
     let doublings = offer.saturating_sub(2).min(16);
     let base = first.saturating_mul(1u32 << doublings).min(max);
-    let jitter_cap = BUSY_JITTER_MAX.min(first / 4).as_millis() as u64;
+    let jitter_cap = crate::timing::millis(BUSY_JITTER_MAX.min(first / 4));
     let digest = Sha256::new()
         .chain_update(call_id.as_bytes())
         .chain_update([0x1F])

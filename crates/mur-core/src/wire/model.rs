@@ -316,12 +316,7 @@ fn count(v: &Value, key: &str) -> Option<u64> {
 /// A short word the provider sent (`model`, a finish reason), bounded: a peer controls it.
 fn word(v: Option<&Value>) -> Option<String> {
     const MAX: usize = 200;
-    let s = v?.as_str()?;
-    let mut end = s.len().min(MAX);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    Some(s[..end].to_string())
+    Some(crate::text::head(v?.as_str()?, MAX).to_string())
 }
 
 pub(super) fn parse_openai(v: &Value) -> Result<Reply, String> {
@@ -485,13 +480,12 @@ pub fn scrub(text: String, secret: Option<&str>) -> String {
 /// (the API key), should a provider echo it, is replaced first ([`scrub`]).
 pub fn failure_text(status: u16, body: &[u8], secret: Option<&str>) -> String {
     let text = scrub(String::from_utf8_lossy(body).into_owned(), secret);
-    let mut end = text.len().min(FAILURE_BODY_BYTES);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("inference failed: {status} {}", &text[..end])
-        .trim_end()
-        .to_string()
+    format!(
+        "inference failed: {status} {}",
+        crate::text::head(&text, FAILURE_BODY_BYTES)
+    )
+    .trim_end()
+    .to_string()
 }
 
 /// Whether a status is retried: 429 (rate limited), 5xx (Anthropic's 529 `overloaded_error`

@@ -422,12 +422,9 @@ fn error_text(e: &Value) -> String {
 
 /// The first bytes of `s`, cut at a character boundary.
 fn quote(s: &str) -> String {
-    let mut end = s.len().min(wire::FAILURE_BODY_BYTES);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    if end < s.len() {
-        format!("{}…", &s[..end])
+    let shown = crate::text::head(s, wire::FAILURE_BODY_BYTES);
+    if shown.len() < s.len() {
+        format!("{shown}…")
     } else {
         s.to_string()
     }
