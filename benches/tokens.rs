@@ -5,6 +5,9 @@
 //! only work an authenticated request does that a public one does not. And the per-edge costs
 //! of a launch: one `mft1` minted, and a member's first line of 255 calls checked in one batch.
 
+// Dependencies reach this target through the library; the library's own target keeps the rule.
+#![allow(unused_crate_dependencies)]
+
 use actix_web::http::header;
 use actix_web::test::TestRequest;
 use criterion::{Criterion, black_box, criterion_group, criterion_main};
