@@ -468,7 +468,9 @@ pub fn model_turn(turn: &ModelTurn, ended: SystemTime) {
         .unwrap_or(ended);
     let mut attrs = vec![
         KeyValue::new("gen_ai.operation.name", "chat"),
-        KeyValue::new("gen_ai.provider.name", turn.provider_name().to_string()),
+        // The manifest's spelling is the conventions' well-known value (`openai`, `anthropic`)
+        // where one fits; `openai-compatible` is no known provider, so it stays a value of ours.
+        KeyValue::new("gen_ai.provider.name", turn.provider.clone()),
         KeyValue::new("gen_ai.request.model", turn.model.clone()),
         KeyValue::new("mur.task.id", turn.task_id.clone()),
         KeyValue::new("mur.turn", i64::from(turn.turn)),

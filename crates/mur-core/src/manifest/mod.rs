@@ -113,11 +113,6 @@ impl Provider {
         }
     }
 
-    /// Whether it speaks the Chat Completions wire format (`openai` and `openai-compatible`).
-    pub fn is_chat_completions(self) -> bool {
-        matches!(self, Provider::OpenAi | Provider::OpenAiCompatible)
-    }
-
     /// The base URL used when `inference.endpoint` is absent
     /// (docs/reference/capsules.md#model-capsules).
     pub fn default_endpoint(self) -> &'static str {

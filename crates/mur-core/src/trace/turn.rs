@@ -68,17 +68,6 @@ impl ModelTurn {
     pub fn span_name(&self) -> String {
         format!("chat {}", self.model)
     }
-
-    /// `gen_ai.provider.name`: the conventions' well-known values where one fits.
-    pub fn provider_name(&self) -> &str {
-        match self.provider.as_str() {
-            "openai" => "openai",
-            "anthropic" => "anthropic",
-            // An OpenAI-compatible server is no known provider; the conventions' advice is to use
-            // a value of our own rather than claim one.
-            other => other,
-        }
-    }
 }
 
 #[cfg(test)]
@@ -152,10 +141,10 @@ mod tests {
 
     #[test]
     fn span_names_follow_the_conventions() {
-        for (provider, model, name, prov) in [
-            ("openai", "gpt-x", "chat gpt-x", "openai"),
-            ("anthropic", "claude-y", "chat claude-y", "anthropic"),
-            ("openai-compatible", "llama", "chat llama", "openai-compatible"),
+        for (provider, model, name) in [
+            ("openai", "gpt-x", "chat gpt-x"),
+            ("anthropic", "claude-y", "chat claude-y"),
+            ("openai-compatible", "llama", "chat llama"),
         ] {
             let t = ModelTurn {
                 provider: provider.into(),
@@ -163,7 +152,6 @@ mod tests {
                 ..ModelTurn::default()
             };
             assert_eq!(t.span_name(), name);
-            assert_eq!(t.provider_name(), prov);
         }
     }
 }
