@@ -11,13 +11,14 @@
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
-use awc::http::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use awc::http::header::{CONTENT_TYPE, HeaderValue};
 
 use futures_util::StreamExt;
+use mur_core::wire::provider::dialect;
 
 use super::ModelConfig;
 use super::stream::StreamReader;
-use super::wire::{self, ANTHROPIC_VERSION, GiveUp, Reply, RetryPolicy, WaitSource};
+use super::wire::{self, GiveUp, Reply, RetryPolicy, WaitSource};
 use crate::manifest::Provider;
 use crate::timing::Timing;
 
@@ -112,8 +113,9 @@ pub struct ProviderClient {
     address: Option<std::net::SocketAddr>,
     url: String,
     provider: Provider,
-    /// The `Authorization` or `x-api-key` value, marked sensitive.
-    credential: Option<HeaderValue>,
+    /// The credential header (`authorization`, `x-api-key`, …): its name and its value, marked
+    /// sensitive.
+    credential: Option<(&'static str, HeaderValue)>,
     /// The key itself, only to scrub it from a quoted error body.
     secret: Option<Arc<str>>,
     retry: Retry,
@@ -185,14 +187,11 @@ impl ProviderClient {
         let credential = match config.api_key.as_ref() {
             None => None,
             Some(key) => {
-                let value = match config.provider {
-                    Provider::OpenAi | Provider::OpenAiCompatible => format!("Bearer {}", key.expose()),
-                    Provider::Anthropic => key.expose().to_string(),
-                };
+                let (name, value) = dialect(config.provider).credential(key.expose());
                 let mut v = HeaderValue::from_str(&value)
                     .map_err(|_| "the API key holds characters a header cannot carry".to_string())?;
                 v.set_sensitive(true);
-                Some(v)
+                Some((name, v))
             }
         };
         Ok(ProviderClient {
@@ -272,15 +271,11 @@ impl ProviderClient {
             // (`loopback::ReadToClose`); on loopback a new connection costs next to nothing.
             req = req.insert_header((awc::http::header::CONNECTION, "close"));
         }
-        match (self.provider, &self.credential) {
-            (Provider::OpenAi | Provider::OpenAiCompatible, Some(v)) => {
-                req = req.insert_header((AUTHORIZATION, v.clone()))
-            }
-            (Provider::Anthropic, Some(v)) => req = req.insert_header(("x-api-key", v.clone())),
-            (_, None) => {}
+        if let Some((name, v)) = &self.credential {
+            req = req.insert_header((*name, v.clone()));
         }
-        if self.provider == Provider::Anthropic {
-            req = req.insert_header(("anthropic-version", ANTHROPIC_VERSION));
+        for &header in dialect(self.provider).fixed_headers() {
+            req = req.insert_header(header);
         }
         let too_slow = || Attempt::Transport(format!("no complete reply within {:?}", self.retry.request));
         let mut resp = match actix_rt::time::timeout(self.retry.request, req.send_body(body.to_string())).await {

@@ -1,8 +1,8 @@
 //! Model capsules: the agent loop over a provider's API (docs/reference/capsules.md#model-capsules,
 //! docs/reference/capsules.md#calls-between-members).
 //!
-//! - `wire` — the OpenAI Chat Completions and Anthropic Messages formats, pure: URL, request
-//!   body, reply, tool schemas, the `[Capsule]` block, the failure text.
+//! - `wire` — the provider formats, pure: URL, request body, reply, tool schemas, the `[Capsule]`
+//!   block, the failure text; each provider's own are its file in mur-core's `wire::provider`.
 //! - `client` — one endpoint over awc: credential headers, timeouts, retries ([`Retry`]),
 //!   streamed replies read as they come.
 //! - `stream` — a streamed (server-sent events) reply of either API, pure: answer-text deltas out,

@@ -13,8 +13,10 @@
 //! - `sse` — event-stream framing, as a caller reads SubscribeToTask
 //!   (docs/reference/capsules.md#calls-between-members) and a model capsule
 //!   a streamed provider reply.
-//! - `model` — the OpenAI Chat Completions and Anthropic Messages formats
-//!   (docs/reference/capsules.md#model-capsules).
+//! - `model` — what the provider formats share (docs/reference/capsules.md#model-capsules): the
+//!   URL rule, the tools, the `[Capsule]` block, failure texts, retries.
+//! - `provider` — one seam per provider: the OpenAI Chat Completions and Anthropic Messages
+//!   formats, each in its own file.
 //! - `model_stream` — a streamed provider reply read into the same reply as an unstreamed one.
 //! - `http1` — an HTTP/1.1 reply's head and chunked body, as `mur send` reads a door's stream.
 
@@ -24,4 +26,5 @@ pub mod http1;
 pub mod jsonrpc;
 pub mod model;
 pub mod model_stream;
+pub mod provider;
 pub mod sse;

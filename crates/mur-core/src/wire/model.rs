@@ -1,7 +1,8 @@
-//! The two provider wire formats, as pure functions (docs/reference/capsules.md#model-capsules):
-//! the request URL, the request body of one turn, the reading of a reply, the runtime tools'
-//! schemas, the `[Capsule]` block and the failure text. No actix, HTTP or process code: `mur`'s
-//! `model::client` moves the bytes, this module decides what they are.
+//! The provider wire formats, as pure functions (docs/reference/capsules.md#model-capsules): the
+//! request URL, the request body of one turn, the reading of a reply, the runtime tools' schemas,
+//! the `[Capsule]` block and the failure text. No actix, HTTP or process code: `mur`'s
+//! `model::client` moves the bytes, this module decides what they are. What differs between
+//! providers is each one's [`Dialect`](super::provider::Dialect); this module holds the rest.
 //!
 //! A conversation is kept provider-neutral as [`Msg`]s; an assistant reply keeps the provider's
 //! own message ([`Reply::echo`]) so it goes back exactly as it came (tool call ids, Anthropic
@@ -10,13 +11,11 @@
 
 use std::time::{Duration, SystemTime};
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
+pub use super::provider::anthropic::ANTHROPIC_VERSION;
+use super::provider::dialect;
 use crate::manifest::Provider;
-
-/// The `anthropic-version` header value: the API version the official `anthropic` SDK sends
-/// (2.14.0), whose request and reply shapes the interop test checks our bodies against.
-pub const ANTHROPIC_VERSION: &str = "2026-10-21";
 
 /// The runtime tool that hands a member a task (docs/reference/capsules.md#model-capsules).
 pub const CALL_MEMBER: &str = "call-member";
@@ -33,10 +32,7 @@ pub const FAILURE_BODY_BYTES: usize = 200;
 /// trailing `/` on the endpoint is ignored.
 pub fn url(provider: Provider, endpoint: Option<&str>) -> String {
     let base = endpoint.unwrap_or(provider.default_endpoint()).trim_end_matches('/');
-    let tail = match provider {
-        Provider::OpenAi | Provider::OpenAiCompatible => "chat/completions",
-        Provider::Anthropic => "messages",
-    };
+    let tail = dialect(provider).path();
     if base.ends_with("/v1") {
         format!("{base}/{tail}")
     } else {
@@ -210,91 +206,9 @@ pub struct Request<'a> {
 }
 
 /// The body of one turn: compact JSON, keys sorted. `tools` is left out when there are none.
-///
-/// `openai` sends what OpenAI's API takes today: the output bound as `max_completion_tokens`
-/// (`max_tokens` is deprecated there and refused by reasoning models) and the instructions as a
-/// `developer` message. `openai-compatible` keeps the older `max_tokens` and `system`, which
-/// local servers (llama.cpp, vLLM, Ollama) know.
+/// The fields are the provider's ([`super::provider::Dialect::request_body`]).
 pub fn request_body(req: &Request<'_>, messages: &[Msg]) -> String {
-    let mut body = Map::new();
-    body.insert("model".into(), json!(req.model));
-    let (bound, instructions) = match req.provider {
-        Provider::OpenAi => ("max_completion_tokens", "developer"),
-        Provider::OpenAiCompatible | Provider::Anthropic => ("max_tokens", "system"),
-    };
-    body.insert(bound.into(), json!(req.max_tokens));
-    if req.stream {
-        body.insert("stream".into(), json!(true));
-        if req.provider != Provider::Anthropic {
-            body.insert("stream_options".into(), json!({"include_usage": true}));
-        }
-    }
-    match req.provider {
-        Provider::OpenAi | Provider::OpenAiCompatible => {
-            if let Some(effort) = req.reasoning_effort {
-                body.insert("reasoning_effort".into(), json!(effort));
-            }
-            let mut out = vec![json!({"role": instructions, "content": req.system})];
-            for m in messages {
-                match m {
-                    Msg::User(text) => out.push(json!({"role": "user", "content": text})),
-                    Msg::Assistant(echo) => out.push(echo.clone()),
-                    // One `tool` message per call; OpenAI has no error flag, the text says it.
-                    Msg::ToolResults(results) => out.extend(
-                        results
-                            .iter()
-                            .map(|r| json!({"role": "tool", "tool_call_id": r.id, "content": r.text})),
-                    ),
-                }
-            }
-            body.insert("messages".into(), Value::Array(out));
-            if !req.tools.is_empty() {
-                let tools: Vec<Value> = req
-                    .tools
-                    .iter()
-                    .map(|t| {
-                        json!({"type": "function", "function": {
-                            "name": t.name, "description": t.description, "parameters": t.schema,
-                        }})
-                    })
-                    .collect();
-                body.insert("tools".into(), Value::Array(tools));
-            }
-        }
-        Provider::Anthropic => {
-            body.insert("system".into(), json!(req.system));
-            let out: Vec<Value> = messages
-                .iter()
-                .map(|m| match m {
-                    Msg::User(text) => json!({"role": "user", "content": text}),
-                    Msg::Assistant(echo) => echo.clone(),
-                    Msg::ToolResults(results) => {
-                        let blocks: Vec<Value> = results
-                            .iter()
-                            .map(|r| {
-                                let mut b = json!({"type": "tool_result", "tool_use_id": r.id, "content": r.text});
-                                if r.is_error {
-                                    b["is_error"] = Value::Bool(true);
-                                }
-                                b
-                            })
-                            .collect();
-                        json!({"role": "user", "content": blocks})
-                    }
-                })
-                .collect();
-            body.insert("messages".into(), Value::Array(out));
-            if !req.tools.is_empty() {
-                let tools: Vec<Value> = req
-                    .tools
-                    .iter()
-                    .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.schema}))
-                    .collect();
-                body.insert("tools".into(), Value::Array(tools));
-            }
-        }
-    }
-    Value::Object(body).to_string()
+    Value::Object(dialect(req.provider).request_body(req, messages)).to_string()
 }
 
 /// Reads a successful (2xx) reply body. `Err` says what is wrong with it.
@@ -303,160 +217,7 @@ pub fn parse_reply(provider: Provider, body: &[u8]) -> Result<Reply, String> {
     if !v.is_object() {
         return Err("it is not a JSON object".into());
     }
-    match provider {
-        Provider::OpenAi | Provider::OpenAiCompatible => parse_openai(&v),
-        Provider::Anthropic => parse_anthropic(&v),
-    }
-}
-
-fn count(v: &Value, key: &str) -> Option<u64> {
-    v.get(key).and_then(Value::as_u64)
-}
-
-/// A short word the provider sent (`model`, a finish reason), bounded: a peer controls it.
-fn word(v: Option<&Value>) -> Option<String> {
-    const MAX: usize = 200;
-    Some(crate::text::head(v?.as_str()?, MAX).to_string())
-}
-
-pub(super) fn parse_openai(v: &Value) -> Result<Reply, String> {
-    let choice = v
-        .get("choices")
-        .and_then(Value::as_array)
-        .and_then(|c| c.first())
-        .ok_or("it has no choices[0]")?;
-    let message = choice
-        .get("message")
-        .filter(|m| m.is_object())
-        .ok_or("choices[0] has no message")?;
-    let content = message.get("content").cloned().unwrap_or(Value::Null);
-    let text = match &content {
-        Value::Null => String::new(),
-        Value::String(s) => s.clone(),
-        // Some compatible servers send content parts.
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .collect(),
-        _ => return Err("choices[0].message.content is neither text nor null".into()),
-    };
-    let raw_calls = match message.get("tool_calls") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(calls)) => calls.clone(),
-        Some(_) => return Err("choices[0].message.tool_calls is not a list".into()),
-    };
-    let mut tool_calls = Vec::new();
-    for (i, c) in raw_calls.iter().enumerate() {
-        let id = c.get("id").and_then(Value::as_str).unwrap_or_default();
-        let function = c.get("function");
-        let name = function.and_then(|f| f.get("name")).and_then(Value::as_str);
-        let (Some(name), false) = (name, id.is_empty()) else {
-            return Err(format!("choices[0].message.tool_calls[{i}] has no id or function name"));
-        };
-        let input = match function.and_then(|f| f.get("arguments")) {
-            Some(Value::String(s)) if s.trim().is_empty() => Ok(json!({})),
-            Some(Value::String(s)) => {
-                serde_json::from_str::<Value>(s).map_err(|e| format!("its arguments are not JSON ({e})"))
-            }
-            // Lenient: some compatible servers send the object itself.
-            Some(obj @ Value::Object(_)) => Ok(obj.clone()),
-            _ => Err("it has no arguments".to_string()),
-        };
-        tool_calls.push(ToolCall {
-            id: id.to_string(),
-            name: name.to_string(),
-            input,
-        });
-    }
-    // A refusal comes as `refusal` text in place of content. Reasoning text some compatible
-    // servers add (`reasoning_content`, `reasoning`) is neither the answer nor sent back.
-    let refusal = message.get("refusal").and_then(Value::as_str).filter(|r| !r.is_empty());
-    let stop = match (choice.get("finish_reason").and_then(Value::as_str), refusal) {
-        (Some("length"), _) => Stop::Truncated,
-        (_, Some(r)) if text.is_empty() && raw_calls.is_empty() => Stop::Refused(r.to_string()),
-        (Some("content_filter"), _) => Stop::Refused(String::new()),
-        _ => Stop::Done,
-    };
-    // `prompt_tokens` already counts cached tokens and `completion_tokens` reasoning tokens.
-    let usage = v.get("usage").map_or(Usage::default(), |u| Usage {
-        input_tokens: count(u, "prompt_tokens"),
-        output_tokens: count(u, "completion_tokens"),
-    });
-    let finish_reason = word(choice.get("finish_reason"));
-    let mut echo = Map::new();
-    echo.insert("role".into(), json!("assistant"));
-    echo.insert("content".into(), if content.is_array() { json!(text) } else { content });
-    if !raw_calls.is_empty() {
-        echo.insert("tool_calls".into(), Value::Array(raw_calls));
-    }
-    Ok(Reply {
-        text,
-        tool_calls,
-        stop,
-        usage,
-        finish_reason,
-        model: word(v.get("model")),
-        echo: Some(Value::Object(echo)),
-    })
-}
-
-pub(super) fn parse_anthropic(v: &Value) -> Result<Reply, String> {
-    let blocks = v
-        .get("content")
-        .and_then(Value::as_array)
-        .ok_or("it has no content list")?;
-    let mut text = String::new();
-    let mut tool_calls = Vec::new();
-    for (i, b) in blocks.iter().enumerate() {
-        match b.get("type").and_then(Value::as_str) {
-            Some("text") => text.push_str(b.get("text").and_then(Value::as_str).unwrap_or_default()),
-            Some("tool_use") => {
-                let id = b.get("id").and_then(Value::as_str).unwrap_or_default();
-                let name = b.get("name").and_then(Value::as_str);
-                let (Some(name), false) = (name, id.is_empty()) else {
-                    return Err(format!("content[{i}] is a tool_use without an id or a name"));
-                };
-                let input = match b.get("input") {
-                    Some(obj @ Value::Object(_)) => Ok(obj.clone()),
-                    _ => Err("its input is not an object".to_string()),
-                };
-                tool_calls.push(ToolCall {
-                    id: id.to_string(),
-                    name: name.to_string(),
-                    input,
-                });
-            }
-            // thinking, redacted_thinking, …: never part of the answer, but kept in the echo,
-            // unmodified and in place: the API requires an assistant turn's thinking blocks to come
-            // back with its tool_use blocks when the tool results are sent.
-            _ => {}
-        }
-    }
-    let stop = match v.get("stop_reason").and_then(Value::as_str) {
-        Some("max_tokens") => Stop::Truncated,
-        Some("model_context_window_exceeded") => Stop::ContextFull,
-        Some("refusal") => Stop::Refused(text.clone()),
-        _ => Stop::Done,
-    };
-    // `input_tokens` leaves out what was written to or read from the prompt cache: counted here,
-    // so the totals mean the same for both APIs.
-    let usage = v.get("usage").map_or(Usage::default(), |u| Usage {
-        input_tokens: count(u, "input_tokens").map(|n| {
-            n.saturating_add(count(u, "cache_creation_input_tokens").unwrap_or(0))
-                .saturating_add(count(u, "cache_read_input_tokens").unwrap_or(0))
-        }),
-        output_tokens: count(u, "output_tokens"),
-    });
-    let echo = (!blocks.is_empty()).then(|| json!({"role": "assistant", "content": blocks}));
-    Ok(Reply {
-        text,
-        tool_calls,
-        stop,
-        usage,
-        finish_reason: word(v.get("stop_reason")),
-        model: word(v.get("model")),
-        echo,
-    })
+    dialect(provider).parse_reply(&v)
 }
 
 /// The shortest API key [`scrub`] replaces [ours]: 8 bytes. Every provider's real keys are far

@@ -2,25 +2,15 @@
 //! as they arrive, and at the end the same [`Reply`] the whole reply would have given. No actix or
 //! HTTP code: `mur`'s `model::client` moves the bytes.
 //!
-//! The events are assembled into the provider's non-streamed reply shape and read by
-//! [`wire::parse_openai`] / [`wire::parse_anthropic`], so a streamed turn means exactly what the
-//! same turn unstreamed means (tool calls, stop reasons, usage, the echo sent back).
-//!
-//! - OpenAI Chat Completions: `data: {"choices":[{"delta":{…},"finish_reason":…}],"usage":…}`
-//!   chunks, then `data: [DONE]`. `delta.content` is answer text; `delta.tool_calls[]` fragments
-//!   are joined by `index` (`function.arguments` arrives in pieces); `delta.refusal` is kept for
-//!   the stop reason; reasoning text some compatible servers add is dropped, as unstreamed.
-//! - Anthropic Messages: `message_start`, `content_block_start` / `_delta` / `_stop` per block,
-//!   `message_delta` (stop reason, output tokens), `message_stop`; `ping` and unknown events are
-//!   skipped, `error` ends the stream. `text_delta` is answer text; `thinking_delta` and
-//!   `signature_delta` rebuild thinking blocks (sent back with tool calls, never answer text);
-//!   `input_json_delta` pieces make a tool call's input.
+//! This module frames the events and bounds them; what an event means is the provider's
+//! [`StreamEvents`] (`wire::provider`), which assembles the events into the provider's
+//! non-streamed reply shape and reads it as an unstreamed reply, so a streamed turn means exactly
+//! what the same turn unstreamed means (tool calls, stop reasons, usage, the echo sent back).
 
-use std::collections::BTreeMap;
-
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 use super::model::{self as wire, Reply};
+use super::provider::{Event, StreamEvents, dialect};
 use super::sse::SseReader;
 use crate::manifest::Provider;
 
@@ -35,53 +25,38 @@ pub const MAX_REPLY: usize = 16 << 20;
 /// One streamed reply being read.
 #[derive(Debug)]
 pub struct StreamReader {
-    provider: Provider,
     sse: SseReader,
     /// The end marker (`[DONE]`, `message_stop`) has arrived.
     done: bool,
-    /// Bytes accumulated so far, against [`MAX_REPLY`].
-    held: usize,
+    held: Held,
     /// The answer text so far.
     text: String,
-    openai: OpenAiAcc,
-    anthropic: AnthropicAcc,
+    events: Box<dyn StreamEvents>,
 }
 
+/// Bytes a streamed reply has accumulated so far, against [`MAX_REPLY`].
 #[derive(Debug, Default)]
-struct OpenAiAcc {
-    /// `None` until a content delta arrives: the message's `content` stays `null` then.
-    content: Option<String>,
-    refusal: Option<String>,
-    /// By `index`: id, name, arguments so far.
-    tool_calls: BTreeMap<u64, (String, String, String)>,
-    finish_reason: Option<Value>,
-    usage: Option<Value>,
-    /// The answering model, from the first chunk that names it.
-    model: Option<Value>,
-}
+pub struct Held(usize);
 
-#[derive(Debug, Default)]
-struct AnthropicAcc {
-    started: bool,
-    /// Content blocks by `index`, as the unstreamed reply would hold them.
-    blocks: BTreeMap<u64, Value>,
-    /// `input_json_delta` pieces of tool_use blocks not yet stopped.
-    inputs: BTreeMap<u64, String>,
-    stop_reason: Option<Value>,
-    usage: Map<String, Value>,
-    model: Option<Value>,
+impl Held {
+    /// Counts `n` more accumulated bytes against the bound.
+    pub fn hold(&mut self, n: usize) -> Result<(), String> {
+        self.0 = self.0.saturating_add(n);
+        if self.0 > MAX_REPLY {
+            return Err(format!("the streamed reply grew past {MAX_REPLY} bytes"));
+        }
+        Ok(())
+    }
 }
 
 impl StreamReader {
     pub fn new(provider: Provider) -> StreamReader {
         StreamReader {
-            provider,
             sse: SseReader::new(MAX_EVENT),
             done: false,
-            held: 0,
+            held: Held::default(),
             text: String::new(),
-            openai: OpenAiAcc::default(),
-            anthropic: AnthropicAcc::default(),
+            events: dialect(provider).stream(),
         }
     }
 
@@ -101,12 +76,13 @@ impl StreamReader {
                 // Nothing belongs after the end marker.
                 continue;
             }
-            match self.event(&data) {
-                Ok(Some(delta)) if !delta.is_empty() => {
+            match self.events.event(&data, &mut self.held) {
+                Ok(Event::Text(delta)) if !delta.is_empty() => {
                     self.text.push_str(&delta);
                     out.push(delta);
                 }
-                Ok(_) => {}
+                Ok(Event::End) => self.done = true,
+                Ok(Event::Text(_) | Event::Skip) => {}
                 Err(why) => return (out, Err(why)),
             }
         }
@@ -127,285 +103,24 @@ impl StreamReader {
     /// stopped short) or the assembled reply cannot be read.
     pub fn finish(&self) -> Result<Reply, String> {
         if !self.done {
-            return Err(match self.provider {
-                Provider::Anthropic => "the stream ended before message_stop".into(),
-                _ => "the stream ended before [DONE]".into(),
-            });
+            return Err(format!("the stream ended before {}", self.events.end_marker()));
         }
-        match self.provider {
-            Provider::OpenAi | Provider::OpenAiCompatible => {
-                let a = &self.openai;
-                let mut message = Map::new();
-                message.insert("role".into(), json!("assistant"));
-                message.insert("content".into(), a.content.clone().map_or(Value::Null, Value::String));
-                if let Some(r) = &a.refusal {
-                    message.insert("refusal".into(), json!(r));
-                }
-                if !a.tool_calls.is_empty() {
-                    let calls: Vec<Value> = a
-                        .tool_calls
-                        .values()
-                        .map(|(id, name, args)| {
-                            json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}})
-                        })
-                        .collect();
-                    message.insert("tool_calls".into(), Value::Array(calls));
-                }
-                let mut reply = json!({"choices": [{
-                    "index": 0,
-                    "finish_reason": a.finish_reason.clone().unwrap_or(Value::Null),
-                    "message": message,
-                }]});
-                if let Some(u) = &a.usage {
-                    reply["usage"] = u.clone();
-                }
-                if let Some(m) = &a.model {
-                    reply["model"] = m.clone();
-                }
-                wire::parse_openai(&reply)
-            }
-            Provider::Anthropic => {
-                let a = &self.anthropic;
-                let reply = json!({
-                    "content": a.blocks.values().cloned().collect::<Vec<_>>(),
-                    "stop_reason": a.stop_reason.clone().unwrap_or(Value::Null),
-                    "usage": a.usage,
-                    "model": a.model.clone().unwrap_or(Value::Null),
-                });
-                wire::parse_anthropic(&reply)
-            }
-        }
+        self.events.finish()
     }
+}
 
-    /// Counts `n` more accumulated bytes against the bound.
-    fn hold(&mut self, n: usize) -> Result<(), String> {
-        self.held = self.held.saturating_add(n);
-        if self.held > MAX_REPLY {
-            return Err(format!("the streamed reply grew past {MAX_REPLY} bytes"));
-        }
-        Ok(())
+/// One event's data as a JSON object, or why it is not one.
+pub(crate) fn event_object(data: &str) -> Result<Value, String> {
+    let v: Value = serde_json::from_str(data).map_err(|_| format!("an event is not JSON: {}", quote(data)))?;
+    if !v.is_object() {
+        return Err(format!("an event is not a JSON object: {}", quote(data)));
     }
+    Ok(v)
+}
 
-    /// One event's data; returns its answer text, if any.
-    fn event(&mut self, data: &str) -> Result<Option<String>, String> {
-        if self.provider != Provider::Anthropic && data.trim() == "[DONE]" {
-            self.done = true;
-            return Ok(None);
-        }
-        let v: Value = serde_json::from_str(data).map_err(|_| format!("an event is not JSON: {}", quote(data)))?;
-        if !v.is_object() {
-            return Err(format!("an event is not a JSON object: {}", quote(data)));
-        }
-        match self.provider {
-            Provider::OpenAi | Provider::OpenAiCompatible => self.openai_event(&v),
-            Provider::Anthropic => self.anthropic_event(&v),
-        }
-    }
-
-    fn openai_event(&mut self, v: &Value) -> Result<Option<String>, String> {
-        if let Some(e) = v.get("error").filter(|e| !e.is_null()) {
-            return Err(format!("the provider sent an error: {}", error_text(e)));
-        }
-        if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
-            self.openai.usage = Some(u.clone());
-        }
-        if self.openai.model.is_none()
-            && let Some(m) = v.get("model").filter(|m| m.is_string())
-        {
-            self.openai.model = Some(m.clone());
-        }
-        let choice = match v.get("choices") {
-            None | Some(Value::Null) => return Ok(None),
-            Some(Value::Array(c)) => match c
-                .iter()
-                .find(|c| c.get("index").and_then(Value::as_u64).unwrap_or(0) == 0)
-            {
-                Some(c) => c,
-                // The usage chunk has no choices.
-                None => return Ok(None),
-            },
-            Some(_) => return Err("an event's choices is not a list".into()),
-        };
-        if let Some(r) = choice.get("finish_reason").filter(|r| !r.is_null()) {
-            self.openai.finish_reason = Some(r.clone());
-        }
-        let Some(delta) = choice.get("delta").filter(|d| d.is_object()) else {
-            return Ok(None);
-        };
-        if let Some(Value::String(r)) = delta.get("refusal") {
-            self.hold(r.len())?;
-            self.openai.refusal.get_or_insert_with(String::new).push_str(r);
-        }
-        match delta.get("tool_calls") {
-            None | Some(Value::Null) => {}
-            Some(Value::Array(calls)) => {
-                for (pos, c) in calls.iter().enumerate() {
-                    let index = c.get("index").and_then(Value::as_u64).unwrap_or(pos as u64);
-                    let piece = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or_default();
-                    let function = c.get("function");
-                    let fpiece = |k: &str| {
-                        function
-                            .and_then(|f| f.get(k))
-                            .and_then(Value::as_str)
-                            .unwrap_or_default()
-                    };
-                    let (id, name, args) = (piece("id"), fpiece("name"), fpiece("arguments"));
-                    self.hold(id.len() + name.len() + args.len())?;
-                    let slot = self.openai.tool_calls.entry(index).or_default();
-                    // The id and name come whole in the first fragment; arguments in pieces.
-                    if slot.0.is_empty() {
-                        slot.0.push_str(id);
-                    }
-                    if slot.1.is_empty() {
-                        slot.1.push_str(name);
-                    }
-                    slot.2.push_str(args);
-                }
-            }
-            Some(_) => return Err("an event's delta.tool_calls is not a list".into()),
-        }
-        match delta.get("content") {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(t)) => {
-                self.hold(t.len())?;
-                self.openai.content.get_or_insert_with(String::new).push_str(t);
-                Ok(Some(t.clone()))
-            }
-            Some(_) => Err("an event's delta.content is not text".into()),
-        }
-    }
-
-    fn anthropic_event(&mut self, v: &Value) -> Result<Option<String>, String> {
-        let kind = v.get("type").and_then(Value::as_str).unwrap_or_default();
-        let index = || {
-            v.get("index")
-                .and_then(Value::as_u64)
-                .ok_or_else(|| format!("a {kind} event has no index"))
-        };
-        let a = &mut self.anthropic;
-        match kind {
-            "message_start" => {
-                a.started = true;
-                if let Some(Value::Object(u)) = v.pointer("/message/usage") {
-                    a.usage = u.clone();
-                }
-                a.model = v.pointer("/message/model").filter(|m| m.is_string()).cloned();
-                Ok(None)
-            }
-            "content_block_start" => {
-                let i = index()?;
-                let block = v
-                    .get("content_block")
-                    .filter(|b| b.is_object())
-                    .ok_or("a content_block_start event has no content_block")?
-                    .clone();
-                let text = (block.get("type").and_then(Value::as_str) == Some("text")).then(|| {
-                    block
-                        .get("text")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_string()
-                });
-                self.hold(block.to_string().len())?;
-                self.anthropic.blocks.insert(i, block);
-                Ok(text)
-            }
-            "content_block_delta" => {
-                let i = index()?;
-                let delta = v.get("delta").ok_or("a content_block_delta event has no delta")?;
-                let s = |k: &str| delta.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
-                let dkind = delta.get("type").and_then(Value::as_str).unwrap_or_default();
-                let piece = match dkind {
-                    "text_delta" => s("text"),
-                    "thinking_delta" => s("thinking"),
-                    "signature_delta" => s("signature"),
-                    "input_json_delta" => s("partial_json"),
-                    "citations_delta" => delta.get("citation").map(Value::to_string).unwrap_or_default(),
-                    // A delta kind this runtime does not know changes nothing it reads.
-                    _ => return Ok(None),
-                };
-                self.hold(piece.len())?;
-                let a = &mut self.anthropic;
-                let block = a
-                    .blocks
-                    .get_mut(&i)
-                    .ok_or_else(|| format!("a content_block_delta names block {i}, which was never started"))?;
-                let append = |block: &mut Value, key: &str, piece: &str| {
-                    let mut now = block.get(key).and_then(Value::as_str).unwrap_or_default().to_string();
-                    now.push_str(piece);
-                    block[key] = Value::String(now);
-                };
-                match dkind {
-                    "text_delta" => {
-                        append(block, "text", &piece);
-                        Ok(Some(piece))
-                    }
-                    "thinking_delta" => {
-                        append(block, "thinking", &piece);
-                        Ok(None)
-                    }
-                    "signature_delta" => {
-                        append(block, "signature", &piece);
-                        Ok(None)
-                    }
-                    "input_json_delta" => {
-                        a.inputs.entry(i).or_default().push_str(&piece);
-                        Ok(None)
-                    }
-                    _ => {
-                        if let Some(c) = delta.get("citation") {
-                            match block.get_mut("citations").and_then(Value::as_array_mut) {
-                                Some(list) => list.push(c.clone()),
-                                None => block["citations"] = json!([c]),
-                            }
-                        }
-                        Ok(None)
-                    }
-                }
-            }
-            "content_block_stop" => {
-                let i = index()?;
-                if let Some(raw) = a.inputs.remove(&i) {
-                    let input: Value = if raw.trim().is_empty() {
-                        json!({})
-                    } else {
-                        serde_json::from_str(&raw).map_err(|_| format!("tool-call input of block {i} is not JSON"))?
-                    };
-                    if let Some(b) = a.blocks.get_mut(&i) {
-                        b["input"] = input;
-                    }
-                }
-                Ok(None)
-            }
-            "message_delta" => {
-                if let Some(r) = v.pointer("/delta/stop_reason").filter(|r| !r.is_null()) {
-                    a.stop_reason = Some(r.clone());
-                }
-                // Its counts are cumulative: they replace those of message_start.
-                if let Some(Value::Object(u)) = v.get("usage") {
-                    for (k, x) in u {
-                        if !x.is_null() {
-                            a.usage.insert(k.clone(), x.clone());
-                        }
-                    }
-                }
-                Ok(None)
-            }
-            "message_stop" => {
-                if !a.started {
-                    return Err("the stream ended a message it never started".into());
-                }
-                self.done = true;
-                Ok(None)
-            }
-            "error" => Err(format!(
-                "the provider sent an error: {}",
-                error_text(v.get("error").unwrap_or(&Value::Null))
-            )),
-            // `ping`, and event kinds added later.
-            _ => Ok(None),
-        }
-    }
+/// The failure of a stream whose provider sent the error object `e`.
+pub(crate) fn sent_error(e: &Value) -> String {
+    format!("the provider sent an error: {}", error_text(e))
 }
 
 /// A provider error object as one short line.
@@ -432,6 +147,8 @@ fn quote(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
     use crate::wire::model::{Stop, Usage};
 
