@@ -169,118 +169,12 @@ impl StreamEvents for Events {
                 .ok_or_else(|| format!("a {kind} event has no index"))
         };
         match kind {
-            "message_start" => {
-                self.started = true;
-                if let Some(Value::Object(u)) = v.pointer("/message/usage") {
-                    self.usage = u.clone();
-                }
-                self.model = v.pointer("/message/model").filter(|m| m.is_string()).cloned();
-                Ok(Event::Skip)
-            }
-            "content_block_start" => {
-                let i = index()?;
-                let block = v
-                    .get("content_block")
-                    .filter(|b| b.is_object())
-                    .ok_or("a content_block_start event has no content_block")?
-                    .clone();
-                let text = (block.get("type").and_then(Value::as_str) == Some("text")).then(|| {
-                    block
-                        .get("text")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_string()
-                });
-                held.hold(block.to_string().len())?;
-                self.blocks.insert(i, block);
-                Ok(text.map_or(Event::Skip, Event::Text))
-            }
-            "content_block_delta" => {
-                let i = index()?;
-                let delta = v.get("delta").ok_or("a content_block_delta event has no delta")?;
-                let s = |k: &str| delta.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
-                let dkind = delta.get("type").and_then(Value::as_str).unwrap_or_default();
-                let piece = match dkind {
-                    "text_delta" => s("text"),
-                    "thinking_delta" => s("thinking"),
-                    "signature_delta" => s("signature"),
-                    "input_json_delta" => s("partial_json"),
-                    "citations_delta" => delta.get("citation").map(Value::to_string).unwrap_or_default(),
-                    // A delta kind this runtime does not know changes nothing it reads.
-                    _ => return Ok(Event::Skip),
-                };
-                held.hold(piece.len())?;
-                let block = self
-                    .blocks
-                    .get_mut(&i)
-                    .ok_or_else(|| format!("a content_block_delta names block {i}, which was never started"))?;
-                let append = |block: &mut Value, key: &str, piece: &str| {
-                    let mut now = block.get(key).and_then(Value::as_str).unwrap_or_default().to_string();
-                    now.push_str(piece);
-                    block[key] = Value::String(now);
-                };
-                match dkind {
-                    "text_delta" => {
-                        append(block, "text", &piece);
-                        Ok(Event::Text(piece))
-                    }
-                    "thinking_delta" => {
-                        append(block, "thinking", &piece);
-                        Ok(Event::Skip)
-                    }
-                    "signature_delta" => {
-                        append(block, "signature", &piece);
-                        Ok(Event::Skip)
-                    }
-                    "input_json_delta" => {
-                        self.inputs.entry(i).or_default().push_str(&piece);
-                        Ok(Event::Skip)
-                    }
-                    _ => {
-                        if let Some(c) = delta.get("citation") {
-                            match block.get_mut("citations").and_then(Value::as_array_mut) {
-                                Some(list) => list.push(c.clone()),
-                                None => block["citations"] = json!([c]),
-                            }
-                        }
-                        Ok(Event::Skip)
-                    }
-                }
-            }
-            "content_block_stop" => {
-                let i = index()?;
-                if let Some(raw) = self.inputs.remove(&i) {
-                    let input: Value = if raw.trim().is_empty() {
-                        json!({})
-                    } else {
-                        serde_json::from_str(&raw).map_err(|_| format!("tool-call input of block {i} is not JSON"))?
-                    };
-                    if let Some(b) = self.blocks.get_mut(&i) {
-                        b["input"] = input;
-                    }
-                }
-                Ok(Event::Skip)
-            }
-            "message_delta" => {
-                if let Some(r) = v.pointer("/delta/stop_reason").filter(|r| !r.is_null()) {
-                    self.stop_reason = Some(r.clone());
-                }
-                // Its counts are cumulative: they replace those of message_start.
-                if let Some(Value::Object(u)) = v.get("usage") {
-                    for (k, x) in u {
-                        if !x.is_null() {
-                            self.usage.insert(k.clone(), x.clone());
-                        }
-                    }
-                }
-                Ok(Event::Skip)
-            }
-            "message_stop" => {
-                if !self.started {
-                    return Err("the stream ended a message it never started".into());
-                }
-                Ok(Event::End)
-            }
+            "message_start" => Ok(self.message_start(&v)),
+            "content_block_start" => self.block_start(index()?, &v, held),
+            "content_block_delta" => self.block_delta(index()?, &v, held),
+            "content_block_stop" => self.block_stop(index()?),
+            "message_delta" => Ok(self.message_delta(&v)),
+            "message_stop" => self.message_stop(),
             "error" => Err(stream::sent_error(v.get("error").unwrap_or(&Value::Null))),
             // `ping`, and event kinds added later.
             _ => Ok(Event::Skip),
@@ -299,5 +193,143 @@ impl StreamEvents for Events {
             "model": self.model.clone().unwrap_or(Value::Null),
         });
         parse(&reply)
+    }
+}
+
+/// What a `content_block_delta` adds to its block.
+enum Delta {
+    /// Answer text, appended to the block's `text`.
+    Text,
+    /// Appended to the block's field of this name (`thinking`, `signature`): never answer text.
+    Append(&'static str),
+    /// A piece of a tool_use block's input, read whole at the block's end.
+    InputJson,
+    /// A citation, added to the block's `citations`.
+    Citation,
+}
+
+impl Delta {
+    /// The kind of `delta` and the piece it carries; `None` for a kind this runtime does not
+    /// know, which changes nothing it reads.
+    fn of(delta: &Value) -> Option<(Delta, String)> {
+        let s = |k: &str| delta.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        Some(match delta.get("type").and_then(Value::as_str).unwrap_or_default() {
+            "text_delta" => (Delta::Text, s("text")),
+            "thinking_delta" => (Delta::Append("thinking"), s("thinking")),
+            "signature_delta" => (Delta::Append("signature"), s("signature")),
+            "input_json_delta" => (Delta::InputJson, s("partial_json")),
+            "citations_delta" => (
+                Delta::Citation,
+                delta.get("citation").map(Value::to_string).unwrap_or_default(),
+            ),
+            _ => return None,
+        })
+    }
+}
+
+/// Appends `piece` to the text field `key` of `block` (an object).
+fn append(block: &mut Value, key: &str, piece: &str) {
+    let mut now = block.get(key).and_then(Value::as_str).unwrap_or_default().to_string();
+    now.push_str(piece);
+    block[key] = Value::String(now);
+}
+
+impl Events {
+    /// `message_start`: the input usage and the answering model.
+    fn message_start(&mut self, v: &Value) -> Event {
+        self.started = true;
+        if let Some(Value::Object(u)) = v.pointer("/message/usage") {
+            self.usage = u.clone();
+        }
+        self.model = v.pointer("/message/model").filter(|m| m.is_string()).cloned();
+        Event::Skip
+    }
+
+    /// `content_block_start`: block `i` as it begins; a text block's opening text is answer text.
+    fn block_start(&mut self, i: u64, v: &Value, held: &mut Held) -> Result<Event, String> {
+        let block = v
+            .get("content_block")
+            .filter(|b| b.is_object())
+            .ok_or("a content_block_start event has no content_block")?
+            .clone();
+        let text = (block.get("type").and_then(Value::as_str) == Some("text")).then(|| {
+            block
+                .get("text")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        });
+        held.hold(block.to_string().len())?;
+        self.blocks.insert(i, block);
+        Ok(text.map_or(Event::Skip, Event::Text))
+    }
+
+    /// `content_block_delta`: a piece of block `i`, which must have started.
+    fn block_delta(&mut self, i: u64, v: &Value, held: &mut Held) -> Result<Event, String> {
+        let delta = v.get("delta").ok_or("a content_block_delta event has no delta")?;
+        let Some((kind, piece)) = Delta::of(delta) else {
+            return Ok(Event::Skip);
+        };
+        held.hold(piece.len())?;
+        let block = self
+            .blocks
+            .get_mut(&i)
+            .ok_or_else(|| format!("a content_block_delta names block {i}, which was never started"))?;
+        match kind {
+            Delta::Text => {
+                append(block, "text", &piece);
+                return Ok(Event::Text(piece));
+            }
+            Delta::Append(key) => append(block, key, &piece),
+            Delta::InputJson => self.inputs.entry(i).or_default().push_str(&piece),
+            Delta::Citation => {
+                if let Some(c) = delta.get("citation") {
+                    match block.get_mut("citations").and_then(Value::as_array_mut) {
+                        Some(list) => list.push(c.clone()),
+                        None => block["citations"] = json!([c]),
+                    }
+                }
+            }
+        }
+        Ok(Event::Skip)
+    }
+
+    /// `content_block_stop`: a tool_use block's input pieces, joined, become its input.
+    fn block_stop(&mut self, i: u64) -> Result<Event, String> {
+        if let Some(raw) = self.inputs.remove(&i) {
+            let input: Value = if raw.trim().is_empty() {
+                json!({})
+            } else {
+                serde_json::from_str(&raw).map_err(|_| format!("tool-call input of block {i} is not JSON"))?
+            };
+            if let Some(b) = self.blocks.get_mut(&i) {
+                b["input"] = input;
+            }
+        }
+        Ok(Event::Skip)
+    }
+
+    /// `message_delta`: the stop reason and the usage so far.
+    fn message_delta(&mut self, v: &Value) -> Event {
+        if let Some(r) = v.pointer("/delta/stop_reason").filter(|r| !r.is_null()) {
+            self.stop_reason = Some(r.clone());
+        }
+        // Its counts are cumulative: they replace those of message_start.
+        if let Some(Value::Object(u)) = v.get("usage") {
+            for (k, x) in u {
+                if !x.is_null() {
+                    self.usage.insert(k.clone(), x.clone());
+                }
+            }
+        }
+        Event::Skip
+    }
+
+    /// `message_stop`: the end marker, of a message that started.
+    fn message_stop(&self) -> Result<Event, String> {
+        if !self.started {
+            return Err("the stream ended a message it never started".into());
+        }
+        Ok(Event::End)
     }
 }
