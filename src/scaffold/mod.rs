@@ -16,6 +16,7 @@ mod tests;
 use crate::diag::{self, Diagnostic, shown};
 use crate::manifest::{self, Language, Provider};
 use crate::names::{self, NameError};
+use crate::wire::provider::dialect;
 
 /// The version both scaffolded members start at.
 pub const VERSION: &str = "0.1.0";
@@ -74,26 +75,19 @@ impl ModelSettings {
     }
 }
 
-/// The model a scaffold names when the configuration names none. Any model of the provider works;
-/// the operator is expected to choose. Both are current models of the official SDKs' model lists
-/// (`openai` 3.57.0's `ChatModel`, with no shutdown date announced; `anthropic` 2.14.0's
-/// `ModelParam`); the OpenAI one is a reasoning model, which the request shape suits.
+/// The model a scaffold names when the configuration names none (the provider's
+/// [`Dialect::default_model`](crate::wire::provider::Dialect::default_model)).
 pub fn default_model(provider: Provider) -> &'static str {
-    match provider {
-        Provider::OpenAi | Provider::OpenAiCompatible => "gpt-5.5",
-        Provider::Anthropic => "claude-sonnet-5-5",
-    }
+    dialect(provider).default_model()
 }
 
 /// The scaffold's `inference.max_tokens`: the spec's default of 4096 leaves a reasoning model
 /// too little room once it has reasoned, and a reply cut there fails the task.
 pub const SCAFFOLD_MAX_TOKENS: u32 = 16000;
 
+/// The environment variable the members' `api_key` names.
 pub fn key_var(provider: Provider) -> &'static str {
-    match provider {
-        Provider::OpenAi | Provider::OpenAiCompatible => "OPENAI_API_KEY",
-        Provider::Anthropic => "ANTHROPIC_API_KEY",
-    }
+    dialect(provider).key_var()
 }
 
 /// `inference.*` defaults read from `~/.murmur/config.yaml`.

@@ -245,7 +245,7 @@ pub fn manifest() -> Value {
                             "provider",
                             words(
                                 "The API spoken: openai (current Chat Completions fields), openai-compatible (the older fields local servers know), anthropic.",
-                                &["openai", "openai-compatible", "anthropic"],
+                                &crate::manifest::Provider::ALL.map(crate::manifest::Provider::as_str),
                             ),
                         ),
                         ("endpoint", text("The provider's base URL (http:// or https://).")),

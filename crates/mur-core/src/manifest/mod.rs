@@ -105,6 +105,12 @@ pub enum Provider {
 }
 
 impl Provider {
+    /// Every provider, in the order the reference lists them: the words `inference.provider`
+    /// takes. A new variant goes here too (the compiler cannot check this list; the seam's tests
+    /// in `wire::provider` walk it).
+    pub const ALL: [Provider; 3] = [Provider::OpenAi, Provider::OpenAiCompatible, Provider::Anthropic];
+
+    /// The manifest's word for it.
     pub fn as_str(self) -> &'static str {
         match self {
             Provider::OpenAi => "openai",
@@ -116,10 +122,7 @@ impl Provider {
     /// The base URL used when `inference.endpoint` is absent
     /// (docs/reference/capsules.md#model-capsules).
     pub fn default_endpoint(self) -> &'static str {
-        match self {
-            Provider::OpenAi | Provider::OpenAiCompatible => "https://api.openai.com",
-            Provider::Anthropic => "https://api.anthropic.com",
-        }
+        crate::wire::provider::dialect(self).default_endpoint()
     }
 }
 

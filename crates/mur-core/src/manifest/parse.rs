@@ -2,6 +2,7 @@
 //! then the E-MAN-003 rule conflicts once every key has its type.
 
 use crate::diag::{self, Diagnostic, shown};
+use crate::wire::provider::dialect;
 use crate::yaml::{self, Node, NodeKind, Resolved};
 
 use super::{
@@ -244,16 +245,27 @@ pub(super) fn parse(bytes: &[u8]) -> R<Parsed> {
         .with_hint("remove `component` to build a model capsule, or `inference` to build a component capsule"));
     }
     if let Some(inf) = &inference
-        && inf.provider == Some(Provider::Anthropic)
+        && let Some(provider) = inf.provider
+        && !dialect(provider).takes_reasoning_effort()
         && let Some(effort) = &inf.reasoning_effort
     {
+        let takers: Vec<&str> = Provider::ALL
+            .into_iter()
+            .filter(|p| dialect(*p).takes_reasoning_effort())
+            .map(Provider::as_str)
+            .collect();
         return Err(Diagnostic::new(
             diag::E_MAN_003,
             format!(
-                "inference.reasoning_effort: cannot be declared together with inference.provider: anthropic: '{effort}' is a field of OpenAI's Chat Completions API, and the Anthropic Messages API has no such field"
+                "inference.reasoning_effort: cannot be declared together with inference.provider: {}: '{effort}' is a field of OpenAI's Chat Completions API, and {} has no such field",
+                provider.as_str(),
+                dialect(provider).api_name()
             ),
         )
-        .with_hint("remove inference.reasoning_effort, or use inference.provider: openai or openai-compatible"));
+        .with_hint(format!(
+            "remove inference.reasoning_effort, or use inference.provider: {}",
+            takers.join(" or ")
+        )));
     }
     if lifecycle.task_acceptance == Acceptance::Queue && lifecycle.queue_depth == 0 {
         return Err(Diagnostic::new(
@@ -489,18 +501,9 @@ fn inference(w: &mut Walker, root: &Node) -> R<Option<Inference>> {
     })? {
         out.transport = t;
     }
-    out.provider = word(
-        inf,
-        p,
-        "provider",
-        &["openai", "openai-compatible", "anthropic"],
-        |s| match s {
-            "openai" => Some(Provider::OpenAi),
-            "openai-compatible" => Some(Provider::OpenAiCompatible),
-            "anthropic" => Some(Provider::Anthropic),
-            _ => None,
-        },
-    )?;
+    out.provider = word(inf, p, "provider", &Provider::ALL.map(Provider::as_str), |s| {
+        Provider::ALL.into_iter().find(|v| v.as_str() == s)
+    })?;
     if let Some(e) = string(inf, p, "endpoint")? {
         if !(e.starts_with("http://") || e.starts_with("https://")) || e.len() <= "https://".len() {
             return Err(bad(

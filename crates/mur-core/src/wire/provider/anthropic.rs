@@ -26,6 +26,27 @@ pub struct Messages;
 pub static ANTHROPIC: Messages = Messages;
 
 impl Dialect for Messages {
+    fn default_endpoint(&self) -> &'static str {
+        "https://api.anthropic.com"
+    }
+
+    fn takes_reasoning_effort(&self) -> bool {
+        false
+    }
+
+    fn api_name(&self) -> &'static str {
+        "the Anthropic Messages API"
+    }
+
+    /// From `anthropic` 2.14.0's `ModelParam`.
+    fn default_model(&self) -> &'static str {
+        "claude-sonnet-5-5"
+    }
+
+    fn key_var(&self) -> &'static str {
+        "ANTHROPIC_API_KEY"
+    }
+
     fn path(&self) -> &'static str {
         "messages"
     }

@@ -24,6 +24,20 @@ pub mod openai;
 
 /// What one provider API does differently from the others.
 pub trait Dialect: Sync {
+    /// The base URL used when `inference.endpoint` is absent
+    /// (docs/reference/capsules.md#model-capsules).
+    fn default_endpoint(&self) -> &'static str;
+    /// Whether requests carry `inference.reasoning_effort`; a manifest that sets it for a
+    /// provider that does not take it is refused (E-MAN-003).
+    fn takes_reasoning_effort(&self) -> bool;
+    /// The API's name, as that refusal says it.
+    fn api_name(&self) -> &'static str;
+    /// The model `mur new` names when the configuration names none: a current model of the
+    /// official SDK's model list. Any model of the provider works; the operator is expected to
+    /// choose.
+    fn default_model(&self) -> &'static str;
+    /// The environment variable `mur new`'s members name for their key.
+    fn key_var(&self) -> &'static str;
     /// The request URL's path after `/v1/` (see [`super::model::url`]).
     fn path(&self) -> &'static str;
     /// The credential header for `key`: its name and value.
@@ -79,3 +93,4 @@ fn word(v: Option<&Value>) -> Option<String> {
     const MAX: usize = 200;
     Some(crate::text::head(v?.as_str()?, MAX).to_string())
 }
+

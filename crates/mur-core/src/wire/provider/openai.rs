@@ -22,6 +22,7 @@ pub struct ChatCompletions {
     bound: &'static str,
     /// The role of the instructions message.
     instructions: &'static str,
+    api_name: &'static str,
 }
 
 /// `openai`: the output bound as `max_completion_tokens` (`max_tokens` is deprecated there and
@@ -29,15 +30,39 @@ pub struct ChatCompletions {
 pub static OPENAI: ChatCompletions = ChatCompletions {
     bound: "max_completion_tokens",
     instructions: "developer",
+    api_name: "OpenAI's Chat Completions API",
 };
 
 /// `openai-compatible`: the older `max_tokens` and `system`.
 pub static COMPATIBLE: ChatCompletions = ChatCompletions {
     bound: "max_tokens",
     instructions: "system",
+    api_name: "the Chat Completions API",
 };
 
 impl Dialect for ChatCompletions {
+    fn default_endpoint(&self) -> &'static str {
+        "https://api.openai.com"
+    }
+
+    fn takes_reasoning_effort(&self) -> bool {
+        true
+    }
+
+    fn api_name(&self) -> &'static str {
+        self.api_name
+    }
+
+    /// From `openai` 3.57.0's `ChatModel`, with no shutdown date announced: a reasoning model,
+    /// which the request shape suits.
+    fn default_model(&self) -> &'static str {
+        "gpt-5.5"
+    }
+
+    fn key_var(&self) -> &'static str {
+        "OPENAI_API_KEY"
+    }
+
     fn path(&self) -> &'static str {
         "chat/completions"
     }
