@@ -94,3 +94,192 @@ fn word(v: Option<&Value>) -> Option<String> {
     Some(crate::text::head(v?.as_str()?, MAX).to_string())
 }
 
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::wire::model::{ToolOutput, ToolSpec};
+    use crate::wire::model_stream::StreamReader;
+
+    /// What one provider answers, as a table row.
+    struct Want {
+        word: &'static str,
+        endpoint: &'static str,
+        path: &'static str,
+        /// For the key `k`.
+        credential: (&'static str, &'static str),
+        fixed_headers: &'static [(&'static str, &'static str)],
+        reasoning_effort: bool,
+        model: &'static str,
+        key_var: &'static str,
+        /// The body of [`turn`]'s request.
+        body: Value,
+        /// A whole reply whose answer is `hi`.
+        reply: Value,
+        /// A streamed reply whose answer is `hi`, then its end marker's event.
+        stream: (&'static str, &'static str),
+        end_marker: &'static str,
+    }
+
+    /// The row of each provider. The match is exhaustive: a new provider does not compile here
+    /// until its row says what it sends and reads.
+    fn want(provider: Provider) -> Want {
+        let chat_body = |bound: &str, instructions: &str| {
+            json!({
+                "model": "m",
+                bound: 10,
+                "stream": true,
+                "stream_options": {"include_usage": true},
+                "reasoning_effort": "low",
+                "messages": [
+                    {"role": instructions, "content": "S"},
+                    {"role": "user", "content": "T"},
+                    {"role": "assistant", "content": "A"},
+                    {"role": "tool", "tool_call_id": "c1", "content": "R"},
+                ],
+                "tools": [{"type": "function", "function": {
+                    "name": "t", "description": "D", "parameters": {"type": "object"},
+                }}],
+            })
+        };
+        let chat_reply = json!({"choices": [{"index": 0, "finish_reason": "stop",
+            "message": {"role": "assistant", "content": "hi"}}]});
+        let chat_stream = (
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n",
+            "data: [DONE]\n\n",
+        );
+        match provider {
+            Provider::OpenAi => Want {
+                word: "openai",
+                endpoint: "https://api.openai.com",
+                path: "chat/completions",
+                credential: ("authorization", "Bearer k"),
+                fixed_headers: &[],
+                reasoning_effort: true,
+                model: "gpt-5.5",
+                key_var: "OPENAI_API_KEY",
+                body: chat_body("max_completion_tokens", "developer"),
+                reply: chat_reply,
+                stream: chat_stream,
+                end_marker: "[DONE]",
+            },
+            Provider::OpenAiCompatible => Want {
+                word: "openai-compatible",
+                endpoint: "https://api.openai.com",
+                path: "chat/completions",
+                credential: ("authorization", "Bearer k"),
+                fixed_headers: &[],
+                reasoning_effort: true,
+                model: "gpt-5.5",
+                key_var: "OPENAI_API_KEY",
+                body: chat_body("max_tokens", "system"),
+                reply: chat_reply,
+                stream: chat_stream,
+                end_marker: "[DONE]",
+            },
+            Provider::Anthropic => Want {
+                word: "anthropic",
+                endpoint: "https://api.anthropic.com",
+                path: "messages",
+                credential: ("x-api-key", "k"),
+                fixed_headers: &[("anthropic-version", "2026-10-21")],
+                reasoning_effort: false,
+                model: "claude-sonnet-5-5",
+                key_var: "ANTHROPIC_API_KEY",
+                // No reasoning_effort: the Messages API has no such field (and the manifest
+                // refuses it).
+                body: json!({
+                    "model": "m",
+                    "max_tokens": 10,
+                    "stream": true,
+                    "system": "S",
+                    "messages": [
+                        {"role": "user", "content": "T"},
+                        {"role": "assistant", "content": "A"},
+                        {"role": "user", "content": [
+                            {"type": "tool_result", "tool_use_id": "c1", "content": "R", "is_error": true},
+                        ]},
+                    ],
+                    "tools": [{"name": "t", "description": "D", "input_schema": {"type": "object"}}],
+                }),
+                reply: json!({"content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn"}),
+                stream: (
+                    concat!(
+                        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{}}}\n\n",
+                        "event: content_block_start\n",
+                        "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"hi\"}}\n\n",
+                    ),
+                    "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+                ),
+                end_marker: "message_stop",
+            },
+        }
+    }
+
+    /// A turn with every kind of message and a tool, streamed, with a reasoning effort.
+    fn turn(provider: Provider) -> Value {
+        let tools = [ToolSpec {
+            name: "t",
+            description: "D",
+            schema: json!({"type": "object"}),
+        }];
+        let req = Request {
+            provider,
+            model: "m",
+            max_tokens: 10,
+            reasoning_effort: Some("low"),
+            system: "S",
+            tools: &tools,
+            stream: true,
+        };
+        let messages = [
+            Msg::User("T".into()),
+            Msg::Assistant(json!({"role": "assistant", "content": "A"})),
+            Msg::ToolResults(vec![ToolOutput {
+                id: "c1".into(),
+                text: "R".into(),
+                is_error: true,
+            }]),
+        ];
+        Value::Object(dialect(provider).request_body(&req, &messages))
+    }
+
+    #[test]
+    fn each_provider_sends_and_reads_what_its_row_says() {
+        for provider in Provider::ALL {
+            let (w, d) = (want(provider), dialect(provider));
+            let name = w.word;
+            assert_eq!(provider.as_str(), w.word);
+            assert_eq!(
+                Provider::ALL.into_iter().filter(|p| p.as_str() == w.word).count(),
+                1,
+                "{name}: its word names it alone"
+            );
+            assert_eq!(d.default_endpoint(), w.endpoint, "{name}");
+            assert_eq!(d.path(), w.path, "{name}");
+            let (header, value) = d.credential("k");
+            assert_eq!((header, value.as_str()), w.credential, "{name}");
+            assert_eq!(d.fixed_headers(), w.fixed_headers, "{name}");
+            assert_eq!(d.takes_reasoning_effort(), w.reasoning_effort, "{name}");
+            assert!(!d.api_name().is_empty(), "{name}");
+            assert_eq!(d.default_model(), w.model, "{name}");
+            assert_eq!(d.key_var(), w.key_var, "{name}");
+            assert_eq!(turn(provider), w.body, "{name}");
+            assert_eq!(d.parse_reply(&w.reply).map(|r| r.text), Ok("hi".to_string()), "{name}");
+
+            let (events, end) = w.stream;
+            let mut cut = StreamReader::new(provider);
+            assert_eq!(cut.push(events.as_bytes()), (vec!["hi".to_string()], Ok(())), "{name}");
+            assert_eq!(
+                cut.finish(),
+                Err(format!("the stream ended before {}", w.end_marker)),
+                "{name}"
+            );
+            let mut whole = StreamReader::new(provider);
+            assert_eq!(whole.push(format!("{events}{end}").as_bytes()).1, Ok(()), "{name}");
+            assert!(whole.is_done(), "{name}");
+            assert_eq!(whole.finish().map(|r| r.text), Ok("hi".to_string()), "{name}");
+        }
+    }
+}
