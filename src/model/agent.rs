@@ -15,7 +15,9 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::client::{Answer, ProviderClient, Retry, RetryNote};
-use super::wire::{self, CALL_MEMBER, END_WITHOUT_ANSWER, Msg, Request, Stop, ToolCall, ToolOutput, ToolSpec};
+use super::wire::{
+    self, CALL_MEMBER, END_WITHOUT_ANSWER, Msg, Reply, Request, Stop, ToolCall, ToolOutput, ToolSpec, Usage,
+};
 use super::{Identity, ModelConfig};
 use crate::calls::continuation_message;
 use crate::capsule::{BoxFuture, CallOutcome, CallStatus, CancelSignal};
@@ -180,6 +182,14 @@ impl Totals {
             tool_calls: self.tool_calls.load(Ordering::Relaxed),
         }
     }
+
+    /// Adds a reply's reported tokens; an unreported count adds nothing.
+    fn add_tokens(&self, usage: &Usage) {
+        self.input_tokens
+            .fetch_add(usage.input_tokens.unwrap_or(0), Ordering::Relaxed);
+        self.output_tokens
+            .fetch_add(usage.output_tokens.unwrap_or(0), Ordering::Relaxed);
+    }
 }
 
 /// The first request's messages: the context's earlier exchanges, then the task. A past answer
@@ -275,19 +285,7 @@ impl Agent {
             Ok(c) => c,
             Err(why) => return AgentOutcome::Failed(format!("inference failed: {why}")),
         };
-        let request = Request {
-            provider: self.config.provider,
-            model: &self.config.model,
-            max_tokens: self.config.max_tokens,
-            reasoning_effort: self.config.reasoning_effort.as_deref(),
-            system: &self.system,
-            tools: &self.tools,
-            // Every turn is streamed, whoever is listening: the answer then reaches the door as
-            // it is generated, for a stream subscriber there now or one that subscribes later,
-            // and there is one way of reading replies rather than two. A server that answers a
-            // streamed request with plain JSON is read as before.
-            stream: true,
-        };
+        let request = self.request();
         let mut run = TaskRun {
             agent: self,
             task,
@@ -299,126 +297,20 @@ impl Agent {
             continuations: 0,
         };
         loop {
-            let body = wire::request_body(&request, &run.messages);
-            let retries = std::cell::Cell::new(0u32);
-            let traced = |note: &RetryNote| {
-                retries.set(note.attempt);
-                task.events.record(
-                    "inference_retry",
-                    &[
-                        ("task_id", json!(task.task_id)),
-                        ("attempt", json!(note.attempt)),
-                        ("status", json!(note.status)),
-                        ("delay_ms", json!(crate::timing::millis(note.delay))),
-                        ("wait", json!(note.source.as_str())),
-                    ],
-                );
-            };
-            let turn = run.turns + 1;
-            let began = Instant::now();
-            let answer = client
-                .send(&body, traced, |delta| task.events.answer_text(turn, delta))
-                .await;
-            // The turn as the trace records it, whatever came of it.
-            let mut record = ModelTurn {
-                task_id: task.task_id.clone(),
-                turn,
-                provider: self.config.provider.as_str().to_string(),
-                model: self.config.model.clone(),
-                retries: retries.get(),
-                streamed: matches!(answer, Ok(Answer::Streamed(_) | Answer::Broken(_))),
-                ..ModelTurn::default()
-            };
-            let turn_over = |record: &mut ModelTurn, reply: Option<&wire::Reply>| {
-                record.duration_ms = crate::timing::millis(began.elapsed());
-                if let Some(r) = reply {
-                    record.ok = true;
-                    record.response_model = r.model.clone();
-                    record.input_tokens = r.usage.input_tokens;
-                    record.output_tokens = r.usage.output_tokens;
-                    record.finish_reason = r.finish_reason.clone();
-                }
-                task.events.model_turn(record);
-            };
-            let answer = match answer {
-                Ok(a) => a,
-                Err(text) => {
-                    turn_over(&mut record, None);
-                    return AgentOutcome::Failed(text);
-                }
-            };
-            run.turns += 1;
-            self.totals.turns.fetch_add(1, Ordering::Relaxed);
-            let parsed = match answer {
-                Answer::Streamed(reply) => Ok(reply),
-                Answer::Whole(bytes) => wire::parse_reply(self.config.provider, &bytes),
-                Answer::Broken(text) => {
-                    // The client may have shown part of the answer: the trace keeps what came
-                    // (answer text only, never the prompt) in the record before the task's end.
-                    task.events.record(
-                        "inference_stream_broken",
-                        &[("task_id", json!(task.task_id)), ("reason", json!(text))],
-                    );
-                    turn_over(&mut record, None);
-                    return AgentOutcome::Failed(text);
-                }
-            };
-            let reply = match parsed {
+            let reply = match run.model_turn(&client, &request).await {
                 Ok(r) => r,
-                Err(why) => {
-                    turn_over(&mut record, None);
-                    return AgentOutcome::Failed(format!(
-                        "inference failed: the provider's reply could not be read: {why}"
-                    ));
-                }
+                Err(ended) => return ended,
             };
-            turn_over(&mut record, Some(&reply));
-            self.totals
-                .input_tokens
-                .fetch_add(reply.usage.input_tokens.unwrap_or(0), Ordering::Relaxed);
-            self.totals
-                .output_tokens
-                .fetch_add(reply.usage.output_tokens.unwrap_or(0), Ordering::Relaxed);
-            match &reply.stop {
-                Stop::Done => {}
-                Stop::Truncated => {
-                    return AgentOutcome::Failed(format!(
-                        "the model's reply was cut at inference.max_tokens ({} tokens; a reasoning model's \
-                         reasoning counts toward it)",
-                        self.config.max_tokens
-                    ));
-                }
-                Stop::ContextFull => {
-                    return AgentOutcome::Failed(
-                        "the model's reply was cut: the conversation filled the model's context window".into(),
-                    );
-                }
-                Stop::Refused(why) if why.trim().is_empty() => {
-                    return AgentOutcome::Failed("the model declined to answer".into());
-                }
-                Stop::Refused(why) => {
-                    return AgentOutcome::Failed(format!("the model declined to answer: {}", why.trim()));
-                }
+            if let Some(failed) = self.cut_short(&reply.stop) {
+                return failed;
             }
             if let Some(echo) = reply.echo {
                 run.messages.push(Msg::Assistant(echo));
             }
             if !reply.tool_calls.is_empty() {
-                if !run.turn_left() {
-                    return AgentOutcome::MaxTurns(format!(
-                        "the model asked for a tool call after its last turn (inference.max_turns: {})",
-                        self.config.max_turns.unwrap_or_default()
-                    ));
+                if let Err(ended) = run.tools(&reply.tool_calls).await {
+                    return ended;
                 }
-                let mut results = Vec::with_capacity(reply.tool_calls.len());
-                for call in &reply.tool_calls {
-                    self.totals.tool_calls.fetch_add(1, Ordering::Relaxed);
-                    match run.tool(call).await {
-                        Ok(output) => results.push(output),
-                        Err(ended) => return ended,
-                    }
-                }
-                run.messages.push(Msg::ToolResults(results));
                 continue;
             }
             // The attempt is over; `reply.text` is the candidate answer
@@ -429,6 +321,67 @@ impl Agent {
             run.continue_with_answers().await;
         }
     }
+
+    /// What every request of a task shares.
+    fn request(&self) -> Request<'_> {
+        Request {
+            provider: self.config.provider,
+            model: &self.config.model,
+            max_tokens: self.config.max_tokens,
+            reasoning_effort: self.config.reasoning_effort.as_deref(),
+            system: &self.system,
+            tools: &self.tools,
+            // Every turn is streamed, whoever is listening: the answer then reaches the door as
+            // it is generated, for a stream subscriber there now or one that subscribes later,
+            // and there is one way of reading replies rather than two. A server that answers a
+            // streamed request with plain JSON is read as before.
+            stream: true,
+        }
+    }
+
+    /// The task's failure when the reply stopped before the model was done.
+    fn cut_short(&self, stop: &Stop) -> Option<AgentOutcome> {
+        let why = match stop {
+            Stop::Done => return None,
+            Stop::Truncated => format!(
+                "the model's reply was cut at inference.max_tokens ({} tokens; a reasoning model's reasoning \
+                 counts toward it)",
+                self.config.max_tokens
+            ),
+            Stop::ContextFull => "the model's reply was cut: the conversation filled the model's context window".into(),
+            Stop::Refused(why) if why.trim().is_empty() => "the model declined to answer".into(),
+            Stop::Refused(why) => format!("the model declined to answer: {}", why.trim()),
+        };
+        Some(AgentOutcome::Failed(why))
+    }
+}
+
+/// The `inference_retry` record of one retry.
+fn trace_retry(task: &TaskCtx, note: &RetryNote) {
+    task.events.record(
+        "inference_retry",
+        &[
+            ("task_id", json!(task.task_id)),
+            ("attempt", json!(note.attempt)),
+            ("status", json!(note.status)),
+            ("delay_ms", json!(crate::timing::millis(note.delay))),
+            ("wait", json!(note.source.as_str())),
+        ],
+    );
+}
+
+/// The turn's `inference` record completed and reported: how long it took and, when a reply was
+/// read, what the provider said of it.
+fn report_turn(events: &dyn TaskEvents, mut record: ModelTurn, began: Instant, reply: Option<&Reply>) {
+    record.duration_ms = crate::timing::millis(began.elapsed());
+    if let Some(r) = reply {
+        record.ok = true;
+        record.response_model = r.model.clone();
+        record.input_tokens = r.usage.input_tokens;
+        record.output_tokens = r.usage.output_tokens;
+        record.finish_reason = r.finish_reason.clone();
+    }
+    events.model_turn(&record);
 }
 
 /// The state of one task's run.
@@ -447,6 +400,87 @@ struct TaskRun<'a> {
 }
 
 impl TaskRun<'_> {
+    /// One provider request with the conversation so far, traced: each retry
+    /// (`inference_retry`), a broken stream (`inference_stream_broken`) and the turn itself
+    /// (`inference`), whatever came of it. `Err` is the task's failure.
+    async fn model_turn(&mut self, client: &ProviderClient, request: &Request<'_>) -> Result<Reply, AgentOutcome> {
+        let (agent, task) = (self.agent, self.task);
+        let body = wire::request_body(request, &self.messages);
+        let retries = std::cell::Cell::new(0u32);
+        let traced = |note: &RetryNote| {
+            retries.set(note.attempt);
+            trace_retry(task, note);
+        };
+        let turn = self.turns + 1;
+        let began = Instant::now();
+        let answer = client
+            .send(&body, traced, |delta| task.events.answer_text(turn, delta))
+            .await;
+        let record = ModelTurn {
+            task_id: task.task_id.clone(),
+            turn,
+            provider: agent.config.provider.as_str().to_string(),
+            model: agent.config.model.clone(),
+            retries: retries.get(),
+            streamed: matches!(answer, Ok(Answer::Streamed(_) | Answer::Broken(_))),
+            ..ModelTurn::default()
+        };
+        let read = match answer {
+            Ok(answer) => {
+                self.turns += 1;
+                agent.totals.turns.fetch_add(1, Ordering::Relaxed);
+                self.read(answer)
+            }
+            Err(text) => Err(text),
+        };
+        let reply = match read {
+            Ok(reply) => reply,
+            Err(text) => {
+                report_turn(task.events.as_ref(), record, began, None);
+                return Err(AgentOutcome::Failed(text));
+            }
+        };
+        report_turn(task.events.as_ref(), record, began, Some(&reply));
+        agent.totals.add_tokens(&reply.usage);
+        Ok(reply)
+    }
+
+    /// The reply in a successful answer. `Err` is the task's failure text.
+    fn read(&self, answer: Answer) -> Result<Reply, String> {
+        match answer {
+            Answer::Streamed(reply) => Ok(reply),
+            Answer::Whole(bytes) => wire::parse_reply(self.agent.config.provider, &bytes)
+                .map_err(|why| format!("inference failed: the provider's reply could not be read: {why}")),
+            Answer::Broken(text) => {
+                // The client may have shown part of the answer: the trace keeps what came
+                // (answer text only, never the prompt) in the record before the task's end.
+                self.task.events.record(
+                    "inference_stream_broken",
+                    &[("task_id", json!(self.task.task_id)), ("reason", json!(text))],
+                );
+                Err(text)
+            }
+        }
+    }
+
+    /// Runs a reply's tool calls, in order, and adds their results to the conversation. `Err`
+    /// ends the task: no turn is left to show the results, or `end-without-answer`.
+    async fn tools(&mut self, calls: &[ToolCall]) -> Result<(), AgentOutcome> {
+        if !self.turn_left() {
+            return Err(AgentOutcome::MaxTurns(format!(
+                "the model asked for a tool call after its last turn (inference.max_turns: {})",
+                self.agent.config.max_turns.unwrap_or_default()
+            )));
+        }
+        let mut results = Vec::with_capacity(calls.len());
+        for call in calls {
+            self.agent.totals.tool_calls.fetch_add(1, Ordering::Relaxed);
+            results.push(self.tool(call).await?);
+        }
+        self.messages.push(Msg::ToolResults(results));
+        Ok(())
+    }
+
     /// Whether another provider request is allowed.
     fn turn_left(&self) -> bool {
         self.agent.config.max_turns.is_none_or(|m| self.turns < m)
