@@ -7,7 +7,10 @@
 //! exhaustive. Nothing else decides behaviour by comparing a [`Provider`] with a variant (`==`,
 //! `!=`, `matches!`) or by a catch-all arm, and [`Dialect`] has no default methods. A new variant
 //! therefore does not compile until it has an arm here, nor that arm until its file answers every
-//! method: a provider can never silently behave like another.
+//! method: a provider can never silently behave like another. Besides this module, a variant
+//! needs its word ([`Provider::as_str`], exhaustive too) and its place in [`Provider::ALL`], the
+//! one list the compiler cannot check; the table test below walks that list, and its row for
+//! each provider is again an exhaustive match.
 //!
 //! Left outside, because it is the same for every provider today: the retry signals
 //! (`retry-after-ms`, `retry-after`, `x-should-retry`), the failure text of a non-2xx reply (its
@@ -24,6 +27,8 @@ pub mod openai;
 
 /// What one provider API does differently from the others.
 pub trait Dialect: Sync {
+    // What the manifest and `mur new` need to know.
+
     /// The base URL used when `inference.endpoint` is absent
     /// (docs/reference/capsules.md#model-capsules).
     fn default_endpoint(&self) -> &'static str;
@@ -38,6 +43,9 @@ pub trait Dialect: Sync {
     fn default_model(&self) -> &'static str;
     /// The environment variable `mur new`'s members name for their key.
     fn key_var(&self) -> &'static str;
+
+    // The request.
+
     /// The request URL's path after `/v1/` (see [`super::model::url`]).
     fn path(&self) -> &'static str;
     /// The credential header for `key`: its name and value.
@@ -46,6 +54,9 @@ pub trait Dialect: Sync {
     fn fixed_headers(&self) -> &'static [(&'static str, &'static str)];
     /// The body of one turn, as a JSON object (see [`super::model::request_body`]).
     fn request_body(&self, req: &Request<'_>, messages: &[Msg]) -> Map<String, Value>;
+
+    // The reply.
+
     /// Reads a successful reply, already known to be a JSON object.
     fn parse_reply(&self, reply: &Value) -> Result<Reply, String>;
     /// A reader for the events of one streamed reply.
