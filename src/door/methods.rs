@@ -129,7 +129,7 @@ fn history_length(params: &Map<String, Value>, field: &str) -> Result<Option<usi
 
 /// The most bytes of task text an offer may carry once its parts are framed [ours]: the body
 /// limit, so a task never holds more text than the request that brought it.
-pub const MAX_TASK_TEXT: usize = super::pipeline::BODY_LIMIT;
+pub const MAX_TASK_TEXT: usize = super::BODY_LIMIT;
 
 /// Validates SendMessage params: shape → `-32602`, a part the capsule does not accept → `-32005` (A2A v1.0 §3.1.1: "A Media Type provided
 /// in the request's message parts is not supported by the agent"). `file_modes` are the media

@@ -43,6 +43,10 @@ use crate::manifest::Acceptance;
 use crate::tasks::Board;
 use crate::token::DoorKey;
 
+/// Request bodies over this are answered 413 [ours]. Here, not in `pipeline`, because `methods`
+/// bounds a task's text by it too and the two must not import each other.
+pub const BODY_LIMIT: usize = 8 * 1024 * 1024;
+
 /// Seconds a stopping door waits for open requests (blocked SendMessage, SSE) [ours]. Closing
 /// the board first ends them, so a stop normally takes far less.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
