@@ -12,32 +12,12 @@ use std::time::Instant;
 use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
 
-use super::Shared;
 use super::output;
 use super::wire::Ended;
+use super::{DispatchKind, Dispatched, Shared, busy_text};
 use crate::capsule::{BoxFuture, CallOutcome, CallStatus, MemberCalls};
 use crate::ids::{self, IdKind};
 use crate::tasks::{NoAnswerBelow, Trust};
-
-/// How a dispatch went, as the tool result reports it
-/// (docs/reference/capsules.md#calls-between-members).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Dispatched {
-    pub call_id: String,
-    pub member: String,
-    pub kind: DispatchKind,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DispatchKind {
-    /// The callee's door holds the task.
-    Started { member_task_id: String },
-    /// The callee was busy; the runtime keeps offering it the task.
-    Busy,
-    /// The call ended at once (HTTP or JSON-RPC error, refusal, routing refusal, transport
-    /// error); the output is already redacted and capped.
-    Ended { status: CallStatus, output: String },
-}
 
 /// A call's final outcome, as shown to the caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -300,12 +280,6 @@ impl TaskInner {
 
 fn millis_since(t: Instant) -> u64 {
     crate::timing::millis(t.elapsed())
-}
-
-/// The text a busy callee's call carries (docs/reference/capsules.md#calls-between-members busy
-/// row).
-pub fn busy_text(member: &str) -> String {
-    format!("{member} is busy with other work and did not take the task")
 }
 
 /// The member calls of one task. Cheap to clone; every clone is the same task.

@@ -27,9 +27,10 @@ use std::time::Instant;
 use tokio::sync::oneshot;
 
 use super::client::{DoorClient, Subscription};
-use super::dispatch::{CallSlot, DispatchKind, Dispatched, TaskInner, report_ended};
+use super::dispatch::{CallSlot, TaskInner, report_ended};
 use super::router::{self, Resolution};
 use super::wire::{self, Ended, Poll, SendReply, SseReader, StreamNews, StreamedTask};
+use super::{DispatchKind, Dispatched};
 use crate::capsule::CallStatus;
 
 /// Which came first.
