@@ -10,6 +10,7 @@
 //!   docs/reference/door.md#authentication refusal bodies;
 //! - `jsonrpc` — request decoding, the `A2A-Version` rule, method table, reply/error bodies;
 //! - `methods` — SendMessage, GetTask, CancelTask, ListTasks, SubscribeToTask, the extended card;
+//! - `params` — those methods' params validated, SendMessage's parts framed as the task text;
 //! - `view` — a task as A2A shows it: the Task object, its status and artifact;
 //! - `sse` — streams for SendStreamingMessage and SubscribeToTask; `card` — the agent card;
 //! - `serve` — the HTTP/1.1 server: one thread that accepts and serves every connection;
@@ -21,6 +22,7 @@ pub mod card;
 pub mod conn;
 pub use mur_core::wire::jsonrpc;
 pub mod methods;
+pub mod params;
 pub mod pipeline;
 pub mod serve;
 pub mod sse;
