@@ -305,10 +305,9 @@ impl TaskCalls {
         &self.inner.task_id
     }
 
-    /// docs/reference/capsules.md#calls-between-members steps 2–5 and
-    /// docs/reference/capsules.md#calls-between-members: `Err(text)` is a tool error (nothing was
-    /// sent); otherwise the call has an id and its watcher runs until it has an outcome or the task
-    /// ends.
+    /// docs/reference/capsules.md#calls-between-members steps 2–5: `Err(text)` is a tool error
+    /// (nothing was sent); otherwise the call has an id and its watcher runs until it has an
+    /// outcome or the task ends.
     pub async fn dispatch(&self, member: &str, task: &str) -> Result<Dispatched, String> {
         let inner = &self.inner;
         let callees = &inner.shared.callees;

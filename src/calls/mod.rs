@@ -102,9 +102,8 @@ fn busy_text(member: &str) -> String {
 }
 
 /// Where call records go: `member_call_start`, `member_call_busy`, `member_call`
-/// (docs/reference/formation.md#trace-records). Fields come in the order
-/// docs/reference/formation.md#trace-records lists them; values never hold a token or a real door
-/// URL.
+/// (docs/reference/formation.md#trace-records). Fields come in the order that section lists
+/// them; values never hold a token or a real door URL.
 pub trait CallTrace: Send + Sync {
     /// Appends one record; a failed write is the sink's to report (it must not fail a call).
     fn record(&self, event_type: &str, fields: &[(&str, Value)]);

@@ -1,6 +1,5 @@
-//! One call's life on the wire (docs/reference/capsules.md#calls-between-members step 5,
-//! docs/reference/capsules.md#calls-between-members), run as a local task on the session's actix
-//! arbiter.
+//! One call's life on the wire (docs/reference/capsules.md#calls-between-members, step 5 on), run
+//! as a local task on the session's actix arbiter.
 //!
 //! 1. Resolve the callee through the VirtualPeerRouter and check the real door URL against the
 //!    caller's `capabilities.network.allow`.

@@ -1,9 +1,9 @@
 //! The door: a member's A2A JSON-RPC service over HTTP/1.1 (docs/reference/door.md#authentication).
 //!
 //! Only the door knows JSON-RPC and A2A's spellings; it renders the task model (`crate::tasks`)
-//! as A2A. The session runtime starts it with [`Door::start`], feeds the `--task` task into its
-//! [`Board`], drains work with [`Board::next_work`], reports outcomes with [`Board::finish`], and
-//! stops it with [`Door::stop`]. Layout:
+//! as A2A. The session runtime starts it with [`Door::start_with_board`] on a board of its own,
+//! feeds the `--task` task into that [`Board`], drains work with [`Board::next_work`], reports
+//! outcomes with [`Board::finish`], and stops it with [`Door::stop`]. Layout:
 //! - `pipeline` — the docs/reference/door.md#request-pipeline steps in order, one handler behind
 //!   the `auth` middleware;
 //! - `auth` — FormationAuth (`mft1`/`mdt1` verification) and the
