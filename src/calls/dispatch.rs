@@ -12,32 +12,12 @@ use std::time::Instant;
 use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
 
-use super::Shared;
 use super::output;
 use super::wire::Ended;
+use super::{DispatchKind, Dispatched, Shared, busy_text};
 use crate::capsule::{BoxFuture, CallOutcome, CallStatus, MemberCalls};
 use crate::ids::{self, IdKind};
 use crate::tasks::{NoAnswerBelow, Trust};
-
-/// How a dispatch went, as the tool result reports it
-/// (docs/reference/capsules.md#calls-between-members).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Dispatched {
-    pub call_id: String,
-    pub member: String,
-    pub kind: DispatchKind,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DispatchKind {
-    /// The callee's door holds the task.
-    Started { member_task_id: String },
-    /// The callee was busy; the runtime keeps offering it the task.
-    Busy,
-    /// The call ended at once (HTTP or JSON-RPC error, refusal, routing refusal, transport
-    /// error); the output is already redacted and capped.
-    Ended { status: CallStatus, output: String },
-}
 
 /// A call's final outcome, as shown to the caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -302,12 +282,6 @@ fn millis_since(t: Instant) -> u64 {
     crate::timing::millis(t.elapsed())
 }
 
-/// The text a busy callee's call carries (docs/reference/capsules.md#calls-between-members busy
-/// row).
-pub fn busy_text(member: &str) -> String {
-    format!("{member} is busy with other work and did not take the task")
-}
-
 /// The member calls of one task. Cheap to clone; every clone is the same task.
 #[derive(Debug, Clone)]
 pub struct TaskCalls {
@@ -331,10 +305,9 @@ impl TaskCalls {
         &self.inner.task_id
     }
 
-    /// docs/reference/capsules.md#calls-between-members steps 2–5 and
-    /// docs/reference/capsules.md#calls-between-members: `Err(text)` is a tool error (nothing was
-    /// sent); otherwise the call has an id and its watcher runs until it has an outcome or the task
-    /// ends.
+    /// docs/reference/capsules.md#calls-between-members steps 2–5: `Err(text)` is a tool error
+    /// (nothing was sent); otherwise the call has an id and its watcher runs until it has an
+    /// outcome or the task ends.
     pub async fn dispatch(&self, member: &str, task: &str) -> Result<Dispatched, String> {
         let inner = &self.inner;
         let callees = &inner.shared.callees;

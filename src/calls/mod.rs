@@ -7,10 +7,12 @@
 //!   (fed by the formation channel) and answering [`Resolve`].
 //! - `dispatch` — [`TaskCalls`], one task's calls: the capsule host's [`MemberCalls`].
 //! - `watcher` — one call on the wire: send, busy re-offer, SubscribeToTask then GetTask.
-//! - `client` — the A2A JSON-RPC client over awc; `wire` — the bodies and replies, pure;
-//!   `sse` — the event-stream framing of SubscribeToTask, pure.
+//! - `client` — the A2A JSON-RPC client over awc. The bodies and replies, and the event-stream
+//!   framing of SubscribeToTask, are pure and the core's (`wire`, `mur_core::wire::calls`).
 //! - `policy` — the host's [`PeerResolver`] backed by the router, for `wasi:http`.
 //! - `output` — redaction, the 64 KiB cap, the fenced continuation text, tool-result text.
+//! - this module — [`Calls`], the session's calls, and [`Dispatched`], what `dispatch` reports
+//!   and `output` renders (kept here so neither imports the other).
 //!
 //! # Wiring (the session runtime)
 //!
@@ -59,7 +61,7 @@ use std::time::Duration;
 use actix::Addr;
 use serde_json::Value;
 
-pub use dispatch::{DispatchKind, Dispatched, TaskCalls};
+pub use dispatch::TaskCalls;
 pub use output::{
     ANSWER_CAP, CUT_MARKER, ToolResult, call_member_arguments, call_member_schema, cap, continuation_message, fence,
     neutralise, redact, tool_result, virtual_url,
@@ -67,15 +69,41 @@ pub use output::{
 pub use policy::{PeerRoutes, task_policy};
 pub use router::{Channel, Denial, PeerRoute, Resolution, Resolve, VirtualPeerRouter, resolve};
 
-use crate::capsule::{AllowList, CallOutcome, HttpPolicy, MemberCalls};
+use crate::capsule::{AllowList, CallOutcome, CallStatus, HttpPolicy, MemberCalls};
 use crate::tasks::Trust;
 use crate::timing::Timing;
 use crate::trace::TraceWriter;
 
+/// How a dispatch went, as the tool result reports it
+/// (docs/reference/capsules.md#calls-between-members). Here, not in `dispatch`, because `output`
+/// renders it and the two must not import each other.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dispatched {
+    pub call_id: String,
+    pub member: String,
+    pub kind: DispatchKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DispatchKind {
+    /// The callee's door holds the task.
+    Started { member_task_id: String },
+    /// The callee was busy; the runtime keeps offering it the task.
+    Busy,
+    /// The call ended at once (HTTP or JSON-RPC error, refusal, routing refusal, transport
+    /// error); the output is already redacted and capped.
+    Ended { status: CallStatus, output: String },
+}
+
+/// The text a busy callee's call carries (docs/reference/capsules.md#calls-between-members busy
+/// row).
+fn busy_text(member: &str) -> String {
+    format!("{member} is busy with other work and did not take the task")
+}
+
 /// Where call records go: `member_call_start`, `member_call_busy`, `member_call`
-/// (docs/reference/formation.md#trace-records). Fields come in the order
-/// docs/reference/formation.md#trace-records lists them; values never hold a token or a real door
-/// URL.
+/// (docs/reference/formation.md#trace-records). Fields come in the order that section lists
+/// them; values never hold a token or a real door URL.
 pub trait CallTrace: Send + Sync {
     /// Appends one record; a failed write is the sink's to report (it must not fail a call).
     fn record(&self, event_type: &str, fields: &[(&str, Value)]);

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::dispatch::{DispatchKind, Dispatched, busy_text};
+use super::{DispatchKind, Dispatched, busy_text};
 use crate::capsule::{CallOutcome, CallStatus};
 
 /// Bytes of a callee's output kept before the cut marker

@@ -1,6 +1,5 @@
-//! One call's life on the wire (docs/reference/capsules.md#calls-between-members step 5,
-//! docs/reference/capsules.md#calls-between-members), run as a local task on the session's actix
-//! arbiter.
+//! One call's life on the wire (docs/reference/capsules.md#calls-between-members, step 5 on), run
+//! as a local task on the session's actix arbiter.
 //!
 //! 1. Resolve the callee through the VirtualPeerRouter and check the real door URL against the
 //!    caller's `capabilities.network.allow`.
@@ -27,9 +26,10 @@ use std::time::Instant;
 use tokio::sync::oneshot;
 
 use super::client::{DoorClient, Subscription};
-use super::dispatch::{CallSlot, DispatchKind, Dispatched, TaskInner, report_ended};
+use super::dispatch::{CallSlot, TaskInner, report_ended};
 use super::router::{self, Resolution};
 use super::wire::{self, Ended, Poll, SendReply, SseReader, StreamNews, StreamedTask};
+use super::{DispatchKind, Dispatched};
 use crate::capsule::CallStatus;
 
 /// Which came first.

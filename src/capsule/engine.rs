@@ -1,4 +1,5 @@
-//! The wasmtime engine, component loading and one task's run.
+//! The wasmtime engine, component loading and one task's run. What a task's store holds is
+//! `host_state`'s, its memory budget `limiter`'s.
 //!
 //! Interruption: the engine counts epochs on a ticker thread, which ticks only while some guest
 //! runs (an idle member must not wake 100 times a second); every store gets a deadline of one
@@ -12,25 +13,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
-use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap, UpdateDeadline};
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
-use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Config, Engine, Store, Trap, UpdateDeadline};
 
+use super::bindings;
 use super::compiled::{CompiledCache, Handed, Source};
-use super::http::PolicyHooks;
-use super::{CallStatus, MemberCalls, RunOutcome, TaskEnv};
-
-mod bindings {
-    wasmtime::component::bindgen!({
-        path: "src/capsule/wit",
-        world: "capsule",
-        imports: { default: async },
-        exports: { default: async },
-    });
-}
-
-use bindings::murmur::capsule::{call_member, identity};
+use super::host_state::{HostState, host_linker};
+use super::{RunOutcome, TaskEnv};
 
 /// How often the epoch advances: the granularity of cancellation and time budgets.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -210,14 +199,6 @@ impl Deferred {
             .as_ref()
             .map_err(String::as_str)
     }
-}
-
-fn host_linker(engine: &Engine) -> wasmtime::Result<Linker<HostState>> {
-    let mut linker = Linker::new(engine);
-    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
-    bindings::Capsule::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
-    Ok(linker)
 }
 
 /// A compiled, pre-instantiated component. Cheap to clone; every [`Capsule::run`] instantiates
@@ -416,190 +397,6 @@ fn show_bytes(n: u64) -> String {
     }
 }
 
-/// Bytes wasmtime spends on one table element (a pointer, per [`ResourceLimiter::table_growing`]).
-const TABLE_ELEMENT_BYTES: usize = std::mem::size_of::<usize>();
-
-/// Core instances, tables and memories one store may create. A component needs a handful of
-/// each (its modules, the adapter's shims); these bound what the per-object overhead can add.
-const MAX_INSTANCES: usize = 100;
-const MAX_TABLES: usize = 100;
-const MAX_MEMORIES: usize = 100;
-
-/// One budget for a store: its linear memories plus its tables' elements, across every instance.
-/// Without tables in it, a component could hold 100 tables of millions of elements outside the
-/// memory limit.
-struct Limiter {
-    max_memory: usize,
-    /// Linear memory bytes of every memory.
-    memory: usize,
-    /// Table bytes of every table.
-    tables: usize,
-    refused: bool,
-}
-
-impl Limiter {
-    fn new(max_memory: usize) -> Limiter {
-        Limiter {
-            max_memory,
-            memory: 0,
-            tables: 0,
-            refused: false,
-        }
-    }
-
-    /// `total` with one object going from `current` to `desired` bytes, if that fits the budget.
-    fn fits(&mut self, total: usize, current: usize, desired: usize, other: usize) -> Option<usize> {
-        let next = (total - current.min(total)).saturating_add(desired);
-        if next.saturating_add(other) > self.max_memory {
-            self.refused = true;
-            return None;
-        }
-        Some(next)
-    }
-}
-
-impl ResourceLimiter for Limiter {
-    fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
-        Ok(match self.fits(self.memory, current, desired, self.tables) {
-            Some(memory) => {
-                self.memory = memory;
-                true
-            }
-            None => false,
-        })
-    }
-
-    fn table_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
-        let (current, desired) = (
-            current.saturating_mul(TABLE_ELEMENT_BYTES),
-            desired.saturating_mul(TABLE_ELEMENT_BYTES),
-        );
-        Ok(match self.fits(self.tables, current, desired, self.memory) {
-            Some(tables) => {
-                self.tables = tables;
-                true
-            }
-            None => false,
-        })
-    }
-
-    fn instances(&self) -> usize {
-        MAX_INSTANCES
-    }
-
-    fn tables(&self) -> usize {
-        MAX_TABLES
-    }
-
-    fn memories(&self) -> usize {
-        MAX_MEMORIES
-    }
-}
-
-/// What one task's store holds.
-struct HostState {
-    wasi: WasiCtx,
-    http: WasiHttpCtx,
-    hooks: PolicyHooks,
-    table: ResourceTable,
-    limiter: Limiter,
-    calls: Arc<dyn MemberCalls>,
-    formation_id: Option<String>,
-    member_name: Option<String>,
-}
-
-impl HostState {
-    fn new(env: &TaskEnv) -> HostState {
-        let output = env.output.for_task(env.limits.output_bytes);
-        let mut wasi = WasiCtx::builder();
-        // No preopens, no arguments, no sockets; clocks and random are the builder's defaults.
-        wasi.stdout(output.clone())
-            .stderr(output)
-            .allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false);
-        if let Some(peers) = &env.peers_env {
-            wasi.env("MURMUR_FORMATION_PEERS", peers);
-        }
-        HostState {
-            wasi: wasi.build(),
-            http: WasiHttpCtx::new(),
-            hooks: PolicyHooks {
-                policy: env.http.clone(),
-            },
-            table: ResourceTable::new(),
-            limiter: Limiter::new(usize::try_from(env.limits.memory_bytes).unwrap_or(usize::MAX)),
-            calls: env.calls.clone(),
-            formation_id: env.formation_id.clone(),
-            member_name: env.member_name.clone(),
-        }
-    }
-}
-
-impl WasiView for HostState {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
-    }
-}
-
-impl WasiHttpView for HostState {
-    fn http(&mut self) -> WasiHttpCtxView<'_> {
-        WasiHttpCtxView {
-            ctx: &mut self.http,
-            table: &mut self.table,
-            hooks: &mut self.hooks,
-        }
-    }
-}
-
-impl call_member::Host for HostState {
-    async fn start(&mut self, member: String, task: String) -> Result<String, String> {
-        self.calls.start(&member, &task).await
-    }
-
-    async fn await_all(&mut self) -> Vec<call_member::CallOutcome> {
-        self.calls
-            .await_all()
-            .await
-            .into_iter()
-            .map(|o| call_member::CallOutcome {
-                call_id: o.call_id,
-                member: o.member,
-                status: wit_status(o.status),
-                output: o.output,
-                truncated: o.truncated,
-            })
-            .collect()
-    }
-}
-
-fn wit_status(s: CallStatus) -> call_member::CallStatus {
-    use call_member::CallStatus as W;
-    match s {
-        CallStatus::Completed => W::Completed,
-        CallStatus::Failed => W::Failed,
-        CallStatus::Canceled => W::Canceled,
-        CallStatus::Rejected => W::Rejected,
-        CallStatus::TimedOut => W::TimedOut,
-        CallStatus::Unreachable => W::Unreachable,
-        CallStatus::Abandoned => W::Abandoned,
-        CallStatus::NoAnswer => W::NoAnswer,
-    }
-}
-
-impl identity::Host for HostState {
-    async fn formation_id(&mut self) -> Option<String> {
-        self.formation_id.clone()
-    }
-
-    async fn member_name(&mut self) -> Option<String> {
-        self.member_name.clone()
-    }
-}
-
 #[cfg(test)]
 mod unit {
     use super::*;
@@ -612,53 +409,5 @@ mod unit {
         assert_eq!(show_bytes(256 << 20), "256 MiB");
         assert_eq!(show_bytes(64 << 10), "64 KiB");
         assert_eq!(show_bytes(1000), "1000 bytes");
-    }
-
-    #[test]
-    fn limiter_counts_every_memory_of_the_store() {
-        let mut l = Limiter::new(10);
-        assert!(l.memory_growing(0, 6, None).unwrap_or(false));
-        assert!(
-            !l.memory_growing(0, 6, None).unwrap_or(true),
-            "a second memory shares the budget"
-        );
-        assert!(l.refused);
-        assert!(l.memory_growing(6, 10, None).unwrap_or(false));
-    }
-
-    /// A table growth from `.0` to `.1` elements, and whether it is allowed.
-    type Growth = (usize, usize, bool);
-
-    /// Tables share the memory budget, at a pointer per element.
-    #[test]
-    fn limiter_counts_table_elements_with_the_memory() {
-        let e = TABLE_ELEMENT_BYTES;
-        // (memory grown first, table growths (current, desired), which are allowed)
-        let table: &[(usize, &[Growth])] = &[
-            (0, &[(0, 100, true), (0, 1, false)]),
-            (0, &[(0, 40, true), (0, 40, true), (0, 20, true), (0, 1, false)]),
-            (50 * e, &[(0, 50, true), (0, 1, false)]),
-            (50 * e, &[(0, 51, false), (0, 50, true)]),
-            // Growing one table from 40 to 100 elements counts 60 more, not 100.
-            (0, &[(0, 40, true), (40, 100, true), (100, 101, false)]),
-            // A minimum too large for the host is refused, not wrapped.
-            (0, &[(0, usize::MAX, false)]),
-        ];
-        for (memory, growths) in table {
-            let mut l = Limiter::new(100 * e);
-            assert!(l.memory_growing(0, *memory, None).unwrap_or(false));
-            for (i, (current, desired, ok)) in growths.iter().enumerate() {
-                assert_eq!(
-                    l.table_growing(*current, *desired, None).unwrap_or(!ok),
-                    *ok,
-                    "memory {memory}, growth {i}"
-                );
-            }
-            assert!(l.refused);
-            // Memory may fill what the tables left, not a byte more.
-            let room = 100 * e - l.tables;
-            assert!(!l.memory_growing(*memory, room + 1, None).unwrap_or(true));
-            assert!(l.memory_growing(*memory, room, None).unwrap_or(false));
-        }
     }
 }

@@ -20,9 +20,12 @@
 //! }
 //! ```
 
+mod bindings;
 mod compiled;
 mod engine;
+mod host_state;
 mod http;
+mod limiter;
 mod output;
 
 #[cfg(test)]

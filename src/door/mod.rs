@@ -1,15 +1,16 @@
 //! The door: a member's A2A JSON-RPC service over HTTP/1.1 (docs/reference/door.md#authentication).
 //!
 //! Only the door knows JSON-RPC and A2A's spellings; it renders the task model (`crate::tasks`)
-//! as A2A. The session runtime starts it with [`Door::start`], feeds the `--task` task into its
-//! [`Board`], drains work with [`Board::next_work`], reports outcomes with [`Board::finish`], and
-//! stops it with [`Door::stop`]. Layout:
+//! as A2A. The session runtime starts it with [`Door::start_with_board`] on a board of its own,
+//! feeds the `--task` task into that [`Board`], drains work with [`Board::next_work`], reports
+//! outcomes with [`Board::finish`], and stops it with [`Door::stop`]. Layout:
 //! - `pipeline` — the docs/reference/door.md#request-pipeline steps in order, one handler behind
 //!   the `auth` middleware;
 //! - `auth` — FormationAuth (`mft1`/`mdt1` verification) and the
 //!   docs/reference/door.md#authentication refusal bodies;
 //! - `jsonrpc` — request decoding, the `A2A-Version` rule, method table, reply/error bodies;
 //! - `methods` — SendMessage, GetTask, CancelTask, ListTasks, SubscribeToTask, the extended card;
+//! - `params` — those methods' params validated, SendMessage's parts framed as the task text;
 //! - `view` — a task as A2A shows it: the Task object, its status and artifact;
 //! - `sse` — streams for SendStreamingMessage and SubscribeToTask; `card` — the agent card;
 //! - `serve` — the HTTP/1.1 server: one thread that accepts and serves every connection;
@@ -21,6 +22,7 @@ pub mod card;
 pub mod conn;
 pub use mur_core::wire::jsonrpc;
 pub mod methods;
+pub mod params;
 pub mod pipeline;
 pub mod serve;
 pub mod sse;
@@ -42,6 +44,10 @@ use crate::diag::{self, Diagnostic};
 use crate::manifest::Acceptance;
 use crate::tasks::Board;
 use crate::token::DoorKey;
+
+/// Request bodies over this are answered 413 [ours]. Here, not in `pipeline`, because `methods`
+/// bounds a task's text by it too and the two must not import each other.
+pub const BODY_LIMIT: usize = 8 * 1024 * 1024;
 
 /// Seconds a stopping door waits for open requests (blocked SendMessage, SSE) [ours]. Closing
 /// the board first ends them, so a stop normally takes far less.

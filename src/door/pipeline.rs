@@ -11,6 +11,7 @@ use actix_web::{HttpMessage, HttpRequest, HttpResponse};
 use futures_util::StreamExt as _;
 use serde_json::{Map, Value};
 
+use super::BODY_LIMIT;
 use super::auth::{CARD_PATH, Caller, Refusal};
 use super::card::CardFacts;
 use super::jsonrpc::{self, A2aError, Method, RpcError};
@@ -20,9 +21,6 @@ use super::view::TaskObject as _;
 use crate::manifest::Acceptance;
 use crate::tasks::Board;
 use crate::timing::Timing;
-
-/// Request bodies over this are answered 413 [ours].
-pub const BODY_LIMIT: usize = 8 * 1024 * 1024;
 
 /// What every request of one door shares.
 pub struct Shared {

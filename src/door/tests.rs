@@ -701,7 +701,7 @@ fn json_rpc_errors_and_http_fallbacks() {
     );
     // Exactly at the limit is read (and is not JSON-RPC).
     let mut at = r#"{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}"#.to_string();
-    at.push_str(&" ".repeat(pipeline::BODY_LIMIT - at.len()));
+    at.push_str(&" ".repeat(BODY_LIMIT - at.len()));
     assert_eq!(d.post(None, &[], &at).status, 200);
 }
 

@@ -236,8 +236,7 @@ pub struct LaunchOptions {
     pub deadline: Option<u64>,
 }
 
-/// `mur run --roster`: the front end (docs/reference/formation.md#launch-sequence), then the launch
-/// (docs/reference/formation.md#launch-sequence).
+/// `mur run --roster`: the front end, then the launch (docs/reference/formation.md#launch-sequence).
 pub fn run_roster(args: &LaunchOptions) -> Outcome {
     let roster_arg = args.roster.as_path();
     // 1. The deadline's origin is the launcher's start.

@@ -318,31 +318,7 @@ impl Session {
         }
 
         // 7. The door.
-        let manifest = &p.capsule.manifest;
-        let formation = p.membership.as_ref().and_then(|m| {
-            let first = m.first.as_ref()?;
-            Some(FormationTrust {
-                formation_id: first.formation_id.clone(),
-                member: first.member.clone(),
-                verify_key: first.key()?,
-            })
-        });
-        let config = DoorConfig {
-            capsule_name: p.capsule.name.to_string(),
-            capsule_version: p.capsule.version.clone(),
-            description: format!("{}@{}", p.capsule.name, p.capsule.version),
-            session_id: self.id.clone(),
-            authenticate: manifest.authentication,
-            peer_tasks_accept: manifest.peer_tasks_accept,
-            acceptance: p.policy.acceptance,
-            queue_depth: p.policy.queue_depth,
-            formation,
-            network_allow: manifest.network_allow.clone(),
-            tools: p.host.tools_declared(),
-            skills: manifest.skills.clone(),
-            input_modes: manifest.input_modes.clone(),
-            socket: self.door_socket(&p),
-        };
+        let config = self.door_config(&p);
         let bind = args.bind.as_deref().unwrap_or("127.0.0.1");
         let board = Board::new(p.policy.acceptance, p.policy.queue_depth);
         let (news_tx, news) = mpsc::unbounded_channel();
@@ -359,20 +335,98 @@ impl Session {
             Ok(d) => d,
             Err(d) => return self.fail_early(d),
         };
+        self.write_running_record(&p, &door);
+        self.say_ready(args, &p, &door);
 
-        // The running record, then the readiness line.
-        let record = self.running_record(&p, &door);
+        // 8. The --task task, then the executor and the idle wait.
+        if let Some(t) = &p.task {
+            board.submit_local(t);
+        }
+        let member_calls = self.member_calls(&mut p);
+        let (exec, arbiter) = self.start_executor(&p, &board, member_calls.clone(), lifeline_probe);
+        // Unarmed, the sender stays here until the session ends: the controller must not see the
+        // idle wait close.
+        let (idle_tx, idle) = mpsc::unbounded_channel();
+        if p.policy.idle_timeout() {
+            let wait = Timing::get().idle_first_task;
+            actix_rt::spawn(async move {
+                actix_rt::time::sleep(wait).await;
+                let _ = idle_tx.send(());
+            });
+        }
+
+        let inbox = Inbox {
+            causes,
+            exec,
+            news,
+            idle,
+        };
+        let controller = Controller {
+            session: &self,
+            board: &board,
+            recorder: &recorder,
+            policy: p.policy,
+            deadline: p.deadline,
+            formation_id: p.membership.as_ref().map(|m| m.formation_id.clone()),
+            retain: p.capsule.manifest.retain.clone(),
+            calls: member_calls,
+        };
+        let code = controller.run(inbox).await;
+        door.stop().await;
+        arbiter.stop();
+        running::remove(&self.home, &self.id);
+        drop(cause_tx);
+        code
+    }
+
+    /// Step 7's door, as the manifest, the lifecycle policy and the formation's channel set it.
+    fn door_config(&self, p: &Prepared) -> DoorConfig {
+        let manifest = &p.capsule.manifest;
+        let formation = p.membership.as_ref().and_then(|m| {
+            let first = m.first.as_ref()?;
+            Some(FormationTrust {
+                formation_id: first.formation_id.clone(),
+                member: first.member.clone(),
+                verify_key: first.key()?,
+            })
+        });
+        DoorConfig {
+            capsule_name: p.capsule.name.to_string(),
+            capsule_version: p.capsule.version.clone(),
+            description: format!("{}@{}", p.capsule.name, p.capsule.version),
+            session_id: self.id.clone(),
+            authenticate: manifest.authentication,
+            peer_tasks_accept: manifest.peer_tasks_accept,
+            acceptance: p.policy.acceptance,
+            queue_depth: p.policy.queue_depth,
+            formation,
+            network_allow: manifest.network_allow.clone(),
+            tools: p.host.tools_declared(),
+            skills: manifest.skills.clone(),
+            input_modes: manifest.input_modes.clone(),
+            socket: self.door_socket(p),
+        }
+    }
+
+    /// The running record `mur ps` and `mur stop` read; a session that cannot write it serves on.
+    fn write_running_record(&self, p: &Prepared, door: &Door) {
+        let record = self.running_record(p, door);
         if let Err(e) = record.write(&self.home) {
             self.console.note(&format!(
                 "the running record cannot be written ({e}); `mur ps` will not list this session"
             ));
         }
+    }
+
+    /// The readiness line on stdout with `--json`, else a notice on the console. Said once, after
+    /// the running record, so whoever reads it finds the session listed.
+    fn say_ready(&self, args: &SessionOptions, p: &Prepared, door: &Door) {
         let records_dir = self.records.dir().display().to_string();
         let workdir = p.workdir.display().to_string();
         let name = p.capsule.name.to_string();
         if args.json {
             let line = crate::readiness::Line {
-                auth: manifest.authentication,
+                auth: p.capsule.manifest.authentication,
                 formation_id: p.membership.as_ref().map(|m| m.formation_id.as_str()),
                 name: &name,
                 pid: std::process::id(),
@@ -411,12 +465,12 @@ impl Session {
             }
             self.console.note(&notice);
         }
+    }
 
-        // 8. The --task task, then the executor and the idle wait.
-        if let Some(t) = &p.task {
-            board.submit_local(t);
-        }
-        let member_calls = p.membership.as_mut().and_then(|m| {
+    /// The member calls, when the channel names callees; they take the channel's reader, which
+    /// then feeds them address lines.
+    fn member_calls(&self, p: &mut Prepared) -> Option<crate::calls::Calls> {
+        p.membership.as_mut().and_then(|m| {
             let first = m.first.as_ref()?;
             executor::member_calls(
                 first,
@@ -425,21 +479,32 @@ impl Session {
                 self.journal.writer(),
                 &self.console,
             )
-        });
+        })
+    }
+
+    /// The executor, on an arbiter of its own, draining `board`; its events come on the returned
+    /// receiver (`Gone` at once when it cannot start).
+    fn start_executor(
+        &self,
+        p: &Prepared,
+        board: &Arc<Board>,
+        member_calls: Option<crate::calls::Calls>,
+        lifeline_probe: Option<winddown::LifelineProbe>,
+    ) -> (mpsc::UnboundedReceiver<ExecEvent>, actix_rt::Arbiter) {
         let (exec_tx, exec) = mpsc::unbounded_channel();
         let arbiter = actix_rt::Arbiter::new();
         let setup = Arc::new(executor::task_setup(
             p.membership.as_ref().map(|m| m.formation_id.clone()),
             p.membership.as_ref().and_then(|m| m.first.as_ref()),
             &p.capsule.manifest,
-            member_calls.clone(),
+            member_calls,
             &self.records.bootstrap_log(),
             self.journal.clone(),
             lifeline_probe,
         ));
         if !executor::spawn(
             &arbiter.handle(),
-            Arc::clone(&board),
+            Arc::clone(board),
             p.host.clone(),
             setup,
             p.policy.ends_after_task(),
@@ -447,37 +512,7 @@ impl Session {
         ) {
             let _ = exec_tx.send(ExecEvent::Gone);
         }
-        let (idle_tx, idle) = mpsc::unbounded_channel();
-        if p.policy.idle_timeout() {
-            let wait = Timing::get().idle_first_task;
-            actix_rt::spawn(async move {
-                actix_rt::time::sleep(wait).await;
-                let _ = idle_tx.send(());
-            });
-        }
-
-        let inbox = Inbox {
-            causes,
-            exec,
-            news,
-            idle,
-        };
-        let controller = Controller {
-            session: &self,
-            board: &board,
-            recorder: &recorder,
-            policy: p.policy,
-            deadline: p.deadline,
-            formation_id: p.membership.as_ref().map(|m| m.formation_id.clone()),
-            retain: p.capsule.manifest.retain.clone(),
-            calls: member_calls,
-        };
-        let code = controller.run(inbox).await;
-        door.stop().await;
-        arbiter.stop();
-        running::remove(&self.home, &self.id);
-        drop(cause_tx);
-        code
+        (exec, arbiter)
     }
 
     /// A failure after `session_start` and before the door serves: `session_end failed`, exit 1.

@@ -2,16 +2,25 @@
 //!
 //! The door renders it as A2A (`door::view`); the session's executor, recorder and control loop,
 //! the calls client and the model capsule use it without the door. Layout:
-//! - `state` — task states, trust, origin, outcomes, the refusal texts;
+//! - `types` — the task types the board takes and hands out: snapshots and their history, offers,
+//!   observer events, ListTasks queries and pages, who may see whose task;
 //! - `board` — the one owner of task state: admission per lifecycle, the FIFO the executor
-//!   drains, cancellation, owner visibility, history and context exchanges, retention bounds.
+//!   drains, cancellation, pins, history and context exchanges, ListTasks;
+//! - `retention` — how many ended tasks and bytes a board keeps and pins, and which to forget:
+//!   books of ids and sizes the board consults, so it never grows for the session's life.
+//!
+//! Task states, trust, origins, outcomes and the refusal texts are pure, and the core's
+//! (`mur_core::task`).
 
 pub mod board;
+pub mod retention;
+pub mod types;
 
-pub use board::{
-    AnswerChunk, Board, BoardEvent, CONTEXT_BYTES, CONTEXT_TURNS, Cancel, CancelResult, Clock, ContextTurn,
-    HISTORY_MESSAGES, HistoryMessage, HistoryText, KEEP_ENDED_BYTES, KEEP_ENDED_TASKS, ListPage, ListQuery, NewTask,
-    Pinned, Retention, Role, TaskSnapshot, Work, owner_sees,
+pub use board::{Board, Cancel, Pinned, Work};
+pub use retention::{KEEP_ENDED_BYTES, KEEP_ENDED_TASKS, Retention};
+pub use types::{
+    AnswerChunk, BoardEvent, CONTEXT_BYTES, CONTEXT_TURNS, CancelResult, Clock, ContextTurn, HISTORY_MESSAGES,
+    HistoryMessage, HistoryText, ListPage, ListQuery, NewTask, Role, TaskSnapshot, owner_sees,
 };
 // The task model's pure part (states, trust, origins, outcomes) is the core's.
 pub use crate::task::{NoAnswerBelow, Origin, REJECT_BUSY, REJECT_CLOSING, TaskOutcome, TaskState, Trust};

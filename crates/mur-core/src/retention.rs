@@ -1,6 +1,5 @@
-//! The retention decision shared by formation directories (docs/reference/formation.md#retention)
-//! and a records group's sessions (docs/reference/formation.md#retention). Pure: ids, policy, clock
-//! and a liveness oracle in; removals out.
+//! The retention decision (docs/reference/formation.md#retention) shared by formation directories
+//! and a records group's sessions. Pure: ids, policy, clock and a liveness oracle in; removals out.
 //!
 //! Both passes rank every id newest first (the current one included), skip the current id and any
 //! minted after it (the session pass ranks only the sessions of its own capsule, [`plan_sessions`]), and remove an id older than `max_age` (checked first, so an id over both limits

@@ -1,0 +1,130 @@
+//! What one task's store holds ([`HostState`]) and the host interfaces the guest's imports reach
+//! through it: WASI preview 2 with no preopens, arguments or sockets; `wasi:http` under the task's
+//! policy; `call-member` over the task's member calls; `identity`. Nothing here outlives the task.
+
+use std::sync::Arc;
+
+use wasmtime::Engine;
+use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+use super::bindings;
+use super::bindings::murmur::capsule::{call_member, identity};
+use super::http::PolicyHooks;
+use super::limiter::Limiter;
+use super::{CallStatus, MemberCalls, TaskEnv};
+
+/// The linker every capsule of an engine is pre-instantiated with: WASI, `wasi:http`'s outgoing
+/// handler, and the world's own imports.
+pub(super) fn host_linker(engine: &Engine) -> wasmtime::Result<Linker<HostState>> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+    bindings::Capsule::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
+    Ok(linker)
+}
+
+/// What one task's store holds.
+pub(super) struct HostState {
+    wasi: WasiCtx,
+    http: WasiHttpCtx,
+    hooks: PolicyHooks,
+    table: ResourceTable,
+    pub(super) limiter: Limiter,
+    calls: Arc<dyn MemberCalls>,
+    formation_id: Option<String>,
+    member_name: Option<String>,
+}
+
+impl HostState {
+    pub(super) fn new(env: &TaskEnv) -> HostState {
+        let output = env.output.for_task(env.limits.output_bytes);
+        let mut wasi = WasiCtx::builder();
+        // No preopens, no arguments, no sockets; clocks and random are the builder's defaults.
+        wasi.stdout(output.clone())
+            .stderr(output)
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false);
+        if let Some(peers) = &env.peers_env {
+            wasi.env("MURMUR_FORMATION_PEERS", peers);
+        }
+        HostState {
+            wasi: wasi.build(),
+            http: WasiHttpCtx::new(),
+            hooks: PolicyHooks {
+                policy: env.http.clone(),
+            },
+            table: ResourceTable::new(),
+            limiter: Limiter::new(usize::try_from(env.limits.memory_bytes).unwrap_or(usize::MAX)),
+            calls: env.calls.clone(),
+            formation_id: env.formation_id.clone(),
+            member_name: env.member_name.clone(),
+        }
+    }
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for HostState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.hooks,
+        }
+    }
+}
+
+impl call_member::Host for HostState {
+    async fn start(&mut self, member: String, task: String) -> Result<String, String> {
+        self.calls.start(&member, &task).await
+    }
+
+    async fn await_all(&mut self) -> Vec<call_member::CallOutcome> {
+        self.calls
+            .await_all()
+            .await
+            .into_iter()
+            .map(|o| call_member::CallOutcome {
+                call_id: o.call_id,
+                member: o.member,
+                status: wit_status(o.status),
+                output: o.output,
+                truncated: o.truncated,
+            })
+            .collect()
+    }
+}
+
+fn wit_status(s: CallStatus) -> call_member::CallStatus {
+    use call_member::CallStatus as W;
+    match s {
+        CallStatus::Completed => W::Completed,
+        CallStatus::Failed => W::Failed,
+        CallStatus::Canceled => W::Canceled,
+        CallStatus::Rejected => W::Rejected,
+        CallStatus::TimedOut => W::TimedOut,
+        CallStatus::Unreachable => W::Unreachable,
+        CallStatus::Abandoned => W::Abandoned,
+        CallStatus::NoAnswer => W::NoAnswer,
+    }
+}
+
+impl identity::Host for HostState {
+    async fn formation_id(&mut self) -> Option<String> {
+        self.formation_id.clone()
+    }
+
+    async fn member_name(&mut self) -> Option<String> {
+        self.member_name.clone()
+    }
+}

@@ -1,0 +1,277 @@
+//! Step 5 of docs/reference/formation.md#member-intake: the stores a session reads, the capsule
+//! resolved from them (E-RUN-002, E-RUN-047, the lock's E-RUN-003 and E-REG-005), and what runs
+//! its tasks, a model capsule's agent or its compiled component, loaded now when the launcher's
+//! hand-off (`handoff`) did not already.
+
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+
+use super::Membership;
+use crate::capsule::{self as host, CapsuleEngine};
+use crate::diag::{self, Diagnostic};
+use crate::manifest::{self, Kind, Manifest};
+use crate::names::ArtifactName;
+use crate::session::executor::Runner;
+use crate::store::lock::Lock;
+use crate::store::{Resolved, Stores};
+use crate::timing::Timing;
+
+/// The stores a session reads (docs/reference/cli.md): `--store-root DIR` → `DIR/.murmur/artifacts`
+/// then global with the lock `DIR/murmur.lock`; otherwise the work folder is the project.
+pub fn stores(home: &crate::paths::MurHome, workdir: &Path, store_root: Option<&Path>) -> (Stores, PathBuf) {
+    let project = crate::paths::Project::at(store_root.unwrap_or(workdir));
+    (Stores::new(Some(project.artifacts()), home.artifacts()), project.lock())
+}
+
+/// A capsule resolved and ready to run.
+#[derive(Debug, Clone)]
+pub struct ResolvedCapsule {
+    pub name: ArtifactName,
+    pub version: String,
+    pub resolved: Resolved,
+    pub manifest: Manifest,
+}
+
+fn unresolvable(full: &str, version: &str, why: impl std::fmt::Display) -> Diagnostic {
+    Diagnostic::new(
+        diag::E_RUN_002,
+        format!("capsule '{full}@{version}' cannot be run: {why}"),
+    )
+}
+
+/// Step 5: resolve `--capsule`/`--capsule-version` (E-RUN-002), check the admitted hash
+/// (E-RUN-047) and the lock (E-RUN-003 unreadable, E-REG-005 conflict), and refuse what this
+/// build cannot run.
+pub fn resolve_capsule(
+    full: &str,
+    version: &str,
+    stores: &Stores,
+    lock_path: &Path,
+    admitted_sha256: Option<&str>,
+) -> Result<ResolvedCapsule, Diagnostic> {
+    let name = ArtifactName::parse(full).map_err(|why| {
+        Diagnostic::new(diag::E_RUN_002, format!("'{full}' is not a full artifact name: {why}"))
+            .with_hint("name the capsule as <scope>/<name>, e.g. local/<name> for one installed from a .mur.zip file")
+    })?;
+    let resolved = stores
+        .resolve(&name, version)
+        .map_err(|why| unresolvable(full, version, why))?;
+    if let Some(want) = admitted_sha256
+        && !want.eq_ignore_ascii_case(&resolved.sha256)
+    {
+        return Err(Diagnostic::new(
+            diag::E_RUN_047,
+            format!(
+                "capsule '{full}@{version}' resolved to bytes with sha256 {}, but it was admitted with sha256 {want}",
+                resolved.sha256
+            ),
+        ));
+    }
+    // The same rule admission applies, so a lock admission refuses refuses this run too.
+    if let Some(lock) = Lock::read(lock_path)?
+        && let Some(pin) = lock.pin(full)
+    {
+        pin.check(
+            &format!("capsule '{full}@{version}' cannot be run: "),
+            full,
+            version,
+            &resolved.sha256,
+            "with --capsule-version",
+        )?;
+    }
+    let manifest = manifest::parse(&resolved.archive.manifest)
+        .map_err(|d| {
+            unresolvable(
+                full,
+                version,
+                format!("its packed murmur.yaml does not parse: {}", d.message),
+            )
+        })?
+        .manifest;
+    match (&manifest.kind, resolved.archive.component.is_some()) {
+        // What a model capsule needs to run is checked by `load_runner`.
+        (Kind::Model, _) => Ok(ResolvedCapsule { name, version: version.to_string(), resolved, manifest }),
+        (_, true) => Ok(ResolvedCapsule { name, version: version.to_string(), resolved, manifest }),
+        (Kind::Component { .. }, false) => Err(unresolvable(
+            full,
+            version,
+            "its archive holds no capsule.wasm, though its murmur.yaml names a component",
+        )
+        .with_hint("rebuild it with `mur build` and install it again")),
+        (Kind::ManifestOnly, false) => Err(unresolvable(
+            full,
+            version,
+            "it is a manifest-only capsule: its murmur.yaml declares neither component nor inference, so there is nothing to run",
+        )
+        .with_hint("add `component:` (a WebAssembly component) to its murmur.yaml, then rebuild and reinstall it")),
+    }
+}
+
+/// What runs the tasks: a model capsule's agent (its inference settings and key checked now, the
+/// key read once), or the compiled component. A refusal is E-RUN-002, before the session is staged.
+pub(super) fn load_runner(
+    c: &ResolvedCapsule,
+    membership: Option<&Membership>,
+    deadline_ms: Option<u64>,
+    handed: Option<&host::Handed>,
+) -> Result<Runner, Diagnostic> {
+    let Some(inference) = c.manifest.inference.as_ref().filter(|_| c.manifest.kind == Kind::Model) else {
+        return load_component(c, handed).map(Runner::Component);
+    };
+    let full = c.name.to_string();
+    let config = crate::model::ModelConfig::resolve(&full, &c.version, inference, |v| std::env::var(v).ok())?;
+    let first = membership.and_then(|m| m.first.as_ref());
+    let identity = crate::model::Identity {
+        capsule: full,
+        member: first.map(|f| f.member.clone()),
+        formation: membership.map(|m| m.formation_id.clone()),
+    };
+    let callees = first
+        .map(|f| f.calls.iter().map(|c| c.name.clone()).collect())
+        .unwrap_or_default();
+    // Provider retries never wait past the inherited deadline (a bad value is refused later).
+    let deadline = deadline_ms
+        .and_then(|ms| i64::try_from(ms).ok())
+        .and_then(DateTime::from_timestamp_millis)
+        .and_then(|d| std::time::Instant::now().checked_add((d - Utc::now()).to_std().unwrap_or_default()));
+    let retry = crate::model::Retry::from_timing(Timing::get(), deadline);
+    let agent = crate::model::Agent::new(config, identity, callees, retry);
+    Ok(Runner::Model(std::sync::Arc::new(agent)))
+}
+
+/// Loads the capsule's component from the user's compiled-component cache, compiling it on a
+/// miss, or maps the entry its launcher checked and handed over: a component that cannot load is
+/// E-RUN-002, before the session is staged.
+fn load_component(c: &ResolvedCapsule, handed: Option<&host::Handed>) -> Result<host::Capsule, Diagnostic> {
+    let refuse = |why: String| {
+        Diagnostic::new(
+            diag::E_RUN_002,
+            format!("capsule '{}@{}' cannot be run: {why}", c.name, c.version),
+        )
+    };
+    let Some(entry) = c.resolved.archive.component.as_deref() else {
+        return Err(refuse("its archive holds no capsule.wasm".into()));
+    };
+    let engine = CapsuleEngine::new().map_err(&refuse)?;
+    // The sha256 resolution checked names the component; its bytes are read only on a miss.
+    let source = host::Source {
+        archive_sha256: &c.resolved.sha256,
+        entry,
+    };
+    // `read` runs only on a miss, right before the component is compiled: the slow step a
+    // person waits on, shown on a terminal.
+    let what = format!("{}@{}", c.name, c.version);
+    let mut spinner = None;
+    let loaded = {
+        let mut read = || {
+            spinner = Some(crate::progress::Spinner::start(
+                "[capsule-runtime] ",
+                format!("compiling {what} (once; later runs use the compiled cache)"),
+            ));
+            c.resolved
+                .read_component()
+                .map_err(|e| format!("its component cannot be read: {e}"))
+        };
+        host::Capsule::load_cached(&engine, &source, &mut read, &host::CompiledCache::user(), handed)
+    };
+    if let Some(s) = spinner {
+        s.finish(&format!("compiled {what}"));
+    }
+    loaded.map_err(refuse)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::startup::fixtures::install;
+
+    #[test]
+    fn capsule_resolution_refusals() {
+        let dir = tempfile::tempdir().unwrap();
+        let project = dir.path().join("p");
+        let stores = Stores::new(Some(project.join(".murmur/artifacts")), dir.path().join("g"));
+        let lock = project.join("murmur.lock");
+        let store = project.join(".murmur/artifacts");
+        let sha = install(
+            &store,
+            "echo",
+            "0.1.0",
+            "name: echo\nversion: 0.1.0\ncomponent: echo.wasm\n",
+            Some(b"\0asm"),
+        );
+        install(&store, "bare", "1.0.0", "name: bare\nversion: 1.0.0\n", None);
+        install(
+            &store,
+            "model",
+            "1.0.0",
+            "name: model\nversion: 1.0.0\ninference:\n  model: m\n",
+            None,
+        );
+
+        let c = resolve_capsule("local/echo", "0.1.0", &stores, &lock, Some(&sha)).unwrap();
+        assert_eq!(
+            (c.name.to_string(), c.version.as_str()),
+            ("local/echo".to_string(), "0.1.0")
+        );
+
+        let err = |full: &str, v: &str, sha: Option<&str>| {
+            let d = resolve_capsule(full, v, &stores, &lock, sha).unwrap_err();
+            (d.code.id, d.message)
+        };
+        assert_eq!(err("echo", "0.1.0", None).0, "E-RUN-002");
+        assert_eq!(
+            err("local/echo", "9.9.9", None),
+            (
+                "E-RUN-002",
+                "capsule 'local/echo@9.9.9' cannot be run: not installed in the project or global store".into()
+            )
+        );
+        let other = "0".repeat(64);
+        assert_eq!(
+            err("local/echo", "0.1.0", Some(&other)),
+            (
+                "E-RUN-047",
+                format!(
+                    "capsule 'local/echo@0.1.0' resolved to bytes with sha256 {sha}, but it was admitted with sha256 {other}"
+                )
+            )
+        );
+        assert!(err("local/bare", "1.0.0", None).1.contains("manifest-only capsule"));
+        // A model capsule resolves; what it needs to run is checked when its agent is made.
+        assert!(resolve_capsule("local/model", "1.0.0", &stores, &lock, None).is_ok());
+
+        std::fs::write(&lock, "lock_version: 2\n").unwrap();
+        assert_eq!(err("local/echo", "0.1.0", None).0, "E-RUN-003");
+        std::fs::write(
+            &lock,
+            "lock_version: 3\nartifacts:\n  - name: local/echo\n    resolved_version: 0.2.0\n",
+        )
+        .unwrap();
+        assert_eq!(
+            err("local/echo", "0.1.0", None),
+            (
+                "E-REG-005",
+                "capsule 'local/echo@0.1.0' cannot be run: murmur.lock conflict for 'local/echo': pinned local/echo@0.2.0, but local/echo@0.1.0 was resolved".into()
+            )
+        );
+        std::fs::write(
+            &lock,
+            format!("lock_version: 3\nartifacts:\n  - name: local/echo\n    resolved_version: 0.1.0\n    sha256: {{any: {}}}\n", "0".repeat(64)),
+        )
+        .unwrap();
+        assert_eq!(err("local/echo", "0.1.0", None).0, "E-REG-005");
+        std::fs::write(
+            &lock,
+            format!("lock_version: 3\nartifacts:\n  - name: local/echo\n    resolved_version: 0.1.0\n    sha256: {{platforms: {{linux: {sha}}}}}\n"),
+        )
+        .unwrap();
+        assert_eq!(
+            err("local/echo", "0.1.0", None),
+            (
+                "E-REG-005",
+                "capsule 'local/echo@0.1.0' cannot be run: murmur.lock conflict for 'local/echo': 'local/echo' is pinned only per platform (sha256.platforms without any), which this runtime cannot compare".into()
+            )
+        );
+    }
+}
