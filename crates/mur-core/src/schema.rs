@@ -269,6 +269,49 @@ pub fn manifest() -> Value {
                 ),
             ),
             (
+                "tools",
+                list(
+                    "What a model capsule's model may call besides the runtime's tools: each a WebAssembly tool (component) or an MCP server (mcp), not both.",
+                    obj(
+                        "One tool.",
+                        &["name"],
+                        vec![
+                            (
+                                "name",
+                                json!({"type": "string", "pattern": "^[a-z][a-z0-9-]{0,31}$", "description": "What the model calls it; an MCP server's tools are offered as <name>__<tool>."}),
+                            ),
+                            (
+                                "component",
+                                text("A WebAssembly tool: its .wasm file, relative to this directory."),
+                            ),
+                            (
+                                "capabilities",
+                                obj(
+                                    "What a WebAssembly tool may reach: its own rules, never the capsule's.",
+                                    &[],
+                                    vec![("network", allow("Hosts it may reach"))],
+                                ),
+                            ),
+                            (
+                                "mcp",
+                                text("An MCP server's Streamable HTTP URL (https://, or http:// to loopback)."),
+                            ),
+                            (
+                                "api_key",
+                                text("${ENV_VAR} holding the MCP server's bearer key; sent to that server only."),
+                            ),
+                            (
+                                "allow",
+                                list(
+                                    "The MCP server's tools the model is offered (required for mcp).",
+                                    json!({"type": "string"}),
+                                ),
+                            ),
+                        ],
+                    ),
+                ),
+            ),
+            (
                 "trace",
                 obj(
                     "Trace retention.",

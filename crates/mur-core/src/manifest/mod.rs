@@ -254,6 +254,76 @@ pub struct Manifest {
     /// `exports.input_modes`: media types of file parts (`raw`/`url`) the capsule accepts
     /// beyond text and structured data, e.g. `image/png` or `image/*`.
     pub input_modes: Vec<String>,
+    /// `tools`: what a model capsule's model may call besides the runtime's tools.
+    pub tools: Vec<ToolDecl>,
+}
+
+/// One entry of `tools` (docs/reference/manifest.md#tools).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolDecl {
+    /// What the model calls a WebAssembly tool, and the prefix of an MCP server's tools
+    /// (`<name>__<tool>`).
+    pub name: String,
+    pub source: ToolSource,
+}
+
+/// Where a tool runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolSource {
+    /// A WebAssembly component of world `murmur:tool/tool`, at this path of the source directory
+    /// and of the archive, with its own network rules (never the capsule's).
+    Wasm {
+        component: String,
+        network_allow: Vec<String>,
+    },
+    /// An MCP server over Streamable HTTP; the model is offered exactly the tools in `allow`.
+    Mcp {
+        url: String,
+        /// `VAR` of `api_key: ${VAR}`: sent as `Authorization: Bearer` to this server only.
+        api_key_var: Option<String>,
+        allow: Vec<String>,
+    },
+}
+
+impl ToolDecl {
+    /// The name the model sees for `tool`, one of an MCP entry's allowed tools.
+    pub fn mcp_tool_name(&self, tool: &str) -> String {
+        format!("{}{MCP_NAME_SEPARATOR}{tool}", self.name)
+    }
+}
+
+/// The names of the tools the runtime itself gives a model (`call-member`, `end-without-answer`,
+/// `request-input`); no manifest tool may take one.
+pub const RUNTIME_TOOL_NAMES: &[&str] = &["call-member", "end-without-answer", "request-input"];
+
+/// Between an MCP entry's name and its server's tool name, in what the model sees. Entry names
+/// hold no `_`, so the split is unambiguous.
+pub const MCP_NAME_SEPARATOR: &str = "__";
+
+/// The longest tool name both providers take.
+pub const MAX_MODEL_TOOL_NAME: usize = 64;
+
+/// Whether `name` can name a `tools` entry: 1–32 bytes of `[a-z0-9-]`, starting with a letter,
+/// not ending in `-`, without `--`.
+pub fn tool_name_ok(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= 32
+        && b[0].is_ascii_lowercase()
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && !name.ends_with('-')
+        && !name.contains("--")
+}
+
+/// Whether `tool`, a tool of MCP entry `entry`, can be offered to a model: `[A-Za-z0-9_-]`, and
+/// `<entry>__<tool>` within [`MAX_MODEL_TOOL_NAME`] (the providers' own rule for tool names).
+pub fn mcp_tool_name_ok(entry: &str, tool: &str) -> bool {
+    !tool.is_empty()
+        && entry.len() + MCP_NAME_SEPARATOR.len() + tool.len() <= MAX_MODEL_TOOL_NAME
+        && tool
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
 }
 
 /// One skill of the agent card (A2A v1.0 `AgentSkill`).
@@ -283,6 +353,7 @@ impl Manifest {
             retain: None,
             skills: Vec::new(),
             input_modes: Vec::new(),
+            tools: Vec::new(),
         }
     }
 

@@ -5,6 +5,8 @@ use crate::diag::{self, Diagnostic, shown};
 use crate::wire::provider::dialect;
 use crate::yaml::{self, Node, NodeKind, Resolved};
 
+mod tools;
+
 use super::{
     Acceptance, AfterTask, DEFAULT_DELEGATION_DEADLINE_SECS, Inference, Kind, Language, Lifecycle, Manifest, Parsed,
     Provider, REASONING_EFFORTS, Retain, Skill, Transport,
@@ -21,6 +23,7 @@ const TOP: &[&str] = &[
     "lifecycle",
     "capabilities",
     "inference",
+    "tools",
     "trace",
 ];
 const TOP_IGNORED: &[&str] = &["runtime", "execution", "artifacts"];
@@ -235,6 +238,7 @@ pub(super) fn parse(bytes: &[u8]) -> R<Parsed> {
     let (network_allow, spawn_allow) = capabilities(&mut w, &root)?;
     let inference = inference(&mut w, &root)?;
     let retain = trace(&mut w, &root)?;
+    let tools = tools::tools(&mut w, &root)?;
 
     // Conflicts are checked only once every key has its type, so a type error is reported first.
     if inference.is_some() && component.is_some() {
@@ -266,6 +270,13 @@ pub(super) fn parse(bytes: &[u8]) -> R<Parsed> {
             "remove inference.reasoning_effort, or use inference.provider: {}",
             takers.join(" or ")
         )));
+    }
+    if !tools.is_empty() && inference.is_none() {
+        return Err(Diagnostic::new(
+            diag::E_MAN_003,
+            "tools: needs inference: beside it: tools are what a model may call, and this capsule runs no model",
+        )
+        .with_hint("add an `inference` block to make it a model capsule, or remove `tools`; a component capsule reaches services through capabilities.network.allow"));
     }
     if lifecycle.task_acceptance == Acceptance::Queue && lifecycle.queue_depth == 0 {
         return Err(Diagnostic::new(
@@ -308,6 +319,7 @@ pub(super) fn parse(bytes: &[u8]) -> R<Parsed> {
         retain,
         skills,
         input_modes,
+        tools,
     };
     Ok(Parsed {
         manifest,
@@ -536,9 +548,15 @@ fn inference(w: &mut Walker, root: &Node) -> R<Option<Inference>> {
     Ok(Some(out))
 }
 
-/// `inference.api_key: ${VAR}` → `VAR`. The value is never echoed: it may be a pasted key.
+/// `inference.api_key: ${VAR}` → `VAR`.
 fn api_key(inf: &Node) -> R<Option<String>> {
-    let Some(n) = inf.get("api_key") else {
+    api_key_var(inf, "inference.api_key")
+}
+
+/// `api_key: ${VAR}` of `parent` → `VAR`, reported at `path`. The value is never echoed: it may
+/// be a pasted key.
+fn api_key_var(parent: &Node, path: &str) -> R<Option<String>> {
+    let Some(n) = parent.get("api_key") else {
         return Ok(None);
     };
     let var = n
@@ -552,9 +570,9 @@ fn api_key(inf: &Node) -> R<Option<String>> {
         });
     match var {
         // What the runtime hands a member is not the operator's to send to an endpoint.
-        Some(v) => crate::member_env::check_key_variable("inference.api_key", v).map(|()| Some(v.to_string())),
+        Some(v) => crate::member_env::check_key_variable(path, v).map(|()| Some(v.to_string())),
         None => Err(bad(
-            "inference.api_key",
+            path,
             "must be written `${VAR}`, naming the environment variable that holds the key; a key itself is never written into murmur.yaml",
         )),
     }

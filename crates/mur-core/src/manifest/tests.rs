@@ -748,3 +748,199 @@ fn build_language() {
         assert!(d.hint().is_some());
     }
 }
+
+const MODEL: &str = "inference: {provider: openai, model: m}\n";
+
+#[test]
+fn tools_of_both_kinds() {
+    let m = ok(&format!(
+        "{MODEL}tools:\n\
+         - {{name: words, component: tools/words/tool.wasm}}\n\
+         - {{name: fetch, component: tools/fetch/tool.wasm, capabilities: {{network: {{allow: ['https://example.com']}}}}}}\n\
+         - {{name: calc, mcp: 'http://127.0.0.1:9000/mcp', api_key: '${{CALC_KEY}}', allow: [add, word_count]}}\n\
+         - {{name: search, mcp: 'https://search.example/mcp', allow: [Query-1]}}\n"
+    ))
+    .manifest;
+    assert_eq!(
+        m.tools,
+        [
+            ToolDecl {
+                name: "words".into(),
+                source: ToolSource::Wasm {
+                    component: "tools/words/tool.wasm".into(),
+                    network_allow: vec![],
+                },
+            },
+            ToolDecl {
+                name: "fetch".into(),
+                source: ToolSource::Wasm {
+                    component: "tools/fetch/tool.wasm".into(),
+                    network_allow: vec!["https://example.com".into()],
+                },
+            },
+            ToolDecl {
+                name: "calc".into(),
+                source: ToolSource::Mcp {
+                    url: "http://127.0.0.1:9000/mcp".into(),
+                    api_key_var: Some("CALC_KEY".into()),
+                    allow: vec!["add".into(), "word_count".into()],
+                },
+            },
+            ToolDecl {
+                name: "search".into(),
+                source: ToolSource::Mcp {
+                    url: "https://search.example/mcp".into(),
+                    api_key_var: None,
+                    allow: vec!["Query-1".into()],
+                },
+            },
+        ]
+    );
+    assert_eq!(m.tools[2].mcp_tool_name("add"), "calc__add");
+    assert!(ok(MODEL).manifest.tools.is_empty());
+}
+
+#[test]
+fn bad_tools_entries() {
+    let long = "a".repeat(62);
+    let many = (0..=32)
+        .map(|i| format!("{{name: t{i}, component: t.wasm}}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    // (tools value, code, words the message holds)
+    let table: Vec<(String, crate::diag::Code, &str)> = vec![
+        ("{name: words}".into(), E_MAN_001, "tools: must be a list"),
+        ("[words]".into(), E_MAN_001, "tools[0]: must be a mapping"),
+        ("[{component: t.wasm}]".into(), E_MAN_001, "tools[0].name: is required"),
+        (
+            "[{name: Words, component: t.wasm}]".into(),
+            E_MAN_001,
+            "is not a tool name",
+        ),
+        (
+            "[{name: a_b, component: t.wasm}]".into(),
+            E_MAN_001,
+            "is not a tool name",
+        ),
+        (
+            "[{name: a--b, component: t.wasm}]".into(),
+            E_MAN_001,
+            "is not a tool name",
+        ),
+        (
+            format!("[{{name: {long}, component: t.wasm}}]"),
+            E_MAN_001,
+            "is not a tool name",
+        ),
+        (
+            "[{name: call-member, component: t.wasm}]".into(),
+            E_MAN_001,
+            "the runtime itself",
+        ),
+        (
+            "[{name: request-input, component: t.wasm}]".into(),
+            E_MAN_001,
+            "the runtime itself",
+        ),
+        (
+            "[{name: w, component: a.wasm}, {name: w, component: b.wasm}]".into(),
+            E_MAN_001,
+            "tools[1].name: 'w' names an earlier tool",
+        ),
+        ("[{name: w}]".into(), E_MAN_001, "needs `component`"),
+        (
+            "[{name: w, component: t.wasm, mcp: 'https://x.example/mcp', allow: [a]}]".into(),
+            E_MAN_003,
+            "not both",
+        ),
+        ("[{name: w, component: /abs/t.wasm}]".into(), E_MAN_001, "relative path"),
+        ("[{name: w, component: ../t.wasm}]".into(), E_MAN_001, "relative path"),
+        ("[{name: w, component: ' '}]".into(), E_MAN_001, "must not be blank"),
+        (
+            "[{name: w, component: t.wasm, allow: [a]}]".into(),
+            E_MAN_003,
+            "tools[0].allow: cannot be declared together with tools[0].component",
+        ),
+        (
+            "[{name: w, component: t.wasm, api_key: '${K}'}]".into(),
+            E_MAN_003,
+            "tools[0].api_key",
+        ),
+        (
+            "[{name: w, component: t.wasm, capabilities: {network: {allow: ['http://']}}}]".into(),
+            E_MAN_001,
+            "tools[0].capabilities.network.allow[0]",
+        ),
+        (
+            "[{name: c, mcp: 'https://x.example/mcp'}]".into(),
+            E_MAN_001,
+            "tools[0].allow: is required",
+        ),
+        (
+            "[{name: c, mcp: 'https://x.example/mcp', allow: []}]".into(),
+            E_MAN_001,
+            "at least one",
+        ),
+        (
+            "[{name: c, mcp: 'https://x.example/mcp', allow: [a, a]}]".into(),
+            E_MAN_001,
+            "listed twice",
+        ),
+        (
+            "[{name: c, mcp: 'https://x.example/mcp', allow: [a.b]}]".into(),
+            E_MAN_001,
+            "tools[0].allow[0]",
+        ),
+        (
+            format!("[{{name: c, mcp: 'https://x.example/mcp', allow: [{long}]}}]"),
+            E_MAN_001,
+            "at most 64",
+        ),
+        (
+            "[{name: c, mcp: 'http://mcp.example/mcp', allow: [a]}]".into(),
+            E_MAN_001,
+            "plain http",
+        ),
+        (
+            "[{name: c, mcp: 'ftp://x.example', allow: [a]}]".into(),
+            E_MAN_001,
+            "http:// or https://",
+        ),
+        (
+            "[{name: c, mcp: 'https://x.example/mcp', api_key: sk-live-123, allow: [a]}]".into(),
+            E_MAN_001,
+            "tools[0].api_key: must be written",
+        ),
+        (
+            "[{name: c, mcp: 'https://x.example/mcp', allow: [a], capabilities: {}}]".into(),
+            E_MAN_003,
+            "capabilities",
+        ),
+        (format!("[{many}]"), E_MAN_001, "at most 32"),
+    ];
+    for (tools, code, words) in table {
+        let d = refused(&format!("{HEAD}{MODEL}tools: {tools}\n"));
+        assert_eq!(d.code, code, "{tools}: {}", d.render(""));
+        assert!(d.message.contains(words), "{tools}: {:?} lacks {words:?}", d.message);
+        assert!(!d.message.contains("sk-live-123"), "a pasted key is never echoed");
+    }
+    // Tools are for models only.
+    let d = refused(&format!(
+        "{HEAD}component: c.wasm\ntools: [{{name: w, component: t.wasm}}]\n"
+    ));
+    assert_eq!(
+        (d.code, d.message.contains("needs inference")),
+        (E_MAN_003, true),
+        "{}",
+        d.message
+    );
+    // An unknown key in an entry warns, as everywhere.
+    let p = ok(&format!(
+        "{MODEL}tools: [{{name: w, component: t.wasm, colour: red}}]\n"
+    ));
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.code == W_SEC_019 && w.message.contains("tools[0].colour"))
+    );
+}
