@@ -54,7 +54,7 @@ struct Ticker {
 }
 
 /// One guest counted as running; the ticker parks again once the last one is dropped.
-struct Running<'a> {
+pub(super) struct Running<'a> {
     engine: &'a EngineInner,
 }
 
@@ -113,6 +113,11 @@ impl CapsuleEngine {
 impl CapsuleEngine {
     pub(super) fn wasmtime(&self) -> &Engine {
         &self.inner.engine
+    }
+
+    /// Counts a guest as running while the guard lives, so the epoch ticks for it.
+    pub(super) fn running(&self) -> Running<'_> {
+        Running::start(&self.inner)
     }
 
     /// The check a component must pass before the cache stores it: the one [`Capsule`] makes.

@@ -27,6 +27,7 @@ mod host_state;
 mod http;
 mod limiter;
 mod output;
+mod tool;
 
 #[cfg(test)]
 mod tests;
@@ -41,6 +42,7 @@ pub use self::compiled::{CompiledCache, Handed, Source};
 pub use self::engine::{Capsule, CapsuleEngine, Deferred};
 pub use self::http::{HttpDecision, HttpPolicy, NetworkPolicy, OutgoingTarget, PeerResolver, Route, RouteHeader};
 pub use self::output::{MemoryOutput, OutputSink};
+pub use self::tool::{ToolDescription, ToolGrant, ToolLimits, ToolRun, WasmTool};
 pub use mur_core::address::allow::{AllowList, AllowRule};
 
 /// A boxed, sendable future: what the host's trait objects return.

@@ -1,6 +1,6 @@
 //! The `.mur.zip` archive (docs/reference/capsules.md#writing-building-and-installing-one): root
-//! `murmur.yaml`, plus root `capsule.wasm` for a component capsule. Other entries are tolerated and
-//! never read.
+//! `murmur.yaml`, plus root `capsule.wasm` for a component capsule, plus a model capsule's
+//! WebAssembly tools at the paths its `tools:` names. Other entries are tolerated and never read.
 
 use std::io::{Cursor, Read, Seek, Write};
 use std::ops::Range;
@@ -42,11 +42,21 @@ pub fn pack(manifest: &[u8], component: Option<&[u8]>) -> Vec<u8> {
 
 /// [`pack`], reporting a writer failure instead of panicking.
 pub fn try_pack(manifest: &[u8], component: Option<&[u8]>) -> Result<Vec<u8>, String> {
+    try_pack_with(manifest, component, &[])
+}
+
+/// [`try_pack`] with further entries (a model capsule's tools), each at its own path. A path
+/// given twice, or one of the two root entries, is refused.
+pub fn try_pack_with(manifest: &[u8], component: Option<&[u8]>, extra: &[(&str, &[u8])]) -> Result<Vec<u8>, String> {
     let mut entries: Vec<(&str, &[u8])> = vec![(MANIFEST_ENTRY, manifest)];
     if let Some(c) = component {
         entries.push((COMPONENT_ENTRY, c));
     }
+    entries.extend_from_slice(extra);
     entries.sort_by(|a, b| a.0.cmp(b.0));
+    if let Some(w) = entries.windows(2).find(|w| w[0].0 == w[1].0) {
+        return Err(format!("{} would be packed twice", w[0].0));
+    }
     let mut zip = ZipWriter::new(Cursor::new(Vec::new()));
     for (name, data) in entries {
         let options = SimpleFileOptions::default()
@@ -107,6 +117,27 @@ pub fn component_data(reader: impl Read + Seek) -> Option<Range<u64>> {
 /// The component of an archive, inflated under [`MAX_ENTRY_BYTES`]; `None` when it holds none.
 pub fn read_component(zip_bytes: &[u8]) -> Result<Option<Vec<u8>>, String> {
     open(zip_bytes).map(|a| a.component)
+}
+
+/// The entry at `path` (a tool's component), inflated under [`MAX_ENTRY_BYTES`]; `Err` when the
+/// archive holds none, or holds it twice.
+pub fn read_named(zip_bytes: &[u8], path: &str) -> Result<Vec<u8>, String> {
+    let mut zip = ZipArchive::new(Cursor::new(zip_bytes)).map_err(|e| format!("not a ZIP archive: {e}"))?;
+    if zip.len() > MAX_ENTRIES {
+        return Err(format!(
+            "the archive holds more than the {MAX_ENTRIES} entries a capsule archive may"
+        ));
+    }
+    let mut found = None;
+    for i in 0..zip.len() {
+        if zip.name_for_index(i) == Some(path) && found.replace(i).is_some() {
+            return Err(format!("the archive holds {path} more than once"));
+        }
+    }
+    let Some(at) = found else {
+        return Err(format!("the archive holds no {path}"));
+    };
+    read_entry(&mut zip, at, path, MAX_ENTRY_BYTES)
 }
 
 type Indexed<R> = (ZipArchive<R>, Vec<u8>, Option<usize>);
@@ -189,6 +220,34 @@ mod tests {
         assert_eq!(open_index(&pack(b"x", None)).unwrap().component, None);
         assert_eq!(read_component(&pack(b"x", None)).unwrap(), None);
         assert_ne!(pack(b"x", None), pack(b"y", None));
+    }
+
+    #[test]
+    fn tools_are_packed_at_their_paths_and_read_by_name() {
+        let zip = try_pack_with(b"m", None, &[("tools/b/tool.wasm", b"B"), ("tools/a/tool.wasm", b"A")]).unwrap();
+        assert_eq!(read_named(&zip, "tools/a/tool.wasm").unwrap(), b"A");
+        assert_eq!(read_named(&zip, "tools/b/tool.wasm").unwrap(), b"B");
+        assert!(
+            read_named(&zip, "tools/c/tool.wasm")
+                .unwrap_err()
+                .contains("holds no tools/c/tool.wasm")
+        );
+        assert_eq!(
+            open(&zip).unwrap().component,
+            None,
+            "a tool is not the capsule's component"
+        );
+        assert_eq!(
+            zip,
+            try_pack_with(b"m", None, &[("tools/a/tool.wasm", b"A"), ("tools/b/tool.wasm", b"B")]).unwrap(),
+            "entries are sorted, so the order given does not matter"
+        );
+        for clash in [
+            &[("t.wasm", &b"1"[..]), ("t.wasm", &b"2"[..])][..],
+            &[(MANIFEST_ENTRY, &b"x"[..])][..],
+        ] {
+            assert!(try_pack_with(b"m", None, clash).unwrap_err().contains("packed twice"));
+        }
     }
 
     fn zip_of(entries: &[(&str, &[u8])]) -> Vec<u8> {
