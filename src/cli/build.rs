@@ -6,7 +6,8 @@
 //! rename, so a failed build leaves the previous one in place.
 //!
 //! The archive holds `murmur.yaml` exactly as written and, for a component capsule, the file that
-//! `component:` names, as root `capsule.wasm`. A component written as WAT text is packed as is:
+//! `component:` names, as root `capsule.wasm`; a model capsule's WebAssembly tools go at the paths
+//! their `tools:` entries name, each built first from its sources when it has `build.language`. A component written as WAT text is packed as is:
 //! wasmtime compiles component-model WAT text as readily as the binary encoding, so no conversion
 //! happens here.
 
@@ -14,8 +15,9 @@ use std::path::Path;
 
 use super::{BuildArgs, Outcome};
 use crate::diag::{self, Diagnostic};
-use crate::manifest::{self, Kind};
+use crate::manifest::{self, Kind, ToolSource};
 use crate::paths::Project;
+use crate::scaffold::toolchain::World;
 use crate::store::archive;
 
 mod toolchain;
@@ -31,18 +33,41 @@ pub fn run(a: &BuildArgs) -> Outcome {
     // The packed manifest is the source bytes, so re-read them rather than re-serialising.
     let source = std::fs::read(&manifest_path).map_err(|e| io_error("read", &manifest_path, &e))?;
     if let Some((lang, rel)) = m.check_build()? {
-        toolchain::build(lang, &a.dir, rel)?;
+        toolchain::build(lang, World::Capsule, &a.dir, rel)?;
     }
     let component = match &m.kind {
         Kind::Component { path } => Some(read_component(&a.dir, path)?),
         Kind::Model | Kind::ManifestOnly => None,
     };
-    let zip = archive::try_pack(&source, component.as_deref())
+    let tools = build_tools(&a.dir, m)?;
+    let extra: Vec<(&str, &[u8])> = tools.iter().map(|(p, b)| (p.as_str(), b.as_slice())).collect();
+    let zip = archive::try_pack_with(&source, component.as_deref(), &extra)
         .map_err(|e| Diagnostic::new(diag::E_BLD_001, format!("cannot pack {}@{}: {e}", m.name, m.version)))?;
     let out = a.dir.join(format!("{}-{}.mur.zip", m.name, m.version));
     crate::store::write_atomic(&out, &zip).map_err(|e| io_error("write", &out, &e))?;
     println!("Built {}@{}: {}", m.name, m.version, out.display());
     Ok(0)
+}
+
+/// Each WebAssembly tool's component, built first when its entry has `build.language` (in the
+/// directory its `component:` path names, which the scaffold gives its sources), as
+/// `(archive path, bytes)`.
+fn build_tools(dir: &Path, m: &manifest::Manifest) -> Result<Vec<(String, Vec<u8>)>, Diagnostic> {
+    let mut out = Vec::new();
+    for tool in &m.tools {
+        let ToolSource::Wasm { component, build, .. } = &tool.source else {
+            continue;
+        };
+        if let Some(lang) = build {
+            let rel = Path::new(component);
+            let (Some(parent), Some(file)) = (rel.parent(), rel.file_name().and_then(|f| f.to_str())) else {
+                continue;
+            };
+            toolchain::build(*lang, World::Tool, &dir.join(parent), file)?;
+        }
+        out.push((component.clone(), read_component(dir, component)?));
+    }
+    Ok(out)
 }
 
 fn io_error(verb: &str, path: &Path, e: &std::io::Error) -> Diagnostic {

@@ -25,14 +25,17 @@ pub const COMPONENTIZE_JS: &str = "@bytecodealliance/componentize-js@0.23.0";
 /// The Rust target whose output is a component.
 pub const RUST_TARGET: &str = "wasm32-wasip2";
 
-/// The world both tools build against: the capsule world plus the outgoing HTTP handler and the
-/// environment, so a capsule can send requests and read `MURMUR_FORMATION_PEERS`.
-pub const GUEST_WORLD: &str = "capsule-guest";
+/// What a build makes: a capsule's component or one of a model capsule's tools. Each has its
+/// own WIT package and its own guest world: the host world plus the outgoing HTTP handler and the
+/// environment, so the generated bindings can send requests and read `MURMUR_FORMATION_PEERS`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum World {
+    Capsule,
+    Tool,
+}
 
-/// The WIT directory the Python and JavaScript tools read, by relative path.
-pub const WIT_FILES: &[(&str, &str)] = &[
-    ("capsule.wit", include_str!("../capsule/wit/capsule.wit")),
-    ("guest.wit", include_str!("wit/guest.wit")),
+/// The WASI packages both worlds' guests import, as wasmtime's wasi-http 48.0.8 ships them.
+const WASI_DEPS: [(&str, &str); 7] = [
     ("deps/cli.wit", include_str!("wit/deps/cli.wit")),
     ("deps/clocks.wit", include_str!("wit/deps/clocks.wit")),
     ("deps/filesystem.wit", include_str!("wit/deps/filesystem.wit")),
@@ -41,6 +44,39 @@ pub const WIT_FILES: &[(&str, &str)] = &[
     ("deps/random.wit", include_str!("wit/deps/random.wit")),
     ("deps/sockets.wit", include_str!("wit/deps/sockets.wit")),
 ];
+
+impl World {
+    /// The world the Python and JavaScript tools build against.
+    pub fn guest(self) -> &'static str {
+        match self {
+            World::Capsule => "capsule-guest",
+            World::Tool => "tool-guest",
+        }
+    }
+
+    /// Its WIT directory, by relative path: the package, its guest world, the WASI deps.
+    pub fn wit_files(self) -> Vec<(&'static str, &'static str)> {
+        let own = match self {
+            World::Capsule => [
+                ("capsule.wit", include_str!("../capsule/wit/capsule.wit")),
+                ("guest.wit", include_str!("wit/guest.wit")),
+            ],
+            World::Tool => [
+                ("tool.wit", include_str!("../tools/wit/tool.wit")),
+                ("guest.wit", include_str!("wit/tool-guest.wit")),
+            ],
+        };
+        own.into_iter().chain(WASI_DEPS).collect()
+    }
+
+    /// `capsule` or `tool`, for messages.
+    pub fn noun(self) -> &'static str {
+        match self {
+            World::Capsule => "capsule",
+            World::Tool => "tool",
+        }
+    }
+}
 
 /// The variables a tool keeps from mur's environment: the search path (node, python, rustc),
 /// a home for its caches, the temp directory, and Rust's own toolchain selection.
@@ -103,7 +139,7 @@ pub fn candidates(lang: Language, dir: &Path, path: Option<&std::ffi::OsStr>) ->
 
 /// The argv after the program: build `dir`'s sources into `out`, reading the WIT in `wit`.
 /// Rust builds into `dir/target` and reports its artifact as JSON lines on stdout.
-pub fn args(lang: Language, dir: &Path, wit: &Path, out: &Path) -> Vec<OsString> {
+pub fn args(lang: Language, world: World, dir: &Path, wit: &Path, out: &Path) -> Vec<OsString> {
     let mut a: Vec<OsString> = Vec::new();
     let mut push = |s: &str| a.push(s.into());
     match lang {
@@ -112,7 +148,7 @@ pub fn args(lang: Language, dir: &Path, wit: &Path, out: &Path) -> Vec<OsString>
                 push(s);
             }
             a.push(wit.into());
-            for s in ["-w", GUEST_WORLD, "componentize", "-p"] {
+            for s in ["-w", world.guest(), "componentize", "-p"] {
                 a.push(s.into());
             }
             a.push(dir.into());
@@ -124,7 +160,7 @@ pub fn args(lang: Language, dir: &Path, wit: &Path, out: &Path) -> Vec<OsString>
         Language::JavaScript => {
             push("--wit");
             a.push(wit.into());
-            for s in ["--world-name", GUEST_WORLD, "-o"] {
+            for s in ["--world-name", world.guest(), "-o"] {
                 a.push(s.into());
             }
             a.push(out.into());
@@ -204,7 +240,17 @@ mod tests {
             ),
         ];
         for (lang, want) in table {
-            assert_eq!(strings(args(*lang, dir, wit, out)).join(" "), *want, "{lang:?}");
+            assert_eq!(
+                strings(args(*lang, World::Capsule, dir, wit, out)).join(" "),
+                *want,
+                "{lang:?}"
+            );
+            let tool = want.replace("capsule-guest", "tool-guest");
+            assert_eq!(
+                strings(args(*lang, World::Tool, dir, wit, out)).join(" "),
+                tool,
+                "{lang:?}"
+            );
         }
     }
 
@@ -290,10 +336,14 @@ mod tests {
     }
 
     #[test]
-    fn the_wit_has_both_worlds() {
-        let text: String = WIT_FILES.iter().map(|(_, t)| *t).collect();
-        assert!(text.contains("world capsule {"));
-        assert!(text.contains("world capsule-guest {"));
-        assert!(text.contains("package wasi:http@0.2.12;"));
+    fn each_wit_has_its_world_and_guest_world() {
+        for (world, host, guest) in [
+            (World::Capsule, "world capsule {", "world capsule-guest {"),
+            (World::Tool, "world tool {", "world tool-guest {"),
+        ] {
+            let text: String = world.wit_files().iter().map(|(_, t)| *t).collect();
+            assert!(text.contains(host) && text.contains(guest), "{world:?}");
+            assert!(text.contains("package wasi:http@0.2.12;"));
+        }
     }
 }

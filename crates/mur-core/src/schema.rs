@@ -285,6 +285,17 @@ pub fn manifest() -> Value {
                                 text("A WebAssembly tool: its .wasm file, relative to this directory."),
                             ),
                             (
+                                "build",
+                                obj(
+                                    "mur build makes a WebAssembly tool's component from the sources in its directory first.",
+                                    &["language"],
+                                    vec![(
+                                        "language",
+                                        words("The sources' language.", &["python", "javascript", "rust"]),
+                                    )],
+                                ),
+                            ),
+                            (
                                 "capabilities",
                                 obj(
                                     "What a WebAssembly tool may reach: its own rules, never the capsule's.",

@@ -6,15 +6,16 @@ use std::process::{Command, Stdio};
 
 use crate::diag::{self, Diagnostic};
 use crate::manifest::Language;
-use crate::scaffold::toolchain as plan;
+use crate::scaffold::toolchain::{self as plan, World};
 
 /// The most of a tool's output kept for the error message: its last bytes.
 const TAIL_BYTES: usize = 8 << 10;
 /// The longest cargo JSON line read; longer lines (huge diagnostics) are skipped.
 const MAX_LINE_BYTES: u64 = 1 << 20;
 
-/// Builds `dir`'s `lang` sources into `dir/rel` (E-BLD-002 when the tool is missing or fails).
-pub fn build(lang: Language, dir: &Path, rel: &str) -> Result<(), Diagnostic> {
+/// Builds `dir`'s `lang` sources of a `world` component into `dir/rel` (E-BLD-002 when the tool
+/// is missing or fails).
+pub fn build(lang: Language, world: World, dir: &Path, rel: &str) -> Result<(), Diagnostic> {
     // The tool runs in `dir`, so every path it is given is absolute.
     let dir = &std::path::absolute(dir)
         .map_err(|e| Diagnostic::new(diag::E_BLD_001, format!("cannot resolve {}: {e}", dir.display())))?;
@@ -48,8 +49,8 @@ pub fn build(lang: Language, dir: &Path, rel: &str) -> Result<(), Diagnostic> {
     let program = find(lang, dir)?;
     let target = dir.join(rel);
     let staged = staged_path(&target);
-    let wit = WitDir::write()?;
-    let args = plan::args(lang, dir, &wit.0, &staged);
+    let wit = WitDir::write(world)?;
+    let args = plan::args(lang, world, dir, &wit.0, &staged);
     // Progress goes to stderr: stdout stays the one `Built …` line scripts read.
     eprintln!("Building {} with {}", entry.display(), program.display());
     let mut cmd = Command::new(&program);
@@ -247,7 +248,7 @@ fn cargo_lines(r: impl Read) -> Option<PathBuf> {
 struct WitDir(PathBuf);
 
 impl WitDir {
-    fn write() -> Result<WitDir, Diagnostic> {
+    fn write(world: World) -> Result<WitDir, Diagnostic> {
         use std::os::unix::fs::DirBuilderExt;
         let root = std::env::temp_dir().join(format!("mur-build-wit-{}", uuid::Uuid::new_v4()));
         let io = |p: &Path, e: std::io::Error| {
@@ -259,7 +260,7 @@ impl WitDir {
             .create(&root)
             .map_err(|e| io(&root, e))?;
         let dir = WitDir(root);
-        for (rel, text) in plan::WIT_FILES {
+        for (rel, text) in world.wit_files() {
             let p = dir.0.join(rel);
             if let Some(parent) = p.parent() {
                 std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;

@@ -274,6 +274,8 @@ pub enum ToolSource {
     /// and of the archive, with its own network rules (never the capsule's).
     Wasm {
         component: String,
+        /// `build.language`: `mur build` makes the component from the sources in its directory.
+        build: Option<Language>,
         network_allow: Vec<String>,
     },
     /// An MCP server over Streamable HTTP; the model is offered exactly the tools in `allow`.

@@ -755,7 +755,7 @@ const MODEL: &str = "inference: {provider: openai, model: m}\n";
 fn tools_of_both_kinds() {
     let m = ok(&format!(
         "{MODEL}tools:\n\
-         - {{name: words, component: tools/words/tool.wasm}}\n\
+         - {{name: words, component: tools/words/tool.wasm, build: {{language: python}}}}\n\
          - {{name: fetch, component: tools/fetch/tool.wasm, capabilities: {{network: {{allow: ['https://example.com']}}}}}}\n\
          - {{name: calc, mcp: 'http://127.0.0.1:9000/mcp', api_key: '${{CALC_KEY}}', allow: [add, word_count]}}\n\
          - {{name: search, mcp: 'https://search.example/mcp', allow: [Query-1]}}\n"
@@ -768,6 +768,7 @@ fn tools_of_both_kinds() {
                 name: "words".into(),
                 source: ToolSource::Wasm {
                     component: "tools/words/tool.wasm".into(),
+                    build: Some(Language::Python),
                     network_allow: vec![],
                 },
             },
@@ -775,6 +776,7 @@ fn tools_of_both_kinds() {
                 name: "fetch".into(),
                 source: ToolSource::Wasm {
                     component: "tools/fetch/tool.wasm".into(),
+                    build: None,
                     network_allow: vec!["https://example.com".into()],
                 },
             },

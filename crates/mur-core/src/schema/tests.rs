@@ -134,7 +134,7 @@ fn manifest_schema_and_parser_know_the_same_keys() {
         "lifecycle": {"task_acceptance": "queue", "queue_depth": 1},
         "capabilities": {"network": {"allow": ["localhost"]}, "spawn": {"allow": []}},
         "inference": {"provider": "openai", "model": "m"},
-        "tools": [{"name": "w", "component": "t.wasm", "capabilities": {"network": {"allow": ["localhost"]}}}],
+        "tools": [{"name": "w", "component": "t.wasm", "build": {"language": "rust"}, "capabilities": {"network": {"allow": ["localhost"]}}}],
         "trace": {"retain": {"max_sessions": 3}},
         "build": {"language": "python"},
     });

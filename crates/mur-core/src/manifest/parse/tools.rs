@@ -4,13 +4,13 @@
 //! model is offered (`allow`, required: there is no "all of them").
 
 use crate::diag::{self, Diagnostic, shown};
-use crate::manifest::{ToolDecl, ToolSource, mcp_tool_name_ok, tool_name_ok};
+use crate::manifest::{Language, ToolDecl, ToolSource, mcp_tool_name_ok, tool_name_ok};
 use crate::yaml::Node;
 
-use super::{R, Walker, api_key_var, bad, block, join, string, string_list};
+use super::{R, Walker, api_key_var, bad, block, join, string, string_list, word};
 
 /// The keys of one entry, whichever its kind; a key of the other kind is a conflict.
-const ENTRY: &[&str] = &["name", "component", "capabilities", "mcp", "api_key", "allow"];
+const ENTRY: &[&str] = &["name", "component", "build", "capabilities", "mcp", "api_key", "allow"];
 
 /// The most entries a capsule declares: every tool's definition rides in every model request.
 pub const MAX_TOOLS: usize = 32;
@@ -133,15 +133,29 @@ fn wasm(w: &mut Walker, item: &Node, at: &str, path: String) -> R<ToolSource> {
             }
         }
     }
+    let build = match block(item, at, "build")? {
+        None => None,
+        Some(b) => {
+            let bp = join(at, "build");
+            w.unknown(b, &bp, &["language"], &[]);
+            match word(b, &bp, "language", Language::WORDS, Language::from_word)? {
+                Some(l) => Some(l),
+                None => return Err(bad(&join(&bp, "language"), "is required whenever build is present")),
+            }
+        }
+    };
     Ok(ToolSource::Wasm {
         component: path,
+        build,
         network_allow,
     })
 }
 
 fn mcp_server(item: &Node, at: &str, name: &str, url: String) -> R<ToolSource> {
-    if item.get("capabilities").is_some() {
-        return Err(not_for(at, "capabilities", "mcp", "a WebAssembly tool (`component:`)"));
+    for key in ["capabilities", "build"] {
+        if item.get(key).is_some() {
+            return Err(not_for(at, key, "mcp", "a WebAssembly tool (`component:`)"));
+        }
     }
     let p = join(at, "mcp");
     if crate::manifest::endpoint::split(&url).is_none() {
