@@ -89,15 +89,19 @@ pub struct NewArgs {
     #[arg(
         long,
         value_name = "NAME",
-        required_unless_present = "capsule",
-        conflicts_with = "capsule"
+        required_unless_present_any = ["capsule", "tool"],
+        conflicts_with_all = ["capsule", "tool"]
     )]
     pub roster: Option<String>,
     /// Scaffold one component capsule named NAME, written in --lang (default rust)
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", conflicts_with = "tool")]
     pub capsule: Option<String>,
+    /// In a model capsule's directory: scaffold a WebAssembly tool named NAME under tools/NAME,
+    /// written in --lang (default python), and add it to murmur.yaml
+    #[arg(long, value_name = "NAME")]
+    pub tool: Option<String>,
     /// Make both members model capsules of this provider (openai or anthropic)
-    #[arg(long, value_name = "PROVIDER", conflicts_with_all = ["capsule", "lang"])]
+    #[arg(long, value_name = "PROVIDER", conflicts_with_all = ["capsule", "tool", "lang"])]
     pub inference: Option<String>,
     /// Write the members' sources in this language; mur build makes their components
     #[arg(long, value_name = "LANG", value_parser = ["python", "javascript", "rust"])]

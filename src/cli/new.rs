@@ -1,6 +1,8 @@
 //! `mur new --roster NAME [--inference openai|anthropic | --lang LANG]`: scaffolds a two-member
 //! formation in `./NAME` (docs/reference/cli.md). `mur new --capsule NAME [--lang LANG]`: one
-//! component capsule's sources in `./NAME`, which `mur build` turns into its component.
+//! component capsule's sources in `./NAME`, which `mur build` turns into its component. `mur new
+//! --tool NAME [--lang LANG]`, in a model capsule's directory: a WebAssembly tool's sources in
+//! `./tools/NAME`, and its entry in `./murmur.yaml`.
 //!
 //! The files are written into a staging directory `./.NAME.tmp-<uuidv4>`, read back and checked
 //! by our own parsers, then the directory is renamed to `./NAME` without replacing anything, so
@@ -17,6 +19,9 @@ use crate::scaffold::{self, ConfigDefaults, Members, ModelSettings};
 
 pub fn run(a: &NewArgs) -> Outcome {
     let lang = a.lang.as_deref().and_then(Language::from_word);
+    if let Some(name) = a.tool.as_deref() {
+        return new_tool(name, lang.unwrap_or(Language::Python));
+    }
     if let Some(name) = a.capsule.as_deref() {
         scaffold::check_capsule_name(name)?;
         let lang = lang.unwrap_or(Language::Rust);
@@ -37,6 +42,60 @@ pub fn run(a: &NewArgs) -> Outcome {
     write(name, &files)?;
     println!("Scaffolded formation '{name}' in ./{name}");
     finish(name, &files, scaffold::next_steps(name, &members))
+}
+
+/// `mur new --tool`: the manifest's new text is made and checked first; then the sources are
+/// staged and renamed to `./tools/NAME` (never over an existing path); the manifest is replaced
+/// last, atomically, and should that fail the sources are taken back.
+fn new_tool(name: &str, lang: Language) -> Outcome {
+    scaffold::tool::check_name(name)?;
+    let manifest_path = PathBuf::from("murmur.yaml");
+    let text = match crate::yaml::read_capped(&manifest_path, crate::manifest::MAX_MANIFEST_BYTES) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(e) => {
+            return Err(Diagnostic::new(
+                diag::E_NEW_005,
+                format!("mur new --tool: there is no readable murmur.yaml here ({e})"),
+            )
+            .with_hint("run mur new --tool inside a model capsule's source directory")
+            .into());
+        }
+    };
+    let updated = scaffold::tool::add_entry(&text, name, lang)?;
+    let dir = scaffold::tool::dir(name);
+    let files: Vec<scaffold::File> = scaffold::tool::files(name, lang)
+        .into_iter()
+        .map(|f| scaffold::File {
+            path: f.path.strip_prefix(&format!("{dir}/")).unwrap_or(&f.path).to_string(),
+            bytes: f.bytes,
+        })
+        .collect();
+    std::fs::create_dir_all("tools").map_err(|e| write_failed(Path::new("tools"), &e))?;
+    let target = PathBuf::from(&dir);
+    refuse_existing(&target, &dir)?;
+    let staging = PathBuf::from(format!("tools/.{name}.tmp-{}", uuid::Uuid::new_v4()));
+    let staged = stage(&staging, &files).and_then(|()| publish(&staging, &target, &dir));
+    if staged.is_err() {
+        let _ = std::fs::remove_dir_all(&staging);
+    }
+    staged?;
+    if let Err(e) = crate::store::write_atomic(&manifest_path, updated.as_bytes()) {
+        let _ = std::fs::remove_dir_all(&target);
+        return Err(write_failed(&manifest_path, &e).into());
+    }
+    println!(
+        "Scaffolded {} tool '{name}' in ./{dir} and added it to murmur.yaml",
+        lang.as_str()
+    );
+    let shown: Vec<scaffold::File> = files
+        .into_iter()
+        .map(|f| scaffold::File {
+            path: format!("{dir}/{}", f.path),
+            bytes: f.bytes,
+        })
+        .collect();
+    println!("  murmur.yaml");
+    finish(".", &shown, scaffold::tool::next_steps(name, lang))
 }
 
 /// Writes `files` into `./name` through a staging directory (see the module comment).

@@ -28,9 +28,9 @@ pub struct Notes {
 pub const NOTES: &[Notes] = &[
     Notes {
         command: "new",
-        stdout: "`--roster`: `Scaffolded formation 'NAME' in ./NAME`, the files written (`NAME/roster.yaml`, `NAME/lead/murmur.yaml`, `NAME/worker/murmur.yaml` and the members' sources), a blank line, then `Next:` and the commands that build, install and launch it. `--capsule`: `Scaffolded <lang> capsule 'NAME' in ./NAME`, the files written (`murmur.yaml` with `build.language` and the sources), then `Next:`: the toolchain's install command (once), the build and install, and a `mur run --capsule` line.",
+        stdout: "`--roster`: `Scaffolded formation 'NAME' in ./NAME`, the files written (`NAME/roster.yaml`, `NAME/lead/murmur.yaml`, `NAME/worker/murmur.yaml` and the members' sources), a blank line, then `Next:` and the commands that build, install and launch it. `--capsule`: `Scaffolded <lang> capsule 'NAME' in ./NAME`, the files written (`murmur.yaml` with `build.language` and the sources), then `Next:`: the toolchain's install command (once), the build and install, and a `mur run --capsule` line. `--tool`: `Scaffolded <lang> tool 'NAME' in ./tools/NAME and added it to murmur.yaml`, the files written, then `Next:`.",
         stderr: "Diagnostics only.",
-        exit: "0 written; 1 with E-NEW-001 (cannot write), E-NEW-002 (bad name), E-NEW-003 (`./NAME` exists in any form, a dangling symlink included) or E-NEW-004 (unknown provider). Nothing is left behind on a refusal: the scaffold is written into a staging directory and renamed into place last.",
+        exit: "0 written; 1 with E-NEW-001 (cannot write), E-NEW-002 (bad name), E-NEW-003 (`./NAME` exists in any form, a dangling symlink included) E-NEW-004 (unknown provider) or E-NEW-005 (`--tool`: `./murmur.yaml` is missing, not a model capsule's, or cannot take the entry). Nothing is left behind on a refusal: the scaffold is written into a staging directory and renamed into place last.",
         json: &[],
     },
     Notes {

@@ -8,6 +8,7 @@
 //! system work, and check every file with our own parsers ([`check`]) before any is shown.
 
 pub mod demo;
+pub mod tool;
 pub mod toolchain;
 
 #[cfg(test)]

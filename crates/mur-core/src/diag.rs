@@ -75,6 +75,7 @@ codes! {
     E_NEW_002 = "E-NEW-002", Error, "mur new: the name is not a valid artifact or member name", Some("use lowercase letters, digits and '-', starting with a letter");
     E_NEW_003 = "E-NEW-003", Error, "mur new: the target directory already exists", Some("choose another name, or move the existing path away");
     E_NEW_004 = "E-NEW-004", Error, "mur new: the inference provider is unknown", Some("use --inference openai or --inference anthropic");
+    E_NEW_005 = "E-NEW-005", Error, "mur new --tool: the directory's murmur.yaml cannot take the tool", Some("run mur new --tool inside a model capsule's source directory");
     E_BLD_001 = "E-BLD-001", Error, "mur build: a file cannot be read or written, or the component is missing", None;
     E_BLD_002 = "E-BLD-002", Error, "mur build: the capsule's language toolchain is missing, or failed to build the component", None;
     E_INS_001 = "E-INS-001", Error, "mur install: the archive is bad, has no root murmur.yaml, or there is no project", None;

@@ -1,0 +1,47 @@
+//! @NAME@: a tool for a mur model capsule, written in Rust. The model sees the name, description
+//! and input schema `describe` returns, and calls the tool with a JSON object matching the
+//! schema; a fresh instance runs each call. This one counts the words of `text`. An `Err` is
+//! shown to the model as a failed call; the task goes on.
+
+wit_bindgen::generate!({ world: "tool", path: "wit" });
+
+const SCHEMA: &str = r#"{"type":"object","properties":{"text":{"type":"string","description":"The text whose words are counted."}},"required":["text"]}"#;
+
+struct Tool;
+
+impl Guest for Tool {
+    fn describe() -> Descriptor {
+        Descriptor {
+            name: "@NAME@".into(),
+            description: "Counts the words of a text: the number of whitespace-separated words in `text`.".into(),
+            input_schema: SCHEMA.into(),
+        }
+    }
+
+    fn call(input: String) -> Result<String, String> {
+        let text = text_of(&input).ok_or("`text` must be a string")?;
+        Ok(text.split_whitespace().count().to_string())
+    }
+}
+
+/// The `text` string of a JSON object such as `{"text": "..."}`, unescaped; `None` otherwise.
+/// Kept dependency-free: add `serde_json` for anything richer.
+fn text_of(input: &str) -> Option<String> {
+    let rest = &input[input.find("\"text\"")? + 6..];
+    let rest = rest.trim_start().strip_prefix(':')?.trim_start().strip_prefix('"')?;
+    let mut out = String::new();
+    let mut chars = rest.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => return Some(out),
+            '\\' => match chars.next()? {
+                'n' | 't' | 'r' => out.push(' '),
+                other => out.push(other),
+            },
+            c => out.push(c),
+        }
+    }
+    None
+}
+
+export!(Tool);
