@@ -42,3 +42,5 @@ pub mod scaffold;
 pub mod session;
 #[cfg(feature = "runtime")]
 pub mod tasks;
+#[cfg(feature = "runtime")]
+pub mod tools;

@@ -86,8 +86,9 @@ fn jitter() -> f64 {
     f64::from(u32::from_le_bytes(b)) / (f64::from(u32::MAX) + 1.0)
 }
 
-/// The root certificates for `https` endpoints, built once per process.
-fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
+/// The root certificates for `https` endpoints, built once per process; MCP tool servers
+/// (`tools::mcp`) use the same.
+pub(crate) fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
     static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
     CONFIG
         .get_or_init(|| {

@@ -33,7 +33,7 @@
 
 mod agent;
 mod calls;
-mod client;
+pub(crate) mod client;
 pub use mur_core::wire::model as wire;
 use mur_core::wire::model_stream as stream;
 

@@ -27,6 +27,7 @@ mod languages;
 mod layers;
 mod load;
 mod loopback;
+mod mcp;
 mod model;
 mod newcomer;
 mod otel;

@@ -392,6 +392,7 @@ reachability:
 ";
 
 pub mod foreign;
+pub mod mcp;
 pub mod provider;
 pub mod python;
 pub mod toolchains;

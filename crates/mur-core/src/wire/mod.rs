@@ -10,6 +10,8 @@
 //!   client reads it to the close.
 //! - `jsonrpc` — the door's JSON-RPC 2.0 framing (docs/reference/door.md#request-pipeline,
 //!   docs/reference/door.md#errors).
+//! - `mcp` — the Model Context Protocol's lifecycle and tools messages, as a model capsule's
+//!   runtime reads a tool server's answers.
 //! - `sse` — event-stream framing, as a caller reads SubscribeToTask
 //!   (docs/reference/capsules.md#calls-between-members) and a model capsule
 //!   a streamed provider reply.
@@ -24,6 +26,7 @@ pub mod calls;
 pub mod channel_line;
 pub mod http1;
 pub mod jsonrpc;
+pub mod mcp;
 pub mod model;
 pub mod model_stream;
 pub mod provider;

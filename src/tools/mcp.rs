@@ -1,0 +1,864 @@
+//! A model capsule's runtime as the client of one MCP tool server over Streamable HTTP (issue
+//! #31): the handshake, the listing of the tools the manifest allows, and calls to them. What the
+//! messages are is `wire::mcp`'s; this module moves them over awc.
+//!
+//! Invariants:
+//! - **Only allowed tools are reachable.** [`McpServer::connect`] fails unless every name in
+//!   [`McpEndpoint::allow`] is a usable tool of the server, keeps only those, and
+//!   [`McpServer::call`] refuses any other name without sending anything.
+//! - **The bearer goes to this server only**: in the `Authorization` header, marked sensitive,
+//!   with redirects disabled, over TLS or to a loopback listener of this user
+//!   (`loopback::awc_connector`). No error text and no `Debug` output carries it; a quoted body is
+//!   scrubbed of it (`wire::model::scrub`).
+//! - **Nothing the server sends is unbounded**: each reply body and each event is bounded in
+//!   bytes ([`McpLimits`]), each request in time (the connection, a silent event stream, the
+//!   whole request), and the listing in pages and bytes; a garbage, huge or endless answer is an
+//!   `Err`, never a hang or unbounded memory.
+//! - A session the server forgot (404 to a request carrying its `Mcp-Session-Id`, as after the
+//!   server restarted or expired it) is begun again with a new `initialize`, once per request,
+//!   as the transport asks of a client.
+//!
+//! Threads: an [`McpServer`] holds an awc client, whose futures are not `Send`, so it is used on
+//! the arbiter that made it (connect once on the executor's arbiter, share it across the tasks
+//! run there) and never crosses threads. Calls through one `McpServer` may run concurrently.
+//! Dropping it ends the session with a best-effort `DELETE` spawned on that arbiter;
+//! [`McpServer::close`] does the same and waits for it.
+
+use std::cell::{Cell, RefCell};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use awc::http::header::{ACCEPT, AUTHORIZATION, CONNECTION, CONTENT_TYPE, HeaderValue};
+use futures_util::StreamExt;
+use serde_json::Value;
+use zeroize::Zeroizing;
+
+use crate::text::head;
+use crate::wire::mcp as wire;
+use crate::wire::sse::SseReader;
+
+pub use crate::wire::mcp::{CallResult, McpTool};
+
+/// The session id header, sent back on every request once the server gave one.
+const SESSION_HEADER: &str = "mcp-session-id";
+/// The negotiated version, sent on every request after `initialize`.
+const VERSION_HEADER: &str = "mcp-protocol-version";
+/// Bytes of a refused request's body quoted in its error.
+const QUOTED_BODY: usize = 200;
+
+/// One `tools:` entry of kind `mcp`, as the manifest gives it.
+pub struct McpEndpoint {
+    /// The entry's name: it names the server in every error.
+    pub name: String,
+    /// The MCP endpoint: `https://…`, or `http://` to loopback.
+    pub url: String,
+    /// Sent as `Authorization: Bearer …` to this server only.
+    pub bearer: Option<Zeroizing<String>>,
+    /// The server's tools the capsule may use; each must exist.
+    pub allow: Vec<String>,
+}
+
+impl std::fmt::Debug for McpEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpEndpoint")
+            .field("name", &self.name)
+            .field("url", &self.url)
+            .field("bearer", &self.bearer.as_ref().map(|_| "[redacted]"))
+            .field("allow", &self.allow)
+            .finish()
+    }
+}
+
+/// Bounds on what one server may cost; tests shrink them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpLimits {
+    /// Opening a connection (TLS handshake included).
+    pub connect: Duration,
+    /// Each request of the handshake and the listing, and the closing `DELETE`: sending it and
+    /// reading the whole answer. A call's bound is the caller's.
+    pub request: Duration,
+    /// Silence between two pieces of an event-stream answer.
+    pub idle: Duration,
+    /// One answer's body, an event stream's included.
+    pub max_body: usize,
+    /// One event of an event stream (the reader holds at most one).
+    pub max_event: usize,
+    /// Pages of `tools/list` followed.
+    pub max_pages: usize,
+    /// Bytes of all `tools/list` pages together.
+    pub max_list_bytes: usize,
+    /// A call result's text (`wire::mcp::call_result`).
+    pub max_result_text: usize,
+}
+
+impl Default for McpLimits {
+    fn default() -> Self {
+        McpLimits {
+            connect: Duration::from_secs(10),
+            request: Duration::from_secs(30),
+            // The official SDKs' event streams ping every 15 s while a tool works.
+            idle: Duration::from_secs(60),
+            max_body: 4 << 20,
+            // A result is one event: a screenshot tool's image may be most of the body.
+            max_event: 4 << 20,
+            max_pages: 16,
+            max_list_bytes: 8 << 20,
+            max_result_text: wire::MAX_RESULT_TEXT,
+        }
+    }
+}
+
+/// The session as the next request carries it.
+#[derive(Debug, Clone, Default)]
+struct Session {
+    id: Option<String>,
+    /// `None` until `initialize` settled one.
+    version: Option<&'static str>,
+}
+
+/// Why a request failed.
+enum Failure {
+    /// 404 to a request carrying this session id: the server no longer knows the session.
+    SessionGone(String),
+    /// The time bound passed.
+    TimedOut(String),
+    Other(String),
+}
+
+impl Failure {
+    fn text(self) -> String {
+        match self {
+            Failure::SessionGone(_) => "the server ended the session".to_string(),
+            Failure::TimedOut(t) | Failure::Other(t) => t,
+        }
+    }
+}
+
+/// A 2xx answer.
+struct Answer {
+    /// The response's `result`; `None` for a notification's acceptance.
+    result: Option<Value>,
+    /// Bytes of the body read.
+    bytes: usize,
+    /// The `Mcp-Session-Id` the server sent, when valid.
+    session_id: Option<String>,
+}
+
+/// When a request must be over, and the bound that set it (for the timeout's text).
+#[derive(Debug, Clone, Copy)]
+struct Deadline {
+    at: Instant,
+    bound: Duration,
+}
+
+impl Deadline {
+    fn after(bound: Duration) -> Deadline {
+        Deadline {
+            at: Instant::now() + bound,
+            bound,
+        }
+    }
+
+    fn left(&self) -> Duration {
+        self.at.saturating_duration_since(Instant::now())
+    }
+
+    /// Whichever ends first.
+    fn min(self, other: Option<Deadline>) -> Deadline {
+        match other {
+            Some(o) if o.at < self.at => o,
+            _ => self,
+        }
+    }
+}
+
+/// What the closing `DELETE` needs, owned, so it can be sent from another future or thread.
+struct Closing {
+    url: String,
+    address: Option<SocketAddr>,
+    credential: Option<HeaderValue>,
+    session_id: String,
+    version: Option<&'static str>,
+    connect: Duration,
+    request: Duration,
+}
+
+/// A connected MCP server and the tools the capsule may use on it.
+pub struct McpServer {
+    name: String,
+    url: String,
+    http: awc::Client,
+    /// Where a `localhost` endpoint is dialled (127.0.0.1, never a resolved name).
+    address: Option<SocketAddr>,
+    /// `Authorization: Bearer …`, marked sensitive.
+    credential: Option<HeaderValue>,
+    /// The key itself, only to scrub it from a quoted body.
+    secret: Option<Zeroizing<String>>,
+    allow: Vec<String>,
+    tools: Vec<McpTool>,
+    limits: McpLimits,
+    session: RefCell<Session>,
+    next_id: Cell<u64>,
+    /// Where the closing `DELETE` is spawned when the server is dropped.
+    arbiter: Option<actix_rt::ArbiterHandle>,
+    /// `close` ran: the drop has nothing left to end.
+    closed: bool,
+}
+
+impl std::fmt::Debug for McpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServer")
+            .field("name", &self.name)
+            .field("url", &self.url)
+            .field("credential", &self.credential.as_ref().map(|_| "[redacted]"))
+            .field("tools", &self.tools.iter().map(|t| &t.name).collect::<Vec<_>>())
+            // The session id is left out: it is all a request needs besides the bearer.
+            .field(
+                "protocol_version",
+                &self.session.try_borrow().ok().and_then(|s| s.version),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+/// An awc client for `url`: TLS for `https://`, the owner-checking loopback connector for plain
+/// `http://`, which only a loopback endpoint may use. Redirects are off: one could carry the
+/// bearer to another host.
+fn http_client(url: &str, connect: Duration) -> Result<awc::Client, String> {
+    let builder = awc::Client::builder().disable_redirects().disable_timeout();
+    if url.starts_with("https://") {
+        let connector = awc::Connector::new()
+            .timeout(connect)
+            .handshake_timeout(connect)
+            .rustls_0_23(crate::model::client::tls_config()?);
+        Ok(builder.connector(connector).finish())
+    } else if crate::manifest::endpoint::plain_http_allowed(url) {
+        let address = crate::manifest::endpoint::localhost_socket(url);
+        Ok(builder
+            .connector(crate::loopback::awc_connector(address, connect))
+            .finish())
+    } else {
+        Err("its url must be https://, or plain http:// to loopback (localhost, 127.0.0.1, [::1])".to_string())
+    }
+}
+
+/// A request with the headers every request carries, before any of its own.
+fn base_request(
+    http: &awc::Client,
+    method: awc::http::Method,
+    url: &str,
+    address: Option<SocketAddr>,
+    credential: Option<&HeaderValue>,
+    session: &Session,
+) -> awc::ClientRequest {
+    let mut req = http.request(method, url);
+    if let Some(a) = address {
+        req = req.address(a);
+    }
+    if url.starts_with("http://") {
+        // One response per connection, as `loopback::ReadToClose` reads them; on loopback a new
+        // connection costs next to nothing.
+        req = req.insert_header((CONNECTION, "close"));
+    }
+    if let Some(v) = credential {
+        req = req.insert_header((AUTHORIZATION, v.clone()));
+    }
+    if let Some(id) = &session.id {
+        req = req.insert_header((SESSION_HEADER, id.as_str()));
+    }
+    if let Some(v) = session.version {
+        req = req.insert_header((VERSION_HEADER, v));
+    }
+    req
+}
+
+impl McpServer {
+    /// Connects to `endpoint`: `initialize`, `notifications/initialized`, then `tools/list` to
+    /// its last page. `Err` (naming the server by its entry name) when any step fails, when the
+    /// server speaks no protocol version this client does, or when an allowed tool is missing or
+    /// unusable (naming each).
+    pub async fn connect(endpoint: McpEndpoint, limits: McpLimits) -> Result<McpServer, String> {
+        let McpEndpoint {
+            name,
+            url,
+            bearer,
+            allow,
+        } = endpoint;
+        let fail = |why: String| format!("MCP server '{name}': {why}");
+        let http = http_client(&url, limits.connect).map_err(fail)?;
+        let credential = match &bearer {
+            None => None,
+            Some(key) => {
+                let value = Zeroizing::new(format!("Bearer {}", key.as_str()));
+                let mut v = HeaderValue::from_str(&value)
+                    .map_err(|_| fail("the api_key holds characters a header cannot carry".to_string()))?;
+                v.set_sensitive(true);
+                Some(v)
+            }
+        };
+        let mut server = McpServer {
+            address: crate::manifest::endpoint::localhost_socket(&url),
+            name: name.clone(),
+            url,
+            http,
+            credential,
+            secret: bearer,
+            allow: Vec::new(),
+            tools: Vec::new(),
+            limits,
+            session: RefCell::new(Session::default()),
+            next_id: Cell::new(1),
+            arbiter: actix_rt::Arbiter::try_current(),
+            closed: false,
+        };
+        server.handshake(None).await.map_err(fail)?;
+        let mut allowed: Vec<String> = Vec::new();
+        for a in allow {
+            if !allowed.contains(&a) {
+                allowed.push(a);
+            }
+        }
+        let tools = match server.list_tools().await {
+            Ok(listed) => select_allowed(&allowed, listed),
+            Err(e) => Err(e),
+        };
+        match tools {
+            Ok(tools) => {
+                server.tools = tools;
+                server.allow = allowed;
+                Ok(server)
+            }
+            Err(e) => {
+                // The session begun is of no use: ended now rather than left to the server's
+                // idle timeout.
+                server.close().await;
+                Err(fail(e))
+            }
+        }
+    }
+
+    /// The entry's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The allowed tools, in the order of `allow`.
+    pub fn tools(&self) -> &[McpTool] {
+        &self.tools
+    }
+
+    /// The protocol version the session speaks.
+    pub fn protocol_version(&self) -> &'static str {
+        self.session.borrow().version.unwrap_or(wire::PROTOCOL_VERSION)
+    }
+
+    /// Calls `tool` with `arguments` (a JSON object, or `null` for none), the whole call bounded
+    /// by `timeout`. `Ok` is the tool's result, a failure it reports included (`is_error`); `Err`
+    /// is a call that produced no result: a tool not allowed (nothing sent), the server refusing
+    /// the request, a transport failure, the timeout (the server is told the call is cancelled).
+    pub async fn call(&self, tool: &str, arguments: Value, timeout: Duration) -> Result<CallResult, String> {
+        let fail = |why: String| format!("MCP server '{}': {why}", self.name);
+        if !self.allow.iter().any(|a| a == tool) {
+            return Err(fail(format!(
+                "'{}' is not a tool this capsule may use; it may use {}",
+                head(tool, wire::MAX_TOOL_NAME),
+                self.allow.join(", ")
+            )));
+        }
+        let id = self.take_id();
+        let body = wire::tools_call_request(id, tool, &arguments).map_err(fail)?;
+        match self.request(id, body, Deadline::after(timeout)).await {
+            Ok(answer) => {
+                let result = answer.result.unwrap_or(Value::Null);
+                wire::call_result(&result, self.limits.max_result_text).map_err(fail)
+            }
+            Err(Failure::TimedOut(why)) => {
+                self.cancel(id, "the caller stopped waiting");
+                Err(fail(format!("{tool}: {why}")))
+            }
+            Err(f) => Err(fail(format!("{tool}: {}", f.text()))),
+        }
+    }
+
+    /// Ends the session (`DELETE` with its id, bounded by [`McpLimits::request`]) and waits for
+    /// the server's answer, which is not checked: the session is over for this client either way.
+    pub async fn close(mut self) {
+        self.closed = true;
+        if let Some(closing) = self.closing() {
+            closing.send().await;
+        }
+    }
+
+    fn take_id(&self) -> u64 {
+        let id = self.next_id.get();
+        self.next_id.set(id.wrapping_add(1));
+        id
+    }
+
+    /// `initialize` and `notifications/initialized`, each bounded by [`McpLimits::request`] and
+    /// by `within` (the request that found its session gone); the session they settle replaces
+    /// the one before.
+    async fn handshake(&self, within: Option<Deadline>) -> Result<(), String> {
+        let id = self.take_id();
+        let body = wire::initialize_request(id, env!("CARGO_PKG_VERSION"));
+        let fresh = Session::default();
+        let answer = self
+            .post(body, Some(id), &fresh, Deadline::after(self.limits.request).min(within))
+            .await
+            .map_err(|f| format!("initialize failed: {}", f.text()))?;
+        let init = wire::initialize_result(&answer.result.unwrap_or(Value::Null))?;
+        let session = Session {
+            id: answer.session_id,
+            version: Some(init.protocol_version),
+        };
+        let until = Deadline::after(self.limits.request).min(within);
+        self.post(wire::initialized_notification(), None, &session, until)
+            .await
+            .map_err(|f| format!("notifications/initialized failed: {}", f.text()))?;
+        *self.session.borrow_mut() = session;
+        Ok(())
+    }
+
+    /// Every page of `tools/list`, bounded in pages and bytes, each request bounded by
+    /// [`McpLimits::request`].
+    async fn list_tools(&self) -> Result<wire::ToolsPage, String> {
+        let mut all = wire::ToolsPage::default();
+        let mut cursor: Option<String> = None;
+        let mut seen: Vec<String> = Vec::new();
+        let mut bytes = 0usize;
+        for _ in 0..self.limits.max_pages {
+            let id = self.take_id();
+            let body = wire::tools_list_request(id, cursor.as_deref());
+            let answer = self
+                .request(id, body, Deadline::after(self.limits.request))
+                .await
+                .map_err(|f| format!("tools/list failed: {}", f.text()))?;
+            bytes = bytes.saturating_add(answer.bytes);
+            if bytes > self.limits.max_list_bytes {
+                return Err(format!(
+                    "its tools/list pages passed {} bytes",
+                    self.limits.max_list_bytes
+                ));
+            }
+            let page = wire::tools_page(&answer.result.unwrap_or(Value::Null))?;
+            all.tools.extend(page.tools);
+            all.unusable.extend(page.unusable);
+            match page.next_cursor {
+                None => return Ok(all),
+                Some(c) if seen.contains(&c) => {
+                    return Err("its tools/list gave the same cursor twice".to_string());
+                }
+                Some(c) => {
+                    seen.push(c.clone());
+                    cursor = Some(c);
+                }
+            }
+        }
+        Err(format!("its tools/list has more than {} pages", self.limits.max_pages))
+    }
+
+    /// Sends request `id` in the current session; should the server have forgotten the session,
+    /// begins a new one and sends it once more.
+    async fn request(&self, id: u64, body: String, until: Deadline) -> Result<Answer, Failure> {
+        let session = self.session.borrow().clone();
+        match self.post(body.clone(), Some(id), &session, until).await {
+            Err(Failure::SessionGone(gone)) => {
+                // A concurrent request may have begun the new session already.
+                if self.session.borrow().id.as_deref() == Some(gone.as_str()) {
+                    tracing::info!(server = %self.name, "the MCP server ended the session; initializing again");
+                    self.handshake(Some(until))
+                        .await
+                        .map_err(|why| Failure::Other(format!("the server ended the session; {why}")))?;
+                }
+                let session = self.session.borrow().clone();
+                match self.post(body, Some(id), &session, until).await {
+                    Err(Failure::SessionGone(_)) => {
+                        Err(Failure::Other("the server ended the new session at once".to_string()))
+                    }
+                    other => other,
+                }
+            }
+            other => other,
+        }
+    }
+
+    /// POSTs one message in `session` and reads the answer: for a request (`id`), its response,
+    /// from a JSON body or an event stream; for a notification, its acceptance.
+    async fn post(&self, body: String, id: Option<u64>, session: &Session, until: Deadline) -> Result<Answer, Failure> {
+        let req = base_request(
+            &self.http,
+            awc::http::Method::POST,
+            &self.url,
+            self.address,
+            self.credential.as_ref(),
+            session,
+        )
+        .insert_header((CONTENT_TYPE, "application/json"))
+        .insert_header((ACCEPT, "application/json, text/event-stream"));
+        let too_slow = || Failure::TimedOut(format!("no answer within {:?}", until.bound));
+        let mut resp = match actix_rt::time::timeout(until.left(), req.send_body(body)).await {
+            Ok(Ok(resp)) => resp,
+            Ok(Err(e)) => return Err(Failure::Other(format!("the request failed: {e}"))),
+            Err(_) => return Err(too_slow()),
+        };
+        let status = resp.status().as_u16();
+        if status == 404
+            && let Some(gone) = &session.id
+        {
+            return Err(Failure::SessionGone(gone.clone()));
+        }
+        if !(200..300).contains(&status) {
+            let quoted = self.quoted_body(&mut resp, until).await;
+            let what = match status {
+                401 | 403 => format!("the server refused the credentials ({status})"),
+                _ => format!("the server answered {status}"),
+            };
+            return Err(Failure::Other(if quoted.is_empty() {
+                what
+            } else {
+                format!("{what}: {quoted}")
+            }));
+        }
+        let session_id = match resp.headers().get(SESSION_HEADER) {
+            None => None,
+            Some(v) => match v.to_str().ok().filter(|s| wire::session_id_ok(s)) {
+                Some(s) => Some(s.to_string()),
+                None => {
+                    return Err(Failure::Other(format!(
+                        "the server sent a session id that is not 1 to {} visible ASCII characters",
+                        wire::MAX_SESSION_ID
+                    )));
+                }
+            },
+        };
+        let Some(id) = id else {
+            // The specification answers a notification 202; some servers say 200 or 204. The body,
+            // if any, says nothing a client needs.
+            return Ok(Answer {
+                result: None,
+                bytes: 0,
+                session_id,
+            });
+        };
+        let content_type = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(|t| t.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+            .unwrap_or_default();
+        let (result, bytes) = match content_type.as_str() {
+            "application/json" => {
+                let read = resp.body().limit(self.limits.max_body);
+                let bytes = match actix_rt::time::timeout(until.left(), read).await {
+                    Ok(Ok(b)) => b,
+                    Ok(Err(awc::error::PayloadError::Overflow)) => {
+                        return Err(Failure::Other(format!(
+                            "the answer is longer than {} bytes",
+                            self.limits.max_body
+                        )));
+                    }
+                    Ok(Err(e)) => return Err(Failure::Other(format!("reading the answer failed: {e}"))),
+                    Err(_) => return Err(too_slow()),
+                };
+                let result = wire::read_json_body(&bytes, id).map_err(|e| Failure::Other(self.scrub(e)))?;
+                (result, bytes.len())
+            }
+            "text/event-stream" => self.read_events(&mut resp, id, until).await?,
+            other => {
+                return Err(Failure::Other(format!(
+                    "the server answered with content type {:?}, neither application/json nor text/event-stream",
+                    head(other, 100)
+                )));
+            }
+        };
+        Ok(Answer {
+            result: Some(result),
+            bytes,
+            session_id,
+        })
+    }
+
+    /// Reads an event stream until the response to `id`, skipping the server's notifications and
+    /// requests; bounded in bytes, per event, in silence and in total.
+    async fn read_events(
+        &self,
+        body: &mut awc::ClientResponse,
+        id: u64,
+        until: Deadline,
+    ) -> Result<(Value, usize), Failure> {
+        let mut reader = SseReader::new(self.limits.max_event);
+        let mut bytes = 0usize;
+        loop {
+            let left = until.left();
+            let next = match actix_rt::time::timeout(self.limits.idle.min(left), body.next()).await {
+                Ok(next) => next,
+                Err(_) if left <= self.limits.idle => {
+                    return Err(Failure::TimedOut(format!(
+                        "no response to request {id} within {:?}",
+                        until.bound
+                    )));
+                }
+                Err(_) => {
+                    return Err(Failure::TimedOut(format!(
+                        "the event stream was silent for {:?}",
+                        self.limits.idle
+                    )));
+                }
+            };
+            let chunk = match next {
+                None => {
+                    return Err(Failure::Other(format!(
+                        "the event stream ended without a response to request {id}"
+                    )));
+                }
+                Some(Err(e)) => return Err(Failure::Other(format!("the event stream broke: {e}"))),
+                Some(Ok(chunk)) => chunk,
+            };
+            bytes = bytes.saturating_add(chunk.len());
+            if bytes > self.limits.max_body {
+                return Err(Failure::Other(format!(
+                    "the event stream passed {} bytes without a response to request {id}",
+                    self.limits.max_body
+                )));
+            }
+            let events = reader
+                .push(&chunk)
+                .map_err(|_| Failure::Other(format!("an event is longer than {} bytes", self.limits.max_event)))?;
+            for event in events {
+                if let Some(r) = wire::response_for(&event, id) {
+                    return r.map(|v| (v, bytes)).map_err(|e| Failure::Other(self.scrub(e)));
+                }
+            }
+        }
+    }
+
+    /// The first [`QUOTED_BODY`] bytes of a refused request's body, scrubbed of the key; empty
+    /// when it cannot be read soon.
+    async fn quoted_body(&self, resp: &mut awc::ClientResponse, until: Deadline) -> String {
+        let left = until.left().min(Duration::from_secs(2));
+        let Ok(Ok(bytes)) = actix_rt::time::timeout(left, resp.body().limit(64 << 10)).await else {
+            return String::new();
+        };
+        let text = self.scrub(String::from_utf8_lossy(&bytes).into_owned());
+        head(text.trim(), QUOTED_BODY).to_string()
+    }
+
+    fn scrub(&self, text: String) -> String {
+        crate::wire::model::scrub(text, self.secret.as_ref().map(|s| s.as_str()))
+    }
+
+    /// Tells the server, without waiting, that request `id` is given up on.
+    fn cancel(&self, id: u64, reason: &str) {
+        let session = self.session.borrow().clone();
+        let send = base_request(
+            &self.http,
+            awc::http::Method::POST,
+            &self.url,
+            self.address,
+            self.credential.as_ref(),
+            &session,
+        )
+        .insert_header((CONTENT_TYPE, "application/json"))
+        .insert_header((ACCEPT, "application/json, text/event-stream"))
+        .send_body(wire::cancelled_notification(id, reason));
+        let bound = self.limits.request;
+        actix_rt::spawn(async move {
+            let _ = actix_rt::time::timeout(bound, send).await;
+        });
+    }
+
+    /// What the closing `DELETE` needs; `None` without a session id (nothing to end).
+    fn closing(&self) -> Option<Closing> {
+        let session = self.session.borrow();
+        Some(Closing {
+            url: self.url.clone(),
+            address: self.address,
+            credential: self.credential.clone(),
+            session_id: session.id.clone()?,
+            version: session.version,
+            connect: self.limits.connect,
+            request: self.limits.request,
+        })
+    }
+}
+
+impl Drop for McpServer {
+    fn drop(&mut self) {
+        if self.closed {
+            return;
+        }
+        let (Some(closing), Some(arbiter)) = (self.closing(), self.arbiter.as_ref()) else {
+            return;
+        };
+        // awc's futures are not `Send`: the arbiter is sent only what the request is made of,
+        // and makes and spawns the request there. A stopped arbiter drops it unsent.
+        arbiter.spawn_fn(move || {
+            actix_rt::spawn(closing.send());
+        });
+    }
+}
+
+impl Closing {
+    /// `DELETE` with the session id, bounded by the request bound; the answer is not read.
+    async fn send(self) {
+        let Ok(http) = http_client(&self.url, self.connect) else {
+            return;
+        };
+        let session = Session {
+            id: Some(self.session_id),
+            version: self.version,
+        };
+        let req = base_request(
+            &http,
+            awc::http::Method::DELETE,
+            &self.url,
+            self.address,
+            self.credential.as_ref(),
+            &session,
+        );
+        let _ = actix_rt::time::timeout(self.request, req.send()).await;
+    }
+}
+
+/// The allowed tools of `listed`, in the order of `allow`, or `Err` naming each allowed tool that
+/// is missing or unusable.
+fn select_allowed(allow: &[String], listed: wire::ToolsPage) -> Result<Vec<McpTool>, String> {
+    let mut tools = Vec::new();
+    let mut problems = Vec::new();
+    let mut missing = Vec::new();
+    for name in allow {
+        // A server listing a name twice: the first entry is the tool.
+        if let Some(t) = listed.tools.iter().find(|t| &t.name == name) {
+            tools.push(t.clone());
+        } else if let Some(u) = listed.unusable.iter().find(|u| &u.name == name) {
+            problems.push(format!("tool '{name}' cannot be used: {}", u.why));
+        } else {
+            missing.push(format!("'{}'", head(name, wire::MAX_TOOL_NAME)));
+        }
+    }
+    if !missing.is_empty() {
+        let mut names: Vec<&str> = listed.tools.iter().map(|t| t.name.as_str()).collect();
+        names.dedup();
+        let shown = if names.is_empty() {
+            "none".to_string()
+        } else {
+            let mut s = names.iter().take(20).copied().collect::<Vec<_>>().join(", ");
+            if names.len() > 20 {
+                s.push_str(&format!(", and {} more", names.len() - 20));
+            }
+            s
+        };
+        problems.insert(
+            0,
+            format!(
+                "the server has no tool {} that the manifest allows (it lists: {shown})",
+                missing.join(", ")
+            ),
+        );
+    }
+    if problems.is_empty() {
+        Ok(tools)
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn listed(names: &[&str], unusable: &[(&str, &str)]) -> wire::ToolsPage {
+        wire::ToolsPage {
+            tools: names
+                .iter()
+                .map(|n| McpTool {
+                    name: n.to_string(),
+                    description: String::new(),
+                    input_schema: json!({"type": "object"}),
+                })
+                .collect(),
+            unusable: unusable
+                .iter()
+                .map(|(n, w)| wire::Unusable {
+                    name: n.to_string(),
+                    why: w.to_string(),
+                })
+                .collect(),
+            next_cursor: None,
+        }
+    }
+
+    #[test]
+    fn only_allowed_tools_are_kept_and_each_must_exist() {
+        let allow = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let got = select_allowed(&allow(&["fail", "add"]), listed(&["add", "echo", "fail"], &[])).unwrap();
+        let names: Vec<&str> = got.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["fail", "add"]);
+        // (allow, listed, unusable, error)
+        type Case<'a> = (&'a [&'a str], &'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+        let table: &[Case] = &[
+            (
+                &["add", "mul"],
+                &["add"],
+                &[],
+                "the server has no tool 'mul' that the manifest allows (it lists: add)",
+            ),
+            (
+                &["a", "b"],
+                &[],
+                &[],
+                "the server has no tool 'a', 'b' that the manifest allows (it lists: none)",
+            ),
+            (
+                &["big", "gone"],
+                &["add"],
+                &[("big", "its input schema is 70000 bytes, more than 65536")],
+                "the server has no tool 'gone' that the manifest allows (it lists: add); \
+                 tool 'big' cannot be used: its input schema is 70000 bytes, more than 65536",
+            ),
+        ];
+        for (a, names, unusable, want) in table {
+            assert_eq!(
+                select_allowed(&allow(a), listed(names, unusable)).unwrap_err(),
+                *want,
+                "{a:?}"
+            );
+        }
+        let many: Vec<String> = (0..25).map(|i| format!("t{i}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        let e = select_allowed(&allow(&["x"]), listed(&many, &[])).unwrap_err();
+        assert!(e.ends_with("t18, t19, and 5 more)"), "{e}");
+    }
+
+    #[test]
+    fn debug_output_never_shows_the_bearer() {
+        let e = McpEndpoint {
+            name: "calc".into(),
+            url: "http://127.0.0.1:1/mcp".into(),
+            bearer: Some(Zeroizing::new("sk-very-secret-key".into())),
+            allow: vec!["add".into()],
+        };
+        let text = format!("{e:?}");
+        assert!(
+            !text.contains("sk-very-secret-key") && text.contains("[redacted]"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn plain_http_is_for_loopback_only() {
+        let table: &[(&str, bool)] = &[
+            ("http://127.0.0.1:8080/mcp", true),
+            ("http://localhost:8080/mcp", true),
+            ("http://[::1]:8080/mcp", true),
+            ("https://tools.example.com/mcp", true),
+            ("http://tools.example.com/mcp", false),
+            ("http://10.0.0.1/mcp", false),
+            ("ftp://127.0.0.1/mcp", false),
+        ];
+        for (url, ok) in table {
+            assert_eq!(http_client(url, Duration::from_secs(1)).is_ok(), *ok, "{url}");
+        }
+    }
+}
