@@ -289,6 +289,13 @@ pub struct TaskCalls {
 }
 
 impl TaskCalls {
+    /// The outgoing-HTTP policy of one of this task's tools: `allow` (the tool's own rules)
+    /// for direct requests, and this task's routes to its callees' doors for virtual peer
+    /// addresses, checked against `allow` too.
+    pub fn tool_policy(&self, allow: &crate::capsule::AllowList) -> crate::capsule::NetworkPolicy {
+        super::policy::task_policy(allow, &self.inner.shared.router, self.inner.trust, &self.inner.task_id)
+    }
+
     pub(crate) fn new(task_id: &str, trust: Trust, shared: Arc<Shared>) -> TaskCalls {
         TaskCalls {
             inner: Arc::new(TaskInner {

@@ -63,8 +63,7 @@ use serde_json::Value;
 
 pub use dispatch::TaskCalls;
 pub use output::{
-    ANSWER_CAP, CUT_MARKER, ToolResult, call_member_arguments, call_member_schema, cap, continuation_message, fence,
-    neutralise, redact, tool_result, virtual_url,
+    ANSWER_CAP, CUT_MARKER, ToolResult, cap, continuation_message, fence, neutralise, redact, tool_result, virtual_url,
 };
 pub use policy::{PeerRoutes, task_policy};
 pub use router::{Channel, Denial, PeerRoute, Resolution, Resolve, VirtualPeerRouter, resolve};

@@ -239,28 +239,3 @@ pub fn tool_result(d: &Dispatched, bound: Duration, task_from_member: bool) -> T
         text: format!("{summary}\n{data}\n{note}"),
     }
 }
-
-/// The `call-member` tool's input schema (docs/reference/capsules.md#model-capsules): `member` is
-/// one of `callees`, in roster order.
-pub fn call_member_schema(callees: &[String]) -> Value {
-    serde_json::json!({
-        "type": "object",
-        "properties": {
-            "member": {"type": "string", "enum": callees},
-            "task": {"type": "string"},
-        },
-        "required": ["member", "task"],
-    })
-}
-
-/// Reads a `call-member` tool call's input (docs/reference/capsules.md#calls-between-members step
-/// 1): `(member, task)`, or the tool error when either is missing or not a string [text ours].
-pub fn call_member_arguments(input: &Value) -> Result<(String, String), String> {
-    match (
-        input.get("member").and_then(Value::as_str),
-        input.get("task").and_then(Value::as_str),
-    ) {
-        (Some(m), Some(t)) => Ok((m.to_string(), t.to_string())),
-        _ => Err("call-member needs `member` (the member to call) and `task` (the task in full), both strings".into()),
-    }
-}

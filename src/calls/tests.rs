@@ -178,30 +178,6 @@ fn tool_results_name_the_outcome_of_the_send() {
 }
 
 #[test]
-fn the_tool_input_is_read_and_described_as_section_11_1_says() {
-    assert_eq!(
-        call_member_schema(&["coder".into(), "reviewer".into()]),
-        json!({"type": "object", "properties": {"member": {"type": "string", "enum": ["coder", "reviewer"]}, "task": {"type": "string"}}, "required": ["member", "task"]})
-    );
-    let refusal =
-        Err("call-member needs `member` (the member to call) and `task` (the task in full), both strings".to_string());
-    type Args = Result<(String, String), String>;
-    let table: &[(Value, Args)] = &[
-        (
-            json!({"member": "coder", "task": "t"}),
-            Ok(("coder".into(), "t".into())),
-        ),
-        (json!({"member": "coder"}), refusal.clone()),
-        (json!({"member": 1, "task": "t"}), refusal.clone()),
-        (json!({"member": "coder", "task": null}), refusal.clone()),
-        (json!("coder"), refusal.clone()),
-    ];
-    for (input, want) in table {
-        assert_eq!(&call_member_arguments(input), want, "{input}");
-    }
-}
-
-#[test]
 fn the_call_bound_prefers_a_positive_environment_value() {
     let table: &[(u64, Option<&str>, u64)] = &[
         (600, None, 600),

@@ -18,8 +18,8 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::compiled::{CompiledCache, Source};
-use super::limiter::Limiter;
 use super::http::PolicyHooks;
+use super::limiter::Limiter;
 use super::{CancelSignal, CapsuleEngine, HttpPolicy, NetworkPolicy};
 
 mod bindings {

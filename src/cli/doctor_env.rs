@@ -6,7 +6,7 @@
 //! user's environment and where it can send it; the user reads them before the first launch.
 
 use crate::diag::shown;
-use crate::manifest::Manifest;
+use crate::manifest::{Manifest, ToolSource};
 use crate::roster::Admitted;
 
 /// The lines for an admitted roster's members, in roster order.
@@ -19,13 +19,28 @@ pub fn roster_lines(a: &Admitted) -> Vec<String> {
 pub fn lines<'a>(members: impl IntoIterator<Item = (&'a str, &'a Manifest)>) -> Vec<String> {
     members
         .into_iter()
-        .filter_map(|(name, m)| {
-            let inf = m.inference.as_ref()?;
+        .flat_map(|(name, m)| {
+            let Some(inf) = m.inference.as_ref() else {
+                return Vec::new();
+            };
             let to = inf.receiver().map_or_else(|| "no endpoint".to_string(), shown);
-            Some(match &inf.api_key_var {
+            let mut out = vec![match &inf.api_key_var {
                 Some(var) => format!("  env: {name} reads {var}, sent to {to}"),
                 None => format!("  env: {name} reads no variable; its requests go to {to}"),
-            })
+            }];
+            // Each MCP server's key goes to that server alone.
+            for t in &m.tools {
+                if let ToolSource::Mcp {
+                    url,
+                    api_key_var: Some(var),
+                    ..
+                } = &t.source
+                {
+                    let host = crate::manifest::endpoint::split(url).map_or_else(|| shown(url), |e| shown(e.authority));
+                    out.push(format!("  env: {name} reads {var}, sent to {host}"));
+                }
+            }
+            out
         })
         .collect()
 }

@@ -179,13 +179,7 @@ impl LaunchPlan {
                 capsule: m.capsule.to_string(),
                 version: m.version.clone(),
                 sha256: m.sha256.clone(),
-                env: m
-                    .manifest
-                    .inference
-                    .as_ref()
-                    .and_then(|i| i.api_key_var.clone())
-                    .into_iter()
-                    .collect(),
+                env: m.manifest.key_vars(),
             })
             .collect();
         let entry = admitted.entry();

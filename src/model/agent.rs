@@ -12,6 +12,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+use futures_util::StreamExt;
+
 use serde_json::{Value, json};
 
 use super::client::{Answer, ProviderClient, Retry, RetryNote};
@@ -20,8 +22,10 @@ use super::wire::{
 };
 use super::{Identity, ModelConfig};
 use crate::calls::continuation_message;
-use crate::capsule::{BoxFuture, CallOutcome, CallStatus, CancelSignal};
+use crate::capsule::{AllowList, BoxFuture, CallOutcome, CallStatus, CancelSignal, HttpPolicy, NetworkPolicy};
 use crate::tasks::{ContextTurn, NoAnswerBelow, TaskOutcome};
+use crate::tools::{RuntimeTool, Tool, ToolKind, Toolbox};
+use crate::trace::tool_call::ToolCallRecord;
 use crate::trace::turn::ModelTurn;
 
 /// How a `call-member` dispatch went, as the model is told
@@ -48,6 +52,11 @@ pub trait AgentCalls: Send + Sync {
     fn await_all(&self) -> BoxFuture<'_, Vec<CallOutcome>>;
     /// Hands over the calls that have an outcome now, without waiting.
     fn take_settled(&self) -> Vec<CallOutcome>;
+    /// The outgoing-HTTP policy of one of the task's WebAssembly tools, whose own rules are
+    /// `allow`: without callees, `allow` alone (no virtual peer address resolves).
+    fn tool_http(&self, allow: &AllowList) -> Arc<dyn HttpPolicy> {
+        Arc::new(NetworkPolicy::new(allow.clone()))
+    }
 }
 
 /// The calls of a member that may call nobody (it is offered no tools).
@@ -82,6 +91,9 @@ pub trait TaskEvents: Send + Sync {
     /// A model turn is over, answered or failed: the `inference` record (and its span when spans
     /// are exported). It names the request, never its text.
     fn model_turn(&self, _turn: &ModelTurn) {}
+    /// A WebAssembly or MCP tool call is over: the `tool_call` record (and its span). It names the
+    /// call, never its input or output.
+    fn tool_call(&self, _call: &ToolCallRecord) {}
 }
 
 /// Reports nothing.
@@ -210,7 +222,9 @@ pub struct Agent {
     config: ModelConfig,
     system: String,
     callees: Vec<String>,
-    tools: Vec<ToolSpec>,
+    tools: Toolbox,
+    /// Offered to the provider, in the table's order.
+    specs: Vec<ToolSpec>,
     retry: Retry,
     totals: Arc<Totals>,
 }
@@ -225,15 +239,23 @@ impl Agent {
             identity.formation.as_deref(),
             &config.system_prompt,
         );
-        let tools = wire::tools(&callees);
+        let tools = Toolbox::runtime(&callees);
         Agent {
             config,
             system,
+            specs: tools.specs(),
             callees,
             tools,
             retry,
             totals: Arc::new(Totals::default()),
         }
+    }
+
+    /// This agent offering `tools` (the runtime's own among them; see [`crate::tools::prepare`]).
+    pub fn with_tools(mut self, tools: Toolbox) -> Agent {
+        self.specs = tools.specs();
+        self.tools = tools;
+        self
     }
 
     /// `session_start.model`.
@@ -248,7 +270,7 @@ impl Agent {
 
     /// `session_start.tools_declared`.
     pub fn tools_declared(&self) -> Vec<String> {
-        wire::tool_names(!self.callees.is_empty())
+        self.tools.names()
     }
 
     /// The system prompt every request starts with.
@@ -330,7 +352,7 @@ impl Agent {
             max_tokens: self.config.max_tokens,
             reasoning_effort: self.config.reasoning_effort.as_deref(),
             system: &self.system,
-            tools: &self.tools,
+            tools: &self.specs,
             // Every turn is streamed, whoever is listening: the answer then reaches the door as
             // it is generated, for a stream subscriber there now or one that subscribes later,
             // and there is one way of reading replies rather than two. A server that answers a
@@ -472,13 +494,60 @@ impl TaskRun<'_> {
                 self.agent.config.max_turns.unwrap_or_default()
             )));
         }
-        let mut results = Vec::with_capacity(calls.len());
-        for call in calls {
+        // The runtime's tools change the task's state, so they run first, one by one, in order;
+        // the others run at once, a few at a time, and every result keeps its call's place.
+        let mut results: Vec<Option<ToolOutput>> = vec![None; calls.len()];
+        let mut external = Vec::new();
+        for (i, call) in calls.iter().enumerate() {
             self.agent.totals.tool_calls.fetch_add(1, Ordering::Relaxed);
-            results.push(self.tool(call).await?);
+            match self.agent.tools.get(&call.name) {
+                Some(Tool {
+                    kind: ToolKind::Runtime(t),
+                    ..
+                }) => results[i] = Some(self.runtime_tool(*t, call).await?),
+                Some(
+                    tool @ Tool {
+                        kind: ToolKind::Wasm { .. } | ToolKind::Mcp { .. },
+                        ..
+                    },
+                ) => external.push((i, tool)),
+                None => results[i] = Some(self.unknown_tool(call)),
+            }
         }
-        self.messages.push(Msg::ToolResults(results));
+        let (agent, task) = (self.agent, self.task);
+        let ran: Vec<(usize, ToolOutput)> = futures_util::stream::iter(
+            external
+                .into_iter()
+                .map(|(i, tool)| async move { (i, external_call(agent, task, tool, &calls[i]).await) }),
+        )
+        .buffered(crate::tools::MAX_CONCURRENT_CALLS)
+        .collect()
+        .await;
+        for (i, output) in ran {
+            results[i] = Some(output);
+        }
+        self.messages
+            .push(Msg::ToolResults(results.into_iter().flatten().collect()));
         Ok(())
+    }
+
+    /// A call to a name the table does not hold: a tool error naming the tools there are.
+    fn unknown_tool(&self, call: &ToolCall) -> ToolOutput {
+        let names = self.agent.tools.names();
+        let text = match names.split_last() {
+            None => format!("there is no tool named '{}': this capsule has no tools", call.name),
+            Some((last, [])) => format!("there is no tool named '{}'; the tool is {last}", call.name),
+            Some((last, rest)) => format!(
+                "there is no tool named '{}'; the tools are {} and {last}",
+                call.name,
+                rest.join(", ")
+            ),
+        };
+        ToolOutput {
+            id: call.id.clone(),
+            text,
+            is_error: true,
+        }
     }
 
     /// Whether another provider request is allowed.
@@ -542,32 +611,22 @@ impl TaskRun<'_> {
         self.messages.push(Msg::User(continuation_message(&answers)));
     }
 
-    /// Runs one tool call. `Err` ends the task (end-without-answer).
-    async fn tool(&mut self, call: &ToolCall) -> Result<ToolOutput, AgentOutcome> {
+    /// Runs one of the runtime's tools. `Err` ends the task (end-without-answer).
+    async fn runtime_tool(&mut self, tool: RuntimeTool, call: &ToolCall) -> Result<ToolOutput, AgentOutcome> {
         let reply = |text: String, is_error: bool| ToolOutput {
             id: call.id.clone(),
             text,
             is_error,
         };
-        if self.agent.tools.is_empty() {
-            return Ok(reply(
-                format!("there is no tool named '{}': this capsule has no tools", call.name),
-                true,
-            ));
-        }
-        match call.name.as_str() {
-            CALL_MEMBER => Ok(match self.call_member(call).await {
+        match tool {
+            RuntimeTool::CallMember => Ok(match self.call_member(call).await {
                 Ok(r) => reply(r.text, r.failed),
                 Err(text) => reply(text, true),
             }),
-            END_WITHOUT_ANSWER => match self.end_without_answer(call) {
+            RuntimeTool::EndWithoutAnswer => match self.end_without_answer(call) {
                 Ok(ended) => Err(ended),
                 Err(text) => Ok(reply(text, true)),
             },
-            other => Ok(reply(
-                format!("there is no tool named '{other}'; the tools are {CALL_MEMBER} and {END_WITHOUT_ANSWER}"),
-                true,
-            )),
         }
     }
 
@@ -648,6 +707,47 @@ impl TaskRun<'_> {
             reason: reason.to_string(),
             below: crate::capsule::no_answer_below(&self.ended),
         })
+    }
+}
+
+/// One call of a WebAssembly or MCP tool, traced (`tool_call`): its result or error for the
+/// model, fenced as untrusted content from that tool. Arguments that are not JSON reach nothing.
+async fn external_call(agent: &Agent, task: &TaskCtx, tool: &Tool, call: &ToolCall) -> ToolOutput {
+    let name = &tool.spec.name;
+    let report = match &call.input {
+        Err(why) => crate::tools::CallReport {
+            text: format!("{name} was not called: its arguments are not a JSON object ({why})"),
+            is_error: true,
+            status: "failed",
+            duration: std::time::Duration::ZERO,
+        },
+        Ok(input) => {
+            let http = |allow: &AllowList| task.calls.tool_http(allow);
+            let env = crate::tools::CallEnv {
+                peers_env: crate::address::virtual_peer::peers_env(&agent.callees),
+                http: &http,
+                cancel: &task.cancel,
+                timeout: crate::timing::Timing::get().tool_call,
+            };
+            crate::tools::call_external(tool, input, &env).await
+        }
+    };
+    let input_bytes = call.input.as_ref().map_or(0, |v| v.to_string().len());
+    task.events.tool_call(&ToolCallRecord {
+        task_id: task.task_id.clone(),
+        call_id: call.id.clone(),
+        tool: name.clone(),
+        kind: tool.kind_word().to_string(),
+        server: tool.server_host(),
+        duration_ms: crate::timing::millis(report.duration),
+        status: report.status.to_string(),
+        input_bytes: u64::try_from(input_bytes).unwrap_or(u64::MAX),
+        output_bytes: u64::try_from(report.text.len()).unwrap_or(u64::MAX),
+    });
+    ToolOutput {
+        id: call.id.clone(),
+        text: crate::tools::fenced(name, &report.text),
+        is_error: report.is_error,
     }
 }
 

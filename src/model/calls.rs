@@ -2,11 +2,12 @@
 //! rendered as the docs/reference/capsules.md#calls-between-members tool result, the waiting of
 //! docs/reference/capsules.md#calls-between-members.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::agent::{AgentCalls, CallReply};
 use crate::calls::{DispatchKind, TaskCalls, tool_result};
-use crate::capsule::{BoxFuture, CallOutcome};
+use crate::capsule::{AllowList, BoxFuture, CallOutcome, HttpPolicy};
 
 /// A task's member calls for the agent loop.
 #[derive(Debug, Clone)]
@@ -49,5 +50,9 @@ impl AgentCalls for SessionCalls {
 
     fn take_settled(&self) -> Vec<CallOutcome> {
         self.task.take_settled()
+    }
+
+    fn tool_http(&self, allow: &AllowList) -> Arc<dyn HttpPolicy> {
+        Arc::new(self.task.tool_policy(allow))
     }
 }

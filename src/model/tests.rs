@@ -89,11 +89,11 @@ fn system_prompt_starts_with_the_capsule_block() {
 
 #[test]
 fn tools_exist_exactly_with_callees() {
-    assert!(wire::tools(&[]).is_empty());
-    assert!(wire::tool_names(false).is_empty());
-    assert_eq!(wire::tool_names(true), ["call-member", "end-without-answer"]);
-    let tools = wire::tools(&["coder".into(), "tester".into()]);
-    let schemas: Vec<(&str, String)> = tools.iter().map(|t| (t.name, t.schema.to_string())).collect();
+    assert!(crate::tools::Toolbox::runtime(&[]).is_empty());
+    let table = crate::tools::Toolbox::runtime(&["coder".into(), "tester".into()]);
+    assert_eq!(table.names(), ["call-member", "end-without-answer"]);
+    let tools = table.specs();
+    let schemas: Vec<(&str, String)> = tools.iter().map(|t| (t.name.as_str(), t.schema.to_string())).collect();
     assert_eq!(
         schemas,
         [
@@ -108,7 +108,7 @@ fn tools_exist_exactly_with_callees() {
         ]
     );
     // docs/reference/capsules.md#model-capsules: what the description must convey.
-    let d = tools[0].description;
+    let d = &tools[0].description;
     for needle in [
         "sees nothing but the task text",
         "returns immediately",
@@ -159,7 +159,7 @@ fn anthropic_first_body() -> String {
 
 #[test]
 fn request_bodies_are_byte_exact() {
-    let tools = wire::tools(&["coder".into(), "tester".into()]);
+    let tools = crate::tools::Toolbox::runtime(&["coder".into(), "tester".into()]).specs();
     let system = wire::system_prompt("local/planner", Some("planner"), Some(FRM), "You plan.");
     let msgs = [Msg::User("Build it".into())];
     let openai = WireRequest {

@@ -34,6 +34,7 @@ use opentelemetry_sdk::trace::{
 
 use crate::diag::{self, Diagnostic};
 use crate::trace::otel_env::{self, Export};
+use crate::trace::tool_call::ToolCallRecord;
 use crate::trace::turn::ModelTurn;
 
 /// What the exporter tells its process: a warning for stderr (and the member's log), or a line
@@ -68,6 +69,8 @@ struct Exporting {
     who: Identity,
     /// By task id: the caller's context until the task starts, then the task span's.
     tasks: Mutex<HashMap<String, TaskSlot>>,
+    /// By task id: its last `chat` span, the parent of the tool calls that turn asked for.
+    chats: Mutex<HashMap<String, Context>>,
     /// `TRACEPARENT` at start: the parent of the `--task` task (the launcher's formation span).
     inherited: Option<Context>,
 }
@@ -154,6 +157,7 @@ fn build(who: Identity, notes: Notes) -> Result<Exporting, String> {
         counts,
         who,
         tasks: Mutex::new(HashMap::new()),
+        chats: Mutex::new(HashMap::new()),
         inherited,
     })
 }
@@ -421,6 +425,7 @@ pub fn task_started(task_id: &str) {
 pub fn task_ended(task_id: &str, status: &str) {
     let Some(e) = STATE.get() else { return };
     let slot = e.tasks().remove(task_id);
+    crate::sync::lock(&e.chats).remove(task_id);
     if let Some(TaskSlot::Running(cx)) = slot {
         Outgoing {
             cx,
@@ -511,6 +516,64 @@ pub fn model_turn(turn: &ModelTurn, ended: SystemTime) {
         .start_with_context(&e.tracer, &parent);
     if !turn.ok {
         span.set_status(Status::error("the provider request failed"));
+    }
+    let chat = parent.with_remote_span_context(span.span_context().clone());
+    span.end_with_timestamp(ended);
+    let mut chats = crate::sync::lock(&e.chats);
+    if chats.len() < MAX_TASKS || chats.contains_key(&turn.task_id) {
+        chats.insert(turn.task_id.clone(), chat);
+    }
+}
+
+/// One tool call, ended at `ended`, as a GenAI `execute_tool` span under the `chat` span of the
+/// turn that asked for it (its task's span should there be none).
+pub fn tool_call(call: &ToolCallRecord, ended: SystemTime) {
+    let Some(e) = STATE.get() else { return };
+    let parent = crate::sync::lock(&e.chats)
+        .get(&call.task_id)
+        .cloned()
+        .or_else(|| e.task_context(&call.task_id))
+        .unwrap_or_default();
+    let started = ended
+        .checked_sub(Duration::from_millis(call.duration_ms))
+        .unwrap_or(ended);
+    let mut attrs = vec![
+        KeyValue::new("gen_ai.operation.name", "execute_tool"),
+        KeyValue::new("gen_ai.tool.name", call.tool.clone()),
+        KeyValue::new("gen_ai.tool.call.id", call.call_id.clone()),
+        KeyValue::new(
+            "gen_ai.tool.type",
+            if call.kind == "mcp" { "extension" } else { "function" },
+        ),
+        KeyValue::new("mur.task.id", call.task_id.clone()),
+        KeyValue::new("mur.tool.kind", call.kind.clone()),
+        KeyValue::new("mur.tool.status", call.status.clone()),
+        KeyValue::new(
+            "mur.tool.input_bytes",
+            i64::try_from(call.input_bytes).unwrap_or(i64::MAX),
+        ),
+        KeyValue::new(
+            "mur.tool.output_bytes",
+            i64::try_from(call.output_bytes).unwrap_or(i64::MAX),
+        ),
+    ];
+    if let Some(s) = &call.server {
+        attrs.push(KeyValue::new("server.address", s.clone()));
+    }
+    let ok = call.status == "ok";
+    if !ok {
+        attrs.push(KeyValue::new("error.type", call.status.clone()));
+    }
+    e.common(&mut attrs);
+    let mut span = e
+        .tracer
+        .span_builder(call.span_name())
+        .with_kind(SpanKind::Internal)
+        .with_start_time(started)
+        .with_attributes(attrs)
+        .start_with_context(&e.tracer, &parent);
+    if !ok {
+        span.set_status(Status::error("the tool call did not succeed"));
     }
     span.end_with_timestamp(ended);
 }

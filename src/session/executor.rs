@@ -384,6 +384,12 @@ impl TaskEvents for ModelEvents {
         self.journal.model_turn(turn);
         crate::otel::model_turn(turn, std::time::SystemTime::now());
     }
+
+    fn tool_call(&self, call: &crate::trace::tool_call::ToolCallRecord) {
+        self.journal
+            .write(crate::trace::tool_call::RECORD, None, &call.fields());
+        crate::otel::tool_call(call, std::time::SystemTime::now());
+    }
 }
 
 #[cfg(test)]

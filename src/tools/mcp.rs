@@ -47,6 +47,7 @@ const VERSION_HEADER: &str = "mcp-protocol-version";
 const QUOTED_BODY: usize = 200;
 
 /// One `tools:` entry of kind `mcp`, as the manifest gives it.
+#[derive(Clone)]
 pub struct McpEndpoint {
     /// The entry's name: it names the server in every error.
     pub name: String,

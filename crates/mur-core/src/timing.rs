@@ -74,6 +74,9 @@ pub struct Timing {
     /// [ours]. Anthropic pings every few seconds; a reasoning model may think a while before its
     /// first token, which the whole reply's 300 s bound covers anyway.
     pub inference_stream_idle: Duration,
+    /// Bound of one call of a model capsule's tool, WebAssembly or MCP
+    /// (docs/reference/capsules.md#tools).
+    pub tool_call: Duration,
 }
 
 impl Timing {
@@ -109,6 +112,7 @@ impl Timing {
         inference_retry_max: Duration::from_secs(60),
         inference_retry_after_cap: Duration::MAX,
         inference_stream_idle: Duration::from_secs(120),
+        tool_call: Duration::from_secs(60),
     };
 
     /// The process-wide timing: the spec's values, the documented env knobs, then the test hook.
@@ -192,13 +196,14 @@ impl Timing {
             "inference_retry_max" => (&mut self.inference_retry_max, s.inference_retry_max),
             "inference_retry_after_cap" => (&mut self.inference_retry_after_cap, s.inference_retry_after_cap),
             "inference_stream_idle" => (&mut self.inference_stream_idle, s.inference_stream_idle),
+            "tool_call" => (&mut self.tool_call, s.tool_call),
             _ => (&mut self.component_task, s.component_task),
         }
     }
 }
 
 /// The names `MURMUR_TEST_TIMING` may set.
-const OVERRIDABLE: [&str; 23] = [
+const OVERRIDABLE: [&str; 24] = [
     "peer_readiness",
     "probe_interval",
     "launcher_poll",
@@ -222,6 +227,7 @@ const OVERRIDABLE: [&str; 23] = [
     "inference_retry_max",
     "inference_retry_after_cap",
     "inference_stream_idle",
+    "tool_call",
 ];
 
 /// The most the documented knobs (`MURMUR_A2A_TIMEOUT_SECS`, `MURMUR_DELEGATION_TIMEOUT_SECS`)

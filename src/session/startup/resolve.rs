@@ -127,7 +127,7 @@ pub(super) fn load_runner(
         member: first.map(|f| f.member.clone()),
         formation: membership.map(|m| m.formation_id.clone()),
     };
-    let callees = first
+    let callees: Vec<String> = first
         .map(|f| f.calls.iter().map(|c| c.name.clone()).collect())
         .unwrap_or_default();
     // Provider retries never wait past the inherited deadline (a bad value is refused later).
@@ -136,8 +136,32 @@ pub(super) fn load_runner(
         .and_then(DateTime::from_timestamp_millis)
         .and_then(|d| std::time::Instant::now().checked_add((d - Utc::now()).to_std().unwrap_or_default()));
     let retry = crate::model::Retry::from_timing(Timing::get(), deadline);
-    let agent = crate::model::Agent::new(config, identity, callees, retry);
+    let mut agent = crate::model::Agent::new(config, identity, callees.clone(), retry);
+    if !c.manifest.tools.is_empty() {
+        agent = agent.with_tools(load_tools(c, &callees)?);
+    }
     Ok(Runner::Model(std::sync::Arc::new(agent)))
+}
+
+/// A model capsule's tools, each loaded and checked now (docs/reference/capsules.md#tools): a
+/// tool that cannot be used is E-RUN-002, and the member never reports ready. The check runs on
+/// an actix system of its own, ended before the session's starts: MCP sessions opened here end
+/// with it, and the thread that runs the tasks opens its own.
+fn load_tools(c: &ResolvedCapsule, callees: &[String]) -> Result<crate::tools::Toolbox, Diagnostic> {
+    let archive = crate::tools::ArchiveRef {
+        zip_path: &c.resolved.zip_path,
+        sha256: &c.resolved.sha256,
+    };
+    let prepared = actix_rt::System::new().block_on(crate::tools::prepare(&c.manifest.tools, callees, &archive, |v| {
+        std::env::var(v).ok()
+    }));
+    prepared.map_err(|why| {
+        Diagnostic::new(
+            diag::E_RUN_002,
+            format!("capsule '{}@{}' cannot be run: {why}", c.name, c.version),
+        )
+        .with_hint("check the tool's entry under tools: in its murmur.yaml (docs/reference/capsules.md#tools), then rebuild and reinstall it")
+    })
 }
 
 /// Loads the capsule's component from the user's compiled-component cache, compiling it on a

@@ -380,6 +380,24 @@ impl Manifest {
         }
     }
 
+    /// Every variable this capsule reads from its environment, in manifest order, each once:
+    /// `inference.api_key`'s, then each MCP tool's `api_key`. A formation member is passed
+    /// exactly these (docs/reference/formation.md#member-environment).
+    pub fn key_vars(&self) -> Vec<String> {
+        let model = self.inference.as_ref().and_then(|i| i.api_key_var.clone());
+        let tools = self.tools.iter().filter_map(|t| match &t.source {
+            ToolSource::Mcp { api_key_var, .. } => api_key_var.clone(),
+            ToolSource::Wasm { .. } => None,
+        });
+        let mut out: Vec<String> = Vec::new();
+        for v in model.into_iter().chain(tools) {
+            if !out.contains(&v) {
+                out.push(v);
+            }
+        }
+        out
+    }
+
     /// How many tasks the capsule holds at once: none 0, single 1, queue `queue_depth + 1`.
     pub fn holds(&self) -> u32 {
         match self.lifecycle.task_acceptance {

@@ -83,6 +83,20 @@ pub fn read_component_checked(zip_path: &Path, sha256: &str) -> Result<Vec<u8>, 
         .ok_or_else(|| ResolveError::Archive(format!("it holds no {}", archive::COMPONENT_ENTRY)))
 }
 
+/// The entry at `path` of the archive at `zip_path` (a model capsule's tool), under the same
+/// checks as [`read_component_checked`]: only the resolved bytes are ever read.
+pub fn read_entry_checked(zip_path: &Path, sha256: &str, path: &str) -> Result<Vec<u8>, ResolveError> {
+    let bytes = read_zip(zip_path).map_err(|e| ResolveError::Io(format!("cannot read {}: {e}", zip_path.display())))?;
+    let actual = sha256_hex(&bytes);
+    if actual != sha256 {
+        return Err(ResolveError::HashMismatch {
+            actual,
+            recorded: sha256.to_string(),
+        });
+    }
+    archive::read_named(&bytes, path).map_err(ResolveError::Archive)
+}
+
 /// Why an artifact cannot be resolved. `Display` gives the E-ROS-007 reason texts
 /// (docs/reference/roster.md#refusals).
 #[derive(Debug, Clone, PartialEq, Eq)]

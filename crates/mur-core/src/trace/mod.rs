@@ -11,6 +11,7 @@
 pub mod formation;
 pub mod otel_env;
 pub mod read;
+pub mod tool_call;
 pub mod turn;
 pub mod usage;
 pub mod writer;

@@ -11,7 +11,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 pub use super::provider::anthropic::ANTHROPIC_VERSION;
 use super::provider::dialect;
@@ -58,63 +58,14 @@ pub fn system_prompt(capsule: &str, member: Option<&str>, formation: Option<&str
     s
 }
 
-/// One runtime tool, provider-neutral.
+/// One tool as the model is offered it, provider-neutral: a runtime tool, a WebAssembly tool or
+/// an MCP server's (`mur::tools` builds them).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolSpec {
-    pub name: &'static str,
-    pub description: &'static str,
+    pub name: String,
+    pub description: String,
     /// The JSON schema of its input.
     pub schema: Value,
-}
-
-const CALL_MEMBER_DESCRIPTION: &str = "Give a task to another member of your formation. The member sees nothing but \
-the task text you write here, so state the task in full. The tool returns immediately, before the member answers: \
-every answer is delivered to you once your current turn is over, so end your turn when you have nothing else to do. \
-Calling a member again while its previous answer is still pending is refused.";
-
-const END_WITHOUT_ANSWER_DESCRIPTION: &str = "End the current task without an answer, and say why. Only for a task \
-another member sent you, once none of your member calls is still outstanding; the member that sent the task is told \
-that you gave no answer.";
-
-/// The tools of a member with `callees` (roster order): `call-member` and `end-without-answer`,
-/// or none when it may call nobody (docs/reference/capsules.md#model-capsules).
-pub fn tools(callees: &[String]) -> Vec<ToolSpec> {
-    if callees.is_empty() {
-        return Vec::new();
-    }
-    vec![
-        ToolSpec {
-            name: CALL_MEMBER,
-            description: CALL_MEMBER_DESCRIPTION,
-            schema: json!({
-                "type": "object",
-                "properties": {
-                    "member": {"type": "string", "enum": callees},
-                    "task": {"type": "string"},
-                },
-                "required": ["member", "task"],
-            }),
-        },
-        ToolSpec {
-            name: END_WITHOUT_ANSWER,
-            description: END_WITHOUT_ANSWER_DESCRIPTION,
-            schema: json!({
-                "type": "object",
-                "properties": {"reason": {"type": "string"}},
-                "required": ["reason"],
-            }),
-        },
-    ]
-}
-
-/// The tool names `session_start.tools_declared` lists (docs/reference/capsules.md#model-capsules,
-/// docs/reference/formation.md#trace-records).
-pub fn tool_names(has_callees: bool) -> Vec<String> {
-    if has_callees {
-        vec![CALL_MEMBER.to_string(), END_WITHOUT_ANSWER.to_string()]
-    } else {
-        Vec::new()
-    }
 }
 
 /// A tool call the model asked for.

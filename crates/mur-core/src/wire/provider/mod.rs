@@ -231,8 +231,8 @@ mod tests {
     /// A turn with every kind of message and a tool, streamed, with a reasoning effort.
     fn turn(provider: Provider) -> Value {
         let tools = [ToolSpec {
-            name: "t",
-            description: "D",
+            name: "t".into(),
+            description: "D".into(),
             schema: json!({"type": "object"}),
         }];
         let req = Request {
