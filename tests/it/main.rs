@@ -40,5 +40,6 @@ mod session;
 mod streaming;
 mod takeover;
 mod terminal;
+mod tools;
 mod usage;
 mod wear;

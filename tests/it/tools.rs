@@ -1,0 +1,390 @@
+//! A model capsule's tools through the real binary (docs/reference/capsules.md#tools): a
+//! WebAssembly tool packed with the capsule, and an MCP server — the official MCP Python SDK's,
+//! provisioned by the test — with the scripted provider on 127.0.0.1 as the model.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::support::mcp::SdkServer;
+use crate::support::provider::{Provider, Reply, Request, Step, openai};
+use crate::support::{Sandbox, repo_root, stderr, stdout};
+
+const PROVIDER_KEY_VAR: &str = "MUR_IT_PROVIDER_KEY";
+const PROVIDER_KEY: &str = "sk-it-provider-0123456789";
+const MCP_KEY_VAR: &str = "MUR_IT_CALC_KEY";
+const MCP_KEY: &str = "mcp-it-key-8d1f6e2a9b";
+
+/// Builds and installs model capsule `name` whose manifest ends with `tools` (a `tools:` block),
+/// with `files` (path, repository file) copied beside it first.
+fn install(sb: &Sandbox, name: &str, endpoint: &str, tools: &str, files: &[(&str, &str)]) {
+    let dir = sb.path(&format!("src/{name}"));
+    for (to, from) in files {
+        let to = dir.join(to);
+        std::fs::create_dir_all(to.parent().expect("parent")).expect("mkdir");
+        std::fs::copy(repo_root().join(from), &to).expect("copy");
+    }
+    let manifest = format!(
+        "name: {name}\nversion: 0.1.0\ninference:\n  provider: openai\n  endpoint: {endpoint}\n  model: test-model\n  \
+         api_key: ${{{PROVIDER_KEY_VAR}}}\n{tools}"
+    );
+    std::fs::write(dir.join("murmur.yaml"), manifest).expect("manifest");
+    let out = sb.run(&dir, &["build", "."]);
+    assert!(out.status.success(), "mur build {name}: {}", stderr(&out));
+    let zip = dir.join(format!("{name}-0.1.0.mur.zip"));
+    let out = sb.run(&dir, &["install", "-g", zip.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "mur install {name}: {}", stderr(&out));
+}
+
+/// `mur run --capsule local/<name> --json --task <task>`: exit code, the lines it printed, stderr.
+fn run(sb: &Sandbox, name: &str, task: &str, env: &[(&str, &str)]) -> (Option<i32>, Vec<Value>, String) {
+    let dir = sb.path("work");
+    let mut cmd = sb.mur(&dir);
+    cmd.args([
+        "run",
+        "--capsule",
+        &format!("local/{name}"),
+        "--capsule-version",
+        "0.1.0",
+        "--json",
+    ])
+    .args(["--task", task])
+    .env(PROVIDER_KEY_VAR, PROVIDER_KEY)
+    .envs(env.iter().copied());
+    let out = cmd.output().expect("mur run");
+    let lines = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or(Value::Null))
+        .collect();
+    (out.status.code(), lines, stderr(&out))
+}
+
+fn trace(ready: &Value) -> (PathBuf, Vec<Value>) {
+    let dir = PathBuf::from(ready["records_dir"].as_str().expect("records_dir"));
+    let recs = std::fs::read_to_string(dir.join("trace.jsonl"))
+        .expect("trace")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("trace line"))
+        .collect();
+    (dir, recs)
+}
+
+fn of_type<'a>(recs: &'a [Value], t: &str) -> Vec<&'a Value> {
+    recs.iter().filter(|r| r["event_type"] == t).collect()
+}
+
+/// Tool calls `(id, name, input)` in one reply.
+fn calls(calls: &[(&str, &str, Value)]) -> Step {
+    Reply::json(openai::tool_calls(calls)).into()
+}
+
+/// A final answer quoting the tool results the request carries, one per line.
+fn answer_with_results() -> Step {
+    Step::func(|r: &Request| Reply::json(openai::text(&tool_results(r).join("\n"))))
+}
+
+/// The `tool` messages of a Chat Completions request, in order.
+fn tool_results(r: &Request) -> Vec<String> {
+    r.json()["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// Every file under `dir`, as text.
+fn all_text(dir: &Path) -> String {
+    let mut out = String::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = entry.path();
+        if p.is_dir() {
+            out.push_str(&all_text(&p));
+        } else if let Ok(t) = std::fs::read(&p) {
+            out.push_str(&String::from_utf8_lossy(&t));
+        }
+    }
+    out
+}
+
+const WORDS: (&str, &str) = ("tools/words/tool.wat", "src/capsule/testdata/words-tool.wat");
+const WORDS_ENTRY: &str = "tools:\n  - name: words\n    component: tools/words/tool.wat\n";
+
+#[test]
+fn a_webassembly_tool_answers_the_model_and_its_faults_come_back_as_tool_errors() {
+    let sb = Sandbox::new();
+    let provider = Provider::start(vec![
+        calls(&[
+            ("c1", "words", json!({"text": "one two three"})),
+            ("c2", "words", json!({"trap": 1})),
+            ("c3", "nope", json!({})),
+        ]),
+        calls(&[("c4", "words", json!({"spin": 1}))]),
+        answer_with_results(),
+    ]);
+    install(&sb, "counter", provider.url(), WORDS_ENTRY, &[WORDS]);
+    let (code, lines, err) = run(&sb, "counter", "count", &[("MURMUR_TEST_TIMING", "tool_call=300ms")]);
+    assert_eq!(code, Some(0), "{err}");
+    let answer = &lines[1];
+    assert_eq!(answer["state"], "TASK_STATE_COMPLETED", "{answer}");
+
+    let requests = provider.requests();
+    assert_eq!(
+        requests[0].tool_names(),
+        ["words"],
+        "the model is offered the tool, as it describes itself"
+    );
+    let offered = &requests[0].json()["tools"][0]["function"];
+    assert_eq!(offered["description"], "Counts the words of a text.");
+    assert_eq!(offered["parameters"]["required"], json!(["text"]));
+    let first = tool_results(&requests[1]);
+    assert_eq!(first.len(), 3, "every call gets its result, in order");
+    // The tool reads its input as the compact JSON the model's arguments are: `{"text":"one` is a word.
+    assert_eq!(
+        first[0],
+        "<untrusted-content source=tool:words>\n3\n</untrusted-content>"
+    );
+    assert!(first[1].contains("the tool trapped"), "{}", first[1]);
+    assert!(
+        first[2].contains("there is no tool named 'nope'; the tool is words"),
+        "{}",
+        first[2]
+    );
+    // The third request holds the whole conversation: the fourth tool result is the new one.
+    let spun = &tool_results(&requests[2])[3];
+    assert!(spun.contains("ran longer than its time budget"), "{spun}");
+
+    let (_, recs) = trace(&lines[0]);
+    let start = &of_type(&recs, "session_start")[0];
+    assert_eq!(start["tools_declared"], json!(["words"]));
+    let calls: Vec<(&Value, &Value, &Value)> = of_type(&recs, "tool_call")
+        .into_iter()
+        .map(|r| (&r["call_id"], &r["kind"], &r["status"]))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            (&json!("c1"), &json!("wasm"), &json!("ok")),
+            (&json!("c2"), &json!("wasm"), &json!("error")),
+            (&json!("c4"), &json!("wasm"), &json!("timeout")),
+        ]
+    );
+    let ok = of_type(&recs, "tool_call")[0];
+    assert_eq!((&ok["input_bytes"], &ok["output_bytes"]), (&json!(24), &json!(1)));
+    assert!(
+        !recs.iter().any(|r| r.to_string().contains("one two three")),
+        "no tool input in the trace"
+    );
+}
+
+#[test]
+fn a_component_that_is_not_a_tool_refuses_the_session_before_it_is_ready() {
+    let sb = Sandbox::new();
+    let provider = Provider::start(vec![]);
+    install(
+        &sb,
+        "broken",
+        provider.url(),
+        "tools:\n  - name: words\n    component: tools/words/tool.wat\n",
+        &[("tools/words/tool.wat", "actors/echo/capsule.wat")],
+    );
+    let (code, lines, err) = run(&sb, "broken", "count", &[]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        lines.iter().all(|l| l.get("records_dir").is_none()),
+        "it never reported ready: {lines:?}"
+    );
+    assert!(
+        err.contains("E-RUN-002") && err.contains("its tool 'words'") && err.contains("it is not a tool"),
+        "{err}"
+    );
+    assert!(provider.requests().is_empty());
+}
+
+fn mcp_entry(url: &str, allow: &str) -> String {
+    format!("tools:\n  - name: calc\n    mcp: {url}\n    api_key: ${{{MCP_KEY_VAR}}}\n    allow: [{allow}]\n")
+}
+
+#[test]
+fn an_mcp_server_is_offered_only_its_allowed_tools_and_its_key_goes_to_it_alone() {
+    let sdk = SdkServer::start(MCP_KEY, &[]);
+    let sb = Sandbox::new();
+    let provider = Provider::start(vec![
+        calls(&[
+            ("c1", "calc__add", json!({"a": 1, "b": 2})),
+            ("c2", "calc__echo", json!({"text": "hi"})),
+            ("c3", "calc__fail", json!({})),
+        ]),
+        answer_with_results(),
+    ]);
+    install(&sb, "adder", provider.url(), &mcp_entry(&sdk.url(), "add, fail"), &[]);
+    let (code, lines, err) = run(&sb, "adder", "add them", &[(MCP_KEY_VAR, MCP_KEY)]);
+    assert_eq!(code, Some(0), "{err}\n{}", sdk.stderr());
+    assert_eq!(lines[1]["state"], "TASK_STATE_COMPLETED");
+
+    let requests = provider.requests();
+    assert_eq!(
+        requests[0].tool_names(),
+        ["calc__add", "calc__fail"],
+        "echo is on the server, not in allow"
+    );
+    let results = tool_results(&requests[1]);
+    assert_eq!(
+        results[0],
+        "<untrusted-content source=tool:calc__add>\n3\n</untrusted-content>"
+    );
+    assert!(
+        results[1].contains("there is no tool named 'calc__echo'"),
+        "{}",
+        results[1]
+    );
+    assert!(
+        results[2].starts_with("<untrusted-content source=tool:calc__fail>\n"),
+        "{}",
+        results[2]
+    );
+    let log = sdk.log();
+    assert!(log.iter().any(|l| l == "call add"), "{log:?}");
+    assert!(log.iter().any(|l| l == "call fail"), "{log:?}");
+    assert!(
+        !log.iter().any(|l| l.contains("echo")),
+        "a call outside allow never reaches the server: {log:?}"
+    );
+    assert!(log.iter().any(|l| l == &format!("auth Bearer {MCP_KEY}")), "{log:?}");
+
+    // The key reached the server and nothing else: no provider request, trace or log holds it.
+    for r in &requests {
+        assert!(!r.text().contains(MCP_KEY), "a provider request carries the MCP key");
+    }
+    let (dir, recs) = trace(&lines[0]);
+    let mcp: Vec<&Value> = of_type(&recs, "tool_call");
+    assert_eq!(mcp.len(), 2, "{mcp:?}");
+    assert_eq!((&mcp[0]["kind"], &mcp[0]["status"]), (&json!("mcp"), &json!("ok")));
+    assert_eq!(mcp[0]["server"], format!("127.0.0.1:{}", sdk.port()));
+    assert_eq!(mcp[1]["status"], "error");
+    let session = dir.parent().expect("session dir");
+    assert!(
+        !all_text(session).contains(MCP_KEY),
+        "the key is in the session's records"
+    );
+    assert!(!err.contains(MCP_KEY) && !stdout_text(&lines).contains(MCP_KEY));
+}
+
+fn stdout_text(lines: &[Value]) -> String {
+    lines.iter().map(Value::to_string).collect()
+}
+
+#[test]
+fn an_mcp_server_that_cannot_serve_the_allowed_tools_refuses_the_session() {
+    let sdk = SdkServer::start(MCP_KEY, &[]);
+    let sb = Sandbox::new();
+    let provider = Provider::start(vec![]);
+    // A tool it lacks, a server nobody listens on, a wrong key.
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        format!("http://127.0.0.1:{}/mcp", l.local_addr().expect("addr").port())
+    };
+    let cases: [(&str, String, &str, &str); 3] = [
+        ("lacking", sdk.url(), MCP_KEY, "mul"),
+        ("unreachable", dead, MCP_KEY, "MCP server 'calc'"),
+        ("refused", sdk.url(), "wrong-key-0000000000", "401"),
+    ];
+    for (name, url, key, words) in cases {
+        install(&sb, name, provider.url(), &mcp_entry(&url, "add, mul"), &[]);
+        let (code, lines, err) = run(&sb, name, "x", &[(MCP_KEY_VAR, key)]);
+        assert_eq!(code, Some(1), "{name}: {err}");
+        assert!(
+            lines.iter().all(|l| l.get("records_dir").is_none()),
+            "{name} reported ready"
+        );
+        assert!(
+            err.contains("E-RUN-002") && err.contains("its tool 'calc'") && err.contains(words),
+            "{name}: {err}"
+        );
+        assert!(!err.contains(key), "{name}: the key is in the refusal");
+    }
+    // An unset key variable is named before anything is sent.
+    install(&sb, "keyless", provider.url(), &mcp_entry(&sdk.url(), "add"), &[]);
+    let (code, _, err) = run(&sb, "keyless", "x", &[]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains(&format!("{MCP_KEY_VAR} is not set")), "{err}");
+    assert!(provider.requests().is_empty());
+}
+
+/// A roster of one: the model capsule `counter` as the entry.
+const SOLO_ROSTER: &str =
+    "roster_version: 1\nmembers:\n  - name: counter\n    capsule: local/counter\n    version: 0.1.0\n    entry: true\n";
+
+#[test]
+fn a_python_tool_from_mur_new_runs_in_a_formation() {
+    let sb = Sandbox::new();
+    let provider = Provider::start(vec![
+        calls(&[("c1", "words", json!({"text": "the quick brown fox"}))]),
+        answer_with_results(),
+    ]);
+    let dir = sb.path("src/counter");
+    std::fs::write(
+        dir.join("murmur.yaml"),
+        format!(
+            "# the lead\nname: counter\nversion: 0.1.0\ninference:\n  provider: openai\n  endpoint: {}\n  model: test-model\n  \
+             api_key: ${{{PROVIDER_KEY_VAR}}}\n",
+            provider.url()
+        ),
+    )
+    .expect("manifest");
+    let out = sb.run(&dir, &["new", "--tool", "words", "--lang", "python"]);
+    assert!(out.status.success(), "mur new --tool: {}", stderr(&out));
+    assert!(
+        stdout(&out).contains("Scaffolded python tool 'words' in ./tools/words"),
+        "{}",
+        stdout(&out)
+    );
+    let manifest = std::fs::read_to_string(dir.join("murmur.yaml")).expect("manifest");
+    assert!(manifest.starts_with("# the lead\n") && manifest.contains("component: tools/words/tool.wasm"));
+    // A second run refuses: the tool is there.
+    let again = sb.run(&dir, &["new", "--tool", "words"]);
+    assert!(
+        !again.status.success() && stderr(&again).contains("E-NEW-005"),
+        "{}",
+        stderr(&again)
+    );
+
+    let tools = crate::support::toolchains::componentize_py_dir();
+    let out = sb
+        .mur(&dir)
+        .env("PATH", crate::support::toolchains::path_with(&tools))
+        .args(["build", "."])
+        .output()
+        .expect("mur build");
+    assert!(out.status.success(), "mur build: {}", stderr(&out));
+    let out = sb.run(
+        &dir,
+        &[
+            "install",
+            "-g",
+            dir.join("counter-0.1.0.mur.zip").to_str().expect("utf-8"),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let formation = sb.path("formation");
+    std::fs::write(formation.join("roster.yaml"), SOLO_ROSTER).expect("roster");
+    let out = sb
+        .mur(&formation)
+        .env(PROVIDER_KEY_VAR, PROVIDER_KEY)
+        .args(["run", "--roster", "--task", "count"])
+        .output()
+        .expect("mur run --roster");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let results = tool_results(&provider.requests()[1]);
+    assert_eq!(
+        results,
+        ["<untrusted-content source=tool:words>\n4\n</untrusted-content>"]
+    );
+    assert!(
+        stdout(&out).contains("<untrusted-content source=tool:words>"),
+        "{}",
+        stdout(&out)
+    );
+}
