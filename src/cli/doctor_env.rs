@@ -59,6 +59,39 @@ mod tests {
     }
 
     #[test]
+    fn each_mcp_key_is_named_with_the_server_it_goes_to() {
+        use crate::manifest::{ToolDecl, ToolSource};
+        let mut m = model(|i| {
+            i.provider = Some(Provider::OpenAi);
+            i.api_key_var = Some("OPENAI_API_KEY".into());
+        });
+        let mcp = |name: &str, url: &str, var: Option<&str>| ToolDecl {
+            name: name.into(),
+            source: ToolSource::Mcp {
+                url: url.into(),
+                api_key_var: var.map(str::to_string),
+                allow: vec!["a".into()],
+            },
+        };
+        m.tools = vec![
+            mcp("calc", "https://calc.example:8443/mcp", Some("CALC_KEY")),
+            mcp("open", "http://127.0.0.1:9000/mcp", None),
+        ];
+        assert_eq!(
+            lines([("lead", &m)]),
+            [
+                "  env: lead reads OPENAI_API_KEY, sent to api.openai.com",
+                "  env: lead reads CALC_KEY, sent to calc.example:8443",
+            ]
+        );
+        assert_eq!(
+            m.key_vars(),
+            ["OPENAI_API_KEY", "CALC_KEY"],
+            "what the launcher passes the member"
+        );
+    }
+
+    #[test]
     fn one_line_per_model_member() {
         let lead = model(|i| {
             i.provider = Some(Provider::OpenAi);

@@ -222,7 +222,15 @@ pub const NOTES: &[Notes] = &[
             ("usage.calls", "member calls made"),
             ("usage.model_turns", "model turns (`inference` records)"),
             ("usage.model_ms", "milliseconds spent in model turns"),
-            ("usage.other_ms", "task time outside model turns (never below 0)"),
+            ("usage.tool_calls", "WebAssembly and MCP tool calls the model made"),
+            (
+                "usage.tool_ms",
+                "milliseconds spent in them (overlapping calls each count)",
+            ),
+            (
+                "usage.other_ms",
+                "task time outside model turns and tool calls (never below 0)",
+            ),
             (
                 "usage.task_ms",
                 "task time, the sum of `task_end` and `task_canceled` `duration_ms`",

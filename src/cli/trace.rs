@@ -433,10 +433,10 @@ mod tests {
              ses_b{}  coder    local/coder    no session_end\n\
              calls:\n  mcl_1  planner → coder  completed  1234 ms\n    mcl_2  coder → tester  completed  7 ms\n  mcl_3  planner → tester  unfinished\n\
              usage:\n\
-             \x20 member   tasks  calls  turns  model ms  other ms  tokens in  tokens out\n\
-             \x20 planner      0      0      0         0         0          0           0\n\
-             \x20 coder        0      0      0         0         0          0           0\n\
-             \x20 total        0      0      0         0         0          0           0\n",
+             \x20 member   tasks  calls  turns  model ms  tools  tool ms  other ms  tokens in  tokens out\n\
+             \x20 planner      0      0      0         0      0        0         0          0           0\n\
+             \x20 coder        0      0      0         0      0        0         0          0           0\n\
+             \x20 total        0      0      0         0      0        0         0          0           0\n",
             "─".repeat(30),
             " ".repeat(31),
             " ".repeat(31)

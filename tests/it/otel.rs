@@ -321,7 +321,9 @@ fn a_formation_is_one_trace_of_tasks_calls_and_model_turns() {
     let table = sb.run(&dir, &["trace", "show", &frm]);
     let text = stdout(&table);
     assert!(
-        text.contains("\nusage:\n  member  tasks  calls  turns  model ms  other ms  tokens in  tokens out\n"),
+        text.contains(
+            "\nusage:\n  member  tasks  calls  turns  model ms  tools  tool ms  other ms  tokens in  tokens out\n"
+        ),
         "{text}"
     );
     let row = text

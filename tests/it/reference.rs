@@ -1209,8 +1209,9 @@ mod capsules {
     use super::*;
 
     /// Each ```<info> block that must be a repository file verbatim.
-    const VERBATIM: [(&str, &str); 3] = [
+    const VERBATIM: [(&str, &str); 4] = [
         ("wit capsule.wit", "src/capsule/wit/capsule.wit"),
+        ("wit tool.wit", "src/tools/wit/tool.wit"),
         ("rust lib.rs", "actors/demo/scaffold/worker/src/lib.rs"),
         ("wat capsule.wat", "actors/echo/capsule.wat"),
     ];

@@ -1,10 +1,10 @@
 //! Where a session's time and tokens went, read from its trace: tasks run, member calls made,
-//! model turns, model time against everything else, tokens in and out. `mur trace show` prints
+//! model turns, model time, tool calls and their time, everything else, tokens in and out. `mur trace show` prints
 //! it per member and for the whole formation, as a table or as JSON.
 //!
 //! Only the records are read: `task_start`, `task_end`/`task_canceled` (`duration_ms`),
-//! `inference` (`duration_ms`, the token counts the provider reported), `member_call_start` and
-//! `member_call`. A trace written before these records existed sums to zeros.
+//! `inference` (`duration_ms`, the token counts the provider reported), `tool_call`
+//! (`duration_ms`), `member_call_start` and `member_call`. A trace written before these records existed sums to zeros.
 
 use std::collections::HashSet;
 
@@ -20,6 +20,10 @@ pub struct Usage {
     pub model_turns: u64,
     /// Time in provider requests.
     pub model_ms: u64,
+    /// Calls of WebAssembly and MCP tools.
+    pub tool_calls: u64,
+    /// Time in them (calls of one reply may overlap, so this may exceed the wall time).
+    pub tool_ms: u64,
     /// Time tasks ran, model turns included.
     pub task_ms: u64,
     pub input_tokens: u64,
@@ -29,9 +33,10 @@ pub struct Usage {
 }
 
 impl Usage {
-    /// Task time spent outside model turns (tools, member calls, waiting); never negative.
+    /// Task time spent outside model turns and tool calls (member calls, waiting); never
+    /// negative.
     pub fn other_ms(&self) -> u64 {
-        self.task_ms.saturating_sub(self.model_ms)
+        self.task_ms.saturating_sub(self.model_ms).saturating_sub(self.tool_ms)
     }
 
     /// Sums one session's records.
@@ -53,6 +58,10 @@ impl Usage {
                     u.input_tokens = u.input_tokens.saturating_add(i.unwrap_or(0));
                     u.output_tokens = u.output_tokens.saturating_add(o.unwrap_or(0));
                 }
+                "tool_call" => {
+                    u.tool_calls += 1;
+                    u.tool_ms = u.tool_ms.saturating_add(ms(r));
+                }
                 "member_call_start" | "member_call" => {
                     if let Some(id) = r["call_id"].as_str()
                         && calls.insert(id.to_owned())
@@ -72,6 +81,8 @@ impl Usage {
         self.calls += other.calls;
         self.model_turns += other.model_turns;
         self.model_ms = self.model_ms.saturating_add(other.model_ms);
+        self.tool_calls += other.tool_calls;
+        self.tool_ms = self.tool_ms.saturating_add(other.tool_ms);
         self.task_ms = self.task_ms.saturating_add(other.task_ms);
         self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
         self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
@@ -85,6 +96,8 @@ impl Usage {
             "calls": self.calls,
             "model_turns": self.model_turns,
             "model_ms": self.model_ms,
+            "tool_calls": self.tool_calls,
+            "tool_ms": self.tool_ms,
             "other_ms": self.other_ms(),
             "task_ms": self.task_ms,
             "input_tokens": self.input_tokens,
@@ -95,12 +108,14 @@ impl Usage {
 }
 
 /// The column heads of [`table`].
-const HEADS: [&str; 8] = [
+const HEADS: [&str; 10] = [
     "member",
     "tasks",
     "calls",
     "turns",
     "model ms",
+    "tools",
+    "tool ms",
     "other ms",
     "tokens in",
     "tokens out",
@@ -111,22 +126,24 @@ const HEADS: [&str; 8] = [
 pub fn table(rows: &[(String, Usage)]) -> String {
     let mut total = Usage::default();
     rows.iter().for_each(|(_, u)| total.add(u));
-    let cells = |label: &str, u: &Usage| -> [String; 8] {
+    let cells = |label: &str, u: &Usage| -> [String; 10] {
         [
             label.to_owned(),
             u.tasks.to_string(),
             u.calls.to_string(),
             u.model_turns.to_string(),
             u.model_ms.to_string(),
+            u.tool_calls.to_string(),
+            u.tool_ms.to_string(),
             u.other_ms().to_string(),
             u.input_tokens.to_string(),
             u.output_tokens.to_string(),
         ]
     };
-    let mut lines: Vec<[String; 8]> = vec![HEADS.map(str::to_owned)];
+    let mut lines: Vec<[String; 10]> = vec![HEADS.map(str::to_owned)];
     lines.extend(rows.iter().map(|(l, u)| cells(l, u)));
     lines.push(cells("total", &total));
-    let mut widths = [0usize; 8];
+    let mut widths = [0usize; 10];
     for line in &lines {
         for (w, c) in widths.iter_mut().zip(line) {
             *w = (*w).max(c.chars().count());
@@ -182,12 +199,16 @@ mod tests {
                         "inference",
                         json!({"duration_ms": 200, "input_tokens": 12, "output_tokens": 6}),
                     ),
+                    rec("tool_call", json!({"duration_ms": 20, "kind": "wasm"})),
+                    rec("tool_call", json!({"duration_ms": 30, "kind": "mcp"})),
                     rec("task_end", json!({"duration_ms": 650})),
                 ],
                 Usage {
                     tasks: 1,
                     model_turns: 2,
                     model_ms: 500,
+                    tool_calls: 2,
+                    tool_ms: 50,
                     task_ms: 650,
                     input_tokens: 22,
                     output_tokens: 10,
@@ -240,6 +261,8 @@ mod tests {
             calls: 1,
             model_turns: 2,
             model_ms: 500,
+            tool_calls: 3,
+            tool_ms: 50,
             task_ms: 650,
             input_tokens: 22,
             output_tokens: 10,
@@ -254,16 +277,16 @@ mod tests {
             ..Usage::default()
         };
         let out = table(&[("planner".into(), a), ("coder".into(), b)]);
-        let want = "  member   tasks  calls  turns  model ms  other ms  tokens in  tokens out\n\
-                    \x20 planner      1      1      2       500       150         22          10\n\
-                    \x20 coder        1      0      1        40       960          0           0\n\
-                    \x20 total        2      1      3       540      1110         22          10\n\
+        let want = "  member   tasks  calls  turns  model ms  tools  tool ms  other ms  tokens in  tokens out\n\
+                    \x20 planner      1      1      2       500      3       50       100         22          10\n\
+                    \x20 coder        1      0      1        40      0        0       960          0           0\n\
+                    \x20 total        2      1      3       540      3       50      1060         22          10\n\
                     \x20 (1 model turn(s) came without token counts from the provider)\n";
         assert_eq!(out, want);
         assert_eq!(
             table(&[]),
-            "  member  tasks  calls  turns  model ms  other ms  tokens in  tokens out\n\
-             \x20 total       0      0      0         0         0          0           0\n"
+            "  member  tasks  calls  turns  model ms  tools  tool ms  other ms  tokens in  tokens out\n\
+             \x20 total       0      0      0         0      0        0         0          0           0\n"
         );
     }
 }
