@@ -543,3 +543,70 @@ fn the_demo_formation_is_one_trace() {
         assert!(calls_to_analyst.iter().any(|c| c.span_id == t.parent), "{t:#?}");
     }
 }
+
+#[test]
+fn a_tool_call_is_an_execute_tool_span_under_the_chat_span_that_asked_for_it() {
+    use crate::support::provider::openai;
+    let sb = Sandbox::new();
+    let provider = Provider::start(vec![
+        Reply::json(openai::tool_calls(&[("call_w1", "words", json!({"text": "a b"}))])).into(),
+        Reply::json(openai::text("Two.")).into(),
+    ]);
+    let dir = sb.path("src/counter");
+    std::fs::create_dir_all(dir.join("tools/words")).expect("mkdir");
+    std::fs::copy(
+        crate::support::repo_root().join("src/capsule/testdata/words-tool.wat"),
+        dir.join("tools/words/tool.wat"),
+    )
+    .expect("copy");
+    std::fs::write(
+        dir.join("murmur.yaml"),
+        format!(
+            "name: counter\nversion: 0.1.0\ninference:\n  provider: openai\n  endpoint: {}\n  model: test-model\n  \
+             api_key: ${{{KEY_VAR}}}\ntools:\n  - name: words\n    component: tools/words/tool.wat\n",
+            provider.url()
+        ),
+    )
+    .expect("manifest");
+    assert!(sb.run(&dir, &["build", "."]).status.success());
+    let zip = dir.join("counter-0.1.0.mur.zip");
+    assert!(
+        sb.run(&dir, &["install", "-g", zip.to_str().expect("utf-8")])
+            .status
+            .success()
+    );
+    let collector = Collector::start();
+    let work = sb.path("work");
+    let out = sb
+        .mur(&work)
+        .env(KEY_VAR, KEY)
+        .env(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://127.0.0.1:{}", collector.port),
+        )
+        .args([
+            "run",
+            "--capsule",
+            "local/counter",
+            "--capsule-version",
+            "0.1.0",
+            "--task",
+            "count",
+        ])
+        .output()
+        .expect("mur run");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let spans = collector.spans();
+    let tool = one(&spans, "execute_tool words");
+    let chats: Vec<&Span> = spans.iter().filter(|s| s.name == "chat test-model").collect();
+    assert_eq!(chats.len(), 2, "{spans:#?}");
+    assert!(
+        chats.iter().any(|c| c.span_id == tool.parent),
+        "the tool span hangs off the chat span that asked for it: {spans:#?}"
+    );
+    assert_eq!(tool.attrs["gen_ai.operation.name"], "execute_tool");
+    assert_eq!(tool.attrs["gen_ai.tool.name"], "words");
+    assert_eq!(tool.attrs["gen_ai.tool.call.id"], "call_w1");
+    assert_eq!(tool.attrs["mur.tool.kind"], "wasm");
+    assert_eq!(tool.attrs["mur.tool.status"], "ok");
+}
