@@ -388,3 +388,77 @@ fn a_python_tool_from_mur_new_runs_in_a_formation() {
         stdout(&out)
     );
 }
+
+#[test]
+fn each_mcp_server_gets_its_own_key_and_arguments_that_are_not_json_reach_no_server() {
+    let (a, b) = (
+        SdkServer::start(MCP_KEY, &[]),
+        SdkServer::start("mcp-it-other-key-3c7e90", &[]),
+    );
+    let sb = Sandbox::new();
+    // OpenAI sends arguments as a JSON string; this one is not JSON.
+    let broken = Reply::json(json!({
+        "id": "x", "object": "chat.completion", "model": "scripted",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "one__add", "arguments": "{not json"}}]}}],
+    }));
+    let provider = Provider::start(vec![
+        broken.into(),
+        calls(&[
+            ("c2", "one__add", json!({"a": 2, "b": 2})),
+            ("c3", "two__add", json!({"a": 3, "b": 3})),
+        ]),
+        answer_with_results(),
+    ]);
+    let tools = format!(
+        "tools:\n  - name: one\n    mcp: {}\n    api_key: ${{MUR_IT_ONE_KEY}}\n    allow: [add]\n  \
+         - name: two\n    mcp: {}\n    api_key: ${{MUR_IT_TWO_KEY}}\n    allow: [add]\n",
+        a.url(),
+        b.url()
+    );
+    install(&sb, "pair", provider.url(), &tools, &[]);
+    let (code, lines, err) = run(
+        &sb,
+        "pair",
+        "add",
+        &[
+            ("MUR_IT_ONE_KEY", MCP_KEY),
+            ("MUR_IT_TWO_KEY", "mcp-it-other-key-3c7e90"),
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let requests = provider.requests();
+    let first = tool_results(&requests[1]);
+    assert!(first[0].contains("its arguments are not a JSON object"), "{}", first[0]);
+    let all = tool_results(&requests[2]);
+    assert_eq!(
+        &all[1..],
+        [
+            "<untrusted-content source=tool:one__add>\n4\n</untrusted-content>",
+            "<untrusted-content source=tool:two__add>\n6\n</untrusted-content>"
+        ]
+    );
+    let (la, lb) = (a.log(), b.log());
+    assert_eq!(
+        la.iter().filter(|l| *l == "call add").count(),
+        1,
+        "the broken call reached nothing: {la:?}"
+    );
+    assert!(
+        la.iter()
+            .all(|l| !l.starts_with("auth ") || l == &format!("auth Bearer {MCP_KEY}")),
+        "{la:?}"
+    );
+    assert!(
+        lb.iter()
+            .all(|l| !l.starts_with("auth ") || l == "auth Bearer mcp-it-other-key-3c7e90"),
+        "{lb:?}"
+    );
+    assert!(
+        !lb.iter().any(|l| l.contains(MCP_KEY)),
+        "server two saw server one's key"
+    );
+    let (_, recs) = trace(&lines[0]);
+    let statuses: Vec<&Value> = of_type(&recs, "tool_call").iter().map(|r| &r["status"]).collect();
+    assert_eq!(statuses, [&json!("failed"), &json!("ok"), &json!("ok")]);
+}
