@@ -462,3 +462,48 @@ fn each_mcp_server_gets_its_own_key_and_arguments_that_are_not_json_reach_no_ser
     let statuses: Vec<&Value> = of_type(&recs, "tool_call").iter().map(|r| &r["status"]).collect();
     assert_eq!(statuses, [&json!("failed"), &json!("ok"), &json!("ok")]);
 }
+
+#[test]
+fn anthropic_models_get_tools_and_results_in_their_own_format() {
+    use crate::support::provider::anthropic;
+    let sb = Sandbox::new();
+    let provider = Provider::start(vec![
+        Reply::json(anthropic::tool_use(&[
+            ("tu_1", "words", json!({"text": "a b"})),
+            ("tu_2", "words", json!({"trap": 1})),
+        ]))
+        .into(),
+        Reply::json(anthropic::text("Done.")).into(),
+    ]);
+    let dir = sb.path("src/claude");
+    std::fs::create_dir_all(dir.join("tools/words")).expect("mkdir");
+    std::fs::copy(repo_root().join(WORDS.1), dir.join(WORDS.0)).expect("copy");
+    std::fs::write(
+        dir.join("murmur.yaml"),
+        format!(
+            "name: claude\nversion: 0.1.0\ninference:\n  provider: anthropic\n  endpoint: {}\n  model: test-model\n  \
+             api_key: ${{{PROVIDER_KEY_VAR}}}\n{WORDS_ENTRY}",
+            provider.url()
+        ),
+    )
+    .expect("manifest");
+    assert!(sb.run(&dir, &["build", "."]).status.success());
+    let zip = dir.join("claude-0.1.0.mur.zip");
+    assert!(sb.run(&dir, &["install", "-g", zip.to_str().expect("utf-8")]).status.success());
+    let (code, _, err) = run(&sb, "claude", "count", &[]);
+    assert_eq!(code, Some(0), "{err}");
+    let requests = provider.requests();
+    let tool = &requests[0].json()["tools"][0];
+    assert_eq!((&tool["name"], &tool["input_schema"]["type"]), (&json!("words"), &json!("object")));
+    let results = requests[1].json()["messages"]
+        .as_array()
+        .and_then(|m| m.last().cloned())
+        .unwrap_or_default();
+    let blocks = results["content"].as_array().cloned().unwrap_or_default();
+    assert_eq!(blocks.len(), 2, "{results}");
+    assert_eq!(blocks[0]["type"], "tool_result");
+    assert_eq!(blocks[0]["tool_use_id"], "tu_1");
+    assert_eq!(blocks[0]["content"], "<untrusted-content source=tool:words>\n2\n</untrusted-content>");
+    assert!(blocks[0].get("is_error").is_none());
+    assert_eq!(blocks[1]["is_error"], true, "a trap is a tool error: {}", blocks[1]);
+}
