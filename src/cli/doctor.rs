@@ -322,6 +322,26 @@ fn launch_checks(report: &mut Report, a: &Admitted) {
             d.message = format!("roster.yaml: member '{}': {}", m.name, d.message);
             report.refuse(d);
         }
+        // An MCP tool's key is read at session start as the model's is: unset, the member would
+        // never report ready.
+        for t in &m.manifest.tools {
+            if let crate::manifest::ToolSource::Mcp {
+                api_key_var: Some(var), ..
+            } = &t.source
+                && std::env::var(var).ok().filter(|v| !v.is_empty()).is_none()
+            {
+                report.refuse(
+                    crate::diag::Diagnostic::new(
+                        crate::diag::E_RUN_002,
+                        format!(
+                            "roster.yaml: member '{}': capsule '{}@{}' cannot be run: its tool '{}' names ${{{var}}} as the MCP server's key, and {var} is not set in this environment",
+                            m.name, m.capsule, m.version, t.name
+                        ),
+                    )
+                    .with_hint(format!("export {var}=<the server's key> before `mur run`")),
+                );
+            }
+        }
         // A manifest-only capsule runs nothing, so it calls nobody.
         if matches!(m.manifest.kind, Kind::ManifestOnly) {
             continue;

@@ -489,12 +489,19 @@ fn anthropic_models_get_tools_and_results_in_their_own_format() {
     .expect("manifest");
     assert!(sb.run(&dir, &["build", "."]).status.success());
     let zip = dir.join("claude-0.1.0.mur.zip");
-    assert!(sb.run(&dir, &["install", "-g", zip.to_str().expect("utf-8")]).status.success());
+    assert!(
+        sb.run(&dir, &["install", "-g", zip.to_str().expect("utf-8")])
+            .status
+            .success()
+    );
     let (code, _, err) = run(&sb, "claude", "count", &[]);
     assert_eq!(code, Some(0), "{err}");
     let requests = provider.requests();
     let tool = &requests[0].json()["tools"][0];
-    assert_eq!((&tool["name"], &tool["input_schema"]["type"]), (&json!("words"), &json!("object")));
+    assert_eq!(
+        (&tool["name"], &tool["input_schema"]["type"]),
+        (&json!("words"), &json!("object"))
+    );
     let results = requests[1].json()["messages"]
         .as_array()
         .and_then(|m| m.last().cloned())
@@ -503,7 +510,54 @@ fn anthropic_models_get_tools_and_results_in_their_own_format() {
     assert_eq!(blocks.len(), 2, "{results}");
     assert_eq!(blocks[0]["type"], "tool_result");
     assert_eq!(blocks[0]["tool_use_id"], "tu_1");
-    assert_eq!(blocks[0]["content"], "<untrusted-content source=tool:words>\n2\n</untrusted-content>");
+    assert_eq!(
+        blocks[0]["content"],
+        "<untrusted-content source=tool:words>\n2\n</untrusted-content>"
+    );
     assert!(blocks[0].get("is_error").is_none());
     assert_eq!(blocks[1]["is_error"], true, "a trap is a tool error: {}", blocks[1]);
+}
+
+#[test]
+fn mur_doctor_names_where_an_mcp_key_goes_and_refuses_when_it_is_unset() {
+    let sb = Sandbox::new();
+    install(
+        &sb,
+        "adder",
+        "http://127.0.0.1:9/v1",
+        &mcp_entry("http://127.0.0.1:9/mcp", "add"),
+        &[],
+    );
+    let dir = sb.path("formation");
+    std::fs::write(dir.join("roster.yaml"), SOLO_ROSTER.replace("counter", "adder")).expect("roster");
+    let out = sb
+        .mur(&dir)
+        .env(PROVIDER_KEY_VAR, PROVIDER_KEY)
+        .env_remove(MCP_KEY_VAR)
+        .arg("doctor")
+        .output()
+        .expect("doctor");
+    let (text, err) = (stdout(&out), stderr(&out));
+    assert!(
+        text.contains(&format!("env: adder reads {MCP_KEY_VAR}, sent to 127.0.0.1:9")),
+        "{text}"
+    );
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        err.contains("E-RUN-002") && err.contains(&format!("{MCP_KEY_VAR} is not set")),
+        "{err}"
+    );
+    let out = sb
+        .mur(&dir)
+        .env(PROVIDER_KEY_VAR, PROVIDER_KEY)
+        .env(MCP_KEY_VAR, MCP_KEY)
+        .arg("doctor")
+        .output()
+        .expect("doctor");
+    assert!(
+        !stderr(&out).contains(&format!("{MCP_KEY_VAR} is not set")),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stdout(&out).contains(MCP_KEY) && !stderr(&out).contains(MCP_KEY));
 }
