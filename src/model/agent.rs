@@ -1,5 +1,5 @@
 //! The agent loop of a model capsule (docs/reference/capsules.md#model-capsules,
-//! docs/reference/capsules.md#calls-between-members, docs/reference/capsules.md#model-capsules).
+//! docs/reference/capsules.md#calls-between-members).
 //!
 //! One turn is one provider request. A reply with tool calls runs them and takes another turn; a
 //! reply without any ends the attempt, and its text is the candidate answer. If the task's calls
@@ -40,9 +40,8 @@ pub struct CallReply {
 
 /// The member calls of one task, as the agent uses them. [`super::SessionCalls`] is the real one.
 pub trait AgentCalls: Send + Sync {
-    /// docs/reference/capsules.md#calls-between-members steps 3–5 and
-    /// docs/reference/capsules.md#calls-between-members for `member`, which the agent has checked
-    /// is a callee. `Err` is a tool error: nothing was sent.
+    /// The dispatch of docs/reference/capsules.md#calls-between-members for `member`, which the
+    /// agent has checked is a callee. `Err` is a tool error: nothing was sent.
     fn call<'a>(&'a self, member: &'a str, task: &'a str) -> BoxFuture<'a, Result<CallReply, String>>;
     /// Waits until every call not handed over yet has an outcome; hands them all over.
     fn await_all(&self) -> BoxFuture<'_, Vec<CallOutcome>>;
