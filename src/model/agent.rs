@@ -20,7 +20,7 @@ use super::wire::{
 };
 use super::{Identity, ModelConfig};
 use crate::calls::continuation_message;
-use crate::capsule::{BoxFuture, CallOutcome, CallStatus, CancelSignal};
+use crate::capsule::{BoxFuture, CallOutcome, CallStatus, CancelSignal, not_a_callee};
 use crate::tasks::{ContextTurn, NoAnswerBelow, TaskOutcome};
 use crate::trace::turn::ModelTurn;
 
@@ -55,7 +55,7 @@ pub struct NoCalls;
 
 impl AgentCalls for NoCalls {
     fn call<'a>(&'a self, member: &'a str, _task: &'a str) -> BoxFuture<'a, Result<CallReply, String>> {
-        let text = format!("'{member}' is not a member this capsule may call; it may call no member");
+        let text = not_a_callee(member, &[]);
         Box::pin(async move { Err(text) })
     }
     fn await_all(&self) -> BoxFuture<'_, Vec<CallOutcome>> {
@@ -589,10 +589,7 @@ impl TaskRun<'_> {
         // Step 2.
         let callees = &self.agent.callees;
         if !callees.iter().any(|c| c == member) {
-            return Err(format!(
-                "'{member}' is not a member this capsule may call; it may call: {}",
-                callees.join(", ")
-            ));
+            return Err(not_a_callee(member, callees));
         }
         // Step 4, for answers handed over to the agent but not shown to the model yet (the calls
         // check the rest).
