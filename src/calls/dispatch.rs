@@ -320,12 +320,7 @@ impl TaskCalls {
         let callees = &inner.shared.callees;
         // Step 2.
         if !callees.iter().any(|c| c == member) {
-            let may = if callees.is_empty() {
-                "it may call no member".to_string()
-            } else {
-                format!("it may call: {}", callees.join(", "))
-            };
-            return Err(format!("'{member}' is not a member this capsule may call; {may}"));
+            return Err(crate::capsule::not_a_callee(member, callees));
         }
         // Steps 3 and 4, under one lock so two dispatches cannot both claim the member.
         let call_id = ids::mint(IdKind::Call);

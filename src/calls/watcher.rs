@@ -39,6 +39,14 @@ enum Race<T> {
     GaveUp,
 }
 
+/// A call ended `unreachable`: the callee's door was withdrawn or its transport failed.
+fn unreachable(member: &str, why: impl std::fmt::Display) -> Ended {
+    Ended::new(
+        CallStatus::Unreachable,
+        format!("{member}'s door could not be reached: {why}"),
+    )
+}
+
 /// Runs `fut` until it ends, the bound passes, or the caller gives up.
 async fn race<T>(fut: impl Future<Output = T>, deadline: Instant, slot: &CallSlot) -> Race<T> {
     tokio::select! {
@@ -69,13 +77,7 @@ pub(crate) async fn run_call(
     let route = match race(router::resolve(&inner.shared.router, &member), deadline, &slot).await {
         Race::Done(Resolution::Route(r)) => r,
         Race::Done(Resolution::Denied(router::Denial::Withdrawn)) => {
-            let _ = report.send(ended_now(Ended::new(
-                CallStatus::Unreachable,
-                format!(
-                    "{member}'s door could not be reached: {}",
-                    router::Denial::Withdrawn.reason()
-                ),
-            )));
+            let _ = report.send(ended_now(unreachable(&member, router::Denial::Withdrawn.reason())));
             return;
         }
         Race::Done(Resolution::Denied(d)) => {
@@ -127,10 +129,7 @@ pub(crate) async fn run_call(
     let reply = match sent {
         Ok(reply) => wire::read_send_reply(&member, reply.status, &reply.body),
         Err(e) => {
-            let _ = report.send(ended_now(Ended::new(
-                CallStatus::Unreachable,
-                format!("{member}'s door could not be reached: {e}"),
-            )));
+            let _ = report.send(ended_now(unreachable(&member, e)));
             return;
         }
     };
@@ -227,13 +226,7 @@ async fn reoffer(
             Err(e) => {
                 failures += 1;
                 if failures >= 2 {
-                    inner.settle(
-                        slot,
-                        Ended::new(
-                            CallStatus::Unreachable,
-                            format!("{member}'s door could not be reached: {e}"),
-                        ),
-                    );
+                    inner.settle(slot, unreachable(member, e));
                     return None;
                 }
             }

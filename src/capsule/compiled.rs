@@ -522,7 +522,14 @@ fn touch(record: &File) {
     }
 }
 
-fn compile(engine: &Engine, bytes: &[u8]) -> Result<Component, String> {
+/// The failure of a miss's `read`, when the component cannot be read from its archive again: one
+/// text for the launcher's, a member's and a deferred load alike.
+pub fn component_unreadable(e: impl std::fmt::Display) -> String {
+    format!("its component cannot be read: {e}")
+}
+
+/// Compiles a component, the one compile of [`super::Capsule::load`] and of a miss.
+pub(super) fn compile(engine: &Engine, bytes: &[u8]) -> Result<Component, String> {
     Component::new(engine, bytes)
         .map_err(|e| format!("the capsule is not a WebAssembly component this runtime can compile: {e:#}"))
 }

@@ -17,7 +17,7 @@ use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, Store, Trap, UpdateDeadline};
 
 use super::bindings;
-use super::compiled::{CompiledCache, Handed, Source};
+use super::compiled::{CompiledCache, Handed, Source, compile};
 use super::host_state::{HostState, host_linker};
 use super::{RunOutcome, TaskEnv};
 
@@ -219,8 +219,7 @@ impl Capsule {
     /// host: every import must be one the host provides, and `run` must be exported with the
     /// world's signature.
     pub fn load(engine: &CapsuleEngine, bytes: &[u8]) -> Result<Capsule, String> {
-        let component = Component::new(&engine.inner.engine, bytes)
-            .map_err(|e| format!("the capsule is not a WebAssembly component this runtime can compile: {e:#}"))?;
+        let component = compile(&engine.inner.engine, bytes)?;
         Capsule::checked(engine, &component)
     }
 

@@ -38,7 +38,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-pub use self::compiled::{CompiledCache, Handed, Source};
+pub use self::compiled::{CompiledCache, Handed, Source, component_unreadable};
 pub use self::engine::{Capsule, CapsuleEngine, Deferred};
 pub use self::http::{HttpDecision, HttpPolicy, NetworkPolicy, OutgoingTarget, PeerResolver, Route, RouteHeader};
 pub use self::output::{MemoryOutput, OutputSink};
@@ -174,13 +174,25 @@ pub trait MemberCalls: Send + Sync {
     fn await_all(&self) -> BoxFuture<'_, Vec<CallOutcome>>;
 }
 
+/// The dispatch fault of a call to `member`, which is not one of `callees`
+/// (docs/reference/capsules.md#calls-between-members): the one text for a component's and a model
+/// capsule's calls alike.
+pub fn not_a_callee(member: &str, callees: &[String]) -> String {
+    let may = if callees.is_empty() {
+        "it may call no member".to_string()
+    } else {
+        format!("it may call: {}", callees.join(", "))
+    };
+    format!("'{member}' is not a member this capsule may call; {may}")
+}
+
 /// Member calls of a capsule that may call nobody.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoCallees;
 
 impl MemberCalls for NoCallees {
     fn start<'a>(&'a self, member: &'a str, _task: &'a str) -> BoxFuture<'a, Result<String, String>> {
-        let message = format!("'{member}' is not a member this capsule may call; it may call no member");
+        let message = not_a_callee(member, &[]);
         Box::pin(async move { Err(message) })
     }
 

@@ -75,13 +75,17 @@ fn io_error(verb: &str, path: &Path, e: &std::io::Error) -> Diagnostic {
         .with_hint("check that the directory exists and is readable and writable")
 }
 
+/// The hint of an E-BLD-001 for a component `component:` names but that is not there, from
+/// `mur build` and `mur doctor` alike.
+pub(super) const COMPONENT_MISSING_HINT: &str =
+    "build the component first, or correct `component:` in murmur.yaml (a path relative to the source directory)";
+
 /// Reads the component named by `component:` (relative to the source directory), capped at the
 /// size an installed archive may hold.
 fn read_component(dir: &Path, rel: &str) -> Result<Vec<u8>, Diagnostic> {
     let path = dir.join(rel);
     let missing = |why: String| {
-        Diagnostic::new(diag::E_BLD_001, format!("component '{rel}' {why}"))
-            .with_hint("build the component first, or correct `component:` in murmur.yaml (a path relative to the source directory)")
+        Diagnostic::new(diag::E_BLD_001, format!("component '{rel}' {why}")).with_hint(COMPONENT_MISSING_HINT)
     };
     match std::fs::metadata(&path) {
         Ok(meta) if meta.is_file() => {

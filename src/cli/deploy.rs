@@ -132,16 +132,7 @@ pub fn run(a: &DeployArgs) -> Outcome {
 /// `--task T`: the contents of `T` when it names a file relative to the current directory, else
 /// `T` itself, as the entry member reads it locally; the pod gets the text, not the path.
 fn task_text(arg: &str) -> Result<String, Failure> {
-    let path = Path::new(arg);
-    if !arg.is_empty() && path.is_file() {
-        return std::fs::read_to_string(path).map_err(|e| {
-            io_refusal(format!(
-                "the --task file {} cannot be read as text: {e}",
-                path.display()
-            ))
-        });
-    }
-    Ok(arg.to_string())
+    crate::session::startup::read_task(arg, Path::new("")).map_err(io_refusal)
 }
 
 /// The first step's closing note: what to apply, and the command that writes the rest.

@@ -257,8 +257,11 @@ fn member_checks(report: &mut Report, project: &Project) {
                         ));
                     } else {
                         report.refuse(
-                            Diagnostic::new(diag::E_BLD_001, format!("component '{path}' not found at {}", file.display()))
-                                .with_hint("build the component first, or correct `component:` in murmur.yaml (a path relative to the source directory)"),
+                            Diagnostic::new(
+                                diag::E_BLD_001,
+                                format!("component '{path}' not found at {}", file.display()),
+                            )
+                            .with_hint(super::build::COMPONENT_MISSING_HINT),
                         );
                     }
                 }

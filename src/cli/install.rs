@@ -26,9 +26,9 @@ pub fn run(a: &InstallArgs) -> Outcome {
         refuse(format!("{file} is not a capsule archive: {e}"))
             .with_hint("rebuild it with `mur build <source dir>` and install the .mur.zip it writes")
     })?;
-    let m = manifest::parse(&packed.manifest)
-        .map_err(|d| {
-            refuse(format!("{file}: its packed murmur.yaml does not parse: {}", d.message))
+    let m = manifest::parse_packed(&packed.manifest)
+        .map_err(|why| {
+            refuse(format!("{file}: {why}"))
                 .with_hint("fix murmur.yaml in its source directory, then rebuild with `mur build`")
         })?
         .manifest;

@@ -164,6 +164,7 @@ fn request_head(rec: &RunningRecord, body_len: usize) -> Zeroizing<Vec<u8>> {
 fn follow(rec: &RunningRecord, mut stream: TcpStream) -> Outcome {
     let no_door = |m: String| fail(diag::E_SND_003, m);
     let who = rec.session_id.as_str();
+    let malformed = |m: http1::Malformed| no_door(format!("the door of {who} sent a malformed body: {}", m.0));
     let mut reader = Quiet::new(rec);
     let mut pending = Vec::new();
     let head_by = Instant::now() + HEAD_WAIT;
@@ -186,9 +187,7 @@ fn follow(rec: &RunningRecord, mut stream: TcpStream) -> Outcome {
         }
     };
     let mut body = Body::new(head.framing);
-    let first = body
-        .push(&pending[at..])
-        .map_err(|m| no_door(format!("the door of {who} sent a malformed body: {}", m.0)))?;
+    let first = body.push(&pending[at..]).map_err(malformed)?;
     let is_stream = head
         .content_type
         .as_deref()
@@ -250,9 +249,7 @@ fn follow(rec: &RunningRecord, mut stream: TcpStream) -> Outcome {
         }
         match reader.read(&mut stream, None)? {
             Some(bytes) => {
-                chunk = body
-                    .push(bytes)
-                    .map_err(|m| no_door(format!("the door of {who} sent a malformed body: {}", m.0)))?;
+                chunk = body.push(bytes).map_err(malformed)?;
             }
             None => break,
         }

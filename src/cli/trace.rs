@@ -21,22 +21,50 @@ const COMMON: [&str; 5] = ["event_type", "event_id", "parent_id", "session_id", 
 /// `json`: the usage summary as one JSON object instead of the records (or the formation's table).
 pub fn show(id: &str, json: bool) -> Outcome {
     let home = MurHome::from_env();
-    if id.starts_with("frm_") {
-        ids::check(IdKind::Formation, id).map_err(|e| not_found(format!("'{id}' is not a formation id: {e}")))?;
-        return show_formation(&home, id, json);
+    match named(id)? {
+        Named::Formation => show_formation(&home, id, json),
+        Named::Session => show_session(&home, id, json),
     }
-    ids::check(IdKind::Session, id)
-        .map_err(|e| not_found(format!("'{id}' is neither a session id nor a formation id: {e}")))?;
-    show_session(&home, id, json)
 }
 
 fn not_found(message: String) -> Diagnostic {
     Diagnostic::new(diag::E_TRC_002, message)
 }
 
+/// What an id given to `show` or `--follow` names.
+enum Named {
+    Formation,
+    Session,
+}
+
+/// Checks `id` (E-TRC-002 when it is neither a formation's nor a session's).
+fn named(id: &str) -> Result<Named, Diagnostic> {
+    if id.starts_with("frm_") {
+        ids::check(IdKind::Formation, id).map_err(|e| not_found(format!("'{id}' is not a formation id: {e}")))?;
+        return Ok(Named::Formation);
+    }
+    ids::check(IdKind::Session, id)
+        .map_err(|e| not_found(format!("'{id}' is neither a session id nor a formation id: {e}")))?;
+    Ok(Named::Session)
+}
+
+/// The trace file of session `id`, or E-TRC-002.
+fn session_trace(home: &MurHome, id: &str) -> Result<PathBuf, Diagnostic> {
+    find_session_trace(home, id)
+        .ok_or_else(|| not_found(format!("no trace of session {id} under {}", home.records().display())))
+}
+
+/// E-TRC-002 for formation `id` when no session under `roots` belongs to it.
+fn no_sessions(id: &str, roots: &[PathBuf]) -> Diagnostic {
+    let list: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+    not_found(format!(
+        "no session under {} belongs to formation {id}",
+        list.join(", ")
+    ))
+}
+
 fn show_session(home: &MurHome, id: &str, json: bool) -> Outcome {
-    let path = find_session_trace(home, id)
-        .ok_or_else(|| not_found(format!("no trace of session {id} under {}", home.records().display())))?;
+    let path = session_trace(home, id)?;
     let records = crate::trace::read_records(&path).map_err(|e| {
         not_found(format!(
             "the trace of session {id} at {} cannot be read: {e}",
@@ -158,14 +186,10 @@ const FOLLOW_READ: u64 = 8 << 20;
 /// formation, until its launcher and every member are gone.
 pub fn follow(id: &str) -> Outcome {
     let home = MurHome::from_env();
-    if id.starts_with("frm_") {
-        ids::check(IdKind::Formation, id).map_err(|e| not_found(format!("'{id}' is not a formation id: {e}")))?;
+    if let Named::Formation = named(id)? {
         return follow_formation(&home, id);
     }
-    ids::check(IdKind::Session, id)
-        .map_err(|e| not_found(format!("'{id}' is neither a session id nor a formation id: {e}")))?;
-    let path = find_session_trace(&home, id)
-        .ok_or_else(|| not_found(format!("no trace of session {id} under {}", home.records().display())))?;
+    let path = session_trace(&home, id)?;
     let mut tail = Tail::new(path);
     loop {
         for r in tail.read() {
@@ -214,15 +238,7 @@ fn follow_formation(home: &MurHome, id: &str) -> Outcome {
             }
         }
         if poll == 0 && over && tails.values().all(Option::is_none) {
-            let roots: Vec<String> = formation_roots(home, id)
-                .iter()
-                .map(|r| r.display().to_string())
-                .collect();
-            return Err(not_found(format!(
-                "no session under {} belongs to formation {id}",
-                roots.join(", ")
-            ))
-            .into());
+            return Err(no_sessions(id, &formation_roots(home, id)).into());
         }
         let mut batch: Vec<(String, Value)> = Vec::new();
         for tail in tails.values_mut().flatten() {
@@ -337,12 +353,7 @@ fn show_formation(home: &MurHome, id: &str, json: bool) -> Outcome {
     let roots = formation_roots(home, id);
     let t = formation::collect(id, &roots);
     if t.sessions.is_empty() {
-        let list: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
-        return Err(not_found(format!(
-            "no session under {} belongs to formation {id}",
-            list.join(", ")
-        ))
-        .into());
+        return Err(no_sessions(id, &roots).into());
     }
     if json {
         println!("{}", t.usage_json(id));

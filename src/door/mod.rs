@@ -45,8 +45,8 @@ use crate::manifest::Acceptance;
 use crate::tasks::Board;
 use crate::token::DoorKey;
 
-/// Request bodies over this are answered 413 [ours]. Here, not in `pipeline`, because `methods`
-/// bounds a task's text by it too and the two must not import each other.
+/// Request bodies over this are answered 413 [ours]. Here, not in `pipeline`, because `params`
+/// bounds a task's text by it too, and `pipeline` imports the methods that import `params`.
 pub const BODY_LIMIT: usize = 8 * 1024 * 1024;
 
 /// Seconds a stopping door waits for open requests (blocked SendMessage, SSE) [ours]. Closing

@@ -348,7 +348,7 @@ fn hand_out_compiled(admitted: &Admitted) -> Vec<Option<Arc<Handed>>> {
                         format!("compiling {what} for its members (once; later launches use the compiled cache)"),
                     ));
                     crate::store::read_component_checked(&m.zip_path, &m.sha256)
-                        .map_err(|e| format!("its component cannot be read: {e}"))
+                        .map_err(crate::capsule::component_unreadable)
                 };
                 cache.hand_out(&engine, &m.sha256, &mut read)
             };

@@ -330,9 +330,7 @@ impl Handler<SendAddresses> for PeerActor {
         let fd = match channel.try_clone() {
             Ok(fd) => fd,
             Err(e) => {
-                err_line(&format!(
-                    "[mur run] warning: the address line for '{name}' could not be written: {e}"
-                ));
+                address_line_unwritten(&name, e);
                 return;
             }
         };
@@ -341,9 +339,7 @@ impl Handler<SendAddresses> for PeerActor {
         ctx.wait(
             async move {
                 if let Err(e) = write_all_nonblocking(&fd, msg.0.as_bytes()).await {
-                    err_line(&format!(
-                        "[mur run] warning: the address line for '{name}' could not be written: {e}"
-                    ));
+                    address_line_unwritten(&name, e);
                 }
             }
             .into_actor(self),
@@ -445,6 +441,13 @@ async fn exited(pid: u32) {
             None => tokio::time::sleep(Duration::from_millis(50)).await,
         }
     }
+}
+
+/// The warning of an address line that did not reach peer `name`'s channel.
+fn address_line_unwritten(name: &str, e: impl std::fmt::Display) {
+    err_line(&format!(
+        "[mur run] warning: the address line for '{name}' could not be written: {e}"
+    ));
 }
 
 /// One line on the launcher's stderr. A terminal that hung up fails every write; that must not

@@ -1,5 +1,5 @@
 //! The agent loop of a model capsule (docs/reference/capsules.md#model-capsules,
-//! docs/reference/capsules.md#calls-between-members, docs/reference/capsules.md#model-capsules).
+//! docs/reference/capsules.md#calls-between-members).
 //!
 //! One turn is one provider request. A reply with tool calls runs them and takes another turn; a
 //! reply without any ends the attempt, and its text is the candidate answer. If the task's calls
@@ -22,7 +22,9 @@ use super::wire::{
 };
 use super::{Identity, ModelConfig};
 use crate::calls::continuation_message;
-use crate::capsule::{AllowList, BoxFuture, CallOutcome, CallStatus, CancelSignal, HttpPolicy, NetworkPolicy};
+use crate::capsule::{
+    AllowList, BoxFuture, CallOutcome, CallStatus, CancelSignal, HttpPolicy, NetworkPolicy, not_a_callee,
+};
 use crate::tasks::{ContextTurn, NoAnswerBelow, TaskOutcome};
 use crate::tools::{RuntimeTool, Tool, ToolKind, Toolbox};
 use crate::trace::tool_call::ToolCallRecord;
@@ -44,9 +46,8 @@ pub struct CallReply {
 
 /// The member calls of one task, as the agent uses them. [`super::SessionCalls`] is the real one.
 pub trait AgentCalls: Send + Sync {
-    /// docs/reference/capsules.md#calls-between-members steps 3–5 and
-    /// docs/reference/capsules.md#calls-between-members for `member`, which the agent has checked
-    /// is a callee. `Err` is a tool error: nothing was sent.
+    /// The dispatch of docs/reference/capsules.md#calls-between-members for `member`, which the
+    /// agent has checked is a callee. `Err` is a tool error: nothing was sent.
     fn call<'a>(&'a self, member: &'a str, task: &'a str) -> BoxFuture<'a, Result<CallReply, String>>;
     /// Waits until every call not handed over yet has an outcome; hands them all over.
     fn await_all(&self) -> BoxFuture<'_, Vec<CallOutcome>>;
@@ -65,7 +66,7 @@ pub struct NoCalls;
 
 impl AgentCalls for NoCalls {
     fn call<'a>(&'a self, member: &'a str, _task: &'a str) -> BoxFuture<'a, Result<CallReply, String>> {
-        let text = format!("'{member}' is not a member this capsule may call; it may call no member");
+        let text = not_a_callee(member, &[]);
         Box::pin(async move { Err(text) })
     }
     fn await_all(&self) -> BoxFuture<'_, Vec<CallOutcome>> {
@@ -649,10 +650,7 @@ impl TaskRun<'_> {
         // Step 2.
         let callees = &self.agent.callees;
         if !callees.iter().any(|c| c == member) {
-            return Err(format!(
-                "'{member}' is not a member this capsule may call; it may call: {}",
-                callees.join(", ")
-            ));
+            return Err(not_a_callee(member, callees));
         }
         // Step 4, for answers handed over to the agent but not shown to the model yet (the calls
         // check the rest).

@@ -1,5 +1,5 @@
 //! The agent's view of one task's real member calls ([`crate::calls::TaskCalls`]): dispatch
-//! rendered as the docs/reference/capsules.md#calls-between-members tool result, the waiting of
+//! rendered as the tool result, and the waiting for answers, of
 //! docs/reference/capsules.md#calls-between-members.
 
 use std::sync::Arc;

@@ -5,30 +5,32 @@
 //!   block, the failure text; each provider's own are its file in mur-core's `wire::provider`.
 //! - `client` — one endpoint over awc: credential headers, timeouts, retries ([`Retry`]),
 //!   streamed replies read as they come.
-//! - `stream` — a streamed (server-sent events) reply of either API, pure: answer-text deltas out,
-//!   the whole reply at the end.
+//! - `stream` — mur-core's `wire::model_stream`: a streamed (server-sent events) reply, pure:
+//!   answer-text deltas out, the whole reply at the end.
 //! - `agent` — [`Agent`]: turns, the runtime tools (`call-member`, `end-without-answer`),
 //!   waiting for member answers and continuing with them, usage totals.
 //! - `calls` — [`SessionCalls`], the agent's view of a task's real member calls.
 //!
-//! # Wiring (the session runtime, `session::startup` and `session::executor`)
+//! # Wiring (the session runtime, `session::startup::resolve` and `session::executor`)
 //!
 //! ```ignore
 //! // Session start (docs/reference/formation.md#member-intake step 5): refuse what cannot run
-//! (E-RUN-002), read the key once. let config = ModelConfig::resolve(full, version, inference, |v|
-//! std::env::var(v).ok())?; let agent = Agent::new(config, Identity { capsule, member, formation },
-//! callees, Retry::default()); // session_start: model = agent.model(), max_turns =
-//! agent.max_turns(), //                tools_declared = agent.tools_declared(); session_end:
-//! agent.totals().snapshot()
+//! // (E-RUN-002), read the key once.
+//! let config = ModelConfig::resolve(full, version, inference, |v| std::env::var(v).ok())?;
+//! let retry = Retry::from_timing(Timing::get(), deadline);
+//! let agent = Agent::new(config, Identity { capsule, member, formation }, callees, retry);
+//! // session_start: model = agent.model(), max_turns = agent.max_turns(),
+//! //                tools_declared = agent.tools_declared(); session_end: agent.totals().snapshot()
 //!
 //! // Per task, as a local task on the executor's arbiter (awc is not Send):
 //! let calls: Arc<dyn AgentCalls> = match &session_calls {
 //!     Some(c) => Arc::new(SessionCalls::new(c.task(&work.task_id, work.trust), bound, from_member)),
 //!     None => Arc::new(NoCalls),
 //! };
-//! let outcome = agent.run(&work.text, TaskCtx { task_id, from_member, calls, cancel, events }).await;
+//! let ctx = TaskCtx { task_id, from_member, calls, cancel, events };
+//! let outcome = agent.run_in_context(&work.context, &work.text, ctx).await;
 //! session_calls.finish_task(&work.task_id); // unawaited calls end `abandoned`
-//! board.finish(&task_id, outcome.into_board()); // MaxTurns: tell the recorder first
+//! board.finish(&task_id, outcome.into_board()); // MaxTurns: tell the journal first
 //! ```
 
 mod agent;

@@ -277,9 +277,9 @@ pub fn check(path: &str, bytes: &[u8]) -> Result<(), Diagnostic> {
 pub fn next_steps(name: &str, members: &Members) -> Vec<String> {
     let mut out = Vec::new();
     if let Members::Sources(lang) = members {
-        out.push(format!(
-            "{}   (once: the toolchain mur build runs)",
-            install_line(*lang, &[&format!("{name}/lead"), &format!("{name}/worker")])
+        out.push(install_line(
+            *lang,
+            &[&format!("{name}/lead"), &format!("{name}/worker")],
         ));
     }
     for m in ["lead", "worker"] {
@@ -415,18 +415,20 @@ fn built_from(lang: Language) -> String {
     )
 }
 
-/// The install command of `lang`'s toolchain, once per directory it applies to: JavaScript's
-/// lives in each capsule's `node_modules`, the others are installed once.
+/// The first next step of a scaffold from sources: the install command of `lang`'s toolchain,
+/// once per directory it applies to (JavaScript's lives in each capsule's `node_modules`, the
+/// others are installed once), and what it is for.
 fn install_line(lang: Language, dirs: &[&str]) -> String {
     let hint = toolchain::install_hint(lang);
-    match lang {
+    let command = match lang {
         Language::JavaScript => dirs
             .iter()
             .map(|d| format!("(cd {d} && {hint})"))
             .collect::<Vec<_>>()
             .join(" && "),
         Language::Python | Language::Rust => hint,
-    }
+    };
+    format!("{command}   (once: the toolchain mur build runs)")
 }
 
 /// Checks the name of `mur new --capsule NAME` (E-NEW-002).
@@ -513,7 +515,7 @@ build:
 /// The lines after the file list of `mur new --capsule`.
 pub fn capsule_next_steps(name: &str, lang: Language) -> Vec<String> {
     vec![
-        format!("{}   (once: the toolchain mur build runs)", install_line(lang, &[name])),
+        install_line(lang, &[name]),
         format!("mur build {name} && mur install -g {name}/{name}-{VERSION}.mur.zip"),
         format!("mur run --capsule local/{name} --capsule-version {VERSION} --task \"<your task>\""),
     ]

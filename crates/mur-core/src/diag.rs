@@ -32,6 +32,9 @@ macro_rules! codes {
     };
 }
 
+/// The hint of an id that names nothing running (`mur stop`, `mur send`).
+const PS_HINT: &str = "`mur ps` lists what is running on this machine";
+
 const ROSTER_FIELDS_HINT: &str = "correct the key named above in roster.yaml — docs/reference/roster.md#fields lists every key, its type and whether it is required (`mur explain E-ROS-001`)";
 
 codes! {
@@ -53,7 +56,7 @@ codes! {
     E_RUN_003 = "E-RUN-003", Error, "murmur.lock is unreadable or not lock_version 3", Some("fix murmur.lock, or delete it so that nothing is pinned");
     E_RUN_010 = "E-RUN-010", Error, "the door cannot bind its address", Some("choose another --bind address, or free the port");
     E_RUN_012 = "E-RUN-012", Error, "a session cannot be staged: its work folder, records directory, trace or --task file cannot be used", None;
-    E_RUN_022 = "E-RUN-022", Error, "mur stop: the id is malformed or nothing with it is running", Some("`mur ps` lists what is running on this machine");
+    E_RUN_022 = "E-RUN-022", Error, "mur stop: the id is malformed or nothing with it is running", Some(PS_HINT);
     E_RUN_024 = "E-RUN-024", Error, "mur stop: the formation's members name different launchers", Some("stop its members one by one with `mur stop ses_…`");
     E_RUN_030 = "E-RUN-030", Error, "a --task task ended other than completed", None;
     E_RUN_040 = "E-RUN-040", Error, "a running task was cancelled by SIGTERM", None;
@@ -81,7 +84,7 @@ codes! {
     E_INS_001 = "E-INS-001", Error, "mur install: the archive is bad, has no root murmur.yaml, or there is no project", None;
     E_TRC_002 = "E-TRC-002", Error, "mur trace show: nothing found for the id", Some("`mur ps` lists running sessions; a session's id is printed in its readiness line");
     // [ours] `mur send`: a task to a running session's or formation's door.
-    E_SND_001 = "E-SND-001", Error, "mur send: the id is malformed or names no session or formation on this machine", Some("`mur ps` lists what is running on this machine");
+    E_SND_001 = "E-SND-001", Error, "mur send: the id is malformed or names no session or formation on this machine", Some(PS_HINT);
     E_SND_002 = "E-SND-002", Error, "mur send: the session or formation is not running", Some("start it again (`mur run …` without --task keeps it serving), then send the task");
     E_SND_003 = "E-SND-003", Error, "mur send: the door does not answer, or not as a door", Some("`mur ps` shows whether the session still runs; its logs/bootstrap.log says why it ended");
     E_SND_004 = "E-SND-004", Error, "mur send: the task ended other than completed, or the door refused it", None;

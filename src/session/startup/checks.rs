@@ -145,14 +145,16 @@ pub fn workdir(arg: Option<&Path>) -> Result<PathBuf, Diagnostic> {
 
 /// `--task T`: the contents of `T` when it names an existing file relative to `cwd`, else `T`.
 pub fn task_text(arg: &str, cwd: &Path) -> Result<String, Diagnostic> {
+    read_task(arg, cwd).map_err(staging)
+}
+
+/// The rule of `--task T` with its failure as text, for a member (E-RUN-012) and for `mur
+/// deploy`, which reads the entry's task as the member would and hands the pod the text.
+pub fn read_task(arg: &str, cwd: &Path) -> Result<String, String> {
     let path = cwd.join(arg);
     if !arg.is_empty() && path.is_file() {
-        return std::fs::read_to_string(&path).map_err(|e| {
-            staging(format!(
-                "the --task file {} cannot be read as text: {e}",
-                path.display()
-            ))
-        });
+        return std::fs::read_to_string(&path)
+            .map_err(|e| format!("the --task file {} cannot be read as text: {e}", path.display()));
     }
     Ok(arg.to_string())
 }

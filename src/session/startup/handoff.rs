@@ -125,11 +125,7 @@ pub(super) fn deferred(c: &ResolvedCapsule, handed: &host::Handed) -> Option<hos
         entry,
     };
     let resolved = c.resolved.clone();
-    let read = Box::new(move || {
-        resolved
-            .read_component()
-            .map_err(|e| format!("its component cannot be read: {e}"))
-    });
+    let read = Box::new(move || resolved.read_component().map_err(host::component_unreadable));
     host::Deferred::new(&source, handed, read)
 }
 

@@ -31,8 +31,8 @@ use super::executor::Runner;
 use super::lifecycle::Policy;
 use super::records::Console;
 
-pub use checks::unreachable_callees_warning;
 use checks::{formation_id, no_lifeline_warning, parse_fd, refuse_peers_env, take_lifeline, task_text, workdir};
+pub use checks::{read_task, unreachable_callees_warning};
 use handoff::{EarlyLoad, deferred, handed_from_env};
 pub use resolve::ResolvedCapsule;
 use resolve::{load_runner, resolve_capsule, stores};

@@ -80,14 +80,8 @@ pub fn resolve_capsule(
             "with --capsule-version",
         )?;
     }
-    let manifest = manifest::parse(&resolved.archive.manifest)
-        .map_err(|d| {
-            unresolvable(
-                full,
-                version,
-                format!("its packed murmur.yaml does not parse: {}", d.message),
-            )
-        })?
+    let manifest = manifest::parse_packed(&resolved.archive.manifest)
+        .map_err(|why| unresolvable(full, version, why))?
         .manifest;
     match (&manifest.kind, resolved.archive.component.is_some()) {
         // What a model capsule needs to run is checked by `load_runner`.
@@ -193,9 +187,7 @@ fn load_component(c: &ResolvedCapsule, handed: Option<&host::Handed>) -> Result<
                 "[capsule-runtime] ",
                 format!("compiling {what} (once; later runs use the compiled cache)"),
             ));
-            c.resolved
-                .read_component()
-                .map_err(|e| format!("its component cannot be read: {e}"))
+            c.resolved.read_component().map_err(host::component_unreadable)
         };
         host::Capsule::load_cached(&engine, &source, &mut read, &host::CompiledCache::user(), handed)
     };

@@ -454,6 +454,12 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, Diagnostic> {
     parse::parse(bytes)
 }
 
+/// Parses the `murmur.yaml` packed in an archive. `Err` is the reason `mur install` (E-INS-001),
+/// admission (E-ROS-007) and a session (E-RUN-002) all give for one whose manifest does not parse.
+pub fn parse_packed(bytes: &[u8]) -> Result<Parsed, String> {
+    parse(bytes).map_err(|d| format!("its packed murmur.yaml does not parse: {}", d.message))
+}
+
 /// The largest `murmur.yaml` read (the YAML loader's own cap).
 pub const MAX_MANIFEST_BYTES: usize = 1 << 20;
 

@@ -81,9 +81,6 @@ fn structure(r: &Roster) -> Result<usize, Diagnostic> {
     Ok(entry)
 }
 
-/// The E-ROS-007 reason for a member found in neither store (docs/reference/roster.md#refusals).
-const NOT_INSTALLED: &str = "not installed in the project or global store";
-
 /// What the stores hold for one member.
 #[derive(Clone)]
 pub(crate) struct Bound {
@@ -141,11 +138,11 @@ pub(crate) fn admit_with(
         // A version that cannot name a store directory ('../x', 'a/b') is never looked up, so a
         // roster cannot steer the lookup outside the stores.
         if crate::manifest::check_version(&m.version).is_err() {
-            return Err(not_admitted(m, NOT_INSTALLED));
+            return Err(not_admitted(m, &crate::store::ResolveError::NotInstalled.to_string()));
         }
         let bound = resolve(&m.capsule, &m.version).map_err(|why| not_admitted(m, &why))?;
-        let manifest = crate::manifest::parse(&bound.manifest)
-            .map_err(|d| not_admitted(m, &format!("its packed murmur.yaml does not parse: {}", d.message)))?
+        let manifest = crate::manifest::parse_packed(&bound.manifest)
+            .map_err(|why| not_admitted(m, &why))?
             .manifest;
         let full = m.capsule.to_string();
         if let Some(p) = pin(&full) {

@@ -54,6 +54,10 @@ pub struct FirstLine {
 /// `pid` bound of docs/reference/formation.md#member-intake.
 const MAX_PID: u64 = (1 << 31) - 1;
 
+/// The refusal of a first line whose `verify_key` does not decode, when it is read and when its
+/// tokens are checked.
+const BAD_VERIFY_KEY: &str = "its first line's `verify_key` is not a verification key (43 base64url characters)";
+
 impl FirstLine {
     /// The fixed key order of docs/reference/formation.md#the-formation-channel, compact, with its
     /// `\n`.
@@ -113,7 +117,7 @@ impl FirstLine {
         };
         let verify_key = req_str(&obj, "verify_key")?;
         if VerifyKey::from_b64(verify_key).is_none() {
-            return Err("its first line's `verify_key` is not a verification key (43 base64url characters)".into());
+            return Err(BAD_VERIFY_KEY.into());
         }
         let calls = match obj.get("calls") {
             Some(Value::Array(a)) => a,
@@ -162,9 +166,7 @@ impl FirstLine {
     /// docs/reference/formation.md#member-intake: every call token verifies under the line's own
     /// key, with `formation` = `formation_id`, `from` = `member`, `to` = the call's `name`.
     pub fn check_tokens(&self) -> Result<(), String> {
-        let key = self
-            .key()
-            .ok_or("its first line's `verify_key` is not a verification key (43 base64url characters)")?;
+        let key = self.key().ok_or(BAD_VERIFY_KEY)?;
         let calls = self.calls.iter().map(|c| (c.name.as_str(), c.token.as_str()));
         token::formation::verify_issued(&key, &self.formation_id, &self.member, calls).map_err(|i| {
             format!(

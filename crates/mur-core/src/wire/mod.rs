@@ -6,8 +6,6 @@
 //!   docs/reference/capsules.md#calls-between-members).
 //! - `channel_line` — the formation channel's first line and address lines
 //!   (docs/reference/formation.md#the-formation-channel).
-//! - `http1` — a response head whose body ends with the connection, relabelled so the HTTP
-//!   client reads it to the close.
 //! - `jsonrpc` — the door's JSON-RPC 2.0 framing (docs/reference/door.md#request-pipeline,
 //!   docs/reference/door.md#errors).
 //! - `mcp` — the Model Context Protocol's lifecycle and tools messages, as a model capsule's
@@ -20,7 +18,9 @@
 //! - `provider` — one seam per provider: the OpenAI Chat Completions and Anthropic Messages
 //!   formats, each in its own file.
 //! - `model_stream` — a streamed provider reply read into the same reply as an unstreamed one.
-//! - `http1` — an HTTP/1.1 reply's head and chunked body, as `mur send` reads a door's stream.
+//! - `http1` — an HTTP/1.1 reply's head and chunked body, as `mur send` reads a door's stream;
+//!   and a head whose body ends with the connection, relabelled so the HTTP client reads it to the
+//!   close.
 
 pub mod calls;
 pub mod channel_line;
