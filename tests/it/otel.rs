@@ -332,7 +332,7 @@ fn a_formation_is_one_trace_of_tasks_calls_and_model_turns() {
         .expect("lead's row");
     let cells: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(
-        (cells[1], cells[2], cells[3], cells[6], cells[7]),
+        (cells[1], cells[2], cells[3], cells[8], cells[9]),
         ("1", "1", "3", "40", "17"),
         "{row}"
     );

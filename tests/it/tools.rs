@@ -158,8 +158,11 @@ fn a_webassembly_tool_answers_the_model_and_its_faults_come_back_as_tool_errors(
     let (_, recs) = trace(&lines[0]);
     let start = &of_type(&recs, "session_start")[0];
     assert_eq!(start["tools_declared"], json!(["words"]));
-    let calls: Vec<(&Value, &Value, &Value)> = of_type(&recs, "tool_call")
-        .into_iter()
+    // Calls of one reply run at once: their records come in the order they ended.
+    let mut records = of_type(&recs, "tool_call");
+    records.sort_by_key(|r| r["call_id"].as_str().unwrap_or_default().to_string());
+    let calls: Vec<(&Value, &Value, &Value)> = records
+        .iter()
         .map(|r| (&r["call_id"], &r["kind"], &r["status"]))
         .collect();
     assert_eq!(
@@ -170,7 +173,7 @@ fn a_webassembly_tool_answers_the_model_and_its_faults_come_back_as_tool_errors(
             (&json!("c4"), &json!("wasm"), &json!("timeout")),
         ]
     );
-    let ok = of_type(&recs, "tool_call")[0];
+    let ok = records[0];
     assert_eq!((&ok["input_bytes"], &ok["output_bytes"]), (&json!(24), &json!(1)));
     assert!(
         !recs.iter().any(|r| r.to_string().contains("one two three")),
@@ -258,11 +261,16 @@ fn an_mcp_server_is_offered_only_its_allowed_tools_and_its_key_goes_to_it_alone(
         assert!(!r.text().contains(MCP_KEY), "a provider request carries the MCP key");
     }
     let (dir, recs) = trace(&lines[0]);
-    let mcp: Vec<&Value> = of_type(&recs, "tool_call");
+    // The two calls run at once, so their records come in the order they ended.
+    let mut mcp: Vec<&Value> = of_type(&recs, "tool_call");
+    mcp.sort_by_key(|r| r["call_id"].as_str().unwrap_or_default().to_string());
     assert_eq!(mcp.len(), 2, "{mcp:?}");
-    assert_eq!((&mcp[0]["kind"], &mcp[0]["status"]), (&json!("mcp"), &json!("ok")));
+    assert_eq!(
+        (&mcp[0]["call_id"], &mcp[0]["kind"], &mcp[0]["status"]),
+        (&json!("c1"), &json!("mcp"), &json!("ok"))
+    );
     assert_eq!(mcp[0]["server"], format!("127.0.0.1:{}", sdk.port()));
-    assert_eq!(mcp[1]["status"], "error");
+    assert_eq!((&mcp[1]["call_id"], &mcp[1]["status"]), (&json!("c3"), &json!("error")));
     let session = dir.parent().expect("session dir");
     assert!(
         !all_text(session).contains(MCP_KEY),
@@ -459,8 +467,24 @@ fn each_mcp_server_gets_its_own_key_and_arguments_that_are_not_json_reach_no_ser
         "server two saw server one's key"
     );
     let (_, recs) = trace(&lines[0]);
-    let statuses: Vec<&Value> = of_type(&recs, "tool_call").iter().map(|r| &r["status"]).collect();
-    assert_eq!(statuses, [&json!("failed"), &json!("ok"), &json!("ok")]);
+    let mut statuses: Vec<(String, String)> = of_type(&recs, "tool_call")
+        .iter()
+        .map(|r| {
+            (
+                r["call_id"].as_str().unwrap_or_default().into(),
+                r["status"].as_str().unwrap_or_default().into(),
+            )
+        })
+        .collect();
+    statuses.sort();
+    assert_eq!(
+        statuses,
+        [
+            ("c1".into(), "failed".into()),
+            ("c2".into(), "ok".into()),
+            ("c3".into(), "ok".into())
+        ]
+    );
 }
 
 #[test]
@@ -560,4 +584,40 @@ fn mur_doctor_names_where_an_mcp_key_goes_and_refuses_when_it_is_unset() {
         stderr(&out)
     );
     assert!(!stdout(&out).contains(MCP_KEY) && !stderr(&out).contains(MCP_KEY));
+}
+
+#[test]
+fn a_member_whose_mcp_server_lacks_an_allowed_tool_stops_the_launch_naming_it() {
+    let sdk = SdkServer::start(MCP_KEY, &[]);
+    let sb = Sandbox::new();
+    let provider = Provider::start(vec![]);
+    sb.install_actor("echo");
+    let serves = "network:\n  authentication:\n    scheme: bearer\nexports:\n  peer_tasks:\n    accept: true\n";
+    install(
+        &sb,
+        "adder",
+        provider.url(),
+        &format!("{serves}{}", mcp_entry(&sdk.url(), "add, mul")),
+        &[],
+    );
+    let dir = sb.path("formation");
+    let roster = "roster_version: 1\nmembers:\n  - name: lead\n    capsule: local/echo\n    version: 0.1.0\n    entry: true\n  \
+                  - name: adder\n    capsule: local/adder\n    version: 0.1.0\nreachability:\n  - from: lead\n    to: [adder]\n";
+    std::fs::write(dir.join("roster.yaml"), roster).expect("roster");
+    let out = sb
+        .mur(&dir)
+        .env(PROVIDER_KEY_VAR, PROVIDER_KEY)
+        .env(MCP_KEY_VAR, MCP_KEY)
+        .args(["run", "--roster", "--task", "add"])
+        .output()
+        .expect("mur run --roster");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("E-RUN-002") && err.contains("'mul'") && err.contains("its tool 'calc'"),
+        "{err}"
+    );
+    assert!(err.contains("adder"), "the member is named: {err}");
+    assert!(provider.requests().is_empty(), "no task reached the model");
+    assert!(!err.contains(MCP_KEY));
 }
