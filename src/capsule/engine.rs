@@ -19,7 +19,7 @@ use wasmtime::{Config, Engine, Store, Trap, UpdateDeadline};
 use super::bindings;
 use super::compiled::{CompiledCache, Handed, Source, compile};
 use super::host_state::{HostState, host_linker};
-use super::{RunOutcome, TaskEnv};
+use super::{CancelSignal, RunOutcome, TaskEnv};
 
 /// How often the epoch advances: the granularity of cancellation and time budgets.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -279,48 +279,66 @@ impl Capsule {
             return RunOutcome::Canceled;
         }
         let limits = env.limits;
-        // A budget too large to add is no budget at all; a year stands in for it.
-        let now = Instant::now();
-        let deadline = now
-            .checked_add(limits.time_budget)
-            .unwrap_or(now + Duration::from_secs(365 * 86_400));
+        let deadline = deadline_after(limits.time_budget);
         let cancel = env.cancel.clone();
         let _running = Running::start(&self.engine.inner);
         let mut store = Store::new(&self.engine.inner.engine, HostState::new(&env));
         store.limiter(|s| &mut s.limiter);
-        store.set_epoch_deadline(1);
-        let tick_cancel = cancel.clone();
-        store.epoch_deadline_callback(move |_| {
-            if tick_cancel.is_canceled() {
-                return Err(Stop::Canceled.into());
-            }
-            if Instant::now() >= deadline {
-                return Err(Stop::OverBudget.into());
-            }
-            Ok(UpdateDeadline::Yield(1))
-        });
-
+        arm(&mut store, &cancel, deadline);
         let result = {
             let store = &mut store;
             let pre = &self.pre;
-            let work = async move {
+            within(&cancel, deadline, async move {
                 let instance = pre.instantiate_async(&mut *store).await?;
                 instance.call_run(&mut *store, task).await
-            };
-            tokio::select! {
-                biased;
-                _ = cancel.canceled() => Err(Stop::Canceled.into()),
-                _ = tokio::time::sleep_until(deadline.into()) => Err(Stop::OverBudget.into()),
-                r = work => r,
-            }
+            })
+            .await
         };
         classify(result, store.data().limiter.refused, &limits)
     }
 }
 
+/// `budget` from now; a budget too large to add is no budget at all, and a year stands in for it.
+pub(super) fn deadline_after(budget: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(budget).unwrap_or(now + crate::timing::MAX_KNOB)
+}
+
+/// Arms `store` so that, at each epoch tick, a guest that runs is stopped once `cancel` fired or
+/// `deadline` passed, and otherwise yields to the executor (so the select of [`within`] can see a
+/// cancellation while a guest spins).
+pub(super) fn arm<T>(store: &mut Store<T>, cancel: &CancelSignal, deadline: Instant) {
+    store.set_epoch_deadline(1);
+    let cancel = cancel.clone();
+    store.epoch_deadline_callback(move |_| {
+        if cancel.is_canceled() {
+            return Err(Stop::Canceled.into());
+        }
+        if Instant::now() >= deadline {
+            return Err(Stop::OverBudget.into());
+        }
+        Ok(UpdateDeadline::Yield(1))
+    });
+}
+
+/// `work` (a guest's instantiation and call), ended early with a [`Stop`] when `cancel` fires or
+/// `deadline` passes while the guest waits on the host (a member call, a clock, an HTTP reply).
+pub(super) async fn within<R>(
+    cancel: &CancelSignal,
+    deadline: Instant,
+    work: impl Future<Output = wasmtime::Result<R>>,
+) -> wasmtime::Result<R> {
+    tokio::select! {
+        biased;
+        _ = cancel.canceled() => Err(Stop::Canceled.into()),
+        _ = tokio::time::sleep_until(deadline.into()) => Err(Stop::OverBudget.into()),
+        r = work => r,
+    }
+}
+
 /// Why the host stopped a guest; travels as the error of the interrupted call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stop {
+pub(super) enum Stop {
     Canceled,
     OverBudget,
 }
@@ -328,8 +346,8 @@ enum Stop {
 impl std::fmt::Display for Stop {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            Stop::Canceled => "the task was canceled",
-            Stop::OverBudget => "the task ran out of time",
+            Stop::Canceled => "the guest was canceled",
+            Stop::OverBudget => "the guest ran out of time",
         })
     }
 }

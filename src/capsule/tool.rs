@@ -9,15 +9,16 @@
 //! epoch ticks, so a spinning guest is stopped too) and a cap on the result's bytes.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use wasmtime::component::{Component, Linker, ResourceTable};
-use wasmtime::{Store, Trap, UpdateDeadline};
+use wasmtime::{Store, Trap};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::compiled::{CompiledCache, Source};
+use super::engine::{self, Stop};
 use super::http::PolicyHooks;
 use super::limiter::Limiter;
 use super::{CancelSignal, CapsuleEngine, HttpPolicy, NetworkPolicy};
@@ -111,24 +112,6 @@ fn linker(engine: &CapsuleEngine) -> Result<Linker<ToolState>, String> {
         .map_err(|e| format!("the tool host interfaces cannot be linked: {e:#}"))?;
     Ok(linker)
 }
-
-/// Why a call ended without the tool's own answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stop {
-    Canceled,
-    OverBudget,
-}
-
-impl std::fmt::Display for Stop {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Stop::Canceled => "the call was canceled",
-            Stop::OverBudget => "the call ran out of time",
-        })
-    }
-}
-
-impl std::error::Error for Stop {}
 
 /// How a call ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -279,37 +262,19 @@ impl WasmTool {
             return Err(None);
         }
         let limits = grant.limits;
-        let now = Instant::now();
-        let deadline = now
-            .checked_add(limits.time_budget)
-            .unwrap_or(now + crate::timing::MAX_KNOB);
+        let deadline = engine::deadline_after(limits.time_budget);
         let _running = self.engine.running();
         let mut store = Store::new(self.engine.wasmtime(), ToolState::new(grant));
         store.limiter(|s| &mut s.limiter);
-        store.set_epoch_deadline(1);
-        let tick_cancel = cancel.clone();
-        store.epoch_deadline_callback(move |_| {
-            if tick_cancel.is_canceled() {
-                return Err(Stop::Canceled.into());
-            }
-            if Instant::now() >= deadline {
-                return Err(Stop::OverBudget.into());
-            }
-            Ok(UpdateDeadline::Yield(1))
-        });
+        engine::arm(&mut store, cancel, deadline);
         let result = {
             let store = &mut store;
             let pre = &self.pre;
-            let work = async move {
+            engine::within(cancel, deadline, async move {
                 let instance = pre.instantiate_async(&mut *store).await?;
                 f(&instance, store).await
-            };
-            tokio::select! {
-                biased;
-                _ = cancel.canceled() => Err(Stop::Canceled.into()),
-                _ = tokio::time::sleep_until(deadline.into()) => Err(Stop::OverBudget.into()),
-                r = work => r,
-            }
+            })
+            .await
         };
         let refused = store.data().limiter.refused;
         result.map_err(|e| classify(&e, refused, &limits))
@@ -410,6 +375,7 @@ impl WasiHttpView for ToolState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     const WORDS: &[u8] = include_bytes!(concat!(
         env!("CARGO_MANIFEST_DIR"),

@@ -70,14 +70,7 @@ impl Resolved {
 /// The component of the archive at `zip_path`, read under [`MAX_ZIP_BYTES`] and returned only if
 /// the whole zip hashes to `sha256` (one admission or resolution checked).
 pub fn read_component_checked(zip_path: &Path, sha256: &str) -> Result<Vec<u8>, ResolveError> {
-    let bytes = read_zip(zip_path).map_err(|e| ResolveError::Io(format!("cannot read {}: {e}", zip_path.display())))?;
-    let actual = sha256_hex(&bytes);
-    if actual != sha256 {
-        return Err(ResolveError::HashMismatch {
-            actual,
-            recorded: sha256.to_string(),
-        });
-    }
+    let bytes = read_zip_checked(zip_path, sha256)?;
     archive::read_component(&bytes)
         .map_err(ResolveError::Archive)?
         .ok_or_else(|| ResolveError::Archive(format!("it holds no {}", archive::COMPONENT_ENTRY)))
@@ -86,6 +79,12 @@ pub fn read_component_checked(zip_path: &Path, sha256: &str) -> Result<Vec<u8>, 
 /// The entry at `path` of the archive at `zip_path` (a model capsule's tool), under the same
 /// checks as [`read_component_checked`]: only the resolved bytes are ever read.
 pub fn read_entry_checked(zip_path: &Path, sha256: &str, path: &str) -> Result<Vec<u8>, ResolveError> {
+    let bytes = read_zip_checked(zip_path, sha256)?;
+    archive::read_named(&bytes, path).map_err(ResolveError::Archive)
+}
+
+/// The archive at `zip_path`, read under [`MAX_ZIP_BYTES`], only if it hashes to `sha256`.
+fn read_zip_checked(zip_path: &Path, sha256: &str) -> Result<Vec<u8>, ResolveError> {
     let bytes = read_zip(zip_path).map_err(|e| ResolveError::Io(format!("cannot read {}: {e}", zip_path.display())))?;
     let actual = sha256_hex(&bytes);
     if actual != sha256 {
@@ -94,7 +93,7 @@ pub fn read_entry_checked(zip_path: &Path, sha256: &str, path: &str) -> Result<V
             recorded: sha256.to_string(),
         });
     }
-    archive::read_named(&bytes, path).map_err(ResolveError::Archive)
+    Ok(bytes)
 }
 
 /// Why an artifact cannot be resolved. `Display` gives the E-ROS-007 reason texts
