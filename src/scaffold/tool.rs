@@ -164,10 +164,7 @@ pub fn add_entry(manifest_text: &str, name: &str, lang: Language) -> Result<Stri
 pub fn next_steps(name: &str, lang: Language) -> Vec<String> {
     let dir = dir(name);
     vec![
-        format!(
-            "{}   (once: the toolchain mur build runs)",
-            super::install_line(lang, &[&dir])
-        ),
+        super::install_line(lang, &[&dir]),
         "mur build . && mur install -g <the .mur.zip it names>".to_string(),
         format!("the model now sees a tool named {name}; edit {dir}/ to make it yours"),
     ]

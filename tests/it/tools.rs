@@ -326,6 +326,17 @@ const SOLO_ROSTER: &str =
 
 #[test]
 fn a_python_tool_from_mur_new_runs_in_a_formation() {
+    scaffolded_tool_runs_in_a_formation("python", crate::support::toolchains::componentize_py_dir());
+}
+
+#[test]
+fn a_javascript_tool_from_mur_new_runs_in_a_formation() {
+    scaffolded_tool_runs_in_a_formation("javascript", crate::support::toolchains::componentize_js_dir());
+}
+
+/// `mur new --tool words --lang <lang>` in a model capsule's directory, `mur build .` with the
+/// language's toolchain in `tools` on PATH, and a formation of that capsule calling the tool.
+fn scaffolded_tool_runs_in_a_formation(lang: &str, tools: PathBuf) {
     let sb = Sandbox::new();
     let provider = Provider::start(vec![
         calls(&[("c1", "words", json!({"text": "the quick brown fox"}))]),
@@ -341,10 +352,16 @@ fn a_python_tool_from_mur_new_runs_in_a_formation() {
         ),
     )
     .expect("manifest");
-    let out = sb.run(&dir, &["new", "--tool", "words", "--lang", "python"]);
+    let out = sb.run(&dir, &["new", "--tool", "words", "--lang", lang]);
     assert!(out.status.success(), "mur new --tool: {}", stderr(&out));
+    assert_eq!(
+        stdout(&out).matches("(once: the toolchain mur build runs)").count(),
+        1,
+        "{}",
+        stdout(&out)
+    );
     assert!(
-        stdout(&out).contains("Scaffolded python tool 'words' in ./tools/words"),
+        stdout(&out).contains(&format!("Scaffolded {lang} tool 'words' in ./tools/words")),
         "{}",
         stdout(&out)
     );
@@ -358,7 +375,6 @@ fn a_python_tool_from_mur_new_runs_in_a_formation() {
         stderr(&again)
     );
 
-    let tools = crate::support::toolchains::componentize_py_dir();
     let out = sb
         .mur(&dir)
         .env("PATH", crate::support::toolchains::path_with(&tools))
