@@ -14,7 +14,9 @@
 //!   times its calls), in alternating rounds, with the server answering in event streams (its
 //!   default; `MUR_BENCH_MCP_MODES=sse,json` adds a server answering in plain JSON). Both
 //!   figures include the server's own time; their difference is what mur adds over the official
-//!   client.
+//!   client. Beside them, the part of mur's call that reads who owns the server's socket
+//!   (`loopback::verify_stream`: `/proc/net/tcp`, once per connection; mur's plain-http MCP
+//!   requests carry one response per connection).
 //!
 //! Each row is first measured by criterion (its mean and confidence interval), then by
 //! `MUR_BENCH_CALLS` calls (default 2000) timed one by one, after a warm-up, for the
@@ -263,6 +265,25 @@ fn wasm_row(
     })
 }
 
+/// What each of mur's calls pays before its request goes out, `n` times: a fresh connection (one
+/// response per connection on plain http) whose server's owner is read from `/proc/net/tcp`.
+/// Timed on a connection of its own to the server, opened for these checks.
+fn owner_checks(port: u16, n: usize) -> Result<Vec<f64>, String> {
+    let stream = std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        let started = Instant::now();
+        mur::loopback::verify_stream(&stream).map_err(|e| format!("the owner check: {e}"))?;
+        samples.push(micros(started.elapsed()));
+    }
+    Ok(samples)
+}
+
+/// Sockets listed in `/proc/net/tcp` now (TIME_WAIT ones included).
+fn tcp_rows() -> usize {
+    std::fs::read_to_string("/proc/net/tcp").map_or(0, |t| t.lines().count().saturating_sub(1))
+}
+
 /// One SDK client round: `calls` timed calls after a warm-up, in a process of its own.
 fn sdk_round(python: &Path, url: &str, calls: usize) -> Result<Vec<f64>, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
@@ -285,15 +306,20 @@ fn sdk_round(python: &Path, url: &str, calls: usize) -> Result<Vec<f64>, String>
             String::from_utf8_lossy(&out.stderr).trim()
         ));
     }
-    println!("  SDK client round: {}", String::from_utf8_lossy(&out.stdout).trim());
+    println!(
+        "  SDK client round: {} ({} rows of /proc/net/tcp after it)",
+        String::from_utf8_lossy(&out.stdout).trim(),
+        tcp_rows()
+    );
     let text = std::fs::read_to_string(&file).map_err(|e| e.to_string())?;
     text.lines()
         .map(|l| l.parse::<f64>().map_err(|e| format!("sample {l:?}: {e}")))
         .collect()
 }
 
-/// mur's and the SDK client's rows against one SDK server answering in `mode`.
-fn mcp_rows(c: &mut Criterion, mode: &str, calls: usize, rounds: usize) -> Result<(Row, Row), String> {
+/// mur's and the SDK client's rows against one SDK server answering in `mode`, and the owner
+/// check that each of mur's calls makes.
+fn mcp_rows(c: &mut Criterion, mode: &str, calls: usize, rounds: usize) -> Result<(Row, Row, Row), String> {
     let json_flag = match mode {
         "sse" => "0",
         "json" => "1",
@@ -335,7 +361,7 @@ fn mcp_rows(c: &mut Criterion, mode: &str, calls: usize, rounds: usize) -> Resul
         b.iter(call)
     });
     let per_round = calls.div_ceil(rounds.max(1));
-    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    let (mut ours, mut theirs, mut owner) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds.max(1) {
         // Alternating which client goes first, so neither always follows the other.
         for first in [round % 2 == 0, round % 2 == 1] {
@@ -343,12 +369,27 @@ fn mcp_rows(c: &mut Criterion, mode: &str, calls: usize, rounds: usize) -> Resul
                 for _ in 0..WARMUP {
                     check(call())?;
                 }
+                let mut round = Vec::with_capacity(per_round);
                 for _ in 0..per_round {
                     let started = Instant::now();
                     let r = call();
-                    ours.push(micros(started.elapsed()));
+                    round.push(micros(started.elapsed()));
                     check(r)?;
                 }
+                round.sort_by(f64::total_cmp);
+                let mut checks = owner_checks(sdk.port(), per_round.div_ceil(5))?;
+                checks.sort_by(f64::total_cmp);
+                println!(
+                    "  mur round: calls={} p50_us={:.0} p99_us={:.0}; then the owner check alone: p50_us={:.0} \
+                     over {} rows of /proc/net/tcp",
+                    round.len(),
+                    percentile(&round, 50),
+                    percentile(&round, 99),
+                    percentile(&checks, 50),
+                    tcp_rows()
+                );
+                ours.extend(round);
+                owner.extend(checks);
             } else {
                 theirs.extend(sdk_round(&python, &sdk.url(), per_round)?);
             }
@@ -364,6 +405,10 @@ fn mcp_rows(c: &mut Criterion, mode: &str, calls: usize, rounds: usize) -> Resul
             what: format!("mcp, {label}: the SDK's `ClientSession.call_tool`"),
             samples: theirs,
         },
+        Row {
+            what: "mcp: of mur's call, the loopback owner check (`loopback::verify_stream`)".to_string(),
+            samples: owner,
+        },
     ))
 }
 
@@ -377,8 +422,9 @@ fn main() {
     // Without `--bench`, criterion runs each function once.
     let mut c = Criterion::default().configure_from_args();
     println!(
-        "tools: {calls} calls per row, binary {}, load: {}",
+        "tools: {calls} calls per row, binary {}, {} rows in /proc/net/tcp, load: {}",
         mur_binary().display(),
+        tcp_rows(),
         std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()
     );
     let mut rows: Vec<Row> = Vec::new();
@@ -410,15 +456,14 @@ fn main() {
         let modes = std::env::var("MUR_BENCH_MCP_MODES").unwrap_or_else(|_| "sse".into());
         for mode in modes.split(',').map(str::trim).filter(|m| !m.is_empty()) {
             match std::panic::catch_unwind(AssertUnwindSafe(|| mcp_rows(&mut c, mode, calls, rounds))) {
-                Ok(Ok((ours, theirs))) => {
+                Ok(Ok((ours, theirs, owner))) => {
                     println!(
                         "mcp ({mode}): mur p50 {:.0} µs, the SDK client's {:.0} µs: mur adds {:.0} µs",
                         ours.p50(),
                         theirs.p50(),
                         ours.p50() - theirs.p50()
                     );
-                    rows.push(ours);
-                    rows.push(theirs);
+                    rows.extend([ours, theirs, owner]);
                 }
                 Ok(Err(why)) => skipped.push(format!("mcp ({mode}): {why}")),
                 Err(p) => skipped.push(format!("mcp ({mode}): {}", panic_text(p))),
