@@ -362,7 +362,11 @@ fn mcp_rows(c: &mut Criterion, mode: &str, calls: usize, rounds: usize) -> Resul
     });
     let per_round = calls.div_ceil(rounds.max(1));
     let (mut ours, mut theirs, mut owner) = (Vec::new(), Vec::new(), Vec::new());
+    // mur's p50 minus the SDK client's, round by round: the two series of a round run back to
+    // back, so the machine's load drifts less between them than across the whole run.
+    let mut differences: Vec<f64> = Vec::new();
     for round in 0..rounds.max(1) {
+        let (mut our_p50, mut their_p50) = (f64::NAN, f64::NAN);
         // Alternating which client goes first, so neither always follows the other.
         for first in [round % 2 == 0, round % 2 == 1] {
             if first {
@@ -388,13 +392,27 @@ fn mcp_rows(c: &mut Criterion, mode: &str, calls: usize, rounds: usize) -> Resul
                     percentile(&checks, 50),
                     tcp_rows()
                 );
+                our_p50 = percentile(&round, 50);
                 ours.extend(round);
                 owner.extend(checks);
             } else {
-                theirs.extend(sdk_round(&python, &sdk.url(), per_round)?);
+                let mut round = sdk_round(&python, &sdk.url(), per_round)?;
+                round.sort_by(f64::total_cmp);
+                their_p50 = percentile(&round, 50);
+                theirs.extend(round);
             }
         }
+        differences.push(our_p50 - their_p50);
     }
+    println!(
+        "  mur − SDK client, p50 round by round: {} µs; median {:.0} µs",
+        differences
+            .iter()
+            .map(|d| format!("{d:+.0}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        support::median(differences.clone())
+    );
     sys.block_on(server.close());
     Ok((
         Row {
