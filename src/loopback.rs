@@ -29,8 +29,10 @@ pub fn verify_owner(local: SocketAddr, peer: SocketAddr) -> io::Result<()> {
     } else {
         "/proc/net/tcp6"
     };
-    // The table lists every socket of the host; reading it costs well under a millisecond,
-    // once per connection (a provider connection is reused across a task's turns).
+    // The table lists every socket of the host, and reading it walks the kernel's whole TCP
+    // hash: about 2 ms on a quiet 2-core machine, more with many sockets (docs/performance.md §7).
+    // It is paid once per connection: a provider connection is reused across a task's turns, an
+    // MCP call opens one of its own (what keeps mur's MCP calls from the 1 ms target).
     let owner = std::fs::read_to_string(table)
         .ok()
         .and_then(|t| procinfo::socket_owner(&t, peer, local));
