@@ -9,9 +9,9 @@ use serde_json::{Map, Value};
 use super::auth::Caller;
 use super::card::CardFacts;
 use super::jsonrpc::{self, A2aError, Method, RpcError};
-use super::params::{history_length, parse_list, parse_offer, task_id};
+use super::params::{Offer, history_length, parse_list, parse_offer, task_id};
 use super::view::TaskObject as _;
-use crate::tasks::{Board, CancelResult, NewTask, Origin, Pinned, TaskSnapshot, Trust};
+use crate::tasks::{AnswerRefusal, Board, CancelResult, NewTask, Origin, Pinned, TaskSnapshot, TaskState, Trust};
 
 /// Step 1 of the pipeline: where the request says its task comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,21 +87,10 @@ pub async fn dispatch(method: Method, params: &Map<String, Value>, call: &Call<'
     r.unwrap_or_else(Reply::Error)
 }
 
-/// A message naming a task is never taken [ours: the door runs no multi-turn tasks]: an unknown
-/// or invisible task is `-32001` (A2A v1.0 §3.1.2 errors: "does not exist or is not
-/// accessible"), a terminal one `-32004` (A2A v1.0 §3.1.1 errors: "Messages sent to Tasks that
-/// are in a terminal state … cannot accept further messages"), and so is a live one.
-fn refuse_task_message(call: &Call<'_>, task_id: &str) -> RpcError {
-    match visible(call, task_id) {
-        Ok(t) => A2aError::UnsupportedOperation.with(&[("taskId", &t.id)]),
-        Err(e) => e,
-    }
-}
-
 async fn send(params: &Map<String, Value>, call: &Call<'_>, streaming: bool) -> Result<Reply, RpcError> {
     let offer = parse_offer(params, &call.facts.input_modes)?;
-    if let Some(id) = &offer.task_id {
-        return Err(refuse_task_message(call, id));
+    if offer.task_id.is_some() {
+        return answer(offer, call, streaming).await;
     }
     // Pinned until the reply is built: the task's end must not be forgotten before it is shown.
     let (snap, pin) = call.board.submit_pinned(NewTask {
@@ -122,18 +111,73 @@ async fn send(params: &Map<String, Value>, call: &Call<'_>, streaming: bool) -> 
             pin,
         });
     }
-    let mut snap = if offer.return_immediately || snap.state.is_terminal() {
+    settled_reply(call, snap, pin, offer.return_immediately, offer.history_length).await
+}
+
+/// A blocking SendMessage's `{"task":Task}`: the task once it is terminal or asks for input
+/// (A2A v1.0: the wait ends at an interrupted state too), or at once with `returnImmediately`.
+async fn settled_reply(
+    call: &Call<'_>,
+    snap: TaskSnapshot,
+    pin: Pinned,
+    return_immediately: bool,
+    history_length: Option<usize>,
+) -> Result<Reply, RpcError> {
+    let settled = |s: &TaskSnapshot| s.state.is_terminal() || s.state == TaskState::InputRequired;
+    let mut snap = if return_immediately || settled(&snap) {
         snap
     } else {
-        call.board.wait_terminal(&snap.id).await.unwrap_or(snap)
+        call.board.wait_settled(&snap.id).await.unwrap_or(snap)
     };
-    snap.limit_history(offer.history_length);
+    snap.limit_history(history_length);
     if snap.state.is_terminal() {
         call.board.mark_end_shown(&snap.id);
     }
     let reply = jsonrpc::object([("task", snap.to_json(true))]);
     drop(pin);
     Ok(Reply::Result(reply))
+}
+
+/// A message naming a task answers the question it asked (docs/reference/door.md#asking): the
+/// caller must see the task (else `-32001`, A2A v1.0 §3.1.2: "does not exist or is not
+/// accessible"), and it must be waiting for input; a terminal task is `-32004` (A2A v1.0 §3.1.1:
+/// "Messages sent to Tasks that are in a terminal state … cannot accept further messages"), and
+/// so is a live one that asked nothing, or whose question another answer already took.
+async fn answer(offer: Offer, call: &Call<'_>, streaming: bool) -> Result<Reply, RpcError> {
+    let id = offer.task_id.as_deref().unwrap_or_default();
+    // Pinned first, so the task cannot be forgotten between the answer and the reply.
+    let pin = call.board.pin(id).ok_or_else(RpcError::too_many_open)?;
+    let task = visible(call, id)?;
+    if offer.context_id.as_ref().is_some_and(|c| *c != task.context_id) {
+        return Err(RpcError::invalid_param(
+            "message.contextId",
+            "names another context than the task's; leave it out or send the task's own",
+        ));
+    }
+    if offer.text.trim().is_empty() {
+        return Err(RpcError::invalid_param(
+            "message.parts",
+            "an answer needs text: the task asked a question",
+        ));
+    }
+    let snap = match call
+        .board
+        .answer(id, &offer.text, &offer.message_id, |owner| call.caller.sees(owner))
+    {
+        Ok(snap) => snap,
+        Err(AnswerRefusal::NotFound) => return Err(A2aError::task_not_found(id)),
+        Err(AnswerRefusal::Ended(t) | AnswerRefusal::NotAsking(t)) => {
+            return Err(A2aError::UnsupportedOperation.with(&[("taskId", &t.id), ("state", t.state.wire())]));
+        }
+    };
+    if streaming {
+        return Ok(Reply::Stream {
+            task_id: snap.id.clone(),
+            first: Some(snap),
+            pin,
+        });
+    }
+    settled_reply(call, snap, pin, offer.return_immediately, offer.history_length).await
 }
 
 /// The task when it exists and the caller may see it.

@@ -20,7 +20,7 @@ use tokio::sync::watch;
 
 use super::jsonrpc::{self, RpcError};
 use super::view::TaskObject as _;
-use crate::tasks::{Board, Pinned, TaskSnapshot};
+use crate::tasks::{Board, Pinned, TaskSnapshot, TaskState};
 
 struct Follow {
     board: Arc<Board>,
@@ -95,8 +95,10 @@ impl Follow {
             Some(_) => return out,
         }
         self.sent = Some(snap.changed);
-        self.done = snap.state.is_terminal();
-        if self.done {
+        // An interrupted task ends the stream too (A2A v1.0): its caller answers with a new
+        // message, whose own reply or stream follows the task on.
+        self.done = snap.state.is_terminal() || snap.state == TaskState::InputRequired;
+        if snap.state.is_terminal() {
             self.board.mark_end_shown(&snap.id);
         }
         out

@@ -57,12 +57,16 @@ impl TaskObject for TaskSnapshot {
                 })
                 .collect(),
             id: &self.id,
-            metadata: self.no_answer_below.as_deref().map(|below| Metadata {
-                murmur: NoAnswer {
-                    no_answer: true,
-                    no_answer_below: below,
-                },
-            }),
+            metadata: match (self.no_answer_below.as_deref(), self.asked_by.as_slice()) {
+                (None, []) => None,
+                (below, asked_by) => Some(Metadata {
+                    murmur: Murmur {
+                        asked_by,
+                        no_answer: below.map(|_| true),
+                        no_answer_below: below,
+                    },
+                }),
+            },
             status: status_view(self),
         }
     }
@@ -149,15 +153,19 @@ struct TextPart<'a> {
 
 #[derive(Debug, Serialize)]
 struct Metadata<'a> {
-    murmur: NoAnswer<'a>,
+    murmur: Murmur<'a>,
 }
 
+/// `metadata.murmur`: who asked an input-required task's question (the asking member first,
+/// then each member it came up through), or how a task ended without an answer.
 #[derive(Debug, Serialize)]
-struct NoAnswer<'a> {
-    #[serde(rename = "noAnswer")]
-    no_answer: bool,
-    #[serde(rename = "noAnswerBelow")]
-    no_answer_below: &'a [NoAnswerBelow],
+struct Murmur<'a> {
+    #[serde(rename = "askedBy", skip_serializing_if = "<[String]>::is_empty")]
+    asked_by: &'a [String],
+    #[serde(rename = "noAnswer", skip_serializing_if = "Option::is_none")]
+    no_answer: Option<bool>,
+    #[serde(rename = "noAnswerBelow", skip_serializing_if = "Option::is_none")]
+    no_answer_below: Option<&'a [NoAnswerBelow]>,
 }
 
 #[derive(Debug, Serialize)]

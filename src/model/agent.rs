@@ -18,14 +18,15 @@ use serde_json::{Value, json};
 
 use super::client::{Answer, ProviderClient, Retry, RetryNote};
 use super::wire::{
-    self, CALL_MEMBER, END_WITHOUT_ANSWER, Msg, Reply, Request, Stop, ToolCall, ToolOutput, ToolSpec, Usage,
+    self, CALL_MEMBER, END_WITHOUT_ANSWER, Msg, REQUEST_INPUT, Reply, Request, Stop, ToolCall, ToolOutput, ToolSpec,
+    Usage,
 };
 use super::{Identity, ModelConfig};
 use crate::calls::continuation_message;
 use crate::capsule::{
     AllowList, BoxFuture, CallOutcome, CallStatus, CancelSignal, HttpPolicy, NetworkPolicy, not_a_callee,
 };
-use crate::tasks::{ContextTurn, NoAnswerBelow, TaskOutcome};
+use crate::tasks::{Asked, Asker, ContextTurn, NoAnswerBelow, TaskOutcome};
 use crate::tools::{RuntimeTool, Tool, ToolKind, Toolbox};
 use crate::trace::tool_call::ToolCallRecord;
 use crate::trace::turn::ModelTurn;
@@ -57,6 +58,12 @@ pub trait AgentCalls: Send + Sync {
     /// `allow`: without callees, `allow` alone (no virtual peer address resolves).
     fn tool_http(&self, allow: &AllowList) -> Arc<dyn HttpPolicy> {
         Arc::new(NetworkPolicy::new(allow.clone()))
+    }
+    /// Who asked the question a callee's call `call_id` ended `input-required` with, innermost
+    /// first: what `request-input` with `relay` passes on. `None` when no call of this task
+    /// waits with a question under that id.
+    fn question_of(&self, _call_id: &str) -> Option<Vec<String>> {
+        None
     }
 }
 
@@ -116,6 +123,8 @@ pub struct TaskCtx {
     pub calls: Arc<dyn AgentCalls>,
     pub cancel: CancelSignal,
     pub events: Arc<dyn TaskEvents>,
+    /// How the task asks its caller, when its capsule may (`lifecycle.input_timeout_secs`).
+    pub asker: Option<Asker>,
 }
 
 impl std::fmt::Debug for TaskCtx {
@@ -628,6 +637,49 @@ impl TaskRun<'_> {
                 Ok(ended) => Err(ended),
                 Err(text) => Ok(reply(text, true)),
             },
+            RuntimeTool::RequestInput => match self.request_input(call).await? {
+                Ok(answer) => Ok(reply(answer, false)),
+                Err(text) => Ok(reply(text, true)),
+            },
+        }
+    }
+
+    /// `request-input` (docs/reference/door.md#asking): the task waits, `INPUT_REQUIRED`, for its
+    /// caller's answer, which comes back fenced as untrusted. `Ok(Err)` is a tool error (nothing
+    /// was asked); `Err` ends the task: no answer in time (E-ASK-001), or the task ended.
+    async fn request_input(&mut self, call: &ToolCall) -> Result<Result<String, String>, AgentOutcome> {
+        let Some(asker) = self.task.asker.as_ref() else {
+            return Ok(Err(format!(
+                "{REQUEST_INPUT} is not available: this capsule's murmur.yaml sets no lifecycle.input_timeout_secs"
+            )));
+        };
+        let input = call.input.as_ref().ok();
+        let Some(question) = input.and_then(|i| i.get("question")).and_then(Value::as_str) else {
+            return Ok(Err(format!("{REQUEST_INPUT} needs `question`, a string")));
+        };
+        if let Some(why) = crate::tasks::ask::question_refusal(question) {
+            return Ok(Err(format!("{REQUEST_INPUT} asked nothing: {why}")));
+        }
+        let through = match input.and_then(|i| i.get("relay")) {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::String(id)) => match self.task.calls.question_of(id) {
+                Some(chain) => chain,
+                None => {
+                    return Ok(Err(format!(
+                        "{REQUEST_INPUT} asked nothing: no call of this task waits with a question under the id '{}'",
+                        crate::diag::shown(id)
+                    )));
+                }
+            },
+            Some(_) => return Ok(Err(format!("{REQUEST_INPUT}'s `relay` is a call id, a string"))),
+        };
+        match asker.ask(question, &through).await {
+            Asked::Answered { text, .. } => Ok(Ok(format!(
+                "<untrusted-content source=caller>\n{}\n</untrusted-content>",
+                crate::calls::neutralise(&text)
+            ))),
+            Asked::TimedOut => Err(AgentOutcome::Failed(crate::tasks::ask::no_answer_text(asker.timeout()))),
+            Asked::Ended => Err(AgentOutcome::Canceled),
         }
     }
 

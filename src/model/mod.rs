@@ -27,7 +27,7 @@
 //!     Some(c) => Arc::new(SessionCalls::new(c.task(&work.task_id, work.trust), bound, from_member)),
 //!     None => Arc::new(NoCalls),
 //! };
-//! let ctx = TaskCtx { task_id, from_member, calls, cancel, events };
+//! let ctx = TaskCtx { task_id, from_member, calls, cancel, events, asker };
 //! let outcome = agent.run_in_context(&work.context, &work.text, ctx).await;
 //! session_calls.finish_task(&work.task_id); // unawaited calls end `abandoned`
 //! board.finish(&task_id, outcome.into_board()); // MaxTurns: tell the journal first

@@ -692,6 +692,7 @@ fn ctx(calls: Arc<dyn AgentCalls>, events: Arc<Events>, from_member: bool) -> Ta
         calls,
         cancel: CancelSignal::new(),
         events,
+        asker: None,
     }
 }
 

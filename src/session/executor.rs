@@ -65,6 +65,10 @@ pub trait TaskSetup: Send + Sync {
     /// What a model capsule's task runs with (docs/reference/capsules.md#model-capsules): its
     /// calls, cancellation and events.
     fn model_task(&self, work: &Work, board: &Arc<Board>, cancel: capsule::CancelSignal) -> TaskCtx;
+    /// How a task of a capsule that may ask asks its caller; `None` when it may not.
+    fn asker(&self, _work: &Work, _board: &Arc<Board>) -> Option<crate::tasks::Asker> {
+        None
+    }
     /// A model capsule's task ended `max_turns_reached` (the board only knows it failed).
     fn max_turns_reached(&self, task_id: &str);
     /// Whether the member's formation has ended (its lifeline is closed), even if the
@@ -270,6 +274,10 @@ pub fn task_setup(
         output,
         budget: Timing::get().component_task,
         call_bound: calls::call_bound(manifest.lifecycle.delegation_deadline_secs),
+        input_timeout: manifest
+            .lifecycle
+            .input_timeout_secs
+            .map(|s| Duration::from_secs(s).min(crate::timing::MAX_KNOB)),
         journal,
         lifeline,
     }
@@ -286,6 +294,8 @@ pub struct Setup {
     budget: Duration,
     /// The bound of each member call, named in a model's busy note.
     call_bound: Duration,
+    /// `lifecycle.input_timeout_secs`: the capsule may ask, and waits this long for an answer.
+    input_timeout: Option<Duration>,
     journal: Journal,
     /// The member's lifeline, when it has one: whether its formation has ended.
     lifeline: Option<LifelineProbe>,
@@ -351,7 +361,13 @@ impl TaskSetup for Setup {
                 board: Arc::clone(board),
                 journal: self.journal.clone(),
             }),
+            asker: self.asker(work, board),
         }
+    }
+
+    fn asker(&self, work: &Work, board: &Arc<Board>) -> Option<crate::tasks::Asker> {
+        self.input_timeout
+            .map(|t| crate::tasks::Asker::new(Arc::clone(board), &work.task_id, self.member_name.clone(), t))
     }
 
     fn max_turns_reached(&self, task_id: &str) {

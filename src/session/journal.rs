@@ -220,6 +220,40 @@ impl Journal {
         );
     }
 
+    /// A task asked a question (docs/reference/formation.md#trace-records): who asked, and the
+    /// question's size, never its text.
+    pub fn input_requested(&self, task_id: &str, asked_by: &[String], question_bytes: usize) {
+        self.write(
+            "input_requested",
+            None,
+            &[
+                ("task_id", task_id.into()),
+                ("asked_by", serde_json::json!(asked_by)),
+                ("question_bytes", question_bytes.into()),
+            ],
+        );
+    }
+
+    /// A task's question is over: how, after how long, and the answer's size.
+    pub fn input_received(
+        &self,
+        task_id: &str,
+        waited_ms: u64,
+        answer_bytes: Option<usize>,
+        outcome: crate::tasks::InputOutcome,
+    ) {
+        self.write(
+            "input_received",
+            None,
+            &[
+                ("task_id", task_id.into()),
+                ("outcome", outcome.as_str().into()),
+                ("waited_ms", waited_ms.into()),
+                ("answer_bytes", serde_json::json!(answer_bytes)),
+            ],
+        );
+    }
+
     /// `parent_id` is the `session_start` event.
     pub fn formation_ended(&self, session_start: &str, formation_id: &str) {
         self.write(

@@ -112,6 +112,17 @@ impl Recorder {
                     origin == Some(Origin::Local),
                 );
             }
+            BoardEvent::InputRequested {
+                task_id,
+                asked_by,
+                question_bytes,
+            } => self.journal.input_requested(task_id, asked_by, *question_bytes),
+            BoardEvent::InputSettled {
+                task_id,
+                waited_ms,
+                answer_bytes,
+                outcome,
+            } => self.journal.input_received(task_id, *waited_ms, *answer_bytes, *outcome),
         }
     }
 

@@ -21,8 +21,8 @@ use tokio::sync::watch;
 
 use super::retention::{Books, Retention};
 use super::types::{
-    AnswerChunk, BoardEvent, CONTEXT_BYTES, CONTEXT_TURNS, CancelResult, Clock, ContextTurn, HISTORY_MESSAGES,
-    HistoryMessage, HistoryText, ListPage, ListQuery, NewTask, Role, TaskSnapshot, owner_sees,
+    AnswerChunk, AnswerRefusal, Asked, BoardEvent, CONTEXT_BYTES, CONTEXT_TURNS, CancelResult, Clock, ContextTurn, HISTORY_MESSAGES,
+    HistoryMessage, HistoryText, InputOutcome, ListPage, ListQuery, NewTask, Role, TaskSnapshot, owner_sees,
 };
 use crate::ids::{self, IdKind};
 use crate::manifest::Acceptance;
@@ -94,6 +94,11 @@ struct Entry {
     end_shown: bool,
     /// The answer text a model capsule streams while the task runs; gone once it ends.
     streamed: Option<Streamed>,
+    /// Where the answer to the task's open question goes, while it is `INPUT_REQUIRED`. Taken by
+    /// the one answer that wins; dropped when the task ends, which tells the asker.
+    question: Option<tokio::sync::oneshot::Sender<String>>,
+    /// When the open question was asked.
+    asked_at: Option<std::time::Instant>,
 }
 
 /// A running task's streamed answer text: that of one turn (a later turn's starts over).
@@ -466,6 +471,7 @@ impl Board {
                 origin: new.origin,
                 changed: st.seq,
                 history: Vec::new(),
+                asked_by: Vec::new(),
             };
             // A refused offer is never run: keep none of it, in the history neither (A2A v1.0
             // §3.2.4 lets a server return fewer messages than asked).
@@ -523,6 +529,8 @@ impl Board {
                 pin_charge,
                 end_shown: false,
                 streamed: None,
+                question: None,
+                asked_at: None,
             };
             st.order.insert(st.seq, id.clone());
             st.tasks.insert(id, entry);
@@ -649,6 +657,124 @@ impl Board {
         });
     }
 
+    /// The running task `task_id` asks its caller `question` (docs/reference/door.md#asking):
+    /// it shows `TASK_STATE_INPUT_REQUIRED` with the question as its status message, and this
+    /// waits, at most `timeout`, for the one answer [`Board::answer`] delivers. `asked_by` is who
+    /// asked, innermost first (the member itself, then the members a question came up through).
+    ///
+    /// Cancelling or ending the task meanwhile (CancelTask, wind-down, the deadline) is
+    /// [`Asked::Ended`]; so is asking from a task that is not live. When the bound passes the
+    /// question is withdrawn under the board's lock, so an answer either won before it (and is
+    /// returned) or is refused as the task's state says; the task stays live for its runner to
+    /// end. Cancel-safe: dropping the future leaves the question open until the task ends.
+    pub async fn ask(&self, task_id: &str, question: &str, asked_by: &[String], timeout: std::time::Duration) -> Asked {
+        let (tx, mut rx) = tokio::sync::oneshot::channel();
+        let opened = self.mutate(|st, ev, now| {
+            st.seq += 1;
+            let seq = st.seq;
+            let Some(e) = st.tasks.get_mut(task_id).filter(|e| !e.snap.state.is_terminal()) else {
+                return false;
+            };
+            e.snap.state = TaskState::InputRequired;
+            e.snap.timestamp = now;
+            reorder(&mut st.order, &mut e.snap, seq);
+            e.snap.status_message_id = Some(note_history(&mut e.snap, question));
+            e.snap.status_text = Some(question.to_string());
+            e.snap.asked_by = asked_by.to_vec();
+            e.question = Some(tx);
+            e.asked_at = Some(std::time::Instant::now());
+            ev.push(BoardEvent::InputRequested {
+                task_id: task_id.to_string(),
+                asked_by: asked_by.to_vec(),
+                question_bytes: question.len(),
+            });
+            true
+        });
+        if !opened {
+            return Asked::Ended;
+        }
+        let began = std::time::Instant::now();
+        let answer = match tokio::time::timeout(timeout, &mut rx).await {
+            Ok(Ok(text)) => Some(text),
+            Ok(Err(_)) => return Asked::Ended,
+            Err(_) => {
+                let withdrawn = self.mutate(|st, ev, _| {
+                    let e = st.tasks.get_mut(task_id)?;
+                    e.question.take()?;
+                    ev.push(BoardEvent::InputSettled {
+                        task_id: task_id.to_string(),
+                        waited_ms: e.asked_at.take().map_or(0, |t| crate::timing::millis(t.elapsed())),
+                        answer_bytes: None,
+                        outcome: InputOutcome::TimedOut,
+                    });
+                    Some(())
+                });
+                if withdrawn.is_some() {
+                    return Asked::TimedOut;
+                }
+                // An answer took the question first: it is in the channel, or the task ended.
+                rx.try_recv().ok()
+            }
+        };
+        match answer {
+            Some(text) => Asked::Answered {
+                text,
+                waited: began.elapsed(),
+            },
+            None => Asked::Ended,
+        }
+    }
+
+    /// An answer to task `task_id`'s open question, from a caller for whom `visible` admits the
+    /// task's owner (SendMessage naming the task, docs/reference/door.md#asking). Exactly one
+    /// answer wins a question: the task goes back to `TASK_STATE_WORKING` with the answer in its
+    /// history, and the asker gets the text. Every other case changes nothing.
+    pub fn answer(
+        &self,
+        task_id: &str,
+        text: &str,
+        message_id: &str,
+        visible: impl Fn(Option<&str>) -> bool,
+    ) -> Result<TaskSnapshot, AnswerRefusal> {
+        self.mutate(|st, ev, now| {
+            st.seq += 1;
+            let seq = st.seq;
+            let Some(e) = st.tasks.get_mut(task_id).filter(|e| visible(e.snap.owner.as_deref())) else {
+                return Err(AnswerRefusal::NotFound);
+            };
+            if e.snap.state.is_terminal() {
+                return Err(AnswerRefusal::Ended(e.snap.clone()));
+            }
+            // Taken under the lock: of two answers racing, the second finds no question.
+            let Some(tx) = e.question.take() else {
+                return Err(AnswerRefusal::NotAsking(e.snap.clone()));
+            };
+            if tx.send(text.to_string()).is_err() {
+                // The asker is gone (its task is ending): nothing took the answer.
+                return Err(AnswerRefusal::NotAsking(e.snap.clone()));
+            }
+            e.snap.state = TaskState::Working;
+            e.snap.timestamp = now;
+            reorder(&mut st.order, &mut e.snap, seq);
+            push_history(
+                &mut e.snap,
+                Role::User,
+                message_id.to_string(),
+                HistoryText::Own(Arc::from(text)),
+            );
+            e.snap.status_text = None;
+            e.snap.status_message_id = None;
+            e.snap.asked_by.clear();
+            ev.push(BoardEvent::InputSettled {
+                task_id: task_id.to_string(),
+                waited_ms: e.asked_at.take().map_or(0, |t| crate::timing::millis(t.elapsed())),
+                answer_bytes: Some(text.len()),
+                outcome: InputOutcome::Answered,
+            });
+            Ok(e.snap.clone())
+        })
+    }
+
     /// Ends a task with the executor's outcome and frees the running slot. A task already ended
     /// (e.g. cancelled meanwhile) keeps its state. Returns the task as it ends.
     pub fn finish(&self, task_id: &str, outcome: TaskOutcome) -> Option<TaskSnapshot> {
@@ -675,7 +801,7 @@ impl Board {
                     }
                     TaskOutcome::Canceled => (TaskState::Canceled, None, None),
                 };
-                end(e, &mut st.order, state, text, seq, now);
+                end(e, &mut st.order, state, text, seq, now, ev);
                 let _ = e.cancel.send_replace(state == TaskState::Canceled);
                 ev.push(BoardEvent::Ended {
                     task_id: task_id.to_string(),
@@ -719,7 +845,7 @@ impl Board {
             if e.snap.state.is_terminal() {
                 return CancelResult::NotCancelable(e.snap.clone());
             }
-            end(e, &mut st.order, TaskState::Canceled, None, seq, now);
+            end(e, &mut st.order, TaskState::Canceled, None, seq, now, ev);
             let _ = e.cancel.send_replace(true);
             let snap = e.snap.clone();
             st.queue.retain(|q| q != task_id);
@@ -744,7 +870,7 @@ impl Board {
                 if let Some(e) = st.tasks.get_mut(&id)
                     && !e.snap.state.is_terminal()
                 {
-                    end(e, &mut st.order, TaskState::Canceled, None, seq, now);
+                    end(e, &mut st.order, TaskState::Canceled, None, seq, now, ev);
                     let _ = e.cancel.send_replace(true);
                     ev.push(BoardEvent::Ended {
                         task_id: id,
@@ -777,6 +903,7 @@ impl Board {
                         Some(REJECT_CLOSING.to_string()),
                         seq,
                         now,
+                        ev,
                     );
                     let _ = e.cancel.send_replace(true);
                     ev.push(BoardEvent::Ended {
@@ -793,7 +920,7 @@ impl Board {
                 && let Some(e) = st.tasks.get_mut(&id)
                 && !e.snap.state.is_terminal()
             {
-                end(e, &mut st.order, TaskState::Canceled, None, seq, now);
+                end(e, &mut st.order, TaskState::Canceled, None, seq, now, ev);
                 let _ = e.cancel.send_replace(true);
                 ev.push(BoardEvent::Ended {
                     task_id: id,
@@ -846,6 +973,23 @@ impl Board {
         }
     }
 
+    /// Completes with the task once it is terminal or asks for input (what a blocking
+    /// SendMessage waits for, A2A v1.0: an interrupted state ends the wait too); `None` for an
+    /// unknown id. Hold a pin meanwhile, as for [`Board::wait_terminal`].
+    pub async fn wait_settled(&self, task_id: &str) -> Option<TaskSnapshot> {
+        let mut rx = self.changes.subscribe();
+        loop {
+            rx.borrow_and_update();
+            let snap = self.get(task_id)?;
+            if snap.state.is_terminal() || snap.state == TaskState::InputRequired {
+                return Some(snap);
+            }
+            if rx.changed().await.is_err() {
+                return Some(snap);
+            }
+        }
+    }
+
     /// A receiver that changes whenever anything on the board changes.
     pub fn changes(&self) -> watch::Receiver<u64> {
         self.changes.subscribe()
@@ -885,6 +1029,7 @@ fn end(
     text: Option<String>,
     seq: u64,
     now: DateTime<Utc>,
+    ev: &mut Vec<BoardEvent>,
 ) {
     e.snap.state = state;
     e.snap.timestamp = now;
@@ -893,6 +1038,15 @@ fn end(
     e.snap.status_text = text;
     // The answer, if any, is whole now.
     e.streamed = None;
+    // An open question is over: its asker hears so, and no answer can land any more.
+    if e.question.take().is_some() {
+        ev.push(BoardEvent::InputSettled {
+            task_id: e.snap.id.clone(),
+            waited_ms: e.asked_at.take().map_or(0, |t| crate::timing::millis(t.elapsed())),
+            answer_bytes: None,
+            outcome: InputOutcome::Abandoned,
+        });
+    }
 }
 
 /// Adds a status message to the history; its message id, which the status shows too.

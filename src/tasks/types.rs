@@ -42,6 +42,9 @@ pub struct TaskSnapshot {
     pub changed: u64,
     /// The task's messages, oldest first (A2A v1.0 §4.1.1 `Task.history`).
     pub history: Vec<HistoryMessage>,
+    /// While the task is `INPUT_REQUIRED`: who asked, innermost first (the asking member, then
+    /// each member the question came up through); empty otherwise, or when no member is named.
+    pub asked_by: Vec<String>,
 }
 
 /// Who sent a history message.
@@ -138,6 +141,60 @@ pub enum BoardEvent {
         no_answer: bool,
         reason: Option<String>,
     },
+    /// The task asked a question and waits for its answer (`TASK_STATE_INPUT_REQUIRED`).
+    InputRequested {
+        task_id: String,
+        asked_by: Vec<String>,
+        question_bytes: usize,
+    },
+    /// The question is over: answered (the task works again), timed out, or abandoned with its
+    /// task (cancelled, the session closing, the caller gone).
+    InputSettled {
+        task_id: String,
+        waited_ms: u64,
+        answer_bytes: Option<usize>,
+        outcome: InputOutcome,
+    },
+}
+
+/// How a question ended (`input_received.outcome`, docs/reference/formation.md#trace-records).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputOutcome {
+    Answered,
+    TimedOut,
+    Abandoned,
+}
+
+impl InputOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InputOutcome::Answered => "answered",
+            InputOutcome::TimedOut => "timed_out",
+            InputOutcome::Abandoned => "abandoned",
+        }
+    }
+}
+
+/// How a question a task asked ended, as its asker sees it ([`super::Board::ask`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Asked {
+    /// The caller answered, after `waited`.
+    Answered { text: String, waited: std::time::Duration },
+    /// No answer came within the bound; the question was withdrawn.
+    TimedOut,
+    /// The task ended (cancelled, the session closing) before an answer, or was not live.
+    Ended,
+}
+
+/// Why an answer to a task was not taken ([`super::Board::answer`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum AnswerRefusal {
+    /// No such task, or not the caller's to see.
+    NotFound,
+    /// The task has ended (a question that timed out ended with its task).
+    Ended(TaskSnapshot),
+    /// The task is live but has no open question (it is working, or another answer won).
+    NotAsking(TaskSnapshot),
 }
 
 /// The clock timestamps come from; tests inject a fixed one.

@@ -105,6 +105,25 @@ impl Toolbox {
         Toolbox { tools }
     }
 
+    /// This table offering `request-input` too (after the other runtime tools), for a capsule
+    /// that may ask (`lifecycle.input_timeout_secs`).
+    pub fn asking(mut self) -> Toolbox {
+        let at = self
+            .tools
+            .iter()
+            .take_while(|t| matches!(t.kind, ToolKind::Runtime(_)))
+            .count();
+        let t = RuntimeTool::RequestInput;
+        self.tools.insert(
+            at,
+            Tool {
+                spec: t.spec(&[]),
+                kind: ToolKind::Runtime(t),
+            },
+        );
+        self
+    }
+
     /// This table with `tool` added after the others.
     pub fn with(mut self, tool: Tool) -> Toolbox {
         self.tools.push(tool);
@@ -244,6 +263,11 @@ mod tests {
         for name in t.names() {
             assert!(crate::manifest::RUNTIME_TOOL_NAMES.contains(&name.as_str()), "{name}");
         }
+        // A capsule that may ask is offered request-input after the others, callees or not.
+        assert_eq!(Toolbox::runtime(&[]).asking().names(), ["request-input"]);
+        let asking = Toolbox::runtime(&["coder".into()]).asking();
+        assert_eq!(asking.names(), ["call-member", "end-without-answer", "request-input"]);
+        assert!(crate::manifest::RUNTIME_TOOL_NAMES.contains(&"request-input"));
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! The tools the runtime itself gives a model: `call-member` and `end-without-answer`, offered to
-//! a member with callees (docs/reference/capsules.md#model-capsules). What they do lives in the
-//! agent loop, which owns the task's calls; here is only how the model is told of them.
+//! a member with callees (docs/reference/capsules.md#model-capsules), and `request-input`,
+//! offered when the manifest lets the capsule ask (docs/reference/door.md#asking). What they do
+//! lives in the agent loop, which owns the task's calls; here is only how the model is told of
+//! them.
 
 use serde_json::json;
 
-use crate::wire::model::{CALL_MEMBER, END_WITHOUT_ANSWER, ToolSpec};
+use crate::wire::model::{CALL_MEMBER, END_WITHOUT_ANSWER, REQUEST_INPUT, ToolSpec};
 
 const CALL_MEMBER_DESCRIPTION: &str = "Give a task to another member of your formation. The member sees nothing but \
 the task text you write here, so state the task in full. The tool returns immediately, before the member answers: \
@@ -15,11 +17,17 @@ const END_WITHOUT_ANSWER_DESCRIPTION: &str = "End the current task without an an
 another member sent you, once none of your member calls is still outstanding; the member that sent the task is told \
 that you gave no answer.";
 
+const REQUEST_INPUT_DESCRIPTION: &str = "Ask whoever gave you this task a question, and wait for the answer: for a \
+decision, a missing fact or an approval you cannot do without. The task pauses until the answer comes, which is then \
+this tool's result; if none comes in time the task fails. Ask one clear question at a time. When a member you called \
+asked you something you cannot answer yourself, ask it on here with `relay` set to that call's id.";
+
 /// A tool the runtime implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RuntimeTool {
     CallMember,
     EndWithoutAnswer,
+    RequestInput,
 }
 
 impl RuntimeTool {
@@ -30,6 +38,7 @@ impl RuntimeTool {
         match self {
             RuntimeTool::CallMember => CALL_MEMBER,
             RuntimeTool::EndWithoutAnswer => END_WITHOUT_ANSWER,
+            RuntimeTool::RequestInput => REQUEST_INPUT,
         }
     }
 
@@ -53,6 +62,17 @@ impl RuntimeTool {
                     "type": "object",
                     "properties": {"reason": {"type": "string"}},
                     "required": ["reason"],
+                }),
+            ),
+            RuntimeTool::RequestInput => (
+                REQUEST_INPUT_DESCRIPTION,
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "question": {"type": "string"},
+                        "relay": {"type": "string", "description": "the call id of a member's question this one passes on"},
+                    },
+                    "required": ["question"],
                 }),
             ),
         };

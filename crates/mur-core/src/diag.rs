@@ -88,6 +88,8 @@ codes! {
     E_SND_002 = "E-SND-002", Error, "mur send: the session or formation is not running", Some("start it again (`mur run …` without --task keeps it serving), then send the task");
     E_SND_003 = "E-SND-003", Error, "mur send: the door does not answer, or not as a door", Some("`mur ps` shows whether the session still runs; its logs/bootstrap.log says why it ended");
     E_SND_004 = "E-SND-004", Error, "mur send: the task ended other than completed, or the door refused it", None;
+    // [ours] A task that asked for input (docs/reference/door.md#asking).
+    E_ASK_001 = "E-ASK-001", Error, "a task's question got no answer within lifecycle.input_timeout_secs", Some("answer sooner (SendMessage naming the task, `mur answer`, or at the terminal), or raise lifecycle.input_timeout_secs in the asking capsule's murmur.yaml");
     // [ours] OpenTelemetry export (src/otel): asked for but not set up, or the collector failing.
     W_OTL_001 = "W-OTL-001", Warning, "OpenTelemetry export was asked for but cannot be set up; no span is exported", Some("correct the OTEL_* variable named above, or unset OTEL_EXPORTER_OTLP_ENDPOINT to run without export");
     W_OTL_002 = "W-OTL-002", Warning, "spans cannot be delivered to the OpenTelemetry collector", Some("check that the collector at OTEL_EXPORTER_OTLP_ENDPOINT is running and accepts OTLP/HTTP with protobuf bodies; tasks are not affected");

@@ -220,6 +220,10 @@ pub fn manifest() -> Value {
                         ),
                         ("queue_depth", int("Tasks waiting at most (at least 1 with queue).", 0)),
                         ("delegation_deadline_secs", int("Seconds a delegated child may run.", 1)),
+                        (
+                            "input_timeout_secs",
+                            int("Seconds a task may wait for an answer to its question; absent: it never asks.", 1),
+                        ),
                     ],
                 ),
             ),

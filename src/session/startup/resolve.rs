@@ -131,9 +131,15 @@ pub(super) fn load_runner(
         .and_then(|d| std::time::Instant::now().checked_add((d - Utc::now()).to_std().unwrap_or_default()));
     let retry = crate::model::Retry::from_timing(Timing::get(), deadline);
     let mut agent = crate::model::Agent::new(config, identity, callees.clone(), retry);
-    if !c.manifest.tools.is_empty() {
-        agent = agent.with_tools(load_tools(c, &callees)?);
+    let mut tools = if c.manifest.tools.is_empty() {
+        crate::tools::Toolbox::runtime(&callees)
+    } else {
+        load_tools(c, &callees)?
+    };
+    if c.manifest.lifecycle.input_timeout_secs.is_some() {
+        tools = tools.asking();
     }
+    agent = agent.with_tools(tools);
     Ok(Runner::Model(std::sync::Arc::new(agent)))
 }
 

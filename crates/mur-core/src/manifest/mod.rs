@@ -74,6 +74,9 @@ pub struct Lifecycle {
     pub after_task: AfterTask,
     pub queue_depth: u32,
     pub delegation_deadline_secs: u64,
+    /// `lifecycle.input_timeout_secs`: how long a task may wait for an answer to a question it
+    /// asked (`request-input`); `None`, the capsule never asks.
+    pub input_timeout_secs: Option<u64>,
 }
 
 impl Default for Lifecycle {
@@ -83,6 +86,7 @@ impl Default for Lifecycle {
             after_task: AfterTask::Exit,
             queue_depth: 1,
             delegation_deadline_secs: DEFAULT_DELEGATION_DEADLINE_SECS,
+            input_timeout_secs: None,
         }
     }
 }

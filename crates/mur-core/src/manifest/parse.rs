@@ -459,6 +459,7 @@ fn lifecycle(w: &mut Walker, root: &Node) -> R<Lifecycle> {
             "after_task",
             "queue_depth",
             "delegation_deadline_secs",
+            "input_timeout_secs",
         ],
         &[],
     );
@@ -479,6 +480,7 @@ fn lifecycle(w: &mut Walker, root: &Node) -> R<Lifecycle> {
     }
     l.delegation_deadline_secs = integer(lc, p, "delegation_deadline_secs", 1, u64::MAX.into())?
         .map_or(DEFAULT_DELEGATION_DEADLINE_SECS, |d| d as u64);
+    l.input_timeout_secs = integer(lc, p, "input_timeout_secs", 1, u64::MAX.into())?.map(|d| d as u64);
     Ok(l)
 }
 

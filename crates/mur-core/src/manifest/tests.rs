@@ -29,7 +29,8 @@ fn defaults() {
             task_acceptance: Acceptance::Single,
             after_task: AfterTask::Exit,
             queue_depth: 1,
-            delegation_deadline_secs: 600
+            delegation_deadline_secs: 600,
+            input_timeout_secs: None,
         }
     );
     let inf = ok("inference: {}\n").manifest.inference.unwrap();
@@ -45,7 +46,7 @@ fn full_manifest() {
     let m = ok("component: capsule.wat\n\
          exports: {peer_tasks: {accept: true}}\n\
          network: {authentication: {scheme: bearer}}\n\
-         lifecycle: {task_acceptance: queue, after_task: sleep, queue_depth: 3, delegation_deadline_secs: 30}\n\
+         lifecycle: {task_acceptance: queue, after_task: sleep, queue_depth: 3, delegation_deadline_secs: 30, input_timeout_secs: 90}\n\
          capabilities: {network: {allow: [localhost, 'https://api.example.com:443']}, spawn: {allow: []}}\n\
          trace: {retain: {max_sessions: 5, max_age: 7d}}\n")
     .manifest;
@@ -62,7 +63,8 @@ fn full_manifest() {
             task_acceptance: Acceptance::Queue,
             after_task: AfterTask::Sleep,
             queue_depth: 3,
-            delegation_deadline_secs: 30
+            delegation_deadline_secs: 30,
+            input_timeout_secs: Some(90),
         }
     );
     assert_eq!(m.network_allow, ["localhost", "https://api.example.com:443"]);
@@ -320,6 +322,10 @@ fn type_errors() {
         (
             "lifecycle: {delegation_deadline_secs: 0}\n",
             "lifecycle.delegation_deadline_secs: must be at least 1, found 0",
+        ),
+        (
+            "lifecycle: {input_timeout_secs: 0}\n",
+            "lifecycle.input_timeout_secs: must be at least 1, found 0",
         ),
         (
             "capabilities: {network: {allow: localhost}}\n",

@@ -22,6 +22,8 @@ pub const CALL_MEMBER: &str = "call-member";
 /// The runtime tool that ends a member-sent task without an answer
 /// (docs/reference/capsules.md#model-capsules).
 pub const END_WITHOUT_ANSWER: &str = "end-without-answer";
+/// The runtime tool a capsule that may ask asks its caller with (docs/reference/door.md#asking).
+pub const REQUEST_INPUT: &str = "request-input";
 
 /// Bytes of a failed reply's body quoted in the failure text
 /// (docs/reference/capsules.md#model-capsules).
