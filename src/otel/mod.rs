@@ -435,6 +435,46 @@ pub fn task_ended(task_id: &str, status: &str) {
     }
 }
 
+/// The running task asked for input: an `input_requested` event on its span, naming who asked
+/// and the question's size (never its text).
+pub fn input_requested(task_id: &str, asked_by: &[String], question_bytes: usize) {
+    task_event(
+        task_id,
+        "input_requested",
+        vec![
+            KeyValue::new("mur.input.asked_by", asked_by.join(" ")),
+            KeyValue::new(
+                "mur.input.question_bytes",
+                i64::try_from(question_bytes).unwrap_or(i64::MAX),
+            ),
+        ],
+    );
+}
+
+/// The task's question is over: an `input_received` event on its span, with how (`answered`,
+/// `timed_out`, `abandoned`), the wait and the answer's size.
+pub fn input_received(task_id: &str, outcome: &str, waited_ms: u64, answer_bytes: Option<usize>) {
+    let mut attrs = vec![
+        KeyValue::new("mur.input.outcome", outcome.to_string()),
+        KeyValue::new("mur.input.waited_ms", i64::try_from(waited_ms).unwrap_or(i64::MAX)),
+    ];
+    if let Some(n) = answer_bytes {
+        attrs.push(KeyValue::new(
+            "mur.input.answer_bytes",
+            i64::try_from(n).unwrap_or(i64::MAX),
+        ));
+    }
+    task_event(task_id, "input_received", attrs);
+}
+
+/// An event on the running task's span; nothing when export is off or the task is not running.
+fn task_event(task_id: &str, name: &'static str, attrs: Vec<KeyValue>) {
+    let Some(e) = STATE.get() else { return };
+    if let Some(cx) = e.task_context(task_id) {
+        cx.span().add_event(name, attrs);
+    }
+}
+
 /// The running task's span as a W3C `traceparent`, for the requests its component sends to a
 /// peer's door through a virtual address. `None` when export is off or the task is not running.
 pub fn task_traceparent(task_id: &str) -> Option<String> {

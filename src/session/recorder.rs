@@ -116,13 +116,20 @@ impl Recorder {
                 task_id,
                 asked_by,
                 question_bytes,
-            } => self.journal.input_requested(task_id, asked_by, *question_bytes),
+            } => {
+                crate::otel::input_requested(task_id, asked_by, *question_bytes);
+                self.journal.input_requested(task_id, asked_by, *question_bytes);
+            }
             BoardEvent::InputSettled {
                 task_id,
                 waited_ms,
                 answer_bytes,
                 outcome,
-            } => self.journal.input_received(task_id, *waited_ms, *answer_bytes, *outcome),
+            } => {
+                crate::otel::input_received(task_id, outcome.as_str(), *waited_ms, *answer_bytes);
+                self.journal
+                    .input_received(task_id, *waited_ms, *answer_bytes, *outcome);
+            }
         }
     }
 
