@@ -92,6 +92,7 @@ fn outcome(member: &str, status: CallStatus, output: &str) -> CallOutcome {
         status,
         output: output.into(),
         truncated: false,
+        asked_by: Vec::new(),
     }
 }
 
@@ -976,6 +977,7 @@ async fn a_call_completes_and_its_answer_arrives_as_soon_as_the_callee_finishes(
             status: CallStatus::Completed,
             output: "released".into(),
             truncated: false,
+            asked_by: Vec::new(),
         }]
     );
 

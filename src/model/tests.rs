@@ -546,6 +546,7 @@ impl FakeCalls {
                     status: CallStatus::Failed,
                     output: format!("{} broke", c.1),
                     truncated: false,
+                    asked_by: Vec::new(),
                 },
                 (None, false) => CallOutcome {
                     call_id: c.0.clone(),
@@ -553,6 +554,7 @@ impl FakeCalls {
                     status: CallStatus::Completed,
                     output: format!("{} did: {}", c.1, c.2),
                     truncated: false,
+                    asked_by: Vec::new(),
                 },
             };
             c.4 = true;
@@ -574,6 +576,7 @@ impl AgentCalls for FakeCalls {
                     status: CallStatus::Unreachable,
                     output: "no door".into(),
                     truncated: false,
+                    asked_by: Vec::new(),
                 };
                 s.calls
                     .push((call_id.clone(), member.into(), task.into(), Some(o), false));
