@@ -252,7 +252,9 @@ mod tests {
     #[test]
     fn the_kernel_names_the_owner_of_an_accepted_connection_without_the_table() {
         for bind in ["127.0.0.1:0", "[::1]:0"] {
-            let Ok(l) = std::net::TcpListener::bind(bind) else { continue };
+            let Ok(l) = std::net::TcpListener::bind(bind) else {
+                continue;
+            };
             let s = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
             let _accepted = l.accept().unwrap();
             let me = nix::unistd::geteuid().as_raw();
@@ -264,7 +266,10 @@ mod tests {
             assert_eq!(back, Some(procinfo::SockDiag::Owner(me)), "{bind}");
             let mut none = s.local_addr().unwrap();
             none.set_port(1);
-            assert_eq!(sock_diag_owner(s.peer_addr().unwrap(), none), Some(procinfo::SockDiag::Unknown));
+            assert_eq!(
+                sock_diag_owner(s.peer_addr().unwrap(), none),
+                Some(procinfo::SockDiag::Unknown)
+            );
         }
     }
 }

@@ -214,7 +214,11 @@ impl TaskInner {
         let Some(arbiter) = &self.shared.arbiter else {
             return;
         };
-        let (router, trust, timeout) = (self.shared.router.clone(), self.trust, self.shared.timing.answer_request);
+        let (router, trust, timeout) = (
+            self.shared.router.clone(),
+            self.trust,
+            self.shared.timing.answer_request,
+        );
         let (call_id, member, task_id) = (call_id.to_string(), member.to_string(), member_task_id.to_string());
         arbiter.spawn_fn(move || {
             actix_rt::spawn(async move {

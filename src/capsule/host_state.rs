@@ -90,12 +90,7 @@ impl call_member::Host for HostState {
     }
 
     async fn await_all(&mut self) -> Vec<call_member::CallOutcome> {
-        self.calls
-            .await_all()
-            .await
-            .into_iter()
-            .map(wit_outcome)
-            .collect()
+        self.calls.await_all().await.into_iter().map(wit_outcome).collect()
     }
 
     async fn await_next(&mut self) -> Option<call_member::CallEvent> {

@@ -68,7 +68,12 @@ pub trait AgentCalls: Send + Sync {
     /// Answers the question call `reply_to` to `member` ended `input-required` with
     /// (docs/reference/capsules.md#questions-across-members): a new call, reported as a dispatch
     /// is. `Err` is a tool error: nothing was sent.
-    fn reply<'a>(&'a self, _member: &'a str, reply_to: &'a str, _answer: &'a str) -> BoxFuture<'a, Result<CallReply, String>> {
+    fn reply<'a>(
+        &'a self,
+        _member: &'a str,
+        reply_to: &'a str,
+        _answer: &'a str,
+    ) -> BoxFuture<'a, Result<CallReply, String>> {
         let text = format!(
             "no call of this task waits with a question under the id '{}'",
             crate::diag::shown(reply_to)

@@ -47,7 +47,12 @@ impl AgentCalls for SessionCalls {
         Box::pin(async move { Ok(self.reply_of(self.task.dispatch(member, task).await?)) })
     }
 
-    fn reply<'a>(&'a self, member: &'a str, reply_to: &'a str, answer: &'a str) -> BoxFuture<'a, Result<CallReply, String>> {
+    fn reply<'a>(
+        &'a self,
+        member: &'a str,
+        reply_to: &'a str,
+        answer: &'a str,
+    ) -> BoxFuture<'a, Result<CallReply, String>> {
         Box::pin(async move { Ok(self.reply_of(self.task.reply(member, reply_to, answer).await?)) })
     }
 

@@ -122,7 +122,9 @@ impl Recorder {
                 waited_ms,
                 answer_bytes,
                 outcome,
-            } => self.journal.input_received(task_id, *waited_ms, *answer_bytes, *outcome),
+            } => self
+                .journal
+                .input_received(task_id, *waited_ms, *answer_bytes, *outcome),
         }
     }
 

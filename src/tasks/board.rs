@@ -21,8 +21,9 @@ use tokio::sync::watch;
 
 use super::retention::{Books, Retention};
 use super::types::{
-    AnswerChunk, AnswerRefusal, Asked, BoardEvent, CONTEXT_BYTES, CONTEXT_TURNS, CancelResult, Clock, ContextTurn, HISTORY_MESSAGES,
-    HistoryMessage, HistoryText, InputOutcome, ListPage, ListQuery, NewTask, Role, TaskSnapshot, owner_sees,
+    AnswerChunk, AnswerRefusal, Asked, BoardEvent, CONTEXT_BYTES, CONTEXT_TURNS, CancelResult, Clock, ContextTurn,
+    HISTORY_MESSAGES, HistoryMessage, HistoryText, InputOutcome, ListPage, ListQuery, NewTask, Role, TaskSnapshot,
+    owner_sees,
 };
 use crate::ids::{self, IdKind};
 use crate::manifest::Acceptance;

@@ -21,8 +21,9 @@ pub use ask::Asker;
 pub use board::{Board, Cancel, Pinned, Work};
 pub use retention::{KEEP_ENDED_BYTES, KEEP_ENDED_TASKS, Retention};
 pub use types::{
-    AnswerChunk, AnswerRefusal, Asked, BoardEvent, CONTEXT_BYTES, CONTEXT_TURNS, CancelResult, Clock, ContextTurn, HISTORY_MESSAGES,
-    HistoryMessage, HistoryText, InputOutcome, ListPage, ListQuery, NewTask, Role, TaskSnapshot, owner_sees,
+    AnswerChunk, AnswerRefusal, Asked, BoardEvent, CONTEXT_BYTES, CONTEXT_TURNS, CancelResult, Clock, ContextTurn,
+    HISTORY_MESSAGES, HistoryMessage, HistoryText, InputOutcome, ListPage, ListQuery, NewTask, Role, TaskSnapshot,
+    owner_sees,
 };
 // The task model's pure part (states, trust, origins, outcomes) is the core's.
 pub use crate::task::{NoAnswerBelow, Origin, REJECT_BUSY, REJECT_CLOSING, TaskOutcome, TaskState, Trust};

@@ -109,7 +109,11 @@ fn asking_task(rec: &Value) -> Option<Value> {
 #[test]
 fn the_workers_question_goes_up_to_the_operator_and_the_answer_comes_back_down() {
     let lead = vec![
-        tools(&[("c1", "call-member", json!({"member": "worker", "task": "paint the shed"}))]),
+        tools(&[(
+            "c1",
+            "call-member",
+            json!({"member": "worker", "task": "paint the shed"}),
+        )]),
         text("waiting for the worker"),
         // The worker asks: pass the question up, through this member.
         Step::func(|req: &Request| {
@@ -192,7 +196,10 @@ fn the_workers_question_goes_up_to_the_operator_and_the_answer_comes_back_down()
     let starts = of_type(&lead_recs, "member_call_start");
     assert_eq!(starts.len(), 2);
     assert_eq!(starts[1]["reply_to"], calls[0]["call_id"]);
-    assert_eq!(starts[1]["member_task_id"], starts[0]["member_task_id"], "the reply answers the same task");
+    assert_eq!(
+        starts[1]["member_task_id"], starts[0]["member_task_id"],
+        "the reply answers the same task"
+    );
     let asked = of_type(&lead_recs, "input_requested");
     assert_eq!(asked.len(), 1, "{lead_recs:?}");
     let worker_recs = member_traces(&sb, "worker").concat();
@@ -206,7 +213,11 @@ fn the_workers_question_goes_up_to_the_operator_and_the_answer_comes_back_down()
 #[test]
 fn a_caller_that_ends_without_answering_cancels_the_question_and_a_stray_reply_is_a_tool_error() {
     let lead = vec![
-        tools(&[("c1", "call-member", json!({"member": "worker", "task": "paint the shed"}))]),
+        tools(&[(
+            "c1",
+            "call-member",
+            json!({"member": "worker", "task": "paint the shed"}),
+        )]),
         text("waiting for the worker"),
         tools(&[(
             "r1",
@@ -226,10 +237,15 @@ fn a_caller_that_ends_without_answering_cancels_the_question_and_a_stray_reply_i
     assert_eq!(lreqs.len(), 4);
     let stray = message_texts(&lreqs[3]).pop().unwrap_or_default();
     assert!(
-        stray.contains("no call of this task waits with a question under the id 'mcl_0199c4e2f1b7712a9d3e4f5061728394'"),
+        stray
+            .contains("no call of this task waits with a question under the id 'mcl_0199c4e2f1b7712a9d3e4f5061728394'"),
         "{stray}"
     );
-    assert_eq!(wp.requests().len(), 1, "the worker's model ran once and was never answered");
+    assert_eq!(
+        wp.requests().len(),
+        1,
+        "the worker's model ran once and was never answered"
+    );
 
     // The worker's task was cancelled by its caller, before the formation wound down, and its
     // question recorded abandoned.

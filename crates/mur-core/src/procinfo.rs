@@ -194,7 +194,13 @@ mod tests {
     }
 
     /// The kernel's answer for the server side of `server`/`client`, as it lays it out.
-    fn diag_answer(server: std::net::SocketAddr, client: std::net::SocketAddr, seq: u32, state: u8, uid: u32) -> Vec<u8> {
+    fn diag_answer(
+        server: std::net::SocketAddr,
+        client: std::net::SocketAddr,
+        seq: u32,
+        state: u8,
+        uid: u32,
+    ) -> Vec<u8> {
         let mut m = Vec::new();
         m.extend_from_slice(&((NLMSG_HEADER + 4 + SOCKID + 20) as u32).to_ne_bytes());
         m.extend_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
@@ -229,15 +235,43 @@ mod tests {
         assert_eq!((req6[16], req6[43], req6[59]), (10, 1, 1));
 
         let cases: &[(&str, Vec<u8>, SockDiag)] = &[
-            ("established", diag_answer(server, client, 9, 1, 1000), SockDiag::Owner(1000)),
+            (
+                "established",
+                diag_answer(server, client, 9, 1, 1000),
+                SockDiag::Owner(1000),
+            ),
             ("close-wait", diag_answer(server, client, 9, 8, 0), SockDiag::Owner(0)),
-            ("half-open reads uid 0", diag_answer(server, client, 9, 12, 0), SockDiag::Unknown),
+            (
+                "half-open reads uid 0",
+                diag_answer(server, client, 9, 12, 0),
+                SockDiag::Unknown,
+            ),
             ("time-wait", diag_answer(server, client, 9, 6, 0), SockDiag::Unknown),
-            ("a listener", diag_answer(server, client, 9, 10, 1000), SockDiag::Unknown),
-            ("another request", diag_answer(server, client, 8, 1, 1000), SockDiag::Unknown),
-            ("another socket", diag_answer(at(8081), client, 9, 1, 1000), SockDiag::Unknown),
-            ("the client's side", diag_answer(client, server, 9, 1, 1000), SockDiag::Unknown),
-            ("cut short", diag_answer(server, client, 9, 1, 1000)[..70].to_vec(), SockDiag::Unknown),
+            (
+                "a listener",
+                diag_answer(server, client, 9, 10, 1000),
+                SockDiag::Unknown,
+            ),
+            (
+                "another request",
+                diag_answer(server, client, 8, 1, 1000),
+                SockDiag::Unknown,
+            ),
+            (
+                "another socket",
+                diag_answer(at(8081), client, 9, 1, 1000),
+                SockDiag::Unknown,
+            ),
+            (
+                "the client's side",
+                diag_answer(client, server, 9, 1, 1000),
+                SockDiag::Unknown,
+            ),
+            (
+                "cut short",
+                diag_answer(server, client, 9, 1, 1000)[..70].to_vec(),
+                SockDiag::Unknown,
+            ),
             ("empty", Vec::new(), SockDiag::Unknown),
         ];
         for (what, reply, want) in cases {
@@ -245,10 +279,18 @@ mod tests {
         }
         let mut error = diag_answer(server, client, 9, 1, 1000);
         error[4..6].copy_from_slice(&NLMSG_ERROR.to_ne_bytes());
-        assert_eq!(sock_diag_owner(&error, server, client, 9), SockDiag::Unknown, "an error");
+        assert_eq!(
+            sock_diag_owner(&error, server, client, 9),
+            SockDiag::Unknown,
+            "an error"
+        );
         let mut long = diag_answer(server, client, 9, 1, 1000);
         long[0..4].copy_from_slice(&4096u32.to_ne_bytes());
-        assert_eq!(sock_diag_owner(&long, server, client, 9), SockDiag::Unknown, "a length past the reply");
+        assert_eq!(
+            sock_diag_owner(&long, server, client, 9),
+            SockDiag::Unknown,
+            "a length past the reply"
+        );
     }
 
     #[test]

@@ -222,7 +222,10 @@ pub fn manifest() -> Value {
                         ("delegation_deadline_secs", int("Seconds a delegated child may run.", 1)),
                         (
                             "input_timeout_secs",
-                            int("Seconds a task may wait for an answer to its question; absent: it never asks.", 1),
+                            int(
+                                "Seconds a task may wait for an answer to its question; absent: it never asks.",
+                                1,
+                            ),
                         ),
                     ],
                 ),
