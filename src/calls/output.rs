@@ -130,9 +130,14 @@ pub fn neutralise(output: &str) -> String {
 /// </untrusted-content>
 /// ```
 ///
-/// A call that did not complete says `ended <status>, with no answer from <m>:` instead.
+/// A call that did not complete says `ended <status>, with no answer from <m>:` instead; one
+/// whose callee asks a question says so, fences the question, and says how to answer it
+/// (docs/reference/capsules.md#questions-across-members).
 pub fn fence(outcome: &CallOutcome) -> String {
     let (id, m) = (&outcome.call_id, &outcome.member);
+    if outcome.status == CallStatus::InputRequired {
+        return question_fence(outcome);
+    }
     let header = if outcome.status == CallStatus::Completed {
         format!("[call-member] call {id} to {m} ended completed:")
     } else {
@@ -147,21 +152,53 @@ pub fn fence(outcome: &CallOutcome) -> String {
     )
 }
 
+/// An `input_required` call's block:
+///
+/// ```text
+/// [call-member] call mcl_… to worker is waiting: worker asks a question (input-required):
+/// <untrusted-content source=member:worker>
+/// <question>
+/// </untrusted-content>
+/// [call-member] Answer it with call-member (member "worker", reply_to "mcl_…", task = your answer), …
+/// ```
+///
+/// A question `worker` passes on from deeper down names who first asked it.
+fn question_fence(outcome: &CallOutcome) -> String {
+    let (id, m) = (&outcome.call_id, &outcome.member);
+    let who = match outcome.asked_by.split_last() {
+        Some((_, inner)) if !inner.is_empty() => format!("{m} passes on a question {} asked", inner.join(" via ")),
+        _ => format!("{m} asks a question"),
+    };
+    format!(
+        "[call-member] call {id} to {m} is waiting: {who} (input-required):\n\
+         <untrusted-content source=member:{m}>\n{}\n</untrusted-content>\n\
+         [call-member] Answer it with call-member (member \"{m}\", reply_to \"{id}\", task = your answer); \
+         or, if only your own caller can answer, ask it with request-input (relay \"{id}\", question = the \
+         question); or leave it unanswered: when your task ends, {m}'s task is cancelled.",
+        neutralise(&outcome.output)
+    )
+}
+
 /// The one user message a model capsule's task continues with once every call has ended
 /// (docs/reference/capsules.md#calls-between-members): each call's [`fence`] block, separated by
 /// blank lines, then the members that gave no answer (when any), then the closing line.
 pub fn continuation_message(outcomes: &[CallOutcome]) -> String {
     let mut parts: Vec<String> = outcomes.iter().map(fence).collect();
     let mut silent: Vec<&str> = Vec::new();
+    let asking = |o: &CallOutcome| o.status == CallStatus::InputRequired;
     for o in outcomes {
-        if o.status != CallStatus::Completed && !silent.contains(&o.member.as_str()) {
+        if o.status != CallStatus::Completed && !asking(o) && !silent.contains(&o.member.as_str()) {
             silent.push(&o.member);
         }
     }
     if !silent.is_empty() {
         parts.push(format!("[call-member] No answer came from: {}", silent.join(", ")));
     }
-    parts.push("[call-member] Every call this task made has ended.".to_string());
+    parts.push(if outcomes.iter().any(asking) {
+        "[call-member] Every other call this task made has ended.".to_string()
+    } else {
+        "[call-member] Every call this task made has ended.".to_string()
+    });
     parts.join("\n\n")
 }
 

@@ -7,7 +7,8 @@
 //!    ended at once.
 //! 3. Busy: offer the task again after 1 s, doubling to 8 s, plus a deterministic jitter, until
 //!    the callee takes it, refuses it otherwise, stays unreachable, or the bound passes.
-//! 4. Started: follow the callee's task with SubscribeToTask, so its end is seen the moment it
+//! 4. Started: follow the callee's task with SubscribeToTask, so its end (or its question:
+//!    `TASK_STATE_INPUT_REQUIRED` is an outcome of the call too) is seen the moment it
 //!    happens, then read the outcome with GetTask; when the stream fails, poll GetTask every
 //!    500 ms. Two consecutive transport failures end the call `unreachable`, unless the stream
 //!    already showed the task end (its door gone with its session): then that is the outcome.
@@ -113,8 +114,11 @@ pub(crate) async fn run_call(
     let client =
         Rc::new(DoorClient::new(route, inner.trust, timing.answer_request).with_traceparent(slot.traceparent.clone()));
 
-    // 2. The first offer.
-    let body = wire::send_message_body(&slot.call_id, &slot.call_id, &task);
+    // 2. The first offer; a reply's is the answer to the callee's waiting task.
+    let body = match &slot.reply_to {
+        Some(r) => wire::answer_body(&slot.call_id, &r.member_task_id, &task),
+        None => wire::send_message_body(&slot.call_id, &slot.call_id, &task),
+    };
     let sent = match race(client.post(body, timing.call_send), deadline, &slot).await {
         Race::Done(r) => r,
         Race::Deadline => {

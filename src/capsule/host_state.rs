@@ -90,18 +90,35 @@ impl call_member::Host for HostState {
     }
 
     async fn await_all(&mut self) -> Vec<call_member::CallOutcome> {
-        self.calls
-            .await_all()
-            .await
-            .into_iter()
-            .map(|o| call_member::CallOutcome {
+        self.calls.await_all().await.into_iter().map(wit_outcome).collect()
+    }
+
+    async fn await_next(&mut self) -> Option<call_member::CallEvent> {
+        let o = self.calls.await_next().await?;
+        Some(if o.status == CallStatus::InputRequired {
+            call_member::CallEvent::Asks(call_member::Question {
                 call_id: o.call_id,
                 member: o.member,
-                status: wit_status(o.status),
-                output: o.output,
-                truncated: o.truncated,
+                text: o.output,
+                asked_by: o.asked_by,
             })
-            .collect()
+        } else {
+            call_member::CallEvent::Ended(wit_outcome(o))
+        })
+    }
+
+    async fn reply(&mut self, call_id: String, answer: String) -> Result<String, String> {
+        self.calls.reply(&call_id, &answer).await
+    }
+}
+
+fn wit_outcome(o: crate::capsule::CallOutcome) -> call_member::CallOutcome {
+    call_member::CallOutcome {
+        call_id: o.call_id,
+        member: o.member,
+        status: wit_status(o.status),
+        output: o.output,
+        truncated: o.truncated,
     }
 }
 
@@ -116,6 +133,9 @@ fn wit_status(s: CallStatus) -> call_member::CallStatus {
         CallStatus::Unreachable => W::Unreachable,
         CallStatus::Abandoned => W::Abandoned,
         CallStatus::NoAnswer => W::NoAnswer,
+        // `await-all` turns a question into `failed` before it gets here; the enum of old
+        // components has no word for it, and keeps none.
+        CallStatus::InputRequired => W::Failed,
     }
 }
 

@@ -145,6 +145,8 @@ pub struct CallOutcome {
     /// Capped and redacted as docs/reference/capsules.md#calls-between-members says, not fenced.
     pub output: String,
     pub truncated: bool,
+    /// For an `input_required` call (its output is the question): who asked, innermost first.
+    pub asked_by: Vec<String>,
 }
 
 /// `metadata.murmur.noAnswerBelow` of a task that ends without an answer
@@ -171,7 +173,23 @@ pub trait MemberCalls: Send + Sync {
     /// session keeps re-offering), `Err(message)` for a dispatch fault.
     fn start<'a>(&'a self, member: &'a str, task: &'a str) -> BoxFuture<'a, Result<String, String>>;
     /// Waits until every call this task started has an outcome; returns each not yet returned.
+    /// A call whose callee asked a question is returned `failed` (this interface cannot answer
+    /// it) and the callee's task is cancelled.
     fn await_all(&self) -> BoxFuture<'_, Vec<CallOutcome>>;
+    /// Waits for the next call not returned yet to have an outcome (an `input_required` one
+    /// included) and returns it; `None` once every call was returned.
+    fn await_next(&self) -> BoxFuture<'_, Option<CallOutcome>> {
+        Box::pin(async { None })
+    }
+    /// Answers the question call `call_id` ended `input_required` with: `Ok(call id)` of the
+    /// reply, a call of its own; `Err(message)` when no question is open under that id.
+    fn reply<'a>(&'a self, call_id: &'a str, _answer: &'a str) -> BoxFuture<'a, Result<String, String>> {
+        let message = format!(
+            "no call of this task waits with a question under the id '{}'",
+            crate::diag::shown(call_id)
+        );
+        Box::pin(async move { Err(message) })
+    }
 }
 
 /// The dispatch fault of a call to `member`, which is not one of `callees`

@@ -228,6 +228,7 @@ fn scripted(status: CallStatus, output: &str) -> Arc<Scripted> {
             status,
             output: output.into(),
             truncated: false,
+            asked_by: Vec::new(),
         },
         started: Mutex::new(Vec::new()),
     })

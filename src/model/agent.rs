@@ -65,6 +65,21 @@ pub trait AgentCalls: Send + Sync {
     fn question_of(&self, _call_id: &str) -> Option<Vec<String>> {
         None
     }
+    /// Answers the question call `reply_to` to `member` ended `input-required` with
+    /// (docs/reference/capsules.md#questions-across-members): a new call, reported as a dispatch
+    /// is. `Err` is a tool error: nothing was sent.
+    fn reply<'a>(
+        &'a self,
+        _member: &'a str,
+        reply_to: &'a str,
+        _answer: &'a str,
+    ) -> BoxFuture<'a, Result<CallReply, String>> {
+        let text = format!(
+            "no call of this task waits with a question under the id '{}'",
+            crate::diag::shown(reply_to)
+        );
+        Box::pin(async move { Err(text) })
+    }
 }
 
 /// The calls of a member that may call nobody (it is offered no tools).
@@ -597,6 +612,7 @@ impl TaskRun<'_> {
                     status: CallStatus::Abandoned,
                     output: format!("the runtime lost track of this call, so no answer from {member} arrived"),
                     truncated: false,
+                    asked_by: Vec::new(),
                 });
             }
         }
@@ -699,6 +715,11 @@ impl TaskRun<'_> {
                 "{CALL_MEMBER} needs `member` (the member to call) and `task` (the task in full), both strings"
             ));
         };
+        let reply_to = match input.get("reply_to") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(id)) => Some(id.as_str()),
+            Some(_) => return Err(format!("{CALL_MEMBER}'s `reply_to` is a call id, a string")),
+        };
         // Step 2.
         let callees = &self.agent.callees;
         if !callees.iter().any(|c| c == member) {
@@ -717,7 +738,10 @@ impl TaskRun<'_> {
                  waiting); end your turn now and collect every answer before calling '{member}' again"
             ));
         }
-        let r = self.task.calls.call(member, text).await?;
+        let r = match reply_to {
+            Some(id) => self.task.calls.reply(member, id, text).await?,
+            None => self.task.calls.call(member, text).await?,
+        };
         if r.pending {
             self.pending.push((r.call_id.clone(), member.to_string()));
         } else {

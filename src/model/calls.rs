@@ -29,19 +29,35 @@ impl SessionCalls {
     }
 }
 
+impl SessionCalls {
+    fn reply_of(&self, d: crate::calls::Dispatched) -> CallReply {
+        let pending = !matches!(d.kind, DispatchKind::Ended { .. });
+        let r = tool_result(&d, self.bound, self.from_member);
+        CallReply {
+            call_id: d.call_id,
+            pending,
+            failed: r.failed,
+            text: r.text,
+        }
+    }
+}
+
 impl AgentCalls for SessionCalls {
     fn call<'a>(&'a self, member: &'a str, task: &'a str) -> BoxFuture<'a, Result<CallReply, String>> {
-        Box::pin(async move {
-            let d = self.task.dispatch(member, task).await?;
-            let pending = !matches!(d.kind, DispatchKind::Ended { .. });
-            let r = tool_result(&d, self.bound, self.from_member);
-            Ok(CallReply {
-                call_id: d.call_id,
-                pending,
-                failed: r.failed,
-                text: r.text,
-            })
-        })
+        Box::pin(async move { Ok(self.reply_of(self.task.dispatch(member, task).await?)) })
+    }
+
+    fn reply<'a>(
+        &'a self,
+        member: &'a str,
+        reply_to: &'a str,
+        answer: &'a str,
+    ) -> BoxFuture<'a, Result<CallReply, String>> {
+        Box::pin(async move { Ok(self.reply_of(self.task.reply(member, reply_to, answer).await?)) })
+    }
+
+    fn question_of(&self, call_id: &str) -> Option<Vec<String>> {
+        self.task.question_of(call_id)
     }
 
     fn await_all(&self) -> BoxFuture<'_, Vec<CallOutcome>> {

@@ -99,7 +99,7 @@ fn tools_exist_exactly_with_callees() {
         [
             (
                 "call-member",
-                r#"{"properties":{"member":{"enum":["coder","tester"],"type":"string"},"task":{"type":"string"}},"required":["member","task"],"type":"object"}"#.to_string()
+                r#"{"properties":{"member":{"enum":["coder","tester"],"type":"string"},"reply_to":{"description":"the call id of a member's question this task answers","type":"string"},"task":{"type":"string"}},"required":["member","task"],"type":"object"}"#.to_string()
             ),
             (
                 "end-without-answer",
@@ -119,10 +119,10 @@ fn tools_exist_exactly_with_callees() {
     }
 }
 
-const CALL_MEMBER_DESC: &str = "Give a task to another member of your formation. The member sees nothing but the task text you write here, so state the task in full. The tool returns immediately, before the member answers: every answer is delivered to you once your current turn is over, so end your turn when you have nothing else to do. Calling a member again while its previous answer is still pending is refused.";
+const CALL_MEMBER_DESC: &str = "Give a task to another member of your formation. The member sees nothing but the task text you write here, so state the task in full. The tool returns immediately, before the member answers: every answer is delivered to you once your current turn is over, so end your turn when you have nothing else to do. Calling a member again while its previous answer is still pending is refused. When a member's call is waiting with a question (input-required), answer it by calling that member again with `reply_to` set to the call's id and your answer as `task`.";
 const END_DESC: &str = "End the current task without an answer, and say why. Only for a task another member sent you, once none of your member calls is still outstanding; the member that sent the task is told that you gave no answer.";
 const SYSTEM_JSON: &str = r#""[Capsule]\nname: local/planner\nmember: planner\nformation: frm_0199c4e2f1b7712a9d3e4f5061728394\n\nYou plan.""#;
-const SCHEMA_JSON: &str = r#"{"properties":{"member":{"enum":["coder","tester"],"type":"string"},"task":{"type":"string"}},"required":["member","task"],"type":"object"}"#;
+const SCHEMA_JSON: &str = r#"{"properties":{"member":{"enum":["coder","tester"],"type":"string"},"reply_to":{"description":"the call id of a member's question this task answers","type":"string"},"task":{"type":"string"}},"required":["member","task"],"type":"object"}"#;
 const REASON_JSON: &str = r#"{"properties":{"reason":{"type":"string"}},"required":["reason"],"type":"object"}"#;
 
 fn openai_first_body() -> String {
@@ -546,6 +546,7 @@ impl FakeCalls {
                     status: CallStatus::Failed,
                     output: format!("{} broke", c.1),
                     truncated: false,
+                    asked_by: Vec::new(),
                 },
                 (None, false) => CallOutcome {
                     call_id: c.0.clone(),
@@ -553,6 +554,7 @@ impl FakeCalls {
                     status: CallStatus::Completed,
                     output: format!("{} did: {}", c.1, c.2),
                     truncated: false,
+                    asked_by: Vec::new(),
                 },
             };
             c.4 = true;
@@ -574,6 +576,7 @@ impl AgentCalls for FakeCalls {
                     status: CallStatus::Unreachable,
                     output: "no door".into(),
                     truncated: false,
+                    asked_by: Vec::new(),
                 };
                 s.calls
                     .push((call_id.clone(), member.into(), task.into(), Some(o), false));

@@ -453,6 +453,7 @@ mod tests {
             status,
             output: String::new(),
             truncated: false,
+            asked_by: Vec::new(),
         };
         let ended = [
             call("coder", CallStatus::Failed),

@@ -11,7 +11,9 @@ use crate::wire::model::{CALL_MEMBER, END_WITHOUT_ANSWER, REQUEST_INPUT, ToolSpe
 const CALL_MEMBER_DESCRIPTION: &str = "Give a task to another member of your formation. The member sees nothing but \
 the task text you write here, so state the task in full. The tool returns immediately, before the member answers: \
 every answer is delivered to you once your current turn is over, so end your turn when you have nothing else to do. \
-Calling a member again while its previous answer is still pending is refused.";
+Calling a member again while its previous answer is still pending is refused. When a member's call is waiting with a \
+question (input-required), answer it by calling that member again with `reply_to` set to the call's id and your \
+answer as `task`.";
 
 const END_WITHOUT_ANSWER_DESCRIPTION: &str = "End the current task without an answer, and say why. Only for a task \
 another member sent you, once none of your member calls is still outstanding; the member that sent the task is told \
@@ -52,6 +54,7 @@ impl RuntimeTool {
                     "properties": {
                         "member": {"type": "string", "enum": callees},
                         "task": {"type": "string"},
+                        "reply_to": {"type": "string", "description": "the call id of a member's question this task answers"},
                     },
                     "required": ["member", "task"],
                 }),

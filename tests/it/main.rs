@@ -10,6 +10,7 @@ mod support;
 mod a2a;
 mod admission;
 mod artifacts;
+mod asking;
 mod bounds;
 mod calls;
 mod capsules;

@@ -133,6 +133,9 @@ pub enum CallStatus {
     Unreachable,
     Abandoned,
     NoAnswer,
+    /// The callee's task asked a question (`TASK_STATE_INPUT_REQUIRED`): the call's outcome so
+    /// far, which the caller may answer with a reply (docs/reference/capsules.md#questions-across-members).
+    InputRequired,
 }
 
 impl CallStatus {
@@ -147,6 +150,7 @@ impl CallStatus {
             CallStatus::Unreachable => "unreachable",
             CallStatus::Abandoned => "abandoned",
             CallStatus::NoAnswer => "no_answer",
+            CallStatus::InputRequired => "input_required",
         }
     }
 
@@ -161,6 +165,7 @@ impl CallStatus {
             CallStatus::Unreachable,
             CallStatus::Abandoned,
             CallStatus::NoAnswer,
+            CallStatus::InputRequired,
         ]
         .into_iter()
         .find(|c| c.as_str() == s)

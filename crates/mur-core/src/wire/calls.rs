@@ -18,6 +18,10 @@ pub use crate::wire::sse::SseReader;
 /// `noAnswerBelow` entries kept from a callee (docs/reference/capsules.md#calls-between-members).
 pub const MAX_NO_ANSWER_BELOW: usize = 8;
 
+/// `metadata.murmur.askedBy` names kept from a callee's question: a chain longer than any
+/// formation's depth is a peer's invention, not a path of members.
+pub const MAX_ASKED_BY: usize = 16;
+
 /// Jitter added to a busy re-offer wait, at most (docs/reference/capsules.md#calls-between-members,
 /// docs/reference/formation.md#timing).
 pub const BUSY_JITTER_MAX: Duration = Duration::from_millis(250);
@@ -37,6 +41,18 @@ pub fn send_message_body(request_id: &str, call_id: &str, task: &str) -> String 
         lit(request_id),
         lit(&format!("msg_{call_id}")),
         lit(task)
+    )
+}
+
+/// The SendMessage body of a reply to a callee's question (docs/reference/door.md#asking): the
+/// answer as a message naming the callee's task; `call_id` is the reply's own call id.
+pub fn answer_body(call_id: &str, task_id: &str, answer: &str) -> String {
+    format!(
+        "{{\"id\":{},\"jsonrpc\":\"2.0\",\"method\":\"SendMessage\",\"params\":{{\"configuration\":{{\"returnImmediately\":true}},\"message\":{{\"messageId\":{},\"parts\":[{{\"mediaType\":\"text/plain\",\"text\":{}}}],\"role\":\"ROLE_USER\",\"taskId\":{}}}}}}}",
+        lit(call_id),
+        lit(&format!("msg_{call_id}")),
+        lit(answer),
+        lit(task_id)
     )
 }
 
@@ -153,6 +169,9 @@ pub struct CalleeTask {
     pub no_answer: bool,
     /// Well-formed `metadata.murmur.noAnswerBelow` entries, at most [`MAX_NO_ANSWER_BELOW`].
     pub no_answer_below: Vec<NoAnswerBelow>,
+    /// `metadata.murmur.askedBy` while the task asks: member names, innermost first, at most
+    /// [`MAX_ASKED_BY`]; anything that is not a member name is dropped.
+    pub asked_by: Vec<String>,
 }
 
 impl CalleeTask {
@@ -195,6 +214,18 @@ impl CalleeTask {
                     .collect()
             })
             .unwrap_or_default();
+        let asked_by = murmur
+            .and_then(|m| m.get("askedBy"))
+            .and_then(Value::as_array)
+            .map(|list| {
+                list.iter()
+                    .filter_map(Value::as_str)
+                    .filter(|m| names::is_member(m))
+                    .take(MAX_ASKED_BY)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
         CalleeTask {
             id: task.get("id").and_then(Value::as_str).unwrap_or_default().to_string(),
             state: status
@@ -207,16 +238,20 @@ impl CalleeTask {
             answer,
             no_answer,
             no_answer_below,
+            asked_by,
         }
     }
 }
 
-/// How a call ended, before redaction and the cap.
+/// How a call ended, before redaction and the cap: for [`CallStatus::InputRequired`], the
+/// callee's question, which may still be answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ended {
     pub status: CallStatus,
     pub output: String,
     pub no_answer_below: Vec<NoAnswerBelow>,
+    /// Who asked, innermost first (`metadata.murmur.askedBy`), for an input-required outcome.
+    pub asked_by: Vec<String>,
 }
 
 impl Ended {
@@ -225,6 +260,7 @@ impl Ended {
             status,
             output: output.into(),
             no_answer_below: Vec::new(),
+            asked_by: Vec::new(),
         }
     }
 }
@@ -241,7 +277,8 @@ pub enum Poll {
 /// Reads a GetTask reply (docs/reference/capsules.md#calls-between-members polling): an HTTP or
 /// JSON-RPC error ends the call `failed`; a terminal task ends it with its state (`completed` with
 /// the answer as output, `no_answer` when `metadata.murmur.noAnswer`, else `failed`, `canceled`,
-/// `rejected` with the status text).
+/// `rejected` with the status text); a task asking a question ends it `input_required`, the
+/// question as output.
 pub fn read_get_task(member: &str, http_status: u16, body: &[u8]) -> Poll {
     let task = match rpc_result(member, http_status, body) {
         Ok(v) => v,
@@ -259,12 +296,19 @@ fn task_outcome(member: &str, task: &Value) -> Poll {
             CallStatus::Failed,
             format!("{member}'s door answered GetTask without a valid task state"),
         ),
+        Some(TaskState::InputRequired) => Ended {
+            status: CallStatus::InputRequired,
+            output: text(format!("{member} asked a question without text")),
+            no_answer_below: Vec::new(),
+            asked_by: view.asked_by.clone(),
+        },
         Some(s) if !s.is_terminal() => return Poll::Live,
         Some(TaskState::Completed) => Ended::new(CallStatus::Completed, view.answer.clone().unwrap_or_default()),
         Some(TaskState::Failed) if view.no_answer => Ended {
             status: CallStatus::NoAnswer,
             output: text(format!("{member} ended its task without an answer")),
             no_answer_below: view.no_answer_below.clone(),
+            asked_by: Vec::new(),
         },
         Some(TaskState::Failed) => Ended::new(CallStatus::Failed, text(format!("{member}'s task failed"))),
         Some(TaskState::Canceled) => Ended::new(CallStatus::Canceled, text(format!("{member}'s task was canceled"))),
@@ -278,7 +322,7 @@ fn task_outcome(member: &str, task: &Value) -> Poll {
 pub enum StreamNews {
     /// The task is (still) live, or the event says nothing about its state.
     Live,
-    /// The task reached a terminal state: read the outcome with GetTask.
+    /// The task reached a terminal state, or asks a question: read the outcome with GetTask.
     Terminal,
     /// A JSON-RPC error: the stream is of no use.
     Error,
@@ -323,10 +367,10 @@ impl StreamedTask {
         }
     }
 
-    /// The call's outcome, once the stream showed the task in a terminal state.
+    /// The call's outcome, once the stream showed the task in a terminal state or asking.
     pub fn ended(&self, member: &str) -> Option<Ended> {
         let task = self.task.as_ref()?;
-        CalleeTask::read(task).state.filter(|s| s.is_terminal())?;
+        CalleeTask::read(task).state.filter(|s| settles_call(*s))?;
         match task_outcome(member, task) {
             Poll::Ended(e) => Some(e),
             Poll::Live => None,
@@ -350,9 +394,15 @@ pub fn stream_news(event: &Value) -> StreamNews {
         .and_then(Value::as_str)
         .and_then(TaskState::from_wire);
     match state {
-        Some(s) if s.is_terminal() => StreamNews::Terminal,
+        Some(s) if settles_call(s) => StreamNews::Terminal,
         _ => StreamNews::Live,
     }
+}
+
+/// Whether the callee's task in state `s` gives the call an outcome: it ended, or it asks (the
+/// door closes a stream at either).
+fn settles_call(s: TaskState) -> bool {
+    s.is_terminal() || s == TaskState::InputRequired
 }
 
 /// The wait before offer `offer` (2, 3, …) of a call that found its callee busy
