@@ -18,7 +18,7 @@ pub const REJECT_CLOSING: &str = "task rejected: the session is closing";
 pub enum TaskState {
     Submitted,
     Working,
-    /// Never produced [ours]; accepted as a ListTasks filter.
+    /// The task asked its caller a question and waits for the answer (docs/reference/door.md#asking).
     InputRequired,
     Completed,
     Failed,
