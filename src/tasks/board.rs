@@ -1247,7 +1247,7 @@ mod tests {
             .iter()
             .filter_map(|e| match e {
                 BoardEvent::Ended { task_id, state, .. } => Some((task_id.clone(), *state)),
-                BoardEvent::Received { .. } => None,
+                _ => None,
             })
             .collect();
         assert_eq!(
