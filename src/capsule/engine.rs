@@ -345,7 +345,9 @@ impl Budget {
 
     /// Stops the budget until the guard is dropped.
     pub(super) fn pause(self: &Arc<Self>) -> Paused {
-        crate::sync::lock(&self.state).paused_at.get_or_insert_with(Instant::now);
+        crate::sync::lock(&self.state)
+            .paused_at
+            .get_or_insert_with(Instant::now);
         Paused(Arc::clone(self))
     }
 

@@ -350,7 +350,10 @@ async fn a_component_asks_and_gets_the_answer_as_sent_and_the_wait_costs_no_budg
         ask.run("which colour?", with_asker(&asker, budget)),
         answer_after(&board, &id, budget * 3, answer)
     );
-    assert_eq!((outcome, question.as_str()), (RunOutcome::Completed(answer.into()), "which colour?"));
+    assert_eq!(
+        (outcome, question.as_str()),
+        (RunOutcome::Completed(answer.into()), "which colour?")
+    );
     let t = board.get(&id).expect("task");
     assert_eq!(t.state, crate::tasks::TaskState::Working, "answered, back at work");
     assert!(t.asked_by.is_empty());
@@ -382,7 +385,11 @@ async fn a_component_that_may_not_ask_or_asks_nothing_gets_an_error_and_goes_on(
             RunOutcome::Failed(format!("request-input asked nothing: {why}"))
         );
     }
-    assert_eq!(board.get(&id).map(|t| t.state), Some(crate::tasks::TaskState::Working), "nothing was asked");
+    assert_eq!(
+        board.get(&id).map(|t| t.state),
+        Some(crate::tasks::TaskState::Working),
+        "nothing was asked"
+    );
 }
 
 #[tokio::test]
@@ -391,7 +398,8 @@ async fn an_unanswered_question_fails_the_task_with_e_ask_001() {
     let timeout = Duration::from_millis(50);
     let (board, id, asker) = asking(timeout).await;
     assert_eq!(
-        ask.run("which colour?", with_asker(&asker, Duration::from_secs(30))).await,
+        ask.run("which colour?", with_asker(&asker, Duration::from_secs(30)))
+            .await,
         RunOutcome::Failed(crate::tasks::ask::no_answer_text(timeout))
     );
     assert!(crate::tasks::ask::no_answer_text(timeout).starts_with("error[E-ASK-001]"));
@@ -408,10 +416,13 @@ async fn a_task_cancelled_while_its_component_waits_for_an_answer_ends_canceled(
     // Through the board (CancelTask, the deadline): the question ends with the task.
     let (board, id, asker) = asking(Duration::from_secs(30)).await;
     let started = Instant::now();
-    let (outcome, ()) = tokio::join!(ask.run("which colour?", with_asker(&asker, Duration::from_secs(30))), async {
-        board.wait_settled(&id).await;
-        board.cancel(&id, "canceled by the caller");
-    });
+    let (outcome, ()) = tokio::join!(
+        ask.run("which colour?", with_asker(&asker, Duration::from_secs(30))),
+        async {
+            board.wait_settled(&id).await;
+            board.cancel(&id, "canceled by the caller");
+        }
+    );
     assert_eq!(outcome, RunOutcome::Canceled);
     // Through the task's own signal, the question still open.
     let (board, id, asker) = asking(Duration::from_secs(30)).await;
@@ -422,7 +433,11 @@ async fn a_task_cancelled_while_its_component_waits_for_an_answer_ends_canceled(
         cancel.cancel();
     });
     assert_eq!(outcome, RunOutcome::Canceled);
-    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
 }
 
 #[test]
