@@ -382,3 +382,55 @@ fn the_official_sdk_sends_parts_and_reads_refused_streams() {
     );
     assert!(so.contains("checks passed"), "{so}");
 }
+
+/// A2A v1.0 §3.1.1 SendMessage continuing a task and §4.1.3 `TASK_STATE_INPUT_REQUIRED`, with
+/// the official SDK client: a component capsule asks its caller (`ask.request-input`,
+/// docs/reference/door.md#asking), the client sees the question as the task's status message, and
+/// continues the task with a message carrying its taskId and contextId, blocking and streamed;
+/// CancelTask ends a task that waits. The same script reproduces the A2A TCK's
+/// `test_message_send_continue_task` (the TCK is not installable here: it is not on PyPI).
+#[test]
+fn the_official_sdk_continues_a_task_that_asks() {
+    let py = python_with(A2A_SDK, "a2a.client, a2a.types.a2a_pb2, httpx");
+    let sb = Sandbox::new();
+    let dir = sb.path("src/asker");
+    std::fs::copy(
+        repo_root().join("src/capsule/testdata/ask.wat"),
+        dir.join("capsule.wat"),
+    )
+    .expect("copy wat");
+    let manifest = format!(
+        "name: asker\nversion: 0.1.0\ncomponent: capsule.wat\n{AUTH}{}  input_timeout_secs: 60\n",
+        serve(4)
+    );
+    std::fs::write(dir.join("murmur.yaml"), manifest).expect("manifest");
+    let out = sb.run(&dir, &["build", "."]);
+    assert!(out.status.success(), "build: {}", stderr(&out));
+    let zip = dir.join("asker-0.1.0.mur.zip");
+    let out = sb.run(&dir, &["install", "-g", zip.to_str().expect("utf-8 path")]);
+    assert!(out.status.success(), "install: {}", stderr(&out));
+
+    let d = Door::start(&sb, "asker", &[]);
+    let token = d.op().trim_start_matches("Bearer ").to_string();
+    let out = Command::new(&py)
+        .arg(repo_root().join("tests/interop/a2a_ask_check.py"))
+        .arg(format!("http://{}", d.local_url()))
+        .arg(token)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the SDK asking check");
+    let (so, se) = (String::from_utf8_lossy(&out.stdout), stderr(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "a2a_ask_check.py failed\n--- stdout\n{so}\n--- stderr\n{se}"
+    );
+    assert!(so.contains("checks passed"), "{so}");
+
+    // What the client did is what the door holds: three answered, one cancelled, none waiting.
+    let count = |status: &str| d.rpc(Some(&d.op()), "ListTasks", json!({"status": status}))["result"]["totalSize"].clone();
+    assert_eq!(
+        [count("TASK_STATE_COMPLETED"), count("TASK_STATE_CANCELED"), count("TASK_STATE_INPUT_REQUIRED")],
+        [json!(3), json!(1), json!(0)]
+    );
+}
