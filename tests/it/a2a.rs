@@ -428,9 +428,14 @@ fn the_official_sdk_continues_a_task_that_asks() {
     assert!(so.contains("checks passed"), "{so}");
 
     // What the client did is what the door holds: three answered, one cancelled, none waiting.
-    let count = |status: &str| d.rpc(Some(&d.op()), "ListTasks", json!({"status": status}))["result"]["totalSize"].clone();
+    let count =
+        |status: &str| d.rpc(Some(&d.op()), "ListTasks", json!({"status": status}))["result"]["totalSize"].clone();
     assert_eq!(
-        [count("TASK_STATE_COMPLETED"), count("TASK_STATE_CANCELED"), count("TASK_STATE_INPUT_REQUIRED")],
+        [
+            count("TASK_STATE_COMPLETED"),
+            count("TASK_STATE_CANCELED"),
+            count("TASK_STATE_INPUT_REQUIRED")
+        ],
         [json!(3), json!(1), json!(0)]
     );
 }
