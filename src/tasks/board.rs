@@ -744,15 +744,15 @@ impl Board {
                 return Err(AnswerRefusal::NotFound);
             };
             if e.snap.state.is_terminal() {
-                return Err(AnswerRefusal::Ended(e.snap.clone()));
+                return Err(AnswerRefusal::Ended(Box::new(e.snap.clone())));
             }
             // Taken under the lock: of two answers racing, the second finds no question.
             let Some(tx) = e.question.take() else {
-                return Err(AnswerRefusal::NotAsking(e.snap.clone()));
+                return Err(AnswerRefusal::NotAsking(Box::new(e.snap.clone())));
             };
             if tx.send(text.to_string()).is_err() {
                 // The asker is gone (its task is ending): nothing took the answer.
-                return Err(AnswerRefusal::NotAsking(e.snap.clone()));
+                return Err(AnswerRefusal::NotAsking(Box::new(e.snap.clone())));
             }
             e.snap.state = TaskState::Working;
             e.snap.timestamp = now;
