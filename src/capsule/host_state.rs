@@ -1,6 +1,7 @@
 //! What one task's store holds ([`HostState`]) and the host interfaces the guest's imports reach
 //! through it: WASI preview 2 with no preopens, arguments or sockets; `wasi:http` under the task's
-//! policy; `call-member` over the task's member calls; `identity`. Nothing here outlives the task.
+//! policy; `call-member` over the task's member calls; `identity`; `ask` over the task's asker.
+//! Nothing here outlives the task.
 
 use std::sync::Arc;
 
@@ -10,7 +11,8 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::bindings;
-use super::bindings::murmur::capsule::{call_member, identity};
+use super::bindings::murmur::capsule::{ask, call_member, identity};
+use super::engine::{Budget, Stop, Unanswered};
 use super::http::PolicyHooks;
 use super::limiter::Limiter;
 use super::{CallStatus, MemberCalls, TaskEnv};
@@ -35,10 +37,13 @@ pub(super) struct HostState {
     calls: Arc<dyn MemberCalls>,
     formation_id: Option<String>,
     member_name: Option<String>,
+    asker: Option<crate::tasks::Asker>,
+    /// The task's time budget, which stands still while a question waits for its answer.
+    budget: Arc<Budget>,
 }
 
 impl HostState {
-    pub(super) fn new(env: &TaskEnv) -> HostState {
+    pub(super) fn new(env: &TaskEnv, budget: Arc<Budget>) -> HostState {
         let output = env.output.for_task(env.limits.output_bytes);
         let mut wasi = WasiCtx::builder();
         // No preopens, no arguments, no sockets; clocks and random are the builder's defaults.
@@ -61,6 +66,8 @@ impl HostState {
             calls: env.calls.clone(),
             formation_id: env.formation_id.clone(),
             member_name: env.member_name.clone(),
+            asker: env.asker.clone(),
+            budget,
         }
     }
 }
@@ -146,5 +153,27 @@ impl identity::Host for HostState {
 
     async fn member_name(&mut self) -> Option<String> {
         self.member_name.clone()
+    }
+}
+
+impl ask::Host for HostState {
+    /// `Ok(Err)`: nothing was asked, and the guest may go on. A question left unanswered or a
+    /// task ended meanwhile stops the guest: the task fails with E-ASK-001, or ends canceled.
+    async fn request_input(&mut self, question: String) -> wasmtime::Result<Result<String, String>> {
+        let Some(asker) = self.asker.clone() else {
+            return Ok(Err(
+                "request-input is not available: this capsule's murmur.yaml sets no lifecycle.input_timeout_secs"
+                    .to_string(),
+            ));
+        };
+        if let Some(why) = crate::tasks::ask::question_refusal(&question) {
+            return Ok(Err(format!("request-input asked nothing: {why}")));
+        }
+        let _paused = self.budget.pause();
+        match asker.ask(&question, &[]).await {
+            crate::tasks::Asked::Answered { text, .. } => Ok(Ok(text)),
+            crate::tasks::Asked::TimedOut => Err(Unanswered(asker.timeout()).into()),
+            crate::tasks::Asked::Ended => Err(Stop::Canceled.into()),
+        }
     }
 }

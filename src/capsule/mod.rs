@@ -67,7 +67,8 @@ pub enum RunOutcome {
 pub struct Limits {
     /// Total linear memory the component's instances may hold, in bytes.
     pub memory_bytes: u64,
-    /// Wall-clock time from the start of the task, instantiation and member calls included.
+    /// Wall-clock time from the start of the task, instantiation and member calls included,
+    /// waits for the caller's answer to a question not (docs/reference/door.md#asking).
     pub time_budget: Duration,
     /// Bytes of stdout plus stderr kept per task; the rest is dropped after a marker line.
     pub output_bytes: u64,
@@ -235,6 +236,8 @@ pub struct TaskEnv {
     pub output: OutputSink,
     pub cancel: CancelSignal,
     pub limits: Limits,
+    /// How the task asks its caller (`ask.request-input`); `None` when the capsule may not.
+    pub asker: Option<crate::tasks::Asker>,
 }
 
 impl Default for TaskEnv {
@@ -249,6 +252,7 @@ impl Default for TaskEnv {
             output: OutputSink::discard(),
             cancel: CancelSignal::new(),
             limits: Limits::default(),
+            asker: None,
         }
     }
 }
@@ -262,6 +266,7 @@ impl std::fmt::Debug for TaskEnv {
             .field("output", &self.output)
             .field("cancel", &self.cancel)
             .field("limits", &self.limits)
+            .field("asker", &self.asker)
             .finish_non_exhaustive()
     }
 }

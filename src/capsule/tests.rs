@@ -18,6 +18,7 @@ const SPIN: &[u8] = wat!("actors/spin/capsule.wat");
 const HOG: &[u8] = wat!("actors/hog/capsule.wat");
 const PROBE: &[u8] = wat!("src/capsule/testdata/probe.wat");
 const RELAY: &[u8] = wat!("src/capsule/testdata/relay.wat");
+const ASK: &[u8] = wat!("src/capsule/testdata/ask.wat");
 
 /// One engine for every test, as in a session: what one test does to it must not break another.
 fn engine() -> &'static CapsuleEngine {
@@ -306,6 +307,135 @@ async fn cancel_and_budget_reach_a_component_waiting_on_the_host() {
     assert_eq!(outcome, RunOutcome::Canceled);
     assert!(
         started.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+/// A board running one task, and the asker of that task.
+async fn asking(timeout: Duration) -> (Arc<crate::tasks::Board>, String, crate::tasks::Asker) {
+    let board = crate::tasks::Board::new(crate::manifest::Acceptance::Queue, 1);
+    board.submit_local("the task");
+    let work = board.next_work().await.expect("the task runs");
+    let id = work.task_id.clone();
+    // The slot stays taken for the test's length; the work only has to leave the queue.
+    std::mem::forget(work);
+    let asker = crate::tasks::Asker::new(Arc::clone(&board), &id, Some("coder".into()), timeout);
+    (board, id, asker)
+}
+
+fn with_asker(asker: &crate::tasks::Asker, budget: Duration) -> TaskEnv {
+    TaskEnv {
+        asker: Some(asker.clone()),
+        ..with_budget(budget)
+    }
+}
+
+/// The caller answers `text` once the task asks, after letting `wait` pass.
+async fn answer_after(board: &crate::tasks::Board, id: &str, wait: Duration, text: &str) -> String {
+    let asking = board.wait_settled(id).await.expect("the task is known");
+    assert_eq!(asking.state, crate::tasks::TaskState::InputRequired);
+    tokio::time::sleep(wait).await;
+    board.answer(id, text, "m2", |_| true).expect("the answer is taken");
+    asking.status_text.unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_component_asks_and_gets_the_answer_as_sent_and_the_wait_costs_no_budget() {
+    let ask = load(ASK);
+    let (board, id, asker) = asking(Duration::from_secs(30)).await;
+    let answer = "blue <b>— not fenced</b>";
+    // The caller takes longer to answer than the whole budget: only the guest's own time counts.
+    let budget = Duration::from_millis(100);
+    let (outcome, question) = tokio::join!(
+        ask.run("which colour?", with_asker(&asker, budget)),
+        answer_after(&board, &id, budget * 3, answer)
+    );
+    assert_eq!(
+        (outcome, question.as_str()),
+        (RunOutcome::Completed(answer.into()), "which colour?")
+    );
+    let t = board.get(&id).expect("task");
+    assert_eq!(t.state, crate::tasks::TaskState::Working, "answered, back at work");
+    assert!(t.asked_by.is_empty());
+}
+
+#[tokio::test]
+async fn a_component_that_may_not_ask_or_asks_nothing_gets_an_error_and_goes_on() {
+    let ask = load(ASK);
+    assert_eq!(
+        ask.run("which colour?", TaskEnv::default()).await,
+        RunOutcome::Failed(
+            "request-input is not available: this capsule's murmur.yaml sets no lifecycle.input_timeout_secs".into()
+        )
+    );
+    let (board, id, asker) = asking(Duration::from_secs(30)).await;
+    let long = "?".repeat(crate::tasks::ask::MAX_QUESTION_BYTES + 1);
+    for (question, why) in [
+        (" ", "the question is empty: say what you need to know".to_string()),
+        (
+            long.as_str(),
+            format!(
+                "the question is {} bytes, more than the 16384 a question may hold; ask it shorter",
+                long.len()
+            ),
+        ),
+    ] {
+        assert_eq!(
+            ask.run(question, with_asker(&asker, Duration::from_secs(30))).await,
+            RunOutcome::Failed(format!("request-input asked nothing: {why}"))
+        );
+    }
+    assert_eq!(
+        board.get(&id).map(|t| t.state),
+        Some(crate::tasks::TaskState::Working),
+        "nothing was asked"
+    );
+}
+
+#[tokio::test]
+async fn an_unanswered_question_fails_the_task_with_e_ask_001() {
+    let ask = load(ASK);
+    let timeout = Duration::from_millis(50);
+    let (board, id, asker) = asking(timeout).await;
+    assert_eq!(
+        ask.run("which colour?", with_asker(&asker, Duration::from_secs(30)))
+            .await,
+        RunOutcome::Failed(crate::tasks::ask::no_answer_text(timeout))
+    );
+    assert!(crate::tasks::ask::no_answer_text(timeout).starts_with("error[E-ASK-001]"));
+    // The question is withdrawn: a late answer is refused, and the guest never saw one.
+    assert!(matches!(
+        board.answer(&id, "late", "m2", |_| true),
+        Err(crate::tasks::AnswerRefusal::NotAsking(_))
+    ));
+}
+
+#[tokio::test]
+async fn a_task_cancelled_while_its_component_waits_for_an_answer_ends_canceled() {
+    let ask = load(ASK);
+    // Through the board (CancelTask, the deadline): the question ends with the task.
+    let (board, id, asker) = asking(Duration::from_secs(30)).await;
+    let started = Instant::now();
+    let (outcome, ()) = tokio::join!(
+        ask.run("which colour?", with_asker(&asker, Duration::from_secs(30))),
+        async {
+            board.wait_settled(&id).await;
+            board.cancel(&id, "canceled by the caller");
+        }
+    );
+    assert_eq!(outcome, RunOutcome::Canceled);
+    // Through the task's own signal, the question still open.
+    let (board, id, asker) = asking(Duration::from_secs(30)).await;
+    let env = with_asker(&asker, Duration::from_secs(30));
+    let cancel = env.cancel.clone();
+    let (outcome, ()) = tokio::join!(ask.run("which colour?", env), async {
+        board.wait_settled(&id).await;
+        cancel.cancel();
+    });
+    assert_eq!(outcome, RunOutcome::Canceled);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
         "took {:?}",
         started.elapsed()
     );

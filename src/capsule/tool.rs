@@ -262,15 +262,15 @@ impl WasmTool {
             return Err(None);
         }
         let limits = grant.limits;
-        let deadline = engine::deadline_after(limits.time_budget);
+        let budget = engine::Budget::new(limits.time_budget);
         let _running = self.engine.running();
         let mut store = Store::new(self.engine.wasmtime(), ToolState::new(grant));
         store.limiter(|s| &mut s.limiter);
-        engine::arm(&mut store, cancel, deadline);
+        engine::arm(&mut store, cancel, &budget);
         let result = {
             let store = &mut store;
             let pre = &self.pre;
-            engine::within(cancel, deadline, async move {
+            engine::within(cancel, &budget, async move {
                 let instance = pre.instantiate_async(&mut *store).await?;
                 f(&instance, store).await
             })

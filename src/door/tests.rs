@@ -3,7 +3,11 @@
 //!
 //! Executor script, by task text: `fail:<m>` fails with `<m>`; `noanswer:<r>` ends without
 //! answer; `hold` waits for a release or its cancellation; `progress` posts a WORKING note, then
-//! holds; anything else completes with `echo: <text>`.
+//! holds; `ask:<q>` asks `<q>` (as member `coder`, bounded by [`ASK_WAIT`]) and completes with
+//! `told: <answer>`, fails E-ASK-001 when the bound passes, and ends canceled when the task does;
+//! `ask-briefly:<q>` asks bounded by 50 ms; `ask-when-canceled:<q>` waits for its cancellation,
+//! then asks; anything else completes with `echo: <text>`. What each question came to is kept in
+//! [`TestDoor::asked`]. The asking cases are in `asking_tests.rs`.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -24,12 +28,17 @@ const OTHER_FRM: &str = "frm_0199c4e2f1b7712a9d3e4f5061728395";
 const SES: &str = "ses_0199c4e2f1b7712a9d3e4f5061728394";
 const REALM: &str = "local/coder";
 
+#[path = "asking_tests.rs"]
+mod asking;
+
 struct TestDoor {
     url: String,
     operator: Option<String>,
     board: Arc<Board>,
     release: Arc<Notify>,
     events: Arc<Mutex<Vec<BoardEvent>>>,
+    /// Each question the executor asked (task id, how it ended), in order.
+    asked: Arc<Mutex<Vec<(String, tasks::Asked)>>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -76,9 +85,32 @@ fn member_config(sk: &SigningKey, peer_tasks_accept: bool) -> DoorConfig {
     }
 }
 
-async fn execute(board: Arc<Board>, release: Arc<Notify>) {
+/// The bound of an `ask:` question: longer than any test.
+const ASK_WAIT: Duration = Duration::from_secs(60);
+
+async fn execute(board: Arc<Board>, release: Arc<Notify>, asked: Arc<Mutex<Vec<(String, tasks::Asked)>>>) {
     while let Some(w) = board.next_work().await {
-        let outcome = if let Some(m) = w.text.strip_prefix("fail:") {
+        let ask = |question: &str, timeout: Duration| {
+            let asker = tasks::Asker::new(Arc::clone(&board), &w.task_id, Some("coder".into()), timeout);
+            let (question, asked, id) = (question.to_string(), Arc::clone(&asked), w.task_id.clone());
+            async move {
+                let got = asker.ask(&question, &[]).await;
+                crate::sync::lock(&asked).push((id, got.clone()));
+                match got {
+                    tasks::Asked::Answered { text, .. } => TaskOutcome::Completed(format!("told: {text}")),
+                    tasks::Asked::TimedOut => TaskOutcome::Failed(tasks::ask::no_answer_text(timeout)),
+                    tasks::Asked::Ended => TaskOutcome::Canceled,
+                }
+            }
+        };
+        let outcome = if let Some(q) = w.text.strip_prefix("ask:") {
+            ask(q, ASK_WAIT).await
+        } else if let Some(q) = w.text.strip_prefix("ask-briefly:") {
+            ask(q, Duration::from_millis(50)).await
+        } else if let Some(q) = w.text.strip_prefix("ask-when-canceled:") {
+            w.cancel.cancelled().await;
+            ask(q, ASK_WAIT).await
+        } else if let Some(m) = w.text.strip_prefix("fail:") {
             TaskOutcome::Failed(m.into())
         } else if let Some(r) = w.text.strip_prefix("noanswer:") {
             TaskOutcome::NoAnswer {
@@ -113,7 +145,8 @@ fn start_keeping(cfg: DoorConfig, keep: tasks::Retention) -> TestDoor {
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let release = Arc::new(Notify::new());
     let events = Arc::new(Mutex::new(Vec::new()));
-    let (rel, ev) = (Arc::clone(&release), Arc::clone(&events));
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let (rel, ev, ask) = (Arc::clone(&release), Arc::clone(&events), Arc::clone(&asked));
     let thread = std::thread::spawn(move || {
         actix_rt::System::new().block_on(async move {
             let board = Board::with_retention(cfg.acceptance, cfg.queue_depth, Arc::new(chrono::Utc::now), keep);
@@ -131,7 +164,7 @@ fn start_keeping(cfg: DoorConfig, keep: tasks::Retention) -> TestDoor {
                 door.operator_token().map(str::to_string),
                 Arc::clone(door.board()),
             )));
-            actix_rt::spawn(execute(Arc::clone(door.board()), rel));
+            actix_rt::spawn(execute(Arc::clone(door.board()), rel, ask));
             let _ = stop_rx.await;
             door.board().close();
             door.stop().await;
@@ -144,6 +177,7 @@ fn start_keeping(cfg: DoorConfig, keep: tasks::Retention) -> TestDoor {
         board,
         release,
         events,
+        asked,
         stop: Some(stop_tx),
         thread: Some(thread),
     }

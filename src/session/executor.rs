@@ -113,7 +113,9 @@ async fn drain(
             task_id: task_id.clone(),
         });
         setup.started(&work);
-        let env = setup.env(&work);
+        let mut env = setup.env(&work);
+        // A component asks through its env, a model through its task context (`model_task`).
+        env.asker = setup.asker(&work, &board);
         let signal = env.cancel.clone();
         let watch = work.cancel.clone();
         // The board's cancellation drives the capsule's; the bridge dies with the task.
@@ -322,6 +324,7 @@ impl TaskSetup for Setup {
                 time_budget: self.budget,
                 ..capsule::Limits::default()
             },
+            asker: None,
         }
     }
 

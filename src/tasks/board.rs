@@ -1039,7 +1039,9 @@ fn end(
     e.snap.status_text = text;
     // The answer, if any, is whole now.
     e.streamed = None;
-    // An open question is over: its asker hears so, and no answer can land any more.
+    // An open question is over: its asker hears so, and no answer can land any more. An ended
+    // task asks nobody, whether its question was open or withdrawn at its bound.
+    e.snap.asked_by.clear();
     if e.question.take().is_some() {
         ev.push(BoardEvent::InputSettled {
             task_id: e.snap.id.clone(),
@@ -1692,5 +1694,211 @@ mod tests {
             .total,
             0
         );
+    }
+
+    /// A board whose one task runs, with the observer's events.
+    async fn running(owner: &str) -> (Arc<Board>, Work, Arc<Mutex<Vec<BoardEvent>>>) {
+        let b = Board::new(Acceptance::Queue, 1);
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&events);
+        b.set_observer(move |e| lock(&sink).push(e.clone()));
+        b.submit(NewTask {
+            owner: Some(owner.into()),
+            ..offer("the task")
+        });
+        let w = b.next_work().await.expect("work");
+        (b, w, events)
+    }
+
+    fn settled(events: &Mutex<Vec<BoardEvent>>) -> Vec<(InputOutcome, Option<usize>)> {
+        lock(events)
+            .iter()
+            .filter_map(|e| match e {
+                BoardEvent::InputSettled {
+                    outcome, answer_bytes, ..
+                } => Some((*outcome, *answer_bytes)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    const LONG: std::time::Duration = std::time::Duration::from_secs(30);
+
+    #[actix_rt::test]
+    async fn a_question_is_shown_then_answered_once_and_the_task_works_again() {
+        let (b, w, events) = running("mdt:alice").await;
+        let id = w.task_id.clone();
+        let asked_by = ["coder".to_string(), "lead".to_string()];
+        let ask = b.ask(&id, "which colour?", &asked_by, LONG);
+        let answer = async {
+            let t = b.wait_settled(&id).await.expect("task");
+            assert_eq!(
+                (t.state, t.status_text.as_deref(), t.asked_by.as_slice()),
+                (TaskState::InputRequired, Some("which colour?"), asked_by.as_slice())
+            );
+            let q = t.history.last().expect("the question is in the history");
+            assert_eq!(
+                (q.role, &q.text, t.status_message_id.as_deref()),
+                (
+                    Role::Agent,
+                    &HistoryText::Own(Arc::from("which colour?")),
+                    Some(q.message_id.as_str())
+                )
+            );
+            b.answer(&id, "blue", "m2", |o| o == Some("mdt:alice"))
+        };
+        let (asked, answered) = tokio::join!(ask, answer);
+        assert!(
+            matches!(asked, Asked::Answered { ref text, .. } if text == "blue"),
+            "{asked:?}"
+        );
+        let t = answered.expect("the answer is taken");
+        assert_eq!(
+            (t.state, t.status_text, t.status_message_id, t.asked_by.len()),
+            (TaskState::Working, None, None, 0)
+        );
+        let a = t.history.last().expect("the answer is in the history");
+        assert_eq!(
+            (a.role, a.message_id.as_str(), &a.text),
+            (Role::User, "m2", &HistoryText::Own(Arc::from("blue")))
+        );
+        let requested = lock(&events)
+            .iter()
+            .filter(|e| matches!(e, BoardEvent::InputRequested { question_bytes: 13, .. }))
+            .count();
+        assert_eq!(requested, 1);
+        assert_eq!(settled(&events), [(InputOutcome::Answered, Some(4))]);
+        // The question is gone with its answer: a second one finds nothing to answer.
+        assert!(matches!(
+            b.answer(&id, "red", "m3", |_| true),
+            Err(AnswerRefusal::NotAsking(_))
+        ));
+        b.finish(&id, TaskOutcome::Completed("blue it is".into()));
+    }
+
+    #[actix_rt::test]
+    async fn answers_that_cannot_land_change_nothing() {
+        type Visible = fn(Option<&str>) -> bool;
+        let (b, w, _) = running("mdt:alice").await;
+        let id = w.task_id.clone();
+        let done = b.submit_local("done").id;
+        b.finish(&done, TaskOutcome::Completed("x".into()));
+        let alice: Visible = |o| o == Some("mdt:alice");
+        let bob: Visible = |o| o == Some("mdt:bob");
+        let any: Visible = |_| true;
+        // (task, who answers, the refusal): nothing is asked yet.
+        let table: &[(&str, Visible, &str)] = &[
+            ("tsk_unknown", any, "not found"),
+            (id.as_str(), bob, "not found"),
+            (id.as_str(), alice, "not asking"),
+            (done.as_str(), any, "ended"),
+        ];
+        for (task, visible, want) in table {
+            let before = b.get(task);
+            let got = match b.answer(task, "blue", "m2", visible) {
+                Err(AnswerRefusal::NotFound) => "not found",
+                Err(AnswerRefusal::Ended(_)) => "ended",
+                Err(AnswerRefusal::NotAsking(_)) => "not asking",
+                Ok(_) => "taken",
+            };
+            assert_eq!((got, b.get(task)), (*want, before), "{task}");
+        }
+        // While it asks, another caller still cannot see it, and its question stays open.
+        let ask = b.ask(&id, "which colour?", &[], LONG);
+        let check = async {
+            b.wait_settled(&id).await;
+            assert!(matches!(b.answer(&id, "red", "m2", bob), Err(AnswerRefusal::NotFound)));
+            assert_eq!(b.get(&id).map(|t| t.state), Some(TaskState::InputRequired));
+            b.answer(&id, "blue", "m3", alice).is_ok()
+        };
+        let (asked, took) = tokio::join!(ask, check);
+        assert!(took && matches!(asked, Asked::Answered { ref text, .. } if text == "blue"));
+        b.finish(&id, TaskOutcome::Completed("x".into()));
+    }
+
+    #[actix_rt::test]
+    async fn of_two_racing_answers_exactly_one_wins() {
+        for _ in 0..20 {
+            let (b, w, events) = running("mdt:alice").await;
+            let id = w.task_id.clone();
+            let ask = b.ask(&id, "which colour?", &[], LONG);
+            let race = async {
+                b.wait_settled(&id).await;
+                let racers: Vec<_> = ["red", "blue"]
+                    .into_iter()
+                    .map(|text| {
+                        let (b, id) = (Arc::clone(&b), id.clone());
+                        std::thread::spawn(move || b.answer(&id, text, "m2", |_| true).is_ok())
+                    })
+                    .collect();
+                racers
+                    .into_iter()
+                    .map(|r| r.join().unwrap_or(false))
+                    .collect::<Vec<bool>>()
+            };
+            let (asked, won) = tokio::join!(ask, race);
+            assert_eq!(won.iter().filter(|w| **w).count(), 1, "{won:?}");
+            let winner = if won[0] { "red" } else { "blue" };
+            assert!(
+                matches!(asked, Asked::Answered { ref text, .. } if text == winner),
+                "{asked:?}"
+            );
+            assert_eq!(settled(&events).len(), 1);
+            b.finish(&id, TaskOutcome::Canceled);
+        }
+    }
+
+    #[actix_rt::test]
+    async fn a_question_ends_at_its_bound_with_the_task_or_before_it_was_asked() {
+        let short = std::time::Duration::from_millis(20);
+        // The bound passes: withdrawn, and a late answer finds no question.
+        let (b, w, events) = running("operator").await;
+        let id = w.task_id.clone();
+        assert_eq!(b.ask(&id, "which colour?", &[], short).await, Asked::TimedOut);
+        assert!(matches!(
+            b.answer(&id, "late", "m2", |_| true),
+            Err(AnswerRefusal::NotAsking(_))
+        ));
+        assert_eq!(settled(&events), [(InputOutcome::TimedOut, None)]);
+        let t = b.finish(&id, TaskOutcome::Failed("no answer".into())).expect("task");
+        assert_eq!((t.state, t.asked_by.len()), (TaskState::Failed, 0));
+        // The task is cancelled while it waits: the asker hears at once, not at the bound.
+        let (b, w, events) = running("operator").await;
+        let id = w.task_id.clone();
+        let (asked, ()) = tokio::join!(b.ask(&id, "which colour?", &[], LONG), async {
+            b.wait_settled(&id).await;
+            b.cancel(&id, "canceled by the caller");
+        });
+        assert_eq!(asked, Asked::Ended);
+        assert_eq!(settled(&events), [(InputOutcome::Abandoned, None)]);
+        assert_eq!(
+            b.get(&id).map(|t| t.asked_by.len()),
+            Some(0),
+            "an ended task asks nobody"
+        );
+        assert!(matches!(
+            b.answer(&id, "late", "m2", |_| true),
+            Err(AnswerRefusal::Ended(_))
+        ));
+        // Asked while the task is being cancelled: nothing opens, the task stays canceled.
+        let (b, w, events) = running("operator").await;
+        let id = w.task_id.clone();
+        b.cancel(&id, "canceled by the caller");
+        assert_eq!(b.ask(&id, "which colour?", &[], LONG).await, Asked::Ended);
+        let t = b.get(&id).expect("task");
+        assert_eq!(
+            (t.state, t.status_text, t.asked_by.len()),
+            (TaskState::Canceled, None, 0)
+        );
+        assert!(settled(&events).is_empty());
+        // The session closes under an open question.
+        let (b, w, _) = running("operator").await;
+        let id = w.task_id.clone();
+        let (asked, ()) = tokio::join!(b.ask(&id, "which colour?", &[], LONG), async {
+            b.wait_settled(&id).await;
+            b.close();
+        });
+        assert_eq!(asked, Asked::Ended);
+        drop(w);
     }
 }

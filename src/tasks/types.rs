@@ -191,7 +191,8 @@ pub enum Asked {
 pub enum AnswerRefusal {
     /// No such task, or not the caller's to see.
     NotFound,
-    /// The task has ended (a question that timed out ended with its task).
+    /// The task has ended (a question that timed out ended with its task). Boxed, as the other
+    /// refusals carry nothing.
     Ended(Box<TaskSnapshot>),
     /// The task is live but has no open question (it is working, or another answer won).
     NotAsking(Box<TaskSnapshot>),

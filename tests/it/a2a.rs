@@ -382,3 +382,101 @@ fn the_official_sdk_sends_parts_and_reads_refused_streams() {
     );
     assert!(so.contains("checks passed"), "{so}");
 }
+
+/// A2A v1.0 §3.1.1 SendMessage continuing a task and §4.1.3 `TASK_STATE_INPUT_REQUIRED`, with
+/// the official SDK client: a component capsule asks its caller (`ask.request-input`,
+/// docs/reference/door.md#asking), the client sees the question as the task's status message, and
+/// continues the task with a message carrying its taskId and contextId, blocking and streamed;
+/// CancelTask ends a task that waits. The same script reproduces the A2A TCK's
+/// `test_message_send_continue_task` (the TCK is not installable here: it is not on PyPI).
+#[test]
+fn the_official_sdk_continues_a_task_that_asks() {
+    let py = python_with(A2A_SDK, "a2a.client, a2a.types.a2a_pb2, httpx");
+    let sb = Sandbox::new();
+    install_asker(&sb, 60);
+    let d = Door::start(&sb, "asker", &[]);
+    let token = d.op().trim_start_matches("Bearer ").to_string();
+    let out = Command::new(&py)
+        .arg(repo_root().join("tests/interop/a2a_ask_check.py"))
+        .arg(format!("http://{}", d.local_url()))
+        .arg(token)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the SDK asking check");
+    let (so, se) = (String::from_utf8_lossy(&out.stdout), stderr(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "a2a_ask_check.py failed\n--- stdout\n{so}\n--- stderr\n{se}"
+    );
+    assert!(so.contains("checks passed"), "{so}");
+
+    // What the client did is what the door holds: three answered, one cancelled, none waiting.
+    let count =
+        |status: &str| d.rpc(Some(&d.op()), "ListTasks", json!({"status": status}))["result"]["totalSize"].clone();
+    assert_eq!(
+        [
+            count("TASK_STATE_COMPLETED"),
+            count("TASK_STATE_CANCELED"),
+            count("TASK_STATE_INPUT_REQUIRED")
+        ],
+        [json!(3), json!(1), json!(0)]
+    );
+}
+
+/// The test component that asks its task text as its question and answers with the answer
+/// (src/capsule/testdata/ask.wat), installed as `local/asker` with `input_timeout_secs`.
+fn install_asker(sb: &Sandbox, input_timeout_secs: u64) {
+    let dir = sb.path("src/asker");
+    std::fs::copy(
+        repo_root().join("src/capsule/testdata/ask.wat"),
+        dir.join("capsule.wat"),
+    )
+    .expect("copy wat");
+    let manifest = format!(
+        "name: asker\nversion: 0.1.0\ncomponent: capsule.wat\n{AUTH}{}  input_timeout_secs: {input_timeout_secs}\n",
+        serve(4)
+    );
+    std::fs::write(dir.join("murmur.yaml"), manifest).expect("manifest");
+    let out = sb.run(&dir, &["build", "."]);
+    assert!(out.status.success(), "build: {}", stderr(&out));
+    let zip = dir.join("asker-0.1.0.mur.zip");
+    let out = sb.run(&dir, &["install", "-g", zip.to_str().expect("utf-8 path")]);
+    assert!(out.status.success(), "install: {}", stderr(&out));
+}
+
+/// A2A v1.0 §3.1.1: a message to a terminal task is UnsupportedOperationError. A component's
+/// question left unanswered for `lifecycle.input_timeout_secs` (its least, 1 s) fails the task with
+/// E-ASK-001, in the real member; the late answer is refused and starts nothing.
+#[test]
+fn an_unanswered_component_question_fails_its_task_with_e_ask_001() {
+    let sb = Sandbox::new();
+    install_asker(&sb, 1);
+    let d = Door::start(&sb, "asker", &[]);
+    let op = d.op();
+    let task = d.send(Some(&op), "which colour?", false);
+    let id = task["id"].as_str().expect("id").to_string();
+    assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{task}");
+    let failed = d.wait_state(Some(&op), &id, "TASK_STATE_FAILED");
+    let text = failed["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.starts_with(
+            "error[E-ASK-001]: the task asked for input and no answer came within lifecycle.input_timeout_secs (1 s)"
+        ),
+        "{failed}"
+    );
+    let late = json!({"message": {"messageId": "m2", "role": "ROLE_USER", "taskId": id, "parts": [{"text": "blue"}]}});
+    let r = d.rpc(Some(&op), "SendMessage", late);
+    assert_eq!(
+        (&r["error"]["code"], &r["error"]["data"][0]["metadata"]["state"]),
+        (&json!(-32004), &json!("TASK_STATE_FAILED")),
+        "{r}"
+    );
+    assert_eq!(
+        d.rpc(Some(&op), "ListTasks", json!({}))["result"]["totalSize"],
+        1,
+        "the late answer started nothing"
+    );
+}

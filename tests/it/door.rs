@@ -1113,7 +1113,8 @@ fn contexts_continue_with_their_earlier_exchanges_and_stay_private() {
     assert_eq!(listed(&planner), (Some(2), Some(2)), "only its own tasks");
     assert_eq!(listed(&op), (Some(4), Some(4)), "the operator sees every task");
 
-    // A message naming a task: terminal → -32004, another caller's or unknown → -32001.
+    // A message naming a task: terminal → -32004 with its state, another caller's or unknown →
+    // -32001.
     let naming = |auth: &str, task: &Value| {
         let mut params = text_message("more");
         params["message"]["taskId"] = task.clone();
@@ -1122,7 +1123,7 @@ fn contexts_continue_with_their_earlier_exchanges_and_stay_private() {
     let first_id = first["id"].as_str().expect("id");
     assert_rpc(
         &naming(&op, &first["id"]),
-        &unsupported(&format!(r#"{{"taskId":"{first_id}"}}"#)),
+        &unsupported(&format!(r#"{{"state":"TASK_STATE_COMPLETED","taskId":"{first_id}"}}"#)),
     );
     assert_rpc(&naming(&planner, &first["id"]), &not_found(first_id));
     assert_rpc(
