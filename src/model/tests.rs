@@ -2161,3 +2161,40 @@ async fn request_input_refusals_are_tool_errors_and_ask_nothing() {
         );
     }
 }
+
+#[actix_rt::test]
+async fn a_model_that_asks_in_a_loop_is_stopped_by_max_turns() {
+    let api = Api::OpenAi;
+    let ask = |id: &'static str| tool_reply(api, &[(id, "request-input", json!({"question": "And now?"}))]);
+    let provider = Provider::start(vec![ask("q1").into(), ask("q2").into(), ask("q3").into()]);
+    let mut setup = Setup::new(api);
+    setup.max_turns = Some(3);
+    let agent = setup
+        .agent(provider.url())
+        .with_tools(crate::tools::Toolbox::runtime(&setup.callees).asking());
+    let board = crate::tasks::Board::new(crate::manifest::Acceptance::Queue, 4);
+    board.submit_local("Go");
+    let work = board.next_work().await.expect("the task runs");
+    let id = work.task_id.clone();
+    // Whoever answers answers every question; the bound is the model's turns, not the answers.
+    let answering = async {
+        let mut answered = 0;
+        while let Some(t) = board.wait_settled(&id).await {
+            if t.state.is_terminal() || board.answer(&id, "again", "m", |_| true).is_err() {
+                break;
+            }
+            answered += 1;
+            if answered == 2 {
+                break;
+            }
+        }
+        answered
+    };
+    let (outcome, answered) = tokio::join!(
+        agent.run("Go", asking_ctx(&board, &work, Duration::from_secs(30))),
+        answering
+    );
+    assert_eq!(answered, 2);
+    assert!(matches!(outcome, AgentOutcome::MaxTurns(_)), "{outcome:?}");
+    assert_eq!(provider.requests().len(), 3);
+}
