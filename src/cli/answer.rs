@@ -52,9 +52,21 @@ pub fn run(a: &AnswerArgs) -> Outcome {
             "the answer is empty: the task asked a question, and an empty text answers none".into(),
         ));
     }
+    // The door answers a larger body 413, maybe before it is sent in full: refused here instead.
+    let body = answer_body(&a.task_id, &text);
+    if body.len() > crate::door::BODY_LIMIT {
+        return Err(fail(
+            diag::E_ANS_002,
+            format!(
+                "the answer makes a request of {} bytes, more than the {} a door takes in one",
+                body.len(),
+                crate::door::BODY_LIMIT
+            ),
+        ));
+    }
     let home = MurHome::from_env();
     let rec = holder(&home, &a.task_id)?;
-    let stream = send::post(&rec, &answer_body(&a.task_id, &text), true)?;
+    let stream = send::post(&rec, &body, true)?;
     send::follow(&rec, stream, &ANSWER).map_err(|mut f| {
         if f.diag.code == diag::E_ANS_002 && f.diag.hint().is_none() {
             f.diag = f.diag.with_hint(format!(
@@ -69,18 +81,8 @@ pub fn run(a: &AnswerArgs) -> Outcome {
 /// The answer: `TEXT`, or `--file` (`-` is stdin), read to at most the door's body bound.
 fn answer_text(a: &AnswerArgs) -> Result<String, super::Failure> {
     let limit = crate::door::BODY_LIMIT;
-    let too_large = |n: String| {
-        fail(
-            diag::E_ANS_002,
-            format!("the answer is {n} bytes, more than the {limit} a door takes in one request"),
-        )
-    };
     let Some(path) = &a.file else {
-        let text = a.text.clone().unwrap_or_default();
-        if text.len() > limit {
-            return Err(too_large(text.len().to_string()));
-        }
-        return Ok(text);
+        return Ok(a.text.clone().unwrap_or_default());
     };
     let cannot = |e: std::io::Error| {
         fail(
@@ -104,7 +106,10 @@ fn answer_text(a: &AnswerArgs) -> Result<String, super::Failure> {
             .map_err(cannot)?;
     }
     if bytes.len() > limit {
-        return Err(too_large(format!("more than {limit}")));
+        return Err(fail(
+            diag::E_ANS_002,
+            format!("the answer is more than the {limit} bytes a door takes in one request"),
+        ));
     }
     String::from_utf8(bytes).map_err(|_| {
         fail(

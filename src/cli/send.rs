@@ -306,15 +306,9 @@ pub(super) fn follow(rec: &RunningRecord, mut stream: TcpStream, voice: &Voice) 
             .map_err(|_| no_door(format!("the door of {who} sent an event longer than 8 MiB")))?;
         for event in events {
             if let Some(e) = event.get("error") {
-                let code = e.get("code").and_then(Value::as_i64).unwrap_or(0);
-                let message = e.get("message").and_then(Value::as_str).unwrap_or("");
                 return Err(fail(
                     voice.refused,
-                    format!(
-                        "the door of {who} refused the {}: JSON-RPC error {code}: {}",
-                        voice.sent,
-                        shown(message)
-                    ),
+                    format!("the door of {who} refused the {}: {}", voice.sent, rpc_error(e)),
                 ));
             }
             let Some(result) = event.get("result") else { continue };
@@ -411,19 +405,7 @@ pub(super) fn refused(who: &str, status: u16, body: &[u8], voice: &Voice) -> sup
     let v: Option<Value> = serde_json::from_slice(body).ok();
     let rpc = v.as_ref().and_then(|v| v.get("error")).filter(|e| e.is_object());
     let detail = match (rpc, v.as_ref().and_then(|v| v.get("message")).and_then(Value::as_str)) {
-        (Some(e), _) => {
-            // A2A's ErrorInfo names the task's state when that is why (-32004).
-            let state = e
-                .pointer("/data/0/metadata/state")
-                .and_then(Value::as_str)
-                .map(|s| format!(" (the task is {})", shown(s)))
-                .unwrap_or_default();
-            format!(
-                "JSON-RPC error {}: {}{state}",
-                e.get("code").and_then(Value::as_i64).unwrap_or(0),
-                shown(e.get("message").and_then(Value::as_str).unwrap_or(""))
-            )
-        }
+        (Some(e), _) => rpc_error(e),
         (None, Some(m)) => format!("HTTP {status}: {}", shown(m)),
         (None, None) => format!("HTTP {status}"),
     };
@@ -439,6 +421,21 @@ pub(super) fn refused(who: &str, status: u16, body: &[u8], voice: &Voice) -> sup
             .into(),
         _ => d.into(),
     }
+}
+
+/// `JSON-RPC error <code>: <message>`, and the task's state when A2A's ErrorInfo names it as
+/// the reason (-32004).
+fn rpc_error(e: &Value) -> String {
+    let state = e
+        .pointer("/data/0/metadata/state")
+        .and_then(Value::as_str)
+        .map(|s| format!(" (the task is {})", shown(s)))
+        .unwrap_or_default();
+    format!(
+        "JSON-RPC error {}: {}{state}",
+        e.get("code").and_then(Value::as_i64).unwrap_or(0),
+        shown(e.get("message").and_then(Value::as_str).unwrap_or(""))
+    )
 }
 
 /// The refusal's body, at most [`MAX_REFUSAL`] bytes of it.
