@@ -201,7 +201,7 @@ pub const NOTES: &[Notes] = &[
     },
     Notes {
         command: "trace show",
-        stdout: "`ses_…`: one line per trace record, `<RFC 3339 ms>  <event_type>  <its own fields>`. `frm_…`: the formation block ([formation.md#formation-traces](formation.md#formation-traces)): the roots searched, one row per member session, one line per member call, and the `usage:` table (per member and total: tasks, calls, model turns, model ms, other ms, tokens in and out). With `--json`, one compact JSON line: for `ses_…` the session's usage, for `frm_…` every member's, the calls and the total. With `--follow`: the records as they are appended (read again every 100 ms), each as a `ses_…` line; for `frm_…`, of every member session, as `<RFC 3339 ms>  <member>  <event_type>  <its own fields>`. It ends once the session wrote `session_end` or its process is gone; for a formation, once its launcher and every member are gone.",
+        stdout: "`ses_…`: one line per trace record, `<RFC 3339 ms>  <event_type>  <its own fields>`. `frm_…`: the formation block ([formation.md#formation-traces](formation.md#formation-traces)): the roots searched, one row per member session, one line per member call, one line per question a member's task asked (`questions:`, sizes and waits only), and the `usage:` table (per member and total: tasks, calls, model turns, model ms, other ms, tokens in and out). With `--json`, one compact JSON line: for `ses_…` the session's usage, for `frm_…` every member's, the calls, the questions and the total. With `--follow`: the records as they are appended (read again every 100 ms), each as a `ses_…` line; for `frm_…`, of every member session, as `<RFC 3339 ms>  <member>  <event_type>  <its own fields>`. It ends once the session wrote `session_end` or its process is gone; for a formation, once its launcher and every member are gone.",
         stderr: "Diagnostics only.",
         exit: "0 (with `--follow`, once what it follows ended); 1 with E-TRC-002 when no session has that id (or belongs to that formation).",
         json: &[
@@ -224,6 +224,14 @@ pub const NOTES: &[Notes] = &[
             ("calls[].to", "the called member"),
             ("calls[].status", "the call's status, as `member_call.status`"),
             ("calls[].duration_ms", "how long it took, or null"),
+            ("questions[]", "`frm_…` only: one object per question a member's task asked, in session order"),
+            ("questions[].member", "the member whose trace recorded it"),
+            ("questions[].task_id", "the task that asked"),
+            ("questions[].asked_by", "who asked, innermost first (the asking member, then each it came up through)"),
+            ("questions[].question_bytes", "the question's size in bytes"),
+            ("questions[].outcome", "`answered`, `timed_out` or `abandoned`; null while open"),
+            ("questions[].waited_ms", "how long it waited, or null while open"),
+            ("questions[].answer_bytes", "the answer's size in bytes, or null"),
             ("total", "`frm_…` only: the members' usage summed"),
             ("usage.tasks", "tasks started (`task_start` records)"),
             ("usage.calls", "member calls made"),
