@@ -407,7 +407,11 @@ fn a_capsule_run_at_a_terminal_prints_the_question_and_takes_the_typed_answer() 
     assert!(term.output().contains("Painted green"), "{}", term.output());
     let reqs = provider.requests();
     assert_eq!(reqs.len(), 2);
-    assert_eq!(answers_seen(&reqs[1]), ["green"], "the model was handed the typed answer, fenced");
+    assert_eq!(
+        answers_seen(&reqs[1]),
+        ["green"],
+        "the model was handed the typed answer, fenced"
+    );
 }
 
 #[test]
@@ -415,7 +419,8 @@ fn a_formation_at_a_terminal_puts_its_entrys_question_to_the_person_there() {
     use crate::answer::{KEY, KEY_VAR, answers_seen, ask, asking_formation, paint_with_answers};
     let (sb, dir, provider) = asking_formation(vec![ask("c1", "Which colour?"), paint_with_answers()]);
     let mut cmd = sb.mur(&dir);
-    cmd.args(["run", "--roster", "--task", "paint the fence"]).env(KEY_VAR, KEY);
+    cmd.args(["run", "--roster", "--task", "paint the fence"])
+        .env(KEY_VAR, KEY);
     let mut term = OnTerminal::start(cmd);
     until_shown(&term, "your answer (one line, Enter sends it): ");
     let shown = term.output();
@@ -446,8 +451,10 @@ fn a_formation_at_a_terminal_puts_its_entrys_question_to_the_person_there() {
         line.contains("  lead asks  answered  waited ") && line.ends_with("  question 13 B  answer 4 B"),
         "{line}"
     );
-    let json: serde_json::Value =
-        serde_json::from_str(&crate::support::stdout(&sb.run(&dir, &["trace", "show", &frm, "--json"]))).expect("json");
+    let json: serde_json::Value = serde_json::from_str(&crate::support::stdout(
+        &sb.run(&dir, &["trace", "show", &frm, "--json"]),
+    ))
+    .expect("json");
     assert_eq!(json["questions"][0]["asked_by"], serde_json::json!(["lead"]));
     assert_eq!(json["questions"][0]["outcome"], "answered");
 }
