@@ -327,13 +327,14 @@ pub(super) fn follow(rec: &RunningRecord, mut stream: TcpStream, voice: &Voice) 
             printer.show(result);
             task.apply(&event);
             let member = rec.formation_member.as_deref().unwrap_or(&rec.capsule_name);
-            if let Some(end) = task.ended(member) {
-                return printer.finish(rec, task_id.as_deref().unwrap_or("?"), end, voice);
-            }
+            // Before the end: the stream closes at a question as at an end.
             if asking.see(result) {
                 printer.end_line();
                 asking.show(voice.tag, task_id.as_deref().unwrap_or("?"), member);
                 return Ok(ASKS);
+            }
+            if let Some(end) = task.ended(member) {
+                return printer.finish(rec, task_id.as_deref().unwrap_or("?"), end, voice);
             }
         }
         if body.done() {

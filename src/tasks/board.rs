@@ -730,8 +730,6 @@ impl Board {
     /// task's owner (SendMessage naming the task, docs/reference/door.md#asking). Exactly one
     /// answer wins a question: the task goes back to `TASK_STATE_WORKING` with the answer in its
     /// history, and the asker gets the text. Every other case changes nothing.
-    // A refusal carries the task as it stands, for the door's error metadata; refusals are rare.
-    #[allow(clippy::result_large_err)]
     pub fn answer(
         &self,
         task_id: &str,
