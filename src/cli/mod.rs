@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
+pub mod answer;
 pub mod build;
 pub mod completion;
 pub mod demo;
@@ -56,6 +57,8 @@ pub enum Command {
     Deploy(deploy::DeployArgs),
     /// Send a task to a running session or formation and print its answer as it arrives
     Send(SendArgs),
+    /// Answer the question a running task asked, and print what follows as `mur send` does
+    Answer(AnswerArgs),
     /// Stop a running session or formation
     Stop(StopArgs),
     /// List running sessions, grouped by formation
@@ -210,6 +213,18 @@ pub struct SendArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct AnswerArgs {
+    /// The task that asks (tsk_…), as its question names it
+    pub task_id: String,
+    /// The answer's text
+    #[arg(required_unless_present = "file", conflicts_with = "file")]
+    pub text: Option<String>,
+    /// Read the answer from FILE (`-` reads stdin) instead of TEXT
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
 pub struct StopArgs {
     /// A session id (ses_…) or formation id (frm_…)
     pub id: String,
@@ -280,6 +295,7 @@ pub fn main() -> ExitCode {
         Command::Run(a) => run::run(a),
         Command::Deploy(a) => deploy::run(a),
         Command::Send(a) => send::run(a),
+        Command::Answer(a) => answer::run(a),
         Command::Stop(a) => stop::run(a),
         Command::Ps(a) => ps::run(a.json),
         Command::Trace(a) => match &a.command {

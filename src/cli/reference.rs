@@ -111,7 +111,7 @@ pub const NOTES: &[Notes] = &[
     Notes {
         command: "run",
         stdout: "With `--capsule`: with `--json`, the readiness line first ([formation.md#readiness-line](formation.md#readiness-line)), then, when a `--task` task ends, `{\"answer\":…,\"state\":\"TASK_STATE_…\",\"task_id\":\"tsk_…\"}`; without `--json`, only the answer of a `--task` task. A `--task` run ends when its task ends, whatever the capsule's lifecycle. With `--roster`: the entry member's stdout (it shares the launcher's), so the formation's answer; with `--json` the formation line comes first ([formation.md#formation-line](formation.md#formation-line)).",
-        stderr: "With `--capsule`: a one-line door notice (without `--json`: `session <ses_id> of <capsule>@<version> serves its door at http://localhost:PORT`, followed, for a session that serves on, by `until it is stopped:` and the `mur stop <id>` that stops it (or Ctrl-C), otherwise by when it ends), diagnostics behind `[capsule-runtime] `. With `--roster`: the formation line (without `--json`), every peer's stderr and later stdout lines behind `[<member>] `, the launcher's own lines behind `[mur run] `, retention removals. On a terminal, a component compiled because the compiled cache lacks it shows a spinner, then `[capsule-runtime] compiled <capsule>@<version> in <S> s` (`[mur run] ` for a launch, which compiles each component once for its members).",
+        stderr: "With `--capsule`: a one-line door notice (without `--json`: `session <ses_id> of <capsule>@<version> serves its door at http://localhost:PORT`, followed, for a session that serves on, by `until it is stopped:` and the `mur stop <id>` that stops it (or Ctrl-C), otherwise by when it ends), diagnostics behind `[capsule-runtime] `. With `--roster`: the formation line (without `--json`), every peer's stderr and later stdout lines behind `[<member>] `, the launcher's own lines behind `[mur run] `, retention removals. On a terminal, a component compiled because the compiled cache lacks it shows a spinner, then `[capsule-runtime] compiled <capsule>@<version> in <S> s` (`[mur run] ` for a launch, which compiles each component once for its members). When the `--task` task (a formation's: its entry's) asks for input: `[mur run] <member> asks (through <members>) (task <tsk_id>):` and the question on the next line; on a terminal (stdin and stderr) then `[mur run] your answer (one line, Enter sends it): `, and the line typed answers it (an empty line is asked again); without a terminal, once per session, `[capsule-runtime] task <tsk_id> waits for input; answer it with …`, naming the `mur answer <tsk_id> TEXT` that answers it, and the door and running record whose operator token a SendMessage naming the task in `message.taskId` needs (never the token itself). The question never goes to `logs/bootstrap.log`.",
         exit: "`--capsule`: 0 when the task completed, the session was idle, or its formation ended; 1 on a refusal, a task that did not complete (E-RUN-030), a SIGTERM during a task (E-RUN-040) or the deadline (E-RUN-053); 143 when the 20 s teardown bound forced the end ([formation.md#how-a-member-ends](formation.md#how-a-member-ends)). `--roster`: the entry's exit status (128+N if it died of signal N); 1 on an admission refusal (nothing started), a launch failure (E-RUN-045) or a deadline before the entry started (E-RUN-053); 128+N when the launcher itself got SIGINT, SIGTERM or SIGHUP. `mur run` with neither `--capsule` nor `--roster` is a usage error (2).",
         json: &[
             ("auth", "readiness line: `bearer` when the door requires a token"),
@@ -154,7 +154,14 @@ pub const NOTES: &[Notes] = &[
         command: "send",
         stdout: "The answer, as the door streams it: the text of each `artifactUpdate` of the `response` artifact as it arrives (a chunk with `append: true` adds to what was printed; one that replaces a turn's text starts on a new line), then a newline. Nothing else.",
         stderr: "`mur send: task <tsk_id> on <ses_id> (<capsule>@<version>)` once the door took the task; diagnostics. The operator token (read from the session's running record, 0600) is never printed, and never put in an argument or the environment.",
-        exit: "0 when the task completed; 1 with E-SND-001 (malformed id, or no such session or formation here), E-SND-002 (it has ended, or ended before its task did), E-SND-003 (the door does not answer on 127.0.0.1, is not this user's, answers with something else than its event stream, or sends more than 8 MiB in one event or 64 MiB in all) or E-SND-004 (the door refused the task, or the task ended failed, canceled or rejected).",
+        exit: "0 when the task completed; 3 when it asks for input (the question on stderr, with the `mur answer` that answers it); 1 with E-SND-001 (malformed id, or no such session or formation here), E-SND-002 (it has ended, or ended before its task did), E-SND-003 (the door does not answer on 127.0.0.1, is not this user's, answers with something else than its event stream, or sends more than 8 MiB in one event or 64 MiB in all) or E-SND-004 (the door refused the task, or the task ended failed, canceled or rejected).",
+        json: &[],
+    },
+    Notes {
+        command: "answer",
+        stdout: "What followed the answer, as `mur send` prints it: the task's answer as the door streams it, then a newline.",
+        stderr: "`mur answer: task <tsk_id> on <ses_id> (<capsule>@<version>)` once the door took the answer; when the task asks again, `mur answer: task <tsk_id> waits for input; <member> asks (through <members>):`, the question, and a line naming the `mur answer <tsk_id> TEXT` that answers it; diagnostics. The task is found by asking each of this user's running sessions (newest first, at most 64, GetTask with the running record's operator token) until one knows it; the token is never printed, nor put in an argument or the environment.",
+        exit: "0 when the task then completed; 3 when it asks again; 1 with E-ANS-001 (malformed task id, or no running session holds the task), E-ANS-002 (the answer is empty, larger than the door's 8 MiB body bound, or unreadable, or the door refused it: `-32004` when the task waits for no answer, being terminal, answered already or timed out), E-ANS-003 (the task then ended failed, canceled or rejected) or E-SND-003 (the door does not answer, or not as a door).",
         json: &[],
     },
     Notes {
@@ -194,7 +201,7 @@ pub const NOTES: &[Notes] = &[
     },
     Notes {
         command: "trace show",
-        stdout: "`ses_…`: one line per trace record, `<RFC 3339 ms>  <event_type>  <its own fields>`. `frm_…`: the formation block ([formation.md#formation-traces](formation.md#formation-traces)): the roots searched, one row per member session, one line per member call, and the `usage:` table (per member and total: tasks, calls, model turns, model ms, other ms, tokens in and out). With `--json`, one compact JSON line: for `ses_…` the session's usage, for `frm_…` every member's, the calls and the total. With `--follow`: the records as they are appended (read again every 100 ms), each as a `ses_…` line; for `frm_…`, of every member session, as `<RFC 3339 ms>  <member>  <event_type>  <its own fields>`. It ends once the session wrote `session_end` or its process is gone; for a formation, once its launcher and every member are gone.",
+        stdout: "`ses_…`: one line per trace record, `<RFC 3339 ms>  <event_type>  <its own fields>`. `frm_…`: the formation block ([formation.md#formation-traces](formation.md#formation-traces)): the roots searched, one row per member session, one line per member call, one line per question a member's task asked (`questions:`, sizes and waits only), and the `usage:` table (per member and total: tasks, calls, model turns, model ms, other ms, tokens in and out). With `--json`, one compact JSON line: for `ses_…` the session's usage, for `frm_…` every member's, the calls, the questions and the total. With `--follow`: the records as they are appended (read again every 100 ms), each as a `ses_…` line; for `frm_…`, of every member session, as `<RFC 3339 ms>  <member>  <event_type>  <its own fields>`. It ends once the session wrote `session_end` or its process is gone; for a formation, once its launcher and every member are gone.",
         stderr: "Diagnostics only.",
         exit: "0 (with `--follow`, once what it follows ended); 1 with E-TRC-002 when no session has that id (or belongs to that formation).",
         json: &[
@@ -217,6 +224,23 @@ pub const NOTES: &[Notes] = &[
             ("calls[].to", "the called member"),
             ("calls[].status", "the call's status, as `member_call.status`"),
             ("calls[].duration_ms", "how long it took, or null"),
+            (
+                "questions[]",
+                "`frm_…` only: one object per question a member's task asked, in session order",
+            ),
+            ("questions[].member", "the member whose trace recorded it"),
+            ("questions[].task_id", "the task that asked"),
+            (
+                "questions[].asked_by",
+                "who asked, innermost first (the asking member, then each it came up through)",
+            ),
+            ("questions[].question_bytes", "the question's size in bytes"),
+            (
+                "questions[].outcome",
+                "`answered`, `timed_out` or `abandoned`; null while open",
+            ),
+            ("questions[].waited_ms", "how long it waited, or null while open"),
+            ("questions[].answer_bytes", "the answer's size in bytes, or null"),
             ("total", "`frm_…` only: the members' usage summed"),
             ("usage.tasks", "tasks started (`task_start` records)"),
             ("usage.calls", "member calls made"),

@@ -7,6 +7,9 @@
 //! `localhost`), and the token goes only to a listener this user serves (`loopback`). The token
 //! is never printed, nor put in argv or the environment. Every byte the door sends back is
 //! bounded: the head (`wire::http1`), each event (`wire::sse`), the whole stream.
+//!
+//! `mur answer` (`cli/answer.rs`) is the same client: it dials, sends and follows through the
+//! functions here, and reads what the door says in its own [`Voice`].
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
@@ -36,21 +39,103 @@ const MAX_STREAM: u64 = 64 << 20;
 /// A refusal's body (HTTP errors, a JSON-RPC error sent as JSON), at most.
 const MAX_REFUSAL: usize = 64 << 10;
 
+/// The exit status of a command whose task now waits for input (its question is on stderr).
+pub(super) const ASKS: u8 = 3;
+
+/// How a command speaks of what the door answers: its name on stderr, what it sent, and the codes
+/// of a refusal and of a task that ended other than completed.
+pub(super) struct Voice {
+    pub tag: &'static str,
+    pub sent: &'static str,
+    pub refused: Code,
+    pub ended: Code,
+}
+
+const SEND: Voice = Voice {
+    tag: "mur send",
+    sent: "task",
+    refused: diag::E_SND_004,
+    ended: diag::E_SND_004,
+};
+
 pub fn run(a: &SendArgs) -> Outcome {
     let home = MurHome::from_env();
     let rec = find_door(&home, &a.id)?;
-    let mut stream = dial(&rec)?;
-    let body = request_body(&a.text);
-    let mut request = request_head(&rec, body.len());
+    let stream = post(&rec, &request_body(&a.text), true)?;
+    follow(&rec, stream, &SEND)
+}
+
+/// Dials the record's door and sends one JSON-RPC request (`body`), asking for an event stream
+/// or a JSON reply.
+pub(super) fn post(rec: &RunningRecord, body: &str, stream: bool) -> Result<TcpStream, super::Failure> {
+    let mut conn = dial(rec)?;
+    let mut request = request_head(rec, body.len(), stream);
     request.extend_from_slice(body.as_bytes());
-    stream.write_all(&request).and_then(|()| stream.flush()).map_err(|e| {
+    conn.write_all(&request).and_then(|()| conn.flush()).map_err(|e| {
         fail(
             diag::E_SND_003,
-            format!("the door of {} at {} took no request: {e}", rec.session_id, url(&rec)),
+            format!("the door of {} at {} took no request: {e}", rec.session_id, url(rec)),
         )
     })?;
-    drop(request);
-    follow(&rec, stream)
+    Ok(conn)
+}
+
+/// A JSON reply to a request sent with [`post`]: its HTTP status and body, at most `max` bytes
+/// of it read (a longer body is cut, and `true` says so), within `wait`.
+pub(super) fn reply(
+    rec: &RunningRecord,
+    mut stream: TcpStream,
+    max: usize,
+    wait: Duration,
+) -> Result<(u16, Vec<u8>, bool), super::Failure> {
+    let mut reader = Quiet::new(rec);
+    let until = Instant::now() + wait;
+    let mut pending = Vec::new();
+    let (head, at) = loop {
+        let Some(bytes) = reader.read(&mut stream, Some(until))? else {
+            return Err(fail(
+                diag::E_SND_003,
+                format!("the door of {} closed the connection without a reply", rec.session_id),
+            ));
+        };
+        pending.extend_from_slice(bytes);
+        match http1::head(&pending) {
+            Ok(Some(h)) => break h,
+            Ok(None) if pending.len() > MAX_REFUSAL => {
+                return Err(fail(
+                    diag::E_SND_003,
+                    format!("the door of {} sent a reply head longer than 64 KiB", rec.session_id),
+                ));
+            }
+            Ok(None) => {}
+            Err(m) => {
+                return Err(fail(
+                    diag::E_SND_003,
+                    format!(
+                        "the door of {} answered with something that is not HTTP: {}",
+                        rec.session_id, m.0
+                    ),
+                ));
+            }
+        }
+    };
+    let mut body = Body::new(head.framing);
+    let malformed = |m: http1::Malformed| {
+        fail(
+            diag::E_SND_003,
+            format!("the door of {} sent a malformed body: {}", rec.session_id, m.0),
+        )
+    };
+    let mut out = body.push(&pending[at..]).map_err(malformed)?;
+    while out.len() <= max && !body.done() {
+        match reader.read(&mut stream, Some(until))? {
+            Some(bytes) => out.extend(body.push(bytes).map_err(malformed)?),
+            None => break,
+        }
+    }
+    let cut = out.len() > max;
+    out.truncate(max);
+    Ok((head.status, out, cut))
 }
 
 fn fail(code: Code, message: String) -> super::Failure {
@@ -142,11 +227,16 @@ fn request_body(text: &str) -> String {
 }
 
 /// The request head; it holds the token, so the request is wiped once written.
-fn request_head(rec: &RunningRecord, body_len: usize) -> Zeroizing<Vec<u8>> {
+fn request_head(rec: &RunningRecord, body_len: usize, stream: bool) -> Zeroizing<Vec<u8>> {
     let mut head = Zeroizing::new(Vec::with_capacity(512));
+    let accept = if stream {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
     head.extend_from_slice(
         format!(
-            "POST / HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\nA2A-Version: 1.0\r\nContent-Length: {body_len}\r\nConnection: close\r\n",
+            "POST / HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: {accept}\r\nA2A-Version: 1.0\r\nContent-Length: {body_len}\r\nConnection: close\r\n",
             rec.url
         )
         .as_bytes(),
@@ -160,8 +250,8 @@ fn request_head(rec: &RunningRecord, body_len: usize) -> Zeroizing<Vec<u8>> {
     head
 }
 
-/// Reads the reply: its head, then the event stream to the task's end.
-fn follow(rec: &RunningRecord, mut stream: TcpStream) -> Outcome {
+/// Reads the reply: its head, then the event stream to the task's end, or to its question.
+pub(super) fn follow(rec: &RunningRecord, mut stream: TcpStream, voice: &Voice) -> Outcome {
     let no_door = |m: String| fail(diag::E_SND_003, m);
     let who = rec.session_id.as_str();
     let malformed = |m: http1::Malformed| no_door(format!("the door of {who} sent a malformed body: {}", m.0));
@@ -194,13 +284,14 @@ fn follow(rec: &RunningRecord, mut stream: TcpStream) -> Outcome {
         .is_some_and(|t| t.starts_with("text/event-stream"));
     if head.status != 200 || !is_stream {
         let text = refusal_body(&mut reader, &mut stream, &mut body, first)?;
-        return Err(refused(who, head.status, &text));
+        return Err(refused(who, head.status, &text, voice));
     }
 
     let mut printer = Printer::default();
     let mut sse = SseReader::default();
     let mut task = StreamedTask::default();
     let mut task_id: Option<String> = None;
+    let mut asking = Asking::default();
     let mut total = 0u64;
     let mut chunk = first;
     loop {
@@ -215,14 +306,9 @@ fn follow(rec: &RunningRecord, mut stream: TcpStream) -> Outcome {
             .map_err(|_| no_door(format!("the door of {who} sent an event longer than 8 MiB")))?;
         for event in events {
             if let Some(e) = event.get("error") {
-                let code = e.get("code").and_then(Value::as_i64).unwrap_or(0);
-                let message = e.get("message").and_then(Value::as_str).unwrap_or("");
                 return Err(fail(
-                    diag::E_SND_004,
-                    format!(
-                        "the door of {who} refused the task: JSON-RPC error {code}: {}",
-                        shown(message)
-                    ),
+                    voice.refused,
+                    format!("the door of {who} refused the {}: {}", voice.sent, rpc_error(e)),
                 ));
             }
             let Some(result) = event.get("result") else { continue };
@@ -230,7 +316,8 @@ fn follow(rec: &RunningRecord, mut stream: TcpStream) -> Outcome {
                 && let Some(id) = result.get("task").and_then(|t| t.get("id")).and_then(Value::as_str)
             {
                 eprintln!(
-                    "mur send: task {} on {who} ({}@{})",
+                    "{}: task {} on {who} ({}@{})",
+                    voice.tag,
                     shown(id),
                     rec.capsule_name,
                     rec.capsule_version
@@ -240,8 +327,14 @@ fn follow(rec: &RunningRecord, mut stream: TcpStream) -> Outcome {
             printer.show(result);
             task.apply(&event);
             let member = rec.formation_member.as_deref().unwrap_or(&rec.capsule_name);
+            // Before the end: the stream closes at a question as at an end.
+            if asking.see(result) {
+                printer.end_line();
+                asking.show(voice.tag, task_id.as_deref().unwrap_or("?"), member);
+                return Ok(ASKS);
+            }
             if let Some(end) = task.ended(member) {
-                return printer.finish(rec, task_id.as_deref().unwrap_or("?"), end);
+                return printer.finish(rec, task_id.as_deref().unwrap_or("?"), end, voice);
             }
         }
         if body.done() {
@@ -260,20 +353,67 @@ fn follow(rec: &RunningRecord, mut stream: TcpStream) -> Outcome {
     )))
 }
 
+/// The question of a task the stream shows waiting for input (it closes there).
+#[derive(Default)]
+struct Asking {
+    asked_by: Vec<String>,
+    question: String,
+}
+
+impl Asking {
+    /// Whether this result shows the task asking; keeps who asked, as the task object says.
+    fn see(&mut self, result: &Value) -> bool {
+        let task = result.get("task");
+        if let Some(list) = task
+            .and_then(|t| t.pointer("/metadata/murmur/askedBy"))
+            .and_then(Value::as_array)
+        {
+            self.asked_by = list.iter().filter_map(Value::as_str).map(str::to_string).collect();
+        }
+        let status = task
+            .or_else(|| result.get("statusUpdate"))
+            .and_then(|t| t.get("status"));
+        if status.and_then(|s| s.get("state")).and_then(Value::as_str) != Some("TASK_STATE_INPUT_REQUIRED") {
+            return false;
+        }
+        let question: String = status
+            .and_then(|s| s.pointer("/message/parts"))
+            .and_then(Value::as_array)
+            .map(|parts| {
+                parts
+                    .iter()
+                    .filter_map(|p| p.get("text").and_then(Value::as_str))
+                    .collect()
+            })
+            .unwrap_or_default();
+        self.question = question;
+        true
+    }
+
+    fn show(&self, tag: &str, task_id: &str, member: &str) {
+        let who = crate::question::who_asks(&self.asked_by, member);
+        eprintln!(
+            "{tag}: task {} waits for input; {who}:\n{}\n{tag}: answer it with `mur answer {} TEXT`",
+            shown(task_id),
+            crate::question::printable(&self.question),
+            shown(task_id)
+        );
+    }
+}
+
 /// A door's refusal as a diagnostic: the credential, the request, or a JSON-RPC error.
-fn refused(who: &str, status: u16, body: &[u8]) -> super::Failure {
+pub(super) fn refused(who: &str, status: u16, body: &[u8], voice: &Voice) -> super::Failure {
     let v: Option<Value> = serde_json::from_slice(body).ok();
     let rpc = v.as_ref().and_then(|v| v.get("error")).filter(|e| e.is_object());
     let detail = match (rpc, v.as_ref().and_then(|v| v.get("message")).and_then(Value::as_str)) {
-        (Some(e), _) => format!(
-            "JSON-RPC error {}: {}",
-            e.get("code").and_then(Value::as_i64).unwrap_or(0),
-            shown(e.get("message").and_then(Value::as_str).unwrap_or(""))
-        ),
+        (Some(e), _) => rpc_error(e),
         (None, Some(m)) => format!("HTTP {status}: {}", shown(m)),
         (None, None) => format!("HTTP {status}"),
     };
-    let d = Diagnostic::new(diag::E_SND_004, format!("the door of {who} refused the task: {detail}"));
+    let d = Diagnostic::new(
+        voice.refused,
+        format!("the door of {who} refused the {}: {detail}", voice.sent),
+    );
     match status {
         401 | 403 => d
             .with_hint(
@@ -282,6 +422,21 @@ fn refused(who: &str, status: u16, body: &[u8]) -> super::Failure {
             .into(),
         _ => d.into(),
     }
+}
+
+/// `JSON-RPC error <code>: <message>`, and the task's state when A2A's ErrorInfo names it as
+/// the reason (-32004).
+fn rpc_error(e: &Value) -> String {
+    let state = e
+        .pointer("/data/0/metadata/state")
+        .and_then(Value::as_str)
+        .map(|s| format!(" (the task is {})", shown(s)))
+        .unwrap_or_default();
+    format!(
+        "JSON-RPC error {}: {}{state}",
+        e.get("code").and_then(Value::as_i64).unwrap_or(0),
+        shown(e.get("message").and_then(Value::as_str).unwrap_or(""))
+    )
 }
 
 /// The refusal's body, at most [`MAX_REFUSAL`] bytes of it.
@@ -452,7 +607,7 @@ impl Printer {
         }
     }
 
-    fn finish(mut self, rec: &RunningRecord, task_id: &str, end: Ended) -> Outcome {
+    fn finish(mut self, rec: &RunningRecord, task_id: &str, end: Ended, voice: &Voice) -> Outcome {
         if end.status == CallStatus::Completed {
             if self.printed.is_empty() && !end.output.is_empty() {
                 self.put(&end.output, false);
@@ -462,7 +617,7 @@ impl Printer {
         }
         self.end_line();
         Err(Diagnostic::new(
-            diag::E_SND_004,
+            voice.ended,
             format!(
                 "the task {} ended {}: {}",
                 shown(task_id),

@@ -393,6 +393,13 @@ pub fn render_formation(id: &str, roots: &[PathBuf], t: &FormationTrace) -> Stri
             out.push_str(&format!("{indent}{}  {}\n", line.call_id, line.render().trim_start()));
         }
     }
+    if !t.questions.is_empty() {
+        // Who asked, how it ended and how long it waited; the texts only as sizes.
+        out.push_str("questions:\n");
+        for q in &t.questions {
+            out.push_str(&format!("  {}\n", q.render()));
+        }
+    }
     // Where the time and tokens went, per member and in all.
     let rows: Vec<(String, Usage)> = t
         .sessions
@@ -436,6 +443,7 @@ mod tests {
                 call("mcl_1", "planner", "coder", "tsk_p", "tsk_c", "completed", Some(1234)),
                 call("mcl_3", "planner", "tester", "tsk_p", "tsk_t2", "unfinished", None),
             ],
+            questions: Vec::new(),
         };
         let out = render_formation(frm, &[PathBuf::from("/r/a"), PathBuf::from("/r/b")], &t);
         let want = format!(
@@ -453,5 +461,34 @@ mod tests {
             " ".repeat(31)
         );
         assert_eq!(out, want);
+    }
+
+    #[test]
+    fn formation_questions_follow_the_calls() {
+        use crate::trace::questions::QuestionSummary;
+        let t = FormationTrace {
+            questions: vec![
+                QuestionSummary {
+                    member: "lead".into(),
+                    task_id: "tsk_p".into(),
+                    asked_by: vec!["coder".into(), "lead".into()],
+                    question_bytes: 20,
+                    outcome: Some("answered".into()),
+                    waited_ms: Some(900),
+                    answer_bytes: Some(4),
+                },
+                QuestionSummary {
+                    member: "coder".into(),
+                    task_id: "tsk_c".into(),
+                    asked_by: vec!["coder".into()],
+                    question_bytes: 20,
+                    ..QuestionSummary::default()
+                },
+            ],
+            ..FormationTrace::default()
+        };
+        let out = render_formation("frm_x", &[], &t);
+        let want = "questions:\n  tsk_p  coder asks (through lead)  answered  waited 900 ms  question 20 B  answer 4 B\n  tsk_c  coder asks  open  question 20 B\nusage:\n";
+        assert!(out.contains(want), "{out}");
     }
 }

@@ -167,6 +167,7 @@ impl LaunchPlan {
                 .get(i)
                 .and_then(Option::as_ref)
                 .map(|h| (h.file.as_raw_fd(), h.key_id.clone())),
+            terminal_stdin: !peer && std::io::IsTerminal::is_terminal(&std::io::stdin()),
         }
     }
 

@@ -141,6 +141,10 @@ pub struct MemberCommand {
     /// The launcher's checked compiled entry of the member's component (its descriptor, open in
     /// the launcher, and its key id), handed over as `MURMUR_COMPILED_FD`/`MURMUR_COMPILED_KEY`.
     pub compiled: Option<(RawFd, String)>,
+    /// The entry reads the launcher's stdin, when that is a terminal: the person there answers
+    /// the `--task` task's questions (docs/reference/door.md#asking). Every other member reads
+    /// nothing.
+    pub terminal_stdin: bool,
 }
 
 /// The environment a member starts with, apart from the formation variables the launcher sets
@@ -185,7 +189,11 @@ impl MemberCommand {
             .env("MURMUR_FORMATION_CHANNEL", self.channel_fd.to_string())
             .env("MURMUR_FORMATION_LIFELINE", self.lifeline_fd.to_string())
             .env("MURMUR_HOST_WARNINGS_REPORTED", "1")
-            .stdin(Stdio::null())
+            .stdin(if self.terminal_stdin && !self.peer {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
             .kill_on_drop(false);
         if let Some(tp) = &self.traceparent {
             cmd.env("TRACEPARENT", tp);

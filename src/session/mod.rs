@@ -14,6 +14,7 @@ mod control;
 pub mod executor;
 pub mod journal;
 pub mod lifecycle;
+mod questions;
 pub mod recorder;
 pub mod records;
 pub mod retention;
@@ -322,6 +323,8 @@ impl Session {
         let bind = args.bind.as_deref().unwrap_or("127.0.0.1");
         let board = Board::new(p.policy.acceptance, p.policy.queue_depth);
         let (news_tx, news) = mpsc::unbounded_channel();
+        let questions = questions::Questions::new(self.console.clone(), p.capsule.name.to_string());
+        questions.set_board(&board);
         let recorder = Recorder::new(
             self.journal.clone(),
             self.records.clone(),
@@ -329,6 +332,7 @@ impl Session {
             args.json,
             &board,
             news_tx,
+            Arc::clone(&questions),
         );
         recorder.observe(&board);
         let door = match Door::start_with_board(config, bind, Arc::clone(&board)) {
@@ -336,6 +340,7 @@ impl Session {
             Err(d) => return self.fail_early(d),
         };
         self.write_running_record(&p, &door);
+        questions.set_door(door.url(), &self.home.running_record(&self.id).display().to_string());
         self.say_ready(args, &p, &door);
 
         // 8. The --task task, then the executor and the idle wait.

@@ -14,6 +14,7 @@ use crate::tasks::{Board, BoardEvent, Origin, TaskState};
 
 use super::journal::Journal;
 use super::lifecycle::Ending;
+use super::questions::Questions;
 use super::records::{Console, Records};
 
 /// What the recorder tells the controller.
@@ -32,6 +33,8 @@ pub struct Recorder {
     news: UnboundedSender<TaskNews>,
     origins: Mutex<HashMap<String, Origin>>,
     local: Mutex<Option<(String, Ending)>>,
+    /// The `--task` task's questions, put to the person who ran the session.
+    questions: Arc<Questions>,
 }
 
 impl Recorder {
@@ -42,6 +45,7 @@ impl Recorder {
         json: bool,
         board: &Arc<Board>,
         news: UnboundedSender<TaskNews>,
+        questions: Arc<Questions>,
     ) -> Arc<Recorder> {
         Arc::new(Recorder {
             journal,
@@ -52,6 +56,7 @@ impl Recorder {
             news,
             origins: Mutex::new(HashMap::new()),
             local: Mutex::new(None),
+            questions,
         })
     }
 
@@ -119,6 +124,9 @@ impl Recorder {
             } => {
                 crate::otel::input_requested(task_id, asked_by, *question_bytes);
                 self.journal.input_requested(task_id, asked_by, *question_bytes);
+                if self.is_local(task_id) {
+                    self.questions.asked(task_id, asked_by);
+                }
             }
             BoardEvent::InputSettled {
                 task_id,
@@ -129,8 +137,15 @@ impl Recorder {
                 crate::otel::input_received(task_id, outcome.as_str(), *waited_ms, *answer_bytes);
                 self.journal
                     .input_received(task_id, *waited_ms, *answer_bytes, *outcome);
+                if self.is_local(task_id) {
+                    self.questions.settled(task_id, *outcome);
+                }
             }
         }
+    }
+
+    fn is_local(&self, task_id: &str) -> bool {
+        crate::sync::lock(&self.origins).get(task_id) == Some(&Origin::Local)
     }
 
     fn ended(&self, task_id: &str, state: TaskState, no_answer: bool, reason: Option<&str>, local: bool) {

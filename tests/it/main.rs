@@ -9,6 +9,7 @@ mod support;
 
 mod a2a;
 mod admission;
+mod answer;
 mod artifacts;
 mod asking;
 mod bounds;

@@ -369,3 +369,92 @@ fn compiling_at_install_shows_progress_on_a_terminal_and_nothing_when_piped() {
         "no progress when stderr is not a terminal"
     );
 }
+
+/// Waits until the terminal shows `text`.
+fn until_shown(term: &OnTerminal, text: &str) {
+    wait_until(Duration::from_secs(60), || term.output().contains(text))
+        .unwrap_or_else(|| panic!("the terminal never showed {text:?}; it shows:\n{}", term.output()));
+}
+
+#[test]
+fn a_capsule_run_at_a_terminal_prints_the_question_and_takes_the_typed_answer() {
+    use crate::answer::{KEY, KEY_VAR, answers_seen, ask, install_asker, paint_with_answers};
+    let sb = Sandbox::new();
+    let provider = crate::support::provider::Provider::start(vec![ask("c1", "Which colour?"), paint_with_answers()]);
+    install_asker(&sb, "painter", provider.url(), 120, "");
+    let mut cmd = sb.mur(&sb.path("work"));
+    cmd.args([
+        "run",
+        "--capsule",
+        "local/painter",
+        "--capsule-version",
+        "0.1.0",
+        "--task",
+        "paint the fence",
+    ])
+    .env(KEY_VAR, KEY);
+    let mut term = OnTerminal::start(cmd);
+    until_shown(&term, "your answer (one line, Enter sends it): ");
+    let shown = term.output();
+    assert!(shown.contains("[mur run] local/painter asks (task tsk_"), "{shown}");
+    assert!(shown.contains("Which colour?"), "{shown}");
+    assert!(!shown.contains("waits for input;"), "a terminal needs no hint: {shown}");
+    // An empty line is asked again; the next line answers.
+    term.type_bytes(b"\n");
+    until_shown(&term, "an empty line is no answer");
+    term.type_bytes(b"green\n");
+    assert_eq!(term.wait(Duration::from_secs(60)), 0, "{}", term.output());
+    assert!(term.output().contains("Painted green"), "{}", term.output());
+    let reqs = provider.requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(
+        answers_seen(&reqs[1]),
+        ["green"],
+        "the model was handed the typed answer, fenced"
+    );
+}
+
+#[test]
+fn a_formation_at_a_terminal_puts_its_entrys_question_to_the_person_there() {
+    use crate::answer::{KEY, KEY_VAR, answers_seen, ask, asking_formation, paint_with_answers};
+    let (sb, dir, provider) = asking_formation(vec![ask("c1", "Which colour?"), paint_with_answers()]);
+    let mut cmd = sb.mur(&dir);
+    cmd.args(["run", "--roster", "--task", "paint the fence"])
+        .env(KEY_VAR, KEY);
+    let mut term = OnTerminal::start(cmd);
+    until_shown(&term, "your answer (one line, Enter sends it): ");
+    let shown = term.output();
+    assert!(shown.contains("[mur run] lead asks (task tsk_"), "{shown}");
+    assert!(shown.contains("Which colour?"), "{shown}");
+    term.type_bytes(b"blue\n");
+    assert_eq!(term.wait(Duration::from_secs(60)), 0, "{}", term.output());
+    assert!(term.output().contains("Painted blue"), "{}", term.output());
+    assert_eq!(answers_seen(&provider.requests()[1]), ["blue"]);
+    let launcher = term.child.id();
+    all_members_gone(&sb, launcher, Instant::now(), "after the answered formation");
+    nothing_claims_to_run(&sb, &dir, "after the answered formation");
+    // `mur trace show` lists the question: who asked, how it ended, the sizes only.
+    let output = term.output();
+    let frm = output
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("formation: "))
+        .map(|f| f.trim().to_string())
+        .unwrap_or_else(|| panic!("no formation line:\n{output}"));
+    let shown = crate::support::stdout(&sb.run(&dir, &["trace", "show", &frm]));
+    let line = shown
+        .lines()
+        .skip_while(|l| *l != "questions:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no questions in:\n{shown}"));
+    assert!(line.starts_with("  tsk_"), "{line}");
+    assert!(
+        line.contains("  lead asks  answered  waited ") && line.ends_with("  question 13 B  answer 4 B"),
+        "{line}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&crate::support::stdout(
+        &sb.run(&dir, &["trace", "show", &frm, "--json"]),
+    ))
+    .expect("json");
+    assert_eq!(json["questions"][0]["asked_by"], serde_json::json!(["lead"]));
+    assert_eq!(json["questions"][0]["outcome"], "answered");
+}

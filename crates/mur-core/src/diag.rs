@@ -90,6 +90,10 @@ codes! {
     E_SND_004 = "E-SND-004", Error, "mur send: the task ended other than completed, or the door refused it", None;
     // [ours] A task that asked for input (docs/reference/door.md#asking).
     E_ASK_001 = "E-ASK-001", Error, "a task's question got no answer within lifecycle.input_timeout_secs", Some("answer sooner (SendMessage naming the task, `mur answer`, or at the terminal), or raise lifecycle.input_timeout_secs in the asking capsule's murmur.yaml");
+    // [ours] `mur answer`: a person answers a task's question at its door.
+    E_ANS_001 = "E-ANS-001", Error, "mur answer: the task id is malformed, or no running session holds the task", Some("the task id is printed with its question (`… asks …`); `mur ps` lists the running sessions");
+    E_ANS_002 = "E-ANS-002", Error, "mur answer: the door refused the answer (the task waits for none, or the answer is empty or too large)", None;
+    E_ANS_003 = "E-ANS-003", Error, "mur answer: after the answer, the task ended other than completed", None;
     // [ours] OpenTelemetry export (src/otel): asked for but not set up, or the collector failing.
     W_OTL_001 = "W-OTL-001", Warning, "OpenTelemetry export was asked for but cannot be set up; no span is exported", Some("correct the OTEL_* variable named above, or unset OTEL_EXPORTER_OTLP_ENDPOINT to run without export");
     W_OTL_002 = "W-OTL-002", Warning, "spans cannot be delivered to the OpenTelemetry collector", Some("check that the collector at OTEL_EXPORTER_OTLP_ENDPOINT is running and accepts OTLP/HTTP with protobuf bodies; tasks are not affected");

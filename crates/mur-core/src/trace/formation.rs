@@ -48,6 +48,8 @@ pub struct CallSummary {
 pub struct FormationTrace {
     pub sessions: Vec<SessionSummary>,
     pub calls: Vec<CallSummary>,
+    /// The questions the members' tasks asked, member by member in session order.
+    pub questions: Vec<super::questions::QuestionSummary>,
 }
 
 impl FormationTrace {
@@ -82,10 +84,12 @@ impl FormationTrace {
                 })
             })
             .collect();
+        let questions: Vec<Value> = self.questions.iter().map(|q| q.to_json()).collect();
         serde_json::json!({
             "formation_id": formation_id,
             "members": members,
             "calls": calls,
+            "questions": questions,
             "total": total.to_json(),
         })
     }
@@ -96,6 +100,7 @@ impl FormationTrace {
 pub fn collect(formation_id: &str, roots: &[PathBuf]) -> FormationTrace {
     let mut out = FormationTrace::default();
     let mut calls = BTreeMap::new();
+    let mut questions = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for root in roots {
         for trace in trace_files(root, 3) {
@@ -121,11 +126,15 @@ pub fn collect(formation_id: &str, roots: &[PathBuf]) -> FormationTrace {
                 usage: super::usage::Usage::of_records(&records),
             };
             add_calls(&mut calls, &records, member.as_deref().unwrap_or("-"));
+            let asked = super::questions::of_records(&records, member.as_deref().unwrap_or("-"));
+            questions.push((session.started_ms, session.session_id.clone(), asked));
             out.sessions.push(session);
         }
     }
     out.sessions
         .sort_by(|a, b| (a.started_ms, &a.session_id).cmp(&(b.started_ms, &b.session_id)));
+    questions.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+    out.questions = questions.into_iter().flat_map(|(_, _, q)| q).collect();
     out.calls = calls.into_values().collect();
     out
 }
@@ -449,8 +458,19 @@ mod tests {
                 duration_ms: Some(5),
                 ..CallSummary::default()
             }],
+            questions: vec![super::super::questions::QuestionSummary {
+                member: "lead".into(),
+                task_id: "tsk_1".into(),
+                asked_by: vec!["lead".into()],
+                question_bytes: 12,
+                outcome: Some("answered".into()),
+                waited_ms: Some(40),
+                answer_bytes: Some(3),
+            }],
         };
         let v = t.usage_json("frm_x");
+        assert_eq!(v["questions"][0]["outcome"], "answered");
+        assert_eq!(v["questions"][0]["waited_ms"], 40);
         assert_eq!(v["formation_id"], "frm_x");
         assert_eq!(v["members"][0]["member"], "lead");
         assert_eq!(v["members"][1]["member"], Value::Null);

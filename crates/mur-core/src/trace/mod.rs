@@ -2,6 +2,7 @@
 //!
 //! `turn` is one model turn (the `inference` record, and the names its OpenTelemetry span uses);
 //! `otel_env` decides from the `OTEL_*` variables whether spans are exported.
+//! `questions` reads the questions tasks asked (`input_requested`/`input_received`).
 //! `usage` sums a session's tasks, calls, model time and tokens for `mur trace show`.
 //! `writer` appends records with the key order of docs/reference/cli.md#conventions (common keys
 //! first, then the record's own fields in the order docs/reference/formation.md#trace-records lists
@@ -10,6 +11,7 @@
 
 pub mod formation;
 pub mod otel_env;
+pub mod questions;
 pub mod read;
 pub mod tool_call;
 pub mod turn;
