@@ -422,21 +422,31 @@ fn no_member_inherits_a_pipe_of_another_member_or_of_the_launchers_parent() {
         "the launcher holds its parent's pipe: {launcher:?}"
     );
     // Between starts, nothing of the launcher's beyond stdin, stdout and stderr is inheritable.
-    let launcher_fds = std::fs::read_dir(format!("/proc/{}/fdinfo", launch.child.id())).expect("fdinfo");
-    for entry in launcher_fds.flatten() {
-        let fd: i32 = entry.file_name().to_string_lossy().parse().expect("fd number");
-        let info = std::fs::read_to_string(entry.path()).unwrap_or_default();
-        let flags = info
-            .lines()
-            .find_map(|l| l.strip_prefix("flags:"))
-            .and_then(|f| i32::from_str_radix(f.trim(), 8).ok());
-        if let Some(flags) = flags.filter(|_| fd > 2) {
-            assert!(
-                flags & nix::libc::O_CLOEXEC != 0,
-                "the launcher's fd {fd} is inheritable: {info}"
-            );
+    // A member's pid exists from its fork, a moment before its start returns and its own
+    // descriptors are close-on-exec again (src/launcher/spawn.rs), so the last start may still
+    // be finishing: the launcher must reach that state once it is done.
+    let inheritable = || {
+        let mut found = Vec::new();
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{}/fdinfo", launch.child.id())) else {
+            return found;
+        };
+        for entry in fds.flatten() {
+            let fd: i32 = entry.file_name().to_string_lossy().parse().expect("fd number");
+            let info = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            let flags = info
+                .lines()
+                .find_map(|l| l.strip_prefix("flags:"))
+                .and_then(|f| i32::from_str_radix(f.trim(), 8).ok());
+            if let Some(flags) = flags.filter(|_| fd > 2)
+                && flags & nix::libc::O_CLOEXEC == 0
+            {
+                found.push(format!("fd {fd}: {info}"));
+            }
         }
-    }
+        found
+    };
+    wait_until(Duration::from_secs(10), || inheritable().is_empty())
+        .unwrap_or_else(|| panic!("the launcher keeps inheritable descriptors: {:?}", inheritable()));
     let members: Vec<(u32, _)> = formation_pids(&frm)
         .into_iter()
         .map(|pid| (pid, pipes_of(pid)))
