@@ -127,8 +127,11 @@ fn without_a_terminal_the_run_says_once_how_to_answer_and_mur_answer_answers() {
     .stdout(std::process::Stdio::piped())
     .stderr(std::process::Stdio::piped());
     let run = Launcher::spawn(cmd);
-    wait_until(Duration::from_secs(60), || run.stderr().contains("Which colour?"))
-        .unwrap_or_else(|| panic!("no question; stderr:\n{}", run.stderr()));
+    wait_until(Duration::from_secs(60), || {
+        let err = run.stderr();
+        err.contains("Which colour?") && err.contains("waits for input;")
+    })
+    .unwrap_or_else(|| panic!("no question; stderr:\n{}", run.stderr()));
     let err = run.stderr();
     assert!(err.contains("[mur run] local/painter asks (task tsk_"), "{err}");
     let task = task_in(&err).expect("the task id");
@@ -342,8 +345,12 @@ pub(crate) fn asking_formation(script: Vec<Step>) -> (Sandbox, std::path::PathBu
 fn a_launcher_killed_while_its_entry_waits_for_an_answer_leaves_nothing_running() {
     let (sb, dir, _provider) = asking_formation(vec![ask("c1", "Which colour?")]);
     let launcher = Launcher::start(&sb, &dir, &["--task", "paint the fence"], &[(KEY_VAR, KEY)]);
-    wait_until(Duration::from_secs(60), || launcher.stderr().contains("Which colour?"))
-        .unwrap_or_else(|| panic!("no question; stderr:\n{}", launcher.stderr()));
+    // The question, then the one line on how to answer it: both are written, one after the other.
+    wait_until(Duration::from_secs(60), || {
+        let err = launcher.stderr();
+        err.contains("Which colour?") && err.contains("waits for input;")
+    })
+    .unwrap_or_else(|| panic!("no question; stderr:\n{}", launcher.stderr()));
     let err = launcher.stderr();
     assert!(err.contains("[mur run] lead asks (task tsk_"), "{err}");
     assert!(

@@ -89,6 +89,18 @@ impl Collector {
                                 .filter_map(|kv| Some((kv.key.clone(), value(kv.value.as_ref()?))))
                                 .collect(),
                             service: service.clone(),
+                            events: s
+                                .events
+                                .iter()
+                                .map(|e| {
+                                    let attrs = e
+                                        .attributes
+                                        .iter()
+                                        .filter_map(|kv| Some((kv.key.clone(), value(kv.value.as_ref()?))))
+                                        .collect();
+                                    (e.name.clone(), attrs)
+                                })
+                                .collect(),
                         });
                     }
                 }
@@ -108,6 +120,8 @@ struct Span {
     kind: i32,
     attrs: HashMap<String, Value>,
     service: Value,
+    /// The span's events: name and attributes.
+    events: Vec<(String, HashMap<String, Value>)>,
 }
 
 fn hex(b: &[u8]) -> String {
@@ -609,4 +623,60 @@ fn a_tool_call_is_an_execute_tool_span_under_the_chat_span_that_asked_for_it() {
     assert_eq!(tool.attrs["gen_ai.tool.call.id"], "call_w1");
     assert_eq!(tool.attrs["mur.tool.kind"], "wasm");
     assert_eq!(tool.attrs["mur.tool.status"], "ok");
+}
+
+#[test]
+fn a_question_and_its_answer_are_events_on_the_task_span_without_their_texts() {
+    use crate::answer::{KEY as ASK_KEY, KEY_VAR as ASK_KEY_VAR, ask, install_asker, paint_with_answers, task_in};
+    use crate::support::{Launcher, wait_until};
+    use std::time::Duration;
+    let sb = Sandbox::new();
+    let provider = Provider::start(vec![ask("c1", "Which colour?"), paint_with_answers()]);
+    install_asker(&sb, "painter", provider.url(), 60, "");
+    let collector = Collector::start();
+    let work = sb.path("work");
+    let mut cmd = sb.mur(&work);
+    cmd.args([
+        "run",
+        "--capsule",
+        "local/painter",
+        "--capsule-version",
+        "0.1.0",
+        "--task",
+        "paint",
+    ])
+    .env(ASK_KEY_VAR, ASK_KEY)
+    .env(
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        format!("http://127.0.0.1:{}", collector.port),
+    )
+    .stdin(std::process::Stdio::null())
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped());
+    let run = Launcher::spawn(cmd);
+    wait_until(Duration::from_secs(60), || run.stderr().contains("Which colour?"))
+        .unwrap_or_else(|| panic!("no question; stderr:\n{}", run.stderr()));
+    let task = task_in(&run.stderr()).expect("the task id");
+    let answered = sb
+        .mur(&work)
+        .args(["answer", &task, "green"])
+        .output()
+        .expect("mur answer");
+    assert_eq!(answered.status.code(), Some(0), "{}", stderr(&answered));
+    let (code, out, err) = run.wait(Duration::from_secs(30));
+    assert_eq!((code, out.as_str()), (0, "Painted green\n"), "{err}");
+    let spans = collector.spans();
+    let task_span = one(&spans, "task capsule");
+    let names: Vec<&str> = task_span.events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["input_requested", "input_received"], "{task_span:#?}");
+    let (_, asked) = &task_span.events[0];
+    assert_eq!(asked["mur.input.question_bytes"], json!("Which colour?".len()));
+    let (_, got) = &task_span.events[1];
+    assert_eq!(got["mur.input.outcome"], "answered");
+    assert_eq!(got["mur.input.answer_bytes"], json!("green".len()));
+    let everything = format!("{spans:?}");
+    assert!(
+        !everything.contains("Which colour?") && !everything.contains("green\""),
+        "no text in spans"
+    );
 }
