@@ -103,15 +103,33 @@ async fn send(params: &Map<String, Value>, call: &Call<'_>, streaming: bool) -> 
         trust: call.provenance.trust,
         traceparent: call.traceparent.clone(),
     });
+    // A stream opens with the task as it was created, so every stream shows where it started.
+    reply_with(
+        call,
+        snap,
+        pin,
+        streaming,
+        (offer.return_immediately, offer.history_length),
+    )
+    .await
+}
+
+/// SendMessage's reply, or SendStreamingMessage's stream opening with `snap`.
+async fn reply_with(
+    call: &Call<'_>,
+    snap: TaskSnapshot,
+    pin: Pinned,
+    streaming: bool,
+    (return_immediately, history_length): (bool, Option<usize>),
+) -> Result<Reply, RpcError> {
     if streaming {
-        // Open with the task as it was created, so every stream shows where it started.
         return Ok(Reply::Stream {
             task_id: snap.id.clone(),
             first: Some(snap),
             pin,
         });
     }
-    settled_reply(call, snap, pin, offer.return_immediately, offer.history_length).await
+    settled_reply(call, snap, pin, return_immediately, history_length).await
 }
 
 /// A blocking SendMessage's `{"task":Task}`: the task once it is terminal or asks for input
@@ -170,14 +188,14 @@ async fn answer(offer: Offer, call: &Call<'_>, streaming: bool) -> Result<Reply,
             return Err(A2aError::UnsupportedOperation.with(&[("taskId", &t.id), ("state", t.state.wire())]));
         }
     };
-    if streaming {
-        return Ok(Reply::Stream {
-            task_id: snap.id.clone(),
-            first: Some(snap),
-            pin,
-        });
-    }
-    settled_reply(call, snap, pin, offer.return_immediately, offer.history_length).await
+    reply_with(
+        call,
+        snap,
+        pin,
+        streaming,
+        (offer.return_immediately, offer.history_length),
+    )
+    .await
 }
 
 /// The task when it exists and the caller may see it.

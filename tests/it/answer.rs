@@ -28,6 +28,26 @@ pub(crate) fn install_asker(sb: &Sandbox, name: &str, endpoint: &str, timeout_se
     sb.install_manifest(name, &manifest);
 }
 
+/// `mur run --capsule local/<name> --task <task>` in the sandbox's `work`, with the provider's
+/// key, no terminal and its output piped.
+pub(crate) fn task_run(sb: &Sandbox, name: &str, task: &str) -> std::process::Command {
+    let mut cmd = sb.mur(&sb.path("work"));
+    cmd.args([
+        "run",
+        "--capsule",
+        &format!("local/{name}"),
+        "--capsule-version",
+        "0.1.0",
+        "--task",
+        task,
+    ])
+    .env(KEY_VAR, KEY)
+    .stdin(std::process::Stdio::null())
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped());
+    cmd
+}
+
 /// The model's turn that asks `question` through `request-input`.
 pub(crate) fn ask(call_id: &str, question: &str) -> Step {
     Reply::json(openai::tool_calls(&[(
@@ -112,21 +132,7 @@ fn without_a_terminal_the_run_says_once_how_to_answer_and_mur_answer_answers() {
     ]);
     install_asker(&sb, "painter", provider.url(), 60, "");
     let dir = sb.path("work");
-    let mut cmd = sb.mur(&dir);
-    cmd.args([
-        "run",
-        "--capsule",
-        "local/painter",
-        "--capsule-version",
-        "0.1.0",
-        "--task",
-        "paint the fence",
-    ])
-    .env(KEY_VAR, KEY)
-    .stdin(std::process::Stdio::null())
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped());
-    let run = Launcher::spawn(cmd);
+    let run = Launcher::spawn(task_run(&sb, "painter", "paint the fence"));
     wait_until(Duration::from_secs(60), || {
         let err = run.stderr();
         err.contains("Which colour?") && err.contains("waits for input;")

@@ -627,7 +627,7 @@ fn a_tool_call_is_an_execute_tool_span_under_the_chat_span_that_asked_for_it() {
 
 #[test]
 fn a_question_and_its_answer_are_events_on_the_task_span_without_their_texts() {
-    use crate::answer::{KEY as ASK_KEY, KEY_VAR as ASK_KEY_VAR, ask, install_asker, paint_with_answers, task_in};
+    use crate::answer::{ask, install_asker, paint_with_answers, task_in, task_run};
     use crate::support::{Launcher, wait_until};
     use std::time::Duration;
     let sb = Sandbox::new();
@@ -635,24 +635,11 @@ fn a_question_and_its_answer_are_events_on_the_task_span_without_their_texts() {
     install_asker(&sb, "painter", provider.url(), 60, "");
     let collector = Collector::start();
     let work = sb.path("work");
-    let mut cmd = sb.mur(&work);
-    cmd.args([
-        "run",
-        "--capsule",
-        "local/painter",
-        "--capsule-version",
-        "0.1.0",
-        "--task",
-        "paint",
-    ])
-    .env(ASK_KEY_VAR, ASK_KEY)
-    .env(
+    let mut cmd = task_run(&sb, "painter", "paint");
+    cmd.env(
         "OTEL_EXPORTER_OTLP_ENDPOINT",
         format!("http://127.0.0.1:{}", collector.port),
-    )
-    .stdin(std::process::Stdio::null())
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped());
+    );
     let run = Launcher::spawn(cmd);
     wait_until(Duration::from_secs(60), || run.stderr().contains("Which colour?"))
         .unwrap_or_else(|| panic!("no question; stderr:\n{}", run.stderr()));
