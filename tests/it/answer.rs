@@ -384,3 +384,31 @@ fn a_launcher_killed_while_its_entry_waits_for_an_answer_leaves_nothing_running(
         .map(|r| r["outcome"].clone());
     assert_eq!(outcome, Some(json!("abandoned")), "{recs:?}");
 }
+
+#[test]
+fn the_formation_deadline_still_falls_on_an_entry_that_waits_for_an_answer() {
+    let (sb, dir, _provider) = asking_formation(vec![ask("c1", "Which colour?")]);
+    // The entry may wait 120 s for an answer; the formation's deadline is the shorter bound.
+    let launcher = Launcher::start(
+        &sb,
+        &dir,
+        &["--task", "paint the fence", "--deadline", "3"],
+        &[(KEY_VAR, KEY)],
+    );
+    let pid = launcher.pid();
+    let started = Instant::now();
+    let (code, _out, err) = launcher.wait(Duration::from_secs(60));
+    assert!(err.contains("Which colour?"), "the entry asked first: {err}");
+    assert!(err.contains("E-RUN-053"), "the deadline ended it: {err}");
+    assert_ne!(code, 0, "{err}");
+    assert!(started.elapsed() < Duration::from_secs(60));
+    all_members_gone(&sb, pid, Instant::now(), "the deadline fell while the entry asked");
+    nothing_claims_to_run(&sb, &dir, "the deadline fell while the entry asked");
+    let sessions = crate::support::member_sessions(&sb, "lead");
+    let outcome = sessions[0]
+        .1
+        .iter()
+        .find(|r| r["event_type"] == "input_received")
+        .map(|r| r["outcome"].clone());
+    assert_eq!(outcome, Some(json!("abandoned")), "{:?}", sessions[0].1);
+}
