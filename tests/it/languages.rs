@@ -1,7 +1,7 @@
-//! Capsules written in Python and JavaScript: scaffolded by `mur new --capsule`, built by
+//! Capsules written in Python, JavaScript and Rust: scaffolded by `mur new --capsule`, built by
 //! `mur build` with the real toolchains (provisioned under `target/`, see
-//! `support::toolchains`), run as formation members beside a Rust one; and what `mur build`
-//! does when a toolchain is missing, fails, or would see the caller's secrets.
+//! `support::toolchains` and `support::debian_rust`), run as formation members; and what `mur
+//! build` does when a toolchain is missing, fails, or would see the caller's secrets.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -528,6 +528,46 @@ fn a_rust_capsule_is_built_by_cargo_for_wasm32_wasip2_and_packs_the_component_ca
     );
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("handled: from cargo"), "{}", stdout(&out));
+}
+
+/// The Rust scaffold built by Debian's Rust (provisioned under `target/test-rust/`), which has
+/// no wasm32-wasip2 library: for wasm32-unknown-unknown from the standard library's sources. It
+/// finds its peers in the environment there too, and calls them.
+#[test]
+fn a_rust_capsule_built_from_the_std_sources_calls_its_peers() {
+    let rust = crate::support::debian_rust::debian_rust();
+    let sb = Sandbox::new();
+    let out = sb.run(sb.dir.path(), &["new", "--capsule", "rs-cap", "--lang", "rust"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let dir = sb.dir.path().join("rs-cap");
+    rust.share_target(&dir);
+    let out = sb
+        .mur(sb.dir.path())
+        .env("PATH", path_with(&rust.bin))
+        .env("CARGO_HOME", &rust.cargo_home)
+        .args(["build", "rs-cap"])
+        .output()
+        .expect("spawn");
+    assert!(out.status.success(), "{}", stderr(&out));
+    install(&sb, &dir.join("rs-cap-0.1.0.mur.zip"));
+    let out = sb.run(sb.dir.path(), &["new", "--roster", "trio"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = sb.run(sb.dir.path(), &["build", "trio/worker"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    install(&sb, &sb.dir.path().join("trio/worker/trio-worker-0.1.0.mur.zip"));
+    sb.write(
+        "pair/roster.yaml",
+        "roster_version: 1\nmembers:\n  - {name: rs-cap, capsule: local/rs-cap, version: 0.1.0, entry: true}\n  \
+         - {name: rust, capsule: local/trio-worker, version: 0.1.0}\nreachability:\n  - {from: rs-cap, to: [rust]}\n",
+    );
+    let out = sb.run(sb.dir.path(), &["run", "--roster", "pair", "--task", "from the sources"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "rust [completed]: rust handled: from the sources\n",
+        "{}",
+        stderr(&out)
+    );
 }
 
 /// `mur build` of a fresh `mur new --capsule rs-cap --lang rust` with `bin` first on PATH.

@@ -394,5 +394,6 @@ reachability:
 pub mod foreign;
 pub mod mcp;
 pub mod provider;
+pub mod debian_rust;
 pub mod python;
 pub mod toolchains;
