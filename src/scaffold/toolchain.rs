@@ -209,8 +209,8 @@ impl Toolchain {
 
 /// The variables a tool gets beyond [`PASSED_ENV`]. For Rust: `RUSTC`, the `rustc` beside the
 /// `cargo` that runs; building from sources, also the linker of `wasm32-unknown-unknown` and
-/// `RUSTC_BOOTSTRAP=1`, which lets a stable cargo and rustc take the unstable `-Zbuild-std`. It
-/// is set for that one cargo run only, never in mur's own environment.
+/// `RUSTC_BOOTSTRAP=1`, which lets a stable cargo and rustc take the unstable `-Zbuild-std` and
+/// `-Ztrim-paths`. It is set for that one cargo run only, never in mur's own environment.
 pub fn env(toolchain: &Toolchain) -> Vec<(&'static str, OsString)> {
     let Toolchain::Rust(rust) = toolchain else {
         return Vec::new();
@@ -284,7 +284,17 @@ pub fn args(toolchain: &Toolchain, world: World, dir: &Path, wit: &Path, out: &P
         Toolchain::Rust(rust) => {
             let target: &[&str] = match &rust.build {
                 RustBuild::Wasip2 => &["--target", RUST_TARGET],
-                RustBuild::FromSources { .. } => &["--target", RUST_SOURCE_TARGET, "-Zbuild-std=std,panic_abort"],
+                // `trim-paths`: the component names no path of this machine (where the std
+                // sources or the cargo home are), as a prebuilt std does not; the same crates
+                // and toolchain give the same bytes anywhere.
+                RustBuild::FromSources { .. } => &[
+                    "--target",
+                    RUST_SOURCE_TARGET,
+                    "-Zbuild-std=std,panic_abort",
+                    "-Ztrim-paths",
+                    "--config",
+                    "profile.release.trim-paths=\"all\"",
+                ],
             };
             for s in ["build", "--release"]
                 .iter()
@@ -368,7 +378,7 @@ mod tests {
             ),
             (
                 rust(from_sources()),
-                "build --release --target wasm32-unknown-unknown -Zbuild-std=std,panic_abort --message-format json-render-diagnostics --manifest-path /p/cap/Cargo.toml --target-dir /p/cap/target",
+                "build --release --target wasm32-unknown-unknown -Zbuild-std=std,panic_abort -Ztrim-paths --config profile.release.trim-paths=\"all\" --message-format json-render-diagnostics --manifest-path /p/cap/Cargo.toml --target-dir /p/cap/target",
             ),
         ];
         for (toolchain, want) in table {

@@ -590,13 +590,16 @@ fn a_rust_without_the_wasip2_target_builds_from_its_std_sources_linked_by_wasm_c
     let argv = std::fs::read_to_string(sb.dir.path().join("cargo.argv")).expect("cargo ran");
     let argv: Vec<&str> = argv.lines().collect();
     assert_eq!(
-        argv[..5],
+        argv[..8],
         [
             "build",
             "--release",
             "--target",
             "wasm32-unknown-unknown",
-            "-Zbuild-std=std,panic_abort"
+            "-Zbuild-std=std,panic_abort",
+            "-Ztrim-paths",
+            "--config",
+            "profile.release.trim-paths=\"all\""
         ]
     );
     // cargo gets the rustc beside it, the toolchain's component linker, and the switch that lets
