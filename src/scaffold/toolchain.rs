@@ -296,11 +296,11 @@ pub fn args(toolchain: &Toolchain, world: World, dir: &Path, wit: &Path, out: &P
                     "profile.release.trim-paths=\"all\"",
                 ],
             };
-            for s in ["build", "--release"]
-                .iter()
-                .chain(target)
-                .chain(&["--message-format", "json-render-diagnostics", "--manifest-path"])
-            {
+            for s in ["build", "--release"].iter().chain(target).chain(&[
+                "--message-format",
+                "json-render-diagnostics",
+                "--manifest-path",
+            ]) {
                 push(s);
             }
             a.push(dir.join(RUST_ENTRY).into());

@@ -439,9 +439,12 @@ fn fake_cargo(sb: &Sandbox, kind: FakeSysroot, artifact: &Path) -> PathBuf {
             std::fs::create_dir_all(sysroot.join("lib/rustlib/src/rust/library/std")).expect("sources");
             let tools = sysroot.join("lib/rustlib/x86_64-unknown-linux-gnu/bin");
             std::fs::create_dir_all(&tools).expect("host tools");
-            write_script(&tools.join("wasm-component-ld"), "#!/bin/sh
+            write_script(
+                &tools.join("wasm-component-ld"),
+                "#!/bin/sh
 exit 9
-");
+",
+            );
         }
         FakeSysroot::Bare => {
             std::fs::create_dir_all(sysroot.join("lib/rustlib/x86_64-unknown-linux-gnu/lib")).expect("sysroot");
@@ -560,7 +563,10 @@ fn a_rust_capsule_built_from_the_std_sources_calls_its_peers() {
         "roster_version: 1\nmembers:\n  - {name: rs-cap, capsule: local/rs-cap, version: 0.1.0, entry: true}\n  \
          - {name: rust, capsule: local/trio-worker, version: 0.1.0}\nreachability:\n  - {from: rs-cap, to: [rust]}\n",
     );
-    let out = sb.run(sb.dir.path(), &["run", "--roster", "pair", "--task", "from the sources"]);
+    let out = sb.run(
+        sb.dir.path(),
+        &["run", "--roster", "pair", "--task", "from the sources"],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(
         stdout(&out),

@@ -405,7 +405,10 @@ fn scaffolded_tool_runs_in_a_formation(
     assert!(out.status.success(), "mur build: {}", stderr(&out));
     let built = stderr(&out);
     let component = std::fs::read(dir.join("tools/words/tool.wasm")).expect("the built tool");
-    assert!(mur::scaffold::toolchain::is_component(&component), "{lang}: not a component");
+    assert!(
+        mur::scaffold::toolchain::is_component(&component),
+        "{lang}: not a component"
+    );
     let out = sb.run(
         &dir,
         &[

@@ -87,7 +87,9 @@ fn provision() -> DebianRust {
         // Package lists older than the security updates that carry rustc-web 1.96 name files
         // the archive no longer has; root may refresh them.
         if !nix::unistd::Uid::effective().is_root() {
-            panic!("{first}\n(run `apt-get update` as root, or set MUR_TEST_RUST_BIN to a directory with Debian's cargo and rustc)");
+            panic!(
+                "{first}\n(run `apt-get update` as root, or set MUR_TEST_RUST_BIN to a directory with Debian's cargo and rustc)"
+            );
         }
         run(Command::new("apt-get").args(["update", "-q"]), "apt-get update");
         download(&debs).unwrap_or_else(|e| panic!("{e}"));
@@ -107,7 +109,10 @@ fn provision() -> DebianRust {
             &format!("dpkg-deb -x {}", deb.display()),
         );
         versions.push_str(&output(
-            Command::new("dpkg-deb").args(["-f"]).arg(deb).args(["Package", "Version"]),
+            Command::new("dpkg-deb")
+                .args(["-f"])
+                .arg(deb)
+                .args(["Package", "Version"]),
         ));
     }
     let _ = std::fs::remove_dir_all(&debs);
@@ -237,10 +242,8 @@ fn library_dirs(usr: &Path) -> Vec<PathBuf> {
         } else {
             continue;
         };
-        let has_libraries = std::fs::read_dir(&candidate).is_ok_and(|d| {
-            d.flatten()
-                .any(|e| e.file_name().to_string_lossy().contains(".so"))
-        });
+        let has_libraries = std::fs::read_dir(&candidate)
+            .is_ok_and(|d| d.flatten().any(|e| e.file_name().to_string_lossy().contains(".so")));
         if has_libraries {
             out.push(candidate.strip_prefix(usr).expect("under usr").to_path_buf());
         }

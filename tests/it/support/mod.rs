@@ -391,9 +391,9 @@ reachability:
     to: [coder]
 ";
 
+pub mod debian_rust;
 pub mod foreign;
 pub mod mcp;
 pub mod provider;
-pub mod debian_rust;
 pub mod python;
 pub mod toolchains;
