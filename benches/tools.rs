@@ -1,13 +1,15 @@
 //! Tool calls of model capsules (issue 31): what one call costs the runtime, p50 and p99.
 //!
 //! - wasm: `WasmTool::call` (a fresh instance per call: instantiate, `call`, the result back)
-//!   on two word-counting tools: `src/capsule/testdata/words-tool.wat`, a minimal component of
-//!   a few hundred bytes (no language runtime, as a Rust tool is; the stand-in for one, since a
-//!   Rust tool needs the `wasm32-wasip2` target), and the Python tool `mur new --tool words
-//!   --lang python` scaffolds, built by the real `mur build .` with componentize-py (provisioned
-//!   as the tests do, in a venv under `target/test-python/`; the component is kept under
-//!   `target/bench-tools/` until the scaffold or the pin changes). A row whose toolchain cannot
-//!   be provisioned is skipped with the reason.
+//!   on three word-counting tools: the Rust tool `mur new --tool words --lang rust` scaffolds,
+//!   as `mur build .` makes it (the committed `src/capsule/testdata/rust-tool/tool.wasm`, 41.5
+//!   KB, which its `build.sh` rebuilds; no toolchain needed here); the Python tool `mur new
+//!   --tool words --lang python` scaffolds, built by the real `mur build .` with componentize-py
+//!   (provisioned as the tests do, in a venv under `target/test-python/`; the component is kept
+//!   under `target/bench-tools/` until the scaffold or the pin changes); and, as the floor,
+//!   `src/capsule/testdata/words-tool.wat`, a component with one small core module written by
+//!   hand (no allocator, no JSON parser). A row whose toolchain cannot be provisioned is skipped
+//!   with the reason.
 //! - mcp: the same `tools/call` of `add(2, 3)` against one official MCP Python SDK server
 //!   (`tests/interop/mcp_server.py`, as the tests start it), through mur's `McpServer::call`
 //!   and through the SDK's own client (`benches/support/mcp_sdk_client.py`: connects once and
@@ -55,6 +57,7 @@ fn repo_root() -> PathBuf {
 }
 
 const WORDS_WAT: &[u8] = include_bytes!("../src/capsule/testdata/words-tool.wat");
+const WORDS_RUST: &[u8] = include_bytes!("../src/capsule/testdata/rust-tool/tool.wasm");
 const INPUT: &str = r#"{"text": "the quick brown fox jumps over the lazy dog"}"#;
 /// The bearer the SDK server requires.
 const KEY: &str = "mcp-bench-key-8d1e4b7a20";
@@ -454,7 +457,13 @@ fn main() {
             .build()
             .expect("a tokio runtime");
         let engine = CapsuleEngine::new().expect("the WebAssembly engine");
-        let what = "words, WAT (a minimal component, as a Rust tool is)";
+        let what = "words, Rust (mur new --tool, as mur build makes it)";
+        match wasm_row(&mut c, &rt, &engine, what, WORDS_RUST, "9", calls) {
+            Ok(row) => rows.push(row),
+            Err(e) => panic!("{e}"),
+        }
+        // It counts the spaces and adds one.
+        let what = "words, WAT (hand-written, the floor)";
         match wasm_row(&mut c, &rt, &engine, what, WORDS_WAT, "10", calls) {
             Ok(row) => rows.push(row),
             Err(e) => panic!("{e}"),

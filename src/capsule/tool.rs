@@ -382,6 +382,12 @@ mod tests {
         "/src/capsule/testdata/words-tool.wat"
     ));
     const CAPSULE: &[u8] = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/actors/echo/capsule.wat"));
+    /// The Rust tool `mur new --tool words --lang rust` scaffolds, as `mur build` makes it
+    /// (`testdata/rust-tool/build.sh` rebuilds it).
+    const RUST_WORDS: &[u8] = include_bytes!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src/capsule/testdata/rust-tool/tool.wasm"
+    ));
 
     fn engine() -> &'static CapsuleEngine {
         static ENGINE: std::sync::OnceLock<CapsuleEngine> = std::sync::OnceLock::new();
@@ -420,6 +426,70 @@ mod tests {
         assert_eq!(
             tool.call(r#"{"fail": 1}"#, &g, &cancel).await,
             ToolRun::Error("asked to fail".into())
+        );
+    }
+
+    #[tokio::test]
+    async fn the_rust_tool_of_the_scaffold_answers_as_the_python_and_javascript_ones() {
+        let g = ToolGrant::default();
+        let tool = WasmTool::load_bytes(engine(), RUST_WORDS, "words", &g)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let d = tool.description();
+        assert_eq!(
+            (d.name.as_str(), d.description.as_str()),
+            (
+                "words",
+                "Counts the words of a text: the number of whitespace-separated words in `text`."
+            )
+        );
+        assert_eq!(d.input_schema["properties"]["text"]["type"], "string");
+        assert_eq!(d.input_schema["required"], serde_json::json!(["text"]));
+        let cancel = CancelSignal::new();
+        let table: &[(&str, ToolRun)] = &[
+            (r#"{"text": "the quick brown fox"}"#, ToolRun::Result("4".into())),
+            (r#"{"text": " \n\t "}"#, ToolRun::Result("0".into())),
+            (r#"{"text": "ünïcode\u00a0words"}"#, ToolRun::Result("2".into())),
+            (r#"{"text": 3}"#, ToolRun::Error("`text` must be a string".into())),
+            (r#"["text"]"#, ToolRun::Error("`text` must be a string".into())),
+        ];
+        for (input, want) in table {
+            assert_eq!(tool.call(input, &g, &cancel).await, *want, "{input}");
+        }
+        match tool.call("not json", &g, &cancel).await {
+            ToolRun::Error(e) => assert!(e.starts_with("the input is not JSON: "), "{e}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The committed component is the current scaffold's: `scaffold.sha256` is the digest
+    /// `build.sh` takes of the files `mur new` writes (each as path NUL bytes NUL, in byte order
+    /// of the paths), so a change to the template without a rebuild fails here.
+    #[test]
+    fn the_committed_rust_tool_is_built_from_the_current_scaffold() {
+        use sha2::{Digest, Sha256};
+        let dir = format!("{}/", crate::scaffold::tool::dir("words"));
+        let mut files: Vec<(String, Vec<u8>)> = crate::scaffold::tool::files("words", crate::manifest::Language::Rust)
+            .into_iter()
+            .map(|f| (f.path.strip_prefix(&dir).unwrap_or(&f.path).to_string(), f.bytes))
+            .collect();
+        files.sort();
+        let mut h = Sha256::new();
+        for (path, bytes) in &files {
+            h.update(path.as_bytes());
+            h.update([0]);
+            h.update(bytes);
+            h.update([0]);
+        }
+        let digest: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        let recorded = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/src/capsule/testdata/rust-tool/scaffold.sha256"
+        ));
+        assert_eq!(
+            digest,
+            recorded.trim(),
+            "the Rust tool scaffold changed since src/capsule/testdata/rust-tool/tool.wasm was built: run its build.sh and commit the result"
         );
     }
 

@@ -403,7 +403,10 @@ fn built_from(lang: Language) -> String {
     let (entry, tool) = match lang {
         Language::Python => ("app.py", "componentize-py"),
         Language::JavaScript => ("app.js", "componentize-js"),
-        Language::Rust => ("src/lib.rs", "cargo --target wasm32-wasip2"),
+        Language::Rust => (
+            "src/lib.rs",
+            "cargo (for wasm32-wasip2, or wasm32-unknown-unknown from the std sources)",
+        ),
     };
     format!(
         "# Written in {} ({entry}): mur build makes capsule.wasm from it with {tool}, then packs both.",

@@ -1,7 +1,13 @@
 //! What `mur build` runs to make a component from a capsule's sources (`build.language`): the
 //! tool of each language, where it is looked for, its argv and its environment, and the WIT
-//! files the Python and JavaScript tools read. Pure: paths in, commands out; `crate::cli::build`
-//! runs them.
+//! files the Python and JavaScript tools read. Pure: paths and facts in, commands out;
+//! `crate::cli::build` gathers the facts and runs the commands.
+//!
+//! Rust builds one of two ways, whichever the first usable toolchain on `PATH` offers
+//! ([`rust_build`]): for `wasm32-wasip2`, whose linker writes a component (rustup's target), or
+//! for `wasm32-unknown-unknown` with the standard library compiled from the toolchain's own
+//! sources (`-Zbuild-std`) and the core module linked into a component by the toolchain's
+//! `wasm-component-ld` (Debian's `rustc-web`, which has no WebAssembly standard library).
 //!
 //! Invariants: a tool gets a fixed argv and an environment of a few named variables (never the
 //! caller's tokens or keys); the WIT it reads is the runtime's own, written fresh for each build,
@@ -22,8 +28,14 @@ pub const RUST_ENTRY: &str = "Cargo.toml";
 /// The pinned versions the hints install (the versions the tests build with).
 pub const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
 pub const COMPONENTIZE_JS: &str = "@bytecodealliance/componentize-js@0.23.0";
-/// The Rust target whose output is a component.
+/// The Rust target whose output is a component, when the toolchain has its standard library.
 pub const RUST_TARGET: &str = "wasm32-wasip2";
+/// The Rust target built otherwise: its standard library is compiled from the toolchain's
+/// sources, and its core module becomes a component in the link.
+pub const RUST_SOURCE_TARGET: &str = "wasm32-unknown-unknown";
+/// The Debian 12 packages of a Rust that builds components ([`RustBuild::FromSources`]): rustc
+/// and cargo 1.96, the standard library's sources, `wasm-component-ld`, and `rust-lld`.
+pub const RUST_DEBIAN_PACKAGES: &str = "rustc-web cargo-web rust-web-src rust-web-llvm lld-22";
 
 /// What a build makes: a capsule's component or one of a model capsule's tools. Each has its
 /// own WIT package and its own guest world: the host world plus the outgoing HTTP handler and the
@@ -113,8 +125,111 @@ pub fn install_hint(lang: Language) -> String {
     match lang {
         Language::Python => format!("python3 -m pip install {COMPONENTIZE_PY}"),
         Language::JavaScript => format!("npm install {COMPONENTIZE_JS}"),
-        Language::Rust => format!("rustup target add {RUST_TARGET}"),
+        Language::Rust => format!("apt-get install {RUST_DEBIAN_PACKAGES}"),
     }
+}
+
+/// The hint when no Rust toolchain on `PATH` can build a component: the Debian install that
+/// works without rustup, and rustup's own way.
+pub fn rust_missing_hint() -> String {
+    format!(
+        "install a Rust that builds WebAssembly components: `{}` (Debian 12), or with rustup (https://rustup.rs) `rustup target add {RUST_TARGET}`",
+        install_hint(Language::Rust)
+    )
+}
+
+/// What a Rust toolchain's sysroot (`rustc --print sysroot`) holds for building a component.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sysroot {
+    /// `lib/rustlib/wasm32-wasip2/` is there: the target's prebuilt standard library.
+    pub wasip2_std: bool,
+    /// `lib/rustlib/src/rust/library/std/` is there: the standard library's sources (Debian's
+    /// `rust-web-src`, rustup's `rust-src`).
+    pub std_sources: bool,
+    /// The toolchain's `lib/rustlib/<host>/bin/wasm-component-ld`, if it has one.
+    pub component_ld: Option<PathBuf>,
+}
+
+/// How cargo makes a component with one toolchain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RustBuild {
+    /// `--target wasm32-wasip2`: the target's linker writes a component.
+    Wasip2,
+    /// `--target wasm32-unknown-unknown -Zbuild-std`, linked by `component_ld`, which writes a
+    /// component. The module imports nothing of WASI's preview 1, so no adapter goes in.
+    FromSources { component_ld: PathBuf },
+}
+
+/// How a toolchain with `sysroot` builds a component, if it can: with the prebuilt
+/// `wasm32-wasip2` library when it has one, else from the library's sources when it has them
+/// and `wasm-component-ld`.
+pub fn rust_build(sysroot: &Sysroot) -> Option<RustBuild> {
+    if sysroot.wasip2_std {
+        return Some(RustBuild::Wasip2);
+    }
+    match (&sysroot.component_ld, sysroot.std_sources) {
+        (Some(ld), true) => Some(RustBuild::FromSources {
+            component_ld: ld.clone(),
+        }),
+        _ => None,
+    }
+}
+
+/// The `rustc` a `cargo` found at `cargo` is paired with: the one beside it. cargo alone would
+/// take the first `rustc` on `PATH`, which may belong to another toolchain (rustup's proxies
+/// come before Debian's `/usr/bin`).
+pub fn rustc_beside(cargo: &Path) -> PathBuf {
+    cargo.with_file_name("rustc")
+}
+
+/// The Rust toolchain a build runs: `rustc` and how cargo makes the component.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RustToolchain {
+    pub rustc: PathBuf,
+    pub build: RustBuild,
+}
+
+/// The toolchain of one build, as found: what [`args`] and [`env`] plan for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Toolchain {
+    Python,
+    JavaScript,
+    Rust(RustToolchain),
+}
+
+impl Toolchain {
+    pub fn language(&self) -> Language {
+        match self {
+            Toolchain::Python => Language::Python,
+            Toolchain::JavaScript => Language::JavaScript,
+            Toolchain::Rust(_) => Language::Rust,
+        }
+    }
+}
+
+/// The variables a tool gets beyond [`PASSED_ENV`]. For Rust: `RUSTC`, the `rustc` beside the
+/// `cargo` that runs; building from sources, also the linker of `wasm32-unknown-unknown` and
+/// `RUSTC_BOOTSTRAP=1`, which lets a stable cargo and rustc take the unstable `-Zbuild-std` and
+/// `-Ztrim-paths`. It is set for that one cargo run only, never in mur's own environment.
+pub fn env(toolchain: &Toolchain) -> Vec<(&'static str, OsString)> {
+    let Toolchain::Rust(rust) = toolchain else {
+        return Vec::new();
+    };
+    let mut out = vec![("RUSTC", rust.rustc.clone().into_os_string())];
+    if let RustBuild::FromSources { component_ld } = &rust.build {
+        out.push((
+            "CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER",
+            component_ld.clone().into_os_string(),
+        ));
+        out.push(("RUSTC_BOOTSTRAP", "1".into()));
+    }
+    out
+}
+
+/// Whether `bytes` start as a component does (the binary encoding's header of the component
+/// layer), not as a core module.
+pub fn is_component(bytes: &[u8]) -> bool {
+    bytes.len() >= 8 && bytes[..4] == *b"\0asm" && bytes[4..8] == [0x0d, 0x00, 0x01, 0x00]
 }
 
 /// Where the program is looked for, in order: the capsule's own environment (`.venv/bin`,
@@ -139,11 +254,11 @@ pub fn candidates(lang: Language, dir: &Path, path: Option<&std::ffi::OsStr>) ->
 
 /// The argv after the program: build `dir`'s sources into `out`, reading the WIT in `wit`.
 /// Rust builds into `dir/target` and reports its artifact as JSON lines on stdout.
-pub fn args(lang: Language, world: World, dir: &Path, wit: &Path, out: &Path) -> Vec<OsString> {
+pub fn args(toolchain: &Toolchain, world: World, dir: &Path, wit: &Path, out: &Path) -> Vec<OsString> {
     let mut a: Vec<OsString> = Vec::new();
     let mut push = |s: &str| a.push(s.into());
-    match lang {
-        Language::Python => {
+    match toolchain {
+        Toolchain::Python => {
             for s in ["--quiet", "-d"] {
                 push(s);
             }
@@ -157,7 +272,7 @@ pub fn args(lang: Language, world: World, dir: &Path, wit: &Path, out: &Path) ->
             }
             a.push(out.into());
         }
-        Language::JavaScript => {
+        Toolchain::JavaScript => {
             push("--wit");
             a.push(wit.into());
             for s in ["--world-name", world.guest(), "-o"] {
@@ -166,16 +281,26 @@ pub fn args(lang: Language, world: World, dir: &Path, wit: &Path, out: &Path) ->
             a.push(out.into());
             a.push(dir.join(JAVASCRIPT_ENTRY).into());
         }
-        Language::Rust => {
-            for s in [
-                "build",
-                "--release",
-                "--target",
-                RUST_TARGET,
+        Toolchain::Rust(rust) => {
+            let target: &[&str] = match &rust.build {
+                RustBuild::Wasip2 => &["--target", RUST_TARGET],
+                // `trim-paths`: the component names no path of this machine (where the std
+                // sources or the cargo home are), as a prebuilt std does not; the same crates
+                // and toolchain give the same bytes anywhere.
+                RustBuild::FromSources { .. } => &[
+                    "--target",
+                    RUST_SOURCE_TARGET,
+                    "-Zbuild-std=std,panic_abort",
+                    "-Ztrim-paths",
+                    "--config",
+                    "profile.release.trim-paths=\"all\"",
+                ],
+            };
+            for s in ["build", "--release"].iter().chain(target).chain(&[
                 "--message-format",
                 "json-render-diagnostics",
                 "--manifest-path",
-            ] {
+            ]) {
                 push(s);
             }
             a.push(dir.join(RUST_ENTRY).into());
@@ -222,35 +347,120 @@ mod tests {
         a.into_iter().map(|s| s.to_string_lossy().into_owned()).collect()
     }
 
+    fn rust(build: RustBuild) -> Toolchain {
+        Toolchain::Rust(RustToolchain {
+            rustc: PathBuf::from("/usr/bin/rustc"),
+            build,
+        })
+    }
+
+    fn from_sources() -> RustBuild {
+        RustBuild::FromSources {
+            component_ld: PathBuf::from("/usr/lib/rustlib/x86_64-unknown-linux-gnu/bin/wasm-component-ld"),
+        }
+    }
+
     #[test]
     fn argv_per_language() {
         let (dir, wit, out) = (Path::new("/p/cap"), Path::new("/t/wit"), Path::new("/p/cap/c.tmp"));
-        let table: &[(Language, &str)] = &[
+        let table: &[(Toolchain, &str)] = &[
             (
-                Language::Python,
+                Toolchain::Python,
                 "--quiet -d /t/wit -w capsule-guest componentize -p /p/cap app -o /p/cap/c.tmp",
             ),
             (
-                Language::JavaScript,
+                Toolchain::JavaScript,
                 "--wit /t/wit --world-name capsule-guest -o /p/cap/c.tmp /p/cap/app.js",
             ),
             (
-                Language::Rust,
+                rust(RustBuild::Wasip2),
                 "build --release --target wasm32-wasip2 --message-format json-render-diagnostics --manifest-path /p/cap/Cargo.toml --target-dir /p/cap/target",
             ),
+            (
+                rust(from_sources()),
+                "build --release --target wasm32-unknown-unknown -Zbuild-std=std,panic_abort -Ztrim-paths --config profile.release.trim-paths=\"all\" --message-format json-render-diagnostics --manifest-path /p/cap/Cargo.toml --target-dir /p/cap/target",
+            ),
         ];
-        for (lang, want) in table {
+        for (toolchain, want) in table {
             assert_eq!(
-                strings(args(*lang, World::Capsule, dir, wit, out)).join(" "),
+                strings(args(toolchain, World::Capsule, dir, wit, out)).join(" "),
                 *want,
-                "{lang:?}"
+                "{toolchain:?}"
             );
             let tool = want.replace("capsule-guest", "tool-guest");
             assert_eq!(
-                strings(args(*lang, World::Tool, dir, wit, out)).join(" "),
+                strings(args(toolchain, World::Tool, dir, wit, out)).join(" "),
                 tool,
-                "{lang:?}"
+                "{toolchain:?}"
             );
+        }
+    }
+
+    #[test]
+    fn a_rust_toolchain_builds_with_its_wasip2_library_else_from_its_sources() {
+        let ld = PathBuf::from("/sys/lib/rustlib/x86_64-unknown-linux-gnu/bin/wasm-component-ld");
+        let sysroot = |wasip2_std, std_sources, component_ld: bool| Sysroot {
+            wasip2_std,
+            std_sources,
+            component_ld: component_ld.then(|| ld.clone()),
+        };
+        let sources = Some(RustBuild::FromSources {
+            component_ld: ld.clone(),
+        });
+        let table: &[(Sysroot, Option<RustBuild>)] = &[
+            // rustup with `rustup target add wasm32-wasip2` (it also ships wasm-component-ld).
+            (sysroot(true, false, true), Some(RustBuild::Wasip2)),
+            (sysroot(true, true, true), Some(RustBuild::Wasip2)),
+            (sysroot(true, false, false), Some(RustBuild::Wasip2)),
+            // Debian's rustc-web with rust-web-src and rust-web-llvm; rustup with rust-src.
+            (sysroot(false, true, true), sources),
+            // The sources without the linker that makes a component, or neither.
+            (sysroot(false, true, false), None),
+            (sysroot(false, false, true), None),
+            (Sysroot::default(), None),
+        ];
+        for (s, want) in table {
+            assert_eq!(rust_build(s), *want, "{s:?}");
+        }
+        assert_eq!(rustc_beside(Path::new("/usr/bin/cargo")), Path::new("/usr/bin/rustc"));
+    }
+
+    #[test]
+    fn only_a_build_from_sources_gets_the_bootstrap_switch_and_the_component_linker() {
+        let shown = |t: &Toolchain| {
+            env(t)
+                .into_iter()
+                .map(|(k, v)| format!("{k}={}", v.to_string_lossy()))
+                .collect::<Vec<_>>()
+        };
+        assert!(shown(&Toolchain::Python).is_empty());
+        assert!(shown(&Toolchain::JavaScript).is_empty());
+        assert_eq!(shown(&rust(RustBuild::Wasip2)), ["RUSTC=/usr/bin/rustc"]);
+        assert_eq!(
+            shown(&rust(from_sources())),
+            [
+                "RUSTC=/usr/bin/rustc",
+                "CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER=/usr/lib/rustlib/x86_64-unknown-linux-gnu/bin/wasm-component-ld",
+                "RUSTC_BOOTSTRAP=1"
+            ]
+        );
+        // Nothing the plan adds is one of the variables passed through from mur's environment.
+        for (k, _) in env(&rust(from_sources())) {
+            assert!(!PASSED_ENV.contains(&k), "{k}");
+        }
+    }
+
+    #[test]
+    fn a_component_is_told_from_a_core_module_by_its_header() {
+        let table: &[(&[u8], bool)] = &[
+            (b"\0asm\x0d\x00\x01\x00rest", true),
+            (b"\0asm\x01\x00\x00\x00rest", false),
+            (b"\0asm\x0d\x00", false),
+            (b"(component)", false),
+            (b"", false),
+        ];
+        for (bytes, want) in table {
+            assert_eq!(is_component(bytes), *want, "{bytes:?}");
         }
     }
 
@@ -262,11 +472,18 @@ mod tests {
                 Language::JavaScript,
                 "npm install @bytecodealliance/componentize-js@0.23.0",
             ),
-            (Language::Rust, "rustup target add wasm32-wasip2"),
+            (
+                Language::Rust,
+                "apt-get install rustc-web cargo-web rust-web-src rust-web-llvm lld-22",
+            ),
         ];
         for (lang, want) in table {
             assert_eq!(install_hint(*lang), *want);
         }
+        assert_eq!(
+            rust_missing_hint(),
+            "install a Rust that builds WebAssembly components: `apt-get install rustc-web cargo-web rust-web-src rust-web-llvm lld-22` (Debian 12), or with rustup (https://rustup.rs) `rustup target add wasm32-wasip2`"
+        );
     }
 
     #[test]

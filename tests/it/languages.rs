@@ -1,7 +1,7 @@
-//! Capsules written in Python and JavaScript: scaffolded by `mur new --capsule`, built by
+//! Capsules written in Python, JavaScript and Rust: scaffolded by `mur new --capsule`, built by
 //! `mur build` with the real toolchains (provisioned under `target/`, see
-//! `support::toolchains`), run as formation members beside a Rust one; and what `mur build`
-//! does when a toolchain is missing, fails, or would see the caller's secrets.
+//! `support::toolchains` and `support::debian_rust`), run as formation members; and what `mur
+//! build` does when a toolchain is missing, fails, or would see the caller's secrets.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -217,10 +217,10 @@ fn a_missing_toolchain_is_a_coded_error_whose_hint_installs_it() {
     let table = [
         ("python", "python3 -m pip install componentize-py==0.25.1"),
         ("javascript", js_hint.as_str()),
-        // No cargo at all: the installer comes first, then the target.
+        // No cargo at all: Debian's packages, or rustup and its target.
         (
             "rust",
-            "install Rust with rustup (https://rustup.rs), then run `rustup target add wasm32-wasip2`",
+            "install a Rust that builds WebAssembly components: `apt-get install rustc-web cargo-web rust-web-src rust-web-llvm lld-22` (Debian 12), or with rustup (https://rustup.rs) `rustup target add wasm32-wasip2`",
         ),
     ];
     for (lang, hint) in table {
@@ -413,25 +413,54 @@ fn new_capsule_scaffolds_sources_and_refuses_what_new_roster_refuses() {
     assert!(!cwd.join("x").exists() && !cwd.join("y").exists());
 }
 
-/// A `cargo` that stands in for a Rust toolchain with the `wasm32-wasip2` target (rustup here has
-/// none): it records its argv, copies a real Rust-built component (the demo worker) to where
-/// cargo would put it, and reports it in cargo's JSON message format; beside it a `rustc` whose
-/// sysroot holds the target's library directory.
-fn fake_cargo(sb: &Sandbox) -> PathBuf {
+/// What the sysroot of a [`fake_cargo`] holds.
+#[derive(Clone, Copy, PartialEq)]
+enum FakeSysroot {
+    /// The `wasm32-wasip2` target's library (rustup with the target added).
+    Wasip2,
+    /// The standard library's sources and `wasm-component-ld` (Debian's rustc-web).
+    Sources,
+    /// Neither (rustup's default toolchain here).
+    Bare,
+}
+
+/// A `cargo` that stands in for a Rust toolchain (rustup here has no WebAssembly target): it
+/// records its argv and environment, copies `artifact` to where cargo would
+/// put it for the target it was given, and reports it in cargo's JSON message format; beside it
+/// a `rustc` whose sysroot holds what `kind` says.
+fn fake_cargo(sb: &Sandbox, kind: FakeSysroot, artifact: &Path) -> PathBuf {
     let bin = sb.path("cargo-bin");
     let sysroot = sb.path("sysroot");
-    std::fs::create_dir_all(sysroot.join("lib/rustlib/wasm32-wasip2")).expect("sysroot");
-    let worker = crate::support::repo_root().join("actors/demo/scaffold/worker/capsule.wasm");
+    match kind {
+        FakeSysroot::Wasip2 => {
+            std::fs::create_dir_all(sysroot.join("lib/rustlib/wasm32-wasip2")).expect("sysroot");
+        }
+        FakeSysroot::Sources => {
+            std::fs::create_dir_all(sysroot.join("lib/rustlib/src/rust/library/std")).expect("sources");
+            let tools = sysroot.join("lib/rustlib/x86_64-unknown-linux-gnu/bin");
+            std::fs::create_dir_all(&tools).expect("host tools");
+            write_script(
+                &tools.join("wasm-component-ld"),
+                "#!/bin/sh
+exit 9
+",
+            );
+        }
+        FakeSysroot::Bare => {
+            std::fs::create_dir_all(sysroot.join("lib/rustlib/x86_64-unknown-linux-gnu/lib")).expect("sysroot");
+        }
+    }
     let log = sb.dir.path().join("cargo.argv");
     let cargo = format!(
-        "#!/bin/sh\nprintf '%s\\n' \"$@\" > '{log}'\n\
+        "#!/bin/sh\nprintf '%s\\n' \"$@\" > '{log}'\nenv > '{log}.env'\n\
+         while [ \"$1\" != --target ]; do shift; done; target=\"$2\"\n\
          while [ \"$1\" != --target-dir ]; do shift; done\n\
-         out=\"$2/wasm32-wasip2/release\"; mkdir -p \"$out\"; cp '{worker}' \"$out/rs_cap.wasm\"\n\
+         out=\"$2/$target/release\"; mkdir -p \"$out\"; cp '{artifact}' \"$out/rs_cap.wasm\"\n\
          echo '{{\"reason\":\"compiler-artifact\",\"target\":{{\"kind\":[\"lib\"]}},\"filenames\":[\"/elsewhere/libdep.rlib\"]}}'\n\
          printf '{{\"reason\":\"compiler-artifact\",\"target\":{{\"kind\":[\"cdylib\"]}},\"filenames\":[\"%s\"]}}\\n' \"$out/rs_cap.wasm\"\n\
          echo '{{\"reason\":\"build-finished\",\"success\":true}}'\n",
         log = log.display(),
-        worker = worker.display()
+        artifact = artifact.display()
     );
     let rustc = format!(
         "#!/bin/sh\n[ \"$1 $2\" = '--print sysroot' ] && echo '{}'\n",
@@ -442,6 +471,11 @@ fn fake_cargo(sb: &Sandbox) -> PathBuf {
     bin
 }
 
+/// The demo worker, a component Rust built.
+fn worker() -> PathBuf {
+    crate::support::repo_root().join("actors/demo/scaffold/worker/capsule.wasm")
+}
+
 #[test]
 fn a_rust_capsule_is_built_by_cargo_for_wasm32_wasip2_and_packs_the_component_cargo_reports() {
     let sb = Sandbox::new();
@@ -449,7 +483,7 @@ fn a_rust_capsule_is_built_by_cargo_for_wasm32_wasip2_and_packs_the_component_ca
     assert!(out.status.success(), "{}", stderr(&out));
     let out = sb
         .mur(sb.dir.path())
-        .env("PATH", path_with(&fake_cargo(&sb)))
+        .env("PATH", path_with(&fake_cargo(&sb, FakeSysroot::Wasip2, &worker())))
         .args(["build", "rs-cap"])
         .output()
         .expect("spawn");
@@ -479,8 +513,7 @@ fn a_rust_capsule_is_built_by_cargo_for_wasm32_wasip2_and_packs_the_component_ca
     let packed = mur::store::archive::read_component(&bytes)
         .expect("archive")
         .expect("component");
-    let worker =
-        std::fs::read(crate::support::repo_root().join("actors/demo/scaffold/worker/capsule.wasm")).expect("worker");
+    let worker = std::fs::read(worker()).expect("worker");
     assert!(packed == worker, "the packed component is the one cargo reported");
     install(&sb, &zip);
     let out = sb.run(
@@ -498,4 +531,138 @@ fn a_rust_capsule_is_built_by_cargo_for_wasm32_wasip2_and_packs_the_component_ca
     );
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("handled: from cargo"), "{}", stdout(&out));
+}
+
+/// The Rust scaffold built by Debian's Rust (provisioned under `target/test-rust/`), which has
+/// no wasm32-wasip2 library: for wasm32-unknown-unknown from the standard library's sources. It
+/// finds its peers in the environment there too, and calls them.
+#[test]
+fn a_rust_capsule_built_from_the_std_sources_calls_its_peers() {
+    let rust = crate::support::debian_rust::debian_rust();
+    let sb = Sandbox::new();
+    let out = sb.run(sb.dir.path(), &["new", "--capsule", "rs-cap", "--lang", "rust"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let dir = sb.dir.path().join("rs-cap");
+    rust.share_target(&dir);
+    let out = sb
+        .mur(sb.dir.path())
+        .env("PATH", path_with(&rust.bin))
+        .env("CARGO_HOME", &rust.cargo_home)
+        .args(["build", "rs-cap"])
+        .output()
+        .expect("spawn");
+    assert!(out.status.success(), "{}", stderr(&out));
+    install(&sb, &dir.join("rs-cap-0.1.0.mur.zip"));
+    let out = sb.run(sb.dir.path(), &["new", "--roster", "trio"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = sb.run(sb.dir.path(), &["build", "trio/worker"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    install(&sb, &sb.dir.path().join("trio/worker/trio-worker-0.1.0.mur.zip"));
+    sb.write(
+        "pair/roster.yaml",
+        "roster_version: 1\nmembers:\n  - {name: rs-cap, capsule: local/rs-cap, version: 0.1.0, entry: true}\n  \
+         - {name: rust, capsule: local/trio-worker, version: 0.1.0}\nreachability:\n  - {from: rs-cap, to: [rust]}\n",
+    );
+    let out = sb.run(
+        sb.dir.path(),
+        &["run", "--roster", "pair", "--task", "from the sources"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "rust [completed]: rust handled: from the sources\n",
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// `mur build` of a fresh `mur new --capsule rs-cap --lang rust` with `bin` first on PATH.
+fn build_rust_capsule(sb: &Sandbox, bin: &Path) -> std::process::Output {
+    let out = sb.run(sb.dir.path(), &["new", "--capsule", "rs-cap", "--lang", "rust"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    sb.mur(sb.dir.path())
+        .env("PATH", path_with(bin))
+        .args(["build", "rs-cap"])
+        .output()
+        .expect("spawn")
+}
+
+#[test]
+fn a_rust_without_the_wasip2_target_builds_from_its_std_sources_linked_by_wasm_component_ld() {
+    let sb = Sandbox::new();
+    let bin = fake_cargo(&sb, FakeSysroot::Sources, &worker());
+    let out = build_rust_capsule(&sb, &bin);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let argv = std::fs::read_to_string(sb.dir.path().join("cargo.argv")).expect("cargo ran");
+    let argv: Vec<&str> = argv.lines().collect();
+    assert_eq!(
+        argv[..8],
+        [
+            "build",
+            "--release",
+            "--target",
+            "wasm32-unknown-unknown",
+            "-Zbuild-std=std,panic_abort",
+            "-Ztrim-paths",
+            "--config",
+            "profile.release.trim-paths=\"all\""
+        ]
+    );
+    // cargo gets the rustc beside it, the toolchain's component linker, and the switch that lets
+    // a stable cargo take -Zbuild-std; mur itself runs without that switch.
+    let env = std::fs::read_to_string(sb.dir.path().join("cargo.argv.env")).expect("cargo's environment");
+    let linker = sb
+        .dir
+        .path()
+        .join("sysroot/lib/rustlib/x86_64-unknown-linux-gnu/bin/wasm-component-ld");
+    for want in [
+        format!("RUSTC={}", bin.join("rustc").display()),
+        format!("CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER={}", linker.display()),
+        "RUSTC_BOOTSTRAP=1".to_string(),
+    ] {
+        assert!(env.lines().any(|l| l == want), "{want} not in:\n{env}");
+    }
+    let zip = sb.dir.path().join("rs-cap/rs-cap-0.1.0.mur.zip");
+    let packed = mur::store::archive::read_component(&std::fs::read(&zip).expect("archive"))
+        .expect("archive")
+        .expect("component");
+    assert!(packed == std::fs::read(worker()).expect("worker"));
+}
+
+#[test]
+fn a_rust_that_cannot_make_a_component_is_named_and_a_core_module_is_refused() {
+    // A toolchain with neither the wasip2 library nor the std sources: cargo never runs.
+    let sb = Sandbox::new();
+    let bin = fake_cargo(&sb, FakeSysroot::Bare, &worker());
+    let out = build_rust_capsule(&sb, &bin);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "error[E-BLD-002]: no Rust toolchain on PATH has the wasm32-wasip2 target's library, nor the standard library's sources and wasm-component-ld to build for wasm32-unknown-unknown: {} (sysroot {})",
+            bin.join("cargo").display(),
+            sb.dir.path().join("sysroot").display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.ends_with(&format!("  hint: {}\n", mur::scaffold::toolchain::rust_missing_hint())),
+        "{err}"
+    );
+    assert!(!sb.dir.path().join("cargo.argv").exists(), "cargo ran");
+
+    // A build whose linker wrote a core module, not a component: refused, nothing packed.
+    let sb = Sandbox::new();
+    let core = sb.write("core.wasm", "\0asm\u{1}\0\0\0");
+    let bin = fake_cargo(&sb, FakeSysroot::Sources, &core);
+    let out = build_rust_capsule(&sb, &bin);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("error[E-BLD-002]: cargo could not build the component: ")
+            && err.contains("rs_cap.wasm is a core WebAssembly module, not a component"),
+        "{err}"
+    );
+    let dir = sb.dir.path().join("rs-cap");
+    assert!(!dir.join("capsule.wasm").exists() && !dir.join("rs-cap-0.1.0.mur.zip").exists());
 }

@@ -326,17 +326,38 @@ const SOLO_ROSTER: &str =
 
 #[test]
 fn a_python_tool_from_mur_new_runs_in_a_formation() {
-    scaffolded_tool_runs_in_a_formation("python", crate::support::toolchains::componentize_py_dir());
+    let tools = crate::support::toolchains::componentize_py_dir();
+    scaffolded_tool_runs_in_a_formation("python", &tools, &|_, _| {});
 }
 
 #[test]
 fn a_javascript_tool_from_mur_new_runs_in_a_formation() {
-    scaffolded_tool_runs_in_a_formation("javascript", crate::support::toolchains::componentize_js_dir());
+    let tools = crate::support::toolchains::componentize_js_dir();
+    scaffolded_tool_runs_in_a_formation("javascript", &tools, &|_, _| {});
+}
+
+/// Built by Debian's Rust (provisioned under `target/test-rust/`), which has no wasm32-wasip2
+/// library: for wasm32-unknown-unknown from the standard library's sources, linked into a
+/// component by its wasm-component-ld.
+#[test]
+fn a_rust_tool_from_mur_new_runs_in_a_formation() {
+    let rust = crate::support::debian_rust::debian_rust();
+    let built = scaffolded_tool_runs_in_a_formation("rust", &rust.bin, &|tool, cmd| {
+        rust.share_target(tool);
+        cmd.env("CARGO_HOME", &rust.cargo_home);
+    });
+    let with = format!("/tools/words/Cargo.toml with {}\n", rust.bin.join("cargo").display());
+    assert!(built.contains(&with), "{built}");
 }
 
 /// `mur new --tool words --lang <lang>` in a model capsule's directory, `mur build .` with the
-/// language's toolchain in `tools` on PATH, and a formation of that capsule calling the tool.
-fn scaffolded_tool_runs_in_a_formation(lang: &str, tools: PathBuf) {
+/// language's toolchain in `tools` on PATH (after `prepare` saw the tool's directory and the
+/// command), and a formation of that capsule calling the tool. Returns `mur build`'s stderr.
+fn scaffolded_tool_runs_in_a_formation(
+    lang: &str,
+    tools: &Path,
+    prepare: &dyn Fn(&Path, &mut std::process::Command),
+) -> String {
     let sb = Sandbox::new();
     let provider = Provider::start(vec![
         calls(&[("c1", "words", json!({"text": "the quick brown fox"}))]),
@@ -375,13 +396,19 @@ fn scaffolded_tool_runs_in_a_formation(lang: &str, tools: PathBuf) {
         stderr(&again)
     );
 
-    let out = sb
-        .mur(&dir)
-        .env("PATH", crate::support::toolchains::path_with(&tools))
-        .args(["build", "."])
-        .output()
-        .expect("mur build");
+    let mut build = sb.mur(&dir);
+    build
+        .env("PATH", crate::support::toolchains::path_with(tools))
+        .args(["build", "."]);
+    prepare(&dir.join("tools/words"), &mut build);
+    let out = build.output().expect("mur build");
     assert!(out.status.success(), "mur build: {}", stderr(&out));
+    let built = stderr(&out);
+    let component = std::fs::read(dir.join("tools/words/tool.wasm")).expect("the built tool");
+    assert!(
+        mur::scaffold::toolchain::is_component(&component),
+        "{lang}: not a component"
+    );
     let out = sb.run(
         &dir,
         &[
@@ -411,6 +438,7 @@ fn scaffolded_tool_runs_in_a_formation(lang: &str, tools: PathBuf) {
         "{}",
         stdout(&out)
     );
+    built
 }
 
 #[test]

@@ -142,7 +142,7 @@ pub fn manifest() -> Value {
                     vec![(
                         "language",
                         words(
-                            "The sources' language: python (componentize-py), javascript (componentize-js), rust (cargo, wasm32-wasip2).",
+                            "The sources' language: python (componentize-py), javascript (componentize-js), rust (cargo: wasm32-wasip2, or wasm32-unknown-unknown from the standard library's sources).",
                             crate::manifest::Language::WORDS,
                         ),
                     )],

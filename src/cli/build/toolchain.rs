@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 
 use crate::diag::{self, Diagnostic};
 use crate::manifest::Language;
-use crate::scaffold::toolchain::{self as plan, World};
+use crate::scaffold::toolchain::{self as plan, RustToolchain, Sysroot, Toolchain, World};
 
 /// The most of a tool's output kept for the error message: its last bytes.
 const TAIL_BYTES: usize = 8 << 10;
@@ -46,11 +46,11 @@ pub fn build(lang: Language, world: World, dir: &Path, rel: &str) -> Result<(), 
             lang.as_str()
         )));
     }
-    let program = find(lang, dir)?;
+    let (program, toolchain) = find(lang, dir)?;
     let target = dir.join(rel);
     let staged = staged_path(&target);
     let wit = WitDir::write(world)?;
-    let args = plan::args(lang, world, dir, &wit.0, &staged);
+    let args = plan::args(&toolchain, world, dir, &wit.0, &staged);
     // Progress goes to stderr: stdout stays the one `Built …` line scripts read.
     eprintln!("Building {} with {}", entry.display(), program.display());
     let mut cmd = Command::new(&program);
@@ -60,8 +60,19 @@ pub fn build(lang: Language, world: World, dir: &Path, rel: &str) -> Result<(), 
             cmd.env(var, v);
         }
     }
+    cmd.envs(plan::env(&toolchain));
     let result = run(lang, &program, cmd).and_then(|artifact| {
         if let Some(a) = artifact {
+            if !starts_as_component(&a) {
+                return Err(failed(
+                    lang,
+                    &format!(
+                        "{} is a core WebAssembly module, not a component (a linker set in the crate's or cargo's configuration may have replaced the one that makes components)",
+                        a.display()
+                    ),
+                    "",
+                ));
+            }
             std::fs::copy(&a, &staged)
                 .map_err(|e| failed(lang, &format!("its output {} cannot be copied: {e}", a.display()), ""))?;
         }
@@ -87,13 +98,24 @@ fn staged_path(target: &Path) -> PathBuf {
     target.with_file_name(name)
 }
 
-/// The first candidate that is an executable file.
-fn find(lang: Language, dir: &Path) -> Result<PathBuf, Diagnostic> {
+/// Whether the file at `path` begins with a component's header.
+fn starts_as_component(path: &Path) -> bool {
+    let mut header = [0u8; 8];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut header))
+        .is_ok_and(|()| plan::is_component(&header))
+}
+
+fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The program to run and the toolchain it is: the first candidate that is an executable file;
+/// for Rust, the first `cargo` whose toolchain can build a component.
+fn find(lang: Language, dir: &Path) -> Result<(PathBuf, Toolchain), Diagnostic> {
     let path = std::env::var_os("PATH");
-    let found = plan::candidates(lang, dir, path.as_deref())
-        .into_iter()
-        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0));
+    let candidates = plan::candidates(lang, dir, path.as_deref());
     let missing = |what: String| {
         let hint = match lang {
             // npm installs into the directory it runs in; mur build looks in the capsule's.
@@ -102,7 +124,8 @@ fn find(lang: Language, dir: &Path) -> Result<PathBuf, Diagnostic> {
                 dir.display(),
                 plan::install_hint(lang)
             ),
-            _ => plan::install_hint(lang),
+            Language::Rust => plan::rust_missing_hint(),
+            Language::Python => plan::install_hint(lang),
         };
         Diagnostic::new(
             diag::E_BLD_002,
@@ -110,31 +133,50 @@ fn find(lang: Language, dir: &Path) -> Result<PathBuf, Diagnostic> {
         )
         .with_hint(hint)
     };
-    let Some(program) = found else {
-        return Err(missing(match lang {
-            Language::Python => "componentize-py is not in .venv/bin or on PATH".to_string(),
-            Language::JavaScript => "componentize-js is not in node_modules/.bin or on PATH".to_string(),
-            Language::Rust => {
-                // Without cargo the target alone would not help: name the installer first.
-                return Err(missing("cargo is not on PATH".to_string()).with_hint(format!(
-                    "install Rust with rustup (https://rustup.rs), then run `{}`",
-                    plan::install_hint(lang)
-                )));
-            }
-        }));
+    let (toolchain, what) = match lang {
+        Language::Python => (Toolchain::Python, "componentize-py is not in .venv/bin or on PATH"),
+        Language::JavaScript => (
+            Toolchain::JavaScript,
+            "componentize-js is not in node_modules/.bin or on PATH",
+        ),
+        Language::Rust => return find_rust(&candidates, dir).map_err(missing),
     };
-    if lang == Language::Rust && !rust_target_installed(dir) {
-        return Err(missing(format!(
-            "the Rust toolchain has no {} target",
-            plan::RUST_TARGET
-        )));
+    match candidates.into_iter().find(|p| is_executable(p)) {
+        Some(program) => Ok((program, toolchain)),
+        None => Err(missing(what.to_string())),
     }
-    Ok(program)
 }
 
-/// Whether the `rustc` that cargo would use in `dir` has the standard library of the target.
-fn rust_target_installed(dir: &Path) -> bool {
-    let mut cmd = Command::new("rustc");
+/// The first `cargo` of `candidates` whose toolchain can build a component, or what was found
+/// instead.
+fn find_rust(candidates: &[PathBuf], dir: &Path) -> Result<(PathBuf, Toolchain), String> {
+    let mut unusable: Vec<String> = Vec::new();
+    for cargo in candidates.iter().filter(|p| is_executable(p)) {
+        let rustc = plan::rustc_beside(cargo);
+        let Some((root, facts)) = is_executable(&rustc).then(|| sysroot(&rustc, dir)).flatten() else {
+            unusable.push(format!("{} (no working rustc beside it)", cargo.display()));
+            continue;
+        };
+        match plan::rust_build(&facts) {
+            Some(build) => return Ok((cargo.clone(), Toolchain::Rust(RustToolchain { rustc, build }))),
+            None => unusable.push(format!("{} (sysroot {})", cargo.display(), root.display())),
+        }
+    }
+    if unusable.is_empty() {
+        return Err("cargo is not on PATH".to_string());
+    }
+    Err(format!(
+        "no Rust toolchain on PATH has the {} target's library, nor the standard library's sources and wasm-component-ld to build for {}: {}",
+        plan::RUST_TARGET,
+        plan::RUST_SOURCE_TARGET,
+        unusable.join(", ")
+    ))
+}
+
+/// The sysroot of `rustc` as it runs in `dir` (a rustup proxy honours the directory's
+/// toolchain file), and what it holds.
+fn sysroot(rustc: &Path, dir: &Path) -> Option<(PathBuf, Sysroot)> {
+    let mut cmd = Command::new(rustc);
     cmd.args(["--print", "sysroot"])
         .current_dir(dir)
         .env_clear()
@@ -144,11 +186,24 @@ fn rust_target_installed(dir: &Path) -> bool {
             cmd.env(var, v);
         }
     }
-    let Ok(out) = cmd.stderr(Stdio::null()).output() else {
-        return false;
+    let out = cmd.stderr(Stdio::null()).output().ok()?;
+    let root = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    if !out.status.success() || !root.is_absolute() {
+        return None;
+    }
+    let rustlib = root.join("lib/rustlib");
+    // The host's tools directory holds the linker; a sysroot has one host, read it off the
+    // listing rather than asking rustc again.
+    let mut hosts: Vec<PathBuf> = std::fs::read_dir(&rustlib)
+        .map(|d| d.flatten().map(|e| e.path().join("bin/wasm-component-ld")).collect())
+        .unwrap_or_default();
+    hosts.sort();
+    let facts = Sysroot {
+        wasip2_std: rustlib.join(plan::RUST_TARGET).is_dir(),
+        std_sources: rustlib.join("src/rust/library/std").is_dir(),
+        component_ld: hosts.into_iter().find(|p| is_executable(p)),
     };
-    let sysroot = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    out.status.success() && Path::new(&sysroot).join("lib/rustlib").join(plan::RUST_TARGET).is_dir()
+    Some((root, facts))
 }
 
 fn failed(lang: Language, why: &str, tail: &str) -> Diagnostic {

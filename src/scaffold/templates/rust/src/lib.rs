@@ -1,16 +1,19 @@
 //! @NAME@: a mur capsule written in Rust. `run` takes one task and returns the answer; a fresh
 //! instance runs each task. When the roster lets this member call others, it hands the task to
 //! each of them with call-member and answers with their answers, one line each; otherwise it
-//! answers "<member> handled: <task>". For outgoing HTTP, add the `wasip2` crate.
+//! answers "<member> handled: <task>". For outgoing HTTP, use the `wasip2` crate's `http` module.
 
 wit_bindgen::generate!({ world: "capsule", path: "wit" });
 
 use murmur::capsule::call_member::{CallStatus, await_all, start};
 use murmur::capsule::identity::member_name;
 
-/// The members this one may call: `MURMUR_FORMATION_PEERS` is `name=url name=url`.
+/// The members this one may call: `MURMUR_FORMATION_PEERS` is `name=url name=url`. Read through
+/// wasi:cli/environment, which both targets `mur build` uses have (`std::env` only on wasip2).
 fn callees() -> Vec<String> {
-    std::env::var("MURMUR_FORMATION_PEERS")
+    wasip2::cli::environment::get_environment()
+        .into_iter()
+        .find_map(|(k, v)| (k == "MURMUR_FORMATION_PEERS").then_some(v))
         .unwrap_or_default()
         .split_whitespace()
         .filter_map(|p| p.split('=').next())

@@ -19,29 +19,11 @@ impl Guest for Tool {
     }
 
     fn call(input: String) -> Result<String, String> {
-        let text = text_of(&input).ok_or("`text` must be a string")?;
+        let args: serde_json::Value =
+            serde_json::from_str(&input).map_err(|e| format!("the input is not JSON: {e}"))?;
+        let text = args["text"].as_str().ok_or("`text` must be a string")?;
         Ok(text.split_whitespace().count().to_string())
     }
-}
-
-/// The `text` string of a JSON object such as `{"text": "..."}`, unescaped; `None` otherwise.
-/// Kept dependency-free: add `serde_json` for anything richer.
-fn text_of(input: &str) -> Option<String> {
-    let rest = &input[input.find("\"text\"")? + 6..];
-    let rest = rest.trim_start().strip_prefix(':')?.trim_start().strip_prefix('"')?;
-    let mut out = String::new();
-    let mut chars = rest.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' => return Some(out),
-            '\\' => match chars.next()? {
-                'n' | 't' | 'r' => out.push(' '),
-                other => out.push(other),
-            },
-            c => out.push(c),
-        }
-    }
-    None
 }
 
 export!(Tool);
