@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 use crate::support::provider::{Provider, Reply, Request, Step, fenced_answers, openai};
 use crate::support::{Launcher, Sandbox, door_rpc, member_traces, running_record, wait_until};
 
-const KEY_VAR: &str = "MUR_IT_PROVIDER_KEY";
-const KEY: &str = "sk-it-0123456789";
+pub(crate) const KEY_VAR: &str = "MUR_IT_PROVIDER_KEY";
+pub(crate) const KEY: &str = "sk-it-0123456789";
 const LONG: Duration = Duration::from_secs(60);
 
 const ROSTER: &str = "roster_version: 1
@@ -106,8 +106,11 @@ fn asking_task(rec: &Value) -> Option<Value> {
         .cloned()
 }
 
-#[test]
-fn the_workers_question_goes_up_to_the_operator_and_the_answer_comes_back_down() {
+/// The relay formation's scripts: the lead calls the worker, passes the worker's question up
+/// with `request-input` and `relay`, replies to the worker with the answer it gets, and ends
+/// with `Done: worker => <the worker's answer>`; the worker asks `which colour?` and answers
+/// `Painted it <answer>`.
+pub(crate) fn relay_scripts() -> (Vec<Step>, Vec<Step>) {
     let lead = vec![
         tools(&[(
             "c1",
@@ -146,7 +149,18 @@ fn the_workers_question_goes_up_to_the_operator_and_the_answer_comes_back_down()
         tools(&[("w1", "request-input", json!({"question": "which colour?"}))]),
         Step::func(|req: &Request| Reply::json(openai::text(&format!("Painted it {}", answer_of(req))))),
     ];
-    let (sb, dir, lp, wp) = formation(lead, worker);
+    (lead, worker)
+}
+
+/// The relay formation, installed, with its two providers.
+pub(crate) fn relay_formation() -> (Sandbox, std::path::PathBuf, Provider, Provider) {
+    let (lead, worker) = relay_scripts();
+    formation(lead, worker)
+}
+
+#[test]
+fn the_workers_question_goes_up_to_the_operator_and_the_answer_comes_back_down() {
+    let (sb, dir, lp, wp) = relay_formation();
     let launch = Launcher::start(&sb, &dir, &["--task", "Paint the shed"], &[(KEY_VAR, KEY)]);
     launch.formation_id();
     let entry = running_record(&sb, "lead");

@@ -458,3 +458,31 @@ fn a_formation_at_a_terminal_puts_its_entrys_question_to_the_person_there() {
     assert_eq!(json["questions"][0]["asked_by"], serde_json::json!(["lead"]));
     assert_eq!(json["questions"][0]["outcome"], "answered");
 }
+
+#[test]
+fn a_workers_question_passed_up_by_the_lead_is_answered_at_the_terminal() {
+    use crate::asking::{KEY, KEY_VAR, relay_formation};
+    let (sb, dir, lead, worker) = relay_formation();
+    let mut cmd = sb.mur(&dir);
+    cmd.args(["run", "--roster", "--task", "Paint the shed"])
+        .env(KEY_VAR, KEY);
+    let mut term = OnTerminal::start(cmd);
+    until_shown(&term, "your answer (one line, Enter sends it): ");
+    let shown = term.output();
+    // Who asked, and through whom: the worker's question, passed up by the entry.
+    assert!(
+        shown.contains("[mur run] worker asks (through lead) (task tsk_"),
+        "{shown}"
+    );
+    assert!(shown.contains("The worker asks: which colour?"), "{shown}");
+    term.type_bytes(b"blue\n");
+    assert_eq!(term.wait(Duration::from_secs(60)), 0, "{}", term.output());
+    assert!(
+        term.output().contains("Done: worker => Painted it blue"),
+        "{}",
+        term.output()
+    );
+    assert_eq!((lead.requests().len(), worker.requests().len()), (6, 2));
+    all_members_gone(&sb, term.child.id(), Instant::now(), "after the relayed answer");
+    nothing_claims_to_run(&sb, &dir, "after the relayed answer");
+}
