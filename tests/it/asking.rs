@@ -280,3 +280,95 @@ fn a_caller_that_ends_without_answering_cancels_the_question_and_a_stray_reply_i
     assert_eq!(calls.len(), 1, "the stray reply started no call: {calls:?}");
     assert_eq!(calls[0]["status"], "input_required");
 }
+
+/// A component lead, in Python: it hands its task to `worker`, puts each question the worker
+/// asks to its own caller (`ask.request-input`), replies with the answer (`call-member.reply`),
+/// and answers with the worker's outcome once the call ends.
+const RELAY_APP: &str = r#"
+import wit_world
+from componentize_py_types import Err
+from wit_world import Failure_Error
+from wit_world.imports import ask, call_member
+
+
+class WitWorld(wit_world.WitWorld):
+    def run(self, task: str) -> str:
+        try:
+            call_member.start("worker", task)
+        except Err as e:
+            raise Err(Failure_Error(f"could not call worker: {e.value}"))
+        while True:
+            event = call_member.await_next()
+            if event is None:
+                raise Err(Failure_Error("the call was lost"))
+            if isinstance(event, call_member.CallEvent_Asks):
+                q = event.value
+                try:
+                    answer = ask.request_input(f"{q.member} asks: {q.text}")
+                    call_member.reply(q.call_id, answer)
+                except Err as e:
+                    raise Err(Failure_Error(f"could not pass the question on: {e.value}"))
+            else:
+                o = event.value
+                return f"{o.member} [{o.status.name.lower()}]: {o.output}"
+"#;
+
+#[test]
+fn a_component_passes_a_callees_question_up_with_its_own_and_replies_with_the_answer() {
+    let built = crate::support::toolchains::python_capsule_with("relay", RELAY_APP);
+    let sb = Sandbox::new();
+    let worker = Provider::start(vec![
+        tools(&[("w1", "request-input", json!({"question": "which colour?"}))]),
+        Step::func(|req: &Request| Reply::json(openai::text(&format!("Painted it {}", answer_of(req))))),
+    ]);
+    install_model(&sb, "asker", worker.url(), WORKER_TAIL);
+    let src = sb.path("relay");
+    std::fs::copy(&built.wasm, src.join("capsule.wasm")).expect("component");
+    std::fs::write(
+        src.join("murmur.yaml"),
+        format!("name: planner\nversion: 0.1.0\ncomponent: capsule.wasm\n{LEAD_TAIL}"),
+    )
+    .expect("manifest");
+    let out = sb.run(&src, &["build", "."]);
+    assert!(out.status.success(), "{}", crate::support::stderr(&out));
+    let zip = src.join("planner-0.1.0.mur.zip");
+    let out = sb.run(&src, &["install", "-g", zip.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", crate::support::stderr(&out));
+    let dir = sb.path("formation");
+    std::fs::write(dir.join("roster.yaml"), ROSTER).expect("roster");
+
+    let launch = Launcher::start(&sb, &dir, &["--task", "paint the shed"], &[(KEY_VAR, KEY)]);
+    launch.formation_id();
+    let entry = running_record(&sb, "lead");
+    let mut asking = None;
+    wait_until(LONG, || {
+        asking = asking_task(&entry);
+        asking.is_some()
+    });
+    let asking = asking.unwrap_or_else(|| panic!("the entry never asked; stderr:\n{}", launch.stderr()));
+    assert_eq!(
+        asking["status"]["message"]["parts"][0]["text"],
+        "worker asks: which colour?"
+    );
+    assert_eq!(asking["metadata"]["murmur"]["askedBy"], json!(["lead"]));
+    let id = asking["id"].as_str().expect("task id");
+    let answered = door_rpc(
+        &entry,
+        "SendMessage",
+        json!({"configuration": {"returnImmediately": true},
+               "message": {"messageId": "op-1", "role": "ROLE_USER", "taskId": id, "parts": [{"text": "blue"}]}}),
+    );
+    assert_eq!(
+        answered["result"]["task"]["status"]["state"], "TASK_STATE_WORKING",
+        "{answered}"
+    );
+    let (code, out, err) = launch.wait(LONG);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "worker [completed]: Painted it blue\n");
+    let lead_recs = member_traces(&sb, "lead").concat();
+    let statuses: Vec<Value> = of_type(&lead_recs, "member_call")
+        .iter()
+        .map(|c| c["status"].clone())
+        .collect();
+    assert_eq!(statuses, [json!("input_required"), json!("completed")]);
+}

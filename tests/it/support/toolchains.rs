@@ -95,11 +95,32 @@ pub fn path_with(dir: &Path) -> std::ffi::OsString {
     std::env::join_paths(dirs).expect("PATH")
 }
 
+/// A Python capsule `name` whose `app.py` is `app` instead of the scaffold's, built once per
+/// distinct source (the scaffold's other files and the toolchain as `mur new` gives them).
+pub fn python_capsule_with(name: &str, app: &str) -> Built {
+    build_with(
+        name,
+        "python",
+        &componentize_py_dir(),
+        COMPONENTIZE_PY,
+        &[("app.py", app)],
+    )
+}
+
 fn build(name: &str, lang: &str, tool_dir: &Path, pin: &str) -> Built {
+    build_with(name, lang, tool_dir, pin, &[])
+}
+
+/// `mur new --capsule name --lang lang`, its files replaced by `files` (path, text), built by
+/// `mur build` with the toolchain in `tool_dir` and kept under `target/` by a digest of them all.
+fn build_with(name: &str, lang: &str, tool_dir: &Path, pin: &str, files: &[(&str, &str)]) -> Built {
     let sb = Sandbox::new();
     let out = sb.run(sb.dir.path(), &["new", "--capsule", name, "--lang", lang]);
     assert!(out.status.success(), "mur new --capsule {name}: {}", stderr(&out));
     let src = sb.dir.path().join(name);
+    for (path, text) in files {
+        std::fs::write(src.join(path), text).expect("replace a scaffold file");
+    }
     let mut files: Vec<(String, Vec<u8>)> = Vec::new();
     collect(&src, &src, &mut files);
     files.sort();
