@@ -10,6 +10,7 @@
 //! test. `MUR_TEST_RUST_BIN` names a directory that already holds such a `cargo` and `rustc`
 //! (e.g. `/usr/bin` after `apt-get install`), used as is.
 
+use super::toolchains::{lock_file, target_dir};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
@@ -289,26 +290,5 @@ fn output(cmd: &mut Command) -> String {
 
 /// A change of the package list gets a fresh directory.
 fn tag(packages: &str) -> String {
-    use sha2::{Digest, Sha256};
-    let digest = Sha256::digest(packages.as_bytes());
-    digest[..6].iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| super::repo_root().join("target"))
-}
-
-/// An exclusive lock on `<dir>.lock`, released when the returned guard is dropped.
-fn lock_file(dir: &Path) -> nix::fcntl::Flock<std::fs::File> {
-    let path = dir.with_extension("lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
-    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
-        .unwrap_or_else(|(_, e)| panic!("lock {}: {e}", path.display()))
+    super::toolchains::tag(&[packages])
 }

@@ -175,20 +175,21 @@ fn collect(root: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
     }
 }
 
-fn tag(parts: &[&str]) -> String {
+/// A short digest of `parts`: a cache directory's name changes whenever one of them does.
+pub(crate) fn tag(parts: &[&str]) -> String {
     use sha2::{Digest, Sha256};
     let digest = Sha256::digest(parts.join("\n\0").as_bytes());
     digest[..6].iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn target_dir() -> PathBuf {
+pub(crate) fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| super::repo_root().join("target"))
 }
 
 /// An exclusive lock on `<dir>.lock`, released when the returned guard is dropped.
-fn lock_file(dir: &Path) -> nix::fcntl::Flock<std::fs::File> {
+pub(crate) fn lock_file(dir: &Path) -> nix::fcntl::Flock<std::fs::File> {
     let path = dir.with_extension("lock");
     let file = std::fs::OpenOptions::new()
         .create(true)
