@@ -31,33 +31,40 @@ pub fn componentize_py_dir() -> PathBuf {
     dir
 }
 
-/// The directory holding `componentize-js`: `npm install --prefix target/test-node/<hash>` of
-/// the pinned package, once.
+/// The directory holding `componentize-js`: the pinned package under `target/test-node/`.
 pub fn componentize_js_dir() -> PathBuf {
+    node_with(&[COMPONENTIZE_JS]).join("node_modules/.bin")
+}
+
+/// A Node.js prefix holding exactly `packages` (npm specs, pinned by the caller):
+/// `npm install --prefix target/test-node/<hash of the specs>`, once per machine and set of
+/// specs, under a cross-process lock. Returns the prefix (its `node_modules/` is beside).
+pub fn node_with(packages: &[&str]) -> PathBuf {
     let _guard = NODE_PROVISIONING.lock().unwrap_or_else(|e| e.into_inner());
-    let prefix = target_dir().join("test-node").join(tag(&[COMPONENTIZE_JS]));
-    let bin = prefix.join("node_modules/.bin");
-    if bin.join("componentize-js").exists() {
-        return bin;
+    let prefix = target_dir().join("test-node").join(tag(packages));
+    let done = prefix.join(".provisioned");
+    if done.exists() {
+        return prefix;
     }
     std::fs::create_dir_all(&prefix).expect("create target/test-node");
     let _lock = lock_file(&prefix);
-    if bin.join("componentize-js").exists() {
-        return bin;
+    if done.exists() {
+        return prefix;
     }
     let out = Command::new("npm")
         .args(["install", "--no-audit", "--no-fund", "--prefix"])
         .arg(&prefix)
-        .arg(COMPONENTIZE_JS)
+        .args(packages)
         .stdin(Stdio::null())
         .output()
         .expect("run npm");
     assert!(
-        out.status.success() && bin.join("componentize-js").exists(),
-        "npm install {COMPONENTIZE_JS} failed:\n{}",
+        out.status.success(),
+        "npm install {packages:?} failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    bin
+    std::fs::write(&done, packages.join("\n")).expect("mark target/test-node provisioned");
+    prefix
 }
 
 /// A capsule built from the scaffold of `mur new --capsule <name> --lang <lang>`.
