@@ -652,6 +652,7 @@ impl Setup {
 
     fn agent(&self, endpoint: &str) -> Agent {
         let config = ModelConfig {
+            max_session_tokens: None,
             provider: self.api,
             url: wire::url(self.api, Some(endpoint)),
             model: match self.api {
