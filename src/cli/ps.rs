@@ -18,18 +18,44 @@ pub fn run(json: bool) -> Outcome {
             Vec::new()
         }
     };
+    let budgets = budgets(&home, &records);
     if json {
-        println!("{}", render_json(&records));
+        println!("{}", render_json(&records, &budgets));
     } else {
-        print!("{}", render(&records));
+        print!("{}", render(&records, &budgets));
     }
     Ok(0)
+}
+
+/// A formation's token budget as its launcher last wrote it (`budget.json`,
+/// docs/reference/formation.md#budgets): spent and the limit.
+pub type Budgets = std::collections::BTreeMap<String, (u64, u64)>;
+
+/// The budgets of the formations these records belong to, where they keep one.
+fn budgets(home: &MurHome, records: &[RunningRecord]) -> Budgets {
+    let mut out = Budgets::new();
+    for frm in records.iter().filter_map(|r| r.formation_id.as_deref()) {
+        if out.contains_key(frm) || !crate::ids::is(crate::ids::IdKind::Formation, frm) {
+            continue;
+        }
+        let file = home.formation(frm).join("budget.json");
+        let Ok(bytes) = crate::yaml::read_capped(&file, 64 * 1024) else {
+            continue;
+        };
+        let Ok(v) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+            continue;
+        };
+        if let (Some(spent), Some(limit)) = (v["spent"].as_u64(), v["limit"].as_u64()) {
+            out.insert(frm.to_string(), (spent, limit));
+        }
+    }
+    out
 }
 
 /// `--json` [ours]: one compact line `{"sessions":[…]}`, keys sorted
 /// (docs/reference/cli.md#conventions), sessions in the table's order. Every session carries every
 /// key (`null` when absent) so scripts need no existence checks. The door token is never shown.
-pub fn render_json(records: &[RunningRecord]) -> String {
+pub fn render_json(records: &[RunningRecord], budgets: &Budgets) -> String {
     let mut sorted: Vec<&RunningRecord> = records.iter().collect();
     // Standalone sessions first, then formations in id order, as the table lists them.
     sorted.sort_by(|a, b| (&a.formation_id, &a.session_id).cmp(&(&b.formation_id, &b.session_id)));
@@ -52,11 +78,18 @@ pub fn render_json(records: &[RunningRecord]) -> String {
             })
         })
         .collect();
-    serde_json::json!({ "sessions": sessions }).to_string()
+    if budgets.is_empty() {
+        return serde_json::json!({ "sessions": sessions }).to_string();
+    }
+    let budgets: serde_json::Map<String, serde_json::Value> = budgets
+        .iter()
+        .map(|(frm, (spent, limit))| (frm.clone(), serde_json::json!({"limit": limit, "spent": spent})))
+        .collect();
+    serde_json::json!({ "budgets": budgets, "sessions": sessions }).to_string()
 }
 
 /// The table for these (live) records; `No sessions are running.` when there are none.
-pub fn render(records: &[RunningRecord]) -> String {
+pub fn render(records: &[RunningRecord], budgets: &Budgets) -> String {
     if records.is_empty() {
         return "No sessions are running.\n".to_string();
     }
@@ -108,8 +141,12 @@ pub fn render(records: &[RunningRecord]) -> String {
             .find_map(|r| r.formation_launcher.as_ref())
             .map(|l| l.pid.to_string())
             .unwrap_or_else(|| "-".into());
+        let tokens = budgets
+            .get(frm)
+            .map(|(spent, limit)| format!("  tokens {spent} of {limit}"))
+            .unwrap_or_default();
         lines.push(Line::Summary(format!(
-            "formation {frm}  launcher pid {launcher}  {} member(s)",
+            "formation {frm}  launcher pid {launcher}  {} member(s){tokens}",
             members.len()
         )));
         for r in members {
@@ -177,12 +214,12 @@ mod tests {
 
     #[test]
     fn json_lists_sessions_in_table_order_without_tokens() {
-        assert_eq!(render_json(&[]), r#"{"sessions":[]}"#);
+        assert_eq!(render_json(&[], &Budgets::new()), r#"{"sessions":[]}"#);
         let frm = "frm_0199c4e2f1b7712a9d3e4f5061728394";
         let mut b = rec("ses_b", Some(frm), Some("planner"));
         b.door_token = Some("mdt1.secret".into());
         b.formation_entry = true;
-        let out = render_json(&[b, rec("ses_a", None, None)]);
+        let out = render_json(&[b, rec("ses_a", None, None)], &Budgets::new());
         assert!(!out.contains("mdt1"), "{out}");
         assert_eq!(
             out,
@@ -196,12 +233,12 @@ mod tests {
 
     #[test]
     fn nothing_running() {
-        assert_eq!(render(&[]), "No sessions are running.\n");
+        assert_eq!(render(&[], &Budgets::new()), "No sessions are running.\n");
     }
 
     #[test]
     fn standalone_sessions_have_five_columns() {
-        let out = render(&[rec("ses_b", None, None), rec("ses_a", None, None)]);
+        let out = render(&[rec("ses_b", None, None), rec("ses_a", None, None)], &Budgets::new());
         assert_eq!(
             out,
             "SESSION  CAPSULE           PID  URL             STARTED\n\
@@ -213,11 +250,14 @@ mod tests {
     #[test]
     fn formation_rows_are_grouped_under_a_summary_line() {
         let frm = "frm_0199c4e2f1b7712a9d3e4f5061728394";
-        let out = render(&[
-            rec("ses_c", Some(frm), Some("coder")),
-            rec("ses_a", None, None),
-            rec("ses_b", Some(frm), Some("planner")),
-        ]);
+        let out = render(
+            &[
+                rec("ses_c", Some(frm), Some("coder")),
+                rec("ses_a", None, None),
+                rec("ses_b", Some(frm), Some("planner")),
+            ],
+            &Budgets::new(),
+        );
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), 5, "{out}");
         assert!(lines[0].starts_with("SESSION  CAPSULE"), "{out}");
@@ -233,6 +273,16 @@ mod tests {
             "{out}"
         );
         assert!(lines[4].starts_with("ses_c ") && lines[4].ends_with("coder"), "{out}");
+        // A formation that keeps a budget shows its running total on that line, and in JSON.
+        let budgets = Budgets::from([(frm.to_string(), (1200, 5000))]);
+        let recs = [rec("ses_b", Some(frm), Some("planner"))];
+        let out = render(&recs, &budgets);
+        assert_eq!(
+            out.lines().nth(1),
+            Some(format!("formation {frm}  launcher pid 4242  1 member(s)  tokens 1200 of 5000").as_str())
+        );
+        let json: serde_json::Value = serde_json::from_str(&render_json(&recs, &budgets)).unwrap();
+        assert_eq!(json["budgets"][frm], serde_json::json!({"limit": 5000, "spent": 1200}));
     }
 
     #[test]
@@ -240,7 +290,7 @@ mod tests {
         let frm = "frm_0199c4e2f1b7712a9d3e4f5061728394";
         let mut r = rec("ses_a", Some(frm), None);
         r.formation_launcher = None;
-        let out = render(&[r]);
+        let out = render(&[r], &Budgets::new());
         assert!(
             out.contains(&format!("formation {frm}  launcher pid -  1 member(s)\n")),
             "{out}"

@@ -44,6 +44,7 @@ mod tests;
 
 use zeroize::Zeroizing;
 
+pub mod budget;
 pub use agent::{
     Agent, AgentCalls, AgentOutcome, CallReply, NoCalls, NoEvents, TaskCtx, TaskEvents, Totals, UsageTotals,
 };

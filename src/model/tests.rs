@@ -1403,6 +1403,7 @@ async fn unknown_tools_get_a_tool_error() {
 #[actix_rt::test]
 async fn https_endpoints_get_a_tls_client() {
     let config = ModelConfig {
+        max_session_tokens: None,
         provider: Api::Anthropic,
         url: wire::url(Api::Anthropic, None),
         model: "m".into(),

@@ -53,12 +53,21 @@ pub fn parse_limit(text: &str) -> Result<u64, String> {
         } else {
             "is not a whole number"
         };
-        return Err(format!("'{}' {why}: a budget is a number of tokens from 1 to {MAX_BUDGET_TOKENS}", crate::diag::shown(text)));
+        return Err(format!(
+            "'{}' {why}: a budget is a number of tokens from 1 to {MAX_BUDGET_TOKENS}",
+            crate::diag::shown(text)
+        ));
     }
     match digits.parse::<u64>() {
-        Ok(0) => Err(format!("'{}' is zero: a budget of no tokens would refuse every model turn; omit --max-tokens for no budget", crate::diag::shown(text))),
+        Ok(0) => Err(format!(
+            "'{}' is zero: a budget of no tokens would refuse every model turn; omit --max-tokens for no budget",
+            crate::diag::shown(text)
+        )),
         Ok(n) if n <= MAX_BUDGET_TOKENS => Ok(n),
-        _ => Err(format!("'{}' is too large: the most is {MAX_BUDGET_TOKENS} tokens", crate::diag::shown(text))),
+        _ => Err(format!(
+            "'{}' is too large: the most is {MAX_BUDGET_TOKENS} tokens",
+            crate::diag::shown(text)
+        )),
     }
 }
 
@@ -185,7 +194,11 @@ impl Ledger {
     /// Returns every reservation `holder` still holds (it ended, or its channel broke): nothing is
     /// charged for them. Returns how many tokens were released.
     pub fn release(&mut self, holder: usize) -> u64 {
-        let ids: Vec<(usize, u64)> = self.holds.range((holder, 0)..=(holder, u64::MAX)).map(|(k, _)| *k).collect();
+        let ids: Vec<(usize, u64)> = self
+            .holds
+            .range((holder, 0)..=(holder, u64::MAX))
+            .map(|(k, _)| *k)
+            .collect();
         let mut released = 0;
         for key in ids {
             if let Some(n) = self.holds.remove(&key) {
@@ -268,8 +281,22 @@ mod tests {
         assert_eq!(l.reserve(0, 1, 1), Err(LedgerError::DuplicateHold));
         assert_eq!(l.settle(0, 1, 150), Ok(450));
         assert_eq!(l.settle(0, 1, 150), Err(LedgerError::UnknownHold));
-        assert_eq!(l.account(0), Some(Account { spent: 150, held: 0, turns: 1 }));
-        assert_eq!(l.account(1), Some(Account { spent: 0, held: 400, turns: 0 }));
+        assert_eq!(
+            l.account(0),
+            Some(Account {
+                spent: 150,
+                held: 0,
+                turns: 1
+            })
+        );
+        assert_eq!(
+            l.account(1),
+            Some(Account {
+                spent: 0,
+                held: 400,
+                turns: 0
+            })
+        );
         assert_eq!((l.spent(), l.held(), l.left()), (150, 400, 450));
         assert_eq!(l.reserve(2, 1, 1), Err(LedgerError::UnknownAccount));
     }
@@ -297,7 +324,14 @@ mod tests {
         l.reserve(2, 9, 50).unwrap();
         assert_eq!(l.release(1), 500);
         assert_eq!(l.release(1), 0);
-        assert_eq!(l.account(1), Some(Account { spent: 0, held: 0, turns: 0 }));
+        assert_eq!(
+            l.account(1),
+            Some(Account {
+                spent: 0,
+                held: 0,
+                turns: 0
+            })
+        );
         assert_eq!((l.held(), l.left()), (150, 850));
         assert_eq!(l.settle(1, 2, 10), Err(LedgerError::UnknownHold));
         assert_eq!(l.settle(2, 9, 50), Ok(850));

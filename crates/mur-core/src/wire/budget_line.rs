@@ -105,7 +105,10 @@ mod tests {
 
     #[test]
     fn lines_round_trip() {
-        for ask in [Ask::Reserve { id: 0, tokens: 1064 }, Ask::Settle { id: u64::MAX, used: 0 }] {
+        for ask in [
+            Ask::Reserve { id: 0, tokens: 1064 },
+            Ask::Settle { id: u64::MAX, used: 0 },
+        ] {
             let line = ask.line();
             assert!(line.len() <= MAX_BUDGET_LINE, "{line}");
             assert_eq!(Ask::parse(line.trim_end_matches('\n')), Some(ask));
@@ -114,7 +117,10 @@ mod tests {
             Reply::Granted { id: 1, left: 4000 },
             Reply::Refused { id: 2, left: -300 },
             Reply::Settled { id: 3, left: 0 },
-            Reply::Settled { id: u64::MAX, left: i64::MIN + 1 },
+            Reply::Settled {
+                id: u64::MAX,
+                left: i64::MIN + 1,
+            },
         ] {
             let line = reply.line();
             assert!(line.len() <= MAX_BUDGET_LINE, "{line}");
@@ -143,7 +149,13 @@ mod tests {
         ] {
             assert_eq!(Ask::parse(line), None, "{line:?}");
         }
-        for line in ["granted 1", "granted 1 --2", "granted -1 2", "reserve 1 2", "granted 1 9223372036854775808"] {
+        for line in [
+            "granted 1",
+            "granted 1 --2",
+            "granted -1 2",
+            "reserve 1 2",
+            "granted 1 9223372036854775808",
+        ] {
             assert_eq!(Reply::parse(line), None, "{line:?}");
         }
     }
