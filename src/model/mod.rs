@@ -46,7 +46,8 @@ use zeroize::Zeroizing;
 
 pub mod budget;
 pub use agent::{
-    Agent, AgentCalls, AgentOutcome, CallReply, NoCalls, NoEvents, TaskCtx, TaskEvents, Totals, UsageTotals,
+    Agent, AgentCalls, AgentOutcome, CallReply, LAST_TURN_MIN_TOKENS, NoCalls, NoEvents, TaskCtx, TaskEvents, Totals,
+    UsageTotals,
 };
 pub use calls::SessionCalls;
 pub use client::{Retry, RetryNote};
