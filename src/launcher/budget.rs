@@ -12,6 +12,7 @@
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -26,7 +27,13 @@ pub struct BudgetKeeper {
     names: Vec<String>,
     /// `budget.json` in the formation's directory.
     file: PathBuf,
+    /// When the figures were last written, and whether they changed since: they are written at
+    /// most every [`WRITE_EVERY`], and once more when the last member's channel ends.
+    written: Mutex<(Option<Instant>, bool)>,
 }
+
+/// How stale `budget.json` may be while members spend: `mur ps` is a person's view.
+const WRITE_EVERY: Duration = Duration::from_millis(50);
 
 impl BudgetKeeper {
     /// A budget of `limit` tokens for the members `names` (roster order), its figures kept in
@@ -36,6 +43,7 @@ impl BudgetKeeper {
             ledger: Mutex::new(Ledger::new(limit, names.len())),
             names,
             file,
+            written: Mutex::new((None, false)),
         });
         keeper.write_figures();
         keeper
@@ -79,6 +87,10 @@ impl BudgetKeeper {
                     return Err(std::io::Error::other("a line that is not a budget request"));
                 };
                 stream.write_all(reply.line().as_bytes()).await?;
+                // After the reply, and not every time: the member never waits for the file.
+                if matches!(reply, Reply::Settled { .. }) {
+                    self.figures_changed();
+                }
             }
             if buf.len() >= MAX_BUDGET_LINE {
                 return Err(std::io::Error::other("a line longer than a budget request"));
@@ -89,28 +101,33 @@ impl BudgetKeeper {
     /// The ledger's answer to one request; `None` breaks the channel (the member did not follow
     /// the protocol: a reused or unknown id).
     pub fn answer(&self, holder: usize, ask: Ask) -> Option<Reply> {
-        let reply = {
-            let mut l = crate::sync::lock(&self.ledger);
-            match ask {
-                Ask::Reserve { id, tokens } => match l.reserve(holder, id, tokens).ok()? {
-                    Grant::Granted { left } => Reply::Granted { id, left },
-                    Grant::Refused { left } => Reply::Refused { id, left },
-                },
-                Ask::Settle { id, used } => Reply::Settled {
-                    id,
-                    left: l.settle(holder, id, used).ok()?,
-                },
-            }
+        let mut l = crate::sync::lock(&self.ledger);
+        Some(match ask {
+            Ask::Reserve { id, tokens } => match l.reserve(holder, id, tokens).ok()? {
+                Grant::Granted { left } => Reply::Granted { id, left },
+                Grant::Refused { left } => Reply::Refused { id, left },
+            },
+            Ask::Settle { id, used } => Reply::Settled {
+                id,
+                left: l.settle(holder, id, used).ok()?,
+            },
+        })
+    }
+
+    fn figures_changed(&self) {
+        let due = {
+            let mut w = crate::sync::lock(&self.written);
+            w.1 = true;
+            w.0.is_none_or(|at| at.elapsed() >= WRITE_EVERY)
         };
-        if matches!(reply, Reply::Settled { .. }) {
+        if due {
             self.write_figures();
         }
-        Some(reply)
     }
 
     /// `budget.json`: the limit, what is spent, held and left, and each member's spend.
     /// Written whole to a temporary file and renamed, so a reader never sees half of it.
-    fn write_figures(&self) {
+    pub fn write_figures(&self) {
         let figures = {
             let l = crate::sync::lock(&self.ledger);
             let members: serde_json::Map<String, serde_json::Value> = self
@@ -130,10 +147,20 @@ impl BudgetKeeper {
                 "members": members,
             })
         };
+        *crate::sync::lock(&self.written) = (Some(Instant::now()), false);
         let tmp = self.file.with_extension("json.tmp");
         let written = std::fs::write(&tmp, format!("{figures}\n")).and_then(|()| std::fs::rename(&tmp, &self.file));
         if let Err(e) = written {
             tracing::debug!("{} could not be written: {e}", self.file.display());
+        }
+    }
+}
+
+impl Drop for BudgetKeeper {
+    /// The last member's channel ended: the final figures are written if they changed.
+    fn drop(&mut self) {
+        if crate::sync::lock(&self.written).1 {
+            self.write_figures();
         }
     }
 }
@@ -166,6 +193,7 @@ mod tests {
             k.answer(0, Ask::Settle { id: 1, used: 120 }),
             Some(Reply::Settled { id: 1, left: 880 })
         );
+        k.write_figures();
         let figures: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
         assert_eq!(
             figures,

@@ -2229,7 +2229,10 @@ async fn a_spent_budget_leaves_a_task_with_answers_one_last_turn_without_running
     let outcome = agent
         .run("Build it", ctx(FakeCalls::new(&[], &[]), events.clone(), false))
         .await;
-    assert_eq!(outcome, AgentOutcome::Completed("Plan done. coder => coder did: work".into()));
+    assert_eq!(
+        outcome,
+        AgentOutcome::Completed("Plan done. coder => coder did: work".into())
+    );
     let reqs = provider.requests();
     assert_eq!(reqs.len(), 3);
     let cut = reqs[2].json()["max_completion_tokens"]
