@@ -20,7 +20,7 @@ pub fn run(json: bool) -> Outcome {
     };
     let budgets = budgets(&home, &records);
     if json {
-        println!("{}", render_json(&records, &budgets));
+        println!("{}", render_json(&records));
     } else {
         print!("{}", render(&records, &budgets));
     }
@@ -55,7 +55,7 @@ fn budgets(home: &MurHome, records: &[RunningRecord]) -> Budgets {
 /// `--json` [ours]: one compact line `{"sessions":[…]}`, keys sorted
 /// (docs/reference/cli.md#conventions), sessions in the table's order. Every session carries every
 /// key (`null` when absent) so scripts need no existence checks. The door token is never shown.
-pub fn render_json(records: &[RunningRecord], budgets: &Budgets) -> String {
+pub fn render_json(records: &[RunningRecord]) -> String {
     let mut sorted: Vec<&RunningRecord> = records.iter().collect();
     // Standalone sessions first, then formations in id order, as the table lists them.
     sorted.sort_by(|a, b| (&a.formation_id, &a.session_id).cmp(&(&b.formation_id, &b.session_id)));
@@ -78,14 +78,7 @@ pub fn render_json(records: &[RunningRecord], budgets: &Budgets) -> String {
             })
         })
         .collect();
-    if budgets.is_empty() {
-        return serde_json::json!({ "sessions": sessions }).to_string();
-    }
-    let budgets: serde_json::Map<String, serde_json::Value> = budgets
-        .iter()
-        .map(|(frm, (spent, limit))| (frm.clone(), serde_json::json!({"limit": limit, "spent": spent})))
-        .collect();
-    serde_json::json!({ "budgets": budgets, "sessions": sessions }).to_string()
+    serde_json::json!({ "sessions": sessions }).to_string()
 }
 
 /// The table for these (live) records; `No sessions are running.` when there are none.
@@ -214,12 +207,12 @@ mod tests {
 
     #[test]
     fn json_lists_sessions_in_table_order_without_tokens() {
-        assert_eq!(render_json(&[], &Budgets::new()), r#"{"sessions":[]}"#);
+        assert_eq!(render_json(&[]), r#"{"sessions":[]}"#);
         let frm = "frm_0199c4e2f1b7712a9d3e4f5061728394";
         let mut b = rec("ses_b", Some(frm), Some("planner"));
         b.door_token = Some("mdt1.secret".into());
         b.formation_entry = true;
-        let out = render_json(&[b, rec("ses_a", None, None)], &Budgets::new());
+        let out = render_json(&[b, rec("ses_a", None, None)]);
         assert!(!out.contains("mdt1"), "{out}");
         assert_eq!(
             out,
@@ -273,7 +266,7 @@ mod tests {
             "{out}"
         );
         assert!(lines[4].starts_with("ses_c ") && lines[4].ends_with("coder"), "{out}");
-        // A formation that keeps a budget shows its running total on that line, and in JSON.
+        // A formation that keeps a budget shows its running total on that line.
         let budgets = Budgets::from([(frm.to_string(), (1200, 5000))]);
         let recs = [rec("ses_b", Some(frm), Some("planner"))];
         let out = render(&recs, &budgets);
@@ -281,8 +274,6 @@ mod tests {
             out.lines().nth(1),
             Some(format!("formation {frm}  launcher pid 4242  1 member(s)  tokens 1200 of 5000").as_str())
         );
-        let json: serde_json::Value = serde_json::from_str(&render_json(&recs, &budgets)).unwrap();
-        assert_eq!(json["budgets"][frm], serde_json::json!({"limit": 5000, "spent": 1200}));
     }
 
     #[test]
