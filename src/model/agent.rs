@@ -519,7 +519,7 @@ impl TaskRun<'_> {
             }
             Err(text) => Err(text),
         };
-        let usage = read.as_ref().ok().map(|r| r.usage.clone());
+        let usage = read.as_ref().ok().map(|r| r.usage);
         if let Some(hold) = hold {
             let charged = match &usage {
                 Some(u) => crate::budget::charge(hold.tokens, u.input_tokens, u.output_tokens),
