@@ -18,12 +18,38 @@ pub fn run(json: bool) -> Outcome {
             Vec::new()
         }
     };
+    let budgets = budgets(&home, &records);
     if json {
         println!("{}", render_json(&records));
     } else {
-        print!("{}", render(&records));
+        print!("{}", render(&records, &budgets));
     }
     Ok(0)
+}
+
+/// A formation's token budget as its launcher last wrote it (`budget.json`,
+/// docs/reference/formation.md#budgets): spent and the limit.
+pub type Budgets = std::collections::BTreeMap<String, (u64, u64)>;
+
+/// The budgets of the formations these records belong to, where they keep one.
+fn budgets(home: &MurHome, records: &[RunningRecord]) -> Budgets {
+    let mut out = Budgets::new();
+    for frm in records.iter().filter_map(|r| r.formation_id.as_deref()) {
+        if out.contains_key(frm) || !crate::ids::is(crate::ids::IdKind::Formation, frm) {
+            continue;
+        }
+        let file = home.formation(frm).join("budget.json");
+        let Ok(bytes) = crate::yaml::read_capped(&file, 64 * 1024) else {
+            continue;
+        };
+        let Ok(v) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+            continue;
+        };
+        if let (Some(spent), Some(limit)) = (v["spent"].as_u64(), v["limit"].as_u64()) {
+            out.insert(frm.to_string(), (spent, limit));
+        }
+    }
+    out
 }
 
 /// `--json` [ours]: one compact line `{"sessions":[…]}`, keys sorted
@@ -56,7 +82,7 @@ pub fn render_json(records: &[RunningRecord]) -> String {
 }
 
 /// The table for these (live) records; `No sessions are running.` when there are none.
-pub fn render(records: &[RunningRecord]) -> String {
+pub fn render(records: &[RunningRecord], budgets: &Budgets) -> String {
     if records.is_empty() {
         return "No sessions are running.\n".to_string();
     }
@@ -108,8 +134,12 @@ pub fn render(records: &[RunningRecord]) -> String {
             .find_map(|r| r.formation_launcher.as_ref())
             .map(|l| l.pid.to_string())
             .unwrap_or_else(|| "-".into());
+        let tokens = budgets
+            .get(frm)
+            .map(|(spent, limit)| format!("  tokens {spent} of {limit}"))
+            .unwrap_or_default();
         lines.push(Line::Summary(format!(
-            "formation {frm}  launcher pid {launcher}  {} member(s)",
+            "formation {frm}  launcher pid {launcher}  {} member(s){tokens}",
             members.len()
         )));
         for r in members {
@@ -196,12 +226,12 @@ mod tests {
 
     #[test]
     fn nothing_running() {
-        assert_eq!(render(&[]), "No sessions are running.\n");
+        assert_eq!(render(&[], &Budgets::new()), "No sessions are running.\n");
     }
 
     #[test]
     fn standalone_sessions_have_five_columns() {
-        let out = render(&[rec("ses_b", None, None), rec("ses_a", None, None)]);
+        let out = render(&[rec("ses_b", None, None), rec("ses_a", None, None)], &Budgets::new());
         assert_eq!(
             out,
             "SESSION  CAPSULE           PID  URL             STARTED\n\
@@ -213,11 +243,14 @@ mod tests {
     #[test]
     fn formation_rows_are_grouped_under_a_summary_line() {
         let frm = "frm_0199c4e2f1b7712a9d3e4f5061728394";
-        let out = render(&[
-            rec("ses_c", Some(frm), Some("coder")),
-            rec("ses_a", None, None),
-            rec("ses_b", Some(frm), Some("planner")),
-        ]);
+        let out = render(
+            &[
+                rec("ses_c", Some(frm), Some("coder")),
+                rec("ses_a", None, None),
+                rec("ses_b", Some(frm), Some("planner")),
+            ],
+            &Budgets::new(),
+        );
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), 5, "{out}");
         assert!(lines[0].starts_with("SESSION  CAPSULE"), "{out}");
@@ -233,6 +266,14 @@ mod tests {
             "{out}"
         );
         assert!(lines[4].starts_with("ses_c ") && lines[4].ends_with("coder"), "{out}");
+        // A formation that keeps a budget shows its running total on that line.
+        let budgets = Budgets::from([(frm.to_string(), (1200, 5000))]);
+        let recs = [rec("ses_b", Some(frm), Some("planner"))];
+        let out = render(&recs, &budgets);
+        assert_eq!(
+            out.lines().nth(1),
+            Some(format!("formation {frm}  launcher pid 4242  1 member(s)  tokens 1200 of 5000").as_str())
+        );
     }
 
     #[test]
@@ -240,7 +281,7 @@ mod tests {
         let frm = "frm_0199c4e2f1b7712a9d3e4f5061728394";
         let mut r = rec("ses_a", Some(frm), None);
         r.formation_launcher = None;
-        let out = render(&[r]);
+        let out = render(&[r], &Budgets::new());
         assert!(
             out.contains(&format!("formation {frm}  launcher pid -  1 member(s)\n")),
             "{out}"

@@ -173,7 +173,7 @@ pub const NOTES: &[Notes] = &[
     },
     Notes {
         command: "ps",
-        stdout: "`SESSION  CAPSULE  PID  URL  STARTED` columns, plus `FORMATION` and `MEMBER` when any live session belongs to a formation; a formation's sessions are grouped under `formation <frm_id>  launcher pid <N|->  <k> member(s)`. Records of dead processes are removed as they are found. With `--json`, one compact JSON line.",
+        stdout: "`SESSION  CAPSULE  PID  URL  STARTED` columns, plus `FORMATION` and `MEMBER` when any live session belongs to a formation; a formation's sessions are grouped under `formation <frm_id>  launcher pid <N|->  <k> member(s)`, followed by `  tokens <spent> of <limit>` when the formation keeps a token budget (`--max-tokens`); the JSON lists sessions only. Records of dead processes are removed as they are found. With `--json`, one compact JSON line.",
         stderr: "`mur ps: cannot read <dir>: …` when the running records cannot be listed.",
         exit: "0.",
         json: &[

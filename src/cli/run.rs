@@ -9,6 +9,7 @@ pub fn run(a: &RunArgs) -> Outcome {
             task: a.task.clone(),
             json: a.json,
             deadline: a.deadline,
+            max_tokens: a.max_tokens.clone(),
         });
     }
     if a.capsule.is_some() {

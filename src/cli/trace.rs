@@ -358,7 +358,10 @@ fn show_formation(home: &MurHome, id: &str, json: bool) -> Outcome {
     if json {
         println!("{}", t.usage_json(id));
     } else {
-        print!("{}", render_formation(id, &roots, &t));
+        let budget = crate::yaml::read_capped(&home.formation(id).join("budget.json"), 64 * 1024)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
+        print!("{}", render_formation(id, &roots, &t, budget.as_ref()));
     }
     Ok(0)
 }
@@ -366,7 +369,7 @@ fn show_formation(home: &MurHome, id: &str, json: bool) -> Outcome {
 /// docs/reference/formation.md#formation-traces's layout: one `searched:` line per root, then one
 /// row per session with the session id, member and capsule each padded to their column, then the
 /// call lines.
-pub fn render_formation(id: &str, roots: &[PathBuf], t: &FormationTrace) -> String {
+pub fn render_formation(id: &str, roots: &[PathBuf], t: &FormationTrace, budget: Option<&serde_json::Value>) -> String {
     let mut out = format!("── Formation {}\nformation:  {id}\n", "─".repeat(30));
     for root in roots {
         out.push_str(&format!("searched:   {}\n", root.display()));
@@ -408,6 +411,37 @@ pub fn render_formation(id: &str, roots: &[PathBuf], t: &FormationTrace) -> Stri
         .collect();
     out.push_str("usage:\n");
     out.push_str(&usage::table(&rows));
+    if let Some(b) = budget {
+        out.push_str(&render_budget(b));
+    }
+    out
+}
+
+/// The formation's token budget as its launcher kept it (`budget.json`,
+/// docs/reference/formation.md#budgets): the limit, what was spent and what is left, then each
+/// member that spent any, with its turns.
+fn render_budget(b: &serde_json::Value) -> String {
+    let n = |v: &serde_json::Value| v.as_i64().map(|n| n.to_string()).unwrap_or_else(|| "?".into());
+    let mut out = format!(
+        "budget:\n  limit {}  spent {}  left {}\n",
+        n(&b["limit"]),
+        n(&b["spent"]),
+        n(&b["left"])
+    );
+    if let Some(members) = b["members"].as_object() {
+        let w = members.keys().map(|k| k.chars().count()).max().unwrap_or(0);
+        for (name, m) in members {
+            if m["turns"].as_u64().unwrap_or(0) == 0 {
+                continue;
+            }
+            out.push_str(&format!(
+                "  {:<w$}  spent {}  turns {}\n",
+                crate::diag::shown(name),
+                n(&m["spent"]),
+                n(&m["turns"])
+            ));
+        }
+    }
     out
 }
 
@@ -445,7 +479,7 @@ mod tests {
             ],
             questions: Vec::new(),
         };
-        let out = render_formation(frm, &[PathBuf::from("/r/a"), PathBuf::from("/r/b")], &t);
+        let out = render_formation(frm, &[PathBuf::from("/r/a"), PathBuf::from("/r/b")], &t, None);
         let want = format!(
             "── Formation {}\nformation:  {frm}\nsearched:   /r/a\nsearched:   /r/b\n\
              ses_a{}  planner  local/planner  ok\n\
@@ -487,7 +521,7 @@ mod tests {
             ],
             ..FormationTrace::default()
         };
-        let out = render_formation("frm_x", &[], &t);
+        let out = render_formation("frm_x", &[], &t, None);
         let want = "questions:\n  tsk_p  coder asks (through lead)  answered  waited 900 ms  question 20 B  answer 4 B\n  tsk_c  coder asks  open  question 20 B\nusage:\n";
         assert!(out.contains(want), "{out}");
     }

@@ -117,8 +117,21 @@ impl FormationActor {
         // docs/reference/formation.md#launch-sequence step 5: every lifeline exists before any
         // member is spawned.
         let mut pipes = Vec::with_capacity(self.plan.members.len());
-        for _ in &self.plan.members {
-            match MemberPipes::new() {
+        let keeper = self.plan.max_tokens.map(|limit| {
+            let dir = self.plan.home.formation(&self.plan.formation_id);
+            let _ = std::fs::create_dir_all(&dir);
+            super::budget::BudgetKeeper::new(
+                limit,
+                self.plan.members.iter().map(|m| m.name.clone()).collect(),
+                dir.join("budget.json"),
+            )
+        });
+        for m in &self.plan.members {
+            let made = match &keeper {
+                Some(k) if m.model => MemberPipes::new().and_then(|p| p.with_budget(std::sync::Arc::clone(k))),
+                _ => MemberPipes::new(),
+            };
+            match made {
                 Ok(p) => pipes.push(Some(p)),
                 Err(e) => {
                     return self.begin_stop(

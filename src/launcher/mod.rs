@@ -9,6 +9,7 @@
 //! holder of the signing key).
 
 pub mod authority;
+pub mod budget;
 pub mod formation;
 pub mod marker;
 pub mod peer;
@@ -48,6 +49,9 @@ pub struct PlanMember {
     /// The variables its manifest declares (`inference.api_key: ${VAR}`): all it inherits beyond
     /// the fixed list of [`spawn::member_env`].
     pub env: Vec<String>,
+    /// A model capsule: it makes provider requests, so it is handed the budget channel when the
+    /// formation keeps a budget.
+    pub model: bool,
 }
 
 /// The formation's `--deadline`: one instant for every member.
@@ -86,6 +90,8 @@ pub struct LaunchPlan {
     /// handed to it open (`MURMUR_COMPILED_FD`); `None` for a model capsule, or when the launcher
     /// could not provide one (the member then checks the cache itself).
     pub compiled: Vec<Option<Arc<Handed>>>,
+    /// `--max-tokens`: the formation's token budget (docs/reference/formation.md#budgets).
+    pub max_tokens: Option<u64>,
 }
 
 impl LaunchPlan {
@@ -167,6 +173,7 @@ impl LaunchPlan {
                 .get(i)
                 .and_then(Option::as_ref)
                 .map(|h| (h.file.as_raw_fd(), h.key_id.clone())),
+            budget_fd: pipes.budget.as_ref().map(|(member, _, _)| member.as_raw_fd()),
             terminal_stdin: !peer && std::io::IsTerminal::is_terminal(&std::io::stdin()),
         }
     }
@@ -181,6 +188,7 @@ impl LaunchPlan {
                 version: m.version.clone(),
                 sha256: m.sha256.clone(),
                 env: m.manifest.key_vars(),
+                model: m.manifest.kind == crate::manifest::Kind::Model,
             })
             .collect();
         let entry = admitted.entry();
@@ -206,6 +214,7 @@ impl LaunchPlan {
             retention,
             traceparent: None,
             compiled: Vec::new(),
+            max_tokens: None,
         }
     }
 }
@@ -229,6 +238,8 @@ pub struct LaunchOptions {
     pub json: bool,
     /// End every member this many seconds after the launcher started.
     pub deadline: Option<u64>,
+    /// `--max-tokens` as written: the formation's token budget (docs/reference/formation.md#budgets).
+    pub max_tokens: Option<String>,
 }
 
 /// `mur run --roster`: the front end, then the launch (docs/reference/formation.md#launch-sequence).
@@ -258,7 +269,15 @@ pub fn run_roster(args: &LaunchOptions) -> Outcome {
     // usual soft limit. Refused here, before anything starts.
     descriptors_for(admitted.members.len()).map_err(refuse)?;
 
+    let max_tokens = match &args.max_tokens {
+        None => None,
+        Some(text) => Some(
+            crate::budget::parse_limit(text)
+                .map_err(|why| refuse(Diagnostic::new(diag::E_BUD_003, format!("--max-tokens {why}"))))?,
+        ),
+    };
     let mut plan = LaunchPlan::from_admitted(&admitted, ids::mint(IdKind::Formation), home, project_dir);
+    plan.max_tokens = max_tokens;
     plan.compiled = hand_out_compiled(&admitted);
     plan.task = args.task.clone();
     plan.json = args.json;

@@ -149,7 +149,12 @@ impl PeerActor {
             channel_write,
             lifeline_read,
             lifeline_write,
+            budget,
         } = spec.pipes;
+        if let Some((member_end, launcher_end, keeper)) = budget {
+            drop(member_end);
+            keeper.serve(self.index, launcher_end);
+        }
         // The member holds its read ends now; the launcher keeps only the write ends: the
         // channel's for the lines that withdraw a callee whose process ended (the entry's too).
         drop(channel_read);

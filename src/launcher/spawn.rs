@@ -27,6 +27,9 @@ pub struct MemberPipes {
     pub channel_write: OwnedFd,
     pub lifeline_read: OwnedFd,
     pub lifeline_write: OwnedFd,
+    /// A model member's budget channel when the formation keeps a budget
+    /// (docs/reference/formation.md#budgets): the member's end, the launcher's end and its keeper.
+    pub budget: Option<(OwnedFd, OwnedFd, std::sync::Arc<super::budget::BudgetKeeper>)>,
 }
 
 impl MemberPipes {
@@ -45,7 +48,16 @@ impl MemberPipes {
             channel_write,
             lifeline_read,
             lifeline_write,
+            budget: None,
         })
+    }
+
+    /// Adds the budget channel: a stream socket pair, both ends close-on-exec.
+    pub fn with_budget(mut self, keeper: std::sync::Arc<super::budget::BudgetKeeper>) -> std::io::Result<MemberPipes> {
+        use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+        let (member, launcher) = socketpair(AddressFamily::Unix, SockType::Stream, None, SockFlag::SOCK_CLOEXEC)?;
+        self.budget = Some((member, launcher, keeper));
+        Ok(self)
     }
 }
 
@@ -141,6 +153,8 @@ pub struct MemberCommand {
     /// The launcher's checked compiled entry of the member's component (its descriptor, open in
     /// the launcher, and its key id), handed over as `MURMUR_COMPILED_FD`/`MURMUR_COMPILED_KEY`.
     pub compiled: Option<(RawFd, String)>,
+    /// The member's end of its budget channel, as `MURMUR_FORMATION_BUDGET`.
+    pub budget_fd: Option<RawFd>,
     /// The entry reads the launcher's stdin, when that is a terminal: the person there answers
     /// the `--task` task's questions (docs/reference/door.md#asking). Every other member reads
     /// nothing.
@@ -202,6 +216,9 @@ impl MemberCommand {
             cmd.env("MURMUR_COMPILED_FD", fd.to_string())
                 .env("MURMUR_COMPILED_KEY", key);
         }
+        if let Some(fd) = self.budget_fd {
+            cmd.env("MURMUR_FORMATION_BUDGET", fd.to_string());
+        }
         if self.peer {
             cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
         } else {
@@ -211,6 +228,7 @@ impl MemberCommand {
         // its component inherit it.
         let mut keep = vec![self.channel_fd, self.lifeline_fd];
         keep.extend(self.compiled.as_ref().map(|(fd, _)| *fd));
+        keep.extend(self.budget_fd);
         let _one_start_at_a_time = crate::sync::lock(&STARTING);
         let _inheritable = Inheritable::clear_cloexec(&keep)?;
         cmd.spawn()

@@ -16,6 +16,7 @@ use futures_util::StreamExt;
 
 use serde_json::{Value, json};
 
+use super::budget::{Refusal, Spending};
 use super::client::{Answer, ProviderClient, Retry, RetryNote};
 use super::wire::{
     self, CALL_MEMBER, END_WITHOUT_ANSWER, Msg, REQUEST_INPUT, Reply, Request, Stop, ToolCall, ToolOutput, ToolSpec,
@@ -252,6 +253,8 @@ pub struct Agent {
     specs: Vec<ToolSpec>,
     retry: Retry,
     totals: Arc<Totals>,
+    /// The session's and the formation's token budgets (docs/reference/formation.md#budgets).
+    spending: Arc<Spending>,
 }
 
 impl Agent {
@@ -273,7 +276,14 @@ impl Agent {
             tools,
             retry,
             totals: Arc::new(Totals::default()),
+            spending: Arc::new(Spending::unlimited()),
         }
+    }
+
+    /// This agent reserving every turn from `spending` before it is sent.
+    pub fn with_spending(mut self, spending: Spending) -> Agent {
+        self.spending = Arc::new(spending);
+        self
     }
 
     /// This agent offering `tools` (the runtime's own among them; see [`crate::tools::prepare`]).
@@ -346,7 +356,10 @@ impl Agent {
         loop {
             let reply = match run.model_turn(&client, &request).await {
                 Ok(r) => r,
-                Err(ended) => return ended,
+                Err(Ended::Outcome(ended)) => return ended,
+                Err(Ended::Budget { refusal, asked }) => {
+                    return run.last_turn(&client, &request, &refusal, asked).await;
+                }
             };
             if let Some(failed) = self.cut_short(&reply.stop) {
                 return failed;
@@ -431,6 +444,19 @@ fn report_turn(events: &dyn TaskEvents, mut record: ModelTurn, began: Instant, r
     events.model_turn(&record);
 }
 
+/// The least reply a last turn on a spent budget is sent with: less could not say anything.
+pub const LAST_TURN_MIN_TOKENS: u64 = 64;
+
+/// Why a turn ended the task's run.
+enum Ended {
+    Outcome(AgentOutcome),
+    /// A budget refused the turn, which asked for `asked` tokens; nothing was sent.
+    Budget {
+        refusal: Refusal,
+        asked: u64,
+    },
+}
+
 /// The state of one task's run.
 struct TaskRun<'a> {
     agent: &'a Agent,
@@ -450,9 +476,18 @@ impl TaskRun<'_> {
     /// One provider request with the conversation so far, traced: each retry
     /// (`inference_retry`), a broken stream (`inference_stream_broken`) and the turn itself
     /// (`inference`), whatever came of it. `Err` is the task's failure.
-    async fn model_turn(&mut self, client: &ProviderClient, request: &Request<'_>) -> Result<Reply, AgentOutcome> {
+    async fn model_turn(&mut self, client: &ProviderClient, request: &Request<'_>) -> Result<Reply, Ended> {
         let (agent, task) = (self.agent, self.task);
         let body = wire::request_body(request, &self.messages);
+        // Reserved before anything is sent: a turn the budgets have no room for is never sent.
+        let asked = crate::budget::reservation(body.len(), request.max_tokens);
+        let hold = match agent.spending.kept() {
+            false => None,
+            true => match agent.spending.reserve(asked) {
+                Ok(hold) => Some(hold),
+                Err(refusal) => return Err(Ended::Budget { refusal, asked }),
+            },
+        };
         let retries = std::cell::Cell::new(0u32);
         let traced = |note: &RetryNote| {
             retries.set(note.attempt);
@@ -463,15 +498,19 @@ impl TaskRun<'_> {
         let answer = client
             .send(&body, traced, |delta| task.events.answer_text(turn, delta))
             .await;
-        let record = ModelTurn {
+        let mut record = ModelTurn {
             task_id: task.task_id.clone(),
             turn,
             provider: agent.config.provider.as_str().to_string(),
             model: agent.config.model.clone(),
             retries: retries.get(),
             streamed: matches!(answer, Ok(Answer::Streamed(_) | Answer::Broken(_))),
+            budget_reserved: hold.map(|h| h.tokens),
             ..ModelTurn::default()
         };
+        // A reply that came but cannot be used may still have been billed: it is charged its
+        // reservation. A request that got no reply is charged nothing.
+        let replied = answer.is_ok();
         let read = match answer {
             Ok(answer) => {
                 self.turns += 1;
@@ -480,16 +519,61 @@ impl TaskRun<'_> {
             }
             Err(text) => Err(text),
         };
+        let usage = read.as_ref().ok().map(|r| r.usage);
+        if let Some(hold) = hold {
+            let charged = match &usage {
+                Some(u) => crate::budget::charge(hold.tokens, u.input_tokens, u.output_tokens),
+                None if replied => hold.tokens,
+                None => 0,
+            };
+            let settled = agent.spending.settle(hold, charged);
+            record.budget_charged = Some(charged);
+            record.budget_left = settled.formation_left.or(settled.session_left);
+        }
         let reply = match read {
             Ok(reply) => reply,
             Err(text) => {
                 report_turn(task.events.as_ref(), record, began, None);
-                return Err(AgentOutcome::Failed(text));
+                return Err(Ended::Outcome(AgentOutcome::Failed(text)));
             }
         };
         report_turn(task.events.as_ref(), record, began, Some(&reply));
         agent.totals.add_tokens(&reply.usage);
         Ok(reply)
+    }
+
+    /// A turn the budgets refused (docs/reference/formation.md#budgets). A task that has member
+    /// answers in hand gets one last turn when what is left covers its input and at least
+    /// [`LAST_TURN_MIN_TOKENS`] of reply: `max_tokens` cut to fit, and a tool call in its reply is
+    /// not run, so its text is the answer. Otherwise the task fails with the refusal, naming the
+    /// budget.
+    async fn last_turn(
+        &mut self,
+        client: &ProviderClient,
+        request: &Request<'_>,
+        refusal: &Refusal,
+        asked: u64,
+    ) -> AgentOutcome {
+        let failed = || AgentOutcome::Failed(refusal.failure(asked));
+        let input = asked.saturating_sub(u64::from(request.max_tokens));
+        let room = refusal.left().unwrap_or(0).max(0) as u64;
+        let reply_room = room.saturating_sub(input);
+        if self.ended.is_empty() || reply_room < LAST_TURN_MIN_TOKENS {
+            return failed();
+        }
+        let max_tokens = u32::try_from(reply_room.min(u64::from(request.max_tokens))).unwrap_or(request.max_tokens);
+        let last = Request { max_tokens, ..*request };
+        self.task.events.record(
+            "budget_last_turn",
+            &[("task_id", json!(self.task.task_id)), ("max_tokens", json!(max_tokens))],
+        );
+        match self.model_turn(client, &last).await {
+            Ok(reply) if reply.tool_calls.is_empty() && matches!(reply.stop, Stop::Done) => {
+                AgentOutcome::Completed(reply.text)
+            }
+            Ok(_) | Err(Ended::Budget { .. }) => failed(),
+            Err(Ended::Outcome(ended)) => ended,
+        }
     }
 
     /// The reply in a successful answer. `Err` is the task's failure text.

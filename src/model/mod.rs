@@ -44,8 +44,10 @@ mod tests;
 
 use zeroize::Zeroizing;
 
+pub mod budget;
 pub use agent::{
-    Agent, AgentCalls, AgentOutcome, CallReply, NoCalls, NoEvents, TaskCtx, TaskEvents, Totals, UsageTotals,
+    Agent, AgentCalls, AgentOutcome, CallReply, LAST_TURN_MIN_TOKENS, NoCalls, NoEvents, TaskCtx, TaskEvents, Totals,
+    UsageTotals,
 };
 pub use calls::SessionCalls;
 pub use client::{Retry, RetryNote};
@@ -88,6 +90,8 @@ pub struct ModelConfig {
     /// `inference.reasoning_effort` (Chat Completions providers only).
     pub reasoning_effort: Option<String>,
     pub max_turns: Option<u32>,
+    /// `inference.max_session_tokens`: the session's token budget (docs/reference/formation.md#budgets).
+    pub max_session_tokens: Option<u64>,
     /// `inference.system_prompt`, without the `[Capsule]` block.
     pub system_prompt: String,
 }
@@ -166,6 +170,7 @@ impl ModelConfig {
             max_tokens: inference.max_tokens,
             reasoning_effort: inference.reasoning_effort.clone(),
             max_turns: inference.max_turns,
+            max_session_tokens: inference.max_session_tokens,
             system_prompt: inference.system_prompt.clone(),
         })
     }

@@ -637,6 +637,7 @@ struct Setup {
     max_turns: Option<u32>,
     key: Option<&'static str>,
     retry: Retry,
+    max_tokens: u32,
 }
 
 impl Setup {
@@ -647,11 +648,13 @@ impl Setup {
             max_turns: None,
             key: Some("sk-test-key"),
             retry: fast_retry(),
+            max_tokens: 4096,
         }
     }
 
     fn agent(&self, endpoint: &str) -> Agent {
         let config = ModelConfig {
+            max_session_tokens: None,
             provider: self.api,
             url: wire::url(self.api, Some(endpoint)),
             model: match self.api {
@@ -659,7 +662,7 @@ impl Setup {
                 Api::Anthropic => "claude-test".into(),
             },
             api_key: self.key.map(|k| ApiKey::new(k.into())),
-            max_tokens: 4096,
+            max_tokens: self.max_tokens,
             reasoning_effort: None,
             max_turns: self.max_turns,
             system_prompt: "You plan.".into(),
@@ -1402,6 +1405,7 @@ async fn unknown_tools_get_a_tool_error() {
 #[actix_rt::test]
 async fn https_endpoints_get_a_tls_client() {
     let config = ModelConfig {
+        max_session_tokens: None,
         provider: Api::Anthropic,
         url: wire::url(Api::Anthropic, None),
         model: "m".into(),
@@ -2197,4 +2201,69 @@ async fn a_model_that_asks_in_a_loop_is_stopped_by_max_turns() {
     assert_eq!(answered, 2);
     assert!(matches!(outcome, AgentOutcome::MaxTurns(_)), "{outcome:?}");
     assert_eq!(provider.requests().len(), 3);
+}
+
+/// A reply reporting `tokens` of use, half in, half out.
+fn costing(mut reply: Value, tokens: u64) -> Reply {
+    reply["usage"] = json!({"prompt_tokens": tokens / 2, "completion_tokens": tokens - tokens / 2});
+    Reply::json(reply)
+}
+
+#[actix_rt::test]
+async fn a_spent_budget_leaves_a_task_with_answers_one_last_turn_without_running_tools() {
+    // 100 000 tokens; the first two turns report 40 000 and 58 000, leaving 2 000: too little
+    // for the continuation's full reservation (max_tokens 2 000 plus its input), enough for a
+    // last turn with the reply cut to what is left.
+    let api = Api::OpenAi;
+    let provider = Provider::start(vec![
+        costing(openai::tool_calls(&[call("c1", "coder", "work")]), 40_000).into(),
+        costing(openai::text("waiting for coder"), 58_000).into(),
+        planner_answer(api),
+    ]);
+    let mut setup = Setup::new(api);
+    setup.max_tokens = 2000;
+    let agent = setup
+        .agent(provider.url())
+        .with_spending(crate::model::budget::Spending::new(Some(100_000), None));
+    let events = Arc::new(Events::default());
+    let outcome = agent
+        .run("Build it", ctx(FakeCalls::new(&[], &[]), events.clone(), false))
+        .await;
+    assert_eq!(
+        outcome,
+        AgentOutcome::Completed("Plan done. coder => coder did: work".into())
+    );
+    let reqs = provider.requests();
+    assert_eq!(reqs.len(), 3);
+    let cut = reqs[2].json()["max_completion_tokens"]
+        .as_u64()
+        .expect("max_completion_tokens");
+    assert!(
+        (crate::model::LAST_TURN_MIN_TOKENS..2000).contains(&cut),
+        "the last turn's reply is cut to fit: {cut}"
+    );
+    let records = events.records.lock().unwrap().clone();
+    assert!(
+        records
+            .iter()
+            .any(|(t, f)| t == "budget_last_turn" && f["max_tokens"] == cut),
+        "{records:?}"
+    );
+
+    // Without answers in hand there is no last turn: the refusal fails the task, naming the budget.
+    let provider = Provider::start(vec![costing(openai::text("never"), 10).into()]);
+    let agent = setup
+        .agent(provider.url())
+        .with_spending(crate::model::budget::Spending::new(Some(1000), None));
+    let outcome = agent
+        .run("Build it", ctx(FakeCalls::new(&[], &[]), Arc::default(), false))
+        .await;
+    let AgentOutcome::Failed(text) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert!(
+        text.starts_with("error[E-BUD-002]") && text.contains("max_session_tokens: 1000"),
+        "{text}"
+    );
+    assert!(provider.requests().is_empty());
 }

@@ -537,6 +537,22 @@ pub fn model_turn(turn: &ModelTurn, ended: SystemTime) {
             i64::try_from(n).unwrap_or(i64::MAX),
         ));
     }
+    // The budget's figures (docs/reference/formation.md#budgets), as the `inference` record has them.
+    for (key, n) in [
+        (
+            "mur.budget.reserved",
+            turn.budget_reserved.map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
+        ),
+        (
+            "mur.budget.charged",
+            turn.budget_charged.map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
+        ),
+        ("mur.budget.left", turn.budget_left),
+    ] {
+        if let Some(n) = n {
+            attrs.push(KeyValue::new(key, n));
+        }
+    }
     if let Some(r) = &turn.finish_reason {
         attrs.push(KeyValue::new(
             "gen_ai.response.finish_reasons",

@@ -13,6 +13,7 @@ mod answer;
 mod artifacts;
 mod asking;
 mod bounds;
+mod budget;
 mod calls;
 mod capsules;
 mod compiled;

@@ -212,7 +212,8 @@ fn a_formation_is_one_trace_of_tasks_calls_and_model_turns() {
             format!("http://localhost:{}", collector.port),
         )
         .env("OTEL_EXPORTER_OTLP_HEADERS", format!("x-collector-key={COLLECTOR_KEY}"))
-        .args(["run", "--roster", "--task", "Ship a parser"])
+        // A budget, so each chat span carries its reservation and settlement.
+        .args(["run", "--roster", "--task", "Ship a parser", "--max-tokens", "1000000"])
         .output()
         .expect("mur run --roster");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -276,7 +277,23 @@ fn a_formation_is_one_trace_of_tasks_calls_and_model_turns() {
         assert_eq!(s.attrs["gen_ai.usage.input_tokens"], input);
         assert_eq!(s.attrs["gen_ai.usage.output_tokens"], output);
         assert_eq!(s.attrs["gen_ai.response.finish_reasons"], json!([finish]));
+        assert!(
+            s.attrs["mur.budget.reserved"]
+                .as_i64()
+                .is_some_and(|n| n > input + output),
+            "{s:?}"
+        );
+        assert_eq!(s.attrs["mur.budget.charged"], input + output);
     }
+    let lefts: Vec<i64> = turns
+        .iter()
+        .filter_map(|s| s.attrs["mur.budget.left"].as_i64())
+        .collect();
+    assert_eq!(
+        lefts,
+        [1_000_000 - 27, 1_000_000 - 42, 1_000_000 - 57],
+        "what is left after each turn"
+    );
 
     // No prompt, no answer, no key in any span; the collector key nowhere but its header.
     let everything = format!("{spans:?}");

@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 pub mod address;
+pub mod budget;
 pub mod compiled;
 pub mod diag;
 pub mod digest;

@@ -263,6 +263,10 @@ pub fn manifest() -> Value {
                         ),
                         ("max_tokens", int("Output tokens per turn.", 1)),
                         ("max_turns", int("Turns per task.", 1)),
+                        (
+                            "max_session_tokens",
+                            int("The session's token budget: input plus output over every turn.", 1),
+                        ),
                         ("system_prompt", text("The system prompt.")),
                         (
                             "reasoning_effort",

@@ -60,6 +60,8 @@ pub(super) struct Membership {
     pub(super) lifeline: Option<OwnedFd>,
     /// Whether the launcher handed over a lifeline at all.
     pub(super) has_lifeline: bool,
+    /// The channel's and the lifeline's descriptors, which no other handed descriptor may name.
+    pub(super) descriptors: [Option<std::os::fd::RawFd>; 2],
 }
 
 /// Everything checked and resolved before the session is staged.
@@ -188,6 +190,7 @@ impl Handover {
             console.diag(&no_lifeline_warning(frm));
         }
         let has_lifeline = self.lifeline.is_some();
+        let descriptors = self.descriptors();
         let Handover {
             formation_id,
             first,
@@ -201,6 +204,7 @@ impl Handover {
             intake,
             lifeline,
             has_lifeline,
+            descriptors,
         })
     }
 }

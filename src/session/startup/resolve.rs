@@ -130,7 +130,8 @@ pub(super) fn load_runner(
         .and_then(DateTime::from_timestamp_millis)
         .and_then(|d| std::time::Instant::now().checked_add((d - Utc::now()).to_std().unwrap_or_default()));
     let retry = crate::model::Retry::from_timing(Timing::get(), deadline);
-    let mut agent = crate::model::Agent::new(config, identity, callees.clone(), retry);
+    let spending = crate::model::budget::Spending::new(config.max_session_tokens, budget_link(membership)?);
+    let mut agent = crate::model::Agent::new(config, identity, callees.clone(), retry).with_spending(spending);
     let mut tools = if c.manifest.tools.is_empty() {
         crate::tools::Toolbox::runtime(&callees)
     } else {
@@ -141,6 +142,28 @@ pub(super) fn load_runner(
     }
     agent = agent.with_tools(tools);
     Ok(Runner::Model(std::sync::Arc::new(agent)))
+}
+
+/// The formation's budget channel (`MURMUR_FORMATION_BUDGET`), a formation member's only: set
+/// by the launcher when it keeps a budget. One that cannot be used refuses the start (E-RUN-046):
+/// the member would otherwise spend without the formation's limit.
+fn budget_link(membership: Option<&Membership>) -> Result<Option<std::os::unix::net::UnixStream>, Diagnostic> {
+    let Some(raw) = std::env::var_os("MURMUR_FORMATION_BUDGET") else {
+        return Ok(None);
+    };
+    let refuse = |why: String| {
+        Diagnostic::new(
+            crate::diag::E_RUN_046,
+            format!("MURMUR_FORMATION_BUDGET does not name this member's budget channel: {why}, so the launch is refused"),
+        )
+        .with_hint("MURMUR_FORMATION_BUDGET is set by `mur run --roster --max-tokens` for its members; unset it to run a capsule on its own")
+    };
+    let Some(m) = membership else {
+        return Err(refuse("it is set, but MURMUR_FORMATION_ID is not".into()));
+    };
+    crate::model::budget::take_link(&raw, &m.descriptors)
+        .map(Some)
+        .map_err(refuse)
 }
 
 /// A model capsule's tools, each loaded and checked now (docs/reference/capsules.md#tools): a

@@ -116,7 +116,7 @@ impl Gate {
     }
 
     /// Waits until open; `false` when `limit` passed first.
-    fn wait(&self, limit: Duration) -> bool {
+    pub fn wait(&self, limit: Duration) -> bool {
         let open = lock(&self.0.0);
         let (open, _) = self
             .0

@@ -151,6 +151,9 @@ pub struct Inference {
     pub api_key_var: Option<String>,
     pub max_tokens: u32,
     pub max_turns: Option<u32>,
+    /// The session's token budget (docs/reference/formation.md#budgets), input plus output over
+    /// every turn of every task.
+    pub max_session_tokens: Option<u64>,
     pub system_prompt: String,
     pub transport: Transport,
     /// One of [`REASONING_EFFORTS`]; sent as `reasoning_effort` (Chat Completions only).
@@ -166,6 +169,7 @@ impl Default for Inference {
             api_key_var: None,
             max_tokens: DEFAULT_MAX_TOKENS,
             max_turns: None,
+            max_session_tokens: None,
             system_prompt: String::new(),
             transport: Transport::Http,
             reasoning_effort: None,

@@ -35,6 +35,7 @@ const INFERENCE: &[&str] = &[
     "api_key",
     "max_tokens",
     "max_turns",
+    "max_session_tokens",
     "system_prompt",
     "reasoning_effort",
     "driver",
@@ -543,6 +544,8 @@ fn inference(w: &mut Walker, root: &Node) -> R<Option<Inference>> {
         out.max_tokens = m as u32;
     }
     out.max_turns = integer(inf, p, "max_turns", 1, u32::MAX.into())?.map(|m| m as u32);
+    out.max_session_tokens =
+        integer(inf, p, "max_session_tokens", 1, crate::budget::MAX_BUDGET_TOKENS.into())?.map(|m| m as u64);
     out.system_prompt = string(inf, p, "system_prompt")?.unwrap_or_default();
     out.reasoning_effort = word(inf, p, "reasoning_effort", REASONING_EFFORTS, |s| {
         REASONING_EFFORTS.contains(&s).then(|| s.to_string())

@@ -89,6 +89,7 @@ fn full_manifest() {
             api_key_var: Some("ANTHROPIC_API_KEY".into()),
             max_tokens: 100,
             max_turns: Some(3),
+            max_session_tokens: None,
             system_prompt: "Be brief.\n".into(),
             transport: Transport::Http,
             reasoning_effort: None,
@@ -371,6 +372,22 @@ fn type_errors() {
         (
             "inference: {max_turns: 0}\n",
             "inference.max_turns: must be at least 1, found 0",
+        ),
+        (
+            "inference: {max_session_tokens: 0}\n",
+            "inference.max_session_tokens: must be at least 1, found 0",
+        ),
+        (
+            "inference: {max_session_tokens: -5}\n",
+            "inference.max_session_tokens: must be at least 1, found -5",
+        ),
+        (
+            "inference: {max_session_tokens: 1000000000001}\n",
+            "inference.max_session_tokens: must be at most 1000000000000, found 1000000000001",
+        ),
+        (
+            "inference: {max_session_tokens: lots}\n",
+            "inference.max_session_tokens: must be an integer, found a string",
         ),
         (
             "inference: {system_prompt: [a]}\n",

@@ -31,6 +31,14 @@ pub struct ModelTurn {
     pub streamed: bool,
     /// `false` when the request failed (no usable reply); the task's failure says why.
     pub ok: bool,
+    /// What the turn reserved from its budgets before it was sent (docs/reference/formation.md#budgets);
+    /// `None` when no budget is kept.
+    pub budget_reserved: Option<u64>,
+    /// What settling charged: the provider's reported input plus output, the reservation when it
+    /// reported none, nothing when no reply came.
+    pub budget_charged: Option<u64>,
+    /// The budget left after the settlement: the formation's when it has one, else the session's.
+    pub budget_left: Option<i64>,
 }
 
 /// The trace record's name, as the reference implementation names it.
@@ -61,6 +69,15 @@ impl ModelTurn {
         f.push(("retries", self.retries.into()));
         f.push(("streamed", self.streamed.into()));
         f.push(("status", if self.ok { "ok" } else { "failed" }.into()));
+        if let Some(n) = self.budget_reserved {
+            f.push(("budget_reserved", n.into()));
+        }
+        if let Some(n) = self.budget_charged {
+            f.push(("budget_charged", n.into()));
+        }
+        if let Some(n) = self.budget_left {
+            f.push(("budget_left", n.into()));
+        }
         f
     }
 

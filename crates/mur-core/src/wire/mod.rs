@@ -22,6 +22,7 @@
 //!   and a head whose body ends with the connection, relabelled so the HTTP client reads it to the
 //!   close.
 
+pub mod budget_line;
 pub mod calls;
 pub mod channel_line;
 pub mod http1;

@@ -1,0 +1,320 @@
+//! A member's side of its token budgets (docs/reference/formation.md#budgets): the session's own
+//! (`inference.max_session_tokens`, a [`Ledger`] of one holder kept here) and the formation's
+//! (`mur run --roster --max-tokens`, kept by the launcher and reached over the budget channel,
+//! `MURMUR_FORMATION_BUDGET`). Before each provider request the agent reserves the most the
+//! request can cost from both; after it, it settles both with what the provider reported.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+use nix::sys::stat::{SFlag, fstat};
+
+use crate::budget::{Grant, Ledger};
+use crate::wire::budget_line::{Ask, MAX_BUDGET_LINE, Reply};
+
+/// How long a member waits for the launcher's answer: it answers in microseconds, so only a
+/// stopped launcher takes this long, and then the turn is refused rather than waited on.
+const LAUNCHER_ANSWER: Duration = Duration::from_secs(5);
+
+/// Why a turn may not be sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The session's own budget has no room: what is left of it.
+    Session { limit: u64, left: i64 },
+    /// The formation's budget has no room: what is left of it.
+    Formation { left: i64 },
+    /// The launcher's budget cannot be reached (it ended, or its channel broke).
+    Unreachable(String),
+}
+
+impl Refusal {
+    /// The task's failure text (E-BUD-001 / E-BUD-002), naming the budget.
+    pub fn failure(&self, asked: u64) -> String {
+        match self {
+            Refusal::Session { limit, left } => crate::diag::Diagnostic::new(
+                crate::diag::E_BUD_002,
+                format!(
+                    "the session's token budget (inference.max_session_tokens: {limit}) has {} token(s) left, and the next model turn may cost up to {asked}",
+                    left.max(&0)
+                ),
+            )
+            .to_string(),
+            Refusal::Formation { left } => crate::diag::Diagnostic::new(
+                crate::diag::E_BUD_001,
+                format!(
+                    "the formation's token budget (--max-tokens) has {} token(s) left, and the next model turn may cost up to {asked}",
+                    left.max(&0)
+                ),
+            )
+            .to_string(),
+            Refusal::Unreachable(why) => crate::diag::Diagnostic::new(
+                crate::diag::E_BUD_001,
+                format!("the formation's token budget cannot be reached ({why}), so no model turn is sent"),
+            )
+            .with_hint("the launcher keeps the formation's budget; `mur ps` shows whether it still runs")
+            .to_string(),
+        }
+    }
+
+    /// What is left, when the refusal says: the reserve a last turn may use.
+    pub fn left(&self) -> Option<i64> {
+        match self {
+            Refusal::Session { left, .. } | Refusal::Formation { left } => Some(*left),
+            Refusal::Unreachable(_) => None,
+        }
+    }
+}
+
+/// A granted reservation, to be settled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hold {
+    id: u64,
+    pub tokens: u64,
+    session: bool,
+    formation: bool,
+}
+
+/// What settling reported: the formation's and the session's budgets after it, where kept.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Settled {
+    pub formation_left: Option<i64>,
+    pub session_left: Option<i64>,
+}
+
+/// Both budgets of one session; shared by its tasks.
+#[derive(Debug, Default)]
+pub struct Spending {
+    session: Option<Mutex<Ledger>>,
+    session_limit: Option<u64>,
+    launcher: Option<Mutex<Link>>,
+    next: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Link {
+    reader: BufReader<UnixStream>,
+    /// `Err` once the link broke, saying why: a member that lost its launcher's budget sends no
+    /// more turns.
+    writer: Result<UnixStream, String>,
+}
+
+impl Spending {
+    /// No budget: every reservation is granted at once and nothing is kept.
+    pub fn unlimited() -> Spending {
+        Spending::default()
+    }
+
+    /// The session's budget `session` (tokens), and the formation's over `launcher`, either
+    /// optional.
+    pub fn new(session: Option<u64>, launcher: Option<UnixStream>) -> Spending {
+        Spending {
+            session: session.map(|n| Mutex::new(Ledger::new(n, 1))),
+            session_limit: session,
+            launcher: launcher.map(|s| {
+                let _ = s.set_read_timeout(Some(LAUNCHER_ANSWER));
+                let _ = s.set_write_timeout(Some(LAUNCHER_ANSWER));
+                Mutex::new(Link {
+                    writer: s.try_clone().map_err(|e| format!("its channel cannot be used: {e}")),
+                    reader: BufReader::with_capacity(MAX_BUDGET_LINE, s),
+                })
+            }),
+            next: AtomicU64::new(1),
+        }
+    }
+
+    /// Whether any budget is kept (the `inference` record then carries the reservation).
+    pub fn kept(&self) -> bool {
+        self.session.is_some() || self.launcher.is_some()
+    }
+
+    /// Reserves `tokens` from the session's budget, then from the formation's; a refusal of the
+    /// second returns the first.
+    pub fn reserve(&self, tokens: u64) -> Result<Hold, Refusal> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut hold = Hold {
+            id,
+            tokens,
+            session: false,
+            formation: false,
+        };
+        if let Some(ledger) = &self.session {
+            let mut l = crate::sync::lock(ledger);
+            match l.reserve(0, id, tokens) {
+                Ok(Grant::Granted { .. }) => hold.session = true,
+                Ok(Grant::Refused { .. }) | Err(_) => {
+                    return Err(Refusal::Session {
+                        limit: self.session_limit.unwrap_or_default(),
+                        left: l.left(),
+                    });
+                }
+            }
+        }
+        if let Some(link) = &self.launcher {
+            let answer = crate::sync::lock(link).ask(Ask::Reserve { id, tokens });
+            let refusal = match answer {
+                Ok(Reply::Granted { id: got, .. }) if got == id => None,
+                Ok(Reply::Refused { id: got, left }) if got == id => Some(Refusal::Formation { left }),
+                Ok(other) => Some(Refusal::Unreachable(format!(
+                    "the launcher answered out of turn: {}",
+                    other.line().trim_end()
+                ))),
+                Err(why) => Some(Refusal::Unreachable(why)),
+            };
+            if let Some(refusal) = refusal {
+                self.return_session(&hold);
+                return Err(refusal);
+            }
+            hold.formation = true;
+        }
+        Ok(hold)
+    }
+
+    /// Settles `hold` with `used` tokens in both budgets.
+    pub fn settle(&self, hold: Hold, used: u64) -> Settled {
+        let mut out = Settled::default();
+        if hold.session
+            && let Some(ledger) = &self.session
+        {
+            out.session_left = crate::sync::lock(ledger).settle(0, hold.id, used).ok();
+        }
+        if hold.formation
+            && let Some(link) = &self.launcher
+        {
+            match crate::sync::lock(link).ask(Ask::Settle { id: hold.id, used }) {
+                Ok(Reply::Settled { id, left }) if id == hold.id => out.formation_left = Some(left),
+                Ok(_) | Err(_) => {}
+            }
+        }
+        out
+    }
+
+    fn return_session(&self, hold: &Hold) {
+        if hold.session
+            && let Some(ledger) = &self.session
+        {
+            let mut l = crate::sync::lock(ledger);
+            // Returned unspent: a release of the one holder would return every hold of the
+            // session's other tasks too, so this settles the one hold at zero instead.
+            let _ = l.settle(0, hold.id, 0);
+        }
+    }
+}
+
+impl Link {
+    /// One line out, one line back. A failure breaks the link for good: a member that lost its
+    /// launcher's budget sends no more turns.
+    fn ask(&mut self, ask: Ask) -> Result<Reply, String> {
+        let result = self.exchange(ask);
+        if let Err(why) = &result {
+            self.writer = Err(why.clone());
+        }
+        result
+    }
+
+    fn exchange(&mut self, ask: Ask) -> Result<Reply, String> {
+        let writer = self.writer.as_mut().map_err(|why| why.clone())?;
+        writer
+            .write_all(ask.line().as_bytes())
+            .map_err(|e| format!("the launcher's channel cannot be written: {e}"))?;
+        let mut line = String::new();
+        let n = (&mut self.reader)
+            .take(MAX_BUDGET_LINE as u64)
+            .read_line(&mut line)
+            .map_err(|e| format!("the launcher did not answer: {e}"))?;
+        if n == 0 {
+            return Err("the launcher closed its channel".into());
+        }
+        let Some(text) = line.strip_suffix('\n') else {
+            return Err("the launcher's answer is not a line".into());
+        };
+        Reply::parse(text).ok_or_else(|| "the launcher's answer cannot be read".into())
+    }
+}
+
+/// The budget channel the launcher handed over (`MURMUR_FORMATION_BUDGET`): the descriptor must
+/// be a socket not claimed by the channel or the lifeline. It is made close-on-exec: nothing the
+/// member starts inherits it. `Err` says why it cannot be used; the caller refuses the start.
+pub fn take_link(raw: &std::ffi::OsStr, taken: &[Option<RawFd>]) -> Result<UnixStream, String> {
+    let fd: RawFd = raw
+        .to_str()
+        .and_then(|s| s.parse().ok())
+        .filter(|fd| *fd > 2)
+        .ok_or("it is not a descriptor number above 2")?;
+    if taken.contains(&Some(fd)) {
+        return Err(format!("descriptor {fd} is the formation channel or lifeline"));
+    }
+    let st = fstat(fd).map_err(|_| format!("descriptor {fd} is not open"))?;
+    if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFSOCK {
+        return Err(format!("descriptor {fd} is not a socket"));
+    }
+    fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))
+        .map_err(|e| format!("descriptor {fd} cannot be made close-on-exec ({e})"))?;
+    // SAFETY: `fd` is open (fstat succeeded), is a socket, and is not a standard stream, the
+    // channel or the lifeline; nothing else in this process owns it.
+    Ok(UnixStream::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A launcher's side on a thread: answers lines with a ledger of `limit`, as the keeper does.
+    fn launcher(limit: u64) -> UnixStream {
+        let (member, launcher) = UnixStream::pair().unwrap();
+        std::thread::spawn(move || {
+            let mut ledger = Ledger::new(limit, 1);
+            let mut w = launcher.try_clone().unwrap();
+            for line in BufReader::new(launcher).lines().map_while(Result::ok) {
+                let reply = match Ask::parse(&line).unwrap() {
+                    Ask::Reserve { id, tokens } => match ledger.reserve(0, id, tokens).unwrap() {
+                        Grant::Granted { left } => Reply::Granted { id, left },
+                        Grant::Refused { left } => Reply::Refused { id, left },
+                    },
+                    Ask::Settle { id, used } => Reply::Settled {
+                        id,
+                        left: ledger.settle(0, id, used).unwrap(),
+                    },
+                };
+                w.write_all(reply.line().as_bytes()).unwrap();
+            }
+        });
+        member
+    }
+
+    #[test]
+    fn both_budgets_grant_settle_and_refuse_in_turn() {
+        let s = Spending::new(Some(500), Some(launcher(1000)));
+        let h = s.reserve(300).unwrap();
+        assert_eq!(
+            s.settle(h, 120),
+            Settled {
+                formation_left: Some(880),
+                session_left: Some(380)
+            }
+        );
+        // The session's budget refuses first; the formation's is not asked.
+        assert_eq!(s.reserve(400), Err(Refusal::Session { limit: 500, left: 380 }));
+        // The formation's refuses, and the session's hold is returned.
+        let s = Spending::new(Some(10_000), Some(launcher(100)));
+        assert_eq!(s.reserve(200), Err(Refusal::Formation { left: 100 }));
+        let h = s.reserve(100).unwrap();
+        assert_eq!(s.settle(h, 100).session_left, Some(9_900));
+    }
+
+    #[test]
+    fn a_launcher_that_is_gone_refuses_every_turn() {
+        let (member, launcher) = UnixStream::pair().unwrap();
+        drop(launcher);
+        let s = Spending::new(None, Some(member));
+        let refused = s.reserve(10).unwrap_err();
+        assert!(matches!(&refused, Refusal::Unreachable(_)), "{refused:?}");
+        assert!(refused.failure(10).contains("E-BUD-001"), "{}", refused.failure(10));
+        assert!(matches!(s.reserve(10), Err(Refusal::Unreachable(_))));
+        assert!(!Spending::unlimited().kept());
+    }
+}
