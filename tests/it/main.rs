@@ -35,6 +35,7 @@ mod newcomer;
 mod otel;
 mod promises;
 mod providers;
+mod push;
 mod records;
 mod reference;
 mod send;

@@ -93,6 +93,8 @@ async fn follow(board: Arc<Board>, task: TaskSnapshot, params: Arc<ConfigParams>
     loop {
         // Marked seen before reading, so a change after the read wakes the loop.
         rx.borrow_and_update();
+        // The opening snapshot may be older than the mark: the board is read again after it.
+        let opening = first.is_some();
         let Some(snap) = first.take().or_else(|| board.get(&task_id)) else {
             return;
         };
@@ -104,6 +106,9 @@ async fn follow(board: Arc<Board>, task: TaskSnapshot, params: Arc<ConfigParams>
         }
         if tracker.done {
             return;
+        }
+        if opening {
+            continue;
         }
         tokio::select! {
             r = rx.changed() => if r.is_err() { return },
