@@ -92,7 +92,11 @@ impl Webhook {
         let end = Instant::now() + within;
         loop {
             let hits = self.hits(path);
-            if hits.iter().any(|h| h.status < 300 && state_of(&h.body).is_some_and(terminal)) || Instant::now() > end {
+            if hits
+                .iter()
+                .any(|h| h.status < 300 && state_of(&h.body).is_some_and(terminal))
+                || Instant::now() > end
+            {
                 return hits;
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -166,9 +170,21 @@ fn assert_delivered(hits: &[Hit], task_id: &str, token: &str, authorization: &st
     let shown = format!("{hits:#?}");
     assert!(hits.len() >= 3, "{shown}");
     for h in hits {
-        assert_eq!(h.headers.get("x-a2a-notification-token").map(String::as_str), Some(token), "{shown}");
-        assert_eq!(h.headers.get("authorization").map(String::as_str), Some(authorization), "{shown}");
-        assert_eq!(h.headers.get("content-type").map(String::as_str), Some("application/json"), "{shown}");
+        assert_eq!(
+            h.headers.get("x-a2a-notification-token").map(String::as_str),
+            Some(token),
+            "{shown}"
+        );
+        assert_eq!(
+            h.headers.get("authorization").map(String::as_str),
+            Some(authorization),
+            "{shown}"
+        );
+        assert_eq!(
+            h.headers.get("content-type").map(String::as_str),
+            Some("application/json"),
+            "{shown}"
+        );
         let id = h
             .body
             .pointer("/task/id")
@@ -180,7 +196,11 @@ fn assert_delivered(hits: &[Hit], task_id: &str, token: &str, authorization: &st
     assert_eq!(hits[0].body, hits[1].body, "a retry sends the same update\n{shown}");
     assert_eq!(state_of(&hits[0].body), Some("TASK_STATE_SUBMITTED"), "{shown}");
     let last = hits.last().map(|h| &h.body).expect("a last hit");
-    assert_eq!(last.pointer("/statusUpdate/status/state"), Some(&json!("TASK_STATE_COMPLETED")), "{shown}");
+    assert_eq!(
+        last.pointer("/statusUpdate/status/state"),
+        Some(&json!("TASK_STATE_COMPLETED")),
+        "{shown}"
+    );
     let artifact = &hits[hits.len() - 2].body;
     assert_eq!(
         artifact.pointer("/artifactUpdate/artifact/parts/0/text"),
@@ -221,9 +241,17 @@ fn the_official_python_client_gets_every_update_at_its_webhook() {
         .output()
         .expect("run the SDK push check");
     let (so, se) = (String::from_utf8_lossy(&out.stdout), stderr(&out));
-    assert_eq!(out.status.code(), Some(0), "a2a_push_check.py failed\n--- stdout\n{so}\n--- stderr\n{se}");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "a2a_push_check.py failed\n--- stdout\n{so}\n--- stderr\n{se}"
+    );
     assert!(so.contains("checks passed"), "{so}");
-    let task_id = so.lines().last().and_then(|l| l.strip_prefix("task ")).expect("the task id");
+    let task_id = so
+        .lines()
+        .last()
+        .and_then(|l| l.strip_prefix("task "))
+        .expect("the task id");
     let hits = hook.until_terminal("/py", Duration::from_secs(30));
     assert_delivered(&hits, task_id, "py-token", "Bearer py-credentials", "push me");
     // The door's stderr never shows a token or the credentials.
@@ -251,9 +279,17 @@ fn the_official_js_client_gets_every_update_at_its_webhook() {
         .output()
         .expect("run the JS SDK push check");
     let (so, se) = (String::from_utf8_lossy(&out.stdout), stderr(&out));
-    assert_eq!(out.status.code(), Some(0), "a2a_push_check.mjs failed\n--- stdout\n{so}\n--- stderr\n{se}");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "a2a_push_check.mjs failed\n--- stdout\n{so}\n--- stderr\n{se}"
+    );
     assert!(so.contains("checks passed"), "{so}");
-    let task_id = so.lines().last().and_then(|l| l.strip_prefix("task ")).expect("the task id");
+    let task_id = so
+        .lines()
+        .last()
+        .and_then(|l| l.strip_prefix("task "))
+        .expect("the task id");
     let hits = hook.until_terminal("/js", Duration::from_secs(30));
     assert_delivered(&hits, task_id, "js-token", "Bearer js-credentials", "push me too");
 }
@@ -263,7 +299,7 @@ fn the_official_js_client_gets_every_update_at_its_webhook() {
 /// refusal names its field, however the address is spelled, and a refused SendMessage starts no
 /// task. (A formation token not reaching these methods is `door::formation_tokens_*`.)
 #[test]
-fn configs_follow_visibility_and_bounds() {
+fn configs_are_bounded_paged_judged_and_hold_nothing_up() {
     let hook = Webhook::start(&[]);
     let sb = Sandbox::new();
     let d = echo_door(&sb);
@@ -277,7 +313,11 @@ fn configs_follow_visibility_and_bounds() {
         "CreateTaskPushNotificationConfig",
         json!({"taskId": id, "url": hook.url("/late"), "token": "t"}),
     );
-    assert_eq!(made["result"], json!({"id": id, "taskId": id, "token": "t", "url": hook.url("/late")}), "{made}");
+    assert_eq!(
+        made["result"],
+        json!({"id": id, "taskId": id, "token": "t", "url": hook.url("/late")}),
+        "{made}"
+    );
     let hits = hook.until_terminal("/late", Duration::from_secs(30));
     assert_eq!(hits.len(), 1, "{hits:#?}");
     assert_eq!(hits[0].body["task"]["status"]["state"], "TASK_STATE_COMPLETED");
@@ -299,16 +339,30 @@ fn configs_follow_visibility_and_bounds() {
         json!({"taskId": id, "id": "c8", "url": "http://127.0.0.1:9/"}),
     );
     assert_eq!(full["error"]["code"], -32602, "{full}");
-    assert_eq!(full["error"]["data"][0]["fieldViolations"][0]["field"], "taskId", "{full}");
+    assert_eq!(
+        full["error"]["data"][0]["fieldViolations"][0]["field"], "taskId",
+        "{full}"
+    );
     let again = d.rpc(
         Some(&op),
         "CreateTaskPushNotificationConfig",
         json!({"taskId": id, "id": "c3", "url": "http://localhost:9/x"}),
     );
     assert_eq!(again["result"]["url"], "http://localhost:9/x", "{again}");
-    let listed = d.rpc(Some(&op), "ListTaskPushNotificationConfigs", json!({"taskId": id, "pageSize": 5}));
-    assert_eq!(listed["result"]["configs"].as_array().map(Vec::len), Some(5), "{listed}");
-    let token = listed["result"]["nextPageToken"].as_str().expect("a next page").to_string();
+    let listed = d.rpc(
+        Some(&op),
+        "ListTaskPushNotificationConfigs",
+        json!({"taskId": id, "pageSize": 5}),
+    );
+    assert_eq!(
+        listed["result"]["configs"].as_array().map(Vec::len),
+        Some(5),
+        "{listed}"
+    );
+    let token = listed["result"]["nextPageToken"]
+        .as_str()
+        .expect("a next page")
+        .to_string();
     let rest = d.rpc(
         Some(&op),
         "ListTaskPushNotificationConfigs",
@@ -328,9 +382,16 @@ fn configs_follow_visibility_and_bounds() {
         "https://[fd00:ec2::254]/",
         "ftp://127.0.0.1/",
     ] {
-        let r = d.rpc(Some(&op), "CreateTaskPushNotificationConfig", json!({"taskId": id, "url": url}));
+        let r = d.rpc(
+            Some(&op),
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": id, "url": url}),
+        );
         assert_eq!(r["error"]["code"], -32602, "{url}: {r}");
-        assert_eq!(r["error"]["data"][0]["fieldViolations"][0]["field"], "url", "{url}: {r}");
+        assert_eq!(
+            r["error"]["data"][0]["fieldViolations"][0]["field"], "url",
+            "{url}: {r}"
+        );
         let send = d.rpc(
             Some(&op),
             "SendMessage",
@@ -338,11 +399,34 @@ fn configs_follow_visibility_and_bounds() {
                 "configuration": {"taskPushNotificationConfig": {"url": url}}}),
         );
         assert_eq!(
-            send["error"]["data"][0]["fieldViolations"][0]["field"],
-            "configuration.taskPushNotificationConfig.url",
+            send["error"]["data"][0]["fieldViolations"][0]["field"], "configuration.taskPushNotificationConfig.url",
             "{url}: {send}"
         );
     }
     // No task was created by a refused SendMessage.
     assert_eq!(d.rpc(Some(&op), "ListTasks", json!({}))["result"]["totalSize"], 1);
+
+    // A webhook that takes the connection and never answers holds up nothing: the task
+    // completes, the blocking reply comes, other requests are served meanwhile.
+    let silent = TcpListener::bind("127.0.0.1:0").expect("bind a silent webhook");
+    let silent_url = format!("http://127.0.0.1:{}/", silent.local_addr().expect("addr").port());
+    let send = d.rpc(
+        Some(&op),
+        "SendMessage",
+        json!({"message": {"messageId": "m3", "role": "ROLE_USER", "parts": [{"text": "not held"}]},
+            "configuration": {"taskPushNotificationConfig": {"url": silent_url}}}),
+    );
+    assert_eq!(
+        send["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{send}"
+    );
+    let held = send["result"]["task"]["id"].as_str().expect("an id").to_string();
+    let got = d.rpc(
+        Some(&op),
+        "GetTaskPushNotificationConfig",
+        json!({"taskId": held, "id": held}),
+    );
+    assert_eq!(got["result"]["url"], silent_url.as_str(), "{got}");
+    assert_eq!(d.rpc(Some(&op), "ListTasks", json!({}))["result"]["totalSize"], 2);
+    drop(silent);
 }

@@ -117,7 +117,12 @@ fn embedded_v4(a: Ipv6Addr) -> Option<Ipv4Addr> {
         return Some(tail);
     }
     if s[0] == 0x2002 {
-        return Some(Ipv4Addr::new((s[1] >> 8) as u8, s[1] as u8, (s[2] >> 8) as u8, s[2] as u8));
+        return Some(Ipv4Addr::new(
+            (s[1] >> 8) as u8,
+            s[1] as u8,
+            (s[2] >> 8) as u8,
+            s[2] as u8,
+        ));
     }
     None
 }
@@ -180,7 +185,11 @@ pub fn address_refusal(scheme: Scheme, ip: IpAddr) -> Option<String> {
     let what = match classify(ip) {
         AddrClass::Loopback => return None,
         AddrClass::Other if scheme == Scheme::Https => return None,
-        AddrClass::Other => return Some(format!("plain http:// is only for a loopback address, not {ip}; use https://")),
+        AddrClass::Other => {
+            return Some(format!(
+                "plain http:// is only for a loopback address, not {ip}; use https://"
+            ));
+        }
         AddrClass::LinkLocal => "a link-local address",
         AddrClass::Metadata => "a cloud metadata address",
         AddrClass::Unspecified => "an unspecified address",
@@ -365,7 +374,9 @@ pub struct Auth {
 impl std::fmt::Debug for Auth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never the credentials.
-        f.debug_struct("Auth").field("scheme", &self.scheme).finish_non_exhaustive()
+        f.debug_struct("Auth")
+            .field("scheme", &self.scheme)
+            .finish_non_exhaustive()
     }
 }
 
@@ -416,7 +427,9 @@ fn string_field<'a>(
 
 /// RFC 9110 `token`: an authentication scheme's characters.
 fn is_token(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 /// A header value's characters: printable ASCII and spaces inside, so no CR or LF can split it.
@@ -453,7 +466,10 @@ pub fn parse_config(obj: &Map<String, Value>, prefix: &str) -> Result<ConfigPara
             let at = format!("{prefix}authentication.");
             let scheme = string_field(a, &at, "scheme", MAX_ID_BYTES)?.unwrap_or_default();
             if !is_token(scheme) {
-                return Err((format!("{at}scheme"), "must be an HTTP authentication scheme, such as Bearer".into()));
+                return Err((
+                    format!("{at}scheme"),
+                    "must be an HTTP authentication scheme, such as Bearer".into(),
+                ));
             }
             let credentials = string_field(a, &at, "credentials", MAX_SECRET_BYTES)?.unwrap_or_default();
             if credentials.is_empty() || !is_header_value(credentials) {
@@ -631,7 +647,11 @@ mod tests {
         ];
         for (url, scheme, host, port, path) in ok {
             let w = check_url(url).unwrap_or_else(|e| panic!("{url}: {e}"));
-            assert_eq!((w.scheme, &w.host, w.port, w.path.as_str()), (*scheme, host, *port, *path), "{url}");
+            assert_eq!(
+                (w.scheme, &w.host, w.port, w.path.as_str()),
+                (*scheme, host, *port, *path),
+                "{url}"
+            );
         }
         let refused: &[(&str, &str)] = &[
             ("http://169.254.169.254/", "cloud metadata"),
@@ -692,8 +712,14 @@ mod tests {
     #[test]
     fn every_resolved_address_must_pass() {
         let ip = |s: &str| s.parse::<IpAddr>().expect("ip");
-        assert_eq!(resolved_refusal(Scheme::Https, "a.example", &[ip("93.184.215.14")]), None);
-        assert_eq!(resolved_refusal(Scheme::Http, "a.example", &[ip("127.0.0.1"), ip("::1")]), None);
+        assert_eq!(
+            resolved_refusal(Scheme::Https, "a.example", &[ip("93.184.215.14")]),
+            None
+        );
+        assert_eq!(
+            resolved_refusal(Scheme::Http, "a.example", &[ip("127.0.0.1"), ip("::1")]),
+            None
+        );
         let mixed = [ip("93.184.215.14"), ip("169.254.169.254")];
         assert!(resolved_refusal(Scheme::Https, "a.example", &mixed).is_some_and(|e| e.contains("metadata")));
         assert!(resolved_refusal(Scheme::Http, "a.example", &[ip("10.1.1.1")]).is_some());
@@ -714,8 +740,10 @@ mod tests {
     fn config_params() {
         let obj = |v: Value| v.as_object().cloned().expect("an object");
         let c = parse_config(
-            &obj(json!({"taskId": "tsk_1", "id": "c1", "url": "http://127.0.0.1:5/h", "token": "tok-1",
-                "authentication": {"scheme": "Bearer", "credentials": "abc def"}})),
+            &obj(
+                json!({"taskId": "tsk_1", "id": "c1", "url": "http://127.0.0.1:5/h", "token": "tok-1",
+                "authentication": {"scheme": "Bearer", "credentials": "abc def"}}),
+            ),
             "",
         )
         .expect("valid");
@@ -749,13 +777,21 @@ mod tests {
                 "bytes",
             ),
             (json!({"url": "http://127.0.0.1/", "id": "a\nb"}), "id", "control"),
-            (json!({"url": "http://127.0.0.1/", "token": "a\r\nX-Evil: 1"}), "token", "printable"),
+            (
+                json!({"url": "http://127.0.0.1/", "token": "a\r\nX-Evil: 1"}),
+                "token",
+                "printable",
+            ),
             (
                 json!({"url": "http://127.0.0.1/", "token": "t".repeat(MAX_SECRET_BYTES + 1)}),
                 "token",
                 "bytes",
             ),
-            (json!({"url": "http://127.0.0.1/", "authentication": []}), "authentication", "object"),
+            (
+                json!({"url": "http://127.0.0.1/", "authentication": []}),
+                "authentication",
+                "object",
+            ),
             (
                 json!({"url": "http://127.0.0.1/", "authentication": {"credentials": "x"}}),
                 "authentication.scheme",

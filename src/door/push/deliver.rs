@@ -55,7 +55,9 @@ impl Tracker {
                 if !self.artifact_sent
                     && let Some(a) = snap.artifact_json()
                 {
-                    out.push(json!({"artifactUpdate": {"artifact": a, "contextId": snap.context_id, "taskId": snap.id}}));
+                    out.push(
+                        json!({"artifactUpdate": {"artifact": a, "contextId": snap.context_id, "taskId": snap.id}}),
+                    );
                     self.artifact_sent = true;
                 }
                 out.push(

@@ -214,7 +214,10 @@ fn unknown_config(task_id: &str, id: &str) -> RpcError {
 pub async fn create(params: &Map<String, Value>, call: &Call<'_>) -> Reply {
     let r = async {
         let p = push::parse_config(params, "").map_err(invalid)?;
-        let task_id = p.task_id.clone().ok_or_else(|| RpcError::invalid_param("taskId", "is required"))?;
+        let task_id = p
+            .task_id
+            .clone()
+            .ok_or_else(|| RpcError::invalid_param("taskId", "is required"))?;
         let task = visible(call, &task_id)?;
         check_resolved(&p, "url").await?;
         // Looked at again: the task may have been forgotten while the name resolved.
@@ -273,7 +276,9 @@ pub fn list(params: &Map<String, Value>, call: &Call<'_>) -> Result<Reply, RpcEr
         let next = (from + page.len() < list.len()).then(|| (from + page.len()).to_string());
         (page, next)
     });
-    Ok(Reply::Result(json!({"configs": configs, "nextPageToken": next.unwrap_or_default()})))
+    Ok(Reply::Result(
+        json!({"configs": configs, "nextPageToken": next.unwrap_or_default()}),
+    ))
 }
 
 /// DeleteTaskPushNotificationConfig (§3.1.10): `taskId` and `id`; its delivery stops. Deleting a
