@@ -387,7 +387,15 @@ fn card_is_public_and_extended_card_needs_a_token() {
     assert_eq!(c["capabilities"]["extendedAgentCard"], false);
     assert_eq!(
         c["capabilities"]["extensions"][0]["params"]["methods"],
-        json!(["GetTask", "ListTasks", "CancelTask"])
+        json!([
+            "GetTask",
+            "ListTasks",
+            "CancelTask",
+            "CreateTaskPushNotificationConfig",
+            "GetTaskPushNotificationConfig",
+            "ListTaskPushNotificationConfigs",
+            "DeleteTaskPushNotificationConfig"
+        ])
     );
     assert_eq!(c["capabilities"]["extensions"][1]["params"]["sessionId"], SES);
     let r = p.rpc(None, "GetExtendedAgentCard", json!({}));
