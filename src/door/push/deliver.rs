@@ -157,7 +157,7 @@ pub(super) async fn resolve(name: &str, port: u16) -> Result<Vec<IpAddr>, String
 }
 
 /// The one address this POST connects to, judged now.
-async fn target(params: &ConfigParams) -> Result<SocketAddr, String> {
+pub(super) async fn target(params: &ConfigParams) -> Result<SocketAddr, String> {
     let w = &params.webhook;
     let ip = match &w.host {
         Host::Ip(ip) => {

@@ -299,3 +299,76 @@ fn may_connect(scheme: Scheme, ip: IpAddr) -> Result<(), String> {
         None => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::Acceptance;
+
+    fn stored(id: &str, done: bool) -> Stored {
+        let obj = json!({"url": "http://127.0.0.1:9/"});
+        let params = push::parse_config(obj.as_object().expect("an object"), "").expect("valid");
+        Stored {
+            id: id.to_string(),
+            params: Arc::new(params),
+            stop: watch::channel(false).0,
+            done: Arc::new(AtomicBool::new(done)),
+        }
+    }
+
+    /// At the door's bound, configs of forgotten tasks and finished deliveries make room; live
+    /// deliveries of tasks on the board never do, and then the bound refuses.
+    #[test]
+    fn the_door_bound_makes_room_only_from_what_is_over() {
+        let board = Board::new(Acceptance::Queue, 4);
+        let live = board.submit_local("a");
+        let mut by_task: HashMap<String, Vec<Stored>> = HashMap::new();
+        let half = push::PER_DOOR / 2;
+        by_task.insert(
+            live.id.clone(),
+            (0..half).map(|n| stored(&format!("l{n}"), n == 0)).collect(),
+        );
+        by_task.insert(
+            "tsk_forgotten".into(),
+            (0..push::PER_DOOR - half)
+                .map(|n| stored(&format!("f{n}"), false))
+                .collect(),
+        );
+        assert!(make_room(&mut by_task, &board).is_ok());
+        assert!(!by_task.contains_key("tsk_forgotten"));
+        assert_eq!(by_task[&live.id].len(), half - 1, "the finished one made room");
+
+        let mut full: HashMap<String, Vec<Stored>> = HashMap::new();
+        full.insert(
+            live.id.clone(),
+            (0..push::PER_DOOR).map(|n| stored(&format!("l{n}"), false)).collect(),
+        );
+        let e = make_room(&mut full, &board).expect_err("no room");
+        assert_eq!(e.code, jsonrpc::INTERNAL_ERROR);
+        assert_eq!(full[&live.id].len(), push::PER_DOOR);
+    }
+
+    /// The rule is applied again when a delivery connects: an address the URL rule would refuse
+    /// (here built past it) is never dialled, and `localhost` is 127.0.0.1, never resolved.
+    #[test]
+    fn a_delivery_judges_its_address_again() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let mut p =
+            push::parse_config(json!({"url": "http://localhost:9/h"}).as_object().expect("obj"), "").expect("valid");
+        assert_eq!(
+            rt.block_on(deliver::target(&p)),
+            Ok(std::net::SocketAddr::from(([127, 0, 0, 1], 9)))
+        );
+        for ip in ["169.254.169.254", "10.0.0.1", "fe80::1"] {
+            p.webhook.host = Host::Ip(ip.parse().expect("ip"));
+            assert!(rt.block_on(deliver::target(&p)).is_err(), "{ip}");
+            p.webhook.scheme = Scheme::Https;
+            let refused = rt.block_on(deliver::target(&p)).is_err();
+            assert_eq!(refused, ip != "10.0.0.1", "{ip} over https");
+            p.webhook.scheme = Scheme::Http;
+        }
+    }
+}
