@@ -276,7 +276,7 @@ impl Method {
             "murmur.StopSession" => Method::StopSession,
             "CreateTaskPushNotificationConfig" => Method::CreatePushConfig,
             "GetTaskPushNotificationConfig" => Method::GetPushConfig,
-            // The singular spelling is the one the JS SDK's client method is named after.
+            // The singular spelling is an earlier name of the method, which the JS SDK still maps.
             "ListTaskPushNotificationConfigs" | "ListTaskPushNotificationConfig" => Method::ListPushConfigs,
             "DeleteTaskPushNotificationConfig" => Method::DeletePushConfig,
             _ => return None,
