@@ -8,7 +8,7 @@
 #![cfg_attr(test, allow(unused_crate_dependencies))]
 
 pub use mur_core::{
-    address, budget, compiled, diag, digest, ids, limits, manifest, member_env, names, outcome, paths, procinfo,
+    address, budget, compiled, diag, digest, ids, limits, manifest, member_env, names, outcome, paths, procinfo, push,
     question, readiness, retention, roster, running, schema, store, sync, task, text, timing, token, trace, wire, yaml,
 };
 

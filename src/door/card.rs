@@ -61,6 +61,7 @@ impl CardFacts {
             "capabilities": {
                 "extendedAgentCard": self.authenticating,
                 "extensions": extensions,
+                "pushNotifications": true,
                 "streaming": true,
             },
             "defaultInputModes": self.input_modes(),
@@ -158,7 +159,7 @@ mod tests {
             r#"{"capabilities":{"extendedAgentCard":false,"extensions":["#,
             r#"{"params":{"methods":["SendMessage","GetTask"],"peerTasks":true},"uri":"https://docs.murmur.nexus/reference/agent-card/#murmur-door-v1"},"#,
             r#"{"params":{"network":["localhost"],"planes":[],"sessionId":"ses_0199c4e2f1b7712a9d3e4f5061728394","shell":false,"tools":[]},"uri":"https://docs.murmur.nexus/reference/agent-card/#murmur-capsule-v1"}"#,
-            r#"],"streaming":true},"defaultInputModes":["text/plain","application/json"],"defaultOutputModes":["text/plain"],"description":"writes code","name":"local/coder","#,
+            r#"],"pushNotifications":true,"streaming":true},"defaultInputModes":["text/plain","application/json"],"defaultOutputModes":["text/plain"],"description":"writes code","name":"local/coder","#,
             r#""skills":[{"description":"writes code","id":"coder","name":"local/coder","tags":["coder"]}],"#,
             r#""supportedInterfaces":[{"protocolBinding":"JSONRPC","protocolVersion":"1.0","url":"http://localhost:4242"}],"version":"1.2.0"}"#
         );

@@ -10,6 +10,7 @@ use super::auth::Caller;
 use super::card::CardFacts;
 use super::jsonrpc::{self, A2aError, Method, RpcError};
 use super::params::{Offer, history_length, parse_list, parse_offer, task_id};
+use super::push;
 use super::view::TaskObject as _;
 use crate::tasks::{AnswerRefusal, Board, CancelResult, NewTask, Origin, Pinned, TaskSnapshot, TaskState, Trust};
 
@@ -66,6 +67,7 @@ pub struct Call<'a> {
     pub provenance: Provenance,
     pub traceparent: Option<String>,
     pub facts: &'a CardFacts,
+    pub push: &'a super::push::Configs,
 }
 
 pub async fn dispatch(method: Method, params: &Map<String, Value>, call: &Call<'_>) -> Reply {
@@ -79,18 +81,32 @@ pub async fn dispatch(method: Method, params: &Map<String, Value>, call: &Call<'
         Method::ListTasks => list_tasks(params, call),
         Method::SubscribeToTask => subscribe(params, call),
         Method::GetExtendedAgentCard => Ok(Reply::Result(call.facts.card(true))),
-        // Recognised for scope purposes only [ours]; push configs never get this far.
-        Method::WatchSession | Method::StopSession | Method::PushConfig => {
-            Err(RpcError::plain(super::jsonrpc::METHOD_NOT_FOUND))
-        }
+        // Boxed as `send` is: it may resolve the webhook's name.
+        Method::CreatePushConfig => Ok(Box::pin(push::create(params, call)).await),
+        Method::GetPushConfig => push::get(params, call),
+        Method::ListPushConfigs => push::list(params, call),
+        Method::DeletePushConfig => push::delete(params, call),
+        // Recognised for scope purposes only [ours].
+        Method::WatchSession | Method::StopSession => Err(RpcError::plain(super::jsonrpc::METHOD_NOT_FOUND)),
     };
     r.unwrap_or_else(Reply::Error)
 }
 
 async fn send(params: &Map<String, Value>, call: &Call<'_>, streaming: bool) -> Result<Reply, RpcError> {
     let offer = parse_offer(params, &call.facts.input_modes)?;
+    // Judged before the task exists, so a refused webhook starts nothing.
+    let push_config = push::from_send(params).await?;
     if offer.task_id.is_some() {
+        if push_config.is_some() {
+            return Err(RpcError::invalid_param(
+                "configuration.taskPushNotificationConfig",
+                "comes only with a new task; CreateTaskPushNotificationConfig adds one to a task that exists",
+            ));
+        }
         return answer(offer, call, streaming).await;
+    }
+    if push_config.is_some() {
+        call.push.check_room(call.board)?;
     }
     // Pinned until the reply is built: the task's end must not be forgotten before it is shown.
     let (snap, pin) = call.board.submit_pinned(NewTask {
@@ -103,6 +119,10 @@ async fn send(params: &Map<String, Value>, call: &Call<'_>, streaming: bool) -> 
         trust: call.provenance.trust,
         traceparent: call.traceparent.clone(),
     });
+    if let Some(p) = push_config {
+        // Room was checked above, with no await since: a new task holds no config yet.
+        call.push.add(call, snap.clone(), p)?;
+    }
     // A stream opens with the task as it was created, so every stream shows where it started.
     reply_with(
         call,

@@ -13,6 +13,7 @@
 //! - `params` — those methods' params validated, SendMessage's parts framed as the task text;
 //! - `view` — a task as A2A shows it: the Task object, its status and artifact;
 //! - `sse` — streams for SendStreamingMessage and SubscribeToTask; `card` — the agent card;
+//! - `push` — the push-notification config methods and each config's webhook delivery;
 //! - `serve` — the HTTP/1.1 server: one thread that accepts and serves every connection;
 //! - `conn` — one connection's transport, with the head and write-stall bounds, and the
 //!   in-flight bound. A peer's door also serves a Unix socket (`crate::peer_door`).
@@ -24,6 +25,7 @@ pub use mur_core::wire::jsonrpc;
 pub mod methods;
 pub mod params;
 pub mod pipeline;
+pub mod push;
 pub mod serve;
 pub mod sse;
 pub mod view;
@@ -115,6 +117,12 @@ fn served_methods(acceptance: Acceptance, authenticate: bool) -> Vec<&'static st
     if authenticate {
         m.push("GetExtendedAgentCard");
     }
+    m.extend([
+        "CreateTaskPushNotificationConfig",
+        "GetTaskPushNotificationConfig",
+        "ListTaskPushNotificationConfigs",
+        "DeleteTaskPushNotificationConfig",
+    ]);
     m
 }
 
@@ -186,6 +194,7 @@ impl Door {
             facts,
             realm: config.capsule_name.clone(),
             peer_tasks_accept: config.peer_tasks_accept,
+            push: push::Configs::default(),
         });
         let limits = serve::Limits {
             max_connections: crate::limits::door_connections(soft_nofile(), serve::MAX_CONNECTIONS),

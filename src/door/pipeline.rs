@@ -28,6 +28,8 @@ pub struct Shared {
     pub facts: CardFacts,
     pub realm: String,
     pub peer_tasks_accept: bool,
+    /// The push-notification configs and their deliveries.
+    pub push: super::push::Configs,
 }
 
 fn json_response(status: StatusCode, v: &Value) -> HttpResponse {
@@ -159,9 +161,6 @@ pub async fn handle(req: HttpRequest, payload: web::Payload, shared: web::Data<S
     };
     let unsupported = |m: &str| A2aError::UnsupportedOperation.with(&[("method", m)]);
     match method {
-        Method::PushConfig => {
-            return rpc_error(&id, &A2aError::PushNotificationNotSupported.with(&[]));
-        }
         Method::GetExtendedAgentCard if !shared.facts.authenticating => {
             return rpc_error(&id, &unsupported(&request.method));
         }
@@ -198,6 +197,7 @@ pub async fn handle(req: HttpRequest, payload: web::Payload, shared: web::Data<S
             .filter(|t| crate::trace::otel_env::well_formed_traceparent(t))
             .map(str::to_string),
         facts: &shared.facts,
+        push: &shared.push,
     };
     match methods::dispatch(method, &params, &call).await {
         Reply::Result(v) => json_response(StatusCode::OK, &jsonrpc::result_value(&id, v)),

@@ -346,7 +346,7 @@ fn card_is_public_and_extended_card_needs_a_token() {
     let port = d.url.trim_start_matches("localhost:");
     let want = format!(
         concat!(
-            r#"{{"capabilities":{{"extendedAgentCard":true,"extensions":[{{"params":{{"methods":["SendMessage","SendStreamingMessage","GetTask","ListTasks","CancelTask","SubscribeToTask","GetExtendedAgentCard"],"peerTasks":true}},"uri":"https://docs.murmur.nexus/reference/agent-card/#murmur-door-v1"}}],"streaming":true}},"#,
+            r#"{{"capabilities":{{"extendedAgentCard":true,"extensions":[{{"params":{{"methods":["SendMessage","SendStreamingMessage","GetTask","ListTasks","CancelTask","SubscribeToTask","GetExtendedAgentCard","CreateTaskPushNotificationConfig","GetTaskPushNotificationConfig","ListTaskPushNotificationConfigs","DeleteTaskPushNotificationConfig"],"peerTasks":true}},"uri":"https://docs.murmur.nexus/reference/agent-card/#murmur-door-v1"}}],"pushNotifications":true,"streaming":true}},"#,
             r#""defaultInputModes":["text/plain","application/json"],"defaultOutputModes":["text/plain"],"description":"writes code","name":"local/coder","#,
             r#""securityRequirements":[{{"schemes":{{"bearer":{{"list":[]}}}}}}],"#,
             r#""securitySchemes":{{"bearer":{{"httpAuthSecurityScheme":{{"description":"a token this door's runtime minted (the operator token, or a formation token for this member)","scheme":"Bearer"}}}}}},"#,
@@ -387,7 +387,15 @@ fn card_is_public_and_extended_card_needs_a_token() {
     assert_eq!(c["capabilities"]["extendedAgentCard"], false);
     assert_eq!(
         c["capabilities"]["extensions"][0]["params"]["methods"],
-        json!(["GetTask", "ListTasks", "CancelTask"])
+        json!([
+            "GetTask",
+            "ListTasks",
+            "CancelTask",
+            "CreateTaskPushNotificationConfig",
+            "GetTaskPushNotificationConfig",
+            "ListTaskPushNotificationConfigs",
+            "DeleteTaskPushNotificationConfig"
+        ])
     );
     assert_eq!(c["capabilities"]["extensions"][1]["params"]["sessionId"], SES);
     let r = p.rpc(None, "GetExtendedAgentCard", json!({}));
@@ -634,12 +642,26 @@ fn json_rpc_errors_and_http_fallbacks() {
     let table: &[(&str, Value, i64, Option<&str>)] = &[
         ("message/send", json!({}), -32601, None),
         ("murmur.StopSession", json!({}), -32601, None),
+        ("CreateTaskPushNotificationConfig", json!({}), -32602, None),
         (
             "CreateTaskPushNotificationConfig",
-            json!({}),
-            -32003,
-            Some("PUSH_NOTIFICATION_NOT_SUPPORTED"),
+            json!({"taskId": "nope", "url": "http://127.0.0.1:9/"}),
+            -32001,
+            Some("TASK_NOT_FOUND"),
         ),
+        (
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": "nope", "url": "http://169.254.169.254/"}),
+            -32602,
+            None,
+        ),
+        (
+            "GetTaskPushNotificationConfig",
+            json!({"taskId": "nope", "id": "c"}),
+            -32001,
+            Some("TASK_NOT_FOUND"),
+        ),
+        ("ListTaskPushNotificationConfigs", json!({}), -32602, None),
         ("GetExtendedAgentCard", json!({}), -32004, Some("UNSUPPORTED_OPERATION")),
         ("GetTask", json!([1]), -32602, None),
         ("GetTask", json!({}), -32602, None),

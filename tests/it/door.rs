@@ -678,7 +678,7 @@ fn the_card_is_public_and_the_extended_card_needs_a_valid_token() {
     assert_eq!(d.ready["auth"], "bearer");
     let port_url = d.local_url();
     let door_ext = format!(
-        r#"{{"params":{{"methods":["SendMessage","SendStreamingMessage","GetTask","ListTasks","CancelTask","SubscribeToTask","GetExtendedAgentCard"],"peerTasks":true}},"uri":"{DOOR_EXT}"}}"#
+        r#"{{"params":{{"methods":["SendMessage","SendStreamingMessage","GetTask","ListTasks","CancelTask","SubscribeToTask","GetExtendedAgentCard","CreateTaskPushNotificationConfig","GetTaskPushNotificationConfig","ListTaskPushNotificationConfigs","DeleteTaskPushNotificationConfig"],"peerTasks":true}},"uri":"{DOOR_EXT}"}}"#
     );
     let capsule_ext = format!(
         r#"{{"params":{{"network":[],"planes":[],"sessionId":"{}","shell":false,"tools":[]}},"uri":"{CAPSULE_EXT}"}}"#,
@@ -686,7 +686,7 @@ fn the_card_is_public_and_the_extended_card_needs_a_valid_token() {
     );
     let card = |extensions: &str| {
         format!(
-            r#"{{"capabilities":{{"extendedAgentCard":true,"extensions":[{extensions}],"streaming":true}},"defaultInputModes":["text/plain","application/json"],"defaultOutputModes":["text/plain"],"description":"local/echo@0.1.0","name":"local/echo","securityRequirements":[{{"schemes":{{"bearer":{{"list":[]}}}}}}],"securitySchemes":{{"bearer":{{"httpAuthSecurityScheme":{{"description":"a token this door's runtime minted (the operator token, or a formation token for this member)","scheme":"Bearer"}}}}}},"skills":[{{"description":"local/echo@0.1.0","id":"echo","name":"local/echo","tags":["echo"]}}],"supportedInterfaces":[{{"protocolBinding":"JSONRPC","protocolVersion":"1.0","url":"http://{port_url}"}}],"version":"0.1.0"}}"#
+            r#"{{"capabilities":{{"extendedAgentCard":true,"extensions":[{extensions}],"pushNotifications":true,"streaming":true}},"defaultInputModes":["text/plain","application/json"],"defaultOutputModes":["text/plain"],"description":"local/echo@0.1.0","name":"local/echo","securityRequirements":[{{"schemes":{{"bearer":{{"list":[]}}}}}}],"securitySchemes":{{"bearer":{{"httpAuthSecurityScheme":{{"description":"a token this door's runtime minted (the operator token, or a formation token for this member)","scheme":"Bearer"}}}}}},"skills":[{{"description":"local/echo@0.1.0","id":"echo","name":"local/echo","tags":["echo"]}}],"supportedInterfaces":[{{"protocolBinding":"JSONRPC","protocolVersion":"1.0","url":"http://{port_url}"}}],"version":"0.1.0"}}"#
         )
     };
 
@@ -714,7 +714,7 @@ fn the_card_is_public_and_the_extended_card_needs_a_valid_token() {
     assert_eq!(p.ready.get("auth"), None);
     assert_eq!(p.ready.get("tokens"), None, "a public door has no operator token");
     let want = format!(
-        r#"{{"capabilities":{{"extendedAgentCard":false,"extensions":[{{"params":{{"methods":["SendMessage","SendStreamingMessage","GetTask","ListTasks","CancelTask","SubscribeToTask"],"peerTasks":false}},"uri":"{DOOR_EXT}"}},{{"params":{{"network":["localhost"],"planes":[],"sessionId":"{}","shell":false,"tools":[]}},"uri":"{CAPSULE_EXT}"}}],"streaming":true}},"defaultInputModes":["text/plain","application/json"],"defaultOutputModes":["text/plain"],"description":"local/open@0.1.0","name":"local/open","skills":[{{"description":"local/open@0.1.0","id":"open","name":"local/open","tags":["open"]}}],"supportedInterfaces":[{{"protocolBinding":"JSONRPC","protocolVersion":"1.0","url":"http://{}"}}],"version":"0.1.0"}}"#,
+        r#"{{"capabilities":{{"extendedAgentCard":false,"extensions":[{{"params":{{"methods":["SendMessage","SendStreamingMessage","GetTask","ListTasks","CancelTask","SubscribeToTask","CreateTaskPushNotificationConfig","GetTaskPushNotificationConfig","ListTaskPushNotificationConfigs","DeleteTaskPushNotificationConfig"],"peerTasks":false}},"uri":"{DOOR_EXT}"}},{{"params":{{"network":["localhost"],"planes":[],"sessionId":"{}","shell":false,"tools":[]}},"uri":"{CAPSULE_EXT}"}}],"pushNotifications":true,"streaming":true}},"defaultInputModes":["text/plain","application/json"],"defaultOutputModes":["text/plain"],"description":"local/open@0.1.0","name":"local/open","skills":[{{"description":"local/open@0.1.0","id":"open","name":"local/open","tags":["open"]}}],"supportedInterfaces":[{{"protocolBinding":"JSONRPC","protocolVersion":"1.0","url":"http://{}"}}],"version":"0.1.0"}}"#,
         p.session_id(),
         p.local_url()
     );
@@ -1326,7 +1326,7 @@ fn every_json_rpc_error_a_door_emits_and_the_http_fallbacks() {
     );
     assert_eq!(d.raw(&twice), (200, version("1.0")));
 
-    // -32601, -32003: method resolution.
+    // -32601: method resolution.
     for m in [
         "NoSuchMethod",
         "message/send",
@@ -1336,19 +1336,14 @@ fn every_json_rpc_error_a_door_emits_and_the_http_fallbacks() {
     ] {
         assert_rpc(&d.call(a, m, json!({})), &plain_error("1", -32601, "Method not found"));
     }
-    let push = a2a_error(
-        "1",
-        -32003,
-        "Push notifications are not supported",
-        "PUSH_NOTIFICATION_NOT_SUPPORTED",
-        "{}",
-    );
+    // The push-notification methods are served: a config names its task.
     for m in [
         "CreateTaskPushNotificationConfig",
         "GetTaskPushNotificationConfig",
+        "ListTaskPushNotificationConfigs",
         "DeleteTaskPushNotificationConfig",
     ] {
-        assert_rpc(&d.call(a, m, json!({})), &push);
+        assert_eq!(d.call(a, m, json!({})).json()["error"]["code"], -32602, "{m}");
     }
 
     // -32602: params.
@@ -1478,7 +1473,15 @@ fn a_door_that_takes_no_tasks() {
     let card = d.get("/.well-known/agent-card.json", None).json();
     assert_eq!(
         card["capabilities"]["extensions"][0]["params"],
-        json!({"methods": ["GetTask", "ListTasks", "CancelTask"], "peerTasks": false})
+        json!({"methods": [
+            "GetTask",
+            "ListTasks",
+            "CancelTask",
+            "CreateTaskPushNotificationConfig",
+            "GetTaskPushNotificationConfig",
+            "ListTaskPushNotificationConfigs",
+            "DeleteTaskPushNotificationConfig"
+        ], "peerTasks": false})
     );
     for m in ["SendMessage", "SendStreamingMessage", "SubscribeToTask"] {
         let h = d.call(None, m, text_message("x"));
@@ -1721,7 +1724,15 @@ fn formation_tokens_at_a_member_the_test_launched() {
     );
 
     // Outside the five scopes: 403 naming the credential and the scope.
-    for m in ["SendStreamingMessage", "murmur.WatchSession", "murmur.StopSession"] {
+    for m in [
+        "SendStreamingMessage",
+        "murmur.WatchSession",
+        "murmur.StopSession",
+        "CreateTaskPushNotificationConfig",
+        "GetTaskPushNotificationConfig",
+        "ListTaskPushNotificationConfigs",
+        "DeleteTaskPushNotificationConfig",
+    ] {
         assert_out_of_scope(
             &d.call(Some(&planner), m, text_message("x")),
             realm,
@@ -1739,17 +1750,6 @@ fn formation_tokens_at_a_member_the_test_launched() {
     assert_rpc(
         &d.call(Some(&planner), "NoSuchMethod", json!({})),
         &plain_error("1", -32601, "Method not found"),
-    );
-    let push = a2a_error(
-        "1",
-        -32003,
-        "Push notifications are not supported",
-        "PUSH_NOTIFICATION_NOT_SUPPORTED",
-        "{}",
-    );
-    assert_rpc(
-        &d.call(Some(&planner), "CreateTaskPushNotificationConfig", json!({})),
-        &push,
     );
     let stream_body = r#"{"id":1,"jsonrpc":"2.0","method":"SendStreamingMessage","params":[]}"#;
     let h = d.post_bare(

@@ -36,6 +36,7 @@ mod newcomer;
 mod otel;
 mod promises;
 mod providers;
+mod push;
 mod records;
 mod reference;
 mod send;

@@ -756,7 +756,6 @@ mod door {
         let listed = |e: A2aError| match e {
             A2aError::TaskNotFound
             | A2aError::TaskNotCancelable
-            | A2aError::PushNotificationNotSupported
             | A2aError::UnsupportedOperation
             | A2aError::ContentTypeNotSupported
             | A2aError::VersionNotSupported => (e.code(), e.message().to_string()),
@@ -774,7 +773,6 @@ mod door {
             [
                 A2aError::TaskNotFound,
                 A2aError::TaskNotCancelable,
-                A2aError::PushNotificationNotSupported,
                 A2aError::UnsupportedOperation,
                 A2aError::ContentTypeNotSupported,
                 A2aError::VersionNotSupported,

@@ -26,6 +26,7 @@ pub mod names;
 pub mod outcome;
 pub mod paths;
 pub mod procinfo;
+pub mod push;
 pub mod question;
 pub mod readiness;
 pub mod retention;

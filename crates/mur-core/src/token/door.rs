@@ -97,7 +97,7 @@ mod tests {
         assert_eq!(segs[0], "mdt1");
         assert_eq!(
             String::from_utf8(unb64(segs[1]).unwrap()).unwrap(),
-            r#"{"credential":"operator","scopes":["SendMessage","SendStreamingMessage","murmur.WatchSession","GetTask","ListTasks","CancelTask","SubscribeToTask","murmur.StopSession","resources/files"]}"#
+            r#"{"credential":"operator","scopes":["SendMessage","SendStreamingMessage","murmur.WatchSession","GetTask","ListTasks","CancelTask","SubscribeToTask","murmur.StopSession","resources/files","CreateTaskPushNotificationConfig","GetTaskPushNotificationConfig","ListTaskPushNotificationConfigs","DeleteTaskPushNotificationConfig"]}"#
         );
         assert_eq!(unb64(segs[2]).unwrap().len(), 32);
         let mut input = b"murmur-door-token-v1\x1f".to_vec();

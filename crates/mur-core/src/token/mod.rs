@@ -20,8 +20,9 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 /// order.
 pub const FORMATION_SCOPES: [&str; 5] = ["SendMessage", "GetTask", "CancelTask", "ListTasks", "SubscribeToTask"];
 
-/// The scopes of the operator door token (docs/reference/door.md#authentication), in that order.
-pub const OPERATOR_SCOPES: [&str; 9] = [
+/// The scopes of the operator door token (docs/reference/door.md#authentication), in that order:
+/// every door scope, the push-notification methods' last [ours].
+pub const OPERATOR_SCOPES: [&str; 13] = [
     "SendMessage",
     "SendStreamingMessage",
     "murmur.WatchSession",
@@ -31,6 +32,10 @@ pub const OPERATOR_SCOPES: [&str; 9] = [
     "SubscribeToTask",
     "murmur.StopSession",
     "resources/files",
+    "CreateTaskPushNotificationConfig",
+    "GetTaskPushNotificationConfig",
+    "ListTaskPushNotificationConfigs",
+    "DeleteTaskPushNotificationConfig",
 ];
 
 /// Base64url without padding, the `B64` of docs/reference/door.md#authentication.
@@ -117,7 +122,8 @@ mod tests {
         assert_eq!(
             OPERATOR_SCOPES.join(","),
             "SendMessage,SendStreamingMessage,murmur.WatchSession,GetTask,ListTasks,CancelTask,\
-             SubscribeToTask,murmur.StopSession,resources/files"
+             SubscribeToTask,murmur.StopSession,resources/files,CreateTaskPushNotificationConfig,\
+             GetTaskPushNotificationConfig,ListTaskPushNotificationConfigs,DeleteTaskPushNotificationConfig"
         );
     }
 }

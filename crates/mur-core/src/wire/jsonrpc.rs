@@ -40,7 +40,6 @@ pub const INTERNAL_ERROR: i32 = -32603;
 pub enum A2aError {
     TaskNotFound,
     TaskNotCancelable,
-    PushNotificationNotSupported,
     UnsupportedOperation,
     ContentTypeNotSupported,
     VersionNotSupported,
@@ -51,7 +50,6 @@ impl A2aError {
         match self {
             A2aError::TaskNotFound => -32001,
             A2aError::TaskNotCancelable => -32002,
-            A2aError::PushNotificationNotSupported => -32003,
             A2aError::UnsupportedOperation => -32004,
             A2aError::ContentTypeNotSupported => -32005,
             A2aError::VersionNotSupported => -32009,
@@ -63,7 +61,6 @@ impl A2aError {
         match self {
             A2aError::TaskNotFound => "Task not found",
             A2aError::TaskNotCancelable => "Task cannot be canceled",
-            A2aError::PushNotificationNotSupported => "Push notifications are not supported",
             A2aError::UnsupportedOperation => "This operation is not supported",
             A2aError::ContentTypeNotSupported => "Content type not supported",
             A2aError::VersionNotSupported => "A2A protocol version not supported",
@@ -75,7 +72,6 @@ impl A2aError {
         match self {
             A2aError::TaskNotFound => "TASK_NOT_FOUND",
             A2aError::TaskNotCancelable => "TASK_NOT_CANCELABLE",
-            A2aError::PushNotificationNotSupported => "PUSH_NOTIFICATION_NOT_SUPPORTED",
             A2aError::UnsupportedOperation => "UNSUPPORTED_OPERATION",
             A2aError::ContentTypeNotSupported => "CONTENT_TYPE_NOT_SUPPORTED",
             A2aError::VersionNotSupported => "VERSION_NOT_SUPPORTED",
@@ -259,8 +255,11 @@ pub enum Method {
     WatchSession,
     /// As `WatchSession`.
     StopSession,
-    /// Any push-notification configuration method: `-32003`.
-    PushConfig,
+    /// A2A v1.0 §3.1.7–3.1.10, the push-notification configuration methods.
+    CreatePushConfig,
+    GetPushConfig,
+    ListPushConfigs,
+    DeletePushConfig,
 }
 
 impl Method {
@@ -275,11 +274,11 @@ impl Method {
             "GetExtendedAgentCard" => Method::GetExtendedAgentCard,
             "murmur.WatchSession" => Method::WatchSession,
             "murmur.StopSession" => Method::StopSession,
-            "CreateTaskPushNotificationConfig"
-            | "GetTaskPushNotificationConfig"
-            | "ListTaskPushNotificationConfig"
-            | "ListTaskPushNotificationConfigs"
-            | "DeleteTaskPushNotificationConfig" => Method::PushConfig,
+            "CreateTaskPushNotificationConfig" => Method::CreatePushConfig,
+            "GetTaskPushNotificationConfig" => Method::GetPushConfig,
+            // The singular spelling is an earlier name of the method, which the JS SDK still maps.
+            "ListTaskPushNotificationConfigs" | "ListTaskPushNotificationConfig" => Method::ListPushConfigs,
+            "DeleteTaskPushNotificationConfig" => Method::DeletePushConfig,
             _ => return None,
         })
     }
@@ -296,7 +295,12 @@ impl Method {
             Method::SubscribeToTask => "SubscribeToTask",
             Method::WatchSession => "murmur.WatchSession",
             Method::StopSession => "murmur.StopSession",
-            Method::GetExtendedAgentCard | Method::PushConfig => return None,
+            // The operator's scopes; a formation token has none of them.
+            Method::CreatePushConfig => "CreateTaskPushNotificationConfig",
+            Method::GetPushConfig => "GetTaskPushNotificationConfig",
+            Method::ListPushConfigs => "ListTaskPushNotificationConfigs",
+            Method::DeletePushConfig => "DeleteTaskPushNotificationConfig",
+            Method::GetExtendedAgentCard => return None,
         })
     }
 }
@@ -544,7 +548,32 @@ mod tests {
                 Some(Method::StopSession),
                 Some("murmur.StopSession"),
             ),
-            ("CreateTaskPushNotificationConfig", Some(Method::PushConfig), None),
+            (
+                "CreateTaskPushNotificationConfig",
+                Some(Method::CreatePushConfig),
+                Some("CreateTaskPushNotificationConfig"),
+            ),
+            (
+                "GetTaskPushNotificationConfig",
+                Some(Method::GetPushConfig),
+                Some("GetTaskPushNotificationConfig"),
+            ),
+            (
+                "ListTaskPushNotificationConfigs",
+                Some(Method::ListPushConfigs),
+                Some("ListTaskPushNotificationConfigs"),
+            ),
+            (
+                "ListTaskPushNotificationConfig",
+                Some(Method::ListPushConfigs),
+                Some("ListTaskPushNotificationConfigs"),
+            ),
+            (
+                "DeleteTaskPushNotificationConfig",
+                Some(Method::DeletePushConfig),
+                Some("DeleteTaskPushNotificationConfig"),
+            ),
+            ("tasks/pushNotificationConfig/set", None, None),
             ("message/send", None, None),
             ("sendMessage", None, None),
         ];
