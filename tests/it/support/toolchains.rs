@@ -41,7 +41,11 @@ pub fn componentize_js_dir() -> PathBuf {
 /// specs, under a cross-process lock. Returns the prefix (its `node_modules/` is beside).
 pub fn node_with(packages: &[&str]) -> PathBuf {
     let _guard = NODE_PROVISIONING.lock().unwrap_or_else(|e| e.into_inner());
-    let prefix = target_dir().join("test-node").join(tag(packages));
+    // The layout's version is part of the name: a prefix an earlier layout installed (with no
+    // `.provisioned` mark) is never installed over, which npm does not always leave whole.
+    let mut parts = vec!["node_with 2"];
+    parts.extend_from_slice(packages);
+    let prefix = target_dir().join("test-node").join(tag(&parts));
     let done = prefix.join(".provisioned");
     if done.exists() {
         return prefix;
