@@ -12,7 +12,8 @@
 //! - `methods` — SendMessage, GetTask, CancelTask, ListTasks, SubscribeToTask, the extended card;
 //! - `params` — those methods' params validated, SendMessage's parts framed as the task text;
 //! - `view` — a task as A2A shows it: the Task object, its status and artifact;
-//! - `sse` — streams for SendStreamingMessage and SubscribeToTask; `card` — the agent card;
+//! - `sse` — streams for SendStreamingMessage and SubscribeToTask; `replay` — one rendering of
+//!   each stream event and the per-task log streams resume from; `card` — the agent card;
 //! - `serve` — the HTTP/1.1 server: one thread that accepts and serves every connection;
 //! - `conn` — one connection's transport, with the head and write-stall bounds, and the
 //!   in-flight bound. A peer's door also serves a Unix socket (`crate::peer_door`).
@@ -24,6 +25,7 @@ pub use mur_core::wire::jsonrpc;
 pub mod methods;
 pub mod params;
 pub mod pipeline;
+pub mod replay;
 pub mod serve;
 pub mod sse;
 pub mod view;

@@ -599,16 +599,10 @@ fn plain_error(id: &str, code: i32, message: &str) -> String {
     format!(r#"{{"error":{{"code":{code},"message":"{message}"}},"id":{id},"jsonrpc":"2.0"}}"#)
 }
 
-/// Asserts a JSON-RPC reply: HTTP 200, JSON, content-length, exactly `body`. A refused streaming
-/// method answers with the same reply as the one event of an event stream (A2A v1.0 §9.4.2;
-/// tests/it/a2a.rs pins which methods do).
+/// Asserts a JSON-RPC reply: HTTP 200, JSON, content-length, exactly `body`. A streaming method
+/// refused before its stream starts answers the same way (docs/a2a.md, "Streaming errors").
 #[track_caller]
 fn assert_rpc(h: &Http, body: &str) {
-    if h.content_type.as_deref() == Some("text/event-stream") {
-        let event = format!("data: {body}\n\n");
-        assert_eq!((h.status, h.body.as_str()), (200, event.as_str()));
-        return;
-    }
     assert_eq!((h.status, h.body.as_str()), (200, body));
     assert_eq!(h.content_type.as_deref(), Some("application/json"));
     assert_eq!(h.content_length.as_deref(), Some(body.len().to_string().as_str()));
