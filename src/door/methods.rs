@@ -13,8 +13,8 @@ use super::params::{Offer, history_length, parse_list, parse_offer, task_id};
 use super::replay;
 use super::sse::Start;
 use super::view::TaskObject as _;
-use crate::wire::replay::Since;
 use crate::tasks::{AnswerRefusal, Board, CancelResult, NewTask, Origin, Pinned, TaskSnapshot, TaskState, Trust};
+use crate::wire::replay::Since;
 
 /// Step 1 of the pipeline: where the request says its task comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

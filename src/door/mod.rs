@@ -182,6 +182,9 @@ impl Door {
             network: config.network_allow.clone(),
             skills: config.skills.clone(),
             input_modes: config.input_modes.clone(),
+            signer: card::Signer(Arc::new(
+                crate::card_sig::CardKey::generate().map_err(|e| cannot(format!("no random card key: {e}")))?,
+            )),
         };
         let shared = web::Data::new(pipeline::Shared {
             board: Arc::clone(&board),

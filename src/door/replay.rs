@@ -73,7 +73,12 @@ pub fn closes(state: TaskState) -> bool {
 /// Brings `log` up to the task as it stands and returns that task; `None` once the board has
 /// forgotten it. `first` is a task object the caller already holds, used when it is not older
 /// than what the log shows. Call with the log locked: the board is read under it.
-pub fn catch_up(board: &Board, task_id: &str, log: &mut StreamLog, first: Option<TaskSnapshot>) -> Option<TaskSnapshot> {
+pub fn catch_up(
+    board: &Board,
+    task_id: &str,
+    log: &mut StreamLog,
+    first: Option<TaskSnapshot>,
+) -> Option<TaskSnapshot> {
     let have = log.streamed.as_ref().map(|(turn, text)| (*turn, text.len()));
     let snap = match first {
         Some(s) if s.changed >= log.status_change => s,

@@ -95,7 +95,11 @@ impl Follow {
     fn open(&mut self, log: &StreamLog, snap: &TaskSnapshot, resumed: bool) -> Vec<u8> {
         let seq = log.events.last();
         let task = StreamEvent::Task { task: snap, resumed };
-        let mut out = frame(seq, &self.request_id, &jsonrpc::to_bytes(&replay::stream_response(task)));
+        let mut out = frame(
+            seq,
+            &self.request_id,
+            &jsonrpc::to_bytes(&replay::stream_response(task)),
+        );
         if !closes(snap.state)
             && !log.artifact_logged
             && let Some((_, text)) = log.streamed.as_ref().filter(|(_, t)| !t.is_empty())
@@ -106,7 +110,11 @@ impl Follow {
                 append: false,
                 last: false,
             };
-            out.extend(frame(seq, &self.request_id, &jsonrpc::to_bytes(&replay::stream_response(chunk))));
+            out.extend(frame(
+                seq,
+                &self.request_id,
+                &jsonrpc::to_bytes(&replay::stream_response(chunk)),
+            ));
         }
         self.cursor = Some(seq);
         self.done = closes(snap.state);

@@ -601,10 +601,17 @@ fn a_subscriber_that_reconnects_with_last_event_id_sees_every_event_once() {
     seen_sub.extend(back.rest());
 
     let ids: Vec<u64> = seen_sub.iter().map(|(n, _)| *n).collect();
-    assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>(), "each event once, in order");
+    assert_eq!(
+        ids,
+        (1..=ids.len() as u64).collect::<Vec<_>>(),
+        "each event once, in order"
+    );
     assert_eq!(seen_sub, seen_whole, "the same events as the client that never dropped");
     let (last, end) = seen_sub.last().expect("the end");
-    assert_eq!(end["result"]["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED", "{end}");
+    assert_eq!(
+        end["result"]["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{end}"
+    );
     let mut assembled = String::new();
     for (_, e) in &seen_sub {
         if e["result"]["artifactUpdate"].is_object() {
@@ -622,7 +629,12 @@ fn a_subscriber_that_reconnects_with_last_event_id_sees_every_event_once() {
     };
     let code = |last: &str| {
         let h = resume(last);
-        assert_eq!(h.content_type.as_deref(), Some("application/json"), "{last}: {}", h.body);
+        assert_eq!(
+            h.content_type.as_deref(),
+            Some("application/json"),
+            "{last}: {}",
+            h.body
+        );
         h.json()["error"]["code"].clone()
     };
     assert_eq!(code(&last.to_string()), json!(-32004));
@@ -630,8 +642,22 @@ fn a_subscriber_that_reconnects_with_last_event_id_sees_every_event_once() {
         let h = resume(&bad);
         let v = h.json();
         assert_eq!(v["error"]["code"], json!(-32602), "{bad}: {v}");
-        assert_eq!(v["error"]["data"][0]["fieldViolations"][0]["field"], "Last-Event-ID", "{bad}: {v}");
+        assert_eq!(
+            v["error"]["data"][0]["fieldViolations"][0]["field"], "Last-Event-ID",
+            "{bad}: {v}"
+        );
     }
-    let tail = IdSse::open(&d, &op, "SubscribeToTask", json!({"id": id}), Some(&(last - 1).to_string())).rest();
-    assert_eq!(tail, seen_whole[seen_whole.len() - 1..], "the missed end, then the stream closes");
+    let tail = IdSse::open(
+        &d,
+        &op,
+        "SubscribeToTask",
+        json!({"id": id}),
+        Some(&(last - 1).to_string()),
+    )
+    .rest();
+    assert_eq!(
+        tail,
+        seen_whole[seen_whole.len() - 1..],
+        "the missed end, then the stream closes"
+    );
 }

@@ -14,10 +14,12 @@
 #![forbid(unsafe_code)]
 
 pub mod address;
+pub mod card_sig;
 pub mod compiled;
 pub mod diag;
 pub mod digest;
 pub mod ids;
+pub mod jcs;
 pub mod limits;
 pub mod manifest;
 pub mod member_env;

@@ -165,7 +165,12 @@ mod tests {
             ("\u{663}".as_bytes(), Err(BadEventId::NotANumber)),
         ];
         for (value, want) in table {
-            assert_eq!(parse_last_event_id(value), *want, "{:?}", String::from_utf8_lossy(value));
+            assert_eq!(
+                parse_last_event_id(value),
+                *want,
+                "{:?}",
+                String::from_utf8_lossy(value)
+            );
         }
     }
 
