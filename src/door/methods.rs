@@ -130,7 +130,7 @@ async fn reply_with(
     if streaming {
         return Ok(Reply::Stream {
             task_id: snap.id.clone(),
-            start: Start::Task(Some(snap)),
+            start: Start::Task(Some(Box::new(snap))),
             pin,
         });
     }

@@ -31,8 +31,8 @@ use crate::wire::replay::Since;
 #[derive(Debug)]
 pub enum Start {
     /// With the task: `Some` as the caller holds it (as SendStreamingMessage created it), else as
-    /// it stands at the first look.
-    Task(Option<TaskSnapshot>),
+    /// it stands at the first look. Boxed: the other start is a number.
+    Task(Option<Box<TaskSnapshot>>),
     /// Right after event `N` of the task's stream (SubscribeToTask with `Last-Event-ID: N`).
     After(u64),
 }
@@ -146,7 +146,7 @@ impl Follow {
 /// carrying its id in the task's stream (docs/a2a.md, "Resuming a stream").
 pub fn follow(board: &Arc<Board>, task_id: String, start: Start, pin: Pinned, request_id: Value) -> HttpResponse {
     let (first, cursor) = match start {
-        Start::Task(first) => (first, None),
+        Start::Task(first) => (first.map(|b| *b), None),
         Start::After(n) => (None, Some(n)),
     };
     let Some(log) = board.stream_log(&task_id) else {

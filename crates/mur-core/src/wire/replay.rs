@@ -147,9 +147,11 @@ impl<T> EventLog<T> {
 mod tests {
     use super::*;
 
+    type Row<'a> = (&'a [u8], Result<Option<u64>, BadEventId>);
+
     #[test]
     fn last_event_ids() {
-        let table: &[(&[u8], Result<Option<u64>, BadEventId>)] = &[
+        let table: &[Row<'_>] = &[
             (b"", Ok(None)),
             (b"0", Ok(Some(0))),
             (b"17", Ok(Some(17))),
