@@ -75,8 +75,7 @@ pub(crate) struct Http {
 }
 
 impl Http {
-    /// The body as JSON; of a one-event stream (a refused streaming method, A2A v1.0 §9.4.2),
-    /// that event.
+    /// The body as JSON; of a stream of one event, that event's data.
     pub(crate) fn json(&self) -> Value {
         let body = match self.content_type.as_deref() {
             Some("text/event-stream") => self
