@@ -8,8 +8,9 @@
 #![cfg_attr(test, allow(unused_crate_dependencies))]
 
 pub use mur_core::{
-    address, budget, compiled, diag, digest, ids, limits, manifest, member_env, names, outcome, paths, procinfo, push,
-    question, readiness, retention, roster, running, schema, store, sync, task, text, timing, token, trace, wire, yaml,
+    address, budget, card_sig, compiled, diag, digest, ids, jcs, limits, manifest, member_env, names, outcome, paths,
+    procinfo, push, question, readiness, retention, roster, running, schema, store, sync, task, text, timing, token,
+    trace, wire, yaml,
 };
 
 pub mod channel;

@@ -670,6 +670,7 @@ fn addresses(list: &[(&str, &str)]) -> Channel {
                 name: n.to_string(),
                 url: u.to_string(),
                 door: None,
+                card_key: None,
             })
             .collect(),
         withdrawn: vec![],

@@ -311,6 +311,7 @@ mod tests {
             name: "coder".into(),
             url: "http://localhost:4000".into(),
             door: None,
+            card_key: None,
         }];
         // The entry's channel holds both lines before it starts: the second must not be lost.
         let (fd, mut w) = pipe_with(&(fl.to_line() + &address_line(&addrs)));

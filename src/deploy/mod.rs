@@ -245,6 +245,7 @@ pub fn channel_file(f: &Formation, i: usize, key: &SigningKey) -> String {
                 name: f.members[c].name.clone(),
                 url: format!("http://localhost:{}", relay_port(c)),
                 door: None,
+                card_key: None,
             })
             .collect();
         out.push_str(&address_line(&addrs));

@@ -2,9 +2,36 @@
 //! `/.well-known/agent-card.json` and the extended card GetExtendedAgentCard returns on an
 //! authenticating door.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
+use crate::card_sig::CardKey;
 use crate::manifest::Skill;
+
+/// The key a door signs its cards with (A2A v1.0 §8.4; docs/reference/door.md#agent-card): made
+/// by the member at start, its public half learned by the launcher's readiness probe.
+#[derive(Clone)]
+pub struct Signer(pub Arc<CardKey>);
+
+impl PartialEq for Signer {
+    fn eq(&self, other: &Signer) -> bool {
+        self.0.public() == other.0.public()
+    }
+}
+
+impl Eq for Signer {}
+
+impl std::fmt::Debug for Signer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// The bearer scheme's description. It names no credential word: the A2A TCK flags a public card
+/// whose text matches `token`, `secret`, `credential`, … as exposing sensitive information.
+pub const BEARER_DESCRIPTION: &str =
+    "minted by this door's runtime: for its operator, or for a formation member that may call it";
 
 pub const DOOR_EXTENSION: &str = "https://docs.murmur.nexus/reference/agent-card/#murmur-door-v1";
 pub const CAPSULE_EXTENSION: &str = "https://docs.murmur.nexus/reference/agent-card/#murmur-capsule-v1";
@@ -28,6 +55,7 @@ pub struct CardFacts {
     pub skills: Vec<Skill>,
     /// `exports.input_modes`: file media types accepted besides text and data parts.
     pub input_modes: Vec<String>,
+    pub signer: Signer,
 }
 
 /// The name the card gives the door's bearer scheme in `securitySchemes`.
@@ -38,9 +66,14 @@ pub const BEARER_SCHEME: &str = "bearer";
 pub const BASE_INPUT_MODES: [&str; 2] = ["text/plain", "application/json"];
 
 impl CardFacts {
-    /// The card; `extended` adds the capsule extension, which a public door always shows and an
-    /// authenticating door shows only through GetExtendedAgentCard.
+    /// The card, signed; `extended` adds the capsule extension, which a public door always shows
+    /// and an authenticating door shows only through GetExtendedAgentCard.
     pub fn card(&self, extended: bool) -> Value {
+        self.signer.0.sign(&self.unsigned(extended))
+    }
+
+    /// The card without its `signatures`: what they sign.
+    pub fn unsigned(&self, extended: bool) -> Value {
         let mut extensions = vec![json!({
             "params": {"methods": self.methods, "peerTasks": self.peer_tasks},
             "uri": DOOR_EXTENSION,
@@ -85,7 +118,7 @@ impl CardFacts {
             o.insert(
                 "securitySchemes".into(),
                 json!({BEARER_SCHEME: {"httpAuthSecurityScheme": {
-                    "description": "a token this door's runtime minted (the operator token, or a formation token for this member)",
+                    "description": BEARER_DESCRIPTION,
                     "scheme": "Bearer",
                 }}}),
             );
@@ -150,6 +183,7 @@ mod tests {
             network: vec!["localhost".into()],
             skills: vec![],
             input_modes: vec![],
+            signer: Signer(Arc::new(CardKey::from_seed(&[3; 32]))),
         }
     }
 
@@ -164,9 +198,16 @@ mod tests {
             r#""supportedInterfaces":[{"protocolBinding":"JSONRPC","protocolVersion":"1.0","url":"http://localhost:4242"}],"version":"1.2.0"}"#
         );
         assert_eq!(
-            serde_json::to_string(&facts(false).card(false)).expect("json"),
+            serde_json::to_string(&facts(false).unsigned(false)).expect("json"),
             want_public
         );
+        // The served card is that, signed by the door's key (A2A v1.0 §8.4).
+        let f = facts(false);
+        let signed = f.card(false);
+        assert_eq!(crate::card_sig::verify(&signed, &f.signer.0.public()), Ok(()));
+        let mut bare = signed.clone();
+        bare.as_object_mut().map(|o| o.remove("signatures"));
+        assert_eq!(bare, f.unsigned(false));
         let auth = facts(true);
         let public = auth.card(false);
         assert_eq!(public["capabilities"]["extendedAgentCard"], true);
@@ -186,7 +227,7 @@ mod tests {
             assert_eq!(
                 card["securitySchemes"],
                 json!({"bearer": {"httpAuthSecurityScheme": {
-                    "description": "a token this door's runtime minted (the operator token, or a formation token for this member)",
+                    "description": BEARER_DESCRIPTION,
                     "scheme": "Bearer",
                 }}})
             );

@@ -11,8 +11,11 @@ use super::card::CardFacts;
 use super::jsonrpc::{self, A2aError, Method, RpcError};
 use super::params::{Offer, history_length, parse_list, parse_offer, task_id};
 use super::push;
+use super::replay;
+use super::sse::Start;
 use super::view::TaskObject as _;
 use crate::tasks::{AnswerRefusal, Board, CancelResult, NewTask, Origin, Pinned, TaskSnapshot, TaskState, Trust};
+use crate::wire::replay::Since;
 
 /// Step 1 of the pipeline: where the request says its task comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,11 +54,11 @@ pub enum Reply {
     /// A Task object as the result (GetTask, CancelTask), written straight from the snapshot.
     Task(TaskSnapshot),
     Error(RpcError),
-    /// An SSE stream of this task (SendStreamingMessage, SubscribeToTask), opening with `first`
-    /// when given; `pin` keeps the task on the board until the stream has shown its end.
+    /// An SSE stream of this task (SendStreamingMessage, SubscribeToTask), starting at `start`;
+    /// `pin` keeps the task on the board until the stream has shown its end.
     Stream {
         task_id: String,
-        first: Option<TaskSnapshot>,
+        start: Start,
         pin: Pinned,
     },
 }
@@ -68,6 +71,8 @@ pub struct Call<'a> {
     pub traceparent: Option<String>,
     pub facts: &'a CardFacts,
     pub push: &'a super::push::Configs,
+    /// SubscribeToTask's `Last-Event-ID`, already read (docs/a2a.md, "Resuming a stream").
+    pub last_event_id: Option<u64>,
 }
 
 pub async fn dispatch(method: Method, params: &Map<String, Value>, call: &Call<'_>) -> Reply {
@@ -145,7 +150,7 @@ async fn reply_with(
     if streaming {
         return Ok(Reply::Stream {
             task_id: snap.id.clone(),
-            first: Some(snap),
+            start: Start::Task(Some(Box::new(snap))),
             pin,
         });
     }
@@ -253,14 +258,34 @@ fn subscribe(params: &Map<String, Value>, call: &Call<'_>) -> Result<Reply, RpcE
     // Pinned before it is looked at, so a live task cannot be forgotten before the stream ends.
     let pin = call.board.pin(id).ok_or_else(RpcError::too_many_open)?;
     let t = visible(call, id)?;
-    if t.state.is_terminal() {
-        return Err(A2aError::UnsupportedOperation.with(&[("taskId", id)]));
+    let terminal = || A2aError::UnsupportedOperation.with(&[("taskId", id)]);
+    let Some(after) = call.last_event_id else {
+        if t.state.is_terminal() {
+            return Err(terminal());
+        }
+        return Ok(Reply::Stream {
+            task_id: t.id,
+            start: Start::Task(None),
+            pin,
+        });
+    };
+    // A stream that reconnects: what it missed, if anything (a task that ended since is
+    // streamed to its end); a task that ended and owes it nothing is refused as any ended one.
+    let log = call.board.stream_log(id).ok_or_else(|| A2aError::task_not_found(id))?;
+    let mut log = crate::sync::lock(&log);
+    let now = replay::catch_up(call.board, id, &mut log, None).ok_or_else(|| A2aError::task_not_found(id))?;
+    match log.events.since(after) {
+        Since::Ahead => Err(RpcError::invalid_param(
+            "Last-Event-ID",
+            "names no event of this task's stream",
+        )),
+        Since::Events(missed) if missed.is_empty() && now.state.is_terminal() => Err(terminal()),
+        _ => Ok(Reply::Stream {
+            task_id: t.id,
+            start: Start::After(after),
+            pin,
+        }),
     }
-    Ok(Reply::Stream {
-        task_id: t.id,
-        first: None,
-        pin,
-    })
 }
 
 fn list_tasks(params: &Map<String, Value>, call: &Call<'_>) -> Result<Reply, RpcError> {

@@ -12,7 +12,8 @@
 //! - `methods` — SendMessage, GetTask, CancelTask, ListTasks, SubscribeToTask, the extended card;
 //! - `params` — those methods' params validated, SendMessage's parts framed as the task text;
 //! - `view` — a task as A2A shows it: the Task object, its status and artifact;
-//! - `sse` — streams for SendStreamingMessage and SubscribeToTask; `card` — the agent card;
+//! - `sse` — streams for SendStreamingMessage and SubscribeToTask; `replay` — one rendering of
+//!   each stream event and the per-task log streams resume from; `card` — the agent card;
 //! - `push` — the push-notification config methods and each config's webhook delivery;
 //! - `serve` — the HTTP/1.1 server: one thread that accepts and serves every connection;
 //! - `conn` — one connection's transport, with the head and write-stall bounds, and the
@@ -26,6 +27,7 @@ pub mod methods;
 pub mod params;
 pub mod pipeline;
 pub mod push;
+pub mod replay;
 pub mod serve;
 pub mod sse;
 pub mod view;
@@ -188,6 +190,9 @@ impl Door {
             network: config.network_allow.clone(),
             skills: config.skills.clone(),
             input_modes: config.input_modes.clone(),
+            signer: card::Signer(Arc::new(
+                crate::card_sig::CardKey::generate().map_err(|e| cannot(format!("no random card key: {e}")))?,
+            )),
         };
         let shared = web::Data::new(pipeline::Shared {
             board: Arc::clone(&board),

@@ -53,6 +53,7 @@ const TASK_ORIGIN: HeaderName = HeaderName::from_static("x-murmur-task-origin");
 const TASK_TRUST: HeaderName = HeaderName::from_static("x-murmur-task-trust");
 const A2A_VERSION: HeaderName = HeaderName::from_static("a2a-version");
 const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 
 fn header_str<'r>(req: &'r HttpRequest, name: &HeaderName) -> Option<&'r str> {
     req.headers().get(name).and_then(|v| v.to_str().ok())
@@ -137,15 +138,6 @@ pub async fn handle(req: HttpRequest, payload: web::Payload, shared: web::Data<S
         Err((id, e)) => return rpc_error(&id, &e),
     };
     let id = request.id;
-    // A2A v1.0 §9.4.2: a streaming method answers in event-stream form even when refused.
-    let streaming = matches!(request.method.as_str(), "SendStreamingMessage" | "SubscribeToTask");
-    let rpc_error = |id: &Value, e: &RpcError| {
-        if streaming {
-            sse::refusal(id, e)
-        } else {
-            rpc_error(id, e)
-        }
-    };
     // Step 9.
     let versions: Vec<&[u8]> = req.headers().get_all(&A2A_VERSION).map(|v| v.as_bytes()).collect();
     if !jsonrpc::version_ok(&versions) {
@@ -187,8 +179,17 @@ pub async fn handle(req: HttpRequest, payload: web::Payload, shared: web::Data<S
         Some(Value::Object(m)) => m,
         Some(_) => return rpc_error(&id, &RpcError::invalid_params()),
     };
+    // Read only where it means something: a reconnecting SubscribeToTask.
+    let last_event_id = match (method, req.headers().get(&LAST_EVENT_ID)) {
+        (Method::SubscribeToTask, Some(v)) => match crate::wire::replay::parse_last_event_id(v.as_bytes()) {
+            Ok(n) => n,
+            Err(e) => return rpc_error(&id, &RpcError::invalid_param("Last-Event-ID", e.why())),
+        },
+        _ => None,
+    };
     let call = Call {
         board: &shared.board,
+        last_event_id,
         caller: &caller,
         provenance,
         // Kept only when well-formed (55 bytes): it is recorded in the trace and handed to the
@@ -202,9 +203,10 @@ pub async fn handle(req: HttpRequest, payload: web::Payload, shared: web::Data<S
     match methods::dispatch(method, &params, &call).await {
         Reply::Result(v) => json_response(StatusCode::OK, &jsonrpc::result_value(&id, v)),
         Reply::Task(t) => bytes_response(jsonrpc::result_bytes(&id, &t.view(true))),
-        Reply::Error(e) if streaming => sse::refusal(&id, &e),
+        // A refusal before a stream starts is a plain JSON-RPC error, as for any method, so
+        // every SDK maps it to its typed error (docs/a2a.md, "Streaming errors").
         Reply::Error(e) => rpc_error(&id, &e),
-        Reply::Stream { task_id, first, pin } => sse::follow(&shared.board, task_id, first, pin, id),
+        Reply::Stream { task_id, start, pin } => sse::follow(&shared.board, task_id, start, pin, id),
     }
 }
 

@@ -1,7 +1,10 @@
 //! Server-sent events for SendStreamingMessage and SubscribeToTask
 //! (docs/reference/door.md#methods): first `{"task":Task}`, then `statusUpdate` / `artifactUpdate`
-//! as the task changes, and the stream closes after a terminal state. Changes that land between two
-//! polls are coalesced into the latest state, so a slow client never stalls the board.
+//! as the task changes, and the stream closes after a terminal state. Every event carries its id
+//! in the task's stream, and each stream reads the task's log (`replay`), so a stream that
+//! reconnects with `Last-Event-ID` resumes where it was. Changes that land between two looks are
+//! coalesced into the latest state, and a stream that falls behind the log gets the task as it
+//! stands, so a slow client never stalls the board.
 //!
 //! A model capsule's answer streams: while the task runs, the text its provider streams goes out
 //! as `artifactUpdate` chunks of the one `response` artifact (`append: true` after the first),
@@ -10,94 +13,111 @@
 //! call) is replaced by the next turn's (`append: false`).
 
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use actix_web::HttpResponse;
 use actix_web::http::header;
 use actix_web::web::Bytes;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::watch;
 
-use super::jsonrpc::{self, RpcError};
-use super::view::TaskObject as _;
-use crate::tasks::{Board, Pinned, TaskSnapshot, TaskState};
+use super::jsonrpc;
+use super::replay::{self, StreamEvent, closes, frame};
+use crate::sync::lock;
+use crate::tasks::{Board, Pinned, StreamLog, TaskSnapshot};
+use crate::wire::replay::Since;
+
+/// Where a stream starts.
+#[derive(Debug)]
+pub enum Start {
+    /// With the task: `Some` as the caller holds it (as SendStreamingMessage created it), else as
+    /// it stands at the first look. Boxed: the other start is a number.
+    Task(Option<Box<TaskSnapshot>>),
+    /// Right after event `N` of the task's stream (SubscribeToTask with `Last-Event-ID: N`).
+    After(u64),
+}
 
 struct Follow {
     board: Arc<Board>,
     task_id: String,
     request_id: Value,
     rx: watch::Receiver<u64>,
-    /// The snapshot to open with, when the caller holds it (the task as SendStreamingMessage
-    /// created it); otherwise the task as it stands at the first poll.
+    log: Arc<Mutex<StreamLog>>,
+    /// The task object to open with, while the stream has not opened.
     first: Option<TaskSnapshot>,
-    /// Change number of the last state sent; `None` before the snapshot.
-    sent: Option<u64>,
-    artifact_sent: bool,
-    /// The streamed answer text sent so far: its turn and the text (its bytes decide what a
-    /// final chunk must add or replace).
-    streamed: Option<(u32, String)>,
+    /// The last event of the task's log this stream has shown; `None` before it opened.
+    cursor: Option<u64>,
     done: bool,
     /// Keeps the task on the board until this stream is gone.
     _pin: Pinned,
 }
 
-/// An `artifactUpdate` carrying `text` as a piece of the `response` artifact.
-fn chunk(snap: &TaskSnapshot, text: &str, append: bool, last: bool) -> Value {
-    json!({"artifactUpdate": {
-        "append": append,
-        "artifact": {"artifactId": "response", "name": "response", "parts": [{"text": text}]},
-        "contextId": snap.context_id,
-        "lastChunk": last,
-        "taskId": snap.id,
-    }})
-}
-
-/// `data: {"id":…,"jsonrpc":"2.0","result":<StreamResponse>}\n\n`.
-fn event(request_id: &Value, result: Value) -> Vec<u8> {
-    let mut v = b"data: ".to_vec();
-    v.extend_from_slice(&jsonrpc::to_bytes(&jsonrpc::result_value(request_id, result)));
-    v.extend_from_slice(b"\n\n");
-    v
-}
-
 impl Follow {
-    /// The events owed for the task as it stands now, if any.
-    fn pending(&mut self, snap: &TaskSnapshot) -> Vec<u8> {
+    /// The events owed now, if any; `None` once the board has forgotten the task.
+    fn step(&mut self) -> Option<Vec<u8>> {
+        let log = Arc::clone(&self.log);
+        let mut log = lock(&log);
+        let snap = replay::catch_up(&self.board, &self.task_id, &mut log, self.first.take())?;
         let mut out = Vec::new();
-        match self.sent {
-            None => {
-                out.extend(event(&self.request_id, jsonrpc::object([("task", snap.to_json(true))])));
-                self.artifact_sent = snap.answer.is_some();
-            }
-            Some(c) if c != snap.changed => {
-                if !self.artifact_sent
-                    && let (Some(answer), Some((_, sent))) = (&snap.answer, &self.streamed)
-                {
-                    // Chunks went out: the last one completes them, or replaces them if the
-                    // answer is not what they began (should a turn's text not have been final).
-                    let (text, append) = match answer.strip_prefix(sent.as_str()) {
-                        Some(rest) => (rest, true),
-                        None => (answer.as_str(), false),
-                    };
-                    out.extend(event(&self.request_id, chunk(snap, text, append, true)));
-                    self.artifact_sent = true;
+        let resumed = match self.cursor {
+            None => Some(false),
+            Some(after) => match log.events.since(after) {
+                Since::Events(events) => {
+                    for e in events {
+                        out.extend(frame(e.seq, &self.request_id, &e.item.result));
+                        self.cursor = Some(e.seq);
+                        if e.item.terminal {
+                            self.board.mark_end_shown(&self.task_id);
+                        }
+                        if e.item.closes {
+                            self.done = true;
+                            break;
+                        }
+                    }
+                    None
                 }
-                if !self.artifact_sent
-                    && let Some(a) = snap.artifact_json()
-                {
-                    let upd = json!({"artifact": a, "contextId": snap.context_id, "taskId": snap.id});
-                    out.extend(event(&self.request_id, json!({"artifactUpdate": upd})));
-                    self.artifact_sent = true;
+                // What it missed is no longer kept: the task as it stands, marked.
+                Since::Gap => Some(true),
+                Since::Ahead => {
+                    self.done = true;
+                    None
                 }
-                let upd = json!({"contextId": snap.context_id, "status": snap.status_json(), "taskId": snap.id});
-                out.extend(event(&self.request_id, json!({"statusUpdate": upd})));
-            }
-            Some(_) => return out,
+            },
+        };
+        if let Some(resumed) = resumed {
+            out.extend(self.open(&log, &snap, resumed));
         }
-        self.sent = Some(snap.changed);
-        // An interrupted task ends the stream too (A2A v1.0): its caller answers with a new
-        // message, whose own reply or stream follows the task on.
-        self.done = snap.state.is_terminal() || snap.state == TaskState::InputRequired;
+        Some(out)
+    }
+
+    /// The task object as the stream's next event, labelled with the last event it covers, and
+    /// the answer text streamed so far, which no task object carries.
+    fn open(&mut self, log: &StreamLog, snap: &TaskSnapshot, resumed: bool) -> Vec<u8> {
+        let seq = log.events.last();
+        let task = StreamEvent::Task { task: snap, resumed };
+        let mut out = frame(
+            seq,
+            &self.request_id,
+            &jsonrpc::to_bytes(&replay::stream_response(task)),
+        );
+        if !closes(snap.state)
+            && !log.artifact_logged
+            && let Some((_, text)) = log.streamed.as_ref().filter(|(_, t)| !t.is_empty())
+        {
+            let chunk = StreamEvent::Chunk {
+                task: snap,
+                text,
+                append: false,
+                last: false,
+            };
+            out.extend(frame(
+                seq,
+                &self.request_id,
+                &jsonrpc::to_bytes(&replay::stream_response(chunk)),
+            ));
+        }
+        self.cursor = Some(seq);
+        self.done = closes(snap.state);
         if snap.state.is_terminal() {
             self.board.mark_end_shown(&snap.id);
         }
@@ -105,56 +125,45 @@ impl Follow {
     }
 
     async fn next(mut self) -> Option<(Result<Bytes, Infallible>, Follow)> {
-        if self.done {
-            return None;
-        }
         loop {
+            if self.done {
+                return None;
+            }
             // Mark the change seen before reading, so a change after the read wakes us.
             self.rx.borrow_and_update();
-            let snap = match self.first.take() {
-                Some(s) => s,
-                None => self.board.get(&self.task_id)?,
-            };
-            let mut out = self.pending(&snap);
-            if !self.done
-                && let Some(c) = self
-                    .board
-                    .streamed_since(&self.task_id, self.streamed.as_ref().map(|(t, s)| (*t, s.len())))
-            {
-                out.extend(event(&self.request_id, chunk(&snap, &c.text, c.append, false)));
-                match &mut self.streamed {
-                    Some((turn, sent)) if c.append && *turn == c.turn => sent.push_str(&c.text),
-                    slot => *slot = Some((c.turn, c.text)),
-                }
-            }
+            let out = self.step()?;
             if !out.is_empty() {
                 return Some((Ok(Bytes::from(out)), self));
             }
-            if self.rx.changed().await.is_err() {
+            if self.done || self.rx.changed().await.is_err() {
                 return None;
             }
         }
     }
 }
 
-/// The SSE response following a task, each event answering JSON-RPC request `request_id`. It
-/// opens with `first` when given, else with the task as it stands.
-pub fn follow(
-    board: &Arc<Board>,
-    task_id: String,
-    first: Option<TaskSnapshot>,
-    pin: Pinned,
-    request_id: Value,
-) -> HttpResponse {
+/// The SSE response following a task, each event answering JSON-RPC request `request_id` and
+/// carrying its id in the task's stream (docs/a2a.md, "Resuming a stream").
+pub fn follow(board: &Arc<Board>, task_id: String, start: Start, pin: Pinned, request_id: Value) -> HttpResponse {
+    let (first, cursor) = match start {
+        Start::Task(first) => (first.map(|b| *b), None),
+        Start::After(n) => (None, Some(n)),
+    };
+    let Some(log) = board.stream_log(&task_id) else {
+        // Forgotten between the method's look and now (it was pinned, so only at a close):
+        // the stream ends at once.
+        return HttpResponse::Ok()
+            .insert_header((header::CONTENT_TYPE, "text/event-stream"))
+            .finish();
+    };
     let f = Follow {
         board: Arc::clone(board),
         task_id,
         request_id,
         rx: board.changes(),
+        log,
         first,
-        sent: None,
-        artifact_sent: false,
-        streamed: None,
+        cursor,
         done: false,
         _pin: pin,
     };
@@ -162,22 +171,4 @@ pub fn follow(
         .insert_header((header::CONTENT_TYPE, "text/event-stream"))
         .insert_header((header::CACHE_CONTROL, "no-cache"))
         .streaming(futures_util::stream::unfold(f, Follow::next))
-}
-
-/// A streaming method (SendStreamingMessage, SubscribeToTask) refused before its stream starts.
-///
-/// A2A v1.0 §9.4.2 gives a streaming method's response as HTTP 200 with `Content-Type:
-/// text/event-stream` whose every `data:` is a JSON-RPC response object, and
-/// docs/reference/formation.md#how-the-launcher-waits gives an error as the JSON-RPC error
-/// response; so a refusal is that stream with one event, the error response, and then its end:
-/// `data: {"error":{…},"id":…,"jsonrpc":"2.0"}\n\n`. The official Python SDK's client raises the
-/// mapped A2A error for it (it reads an error response on any `data:` line).
-pub fn refusal(request_id: &Value, err: &RpcError) -> HttpResponse {
-    let mut body = b"data: ".to_vec();
-    body.extend_from_slice(&jsonrpc::to_bytes(&jsonrpc::error_value(request_id, err)));
-    body.extend_from_slice(b"\n\n");
-    HttpResponse::Ok()
-        .insert_header((header::CONTENT_TYPE, "text/event-stream"))
-        .insert_header((header::CACHE_CONTROL, "no-cache"))
-        .body(body)
 }

@@ -242,24 +242,13 @@ impl TestDoor {
     }
 
     /// A JSON-RPC call; asserts an HTTP 200 JSON reply with content-length and returns it parsed.
-    /// A refused streaming method answers with one event carrying the JSON-RPC error (A2A v1.0
-    /// §9.4.2); that event is returned.
+    /// A streaming method refused before its stream starts answers the same way (docs/a2a.md,
+    /// "Streaming errors"): only a refusal reaches here for those.
     fn rpc(&self, auth: Option<&str>, method: &str, params: Value) -> Value {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
         let h = self.post(auth, &[], &body);
         assert_eq!(h.status, 200, "{method}: {}", h.body);
         assert!(h.content_length.is_some(), "{method}: no content-length");
-        if matches!(method, "SendStreamingMessage" | "SubscribeToTask") {
-            assert_eq!(h.content_type.as_deref(), Some("text/event-stream"), "{method}");
-            let event = h.body.strip_prefix("data: ").and_then(|b| b.strip_suffix("\n\n"));
-            let v: Value = serde_json::from_str(event.unwrap_or_default()).expect("one JSON event");
-            assert!(
-                v.get("error").is_some(),
-                "{method}: a refusal, not a stream: {}",
-                h.body
-            );
-            return v;
-        }
         assert_eq!(h.content_type.as_deref(), Some("application/json"));
         serde_json::from_str(&h.body).expect("json reply")
     }
@@ -349,13 +338,16 @@ fn card_is_public_and_extended_card_needs_a_token() {
             r#"{{"capabilities":{{"extendedAgentCard":true,"extensions":[{{"params":{{"methods":["SendMessage","SendStreamingMessage","GetTask","ListTasks","CancelTask","SubscribeToTask","GetExtendedAgentCard","CreateTaskPushNotificationConfig","GetTaskPushNotificationConfig","ListTaskPushNotificationConfigs","DeleteTaskPushNotificationConfig"],"peerTasks":true}},"uri":"https://docs.murmur.nexus/reference/agent-card/#murmur-door-v1"}}],"pushNotifications":true,"streaming":true}},"#,
             r#""defaultInputModes":["text/plain","application/json"],"defaultOutputModes":["text/plain"],"description":"writes code","name":"local/coder","#,
             r#""securityRequirements":[{{"schemes":{{"bearer":{{"list":[]}}}}}}],"#,
-            r#""securitySchemes":{{"bearer":{{"httpAuthSecurityScheme":{{"description":"a token this door's runtime minted (the operator token, or a formation token for this member)","scheme":"Bearer"}}}}}},"#,
+            r#""securitySchemes":{{"bearer":{{"httpAuthSecurityScheme":{{"description":"minted by this door's runtime: for its operator, or for a formation member that may call it","scheme":"Bearer"}}}}}},"#,
             r#""skills":[{{"description":"writes code","id":"coder","name":"local/coder","tags":["coder"]}}],"#,
             r#""supportedInterfaces":[{{"protocolBinding":"JSONRPC","protocolVersion":"1.0","url":"http://localhost:{}"}}],"version":"1.2.0"}}"#
         ),
         port
     );
-    assert_eq!(card.body, want);
+    assert_eq!(strip_signatures(&card.body), want);
+    let signed: Value = serde_json::from_str(&card.body).expect("card json");
+    let key = crate::card_sig::named_key(&signed).expect("the card names its key");
+    assert_eq!(crate::card_sig::verify(&signed, &key), Ok(()));
     // A bad token does not matter to the card.
     let card2 = response(
         agent()
@@ -363,7 +355,7 @@ fn card_is_public_and_extended_card_needs_a_token() {
             .set("authorization", "Bearer nope")
             .call(),
     );
-    assert_eq!(card2.body, want);
+    assert_eq!(card2.body, card.body);
 
     let ext = d.rpc(Some(&d.op()), "GetExtendedAgentCard", json!({}));
     let exts = &ext["result"]["capabilities"]["extensions"];
@@ -1456,4 +1448,116 @@ impl Board {
         }
         panic!("board never became idle");
     }
+}
+
+/// A card's bytes without its `signatures` member (A2A v1.0 §8.4: they sign the rest), which
+/// differ per door as each signs with a key of its own.
+fn strip_signatures(card: &str) -> String {
+    let Some(at) = card.find(r#""signatures":["#) else {
+        return card.to_string();
+    };
+    let end = card[at..].find(']').map_or(card.len(), |e| at + e + 1);
+    let end = if card[end..].starts_with(',') { end + 1 } else { end };
+    format!("{}{}", &card[..at], &card[end..])
+}
+
+/// A2A v1.0 §8.4 (docs/reference/door.md#agent-card): the launcher's readiness probe learns the
+/// key a member signs its card with from the member's own door, and hands it to the member's
+/// callers; with that key the card verifies, and a card with one byte changed does not.
+#[test]
+fn the_probe_learns_the_card_key_and_a_changed_byte_fails() {
+    let d = start(config(Acceptance::Queue, 2, true));
+    let reported = crate::readiness::Reported {
+        session_id: SES.into(),
+        url: format!("http://{}", d.url),
+        pid: None,
+        workdir: None,
+        operator_token: d.operator.clone(),
+    };
+    let probed = actix_rt::System::new().block_on(async {
+        let client = awc::Client::default();
+        crate::launcher::probe::probe_once(&client, &reported, std::time::Duration::from_secs(5)).await
+    });
+    let Ok(crate::launcher::probe::Probed::Ready(Some(handed))) = probed else {
+        panic!("the probe found no card key: {probed:?}");
+    };
+    let key = crate::card_sig::CardVerifyKey::from_b64(&handed).expect("a key");
+    let handed_on = crate::channel::address_line(&[crate::channel::Address {
+        name: "coder".into(),
+        url: reported.url.clone(),
+        door: None,
+        card_key: Some(handed.clone()),
+    }]);
+    let read = crate::channel::parse_address_line(&handed_on).expect("an address line");
+    assert_eq!(read.addresses[0].card_key.as_deref(), Some(handed.as_str()));
+
+    for text in [
+        response(agent().get(&d.http_url("/.well-known/agent-card.json")).call()).body,
+        d.rpc(Some(&d.op()), "GetExtendedAgentCard", json!({}))["result"].to_string(),
+    ] {
+        let card: Value = serde_json::from_str(&text).expect("card");
+        assert_eq!(crate::card_sig::verify(&card, &key), Ok(()), "{text}");
+        let changed = text.replacen("writes code", "writes cone", 1);
+        let changed: Value = serde_json::from_str(&changed).expect("card");
+        assert_eq!(
+            crate::card_sig::verify(&changed, &key),
+            Err(crate::card_sig::CardSigError::Mismatch)
+        );
+    }
+    // Another door's key does not verify this door's card.
+    let other = start(config(Acceptance::Queue, 2, false));
+    let theirs: Value =
+        serde_json::from_str(&response(agent().get(&other.http_url("/.well-known/agent-card.json")).call()).body)
+            .expect("card");
+    assert_eq!(
+        crate::card_sig::verify(&theirs, &key),
+        Err(crate::card_sig::CardSigError::OtherKey)
+    );
+}
+
+/// docs/a2a.md "Resuming a stream": a `Last-Event-ID` whose events the task's log no longer holds
+/// gets the task as it stands first, marked `metadata.murmur.resumed`, then the live stream.
+#[test]
+fn a_resume_past_the_log_gets_a_marked_snapshot() {
+    let d = start(config(Acceptance::Queue, 2, true));
+    let id = d.send(Some(&d.op()), "hold", true)["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    d.wait_state(&id, TaskState::Working);
+    // More notes than the log keeps, each seen by a stream, so each is logged.
+    let log = d.board.stream_log(&id).expect("a log");
+    for i in 0..crate::wire::replay::LOG_EVENTS + 5 {
+        d.board.set_working(&id, Some(&format!("note {i}")));
+        let mut l = crate::sync::lock(&log);
+        replay_catch_up(&d.board, &id, &mut l);
+    }
+    let last = crate::sync::lock(&log).events.last();
+    let body = json!({"id": "s1", "jsonrpc": "2.0", "method": "SubscribeToTask", "params": {"id": id}}).to_string();
+    let resp = agent()
+        .post(&d.http_url("/"))
+        .set("content-type", "application/json")
+        .set("A2A-Version", "1.0")
+        .set("authorization", &d.op())
+        .set("Last-Event-ID", "1")
+        .send_string(&body)
+        .expect("a stream");
+    let mut reader = BufReader::new(resp.into_reader());
+    let mut head = String::new();
+    reader.read_line(&mut head).expect("a line");
+    assert_eq!(head, format!("id: {last}\n"));
+    let mut data = String::new();
+    reader.read_line(&mut data).expect("a line");
+    let event: Value = serde_json::from_str(data.trim_start_matches("data: ")).expect("json");
+    let task = &event["result"]["task"];
+    assert_eq!(task["metadata"]["murmur"]["resumed"], "snapshot", "{event}");
+    assert_eq!(
+        task["status"]["message"]["parts"][0]["text"],
+        format!("note {}", crate::wire::replay::LOG_EVENTS + 4)
+    );
+    d.release.notify_one();
+}
+
+fn replay_catch_up(board: &Board, id: &str, log: &mut tasks::StreamLog) {
+    super::replay::catch_up(board, id, log, None).expect("the task");
 }

@@ -51,6 +51,8 @@ pub struct FormationActor {
     ready: Vec<Option<(Reported, u32)>>,
     /// Each ready peer's door as the launcher vouches for it to its callers.
     doors: Vec<Option<DoorIdentity>>,
+    /// Each ready peer's card key, as its probe learned it, handed to its callers.
+    card_keys: Vec<Option<String>>,
     /// Peers whose process ended while the formation went on: withdrawn from their callers.
     gone: Vec<bool>,
     /// Every member's pipes, created before any spawn; taken as each member starts.
@@ -78,6 +80,7 @@ impl FormationActor {
             peers: vec![None; n],
             ready: vec![None; n],
             doors: vec![None; n],
+            card_keys: vec![None; n],
             gone: vec![false; n],
             pipes: Vec::new(),
             first_lines: vec![String::new(); n],
@@ -255,6 +258,7 @@ impl FormationActor {
                     name: self.plan.members[c].name.clone(),
                     url: r.url.clone(),
                     door: self.doors[c].clone(),
+                    card_key: self.card_keys[c].clone(),
                 })
             })
             .collect();
@@ -396,6 +400,8 @@ pub struct PeerReady {
     pub pid: u32,
     /// Its door's socket and process, when it serves one.
     pub door: Option<DoorIdentity>,
+    /// The key its card is signed with, when it is.
+    pub card_key: Option<String>,
 }
 
 impl Handler<PeerReady> for FormationActor {
@@ -406,6 +412,7 @@ impl Handler<PeerReady> for FormationActor {
             .show(&self.plan.members[msg.index].name, report::PeerState::Ready);
         self.ready[msg.index] = Some((msg.readiness, msg.pid));
         self.doors[msg.index] = msg.door;
+        self.card_keys[msg.index] = msg.card_key;
         self.maybe_start_entry(ctx);
     }
 }

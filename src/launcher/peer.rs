@@ -244,14 +244,15 @@ impl PeerActor {
                 prefix,
             )
             .await;
-            ready.map(|r| (r, door))
+            ready.map(|(r, card_key)| (r, door, card_key))
         };
         ctx.spawn(fut.into_actor(self).map(move |outcome, act, _| match outcome {
-            Ok((readiness, door)) => act.formation.do_send(PeerReady {
+            Ok((readiness, door, card_key)) => act.formation.do_send(PeerReady {
                 index: act.index,
                 readiness,
                 pid,
                 door,
+                card_key,
             }),
             Err(reason) => act.fail(reason),
         }));
@@ -507,7 +508,8 @@ fn tail_text(tail: &Mutex<VecDeque<String>>) -> String {
 }
 
 /// Reads the readiness line, then probes the door until it answers as the reported session:
-/// through `door`'s socket, served by the peer's own process, when the peer serves one.
+/// through `door`'s socket, served by the peer's own process, when the peer serves one. Also
+/// returns the key its card is signed with, learned from that process (see `probe`).
 #[allow(clippy::too_many_arguments)]
 async fn await_ready(
     stdout: tokio::process::ChildStdout,
@@ -518,7 +520,7 @@ async fn await_ready(
     deadline: Instant,
     tail: Arc<Mutex<VecDeque<String>>>,
     prefix: String,
-) -> Result<Reported, String> {
+) -> Result<(Reported, Option<String>), String> {
     let t = Timing::get();
     let budget = t.peer_readiness.as_secs();
     let mut reader = BufReader::new(stdout);
@@ -585,8 +587,8 @@ async fn await_ready(
             ));
         }
         match probe::probe_once(&client, &ready, t.probe_read).await {
-            Ok(true) => return Ok(ready),
-            Ok(false) => last = "it answered as another session".into(),
+            Ok(probe::Probed::Ready(card_key)) => return Ok((ready, card_key)),
+            Ok(probe::Probed::Other) => last = "it answered as another session".into(),
             Err(e) => last = e,
         }
         tokio::select! {

@@ -24,11 +24,29 @@ pub fn card_session_id(card: &Value) -> Option<&str> {
         .as_str()
 }
 
-/// One probe of a door: `Ok(true)` when it answers as `session_id`, `Ok(false)` when it answers
-/// as someone else, `Err` with what went wrong otherwise.
+/// What a probe that got a card found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Probed {
+    /// The door answers as the reported session; its card is signed by this key (base64url),
+    /// when it is signed and verifies under the key it names (docs/reference/door.md#agent-card).
+    Ready(Option<String>),
+    /// The door answers as another session.
+    Other,
+}
+
+/// The key a card is signed with, when the card names one and verifies under it. Whom it belongs
+/// to is the probe's to know: the card came from the vouched process, over its own socket.
+pub fn card_key(card: &Value) -> Option<String> {
+    let key = crate::card_sig::named_key(card)?;
+    crate::card_sig::verify(card, &key).ok()?;
+    Some(key.to_b64())
+}
+
+/// One probe of a door: whether it answers as `session_id` (and with which card key), `Err`
+/// with what went wrong otherwise.
 /// The door is dialled at 127.0.0.1, never at a resolved `localhost` (see
 /// [`channel::door_socket`]): the operator token must reach exactly the socket the door bound.
-pub async fn probe_once(client: &awc::Client, ready: &Reported, read_timeout: Duration) -> Result<bool, String> {
+pub async fn probe_once(client: &awc::Client, ready: &Reported, read_timeout: Duration) -> Result<Probed, String> {
     let Some(addr) = channel::door_socket(&ready.url) else {
         return Err(format!(
             "it reported the door address {}, which is not http://localhost:<port>",
@@ -63,7 +81,10 @@ pub async fn probe_once(client: &awc::Client, ready: &Reported, read_timeout: Du
             resp.json().limit(1 << 20).await.map_err(|e| e.to_string())?
         }
     };
-    Ok(card_session_id(&card) == Some(ready.session_id.as_str()))
+    if card_session_id(&card) != Some(ready.session_id.as_str()) {
+        return Ok(Probed::Other);
+    }
+    Ok(Probed::Ready(card_key(&card)))
 }
 
 #[cfg(test)]

@@ -14,12 +14,14 @@
 use crate::sync::lock;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use chrono::{DateTime, SubsecRound, Utc};
 use tokio::sync::watch;
 
 use super::retention::{Books, Retention};
+use super::stream_log::StreamLog;
 use super::types::{
     AnswerChunk, AnswerRefusal, Asked, BoardEvent, CONTEXT_BYTES, CONTEXT_TURNS, CancelResult, Clock, ContextTurn,
     HISTORY_MESSAGES, HistoryMessage, HistoryText, InputOutcome, ListPage, ListQuery, NewTask, Role, TaskSnapshot,
@@ -100,6 +102,11 @@ struct Entry {
     question: Option<tokio::sync::oneshot::Sender<String>>,
     /// When the open question was asked.
     asked_at: Option<std::time::Instant>,
+    /// The events the task's streams sent (docs/a2a.md, "Resuming a stream"); the door locks it
+    /// before it reads the board, never the other way round.
+    log: Arc<Mutex<StreamLog>>,
+    /// What `log` holds, for the books.
+    log_bytes: Arc<AtomicUsize>,
 }
 
 /// A running task's streamed answer text: that of one turn (a later turn's starts over).
@@ -143,6 +150,7 @@ fn footprint(e: &Entry) -> usize {
         + opt(&s.owner)
         + below
         + e.text.len()
+        + e.log_bytes.load(Ordering::Relaxed)
         + s.history
             .iter()
             .map(|m| {
@@ -521,7 +529,10 @@ impl Board {
             if pinned {
                 st.books.charge_pin(pin_charge);
             }
+            let log_bytes = Arc::new(AtomicUsize::new(0));
             let entry = Entry {
+                log: Arc::new(Mutex::new(StreamLog::new(st.seq, Arc::clone(&log_bytes)))),
+                log_bytes,
                 snap: snap.clone(),
                 text,
                 created: st.seq,
@@ -945,6 +956,12 @@ impl Board {
 
     pub fn get(&self, task_id: &str) -> Option<TaskSnapshot> {
         self.lock().tasks.get(task_id).map(|e| e.snap.clone())
+    }
+
+    /// The log of the events the task's streams sent, while the board keeps the task. Lock it
+    /// before reading the board (`get`, `streamed_since`), never while holding anything of it.
+    pub fn stream_log(&self, task_id: &str) -> Option<Arc<Mutex<StreamLog>>> {
+        self.lock().tasks.get(task_id).map(|e| Arc::clone(&e.log))
     }
 
     /// Every task still on the board, most recent status change first.

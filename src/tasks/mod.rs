@@ -7,7 +7,9 @@
 //! - `board` — the one owner of task state: admission per lifecycle, the FIFO the executor
 //!   drains, cancellation, pins, history and context exchanges, ListTasks;
 //! - `retention` — how many ended tasks and bytes a board keeps and pins, and which to forget:
-//!   books of ids and sizes the board consults, so it never grows for the session's life.
+//!   books of ids and sizes the board consults, so it never grows for the session's life;
+//! - `stream_log` — the events a task's streams sent, kept with the task for streams that
+//!   resume.
 //!
 //! Task states, trust, origins, outcomes and the refusal texts are pure, and the core's
 //! (`mur_core::task`).
@@ -15,11 +17,13 @@
 pub mod ask;
 pub mod board;
 pub mod retention;
+pub mod stream_log;
 pub mod types;
 
 pub use ask::Asker;
 pub use board::{Board, Cancel, Pinned, Work};
 pub use retention::{KEEP_ENDED_BYTES, KEEP_ENDED_TASKS, Retention};
+pub use stream_log::{LoggedEvent, StreamLog};
 pub use types::{
     AnswerChunk, AnswerRefusal, Asked, BoardEvent, CONTEXT_BYTES, CONTEXT_TURNS, CancelResult, Clock, ContextTurn,
     HISTORY_MESSAGES, HistoryMessage, HistoryText, InputOutcome, ListPage, ListQuery, NewTask, Role, TaskSnapshot,

@@ -1,7 +1,7 @@
 //! The door against the A2A v1.0 specification (a2aproject/A2A `specification/a2a.proto` and
 //! `docs/specification.md`) where it goes beyond docs/reference/door.md: parts other than text, a
 //! complete agent card, the card's security scheme, and streaming methods refused before their
-//! stream. Each test names the A2A sections it checks; docs/a2a.md says where the door goes beyond
+//! stream, with the official Python and JS SDKs' clients. Each test names the A2A sections it checks; docs/a2a.md says where the door goes beyond
 //! docs/reference/door.md because of them.
 
 use std::io::{Read, Write};
@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use crate::door::{AUTH, Door, install, serve};
 use crate::support::provider::{Provider, Reply, openai};
 use crate::support::python::python_with;
+use crate::support::toolchains::node_with;
 use crate::support::{Sandbox, repo_root, stderr};
 
 /// The pins the interop scripts are written against.
@@ -276,14 +277,12 @@ fn raw_exchange(d: &Door, auth: &str, body: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// A2A v1.0 §9.4.2 (JSON-RPC binding, SendStreamingMessage; §9.4.6 SubscribeToTask: "same format
-/// as SendStreamingMessage"): a streaming method's response is HTTP 200 with `Content-Type:
-/// text/event-stream` whose `data:` lines are JSON-RPC response objects, and
-/// docs/reference/formation.md#how-the-launcher-waits gives an error as the JSON-RPC error
-/// response. So a streaming method refused before its stream starts answers with exactly one event
-/// carrying that error, then ends; a non-streaming method keeps its JSON reply.
+/// A streaming method refused before its stream starts (docs/a2a.md, "Streaming errors") answers
+/// as every other method does: `application/json`, the JSON-RPC error response (A2A v1.0 §9.5), as
+/// the official Python SDK's server does, so every SDK's client maps it to its typed error (the
+/// JS SDK 1.3 raises only a generic error for an error inside an event stream).
 #[test]
-fn streaming_methods_refused_before_the_stream_answer_as_an_event_stream() {
+fn streaming_methods_refused_before_the_stream_answer_with_a_json_error() {
     let sb = Sandbox::new();
     sb.install_actor("echo");
     let d = Door::start(&sb, "echo", &[]);
@@ -329,13 +328,13 @@ fn streaming_methods_refused_before_the_stream_answer_as_an_event_stream() {
         let head = head.to_ascii_lowercase();
         assert!(head.starts_with("http/1.1 200 ok\r\n"), "{request}: {head}");
         assert!(
-            head.contains("\r\ncontent-type: text/event-stream\r\n"),
+            head.contains("\r\ncontent-type: application/json\r\n"),
             "{request}: {head}"
         );
-        assert_eq!(body, format!("data: {error}\n\n"), "{request}");
+        assert_eq!(body, error, "{request}");
     }
 
-    // The same refusal of a non-streaming method is a plain JSON reply.
+    // The same refusal of a non-streaming method is the same reply.
     let get = json!({"id": "s1", "jsonrpc": "2.0", "method": "GetTask", "params": {"id": "tsk_nope"}});
     let response = raw_exchange(&d, &op, &get.to_string());
     let (head, body) = response.split_once("\r\n\r\n").expect("a head");
@@ -354,7 +353,8 @@ fn streaming_methods_refused_before_the_stream_answer_as_an_event_stream() {
 /// bearer scheme from the card (§4.4.1), sends a data part and a declared file part (§4.1.6) and
 /// sees the framed task text come back, and raises the mapped error type
 /// (docs/reference/codes.md#w-ros-001) for streaming methods refused before their stream starts
-/// (§9.4.2): ContentTypeNotSupportedError, TaskNotFoundError, UnsupportedOperationError.
+/// (docs/a2a.md, "Streaming errors"): ContentTypeNotSupportedError, TaskNotFoundError,
+/// UnsupportedOperationError.
 #[test]
 fn the_official_sdk_sends_parts_and_reads_refused_streams() {
     let py = python_with(A2A_SDK, "a2a.client, a2a.types.a2a_pb2, httpx");
@@ -379,6 +379,38 @@ fn the_official_sdk_sends_parts_and_reads_refused_streams() {
         out.status.code(),
         Some(0),
         "a2a_parts_check.py failed\n--- stdout\n{so}\n--- stderr\n{se}"
+    );
+    assert!(so.contains("checks passed"), "{so}");
+}
+
+/// The official A2A JS SDK client (@a2a-js/sdk 1.3.0) against a real door (docs/a2a.md,
+/// "Streaming errors"): `resubscribeTask` on a task that just finished raises the SDK's
+/// `UnsupportedOperationError`, on an unknown task its `TaskNotFoundError`, and a stream whose
+/// events carry ids reads to its end.
+#[test]
+fn the_js_sdk_raises_its_typed_errors_for_refused_streams() {
+    let prefix = node_with(&["@a2a-js/sdk@1.3.0"]);
+    let sb = Sandbox::new();
+    sb.install_actor("echo");
+    let d = Door::start(&sb, "echo", &[]);
+    let token = d.op().trim_start_matches("Bearer ").to_string();
+    // ES modules resolve packages from the script's own directory: a copy of it beside the
+    // provisioned node_modules, named for this sandbox.
+    let script = prefix.join(format!("a2a_js_streams_check.{}.mjs", std::process::id()));
+    std::fs::copy(repo_root().join("tests/interop/a2a_js_streams_check.mjs"), &script).expect("copy the script");
+    let out = Command::new("node")
+        .arg(&script)
+        .arg(format!("http://{}", d.local_url()))
+        .arg(token)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run node");
+    let _ = std::fs::remove_file(&script);
+    let (so, se) = (String::from_utf8_lossy(&out.stdout), stderr(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "a2a_js_streams_check.mjs failed\n--- stdout\n{so}\n--- stderr\n{se}"
     );
     assert!(so.contains("checks passed"), "{so}");
 }

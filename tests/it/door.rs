@@ -75,8 +75,7 @@ pub(crate) struct Http {
 }
 
 impl Http {
-    /// The body as JSON; of a one-event stream (a refused streaming method, A2A v1.0 §9.4.2),
-    /// that event.
+    /// The body as JSON; of a stream of one event, that event's data.
     pub(crate) fn json(&self) -> Value {
         let body = match self.content_type.as_deref() {
             Some("text/event-stream") => self
@@ -599,16 +598,10 @@ fn plain_error(id: &str, code: i32, message: &str) -> String {
     format!(r#"{{"error":{{"code":{code},"message":"{message}"}},"id":{id},"jsonrpc":"2.0"}}"#)
 }
 
-/// Asserts a JSON-RPC reply: HTTP 200, JSON, content-length, exactly `body`. A refused streaming
-/// method answers with the same reply as the one event of an event stream (A2A v1.0 §9.4.2;
-/// tests/it/a2a.rs pins which methods do).
+/// Asserts a JSON-RPC reply: HTTP 200, JSON, content-length, exactly `body`. A streaming method
+/// refused before its stream starts answers the same way (docs/a2a.md, "Streaming errors").
 #[track_caller]
 fn assert_rpc(h: &Http, body: &str) {
-    if h.content_type.as_deref() == Some("text/event-stream") {
-        let event = format!("data: {body}\n\n");
-        assert_eq!((h.status, h.body.as_str()), (200, event.as_str()));
-        return;
-    }
     assert_eq!((h.status, h.body.as_str()), (200, body));
     assert_eq!(h.content_type.as_deref(), Some("application/json"));
     assert_eq!(h.content_length.as_deref(), Some(body.len().to_string().as_str()));
@@ -686,7 +679,7 @@ fn the_card_is_public_and_the_extended_card_needs_a_valid_token() {
     );
     let card = |extensions: &str| {
         format!(
-            r#"{{"capabilities":{{"extendedAgentCard":true,"extensions":[{extensions}],"pushNotifications":true,"streaming":true}},"defaultInputModes":["text/plain","application/json"],"defaultOutputModes":["text/plain"],"description":"local/echo@0.1.0","name":"local/echo","securityRequirements":[{{"schemes":{{"bearer":{{"list":[]}}}}}}],"securitySchemes":{{"bearer":{{"httpAuthSecurityScheme":{{"description":"a token this door's runtime minted (the operator token, or a formation token for this member)","scheme":"Bearer"}}}}}},"skills":[{{"description":"local/echo@0.1.0","id":"echo","name":"local/echo","tags":["echo"]}}],"supportedInterfaces":[{{"protocolBinding":"JSONRPC","protocolVersion":"1.0","url":"http://{port_url}"}}],"version":"0.1.0"}}"#
+            r#"{{"capabilities":{{"extendedAgentCard":true,"extensions":[{extensions}],"pushNotifications":true,"streaming":true}},"defaultInputModes":["text/plain","application/json"],"defaultOutputModes":["text/plain"],"description":"local/echo@0.1.0","name":"local/echo","securityRequirements":[{{"schemes":{{"bearer":{{"list":[]}}}}}}],"securitySchemes":{{"bearer":{{"httpAuthSecurityScheme":{{"description":"minted by this door's runtime: for its operator, or for a formation member that may call it","scheme":"Bearer"}}}}}},"skills":[{{"description":"local/echo@0.1.0","id":"echo","name":"local/echo","tags":["echo"]}}],"supportedInterfaces":[{{"protocolBinding":"JSONRPC","protocolVersion":"1.0","url":"http://{port_url}"}}],"version":"0.1.0"}}"#
         )
     };
 
@@ -694,9 +687,9 @@ fn the_card_is_public_and_the_extended_card_needs_a_valid_token() {
     let public = card(&door_ext);
     for auth in [None, Some("Bearer nonsense"), Some("Basic x")] {
         let h = d.get("/.well-known/agent-card.json", auth);
-        assert_eq!((h.status, h.body.as_str()), (200, public.as_str()), "{auth:?}");
+        assert_eq!((h.status, strip_signatures(&h.body)), (200, public.clone()), "{auth:?}");
         assert_eq!(h.content_type.as_deref(), Some("application/json"));
-        assert_eq!(h.content_length, Some(public.len().to_string()));
+        assert_eq!(h.content_length, Some(h.body.len().to_string()));
     }
 
     // The extended card needs a token, and then carries the capsule extension.
@@ -707,7 +700,13 @@ fn the_card_is_public_and_the_extended_card_needs_a_valid_token() {
         r#"{{"id":1,"jsonrpc":"2.0","result":{}}}"#,
         card(&format!("{door_ext},{capsule_ext}"))
     );
-    assert_rpc(&ext, &want);
+    assert_eq!((ext.status, strip_signatures(&ext.body)), (200, want));
+    // Signed (A2A v1.0 §8.4), by the key the public card names too.
+    let signed = ext.json()["result"].clone();
+    let key = mur::card_sig::named_key(&signed).expect("the card names its key");
+    assert_eq!(mur::card_sig::verify(&signed, &key), Ok(()));
+    let public: Value = serde_json::from_str(&d.get("/.well-known/agent-card.json", None).body).expect("card");
+    assert_eq!(mur::card_sig::named_key(&public), Some(key));
 
     // A public door shows everything on its public card and has no extended card.
     let p = Door::start(&sb, "open", &[]);
@@ -718,7 +717,10 @@ fn the_card_is_public_and_the_extended_card_needs_a_valid_token() {
         p.session_id(),
         p.local_url()
     );
-    assert_eq!(p.get("/.well-known/agent-card.json", None).body, want);
+    assert_eq!(
+        strip_signatures(&p.get("/.well-known/agent-card.json", None).body),
+        want
+    );
     let h = p.call(Some("Bearer whatever"), "GetExtendedAgentCard", json!({}));
     assert_rpc(&h, &unsupported(r#"{"method":"GetExtendedAgentCard"}"#));
 }
@@ -2181,4 +2183,15 @@ fn the_door_keeps_serving_while_requests_come_from_several_threads() {
     }
     assert!(started.elapsed() < SETTLE, "{:?}", started.elapsed());
     assert_eq!(d.rpc(Some(&op), "ListTasks", json!({}))["result"]["totalSize"], 20);
+}
+
+/// A card's bytes without its `signatures` member (A2A v1.0 §8.4: they sign the rest), which
+/// differ per door as each signs with a key of its own.
+fn strip_signatures(card: &str) -> String {
+    let Some(at) = card.find(r#""signatures":["#) else {
+        return card.to_string();
+    };
+    let end = card[at..].find(']').map_or(card.len(), |e| at + e + 1);
+    let end = if card[end..].starts_with(',') { end + 1 } else { end };
+    format!("{}{}", &card[..at], &card[end..])
 }

@@ -1247,6 +1247,7 @@ fn a_member_calls_its_callee_through_its_channel() {
             name: "worker".into(),
             url: worker.url(),
             door: None,
+            card_key: None,
         }]),
     ];
     let lead_dir = sb.path("lead");

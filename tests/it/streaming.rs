@@ -489,3 +489,175 @@ fn mur_send_prints_a_replaced_turn_and_then_the_answer() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "Handing out the work.\nThe answer.\n");
 }
+
+/// An event stream read with each event's id (docs/a2a.md, "Resuming a stream").
+struct IdSse(Box<dyn BufRead + Send>);
+
+impl IdSse {
+    /// `method` as a raw HTTP client, with `Last-Event-ID` when given.
+    fn open(d: &Door, op: &str, method: &str, params: Value, last: Option<&str>) -> IdSse {
+        let body = json!({"id": "s1", "jsonrpc": "2.0", "method": method, "params": params}).to_string();
+        let mut r = ureq::AgentBuilder::new()
+            .timeout(std::time::Duration::from_secs(30))
+            .build()
+            .post(&d.url("/"))
+            .set("content-type", "application/json")
+            .set("A2A-Version", "1.0")
+            .set("authorization", op);
+        if let Some(last) = last {
+            r = r.set("Last-Event-ID", last);
+        }
+        let resp = r.send_string(&body).unwrap_or_else(|e| panic!("{method}: {e}"));
+        assert_eq!(resp.header("content-type"), Some("text/event-stream"), "{method}");
+        IdSse(Box::new(BufReader::new(resp.into_reader())))
+    }
+
+    /// The next event's id and data; `None` at the end of the stream.
+    fn next(&mut self) -> Option<(u64, Value)> {
+        let (mut id, mut data) = (None, None);
+        loop {
+            let mut line = String::new();
+            if self.0.read_line(&mut line).expect("sse line") == 0 {
+                return None;
+            }
+            let line = line.trim_end_matches('\n');
+            if line.is_empty() {
+                if let Some(data) = data.take() {
+                    return Some((id.expect("every event carries an id"), data));
+                }
+            } else if let Some(v) = line.strip_prefix("id: ") {
+                id = Some(v.parse().expect("a numeric event id"));
+            } else if let Some(v) = line.strip_prefix("data: ") {
+                data = Some(serde_json::from_str(v).expect("event json"));
+            }
+        }
+    }
+
+    /// Events until one satisfies `until` (included).
+    fn until(&mut self, until: impl Fn(&Value) -> bool) -> Vec<(u64, Value)> {
+        let mut out = Vec::new();
+        loop {
+            let e = self.next().expect("the stream ended early");
+            let stop = until(&e.1);
+            out.push(e);
+            if stop {
+                return out;
+            }
+        }
+    }
+
+    fn rest(mut self) -> Vec<(u64, Value)> {
+        std::iter::from_fn(|| self.next()).collect()
+    }
+}
+
+/// docs/a2a.md "Resuming a stream": every event a door streams carries the task's sequence number
+/// as its SSE `id`; a SubscribeToTask that reconnects with `Last-Event-ID` gets exactly the events
+/// it missed, then the live stream, so a subscriber that drops mid-answer and comes back sees each
+/// event of the task once, in order, the same events a client that never dropped saw. Through a
+/// raw HTTP client (the A2A SDKs' clients send no `Last-Event-ID`), with the provider holding the
+/// answer at gates (a handshake, not timing).
+#[test]
+fn a_subscriber_that_reconnects_with_last_event_id_sees_every_event_once() {
+    let api = Api::OpenAi;
+    let sb = Sandbox::new();
+    let gates = [Gate::new(), Gate::new()];
+    let provider = Provider::start(vec![gated_answer(api, &gates).into()]);
+    let d = start_model(&sb, "resumer", api, &provider);
+    let op = d.op();
+    let chunk_text = |v: &Value| v["result"]["artifactUpdate"]["artifact"]["parts"][0]["text"].clone();
+    let is_chunk = |piece: &'static str| move |v: &Value| chunk_text(v) == json!(piece);
+
+    // A client that never drops: the task as created is event 0.
+    let mut whole = IdSse::open(&d, &op, "SendStreamingMessage", message("Name three letters."), None);
+    let (zero, opening) = whole.next().expect("the task");
+    assert_eq!(zero, 0, "{opening}");
+    let id = opening["result"]["task"]["id"].as_str().expect("task id").to_string();
+    let mut seen_whole = whole.until(is_chunk(PIECES[0]));
+
+    // A subscriber from the start (Last-Event-ID 0: it has seen nothing) reads as far, then drops.
+    let mut sub = IdSse::open(&d, &op, "SubscribeToTask", json!({"id": id}), Some("0"));
+    let mut seen_sub = sub.until(is_chunk(PIECES[0]));
+    drop(sub);
+    let dropped_at = seen_sub.last().expect("an event").0;
+
+    // While it is away, the answer goes on.
+    gates[0].open();
+    seen_whole.extend(whole.until(is_chunk(PIECES[1])));
+    let mut back = IdSse::open(
+        &d,
+        &op,
+        "SubscribeToTask",
+        json!({"id": id}),
+        Some(&dropped_at.to_string()),
+    );
+    // First what it missed (up to the second piece, sent before it came back) ...
+    let missed = back.until(is_chunk(PIECES[1]));
+    assert_eq!(missed[0].0, dropped_at + 1, "{missed:?}");
+    seen_sub.extend(missed);
+    // ... then the live stream, to the end.
+    gates[1].open();
+    seen_whole.extend(whole.rest());
+    seen_sub.extend(back.rest());
+
+    let ids: Vec<u64> = seen_sub.iter().map(|(n, _)| *n).collect();
+    assert_eq!(
+        ids,
+        (1..=ids.len() as u64).collect::<Vec<_>>(),
+        "each event once, in order"
+    );
+    assert_eq!(seen_sub, seen_whole, "the same events as the client that never dropped");
+    let (last, end) = seen_sub.last().expect("the end");
+    assert_eq!(
+        end["result"]["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{end}"
+    );
+    let mut assembled = String::new();
+    for (_, e) in &seen_sub {
+        if e["result"]["artifactUpdate"].is_object() {
+            apply(&mut assembled, &e["result"]["artifactUpdate"]);
+        }
+    }
+    assert_eq!(assembled, ANSWER);
+
+    // Once the task is over: a reconnect that missed nothing is refused as for any ended task,
+    // one that missed the end gets it, and an id this door did not send is refused, all as
+    // plain JSON-RPC errors before any stream.
+    let resume = |last: &str| {
+        let body = json!({"id": 1, "jsonrpc": "2.0", "method": "SubscribeToTask", "params": {"id": id}}).to_string();
+        d.post(Some(&op), &[("Last-Event-ID", last)], &body)
+    };
+    let code = |last: &str| {
+        let h = resume(last);
+        assert_eq!(
+            h.content_type.as_deref(),
+            Some("application/json"),
+            "{last}: {}",
+            h.body
+        );
+        h.json()["error"]["code"].clone()
+    };
+    assert_eq!(code(&last.to_string()), json!(-32004));
+    for bad in [(last + 1).to_string(), "x".into(), "-1".into(), "9".repeat(21)] {
+        let h = resume(&bad);
+        let v = h.json();
+        assert_eq!(v["error"]["code"], json!(-32602), "{bad}: {v}");
+        assert_eq!(
+            v["error"]["data"][0]["fieldViolations"][0]["field"], "Last-Event-ID",
+            "{bad}: {v}"
+        );
+    }
+    let tail = IdSse::open(
+        &d,
+        &op,
+        "SubscribeToTask",
+        json!({"id": id}),
+        Some(&(last - 1).to_string()),
+    )
+    .rest();
+    assert_eq!(
+        tail,
+        seen_whole[seen_whole.len() - 1..],
+        "the missed end, then the stream closes"
+    );
+}

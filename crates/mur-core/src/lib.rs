@@ -15,10 +15,12 @@
 
 pub mod address;
 pub mod budget;
+pub mod card_sig;
 pub mod compiled;
 pub mod diag;
 pub mod digest;
 pub mod ids;
+pub mod jcs;
 pub mod limits;
 pub mod manifest;
 pub mod member_env;

@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::may_connect;
+use crate::door::replay::{StreamEvent, stream_response};
 use crate::door::view::TaskObject as _;
 use crate::push::{self, Attempt, ConfigParams, Host, Next, Scheme};
 use crate::tasks::{Board, TaskSnapshot};
@@ -48,21 +49,18 @@ impl Tracker {
         let mut out = Vec::new();
         match self.sent {
             None => {
-                out.push(json!({"task": snap.to_json(true)}));
+                out.push(stream_response(StreamEvent::Task {
+                    task: snap,
+                    resumed: false,
+                }));
                 self.artifact_sent = snap.answer.is_some();
             }
             Some(c) if c != snap.changed => {
-                if !self.artifact_sent
-                    && let Some(a) = snap.artifact_json()
-                {
-                    out.push(
-                        json!({"artifactUpdate": {"artifact": a, "contextId": snap.context_id, "taskId": snap.id}}),
-                    );
+                if !self.artifact_sent && snap.artifact_json().is_some() {
+                    out.push(stream_response(StreamEvent::Artifact(snap)));
                     self.artifact_sent = true;
                 }
-                out.push(
-                    json!({"statusUpdate": {"contextId": snap.context_id, "status": snap.status_json(), "taskId": snap.id}}),
-                );
+                out.push(stream_response(StreamEvent::Status(snap)));
             }
             Some(_) => return out,
         }

@@ -209,6 +209,10 @@ pub struct Address {
     /// The door's identity as the launcher vouches for it [ours], when it sent one: callers then
     /// reach the door only through its Unix socket, served by exactly that process.
     pub door: Option<DoorIdentity>,
+    /// The public half of the key the door signs its agent card with, as the launcher's
+    /// readiness probe learned it from the member's own process [ours]: 43 characters of
+    /// base64url, as `verify_key` (docs/reference/door.md#agent-card).
+    pub card_key: Option<String>,
 }
 
 /// Where a peer's door listens inside the formation's owner-only directory, and the process
@@ -235,8 +239,8 @@ pub struct AddressLine {
 }
 
 /// `{"addresses":[{"name":…,"url":…},…]}` with its `\n`, in the order given. An address with a
-/// door identity adds `"door":{"socket":…,"pid":…,"start":…}`; a member's runtime that does
-/// not know the key reads the address as before.
+/// door identity adds `"door":{"socket":…,"pid":…,"start":…}`, one with a card key
+/// `"card_key":…`; a member's runtime that does not know a key reads the address as before.
 pub fn address_line(addrs: &[Address]) -> String {
     withdrawal_line(addrs, &[])
 }
@@ -255,7 +259,15 @@ pub fn withdrawal_line(addrs: &[Address], gone: &[&str]) -> String {
                     json_str(&d.start)
                 )
             });
-            format!("{{\"name\":{},\"url\":{}{door}}}", json_str(&a.name), json_str(&a.url))
+            let card_key = a
+                .card_key
+                .as_ref()
+                .map_or(String::new(), |k| format!(",\"card_key\":{}", json_str(k)));
+            format!(
+                "{{\"name\":{},\"url\":{}{door}{card_key}}}",
+                json_str(&a.name),
+                json_str(&a.url)
+            )
         })
         .collect();
     if gone.is_empty() {
@@ -292,10 +304,20 @@ pub fn parse_address_line(line: &str) -> Result<AddressLine, String> {
                 format!("`addresses[{i}].door` is not an object with an absolute `socket`, a `pid` and a `start`")
             })?),
         };
+        let card_key = match a.get("card_key") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(k)) if crate::card_sig::CardVerifyKey::from_b64(k).is_some() => Some(k.clone()),
+            Some(_) => {
+                return Err(format!(
+                    "`addresses[{i}].card_key` is not an Ed25519 public key in base64url"
+                ));
+            }
+        };
         out.push(Address {
             name: name.clone(),
             url: url.clone(),
             door,
+            card_key,
         });
     }
     let withdrawn = match obj.get("withdrawn") {
@@ -615,11 +637,13 @@ mod tests {
                 name: "coder".into(),
                 url: "http://localhost:41873".into(),
                 door: None,
+                card_key: None,
             },
             Address {
                 name: "reviewer".into(),
                 url: "http://[::1]:8080".into(),
                 door: None,
+                card_key: None,
             },
         ];
         let l = address_line(&addrs);
@@ -633,6 +657,32 @@ mod tests {
         assert_eq!(address_line(&[]), "{\"addresses\":[]}\n");
     }
 
+    /// A callee's card key [ours] (docs/reference/door.md#agent-card) rides on its address and
+    /// reads back; anything but an Ed25519 key in base64url makes the line unreadable.
+    #[test]
+    fn card_keys_ride_on_addresses() {
+        let key = crate::card_sig::CardKey::from_seed(&[5; 32]).public().to_b64();
+        let coder = Address {
+            name: "coder".into(),
+            url: "http://localhost:41873".into(),
+            door: None,
+            card_key: Some(key.clone()),
+        };
+        let l = address_line(std::slice::from_ref(&coder));
+        assert_eq!(
+            l,
+            format!(
+                "{{\"addresses\":[{{\"name\":\"coder\",\"url\":\"http://localhost:41873\",\"card_key\":\"{key}\"}}]}}\n"
+            )
+        );
+        assert_eq!(parse_address_line(&l).map(|a| a.addresses), Ok(vec![coder]));
+        for bad in ["\"x\"", "3", "\"AAAA\""] {
+            let l =
+                format!("{{\"addresses\":[{{\"name\":\"coder\",\"url\":\"http://localhost:1\",\"card_key\":{bad}}}]}}");
+            assert!(parse_address_line(&l).is_err(), "{bad}");
+        }
+    }
+
     #[test]
     fn vouched_doors_and_withdrawals_round_trip() {
         let coder = Address {
@@ -643,6 +693,7 @@ mod tests {
                 pid: 4242,
                 start: "918273".into(),
             }),
+            card_key: None,
         };
         let l = withdrawal_line(std::slice::from_ref(&coder), &["reviewer"]);
         assert_eq!(

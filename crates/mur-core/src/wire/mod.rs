@@ -18,6 +18,8 @@
 //! - `provider` — one seam per provider: the OpenAI Chat Completions and Anthropic Messages
 //!   formats, each in its own file.
 //! - `model_stream` — a streamed provider reply read into the same reply as an unstreamed one.
+//! - `replay` — streams that resume: `Last-Event-ID` and the bounded per-task event log a door
+//!   replays a reconnecting stream from (docs/a2a.md, "Resuming a stream").
 //! - `http1` — an HTTP/1.1 reply's head and chunked body, as `mur send` reads a door's stream;
 //!   and a head whose body ends with the connection, relabelled so the HTTP client reads it to the
 //!   close.
@@ -31,4 +33,5 @@ pub mod mcp;
 pub mod model;
 pub mod model_stream;
 pub mod provider;
+pub mod replay;
 pub mod sse;
