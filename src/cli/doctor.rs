@@ -243,6 +243,7 @@ fn member_checks(report: &mut Report, project: &Project) {
             }
             match &m.kind {
                 Kind::Model => report.pass("kind: model capsule (inference)"),
+                Kind::Remote => report.pass(&remote_kind(m)),
                 Kind::ManifestOnly => report
                     .pass("kind: manifest-only capsule (it builds, installs and is admitted; there is nothing to run)"),
                 Kind::Component { path } => {
@@ -269,6 +270,19 @@ fn member_checks(report: &mut Report, project: &Project) {
         }
     }
     report.line("");
+}
+
+/// A remote capsule's kind line: the host that receives its tasks and the variable its
+/// credential is read from (never the credential).
+fn remote_kind(m: &manifest::Manifest) -> String {
+    let Some(r) = &m.remote else {
+        return "kind: remote capsule".to_string();
+    };
+    let host = manifest::endpoint::split(&r.url).map_or("?", |e| e.authority);
+    match &r.api_key_var {
+        Some(var) => format!("kind: remote capsule (forwards its tasks to {host}, with the credential in ${var})"),
+        None => format!("kind: remote capsule (forwards its tasks to {host}, without a credential)"),
+    }
 }
 
 /// The Roster block of docs/reference/cli.md#mur-doctor, for the roster of `project`, against its

@@ -18,6 +18,8 @@
 //! - `provider` — one seam per provider: the OpenAI Chat Completions and Anthropic Messages
 //!   formats, each in its own file.
 //! - `model_stream` — a streamed provider reply read into the same reply as an unstreamed one.
+//! - `remote` — a remote capsule's A2A client side: the agent card's check, the bodies it sends
+//!   the remote agent, and the reading of its replies and events.
 //! - `http1` — an HTTP/1.1 reply's head and chunked body, as `mur send` reads a door's stream;
 //!   and a head whose body ends with the connection, relabelled so the HTTP client reads it to the
 //!   close.
@@ -30,4 +32,5 @@ pub mod mcp;
 pub mod model;
 pub mod model_stream;
 pub mod provider;
+pub mod remote;
 pub mod sse;
