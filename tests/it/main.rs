@@ -37,6 +37,7 @@ mod promises;
 mod providers;
 mod records;
 mod reference;
+mod remote;
 mod send;
 mod session;
 mod streaming;

@@ -1,0 +1,310 @@
+//! Remote capsules (issue #34, docs/reference/capsules.md#remote-capsules): a member whose door
+//! forwards its tasks to an A2A v1.0 agent nobody here wrote, the official A2A Python SDK's
+//! server (`tests/interop/a2a_remote_agent.py`), provisioned by the test under `target/`.
+//! The member is the real binary, its door the real door; the remote agent logs what reached it.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::door::{AUTH, Door, FRM, Key, Member, PEERS, serve};
+use crate::support::python::python_with;
+use crate::support::{Sandbox, member_traces, repo_root, stderr, stdout};
+
+/// The SDK with its HTTP server, and the server that runs its Starlette app, pinned.
+const A2A_SERVER: &[&str] = &["a2a-sdk[http-server]==1.3.0", "uvicorn==0.54.0"];
+
+/// The remote agent's bearer (long enough to be looked for in every record).
+const KEY: &str = "far-agent-key-7c41e9b2d05a";
+const KEY_VAR: &str = "FAR_AGENT_KEY";
+
+/// `a2a_remote_agent.py` on 127.0.0.1; killed when dropped.
+struct FarAgent {
+    child: Child,
+    _stdout: BufReader<ChildStdout>,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl FarAgent {
+    /// Started with `env` (`A2A_TEST_KEY`, `A2A_TEST_STREAMING`); the key goes by environment.
+    fn start(env: &[(&str, &str)]) -> FarAgent {
+        let python = python_with(A2A_SERVER, "a2a.server.routes, uvicorn, starlette");
+        let dir = tempfile::Builder::new().prefix("mur-far-").tempdir().expect("tempdir");
+        let stderr = std::fs::File::create(dir.path().join("stderr")).expect("stderr file");
+        let mut child = Command::new(python)
+            .arg(repo_root().join("tests/interop/a2a_remote_agent.py"))
+            // Not the repository: the SDK's `types` package must not be shadowed.
+            .current_dir(dir.path())
+            .env("A2A_TEST_LOG", dir.path().join("requests.log"))
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("spawn the A2A SDK agent");
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        let _ = stdout.read_line(&mut line);
+        let Ok(port) = line.trim().parse::<u16>() else {
+            let _ = child.kill();
+            let _ = child.wait();
+            let err = std::fs::read_to_string(dir.path().join("stderr")).unwrap_or_default();
+            panic!("the A2A SDK agent printed no port ({line:?}):\n{err}");
+        };
+        FarAgent {
+            child,
+            _stdout: stdout,
+            port,
+            dir,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
+    }
+
+    /// Every line the agent logged so far.
+    fn log(&self) -> Vec<String> {
+        std::fs::read_to_string(self.dir.path().join("requests.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn tasks(&self) -> Vec<String> {
+        self.log()
+            .iter()
+            .filter_map(|l| l.strip_prefix("task ").map(str::to_string))
+            .collect()
+    }
+}
+
+impl Drop for FarAgent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A remote capsule `local/<name>@0.1.0` forwarding to `url`, with an authenticating door that
+/// serves peers and queues tasks.
+fn install_remote(sb: &Sandbox, name: &str, url: &str, extra: &str) {
+    let manifest = format!(
+        "name: {name}\nversion: 0.1.0\nremote:\n  url: {url}\n  api_key: ${{{KEY_VAR}}}\n  timeout: 20\n{AUTH}{PEERS}{}{extra}",
+        serve(4)
+    );
+    sb.install_manifest(name, &manifest);
+}
+
+fn text(text: &str) -> Value {
+    json!({"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": text}]}})
+}
+
+/// Every file of a records directory, as text: none may hold the remote key.
+fn records_text(dir: &Path) -> String {
+    let mut out = String::new();
+    for e in walk(dir) {
+        out.push_str(&String::from_utf8_lossy(&std::fs::read(e).unwrap_or_default()));
+    }
+    out
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            files.extend(walk(&p));
+        } else {
+            files.push(p);
+        }
+    }
+    files
+}
+
+/// The member's door forwards what its roster lets reach it, streaming, asking and cancelling
+/// through to the Python SDK's agent, which sees the member's bearer and nothing of the caller's.
+#[test]
+fn a_remote_member_forwards_its_tasks_to_the_python_sdk_agent() {
+    let far = FarAgent::start(&[("A2A_TEST_KEY", KEY)]);
+    let sb = Sandbox::new();
+    install_remote(&sb, "far", &far.url(), "");
+    let key = Key::new(31);
+    let m = Member {
+        key: &key,
+        formation: FRM,
+        name: "far",
+    };
+    let d = Door::member_with(&sb, "far", &m, &[(KEY_VAR, KEY)]);
+    let lead = format!("Bearer {}", key.mint(FRM, "lead", "far"));
+
+    // A caller the roster lets in: the remote agent's answer is the task's.
+    let reply = d.rpc(Some(&lead), "SendMessage", text("hello"));
+    let task = &reply["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{reply}\n{}", d.stderr());
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "remote says: hello");
+
+    // A genuine token for another edge: 403 at the member's door, and nothing reaches the agent.
+    let outsider = format!("Bearer {}", key.mint(FRM, "outsider", "reviewer"));
+    let h = d.call(Some(&outsider), "SendMessage", text("must not arrive"));
+    assert_eq!(h.status, 403, "{}", h.body);
+    let h = d.call(None, "SendMessage", text("must not arrive either"));
+    assert_eq!(h.status, 401, "{}", h.body);
+
+    // A streamed answer arrives in chunks, each as the agent sent it (members follow a task
+    // with SubscribeToTask; the operator may open a stream at once).
+    let events = d.stream(Some(&d.op()), "SendStreamingMessage", text("chunks: one two three")).rest();
+    let chunks: Vec<String> = events
+        .iter()
+        .filter_map(|e| e["result"]["artifactUpdate"]["artifact"]["parts"][0]["text"].as_str())
+        .map(str::to_string)
+        .collect();
+    // The agent sends a chunk every 50 ms; at least two reach the caller apart.
+    assert!(chunks.len() >= 2, "{events:?}");
+    assert!(chunks.concat().starts_with("onetwothree"), "{chunks:?}");
+    let last = events.last().expect("events");
+    assert_eq!(last["result"]["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED", "{events:?}");
+
+    // The remote agent asks: the member's task asks its caller, and the answer goes back.
+    let asking = d.send(Some(&lead), "ask: Which colour?", true);
+    let id = asking["id"].as_str().expect("id").to_string();
+    let asked = d.wait_state(Some(&lead), &id, "TASK_STATE_INPUT_REQUIRED");
+    assert_eq!(asked["status"]["message"]["parts"][0]["text"], "Which colour?", "{asked}");
+    let answer = json!({"message": {"messageId": "m2", "role": "ROLE_USER", "taskId": id, "parts": [{"text": "blue"}]}});
+    d.rpc(Some(&lead), "SendMessage", answer);
+    let done = d.wait_state(Some(&lead), &id, "TASK_STATE_COMPLETED");
+    assert_eq!(done["artifacts"][0]["parts"][0]["text"], "answered: blue", "{done}");
+
+    // CancelTask reaches the remote agent.
+    let hang = d.send(Some(&lead), "hang", true);
+    let hang_id = hang["id"].as_str().expect("id").to_string();
+    let seen = crate::support::wait_until(Duration::from_secs(10), || far.tasks().iter().any(|t| t == "hang"));
+    assert!(seen.is_some(), "{:?}", far.log());
+    d.rpc(Some(&lead), "CancelTask", json!({"id": hang_id}));
+    d.wait_state(Some(&lead), &hang_id, "TASK_STATE_CANCELED");
+    let cancelled = crate::support::wait_until(Duration::from_secs(10), || {
+        far.log().iter().any(|l| l.starts_with("cancel "))
+    });
+    assert!(cancelled.is_some(), "{:?}", far.log());
+
+    // A remote failure is the task's, with the agent's words.
+    let failed = d.send(Some(&lead), "fail", false);
+    assert_eq!(failed["status"]["state"], "TASK_STATE_FAILED", "{failed}");
+    let why = failed["status"]["message"]["parts"][0]["text"].as_str().unwrap_or_default();
+    assert!(why.contains("the far agent always fails this"), "{why}");
+
+    // What reached the agent: the tasks let in, each request with the member's bearer only.
+    assert_eq!(
+        far.tasks(),
+        ["hello", "chunks: one two three", "ask: Which colour?", "blue", "hang", "fail"]
+    );
+    let log = far.log();
+    let auths: Vec<&String> = log.iter().filter(|l| l.starts_with("auth ")).collect();
+    assert!(!auths.is_empty());
+    assert!(auths.iter().all(|a| *a == &format!("auth Bearer {KEY}")), "{auths:?}");
+    assert!(!log.iter().any(|l| l.contains("mft1.")), "a caller's token reached the agent: {log:?}");
+    // ...and the key is nowhere in the member's records or output.
+    assert!(!records_text(&d.records_dir()).contains(KEY), "the key is in the records");
+    assert!(!d.stderr().contains(KEY), "the key is on stderr");
+}
+
+/// A card without streaming: the task goes out as SendMessage and is followed with GetTask.
+#[test]
+fn without_streaming_the_member_polls_the_remote_task() {
+    let far = FarAgent::start(&[("A2A_TEST_STREAMING", "0")]);
+    let sb = Sandbox::new();
+    // No key: the card asks for none, and nothing is sent.
+    let manifest = format!(
+        "name: near\nversion: 0.1.0\nremote:\n  url: {}.well-known/agent-card.json\n{AUTH}{}",
+        far.url(),
+        serve(2)
+    );
+    sb.install_manifest("near", &manifest);
+    let d = Door::start(&sb, "near", &[]);
+    let task = d.send(Some(&d.op()), "polled", false);
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "remote says: polled");
+    let log = far.log();
+    let methods: Vec<&str> = log.iter().filter_map(|l| l.strip_prefix("method ")).collect();
+    assert_eq!(methods.first(), Some(&"SendMessage"), "{log:?}");
+    assert!(methods[1..].iter().all(|m| *m == "GetTask"), "{log:?}");
+    assert!(log.iter().all(|l| !l.starts_with("auth ") || l == "auth -"), "{log:?}");
+}
+
+/// A component lead (relay.wat) calls the remote member through a real formation and answers
+/// with the remote agent's answer.
+#[test]
+fn a_component_lead_answers_with_the_remote_members_answer() {
+    let far = FarAgent::start(&[("A2A_TEST_KEY", KEY)]);
+    let sb = Sandbox::new();
+    install_remote(&sb, "far", &far.url(), "");
+    sb.install_component(
+        "relay",
+        "src/capsule/testdata/relay.wat",
+        "capabilities:\n  network:\n    allow: [localhost]\n",
+    );
+    let dir = sb.path("formation");
+    std::fs::write(
+        dir.join("roster.yaml"),
+        "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/relay, version: 0.1.0, entry: true}\n  - {name: worker, capsule: local/far, version: 0.1.0}\nreachability:\n  - {from: lead, to: [worker]}\n",
+    )
+    .expect("roster");
+    let out = sb.mur(&dir).args(["run", "--roster", "--task", "through the lead"]).env(KEY_VAR, KEY).output().expect("run");
+    assert_eq!(
+        (out.status.code(), stdout(&out).as_str()),
+        (Some(0), "remote says: through the lead\n"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(far.tasks(), ["through the lead"]);
+    assert!(!stderr(&out).contains(KEY));
+    let worker: Vec<Value> = member_traces(&sb, "worker").into_iter().flatten().collect();
+    assert!(
+        worker.iter().any(|r| r["event_type"] == "a2a_task_received" && r["caller_member"] == "lead"),
+        "{worker:?}"
+    );
+    assert!(!serde_json::to_string(&worker).unwrap_or_default().contains(KEY));
+}
+
+/// Readiness refusals: the member never reports ready, and says why with its code.
+#[test]
+fn a_remote_member_that_cannot_be_ready_is_refused_at_start() {
+    let sb = Sandbox::new();
+    let far = FarAgent::start(&[("A2A_TEST_KEY", KEY)]);
+    install_remote(&sb, "far", &far.url(), "");
+    let run = |env: &[(&str, &str)]| {
+        let mut cmd = sb.mur(&sb.path("work"));
+        cmd.args(["run", "--capsule", "local/far", "--capsule-version", "0.1.0"]);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().expect("run");
+        (out.status.code(), stderr(&out))
+    };
+    // The credential variable unset: refused at launch, not at the first task.
+    let (code, err) = run(&[]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("error[E-RUN-071]") && err.contains(KEY_VAR), "{err}");
+    assert!(far.log().is_empty(), "nothing is sent without the credential: {:?}", far.log());
+
+    // Nobody listening there.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let dead_url = format!("http://127.0.0.1:{}/", dead.local_addr().expect("addr").port());
+    drop(dead);
+    install_remote(&sb, "gone", &dead_url, "");
+    let out = sb
+        .mur(&sb.path("work"))
+        .args(["run", "--capsule", "local/gone", "--capsule-version", "0.1.0"])
+        .env(KEY_VAR, KEY)
+        .output()
+        .expect("run");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("error[E-RUN-070]") && err.contains("cannot be fetched"), "{err}");
+    assert!(!err.contains(KEY));
+}
