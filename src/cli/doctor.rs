@@ -359,8 +359,17 @@ fn launch_checks(report: &mut Report, a: &Admitted) {
                 );
             }
         }
-        // A manifest-only capsule runs nothing, so it calls nobody.
-        if matches!(m.manifest.kind, Kind::ManifestOnly) {
+        // A remote member's credential is read at session start: unset, it would never be ready.
+        if m.manifest.remote.is_some()
+            && let Err(mut d) = crate::remote::credential(&format!("{}@{}", m.capsule, m.version), &m.manifest, |v| {
+                std::env::var(v).ok()
+            })
+        {
+            d.message = format!("roster.yaml: member '{}': {}", m.name, d.message);
+            report.refuse(d);
+        }
+        // A manifest-only capsule runs nothing, and a remote one only forwards: they call nobody.
+        if matches!(m.manifest.kind, Kind::ManifestOnly | Kind::Remote) {
             continue;
         }
         let callees: Vec<String> = a.callees(i).iter().map(|&c| a.members[c].name.clone()).collect();
