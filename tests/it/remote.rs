@@ -308,3 +308,105 @@ fn a_remote_member_that_cannot_be_ready_is_refused_at_start() {
     assert!(err.contains("error[E-RUN-070]") && err.contains("cannot be fetched"), "{err}");
     assert!(!err.contains(KEY));
 }
+
+/// The JS SDK and express, pinned.
+const A2A_JS: &[&str] = &["@a2a-js/sdk@1.3.0", "express@5.3.0"];
+
+/// `a2a_remote_agent.mjs` under node, on 127.0.0.1; killed when dropped.
+struct JsAgent {
+    child: Child,
+    _stdout: BufReader<ChildStdout>,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl JsAgent {
+    fn start(key: &str) -> JsAgent {
+        let prefix = crate::support::toolchains::node_with(A2A_JS);
+        let dir = tempfile::Builder::new().prefix("mur-far-js-").tempdir().expect("tempdir");
+        // ES modules resolve packages beside the script, so the script runs from a directory
+        // whose node_modules is the provisioned one.
+        let script = dir.path().join("agent.mjs");
+        std::fs::copy(repo_root().join("tests/interop/a2a_remote_agent.mjs"), &script).expect("copy script");
+        std::os::unix::fs::symlink(prefix.join("node_modules"), dir.path().join("node_modules")).expect("link");
+        let stderr = std::fs::File::create(dir.path().join("stderr")).expect("stderr file");
+        let mut child = Command::new("node")
+            .arg(&script)
+            .current_dir(dir.path())
+            .env("A2A_TEST_LOG", dir.path().join("requests.log"))
+            .env("A2A_TEST_KEY", key)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("spawn node");
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        let _ = stdout.read_line(&mut line);
+        let Ok(port) = line.trim().parse::<u16>() else {
+            let _ = child.kill();
+            let _ = child.wait();
+            let err = std::fs::read_to_string(dir.path().join("stderr")).unwrap_or_default();
+            panic!("the A2A JS SDK agent printed no port ({line:?}):\n{err}");
+        };
+        JsAgent {
+            child,
+            _stdout: stdout,
+            port,
+            dir,
+        }
+    }
+
+    fn log(&self) -> Vec<String> {
+        std::fs::read_to_string(self.dir.path().join("requests.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+impl Drop for JsAgent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The same member in front of the official A2A JS SDK's server: an answer, a streamed one in
+/// chunks, and a cancel that reaches it; the agent sees the member's bearer only.
+#[test]
+fn a_remote_member_forwards_its_tasks_to_the_js_sdk_agent() {
+    let far = JsAgent::start(KEY);
+    let sb = Sandbox::new();
+    install_remote(&sb, "farjs", &format!("http://127.0.0.1:{}/", far.port), "");
+    let d = Door::start(&sb, "farjs", &[(KEY_VAR, KEY)]);
+    let op = d.op();
+    let task = d.send(Some(&op), "hello", false);
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}\n{}", d.stderr());
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "js says: hello");
+
+    let events = d.stream(Some(&op), "SendStreamingMessage", text("chunks: uno dos tres")).rest();
+    let chunks: Vec<&str> = events
+        .iter()
+        .filter_map(|e| e["result"]["artifactUpdate"]["artifact"]["parts"][0]["text"].as_str())
+        .collect();
+    assert!(chunks.len() >= 2, "{events:?}");
+    assert!(chunks.concat().starts_with("unodostres"), "{chunks:?}");
+
+    let hang = d.send(Some(&op), "hang", true);
+    let id = hang["id"].as_str().expect("id").to_string();
+    let seen = crate::support::wait_until(Duration::from_secs(10), || far.log().iter().any(|l| l == "task hang"));
+    assert!(seen.is_some(), "{:?}", far.log());
+    d.rpc(Some(&op), "CancelTask", json!({"id": id}));
+    d.wait_state(Some(&op), &id, "TASK_STATE_CANCELED");
+    let cancelled = crate::support::wait_until(Duration::from_secs(10), || {
+        far.log().iter().any(|l| l.starts_with("cancel "))
+    });
+    assert!(cancelled.is_some(), "{:?}", far.log());
+
+    let log = far.log();
+    let auths: Vec<&String> = log.iter().filter(|l| l.starts_with("auth ")).collect();
+    assert!(!auths.is_empty() && auths.iter().all(|a| *a == &format!("auth Bearer {KEY}")), "{auths:?}");
+    assert!(!records_text(&d.records_dir()).contains(KEY));
+}
