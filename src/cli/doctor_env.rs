@@ -22,7 +22,8 @@ pub fn lines<'a>(members: impl IntoIterator<Item = (&'a str, &'a Manifest)>) -> 
         .flat_map(|(name, m)| {
             // A remote member's credential goes to the remote agent's host alone.
             if let Some(r) = &m.remote {
-                let host = crate::manifest::endpoint::split(&r.url).map_or_else(|| shown(&r.url), |e| shown(e.authority));
+                let host =
+                    crate::manifest::endpoint::split(&r.url).map_or_else(|| shown(&r.url), |e| shown(e.authority));
                 return vec![match &r.api_key_var {
                     Some(var) => format!("  env: {name} reads {var}, sent to {host} (remote agent)"),
                     None => format!("  env: {name} reads no variable; its tasks go to {host} (remote agent)"),

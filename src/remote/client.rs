@@ -97,7 +97,11 @@ impl Client {
             .insert_header(("a2a-version", "1.0"))
             .insert_header((
                 ACCEPT,
-                if stream { "text/event-stream" } else { "application/json" },
+                if stream {
+                    "text/event-stream"
+                } else {
+                    "application/json"
+                },
             ));
         for (k, v) in headers {
             req = req.insert_header((k.clone(), v.clone()));
@@ -128,9 +132,14 @@ impl Head {
     pub async fn body(mut self, max: usize, within: Duration) -> Result<Bytes, Fault> {
         match tokio::time::timeout(within, self.body.body().limit(max)).await {
             Ok(Ok(b)) => Ok(b),
-            Ok(Err(awc::error::PayloadError::Overflow)) => Err(format!("the remote agent's reply is longer than {max} bytes")),
+            Ok(Err(awc::error::PayloadError::Overflow)) => {
+                Err(format!("the remote agent's reply is longer than {max} bytes"))
+            }
             Ok(Err(e)) => Err(format!("reading the remote agent's reply failed: {e}")),
-            Err(_) => Err(format!("the remote agent's reply did not arrive within {} ms", within.as_millis())),
+            Err(_) => Err(format!(
+                "the remote agent's reply did not arrive within {} ms",
+                within.as_millis()
+            )),
         }
     }
 

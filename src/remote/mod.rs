@@ -48,7 +48,10 @@ impl std::fmt::Debug for RemoteAgent {
         f.debug_struct("RemoteAgent")
             .field("endpoint", &self.card.endpoint)
             .field("streaming", &self.card.streaming)
-            .field("credential", &self.credential.as_ref().map(|(k, _)| (k.as_str(), "[redacted]")))
+            .field(
+                "credential",
+                &self.credential.as_ref().map(|(k, _)| (k.as_str(), "[redacted]")),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -90,7 +93,10 @@ pub fn prepare(
     };
     let key = credential(capsule, manifest, |v| std::env::var(v).ok())?;
     let Some(card_url) = wire::card_url(&remote.url) else {
-        return Err(not_ready(capsule, format!("its remote.url '{}' is not an http(s) URL", shown(&remote.url))));
+        return Err(not_ready(
+            capsule,
+            format!("its remote.url '{}' is not an http(s) URL", shown(&remote.url)),
+        ));
     };
     let allow = crate::capsule::AllowList::parse(&manifest.network_allow);
     let connect = within.min(Duration::from_secs(10));
@@ -98,20 +104,30 @@ pub fn prepare(
         let client = Client::new(&card_url, connect)?;
         client.get(&card_url, wire::MAX_CARD_BYTES, within).await
     });
-    let host = crate::manifest::endpoint::split(&card_url).map_or("?", |e| e.authority).to_string();
+    let host = crate::manifest::endpoint::split(&card_url)
+        .map_or("?", |e| e.authority)
+        .to_string();
     let body = match fetched {
         Ok((200, body)) => body,
         Ok((status, _)) if (300..400).contains(&status) => {
             return Err(not_ready(
                 capsule,
-                format!("its agent card at {card_url} answered with a redirect (HTTP {status}), which is never followed"),
+                format!(
+                    "its agent card at {card_url} answered with a redirect (HTTP {status}), which is never followed"
+                ),
             ));
         }
         Ok((status, _)) => {
-            return Err(not_ready(capsule, format!("its agent card at {card_url} answered HTTP {status}")));
+            return Err(not_ready(
+                capsule,
+                format!("its agent card at {card_url} answered HTTP {status}"),
+            ));
         }
         Err(why) => {
-            return Err(not_ready(capsule, format!("its agent card at {card_url} cannot be fetched from {host}: {why}")));
+            return Err(not_ready(
+                capsule,
+                format!("its agent card at {card_url} cannot be fetched from {host}: {why}"),
+            ));
         }
     };
     let card = wire::check_card(&body, &card_url, key.is_some(), |u| allow.allows_url(u))
@@ -120,8 +136,12 @@ pub fn prepare(
         (Credential::None, _) | (_, None) => None,
         (Credential::Bearer, Some(k)) => Some((AUTHORIZATION, sensitive(&format!("Bearer {}", k.as_str()))?)),
         (Credential::Header(name), Some(k)) => {
-            let name = HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| not_ready(capsule, "its agent card names an API key header that is not a header name".into()))?;
+            let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                not_ready(
+                    capsule,
+                    "its agent card names an API key header that is not a header name".into(),
+                )
+            })?;
             Some((name, sensitive(k.as_str())?))
         }
     };
@@ -169,6 +189,9 @@ impl RemoteAgent {
     }
 }
 
+/// How long a cancelled task waits for the remote task's id, so the cancel can be forwarded.
+const CANCEL_GRACE: Duration = Duration::from_secs(2);
+
 /// How one exchange (a message sent, its replies followed) came out.
 enum Step {
     End(Ended),
@@ -204,17 +227,36 @@ pub async fn run_task(agent: &RemoteAgent, work: &Work, board: &Arc<Board>, aske
         board,
         task_id: &work.task_id,
         poll: Timing::get().answer_poll,
+        learned: std::cell::RefCell::new(None),
     };
     let mut remote = RemoteTask::default();
     let mut text = work.text.clone();
     let mut round = 0u32;
     let stop = loop {
         round += 1;
-        let step = tokio::select! {
-            biased;
-            _ = work.cancel.cancelled() => Err(Stop::Canceled),
-            s = x.run(&mut remote, &text, round, deadline) => s,
-            _ = tokio::time::sleep_until(deadline.into()) => Err(Stop::TimedOut),
+        let step = {
+            let exchange = x.run(&mut remote, &text, round, deadline);
+            tokio::pin!(exchange);
+            tokio::select! {
+                biased;
+                _ = work.cancel.cancelled() => {
+                    // Cancelled before the remote task was named: its name is on its way (the
+                    // stream's first event), and without it the cancel cannot be forwarded.
+                    let grace = Instant::now() + CANCEL_GRACE.min(left(deadline));
+                    let _ = tokio::time::timeout_at(grace.into(), async {
+                        while x.learned().is_none() {
+                            tokio::select! {
+                                _ = &mut exchange => break,
+                                _ = tokio::time::sleep(Duration::from_millis(10)) => {}
+                            }
+                        }
+                    })
+                    .await;
+                    Err(Stop::Canceled)
+                }
+                s = &mut exchange => s,
+                _ = tokio::time::sleep_until(deadline.into()) => Err(Stop::TimedOut),
+            }
         };
         let question = match step {
             Ok(Step::End(Ended::Completed(answer))) => return TaskOutcome::Completed(answer),
@@ -223,7 +265,7 @@ pub async fn run_task(agent: &RemoteAgent, work: &Work, board: &Arc<Board>, aske
             Ok(Step::Ask(q)) => q,
             Err(stop) => break stop,
         };
-        if remote.task_id.is_none() {
+        if x.learned().is_none() {
             break Stop::Failed("the remote agent asked a question without naming its task".to_string());
         }
         // The question is this task's now: the caller answers at this member's door.
@@ -241,7 +283,7 @@ pub async fn run_task(agent: &RemoteAgent, work: &Work, board: &Arc<Board>, aske
             Asked::Ended => break Stop::Canceled,
         }
     };
-    x.cancel_remote(&remote).await;
+    x.cancel_remote().await;
     match stop {
         Stop::Canceled => TaskOutcome::Canceled,
         Stop::TimedOut => TaskOutcome::Failed(format!(
@@ -260,6 +302,8 @@ struct Exchange<'a> {
     board: &'a Arc<Board>,
     task_id: &'a str,
     poll: Duration,
+    /// The remote task's id, once a reply named it: what a cancel is forwarded to.
+    learned: std::cell::RefCell<Option<String>>,
 }
 
 impl Exchange<'_> {
@@ -286,7 +330,7 @@ impl Exchange<'_> {
                 };
                 for event in batch {
                     let result = wire::rpc_value(&event).map_err(Stop::Failed)?;
-                    if let Some(step) = self.show(remote.apply(&result).map_err(Stop::Failed)?) {
+                    if let Some(step) = self.apply(remote, &result)? {
                         return Ok(step);
                     }
                 }
@@ -298,13 +342,18 @@ impl Exchange<'_> {
                 ));
             }
         } else {
-            let body = head.body(wire::MAX_REPLY_BYTES, left(deadline)).await.map_err(Stop::Failed)?;
+            let body = head
+                .body(wire::MAX_REPLY_BYTES, left(deadline))
+                .await
+                .map_err(Stop::Failed)?;
             let result = wire::rpc_result(&body).map_err(Stop::Failed)?;
-            if let Some(step) = self.show(remote.apply(&result).map_err(Stop::Failed)?) {
+            if let Some(step) = self.apply(remote, &result)? {
                 return Ok(step);
             }
             if remote.task_id.is_none() {
-                return Err(Stop::Failed("the remote agent answered with a task without an id".to_string()));
+                return Err(Stop::Failed(
+                    "the remote agent answered with a task without an id".to_string(),
+                ));
             }
         }
         self.follow(remote, deadline).await
@@ -319,12 +368,28 @@ impl Exchange<'_> {
             n += 1;
             let body = crate::wire::calls::task_method_body("GetTask", &format!("{}-get-{n}", self.task_id), &id);
             let head = self.send(body, false, deadline).await?;
-            let bytes = head.body(wire::MAX_REPLY_BYTES, left(deadline)).await.map_err(Stop::Failed)?;
+            let bytes = head
+                .body(wire::MAX_REPLY_BYTES, left(deadline))
+                .await
+                .map_err(Stop::Failed)?;
             let result = wire::rpc_result(&bytes).map_err(Stop::Failed)?;
-            if let Some(step) = self.show(remote.apply(&result).map_err(Stop::Failed)?) {
+            if let Some(step) = self.apply(remote, &result)? {
                 return Ok(step);
             }
         }
+    }
+
+    fn learned(&self) -> Option<String> {
+        self.learned.borrow().clone()
+    }
+
+    /// Applies a result to `remote` and shows its news; `Some` when the exchange is over.
+    fn apply(&self, remote: &mut RemoteTask, result: &serde_json::Value) -> Result<Option<Step>, Stop> {
+        let news = remote.apply(result).map_err(Stop::Failed);
+        if self.learned.borrow().is_none() && remote.task_id.is_some() {
+            *self.learned.borrow_mut() = remote.task_id.clone();
+        }
+        Ok(self.show(news?))
     }
 
     /// What a piece of news changes on the board; `Some` when the exchange is over.
@@ -351,7 +416,13 @@ impl Exchange<'_> {
         loop {
             let head = self
                 .client
-                .post(&self.agent.card.endpoint, body.clone(), stream, self.headers, left(deadline))
+                .post(
+                    &self.agent.card.endpoint,
+                    body.clone(),
+                    stream,
+                    self.headers,
+                    left(deadline),
+                )
                 .await
                 .map_err(|why| Stop::Failed(format!("the remote agent cannot be reached: {why}")))?;
             if head.status == 200 {
@@ -367,7 +438,11 @@ impl Exchange<'_> {
                     )));
                 }
                 Refusal::Retry(wait) => {
-                    tracing::debug!(status = head.status, wait_ms = wait.as_millis() as u64, "the remote agent asks to retry");
+                    tracing::debug!(
+                        status = head.status,
+                        wait_ms = wait.as_millis() as u64,
+                        "the remote agent asks to retry"
+                    );
                     tokio::time::sleep(wait).await;
                     attempt += 1;
                 }
@@ -377,11 +452,15 @@ impl Exchange<'_> {
 
     /// Forwards the end of this task to the remote one (CancelTask), bounded; its answer does
     /// not matter.
-    async fn cancel_remote(&self, remote: &RemoteTask) {
-        let Some(id) = &remote.task_id else { return };
-        let body = crate::wire::calls::task_method_body("CancelTask", &format!("{}-cancel", self.task_id), id);
+    async fn cancel_remote(&self) {
+        let Some(id) = self.learned() else { return };
+        let body = crate::wire::calls::task_method_body("CancelTask", &format!("{}-cancel", self.task_id), &id);
         let within = Timing::get().answer_request.min(Duration::from_secs(5));
-        if let Ok(head) = self.client.post(&self.agent.card.endpoint, body, false, self.headers, within).await {
+        if let Ok(head) = self
+            .client
+            .post(&self.agent.card.endpoint, body, false, self.headers, within)
+            .await
+        {
             let _ = head.body(wire::MAX_REPLY_BYTES, within).await;
         }
     }

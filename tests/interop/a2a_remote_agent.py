@@ -147,6 +147,8 @@ def serve():
 
         return await app(scope, replay, send)
 
+    # Listening before the port is printed: a client may connect at once (uvicorn accepts later).
+    sock.listen(128)
     print(port, flush=True)
     uvicorn.Server(uvicorn.Config(gate, log_level="warning")).run(sockets=[sock])
 

@@ -146,7 +146,12 @@ fn a_remote_member_forwards_its_tasks_to_the_python_sdk_agent() {
     // A caller the roster lets in: the remote agent's answer is the task's.
     let reply = d.rpc(Some(&lead), "SendMessage", text("hello"));
     let task = &reply["result"]["task"];
-    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{reply}\n{}", d.stderr());
+    assert_eq!(
+        task["status"]["state"],
+        "TASK_STATE_COMPLETED",
+        "{reply}\n{}",
+        d.stderr()
+    );
     assert_eq!(task["artifacts"][0]["parts"][0]["text"], "remote says: hello");
 
     // A genuine token for another edge: 403 at the member's door, and nothing reaches the agent.
@@ -158,7 +163,9 @@ fn a_remote_member_forwards_its_tasks_to_the_python_sdk_agent() {
 
     // A streamed answer arrives in chunks, each as the agent sent it (members follow a task
     // with SubscribeToTask; the operator may open a stream at once).
-    let events = d.stream(Some(&d.op()), "SendStreamingMessage", text("chunks: one two three")).rest();
+    let events = d
+        .stream(Some(&d.op()), "SendStreamingMessage", text("chunks: one two three"))
+        .rest();
     let chunks: Vec<String> = events
         .iter()
         .filter_map(|e| e["result"]["artifactUpdate"]["artifact"]["parts"][0]["text"].as_str())
@@ -168,14 +175,21 @@ fn a_remote_member_forwards_its_tasks_to_the_python_sdk_agent() {
     assert!(chunks.len() >= 2, "{events:?}");
     assert!(chunks.concat().starts_with("onetwothree"), "{chunks:?}");
     let last = events.last().expect("events");
-    assert_eq!(last["result"]["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED", "{events:?}");
+    assert_eq!(
+        last["result"]["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{events:?}"
+    );
 
     // The remote agent asks: the member's task asks its caller, and the answer goes back.
     let asking = d.send(Some(&lead), "ask: Which colour?", true);
     let id = asking["id"].as_str().expect("id").to_string();
     let asked = d.wait_state(Some(&lead), &id, "TASK_STATE_INPUT_REQUIRED");
-    assert_eq!(asked["status"]["message"]["parts"][0]["text"], "Which colour?", "{asked}");
-    let answer = json!({"message": {"messageId": "m2", "role": "ROLE_USER", "taskId": id, "parts": [{"text": "blue"}]}});
+    assert_eq!(
+        asked["status"]["message"]["parts"][0]["text"], "Which colour?",
+        "{asked}"
+    );
+    let answer =
+        json!({"message": {"messageId": "m2", "role": "ROLE_USER", "taskId": id, "parts": [{"text": "blue"}]}});
     d.rpc(Some(&lead), "SendMessage", answer);
     let done = d.wait_state(Some(&lead), &id, "TASK_STATE_COMPLETED");
     assert_eq!(done["artifacts"][0]["parts"][0]["text"], "answered: blue", "{done}");
@@ -195,21 +209,36 @@ fn a_remote_member_forwards_its_tasks_to_the_python_sdk_agent() {
     // A remote failure is the task's, with the agent's words.
     let failed = d.send(Some(&lead), "fail", false);
     assert_eq!(failed["status"]["state"], "TASK_STATE_FAILED", "{failed}");
-    let why = failed["status"]["message"]["parts"][0]["text"].as_str().unwrap_or_default();
+    let why = failed["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
     assert!(why.contains("the far agent always fails this"), "{why}");
 
     // What reached the agent: the tasks let in, each request with the member's bearer only.
     assert_eq!(
         far.tasks(),
-        ["hello", "chunks: one two three", "ask: Which colour?", "blue", "hang", "fail"]
+        [
+            "hello",
+            "chunks: one two three",
+            "ask: Which colour?",
+            "blue",
+            "hang",
+            "fail"
+        ]
     );
     let log = far.log();
     let auths: Vec<&String> = log.iter().filter(|l| l.starts_with("auth ")).collect();
     assert!(!auths.is_empty());
     assert!(auths.iter().all(|a| *a == &format!("auth Bearer {KEY}")), "{auths:?}");
-    assert!(!log.iter().any(|l| l.contains("mft1.")), "a caller's token reached the agent: {log:?}");
+    assert!(
+        !log.iter().any(|l| l.contains("mft1.")),
+        "a caller's token reached the agent: {log:?}"
+    );
     // ...and the key is nowhere in the member's records or output.
-    assert!(!records_text(&d.records_dir()).contains(KEY), "the key is in the records");
+    assert!(
+        !records_text(&d.records_dir()).contains(KEY),
+        "the key is in the records"
+    );
     assert!(!d.stderr().contains(KEY), "the key is on stderr");
 }
 
@@ -254,7 +283,12 @@ fn a_component_lead_answers_with_the_remote_members_answer() {
         "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/relay, version: 0.1.0, entry: true}\n  - {name: worker, capsule: local/far, version: 0.1.0}\nreachability:\n  - {from: lead, to: [worker]}\n",
     )
     .expect("roster");
-    let out = sb.mur(&dir).args(["run", "--roster", "--task", "through the lead"]).env(KEY_VAR, KEY).output().expect("run");
+    let out = sb
+        .mur(&dir)
+        .args(["run", "--roster", "--task", "through the lead"])
+        .env(KEY_VAR, KEY)
+        .output()
+        .expect("run");
     assert_eq!(
         (out.status.code(), stdout(&out).as_str()),
         (Some(0), "remote says: through the lead\n"),
@@ -265,7 +299,9 @@ fn a_component_lead_answers_with_the_remote_members_answer() {
     assert!(!stderr(&out).contains(KEY));
     let worker: Vec<Value> = member_traces(&sb, "worker").into_iter().flatten().collect();
     assert!(
-        worker.iter().any(|r| r["event_type"] == "a2a_task_received" && r["caller_member"] == "lead"),
+        worker
+            .iter()
+            .any(|r| r["event_type"] == "a2a_task_received" && r["caller_member"] == "lead"),
         "{worker:?}"
     );
     assert!(!serde_json::to_string(&worker).unwrap_or_default().contains(KEY));
@@ -290,7 +326,11 @@ fn a_remote_member_that_cannot_be_ready_is_refused_at_start() {
     let (code, err) = run(&[]);
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("error[E-RUN-071]") && err.contains(KEY_VAR), "{err}");
-    assert!(far.log().is_empty(), "nothing is sent without the credential: {:?}", far.log());
+    assert!(
+        far.log().is_empty(),
+        "nothing is sent without the credential: {:?}",
+        far.log()
+    );
 
     // Nobody listening there.
     let dead = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -305,8 +345,36 @@ fn a_remote_member_that_cannot_be_ready_is_refused_at_start() {
         .expect("run");
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("error[E-RUN-070]") && err.contains("cannot be fetched"), "{err}");
+    assert!(
+        err.contains("error[E-RUN-070]") && err.contains("cannot be fetched"),
+        "{err}"
+    );
     assert!(!err.contains(KEY));
+
+    // A card of A2A 0.3: not ready, and why.
+    let old = crate::support::provider::Provider::start(vec![
+        crate::support::provider::Reply::json(
+            json!({"name": "old", "protocolVersion": "0.3.0", "url": "http://127.0.0.1:9/"}),
+        )
+        .into(),
+    ]);
+    install_remote(&sb, "old", &format!("{}/.well-known/agent-card.json", old.url()), "");
+    let out = sb
+        .mur(&sb.path("work"))
+        .args(["run", "--capsule", "local/old", "--capsule-version", "0.1.0"])
+        .env(KEY_VAR, KEY)
+        .output()
+        .expect("run");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("error[E-RUN-070]") && err.contains("of A2A 0.3.0, not 1.0"),
+        "{err}"
+    );
+    assert!(
+        old.requests().iter().all(|r| r.header("authorization").is_none()),
+        "the card is fetched without the key"
+    );
 }
 
 /// The JS SDK and express, pinned.
@@ -323,7 +391,10 @@ struct JsAgent {
 impl JsAgent {
     fn start(key: &str) -> JsAgent {
         let prefix = crate::support::toolchains::node_with(A2A_JS);
-        let dir = tempfile::Builder::new().prefix("mur-far-js-").tempdir().expect("tempdir");
+        let dir = tempfile::Builder::new()
+            .prefix("mur-far-js-")
+            .tempdir()
+            .expect("tempdir");
         // ES modules resolve packages beside the script, so the script runs from a directory
         // whose node_modules is the provisioned one.
         let script = dir.path().join("agent.mjs");
@@ -383,10 +454,17 @@ fn a_remote_member_forwards_its_tasks_to_the_js_sdk_agent() {
     let d = Door::start(&sb, "farjs", &[(KEY_VAR, KEY)]);
     let op = d.op();
     let task = d.send(Some(&op), "hello", false);
-    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}\n{}", d.stderr());
+    assert_eq!(
+        task["status"]["state"],
+        "TASK_STATE_COMPLETED",
+        "{task}\n{}",
+        d.stderr()
+    );
     assert_eq!(task["artifacts"][0]["parts"][0]["text"], "js says: hello");
 
-    let events = d.stream(Some(&op), "SendStreamingMessage", text("chunks: uno dos tres")).rest();
+    let events = d
+        .stream(Some(&op), "SendStreamingMessage", text("chunks: uno dos tres"))
+        .rest();
     let chunks: Vec<&str> = events
         .iter()
         .filter_map(|e| e["result"]["artifactUpdate"]["artifact"]["parts"][0]["text"].as_str())
@@ -407,6 +485,127 @@ fn a_remote_member_forwards_its_tasks_to_the_js_sdk_agent() {
 
     let log = far.log();
     let auths: Vec<&String> = log.iter().filter(|l| l.starts_with("auth ")).collect();
-    assert!(!auths.is_empty() && auths.iter().all(|a| *a == &format!("auth Bearer {KEY}")), "{auths:?}");
+    assert!(
+        !auths.is_empty() && auths.iter().all(|a| *a == &format!("auth Bearer {KEY}")),
+        "{auths:?}"
+    );
     assert!(!records_text(&d.records_dir()).contains(KEY));
+}
+
+/// A hostile remote agent, scripted by hand on 127.0.0.1: a card that passes, then for each
+/// task the fault its text names.
+fn hostile_agent() -> crate::support::provider::Provider {
+    use crate::support::provider::{Piece, Provider, Reply, Step};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let busy = Arc::new(AtomicUsize::new(0));
+    let port = Arc::new(std::sync::OnceLock::<String>::new());
+    let at = Arc::clone(&port);
+    let handler = Arc::new(move |req: &crate::support::provider::Request| -> Reply {
+        let url = at.get().cloned().unwrap_or_default();
+        if req.method == "GET" {
+            return Reply::json(json!({
+                "name": "hostile",
+                "supportedInterfaces": [{"url": format!("{url}/"), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+                "capabilities": {"streaming": true},
+            }));
+        }
+        let body = req.json();
+        if body["method"] != "SendStreamingMessage" {
+            return Reply::json(
+                json!({"jsonrpc": "2.0", "id": body["id"], "result": {"task": {"id": "t", "status": {"state": "TASK_STATE_CANCELED"}}}}),
+            );
+        }
+        let event = |result: Value| {
+            format!(
+                "data: {}\n\n",
+                json!({"jsonrpc": "2.0", "id": body["id"], "result": result})
+            )
+        };
+        let working = event(json!({"task": {"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"}}}));
+        let done = event(
+            json!({"task": {"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED"}, "artifacts": [{"artifactId": "a", "parts": [{"text": "finally"}]}]}}),
+        );
+        match body["params"]["message"]["parts"][0]["text"].as_str().unwrap_or("") {
+            "garbage" => Reply::status(200, "<html>not json-rpc</html>"),
+            "garbage stream" => Reply::pieces(vec![Piece::Bytes(working), Piece::Bytes("data: {{{ nope\n\n".into())]),
+            "refused" => Reply::status(401, r#"{"error":"who are you"}"#),
+            "redirect" => Reply::status(307, "").header("location", "http://127.0.0.2:9/"),
+            "busy" if busy.fetch_add(1, Ordering::SeqCst) == 0 => {
+                Reply::status(429, r#"{"error":"slow down"}"#).header("retry-after", "1")
+            }
+            "busy" => Reply::sse(&[working, done]),
+            "huge event" => Reply::pieces(vec![
+                Piece::Bytes(working),
+                Piece::Bytes(format!("data: \"{}", "x".repeat(1_200_000))),
+            ]),
+            "endless" => Reply::pieces(vec![Piece::Bytes(working), Piece::Pause(Duration::from_secs(8))]),
+            _ => Reply::status(500, "{}"),
+        }
+    });
+    let script: Vec<Step> = (0..40)
+        .map(|_| {
+            let h = Arc::clone(&handler);
+            Step::func(move |r| h(r))
+        })
+        .collect();
+    let p = Provider::start(script);
+    let _ = port.set(p.url().to_string());
+    p
+}
+
+/// Garbage, refusals, redirects, a rate limit, an oversized event and an answer that never comes:
+/// each ends the member's task with a clear failure, within its bound; the retry is honoured.
+#[test]
+fn a_hostile_remote_agent_fails_tasks_clearly_and_within_their_bounds() {
+    let far = hostile_agent();
+    let sb = Sandbox::new();
+    let manifest = format!(
+        "name: hostile\nversion: 0.1.0\nremote:\n  url: {}/\n  timeout: 2\n{AUTH}{}",
+        far.url(),
+        serve(8)
+    );
+    sb.install_manifest("hostile", &manifest);
+    let d = Door::start(&sb, "hostile", &[]);
+    let op = d.op();
+    let fails = [
+        ("garbage", "not JSON"),
+        ("garbage stream", "stream event that is not JSON"),
+        ("refused", "refused this member's credential (HTTP 401)"),
+        ("redirect", "redirect (HTTP 307), which is never followed"),
+        ("huge event", "past its bound"),
+        (
+            "endless",
+            "did not finish within remote.timeout (2 s); its task was cancelled",
+        ),
+    ];
+    for (text, why) in fails {
+        let started = std::time::Instant::now();
+        let task = d.send(Some(&op), text, false);
+        assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{text}: {task}");
+        let said = task["status"]["message"]["parts"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(said.contains(why), "{text}: {said}");
+        assert!(
+            started.elapsed() < Duration::from_secs(6),
+            "{text} took {:?}",
+            started.elapsed()
+        );
+    }
+    // The never-ending task was cancelled at the agent.
+    assert!(
+        far.requests().iter().any(|r| r.json()["method"] == "CancelTask"),
+        "no CancelTask"
+    );
+    // A 429 is retried after its retry-after, and the retry's answer is the task's.
+    let task = d.send(Some(&op), "busy", false);
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "finally");
+    let busy = far
+        .requests()
+        .iter()
+        .filter(|r| r.json()["params"]["message"]["parts"][0]["text"] == "busy")
+        .count();
+    assert_eq!(busy, 2);
 }

@@ -365,7 +365,9 @@ pub fn manifest() -> Value {
                         ),
                         (
                             "api_key",
-                            text("${ENV_VAR} holding the agent's credential; sent to that agent only, as its card's security scheme asks."),
+                            text(
+                                "${ENV_VAR} holding the agent's credential; sent to that agent only, as its card's security scheme asks.",
+                            ),
                         ),
                         (
                             "timeout",

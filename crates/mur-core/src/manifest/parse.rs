@@ -9,7 +9,8 @@ mod tools;
 
 use super::{
     Acceptance, AfterTask, DEFAULT_DELEGATION_DEADLINE_SECS, DEFAULT_REMOTE_TIMEOUT_SECS, Inference, Kind, Language,
-    Lifecycle, MAX_REMOTE_TIMEOUT_SECS, Manifest, Parsed, Provider, REASONING_EFFORTS, Remote, Retain, Skill, Transport,
+    Lifecycle, MAX_REMOTE_TIMEOUT_SECS, Manifest, Parsed, Provider, REASONING_EFFORTS, Remote, Retain, Skill,
+    Transport,
 };
 
 /// Top-level keys: ours, then those only the reference implementation reads (known, ignored).
@@ -602,8 +603,11 @@ fn remote(w: &mut Walker, root: &Node) -> R<Option<Remote>> {
     let p = "remote";
     w.unknown(r, p, &["url", "api_key", "timeout"], &[]);
     let Some(url) = string(r, p, "url")? else {
-        return Err(bad("remote.url", "is required: the remote agent's card URL or JSON-RPC endpoint")
-            .with_hint("e.g. `url: https://agent.example/.well-known/agent-card.json`"));
+        return Err(bad(
+            "remote.url",
+            "is required: the remote agent's card URL or JSON-RPC endpoint",
+        )
+        .with_hint("e.g. `url: https://agent.example/.well-known/agent-card.json`"));
     };
     if super::endpoint::split(&url).is_none() || url.contains(char::is_whitespace) {
         return Err(bad(
@@ -622,8 +626,8 @@ fn remote(w: &mut Walker, root: &Node) -> R<Option<Remote>> {
         .with_hint("use https:// for an agent on another machine"));
     }
     let api_key_var = api_key_var(r, "remote.api_key")?;
-    let timeout_secs = integer(r, p, "timeout", 1, MAX_REMOTE_TIMEOUT_SECS.into())?
-        .map_or(DEFAULT_REMOTE_TIMEOUT_SECS, |t| t as u64);
+    let timeout_secs =
+        integer(r, p, "timeout", 1, MAX_REMOTE_TIMEOUT_SECS.into())?.map_or(DEFAULT_REMOTE_TIMEOUT_SECS, |t| t as u64);
     Ok(Some(Remote {
         url,
         api_key_var,

@@ -157,40 +157,48 @@ fn manifest_schema_and_parser_know_the_same_keys() {
     // set to null is absent or a type error, never that warning.
     let remote = |steps: &[Value]| steps.first().and_then(Value::as_str) == Some("remote");
     let remote_base = json!({"name": "probe", "version": "0.1.0", "remote": {"url": "https://a.example"}});
-    assert!(crate::manifest::parse(remote_base.to_string().as_bytes()).unwrap().warnings.is_empty());
-    for (base, only) in [(&base, &(|s: &[Value]| !remote(s)) as &dyn Fn(&[Value]) -> bool), (&remote_base, &remote)] {
-    same_keys_where(
-        &manifest(),
-        base,
-        include_str!("../manifest/parse.rs"),
-        only,
-        |doc, steps, key| {
-            // A list item's keys are named `list[i].key`.
-            let mut path = String::new();
-            for s in steps {
-                match s {
-                    Value::Number(n) => path.push_str(&format!("[{n}]")),
-                    _ => {
-                        if !path.is_empty() {
-                            path.push('.');
+    assert!(
+        crate::manifest::parse(remote_base.to_string().as_bytes())
+            .unwrap()
+            .warnings
+            .is_empty()
+    );
+    for (base, only) in [
+        (&base, &(|s: &[Value]| !remote(s)) as &dyn Fn(&[Value]) -> bool),
+        (&remote_base, &remote),
+    ] {
+        same_keys_where(
+            &manifest(),
+            base,
+            include_str!("../manifest/parse.rs"),
+            only,
+            |doc, steps, key| {
+                // A list item's keys are named `list[i].key`.
+                let mut path = String::new();
+                for s in steps {
+                    match s {
+                        Value::Number(n) => path.push_str(&format!("[{n}]")),
+                        _ => {
+                            if !path.is_empty() {
+                                path.push('.');
+                            }
+                            path.push_str(s.as_str().unwrap_or_default());
                         }
-                        path.push_str(s.as_str().unwrap_or_default());
                     }
                 }
-            }
-            let warning = format!(
-                "murmur.yaml: {}: unknown key; it is ignored",
-                if path.is_empty() {
-                    key.to_string()
-                } else {
-                    format!("{path}.{key}")
+                let warning = format!(
+                    "murmur.yaml: {}: unknown key; it is ignored",
+                    if path.is_empty() {
+                        key.to_string()
+                    } else {
+                        format!("{path}.{key}")
+                    }
+                );
+                match crate::manifest::parse(doc.to_string().as_bytes()) {
+                    Ok(p) => !p.warnings.iter().any(|w| w.message == warning),
+                    Err(_) => true,
                 }
-            );
-            match crate::manifest::parse(doc.to_string().as_bytes()) {
-                Ok(p) => !p.warnings.iter().any(|w| w.message == warning),
-                Err(_) => true,
-            }
-        },
-    );
+            },
+        );
     }
 }

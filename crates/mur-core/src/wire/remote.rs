@@ -85,7 +85,12 @@ pub struct Card {
 /// 1.0 at an `https://` (or loopback `http://`) URL of `card_url`'s origin or one `reachable`
 /// allows, and a security requirement this capsule can meet (`has_key`: `remote.api_key` is
 /// set). `Err` says why not, for the member's E-RUN-070.
-pub fn check_card(body: &[u8], card_url: &str, has_key: bool, reachable: impl Fn(&str) -> bool) -> Result<Card, String> {
+pub fn check_card(
+    body: &[u8],
+    card_url: &str,
+    has_key: bool,
+    reachable: impl Fn(&str) -> bool,
+) -> Result<Card, String> {
     let card: Value = serde_json::from_slice(body).map_err(|_| "its agent card is not JSON".to_string())?;
     let Some(obj) = card.as_object() else {
         return Err("its agent card is not a JSON object".to_string());
@@ -112,7 +117,10 @@ pub fn check_card(body: &[u8], card_url: &str, has_key: bool, reachable: impl Fn
         return Err("its agent card offers no JSONRPC interface (this runtime speaks A2A over JSON-RPC)".to_string());
     }
     let Some(interface) = jsonrpc.iter().find(|i| is_one_oh(&field(i, "protocolVersion"))) else {
-        let versions: Vec<String> = jsonrpc.iter().map(|i| head(&field(i, "protocolVersion"), 20).to_string()).collect();
+        let versions: Vec<String> = jsonrpc
+            .iter()
+            .map(|i| head(&field(i, "protocolVersion"), 20).to_string())
+            .collect();
         return Err(format!(
             "its agent card's JSONRPC interface is of protocol version {}, not 1.0",
             versions.join(", ")
@@ -154,7 +162,9 @@ pub fn check_card(body: &[u8], card_url: &str, has_key: bool, reachable: impl Fn
 
 /// `1.0`, or a 1.0 patch release such as `1.0.1`.
 fn is_one_oh(v: &str) -> bool {
-    v == "1.0" || v.strip_prefix("1.0.").is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+    v == "1.0"
+        || v.strip_prefix("1.0.")
+            .is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// The card's security: the schemes of its requirements (`securityRequirements`, A2A 1.0; the
@@ -194,7 +204,9 @@ fn credential(card: &serde_json::Map<String, Value>, has_key: bool) -> Result<Cr
             let header = key.get("name").and_then(Value::as_str).unwrap_or("");
             let token = !header.is_empty()
                 && header.len() <= 64
-                && header.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+                && header
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
             return (location.eq_ignore_ascii_case("header") && token).then(|| Credential::Header(header.to_string()));
         }
         // The older card shape: `{"type": "http", "scheme": "bearer"}`.
@@ -234,7 +246,14 @@ fn lit(s: &str) -> String {
 /// A SendMessage (`streaming: false`, answered at once: `returnImmediately`) or
 /// SendStreamingMessage body carrying `text`; `task_id` continues the remote task (an answer to
 /// its question), `context_id` keeps the remote context.
-pub fn message_body(streaming: bool, request_id: &str, message_id: &str, text: &str, task_id: Option<&str>, context_id: Option<&str>) -> String {
+pub fn message_body(
+    streaming: bool,
+    request_id: &str,
+    message_id: &str,
+    text: &str,
+    task_id: Option<&str>,
+    context_id: Option<&str>,
+) -> String {
     let mut message = format!(
         "{{\"messageId\":{},\"parts\":[{{\"text\":{}}}],\"role\":\"ROLE_USER\"",
         lit(message_id),
@@ -317,7 +336,12 @@ pub struct RemoteTask {
 fn parts_text(parts: Option<&Value>) -> String {
     parts
         .and_then(Value::as_array)
-        .map(|list| list.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join(""))
+        .map(|list| {
+            list.iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("")
+        })
         .unwrap_or_default()
 }
 
@@ -363,7 +387,11 @@ impl RemoteTask {
             let text = parts_text(artifact.and_then(|a| a.get("parts")));
             let append = update.get("append").and_then(Value::as_bool).unwrap_or(false);
             let added = self.keep(&id, &text, append)?;
-            return Ok(if added.is_empty() { News::Quiet } else { News::Chunk(added) });
+            return Ok(if added.is_empty() {
+                News::Quiet
+            } else {
+                News::Chunk(added)
+            });
         }
         // A Task object itself, as some servers answer GetTask.
         if result.get("status").is_some() && result.get("id").is_some() {
@@ -376,7 +404,10 @@ impl RemoteTask {
         if let Some(t) = task.and_then(Value::as_str).filter(|t| !t.is_empty() && t.len() <= 256) {
             self.task_id.get_or_insert_with(|| t.to_string());
         }
-        if let Some(c) = context.and_then(Value::as_str).filter(|c| !c.is_empty() && c.len() <= 256) {
+        if let Some(c) = context
+            .and_then(Value::as_str)
+            .filter(|c| !c.is_empty() && c.len() <= 256)
+        {
             self.context_id.get_or_insert_with(|| c.to_string());
         }
     }
@@ -399,7 +430,11 @@ impl RemoteTask {
     fn keep(&mut self, id: &str, text: &str, append: bool) -> Result<String, String> {
         let at = self.artifacts.iter().position(|(a, _)| a == id);
         let old = at.map_or(0, |i| self.artifacts[i].1.len());
-        let grown = if append { self.bytes + text.len() } else { self.bytes - old + text.len() };
+        let grown = if append {
+            self.bytes + text.len()
+        } else {
+            self.bytes - old + text.len()
+        };
         if grown > MAX_ANSWER_BYTES {
             self.over = true;
             return Err(format!("the remote agent's answer passed {MAX_ANSWER_BYTES} bytes"));
@@ -411,7 +446,11 @@ impl RemoteTask {
             (None, _) => self.artifacts.push((id.to_string(), text.to_string())),
         }
         // Followers see appended text; a replaced artifact is shown whole at the end.
-        Ok(if append || at.is_none() { text.to_string() } else { String::new() })
+        Ok(if append || at.is_none() {
+            text.to_string()
+        } else {
+            String::new()
+        })
     }
 
     fn status(&self, status: Option<&Value>) -> News {
@@ -465,7 +504,11 @@ pub fn refusal(status: u16, retry_after: Option<&str>, attempt: u32) -> Refusal 
             "the remote agent answered with a redirect (HTTP {status}), which is never followed: it could carry the credential to another origin"
         )),
         429 | 500 | 502 | 503 | 504 => {
-            let what = if status == 429 { "is rate limiting" } else { "is unavailable" };
+            let what = if status == 429 {
+                "is rate limiting"
+            } else {
+                "is unavailable"
+            };
             if attempt >= MAX_RETRIES {
                 return Refusal::Fail(format!(
                     "the remote agent {what} (HTTP {status}) and still was after {MAX_RETRIES} retries"
@@ -497,10 +540,22 @@ mod tests {
     #[test]
     fn the_card_is_at_the_url_or_its_origins_well_known_path() {
         let rows = [
-            ("https://a.example/.well-known/agent-card.json", Some("https://a.example/.well-known/agent-card.json")),
-            ("https://a.example/agents/x/card.json?v=1", Some("https://a.example/agents/x/card.json?v=1")),
-            ("https://a.example/rpc", Some("https://a.example/.well-known/agent-card.json")),
-            ("http://127.0.0.1:8080/", Some("http://127.0.0.1:8080/.well-known/agent-card.json")),
+            (
+                "https://a.example/.well-known/agent-card.json",
+                Some("https://a.example/.well-known/agent-card.json"),
+            ),
+            (
+                "https://a.example/agents/x/card.json?v=1",
+                Some("https://a.example/agents/x/card.json?v=1"),
+            ),
+            (
+                "https://a.example/rpc",
+                Some("https://a.example/.well-known/agent-card.json"),
+            ),
+            (
+                "http://127.0.0.1:8080/",
+                Some("http://127.0.0.1:8080/.well-known/agent-card.json"),
+            ),
             ("ftp://a.example/", None),
         ];
         for (url, want) in rows {
@@ -546,12 +601,18 @@ mod tests {
                 credential: Credential::Bearer
             }
         );
-        assert_eq!(check_card(&card(json!({})), AT, false, never).unwrap().credential, Credential::None);
+        assert_eq!(
+            check_card(&card(json!({})), AT, false, never).unwrap().credential,
+            Credential::None
+        );
         let bearer = json!({
             "securitySchemes": {"key": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}},
             "securityRequirements": [{"schemes": {"key": {"list": []}}}],
         });
-        assert_eq!(check_card(&card(bearer.clone()), AT, true, never).unwrap().credential, Credential::Bearer);
+        assert_eq!(
+            check_card(&card(bearer.clone()), AT, true, never).unwrap().credential,
+            Credential::Bearer
+        );
         let header = json!({
             "securitySchemes": {"k": {"apiKeySecurityScheme": {"location": "header", "name": "X-API-Key"}}},
             "securityRequirements": [{"schemes": {"k": {}}}],
@@ -560,23 +621,62 @@ mod tests {
             check_card(&card(header), AT, true, never).unwrap().credential,
             Credential::Header("X-API-Key".into())
         );
-        let other_origin = card(json!({"supportedInterfaces": [{"url": "https://b.example/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]}));
+        let other_origin = card(
+            json!({"supportedInterfaces": [{"url": "https://b.example/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]}),
+        );
         assert_eq!(
-            check_card(&other_origin, AT, true, |u| u.starts_with("https://b.example")).unwrap().endpoint,
+            check_card(&other_origin, AT, true, |u| u.starts_with("https://b.example"))
+                .unwrap()
+                .endpoint,
             "https://b.example/rpc"
         );
 
         let refusals: [(Vec<u8>, bool, &str); 10] = [
             (b"<html>".to_vec(), true, "is not JSON"),
             (b"[1]".to_vec(), true, "not a JSON object"),
-            (serde_json::to_vec(&json!({"name": "x", "protocolVersion": "0.3.0", "url": "https://a.example"})).unwrap(), true, "of A2A 0.3.0, not 1.0"),
-            (card(json!({"supportedInterfaces": [{"url": "https://a.example/rpc", "protocolBinding": "GRPC", "protocolVersion": "1.0"}]})), true, "no JSONRPC interface"),
-            (card(json!({"supportedInterfaces": [{"url": "https://a.example/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"}]})), true, "protocol version 0.3, not 1.0"),
-            (card(json!({"supportedInterfaces": [{"url": "http://a.example/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]})), true, "plain http on another machine"),
+            (
+                serde_json::to_vec(&json!({"name": "x", "protocolVersion": "0.3.0", "url": "https://a.example"}))
+                    .unwrap(),
+                true,
+                "of A2A 0.3.0, not 1.0",
+            ),
+            (
+                card(
+                    json!({"supportedInterfaces": [{"url": "https://a.example/rpc", "protocolBinding": "GRPC", "protocolVersion": "1.0"}]}),
+                ),
+                true,
+                "no JSONRPC interface",
+            ),
+            (
+                card(
+                    json!({"supportedInterfaces": [{"url": "https://a.example/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"}]}),
+                ),
+                true,
+                "protocol version 0.3, not 1.0",
+            ),
+            (
+                card(
+                    json!({"supportedInterfaces": [{"url": "http://a.example/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]}),
+                ),
+                true,
+                "plain http on another machine",
+            ),
             (other_origin.clone(), true, "another origin than the card's"),
             (card(bearer), false, "sets no remote.api_key"),
-            (card(json!({"securitySchemes": {"o": {"oauth2SecurityScheme": {}}}, "securityRequirements": [{"schemes": {"o": {}}}]})), true, "cannot satisfy (o)"),
-            (card(json!({"securitySchemes": {"k": {"apiKeySecurityScheme": {"location": "query", "name": "k"}}}, "security": [{"k": []}]})), true, "cannot satisfy (k)"),
+            (
+                card(
+                    json!({"securitySchemes": {"o": {"oauth2SecurityScheme": {}}}, "securityRequirements": [{"schemes": {"o": {}}}]}),
+                ),
+                true,
+                "cannot satisfy (o)",
+            ),
+            (
+                card(
+                    json!({"securitySchemes": {"k": {"apiKeySecurityScheme": {"location": "query", "name": "k"}}}, "security": [{"k": []}]}),
+                ),
+                true,
+                "cannot satisfy (k)",
+            ),
         ];
         for (body, key, why) in refusals {
             let e = check_card(&body, AT, key, never).unwrap_err();
@@ -594,34 +694,81 @@ mod tests {
         let b: Value = serde_json::from_str(&message_body(false, "r2", "m2", "yes", Some("t9"), Some("c9"))).unwrap();
         assert_eq!(b["method"], "SendMessage");
         assert_eq!(b["params"]["configuration"]["returnImmediately"], true);
-        assert_eq!((b["params"]["message"]["taskId"].as_str(), b["params"]["message"]["contextId"].as_str()), (Some("t9"), Some("c9")));
+        assert_eq!(
+            (
+                b["params"]["message"]["taskId"].as_str(),
+                b["params"]["message"]["contextId"].as_str()
+            ),
+            (Some("t9"), Some("c9"))
+        );
     }
 
     #[test]
     fn replies_and_events_become_what_the_board_shows() {
         let mut t = RemoteTask::default();
         let rows: Vec<(Value, Result<News, ()>)> = vec![
-            (json!({"task": {"id": "t1", "contextId": "c1", "status": {"state": "TASK_STATE_SUBMITTED"}}}), Ok(News::Working(None))),
-            (json!({"statusUpdate": {"taskId": "t1", "status": {"state": "TASK_STATE_WORKING", "message": {"parts": [{"text": "thinking"}]}}}}), Ok(News::Working(Some("thinking".into())))),
-            (json!({"artifactUpdate": {"taskId": "t1", "artifact": {"artifactId": "a", "parts": [{"text": "Hel"}]}}}), Ok(News::Chunk("Hel".into()))),
-            (json!({"artifactUpdate": {"taskId": "t1", "append": true, "artifact": {"artifactId": "a", "parts": [{"text": "lo"}]}}}), Ok(News::Chunk("lo".into()))),
-            (json!({"statusUpdate": {"status": {"state": "TASK_STATE_INPUT_REQUIRED", "message": {"parts": [{"text": "Which?"}]}}}}), Ok(News::Asked("Which?".into()))),
-            (json!({"statusUpdate": {"status": {"state": "TASK_STATE_COMPLETED"}}}), Ok(News::Ended(Ended::Completed("Hello".into())))),
+            (
+                json!({"task": {"id": "t1", "contextId": "c1", "status": {"state": "TASK_STATE_SUBMITTED"}}}),
+                Ok(News::Working(None)),
+            ),
+            (
+                json!({"statusUpdate": {"taskId": "t1", "status": {"state": "TASK_STATE_WORKING", "message": {"parts": [{"text": "thinking"}]}}}}),
+                Ok(News::Working(Some("thinking".into()))),
+            ),
+            (
+                json!({"artifactUpdate": {"taskId": "t1", "artifact": {"artifactId": "a", "parts": [{"text": "Hel"}]}}}),
+                Ok(News::Chunk("Hel".into())),
+            ),
+            (
+                json!({"artifactUpdate": {"taskId": "t1", "append": true, "artifact": {"artifactId": "a", "parts": [{"text": "lo"}]}}}),
+                Ok(News::Chunk("lo".into())),
+            ),
+            (
+                json!({"statusUpdate": {"status": {"state": "TASK_STATE_INPUT_REQUIRED", "message": {"parts": [{"text": "Which?"}]}}}}),
+                Ok(News::Asked("Which?".into())),
+            ),
+            (
+                json!({"statusUpdate": {"status": {"state": "TASK_STATE_COMPLETED"}}}),
+                Ok(News::Ended(Ended::Completed("Hello".into()))),
+            ),
             (json!({"nonsense": 1}), Err(())),
         ];
         for (result, want) in rows {
             let got = t.apply(&result).map_err(|_| ());
             assert_eq!(got, want, "{result}");
         }
-        assert_eq!((t.task_id.as_deref(), t.context_id.as_deref()), (Some("t1"), Some("c1")));
+        assert_eq!(
+            (t.task_id.as_deref(), t.context_id.as_deref()),
+            (Some("t1"), Some("c1"))
+        );
 
         let ends = [
-            (json!({"task": {"id": "x", "status": {"state": "TASK_STATE_FAILED", "message": {"parts": [{"text": "boom"}]}}}}), News::Ended(Ended::Failed("the remote agent's task failed: boom".into()))),
-            (json!({"task": {"id": "x", "status": {"state": "TASK_STATE_REJECTED"}}}), News::Ended(Ended::Failed("the remote agent rejected the task".into()))),
-            (json!({"task": {"id": "x", "status": {"state": "TASK_STATE_CANCELED"}}}), News::Ended(Ended::Canceled)),
-            (json!({"task": {"id": "x", "status": {"state": "TASK_STATE_COMPLETED"}, "artifacts": [{"artifactId": "r", "parts": [{"text": "A"}, {"text": "B"}]}]}}), News::Ended(Ended::Completed("AB".into()))),
-            (json!({"message": {"messageId": "m", "parts": [{"text": "direct"}]}}), News::Ended(Ended::Completed("direct".into()))),
-            (json!({"id": "x", "status": {"state": "TASK_STATE_AUTH_REQUIRED"}}), News::Ended(Ended::Failed("the remote agent asked for authentication this runtime cannot give".into()))),
+            (
+                json!({"task": {"id": "x", "status": {"state": "TASK_STATE_FAILED", "message": {"parts": [{"text": "boom"}]}}}}),
+                News::Ended(Ended::Failed("the remote agent's task failed: boom".into())),
+            ),
+            (
+                json!({"task": {"id": "x", "status": {"state": "TASK_STATE_REJECTED"}}}),
+                News::Ended(Ended::Failed("the remote agent rejected the task".into())),
+            ),
+            (
+                json!({"task": {"id": "x", "status": {"state": "TASK_STATE_CANCELED"}}}),
+                News::Ended(Ended::Canceled),
+            ),
+            (
+                json!({"task": {"id": "x", "status": {"state": "TASK_STATE_COMPLETED"}, "artifacts": [{"artifactId": "r", "parts": [{"text": "A"}, {"text": "B"}]}]}}),
+                News::Ended(Ended::Completed("AB".into())),
+            ),
+            (
+                json!({"message": {"messageId": "m", "parts": [{"text": "direct"}]}}),
+                News::Ended(Ended::Completed("direct".into())),
+            ),
+            (
+                json!({"id": "x", "status": {"state": "TASK_STATE_AUTH_REQUIRED"}}),
+                News::Ended(Ended::Failed(
+                    "the remote agent asked for authentication this runtime cannot give".into(),
+                )),
+            ),
         ];
         for (result, want) in ends {
             assert_eq!(RemoteTask::default().apply(&result), Ok(want), "{result}");
@@ -629,14 +776,17 @@ mod tests {
 
         let mut huge = RemoteTask::default();
         let chunk = "x".repeat(MAX_ANSWER_BYTES / 2 + 1);
-        let event = json!({"artifactUpdate": {"append": true, "artifact": {"artifactId": "a", "parts": [{"text": chunk}]}}});
+        let event =
+            json!({"artifactUpdate": {"append": true, "artifact": {"artifactId": "a", "parts": [{"text": chunk}]}}});
         assert!(huge.apply(&event).is_ok());
         assert!(huge.apply(&event).unwrap_err().contains("passed"));
 
         assert!(rpc_result(b"garbage").unwrap_err().contains("not JSON"));
-        assert!(rpc_result(br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32001,"message":"Task not found"}}"#)
-            .unwrap_err()
-            .contains("-32001: Task not found"));
+        assert!(
+            rpc_result(br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32001,"message":"Task not found"}}"#)
+                .unwrap_err()
+                .contains("-32001: Task not found")
+        );
         assert!(rpc_result(br#"{"jsonrpc":"2.0","id":1,"result":3}"#).is_err());
     }
 
