@@ -483,6 +483,31 @@ fn a_remote_member_forwards_its_tasks_to_the_js_sdk_agent() {
     });
     assert!(cancelled.is_some(), "{:?}", far.log());
 
+    // What `mur new --capsule NAME --remote URL` writes builds, installs and runs a task.
+    let url = format!("http://127.0.0.1:{}/", far.port);
+    let out = sb.run(&sb.path("src"), &["new", "--capsule", "scaffolded", "--remote", &url]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("export SCAFFOLDED_API_KEY="), "{}", stdout(&out));
+    let dir = sb.path("src/scaffolded");
+    let out = sb.run(&dir, &["build", "."]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let zip = stdout(&out).trim().rsplit(": ").next().expect("zip").to_string();
+    assert!(sb.run(&dir, &["install", "-g", &zip]).status.success());
+    let out = sb
+        .mur(&sb.path("work"))
+        .args([
+            "run",
+            "--capsule",
+            "local/scaffolded",
+            "--capsule-version",
+            "0.1.0",
+            "--task",
+            "from the scaffold",
+        ])
+        .env("SCAFFOLDED_API_KEY", KEY)
+        .output()
+        .expect("run");
+    assert_eq!(stdout(&out), "js says: from the scaffold\n", "{}", stderr(&out));
     let log = far.log();
     let auths: Vec<&String> = log.iter().filter(|l| l.starts_with("auth ")).collect();
     assert!(
