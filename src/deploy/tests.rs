@@ -544,7 +544,9 @@ fn a_remote_members_egress_is_dns_and_its_agents_port() {
         .filter(|p| p.spec.as_ref().and_then(|s| s.policy_types.as_ref()).is_some_and(|t| t == &["Egress"]))
         .collect();
     assert_eq!(egress.len(), 2, "one egress policy per remote member, none for the others");
-    let rules = |p: &NetworkPolicy| -> Vec<(Vec<String>, Vec<(String, i32)>)> {
+    // Each rule as (its CIDRs, its (protocol, port)s).
+    type Rule = (Vec<String>, Vec<(String, i32)>);
+    let rules = |p: &NetworkPolicy| -> Vec<Rule> {
         p.spec
             .as_ref()
             .and_then(|s| s.egress.clone())
