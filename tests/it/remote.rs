@@ -331,6 +331,23 @@ fn a_remote_member_that_cannot_be_ready_is_refused_at_start() {
         "nothing is sent without the credential: {:?}",
         far.log()
     );
+    // In a formation the launcher names the member that could not be ready.
+    sb.install_component(
+        "relay",
+        "src/capsule/testdata/relay.wat",
+        "capabilities:\n  network:\n    allow: [localhost]\n",
+    );
+    let dir = sb.path("formation");
+    std::fs::write(
+        dir.join("roster.yaml"),
+        "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/relay, version: 0.1.0, entry: true}\n  - {name: worker, capsule: local/far, version: 0.1.0}\nreachability:\n  - {from: lead, to: [worker]}\n",
+    )
+    .expect("roster");
+    let out = sb.run(&dir, &["run", "--roster", "--task", "never"]);
+    let err = stderr(&out);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("worker") && err.contains("E-RUN-071"), "{err}");
+    assert!(far.log().is_empty(), "{:?}", far.log());
 
     // Nobody listening there.
     let dead = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
