@@ -254,11 +254,28 @@ fn without_streaming_the_member_polls_the_remote_task() {
         serve(2)
     );
     sb.install_manifest("near", &manifest);
-    let d = Door::start(&sb, "near", &[]);
-    let task = d.send(Some(&d.op()), "polled", false);
+    // Spans exported (to a collector that takes anything): the remote requests carry the
+    // task span's traceparent, in the caller's trace.
+    let collector = crate::support::provider::Provider::start(
+        (0..64)
+            .map(|_| crate::support::provider::Reply::json(json!({})).into())
+            .collect(),
+    );
+    let d = Door::start(&sb, "near", &[("OTEL_EXPORTER_OTLP_ENDPOINT", collector.url())]);
+    const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let caller = format!("00-{TRACE}-00f067aa0ba902b7-01");
+    let body = json!({"id": 1, "jsonrpc": "2.0", "method": "SendMessage", "params": text("polled")}).to_string();
+    let h = d.post(Some(&d.op()), &[("traceparent", &caller)], &body);
+    let task = h.json()["result"]["task"].clone();
     assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
     assert_eq!(task["artifacts"][0]["parts"][0]["text"], "remote says: polled");
     let log = far.log();
+    let parents: Vec<&str> = log.iter().filter_map(|l| l.strip_prefix("traceparent ")).collect();
+    assert!(!parents.is_empty(), "{log:?}");
+    assert!(
+        parents.iter().all(|p| p.starts_with(&format!("00-{TRACE}-")) && *p != caller),
+        "{parents:?}"
+    );
     let methods: Vec<&str> = log.iter().filter_map(|l| l.strip_prefix("method ")).collect();
     assert_eq!(methods.first(), Some(&"SendMessage"), "{log:?}");
     assert!(methods[1..].iter().all(|m| *m == "GetTask"), "{log:?}");
