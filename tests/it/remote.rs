@@ -242,7 +242,8 @@ fn a_remote_member_forwards_its_tasks_to_the_python_sdk_agent() {
     assert!(!d.stderr().contains(KEY), "the key is on stderr");
 }
 
-/// A card without streaming: the task goes out as SendMessage and is followed with GetTask.
+/// A card without streaming: the task goes out as a blocking SendMessage (GetTask only if the
+/// reply still shows it live).
 #[test]
 fn without_streaming_the_member_polls_the_remote_task() {
     let far = FarAgent::start(&[("A2A_TEST_STREAMING", "0")]);

@@ -243,7 +243,7 @@ fn lit(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_default()
 }
 
-/// A SendMessage (`streaming: false`, answered at once: `returnImmediately`) or
+/// A SendMessage (`streaming: false`, answered when the task ends or asks, A2A's default) or
 /// SendStreamingMessage body carrying `text`; `task_id` continues the remote task (an answer to
 /// its question), `context_id` keeps the remote context.
 pub fn message_body(
@@ -266,12 +266,9 @@ pub fn message_body(
         message.push_str(&format!(",\"taskId\":{}", lit(t)));
     }
     message.push('}');
-    let (method, configuration) = match streaming {
-        true => ("SendStreamingMessage", ""),
-        false => ("SendMessage", "\"configuration\":{\"returnImmediately\":true},"),
-    };
+    let method = if streaming { "SendStreamingMessage" } else { "SendMessage" };
     format!(
-        "{{\"id\":{},\"jsonrpc\":\"2.0\",\"method\":\"{method}\",\"params\":{{{configuration}\"message\":{message}}}}}",
+        "{{\"id\":{},\"jsonrpc\":\"2.0\",\"method\":\"{method}\",\"params\":{{\"message\":{message}}}}}",
         lit(request_id)
     )
 }
@@ -693,7 +690,7 @@ mod tests {
         );
         let b: Value = serde_json::from_str(&message_body(false, "r2", "m2", "yes", Some("t9"), Some("c9"))).unwrap();
         assert_eq!(b["method"], "SendMessage");
-        assert_eq!(b["params"]["configuration"]["returnImmediately"], true);
+        assert!(b["params"].get("configuration").is_none(), "answered when the task ends: {b}");
         assert_eq!(
             (
                 b["params"]["message"]["taskId"].as_str(),
