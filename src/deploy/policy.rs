@@ -154,7 +154,13 @@ fn port(protocol: &str, port: u16) -> NetworkPolicyPort {
 /// A remote member's egress: DNS (UDP and TCP 53, anywhere: where the cluster's resolver runs
 /// differs by cluster) and TCP to its remote agent's port, at the address when the URL names one
 /// and at any address when it names a host (a NetworkPolicy matches addresses, never names).
-pub fn remote_egress(f: &Formation, o: &Options, owner: &OwnerReference, member: usize, origin: &RemoteOrigin) -> NetworkPolicy {
+pub fn remote_egress(
+    f: &Formation,
+    o: &Options,
+    owner: &OwnerReference,
+    member: usize,
+    origin: &RemoteOrigin,
+) -> NetworkPolicy {
     let cidrs: Vec<String> = match origin.host.parse::<std::net::IpAddr>() {
         Ok(std::net::IpAddr::V4(a)) => vec![format!("{a}/32")],
         Ok(std::net::IpAddr::V6(a)) => vec![format!("{a}/128")],

@@ -274,7 +274,9 @@ fn without_streaming_the_member_polls_the_remote_task() {
     let parents: Vec<&str> = log.iter().filter_map(|l| l.strip_prefix("traceparent ")).collect();
     assert!(!parents.is_empty(), "{log:?}");
     assert!(
-        parents.iter().all(|p| p.starts_with(&format!("00-{TRACE}-")) && *p != caller),
+        parents
+            .iter()
+            .all(|p| p.starts_with(&format!("00-{TRACE}-")) && *p != caller),
         "{parents:?}"
     );
     let methods: Vec<&str> = log.iter().filter_map(|l| l.strip_prefix("method ")).collect();

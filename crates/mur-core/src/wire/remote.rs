@@ -266,7 +266,11 @@ pub fn message_body(
         message.push_str(&format!(",\"taskId\":{}", lit(t)));
     }
     message.push('}');
-    let method = if streaming { "SendStreamingMessage" } else { "SendMessage" };
+    let method = if streaming {
+        "SendStreamingMessage"
+    } else {
+        "SendMessage"
+    };
     format!(
         "{{\"id\":{},\"jsonrpc\":\"2.0\",\"method\":\"{method}\",\"params\":{{\"message\":{message}}}}}",
         lit(request_id)
@@ -690,7 +694,10 @@ mod tests {
         );
         let b: Value = serde_json::from_str(&message_body(false, "r2", "m2", "yes", Some("t9"), Some("c9"))).unwrap();
         assert_eq!(b["method"], "SendMessage");
-        assert!(b["params"].get("configuration").is_none(), "answered when the task ends: {b}");
+        assert!(
+            b["params"].get("configuration").is_none(),
+            "answered when the task ends: {b}"
+        );
         assert_eq!(
             (
                 b["params"]["message"]["taskId"].as_str(),
