@@ -38,6 +38,8 @@ pub mod peer_door;
 #[cfg(feature = "runtime")]
 pub mod progress;
 #[cfg(feature = "runtime")]
+pub mod remote;
+#[cfg(feature = "runtime")]
 pub mod scaffold;
 #[cfg(feature = "runtime")]
 pub mod session;

@@ -37,7 +37,7 @@ pub fn run(a: &BuildArgs) -> Outcome {
     }
     let component = match &m.kind {
         Kind::Component { path } => Some(read_component(&a.dir, path)?),
-        Kind::Model | Kind::ManifestOnly => None,
+        Kind::Model | Kind::Remote | Kind::ManifestOnly => None,
     };
     let tools = build_tools(&a.dir, m)?;
     let extra: Vec<(&str, &[u8])> = tools.iter().map(|(p, b)| (p.as_str(), b.as_slice())).collect();

@@ -123,7 +123,7 @@ fn build_and_install(dir: &Path, store_root: &Path) -> Result<String, Diagnostic
             let p = dir.join(path);
             Some(std::fs::read(&p).map_err(|e| io_fail("read", &p, &e))?)
         }
-        Kind::Model | Kind::ManifestOnly => None,
+        Kind::Model | Kind::Remote | Kind::ManifestOnly => None,
     };
     let zip = archive::try_pack(&source, component.as_deref())
         .map_err(|e| fail(format!("cannot pack {}@{}: {e}", m.name, m.version)))?;

@@ -243,6 +243,7 @@ fn member_checks(report: &mut Report, project: &Project) {
             }
             match &m.kind {
                 Kind::Model => report.pass("kind: model capsule (inference)"),
+                Kind::Remote => report.pass(&remote_kind(m)),
                 Kind::ManifestOnly => report
                     .pass("kind: manifest-only capsule (it builds, installs and is admitted; there is nothing to run)"),
                 Kind::Component { path } => {
@@ -269,6 +270,19 @@ fn member_checks(report: &mut Report, project: &Project) {
         }
     }
     report.line("");
+}
+
+/// A remote capsule's kind line: the host that receives its tasks and the variable its
+/// credential is read from (never the credential).
+fn remote_kind(m: &manifest::Manifest) -> String {
+    let Some(r) = &m.remote else {
+        return "kind: remote capsule".to_string();
+    };
+    let host = manifest::endpoint::split(&r.url).map_or("?", |e| e.authority);
+    match &r.api_key_var {
+        Some(var) => format!("kind: remote capsule (forwards its tasks to {host}, with the credential in ${var})"),
+        None => format!("kind: remote capsule (forwards its tasks to {host}, without a credential)"),
+    }
 }
 
 /// The Roster block of docs/reference/cli.md#mur-doctor, for the roster of `project`, against its
@@ -345,8 +359,17 @@ fn launch_checks(report: &mut Report, a: &Admitted) {
                 );
             }
         }
-        // A manifest-only capsule runs nothing, so it calls nobody.
-        if matches!(m.manifest.kind, Kind::ManifestOnly) {
+        // A remote member's credential is read at session start: unset, it would never be ready.
+        if m.manifest.remote.is_some()
+            && let Err(mut d) = crate::remote::credential(&format!("{}@{}", m.capsule, m.version), &m.manifest, |v| {
+                std::env::var(v).ok()
+            })
+        {
+            d.message = format!("roster.yaml: member '{}': {}", m.name, d.message);
+            report.refuse(d);
+        }
+        // A manifest-only capsule runs nothing, and a remote one only forwards: they call nobody.
+        if matches!(m.manifest.kind, Kind::ManifestOnly | Kind::Remote) {
             continue;
         }
         let callees: Vec<String> = a.callees(i).iter().map(|&c| a.members[c].name.clone()).collect();

@@ -20,6 +20,15 @@ pub fn lines<'a>(members: impl IntoIterator<Item = (&'a str, &'a Manifest)>) -> 
     members
         .into_iter()
         .flat_map(|(name, m)| {
+            // A remote member's credential goes to the remote agent's host alone.
+            if let Some(r) = &m.remote {
+                let host =
+                    crate::manifest::endpoint::split(&r.url).map_or_else(|| shown(&r.url), |e| shown(e.authority));
+                return vec![match &r.api_key_var {
+                    Some(var) => format!("  env: {name} reads {var}, sent to {host} (remote agent)"),
+                    None => format!("  env: {name} reads no variable; its tasks go to {host} (remote agent)"),
+                }];
+            }
             let Some(inf) = m.inference.as_ref() else {
                 return Vec::new();
             };
@@ -56,6 +65,27 @@ mod tests {
         f(&mut inf);
         m.inference = Some(inf);
         m
+    }
+
+    #[test]
+    fn a_remote_members_key_is_named_with_the_remote_host() {
+        let mut m = Manifest::minimal("far", "1.0.0");
+        m.remote = Some(crate::manifest::Remote {
+            url: "https://agent.example:8443/.well-known/agent-card.json".into(),
+            api_key_var: Some("FAR_KEY".into()),
+            timeout_secs: 30,
+        });
+        let mut open = m.clone();
+        if let Some(r) = open.remote.as_mut() {
+            r.api_key_var = None;
+        }
+        assert_eq!(
+            lines([("far", &m), ("open", &open)]),
+            [
+                "  env: far reads FAR_KEY, sent to agent.example:8443 (remote agent)",
+                "  env: open reads no variable; its tasks go to agent.example:8443 (remote agent)",
+            ]
+        );
     }
 
     #[test]

@@ -109,6 +109,10 @@ pub struct NewArgs {
     /// Write the members' sources in this language; mur build makes their components
     #[arg(long, value_name = "LANG", value_parser = ["python", "javascript", "rust"])]
     pub lang: Option<String>,
+    /// With --capsule: a remote capsule whose door forwards each task to the A2A agent at URL
+    /// (its card or JSON-RPC endpoint; https://, or http:// to loopback)
+    #[arg(long, value_name = "URL", requires = "capsule", conflicts_with_all = ["lang", "tool", "inference"])]
+    pub remote: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -22,6 +22,13 @@ pub fn run(a: &NewArgs) -> Outcome {
     if let Some(name) = a.tool.as_deref() {
         return new_tool(name, lang.unwrap_or(Language::Python));
     }
+    if let (Some(name), Some(url)) = (a.capsule.as_deref(), a.remote.as_deref()) {
+        scaffold::check_capsule_name(name)?;
+        let files = scaffold::remote_capsule(name, url)?;
+        write(name, &files)?;
+        println!("Scaffolded remote capsule '{name}' in ./{name}");
+        return finish(name, &files, scaffold::remote_next_steps(name));
+    }
     if let Some(name) = a.capsule.as_deref() {
         scaffold::check_capsule_name(name)?;
         let lang = lang.unwrap_or(Language::Rust);

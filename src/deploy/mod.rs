@@ -65,6 +65,41 @@ pub struct Member {
     pub version: String,
     pub sha256: String,
     pub entry: bool,
+    /// A remote capsule's agent (`remote.url`): the one origin its egress policy admits.
+    pub remote: Option<RemoteOrigin>,
+}
+
+/// Where a remote member's tasks go: the host as written (a name or an address) and the port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteOrigin {
+    pub host: String,
+    pub port: u16,
+}
+
+impl RemoteOrigin {
+    /// The origin of `url` (`https://host[:port]/…`, or `http://` to loopback); `None` for a URL
+    /// that names no host and port.
+    pub fn of(url: &str) -> Option<RemoteOrigin> {
+        let e = crate::manifest::endpoint::split(url)?;
+        let default = if e.tls { 443 } else { 80 };
+        let (host, port) = if let Some(v6) = e.authority.strip_prefix('[') {
+            let (h, rest) = v6.split_once(']')?;
+            (h, rest.strip_prefix(':'))
+        } else {
+            match e.authority.rsplit_once(':') {
+                Some((h, p)) => (h, Some(p)),
+                None => (e.authority, None),
+            }
+        };
+        let port = match port {
+            Some(p) => p.parse::<u16>().ok().filter(|&p| p != 0)?,
+            None => default,
+        };
+        (!host.is_empty()).then(|| RemoteOrigin {
+            host: host.to_ascii_lowercase(),
+            port,
+        })
+    }
 }
 
 /// The admitted formation under its id: members in roster order and the admitted edges.
@@ -89,6 +124,7 @@ impl Formation {
                     version: m.version.clone(),
                     sha256: m.sha256.clone(),
                     entry: m.entry,
+                    remote: m.manifest.remote.as_ref().and_then(|r| RemoteOrigin::of(&r.url)),
                 })
                 .collect(),
             edges: a.edges.clone(),

@@ -5,7 +5,10 @@
 //! callers. Policies are additive, so a pod's allowed ingress is the union of those selecting
 //! it: for a callee, its callers; for anything else, nobody. The entry, which no member may
 //! call, is reachable only from pods labelled as the formation's operator, and only when it
-//! serves tasks (without `--task`). Egress is left open: a capsule's `network.allow` governs it.
+//! serves tasks (without `--task`). Egress is left open: a capsule's `network.allow` governs it,
+//! except a remote member's: its pod may reach DNS and its remote agent's port, nothing else
+//! ([`remote_egress`]). A policy cannot name a host, so a remote agent named by a host name is
+//! admitted at that port on any address; the member's runtime holds it to the one origin.
 //!
 //! [`edges_of`] reads the member edges back out of policies, so tests can hold the output
 //! against the admitted edge set.
@@ -13,13 +16,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::networking::v1::{
-    NetworkPolicy, NetworkPolicyIngressRule, NetworkPolicyPeer, NetworkPolicyPort, NetworkPolicySpec,
+    IPBlock, NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyIngressRule, NetworkPolicyPeer, NetworkPolicyPort,
+    NetworkPolicySpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::{
-    DOOR_PORT, Formation, LABEL_FORMATION, LABEL_MEMBER, LABEL_ROLE, Options, ROLE_OPERATOR, labels, pod_selector,
+    DOOR_PORT, Formation, LABEL_FORMATION, LABEL_MEMBER, LABEL_ROLE, Options, ROLE_OPERATOR, RemoteOrigin, labels,
+    pod_selector,
 };
 
 fn selector(labels: BTreeMap<String, String>) -> LabelSelector {
@@ -114,6 +119,11 @@ pub fn network_policies(f: &Formation, o: &Options, owner: &OwnerReference) -> V
             },
         ));
     }
+    for (i, m) in f.members.iter().enumerate() {
+        if let Some(origin) = &m.remote {
+            out.push(remote_egress(f, o, owner, i, origin));
+        }
+    }
     let entry = f.entry();
     if o.task.is_none() {
         out.push(policy(
@@ -131,6 +141,60 @@ pub fn network_policies(f: &Formation, o: &Options, owner: &OwnerReference) -> V
         ));
     }
     out
+}
+
+fn port(protocol: &str, port: u16) -> NetworkPolicyPort {
+    NetworkPolicyPort {
+        port: Some(IntOrString::Int(i32::from(port))),
+        protocol: Some(protocol.into()),
+        ..Default::default()
+    }
+}
+
+/// A remote member's egress: DNS (UDP and TCP 53, anywhere: where the cluster's resolver runs
+/// differs by cluster) and TCP to its remote agent's port, at the address when the URL names one
+/// and at any address when it names a host (a NetworkPolicy matches addresses, never names).
+pub fn remote_egress(
+    f: &Formation,
+    o: &Options,
+    owner: &OwnerReference,
+    member: usize,
+    origin: &RemoteOrigin,
+) -> NetworkPolicy {
+    let cidrs: Vec<String> = match origin.host.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(a)) => vec![format!("{a}/32")],
+        Ok(std::net::IpAddr::V6(a)) => vec![format!("{a}/128")],
+        Err(_) => vec!["0.0.0.0/0".into(), "::/0".into()],
+    };
+    let to = cidrs
+        .into_iter()
+        .map(|cidr| NetworkPolicyPeer {
+            ip_block: Some(IPBlock { cidr, except: None }),
+            ..Default::default()
+        })
+        .collect();
+    policy(
+        f,
+        o,
+        owner,
+        format!("{}-remote", f.member_object(member)),
+        Some(member),
+        NetworkPolicySpec {
+            pod_selector: Some(selector(pod_selector(f, member))),
+            policy_types: Some(vec!["Egress".into()]),
+            egress: Some(vec![
+                NetworkPolicyEgressRule {
+                    to: None,
+                    ports: Some(vec![port("UDP", 53), port("TCP", 53)]),
+                },
+                NetworkPolicyEgressRule {
+                    to: Some(to),
+                    ports: Some(vec![port("TCP", origin.port)]),
+                },
+            ]),
+            ..Default::default()
+        },
+    )
 }
 
 /// `(caller, callee)` member names that the policies of `formation` let through to a door:

@@ -21,6 +21,7 @@ fn member(name: &str, entry: bool) -> Member {
         version: "0.1.0".into(),
         sha256: "ab".repeat(32),
         entry,
+        remote: None,
     }
 }
 
@@ -516,4 +517,96 @@ fn objects_round_trip_through_yaml() {
 #[test]
 fn the_probe_path_is_the_doors_public_card() {
     assert_eq!(CARD_PATH, crate::door::auth::CARD_PATH);
+}
+
+#[test]
+fn a_remote_members_egress_is_dns_and_its_agents_port() {
+    let origins = [
+        (
+            "https://agent.example/.well-known/agent-card.json",
+            Some(("agent.example", 443)),
+        ),
+        ("https://Agent.Example:8443/rpc", Some(("agent.example", 8443))),
+        ("http://127.0.0.1:9999/", Some(("127.0.0.1", 9999))),
+        ("http://[::1]:7000/", Some(("::1", 7000))),
+        ("https://agent.example:0/", None),
+        ("ftp://x/", None),
+    ];
+    for (url, want) in origins {
+        let got = RemoteOrigin::of(url);
+        assert_eq!(got.as_ref().map(|o| (o.host.as_str(), o.port)), want, "{url}");
+    }
+
+    let mut f = formation(&["lead", "far", "ip"], &[("lead", "far"), ("lead", "ip")]);
+    f.members[1].remote = RemoteOrigin::of("https://agent.example/");
+    f.members[2].remote = RemoteOrigin::of("https://203.0.113.7:8443/");
+    let owner = k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference::default();
+    let all = policy::network_policies(&f, &options(None, Some(UID)), &owner);
+    let egress: Vec<&NetworkPolicy> = all
+        .iter()
+        .filter(|p| {
+            p.spec
+                .as_ref()
+                .and_then(|s| s.policy_types.as_ref())
+                .is_some_and(|t| t == &["Egress"])
+        })
+        .collect();
+    assert_eq!(
+        egress.len(),
+        2,
+        "one egress policy per remote member, none for the others"
+    );
+    // Each rule as (its CIDRs, its (protocol, port)s).
+    type Rule = (Vec<String>, Vec<(String, i32)>);
+    let rules = |p: &NetworkPolicy| -> Vec<Rule> {
+        p.spec
+            .as_ref()
+            .and_then(|s| s.egress.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| {
+                let to =
+                    r.to.unwrap_or_default()
+                        .into_iter()
+                        .filter_map(|t| t.ip_block.map(|b| b.cidr))
+                        .collect();
+                let ports = r
+                    .ports
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|p| {
+                        let n = match p.port {
+                            Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(n)) => n,
+                            _ => 0,
+                        };
+                        (p.protocol.unwrap_or_default(), n)
+                    })
+                    .collect();
+                (to, ports)
+            })
+            .collect()
+    };
+    let dns = (
+        Vec::<String>::new(),
+        vec![("UDP".to_string(), 53), ("TCP".to_string(), 53)],
+    );
+    assert_eq!(
+        rules(egress[0]),
+        [
+            dns.clone(),
+            (
+                vec!["0.0.0.0/0".to_string(), "::/0".to_string()],
+                vec![("TCP".to_string(), 443)]
+            )
+        ]
+    );
+    assert_eq!(
+        rules(egress[1]),
+        [
+            dns,
+            (vec!["203.0.113.7/32".to_string()], vec![("TCP".to_string(), 8443)])
+        ]
+    );
+    // The ingress policies are unchanged by it: the edges are still exactly the admitted ones.
+    assert_eq!(policy::edges_of(&all, FRM), names(&f));
 }

@@ -515,6 +515,65 @@ build:
     files
 }
 
+/// The variable a scaffolded remote capsule reads its agent's key from: `FAR_AGENT_API_KEY` for
+/// `far-agent`.
+pub fn remote_key_var(name: &str) -> String {
+    format!("{}_API_KEY", name.to_ascii_uppercase().replace('-', "_"))
+}
+
+/// `mur new --capsule NAME --remote URL`: a remote capsule's `murmur.yaml`
+/// (docs/reference/capsules.md#remote-capsules), checked by the manifest's own parser, so a URL
+/// the runtime would refuse is refused here with the same code and text.
+pub fn remote_capsule(name: &str, url: &str) -> Result<Vec<File>, Diagnostic> {
+    let var = remote_key_var(name);
+    // A JSON string is a YAML string: the URL is written exactly, whatever it holds.
+    let quoted = serde_json::to_string(url).unwrap_or_default();
+    let manifest = format!(
+        "# yaml-language-server: $schema=.schemas/murmur.schema.json
+# {name}: a remote capsule. Its door forwards each task it accepts to the A2A agent below, which
+# someone else runs; the roster still decides who may call it.
+#   mur build {name} && mur install -g {name}/{name}-{VERSION}.mur.zip
+name: {name}
+version: {VERSION}
+remote:
+  url: {quoted}
+  # The agent's credential, read from this variable when the member starts (never written here).
+  # Remove the line if the agent needs none.
+  api_key: ${{{var}}}
+  timeout: 300
+# As a formation member it serves the tasks other members send, up to four waiting.
+lifecycle:
+  task_acceptance: queue
+  queue_depth: 4
+  after_task: sleep
+exports:
+  peer_tasks:
+    accept: true
+{AUTHENTICATION}"
+    );
+    let parsed = crate::manifest::parse(manifest.as_bytes())?;
+    debug_assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+    Ok(vec![
+        File {
+            path: "murmur.yaml".into(),
+            bytes: manifest.into_bytes(),
+        },
+        File {
+            path: ".schemas/murmur.schema.json".into(),
+            bytes: MANIFEST_SCHEMA.as_bytes().to_vec(),
+        },
+    ])
+}
+
+/// The lines after the file list of `mur new --capsule NAME --remote URL`.
+pub fn remote_next_steps(name: &str) -> Vec<String> {
+    vec![
+        format!("mur build {name} && mur install -g {name}/{name}-{VERSION}.mur.zip"),
+        format!("export {}=<the remote agent's key>", remote_key_var(name)),
+        format!("mur run --capsule local/{name} --capsule-version {VERSION} --task \"<your task>\""),
+    ]
+}
+
 /// The lines after the file list of `mur new --capsule`.
 pub fn capsule_next_steps(name: &str, lang: Language) -> Vec<String> {
     vec![

@@ -595,3 +595,21 @@ fn each_capsule_scaffold_ignores_what_its_toolchain_installs_and_builds() {
         }
     }
 }
+
+#[test]
+fn a_remote_scaffold_is_a_remote_capsule_reading_its_own_key() {
+    let files = super::remote_capsule("far-agent", "https://agent.example/.well-known/agent-card.json").unwrap();
+    let manifest = &files[0];
+    assert_eq!(manifest.path, "murmur.yaml");
+    let parsed = crate::manifest::parse(&manifest.bytes).unwrap();
+    assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+    let m = parsed.manifest;
+    assert_eq!(m.kind, crate::manifest::Kind::Remote);
+    assert_eq!(m.key_vars(), ["FAR_AGENT_API_KEY"]);
+    assert!(m.authentication && m.peer_tasks_accept);
+    // A URL the runtime would refuse is refused here, with the manifest's code.
+    for bad in ["http://agent.example/", "ftp://x", "https://a.example/\nname: evil"] {
+        let d = super::remote_capsule("far", bad).unwrap_err();
+        assert_eq!(d.code, diag::E_MAN_001, "{bad}: {}", d.message);
+    }
+}

@@ -32,13 +32,15 @@ pub enum Runner {
     /// A component mapped at the first task (a member without `--task` handed its entry).
     Deferred(Arc<capsule::Deferred>),
     Model(Arc<Agent>),
+    /// A remote capsule: each task is forwarded to its agent (`crate::remote`).
+    Remote(Arc<crate::remote::RemoteAgent>),
 }
 
 impl Runner {
     /// `session_start.tools_declared` and the card's tools.
     pub fn tools_declared(&self) -> Vec<String> {
         match self {
-            Runner::Component(_) | Runner::Deferred(_) => Vec::new(),
+            Runner::Component(_) | Runner::Deferred(_) | Runner::Remote(_) => Vec::new(),
             Runner::Model(agent) => agent.tools_declared(),
         }
     }
@@ -135,6 +137,12 @@ async fn drain(
                 }
                 setup.finished(&task_id);
                 outcome.into_board()
+            }
+            Runner::Remote(agent) => {
+                let asker = setup.asker(&work, &board);
+                let outcome = crate::remote::run_task(agent, &work, &board, asker).await;
+                setup.finished(&task_id);
+                outcome
             }
         };
         if setup.formation_has_ended() {

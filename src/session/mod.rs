@@ -226,7 +226,7 @@ impl Session {
         let deadline_at = p.deadline.map(rfc3339_ms);
         let agent = match &p.host {
             executor::Runner::Model(agent) => Some(agent),
-            executor::Runner::Component(_) | executor::Runner::Deferred(_) => None,
+            executor::Runner::Component(_) | executor::Runner::Deferred(_) | executor::Runner::Remote(_) => None,
         };
         if let Some(a) = agent {
             journal.set_usage(a.totals());

@@ -39,6 +39,7 @@ mod providers;
 mod push;
 mod records;
 mod reference;
+mod remote;
 mod send;
 mod session;
 mod streaming;

@@ -357,6 +357,29 @@ pub fn manifest() -> Value {
                     )],
                 ),
             ),
+            (
+                "remote",
+                obj(
+                    "Makes this a remote capsule: its door forwards each task to an A2A agent someone else runs; not with `inference` or `component`.",
+                    &["url"],
+                    vec![
+                        (
+                            "url",
+                            text("The agent's card URL or JSON-RPC endpoint (https://, or http:// to loopback)."),
+                        ),
+                        (
+                            "api_key",
+                            text(
+                                "${ENV_VAR} holding the agent's credential; sent to that agent only, as its card's security scheme asks.",
+                            ),
+                        ),
+                        (
+                            "timeout",
+                            json!({"type": "integer", "minimum": 1, "maximum": crate::manifest::MAX_REMOTE_TIMEOUT_SECS, "description": "Seconds one forwarded task may take (default 300)."}),
+                        ),
+                    ],
+                ),
+            ),
             ("runtime", ignored()),
             ("execution", ignored()),
             ("artifacts", ignored()),

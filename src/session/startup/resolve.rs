@@ -85,7 +85,7 @@ pub fn resolve_capsule(
         .manifest;
     match (&manifest.kind, resolved.archive.component.is_some()) {
         // What a model capsule needs to run is checked by `load_runner`.
-        (Kind::Model, _) => Ok(ResolvedCapsule { name, version: version.to_string(), resolved, manifest }),
+        (Kind::Model | Kind::Remote, _) => Ok(ResolvedCapsule { name, version: version.to_string(), resolved, manifest }),
         (_, true) => Ok(ResolvedCapsule { name, version: version.to_string(), resolved, manifest }),
         (Kind::Component { .. }, false) => Err(unresolvable(
             full,
@@ -110,6 +110,14 @@ pub(super) fn load_runner(
     deadline_ms: Option<u64>,
     handed: Option<&host::Handed>,
 ) -> Result<Runner, Diagnostic> {
+    if c.manifest.kind == Kind::Remote {
+        // Readiness: the remote agent's card is checked before the member reports ready.
+        let member = membership.and_then(|m| m.first.as_ref()).map(|f| f.member.clone());
+        let within = Timing::get().peer_readiness / 2;
+        let capsule = format!("{}@{}", c.name, c.version);
+        return crate::remote::prepare(&capsule, &c.manifest, member, within)
+            .map(|a| Runner::Remote(std::sync::Arc::new(a)));
+    }
     let Some(inference) = c.manifest.inference.as_ref().filter(|_| c.manifest.kind == Kind::Model) else {
         return load_component(c, handed).map(Runner::Component);
     };

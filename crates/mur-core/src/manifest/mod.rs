@@ -234,9 +234,29 @@ pub enum Kind {
     /// `component:` names a WebAssembly component, relative to the source directory; packed as
     /// root `capsule.wasm`.
     Component { path: String },
+    /// `remote:` names an A2A agent someone else runs: the member's door forwards each task to
+    /// it (docs/reference/capsules.md#remote-capsules).
+    Remote,
     /// Neither: builds, installs and is admitted, but there is nothing to run.
     ManifestOnly,
 }
+
+/// `remote:`: the A2A agent a remote capsule forwards its tasks to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Remote {
+    /// The agent card's URL, or the agent's JSON-RPC endpoint (whose card is at
+    /// `/.well-known/agent-card.json` of its origin); `https://`, or `http://` to loopback.
+    pub url: String,
+    /// `VAR` of `api_key: ${VAR}`: sent to that agent only, as its card's scheme asks.
+    pub api_key_var: Option<String>,
+    /// `remote.timeout` in seconds: the bound of one forwarded task.
+    pub timeout_secs: u64,
+}
+
+/// Default `remote.timeout`, seconds.
+pub const DEFAULT_REMOTE_TIMEOUT_SECS: u64 = 300;
+/// Largest `remote.timeout`, seconds (a day): a forwarded task is still bounded.
+pub const MAX_REMOTE_TIMEOUT_SECS: u64 = 86_400;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Manifest {
@@ -264,6 +284,8 @@ pub struct Manifest {
     pub input_modes: Vec<String>,
     /// `tools`: what a model capsule's model may call besides the runtime's tools.
     pub tools: Vec<ToolDecl>,
+    /// `remote`: the agent a remote capsule forwards to (with [`Kind::Remote`]).
+    pub remote: Option<Remote>,
 }
 
 /// One entry of `tools` (docs/reference/manifest.md#tools).
@@ -364,6 +386,7 @@ impl Manifest {
             skills: Vec::new(),
             input_modes: Vec::new(),
             tools: Vec::new(),
+            remote: None,
         }
     }
 
@@ -377,7 +400,7 @@ impl Manifest {
         };
         match &self.kind {
             Kind::Component { path } => Ok(Some((lang, path.as_str()))),
-            Kind::Model | Kind::ManifestOnly => Err(Diagnostic::new(
+            Kind::Model | Kind::Remote | Kind::ManifestOnly => Err(Diagnostic::new(
                 diag::E_MAN_003,
                 format!(
                     "build.language: needs component: beside it, and no inference: mur build compiles the {} sources into the file component: names, and packs that file",
@@ -389,16 +412,17 @@ impl Manifest {
     }
 
     /// Every variable this capsule reads from its environment, in manifest order, each once:
-    /// `inference.api_key`'s, then each MCP tool's `api_key`. A formation member is passed
-    /// exactly these (docs/reference/formation.md#member-environment).
+    /// `inference.api_key`'s, then each MCP tool's `api_key`, then `remote.api_key`'s. A
+    /// formation member is passed exactly these (docs/reference/formation.md#member-environment).
     pub fn key_vars(&self) -> Vec<String> {
         let model = self.inference.as_ref().and_then(|i| i.api_key_var.clone());
+        let remote = self.remote.as_ref().and_then(|r| r.api_key_var.clone());
         let tools = self.tools.iter().filter_map(|t| match &t.source {
             ToolSource::Mcp { api_key_var, .. } => api_key_var.clone(),
             ToolSource::Wasm { .. } => None,
         });
         let mut out: Vec<String> = Vec::new();
-        for v in model.into_iter().chain(tools) {
+        for v in model.into_iter().chain(tools).chain(remote) {
             if !out.contains(&v) {
                 out.push(v);
             }

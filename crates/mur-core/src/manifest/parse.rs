@@ -8,8 +8,9 @@ use crate::yaml::{self, Node, NodeKind, Resolved};
 mod tools;
 
 use super::{
-    Acceptance, AfterTask, DEFAULT_DELEGATION_DEADLINE_SECS, Inference, Kind, Language, Lifecycle, Manifest, Parsed,
-    Provider, REASONING_EFFORTS, Retain, Skill, Transport,
+    Acceptance, AfterTask, DEFAULT_DELEGATION_DEADLINE_SECS, DEFAULT_REMOTE_TIMEOUT_SECS, Inference, Kind, Language,
+    Lifecycle, MAX_REMOTE_TIMEOUT_SECS, Manifest, Parsed, Provider, REASONING_EFFORTS, Remote, Retain, Skill,
+    Transport,
 };
 
 /// Top-level keys: ours, then those only the reference implementation reads (known, ignored).
@@ -25,6 +26,7 @@ const TOP: &[&str] = &[
     "inference",
     "tools",
     "trace",
+    "remote",
 ];
 const TOP_IGNORED: &[&str] = &["runtime", "execution", "artifacts"];
 const INFERENCE: &[&str] = &[
@@ -240,6 +242,7 @@ pub(super) fn parse(bytes: &[u8]) -> R<Parsed> {
     let inference = inference(&mut w, &root)?;
     let retain = trace(&mut w, &root)?;
     let tools = tools::tools(&mut w, &root)?;
+    let remote = remote(&mut w, &root)?;
 
     // Conflicts are checked only once every key has its type, so a type error is reported first.
     if inference.is_some() && component.is_some() {
@@ -272,6 +275,16 @@ pub(super) fn parse(bytes: &[u8]) -> R<Parsed> {
             takers.join(" or ")
         )));
     }
+    if remote.is_some() && (inference.is_some() || component.is_some()) {
+        let other = if inference.is_some() { "inference" } else { "component" };
+        return Err(Diagnostic::new(
+            diag::E_MAN_003,
+            format!(
+                "remote: cannot be declared together with {other}: a remote capsule forwards its tasks to an agent someone else runs, and runs nothing itself"
+            ),
+        )
+        .with_hint(format!("remove `{other}` to keep the remote agent, or `remote` to run the capsule here")));
+    }
     if !tools.is_empty() && inference.is_none() {
         return Err(Diagnostic::new(
             diag::E_MAN_003,
@@ -302,6 +315,7 @@ pub(super) fn parse(bytes: &[u8]) -> R<Parsed> {
     }
 
     let kind = match (&inference, component) {
+        _ if remote.is_some() => Kind::Remote,
         (Some(_), _) => Kind::Model,
         (None, Some(path)) => Kind::Component { path },
         (None, None) => Kind::ManifestOnly,
@@ -321,6 +335,7 @@ pub(super) fn parse(bytes: &[u8]) -> R<Parsed> {
         skills,
         input_modes,
         tools,
+        remote,
     };
     Ok(Parsed {
         manifest,
@@ -581,6 +596,46 @@ fn api_key_var(parent: &Node, path: &str) -> R<Option<String>> {
             "must be written `${VAR}`, naming the environment variable that holds the key; a key itself is never written into murmur.yaml",
         )),
     }
+}
+
+/// `remote`: `url` (required; https, or http to loopback), `api_key: ${VAR}`, `timeout` seconds.
+fn remote(w: &mut Walker, root: &Node) -> R<Option<Remote>> {
+    let Some(r) = block(root, "", "remote")? else {
+        return Ok(None);
+    };
+    let p = "remote";
+    w.unknown(r, p, &["url", "api_key", "timeout"], &[]);
+    let Some(url) = string(r, p, "url")? else {
+        return Err(bad(
+            "remote.url",
+            "is required: the remote agent's card URL or JSON-RPC endpoint",
+        )
+        .with_hint("e.g. `url: https://agent.example/.well-known/agent-card.json`"));
+    };
+    if super::endpoint::split(&url).is_none() || url.contains(char::is_whitespace) {
+        return Err(bad(
+            "remote.url",
+            format!("must be an http:// or https:// URL, found '{}'", shown(&url)),
+        ));
+    }
+    if !url.starts_with("https://") && !super::endpoint::plain_http_allowed(&url) {
+        return Err(bad(
+            "remote.url",
+            format!(
+                "'{}' would reach the remote agent, and send it its credential, over plain http on another machine; plain http:// is allowed only to loopback (127.0.0.0/8, [::1], localhost)",
+                shown(&url)
+            ),
+        )
+        .with_hint("use https:// for an agent on another machine"));
+    }
+    let api_key_var = api_key_var(r, "remote.api_key")?;
+    let timeout_secs =
+        integer(r, p, "timeout", 1, MAX_REMOTE_TIMEOUT_SECS.into())?.map_or(DEFAULT_REMOTE_TIMEOUT_SECS, |t| t as u64);
+    Ok(Some(Remote {
+        url,
+        api_key_var,
+        timeout_secs,
+    }))
 }
 
 fn trace(w: &mut Walker, root: &Node) -> R<Option<Retain>> {

@@ -1,5 +1,5 @@
 use super::*;
-use crate::diag::{E_MAN_001, E_MAN_003, E_MAN_004, W_SEC_019};
+use crate::diag::{Code, E_MAN_001, E_MAN_003, E_MAN_004, W_SEC_019};
 
 const HEAD: &str = "name: coder\nversion: 1.2.0\n";
 
@@ -968,4 +968,83 @@ fn bad_tools_entries() {
             .iter()
             .any(|w| w.code == W_SEC_019 && w.message.contains("tools[0].colour"))
     );
+}
+
+#[test]
+fn a_remote_block_makes_a_remote_capsule() {
+    let p = ok(
+        "remote:\n  url: https://agent.example/.well-known/agent-card.json\n  api_key: ${AGENT_KEY}\n  timeout: 30\n",
+    );
+    assert_eq!(p.manifest.kind, Kind::Remote);
+    assert_eq!(
+        p.manifest.remote,
+        Some(Remote {
+            url: "https://agent.example/.well-known/agent-card.json".into(),
+            api_key_var: Some("AGENT_KEY".into()),
+            timeout_secs: 30,
+        })
+    );
+    assert_eq!(p.manifest.key_vars(), ["AGENT_KEY"]);
+    let loopback = ok("remote: {url: 'http://127.0.0.1:9999/'}\n").manifest;
+    assert_eq!(
+        loopback.remote.map(|r| (r.api_key_var, r.timeout_secs)),
+        Some((None, DEFAULT_REMOTE_TIMEOUT_SECS))
+    );
+    assert!(
+        ok("remote: {url: 'https://a.example', extra: 1}\n").warnings[0]
+            .message
+            .contains("remote.extra: unknown key")
+    );
+
+    // Each refusal: its code and the part of its message that says why.
+    let rows: [(&str, Code, &str); 9] = [
+        ("remote: {}\n", E_MAN_001, "remote.url: is required"),
+        ("remote: {url: 7}\n", E_MAN_001, "remote.url: must be a string"),
+        (
+            "remote: {url: 'ftp://a.example'}\n",
+            E_MAN_001,
+            "must be an http:// or https:// URL",
+        ),
+        ("remote: {url: 'http://agent.example/'}\n", E_MAN_001, "plain http"),
+        (
+            "remote: {url: 'https://a.example', api_key: sk-123}\n",
+            E_MAN_001,
+            "must be written `${VAR}`",
+        ),
+        (
+            "remote: {url: 'https://a.example', api_key: '${MURMUR_FORMATION_ID}'}\n",
+            E_MAN_004,
+            "remote.api_key",
+        ),
+        (
+            "remote: {url: 'https://a.example', timeout: 0}\n",
+            E_MAN_001,
+            "remote.timeout: must be at least 1",
+        ),
+        (
+            "remote: {url: 'https://a.example', timeout: 86401}\n",
+            E_MAN_001,
+            "must be at most 86400",
+        ),
+        (
+            "remote: {url: 'https://a.example'}\ncomponent: c.wasm\n",
+            E_MAN_003,
+            "remote: cannot be declared together with component",
+        ),
+    ];
+    for (body, code, why) in rows {
+        let d = refused(&format!("{HEAD}{body}"));
+        assert_eq!(d.code, code, "{body}: {}", d.message);
+        assert!(d.message.contains(why), "{body}: {}", d.message);
+        assert!(
+            !d.message.contains("sk-123"),
+            "a pasted key is never echoed: {}",
+            d.message
+        );
+    }
+    let d = refused(&format!(
+        "{HEAD}remote: {{url: 'https://a.example'}}\ninference: {{model: m}}\n"
+    ));
+    assert_eq!(d.code, E_MAN_003);
+    assert!(d.hint().is_some_and(|h| h.contains("remove `inference`")), "{d:?}");
 }

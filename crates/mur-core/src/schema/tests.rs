@@ -80,9 +80,22 @@ fn literals(source: &str) -> BTreeSet<String> {
 /// For every object of `schema`, every key the schema lists there or the parser's source names
 /// is known to the parser (`known`) exactly when the schema lists it.
 fn same_keys(schema: &Value, base: &Value, source: &str, known: impl Fn(&Value, &[Value], &str) -> bool) {
+    same_keys_where(schema, base, source, |_| true, known)
+}
+
+/// [`same_keys`] for the objects of `schema` at the steps `only` takes: a block that cannot be
+/// declared beside the others (`remote`) is probed in a base document of its own.
+fn same_keys_where(
+    schema: &Value,
+    base: &Value,
+    source: &str,
+    only: impl Fn(&[Value]) -> bool,
+    known: impl Fn(&Value, &[Value], &str) -> bool,
+) {
     let mut objs = Vec::new();
     objects(schema, Vec::new(), &mut objs);
-    assert!(objs.len() > 2);
+    objs.retain(|(steps, _)| only(steps));
+    assert!(!objs.is_empty());
     let candidates = literals(source);
     for (steps, keys) in &objs {
         for key in keys.iter().chain(&candidates) {
@@ -142,36 +155,50 @@ fn manifest_schema_and_parser_know_the_same_keys() {
     assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
     // An unknown key is a W-SEC-019 warning naming its path (and the parse goes on); a known key
     // set to null is absent or a type error, never that warning.
-    same_keys(
-        &manifest(),
-        &base,
-        include_str!("../manifest/parse.rs"),
-        |doc, steps, key| {
-            // A list item's keys are named `list[i].key`.
-            let mut path = String::new();
-            for s in steps {
-                match s {
-                    Value::Number(n) => path.push_str(&format!("[{n}]")),
-                    _ => {
-                        if !path.is_empty() {
-                            path.push('.');
+    let remote = |steps: &[Value]| steps.first().and_then(Value::as_str) == Some("remote");
+    let remote_base = json!({"name": "probe", "version": "0.1.0", "remote": {"url": "https://a.example"}});
+    assert!(
+        crate::manifest::parse(remote_base.to_string().as_bytes())
+            .unwrap()
+            .warnings
+            .is_empty()
+    );
+    for (base, only) in [
+        (&base, &(|s: &[Value]| !remote(s)) as &dyn Fn(&[Value]) -> bool),
+        (&remote_base, &remote),
+    ] {
+        same_keys_where(
+            &manifest(),
+            base,
+            include_str!("../manifest/parse.rs"),
+            only,
+            |doc, steps, key| {
+                // A list item's keys are named `list[i].key`.
+                let mut path = String::new();
+                for s in steps {
+                    match s {
+                        Value::Number(n) => path.push_str(&format!("[{n}]")),
+                        _ => {
+                            if !path.is_empty() {
+                                path.push('.');
+                            }
+                            path.push_str(s.as_str().unwrap_or_default());
                         }
-                        path.push_str(s.as_str().unwrap_or_default());
                     }
                 }
-            }
-            let warning = format!(
-                "murmur.yaml: {}: unknown key; it is ignored",
-                if path.is_empty() {
-                    key.to_string()
-                } else {
-                    format!("{path}.{key}")
+                let warning = format!(
+                    "murmur.yaml: {}: unknown key; it is ignored",
+                    if path.is_empty() {
+                        key.to_string()
+                    } else {
+                        format!("{path}.{key}")
+                    }
+                );
+                match crate::manifest::parse(doc.to_string().as_bytes()) {
+                    Ok(p) => !p.warnings.iter().any(|w| w.message == warning),
+                    Err(_) => true,
                 }
-            );
-            match crate::manifest::parse(doc.to_string().as_bytes()) {
-                Ok(p) => !p.warnings.iter().any(|w| w.message == warning),
-                Err(_) => true,
-            }
-        },
-    );
+            },
+        );
+    }
 }

@@ -20,6 +20,8 @@
 //! - `model_stream` — a streamed provider reply read into the same reply as an unstreamed one.
 //! - `replay` — streams that resume: `Last-Event-ID` and the bounded per-task event log a door
 //!   replays a reconnecting stream from (docs/a2a.md, "Resuming a stream").
+//! - `remote` — a remote capsule's A2A client side: the agent card's check, the bodies it sends
+//!   the remote agent, and the reading of its replies and events.
 //! - `http1` — an HTTP/1.1 reply's head and chunked body, as `mur send` reads a door's stream;
 //!   and a head whose body ends with the connection, relabelled so the HTTP client reads it to the
 //!   close.
@@ -34,4 +36,5 @@ pub mod model;
 pub mod model_stream;
 pub mod provider;
 pub mod replay;
+pub mod remote;
 pub mod sse;

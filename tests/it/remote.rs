@@ -1,0 +1,673 @@
+//! Remote capsules (issue #34, docs/reference/capsules.md#remote-capsules): a member whose door
+//! forwards its tasks to an A2A v1.0 agent nobody here wrote, the official A2A Python SDK's
+//! server (`tests/interop/a2a_remote_agent.py`), provisioned by the test under `target/`.
+//! The member is the real binary, its door the real door; the remote agent logs what reached it.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::door::{AUTH, Door, FRM, Key, Member, PEERS, serve};
+use crate::support::python::python_with;
+use crate::support::{Sandbox, member_traces, repo_root, stderr, stdout};
+
+/// The SDK with its HTTP server, and the server that runs its Starlette app, pinned.
+const A2A_SERVER: &[&str] = &["a2a-sdk[http-server]==1.3.0", "uvicorn==0.54.0"];
+
+/// The remote agent's bearer (long enough to be looked for in every record).
+const KEY: &str = "far-agent-key-7c41e9b2d05a";
+const KEY_VAR: &str = "FAR_AGENT_KEY";
+
+/// `a2a_remote_agent.py` on 127.0.0.1; killed when dropped.
+struct FarAgent {
+    child: Child,
+    _stdout: BufReader<ChildStdout>,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl FarAgent {
+    /// Started with `env` (`A2A_TEST_KEY`, `A2A_TEST_STREAMING`); the key goes by environment.
+    fn start(env: &[(&str, &str)]) -> FarAgent {
+        let python = python_with(A2A_SERVER, "a2a.server.routes, uvicorn, starlette");
+        let dir = tempfile::Builder::new().prefix("mur-far-").tempdir().expect("tempdir");
+        let stderr = std::fs::File::create(dir.path().join("stderr")).expect("stderr file");
+        let mut child = Command::new(python)
+            .arg(repo_root().join("tests/interop/a2a_remote_agent.py"))
+            // Not the repository: the SDK's `types` package must not be shadowed.
+            .current_dir(dir.path())
+            .env("A2A_TEST_LOG", dir.path().join("requests.log"))
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("spawn the A2A SDK agent");
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        let _ = stdout.read_line(&mut line);
+        let Ok(port) = line.trim().parse::<u16>() else {
+            let _ = child.kill();
+            let _ = child.wait();
+            let err = std::fs::read_to_string(dir.path().join("stderr")).unwrap_or_default();
+            panic!("the A2A SDK agent printed no port ({line:?}):\n{err}");
+        };
+        FarAgent {
+            child,
+            _stdout: stdout,
+            port,
+            dir,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
+    }
+
+    /// Every line the agent logged so far.
+    fn log(&self) -> Vec<String> {
+        std::fs::read_to_string(self.dir.path().join("requests.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn tasks(&self) -> Vec<String> {
+        self.log()
+            .iter()
+            .filter_map(|l| l.strip_prefix("task ").map(str::to_string))
+            .collect()
+    }
+}
+
+impl Drop for FarAgent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A remote capsule `local/<name>@0.1.0` forwarding to `url`, with an authenticating door that
+/// serves peers and queues tasks.
+fn install_remote(sb: &Sandbox, name: &str, url: &str, extra: &str) {
+    let manifest = format!(
+        "name: {name}\nversion: 0.1.0\nremote:\n  url: {url}\n  api_key: ${{{KEY_VAR}}}\n  timeout: 20\n{AUTH}{PEERS}{}{extra}",
+        serve(4)
+    );
+    sb.install_manifest(name, &manifest);
+}
+
+fn text(text: &str) -> Value {
+    json!({"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": text}]}})
+}
+
+/// Every file of a records directory, as text: none may hold the remote key.
+fn records_text(dir: &Path) -> String {
+    let mut out = String::new();
+    for e in walk(dir) {
+        out.push_str(&String::from_utf8_lossy(&std::fs::read(e).unwrap_or_default()));
+    }
+    out
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            files.extend(walk(&p));
+        } else {
+            files.push(p);
+        }
+    }
+    files
+}
+
+/// The member's door forwards what its roster lets reach it, streaming, asking and cancelling
+/// through to the Python SDK's agent, which sees the member's bearer and nothing of the caller's.
+#[test]
+fn a_remote_member_forwards_its_tasks_to_the_python_sdk_agent() {
+    let far = FarAgent::start(&[("A2A_TEST_KEY", KEY)]);
+    let sb = Sandbox::new();
+    install_remote(&sb, "far", &far.url(), "");
+    let key = Key::new(31);
+    let m = Member {
+        key: &key,
+        formation: FRM,
+        name: "far",
+    };
+    let d = Door::member_with(&sb, "far", &m, &[(KEY_VAR, KEY)]);
+    let lead = format!("Bearer {}", key.mint(FRM, "lead", "far"));
+
+    // A caller the roster lets in: the remote agent's answer is the task's.
+    let reply = d.rpc(Some(&lead), "SendMessage", text("hello"));
+    let task = &reply["result"]["task"];
+    assert_eq!(
+        task["status"]["state"],
+        "TASK_STATE_COMPLETED",
+        "{reply}\n{}",
+        d.stderr()
+    );
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "remote says: hello");
+
+    // A genuine token for another edge: 403 at the member's door, and nothing reaches the agent.
+    let outsider = format!("Bearer {}", key.mint(FRM, "outsider", "reviewer"));
+    let h = d.call(Some(&outsider), "SendMessage", text("must not arrive"));
+    assert_eq!(h.status, 403, "{}", h.body);
+    let h = d.call(None, "SendMessage", text("must not arrive either"));
+    assert_eq!(h.status, 401, "{}", h.body);
+
+    // A streamed answer arrives in chunks, each as the agent sent it (members follow a task
+    // with SubscribeToTask; the operator may open a stream at once).
+    let events = d
+        .stream(Some(&d.op()), "SendStreamingMessage", text("chunks: one two three"))
+        .rest();
+    let chunks: Vec<String> = events
+        .iter()
+        .filter_map(|e| e["result"]["artifactUpdate"]["artifact"]["parts"][0]["text"].as_str())
+        .map(str::to_string)
+        .collect();
+    // The agent sends a chunk every 50 ms; at least two reach the caller apart.
+    assert!(chunks.len() >= 2, "{events:?}");
+    assert!(chunks.concat().starts_with("onetwothree"), "{chunks:?}");
+    let last = events.last().expect("events");
+    assert_eq!(
+        last["result"]["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{events:?}"
+    );
+
+    // The remote agent asks: the member's task asks its caller, and the answer goes back.
+    let asking = d.send(Some(&lead), "ask: Which colour?", true);
+    let id = asking["id"].as_str().expect("id").to_string();
+    let asked = d.wait_state(Some(&lead), &id, "TASK_STATE_INPUT_REQUIRED");
+    assert_eq!(
+        asked["status"]["message"]["parts"][0]["text"], "Which colour?",
+        "{asked}"
+    );
+    let answer =
+        json!({"message": {"messageId": "m2", "role": "ROLE_USER", "taskId": id, "parts": [{"text": "blue"}]}});
+    d.rpc(Some(&lead), "SendMessage", answer);
+    let done = d.wait_state(Some(&lead), &id, "TASK_STATE_COMPLETED");
+    assert_eq!(done["artifacts"][0]["parts"][0]["text"], "answered: blue", "{done}");
+
+    // CancelTask reaches the remote agent.
+    let hang = d.send(Some(&lead), "hang", true);
+    let hang_id = hang["id"].as_str().expect("id").to_string();
+    let seen = crate::support::wait_until(Duration::from_secs(10), || far.tasks().iter().any(|t| t == "hang"));
+    assert!(seen.is_some(), "{:?}", far.log());
+    d.rpc(Some(&lead), "CancelTask", json!({"id": hang_id}));
+    d.wait_state(Some(&lead), &hang_id, "TASK_STATE_CANCELED");
+    let cancelled = crate::support::wait_until(Duration::from_secs(10), || {
+        far.log().iter().any(|l| l.starts_with("cancel "))
+    });
+    assert!(cancelled.is_some(), "{:?}", far.log());
+
+    // A remote failure is the task's, with the agent's words.
+    let failed = d.send(Some(&lead), "fail", false);
+    assert_eq!(failed["status"]["state"], "TASK_STATE_FAILED", "{failed}");
+    let why = failed["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(why.contains("the far agent always fails this"), "{why}");
+
+    // What reached the agent: the tasks let in, each request with the member's bearer only.
+    assert_eq!(
+        far.tasks(),
+        [
+            "hello",
+            "chunks: one two three",
+            "ask: Which colour?",
+            "blue",
+            "hang",
+            "fail"
+        ]
+    );
+    let log = far.log();
+    let auths: Vec<&String> = log.iter().filter(|l| l.starts_with("auth ")).collect();
+    assert!(!auths.is_empty());
+    assert!(auths.iter().all(|a| *a == &format!("auth Bearer {KEY}")), "{auths:?}");
+    assert!(
+        !log.iter().any(|l| l.contains("mft1.")),
+        "a caller's token reached the agent: {log:?}"
+    );
+    // ...and the key is nowhere in the member's records or output.
+    assert!(
+        !records_text(&d.records_dir()).contains(KEY),
+        "the key is in the records"
+    );
+    assert!(!d.stderr().contains(KEY), "the key is on stderr");
+}
+
+/// A card without streaming: the task goes out as a blocking SendMessage (GetTask only if the
+/// reply still shows it live).
+#[test]
+fn without_streaming_the_member_polls_the_remote_task() {
+    let far = FarAgent::start(&[("A2A_TEST_STREAMING", "0")]);
+    let sb = Sandbox::new();
+    // No key: the card asks for none, and nothing is sent.
+    let manifest = format!(
+        "name: near\nversion: 0.1.0\nremote:\n  url: {}.well-known/agent-card.json\n{AUTH}{}",
+        far.url(),
+        serve(2)
+    );
+    sb.install_manifest("near", &manifest);
+    // Spans exported (to a collector that takes anything): the remote requests carry the
+    // task span's traceparent, in the caller's trace.
+    let collector = crate::support::provider::Provider::start(
+        (0..64)
+            .map(|_| crate::support::provider::Reply::json(json!({})).into())
+            .collect(),
+    );
+    let d = Door::start(&sb, "near", &[("OTEL_EXPORTER_OTLP_ENDPOINT", collector.url())]);
+    const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let caller = format!("00-{TRACE}-00f067aa0ba902b7-01");
+    let body = json!({"id": 1, "jsonrpc": "2.0", "method": "SendMessage", "params": text("polled")}).to_string();
+    let h = d.post(Some(&d.op()), &[("traceparent", &caller)], &body);
+    let task = h.json()["result"]["task"].clone();
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "remote says: polled");
+    let log = far.log();
+    let parents: Vec<&str> = log.iter().filter_map(|l| l.strip_prefix("traceparent ")).collect();
+    assert!(!parents.is_empty(), "{log:?}");
+    assert!(
+        parents
+            .iter()
+            .all(|p| p.starts_with(&format!("00-{TRACE}-")) && *p != caller),
+        "{parents:?}"
+    );
+    let methods: Vec<&str> = log.iter().filter_map(|l| l.strip_prefix("method ")).collect();
+    assert_eq!(methods.first(), Some(&"SendMessage"), "{log:?}");
+    assert!(methods[1..].iter().all(|m| *m == "GetTask"), "{log:?}");
+    assert!(log.iter().all(|l| !l.starts_with("auth ") || l == "auth -"), "{log:?}");
+}
+
+/// A component lead (relay.wat) calls the remote member through a real formation and answers
+/// with the remote agent's answer.
+#[test]
+fn a_component_lead_answers_with_the_remote_members_answer() {
+    let far = FarAgent::start(&[("A2A_TEST_KEY", KEY)]);
+    let sb = Sandbox::new();
+    install_remote(&sb, "far", &far.url(), "");
+    sb.install_component(
+        "relay",
+        "src/capsule/testdata/relay.wat",
+        "capabilities:\n  network:\n    allow: [localhost]\n",
+    );
+    let dir = sb.path("formation");
+    std::fs::write(
+        dir.join("roster.yaml"),
+        "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/relay, version: 0.1.0, entry: true}\n  - {name: worker, capsule: local/far, version: 0.1.0}\nreachability:\n  - {from: lead, to: [worker]}\n",
+    )
+    .expect("roster");
+    let out = sb
+        .mur(&dir)
+        .args(["run", "--roster", "--task", "through the lead"])
+        .env(KEY_VAR, KEY)
+        .output()
+        .expect("run");
+    assert_eq!(
+        (out.status.code(), stdout(&out).as_str()),
+        (Some(0), "remote says: through the lead\n"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(far.tasks(), ["through the lead"]);
+    assert!(!stderr(&out).contains(KEY));
+    let worker: Vec<Value> = member_traces(&sb, "worker").into_iter().flatten().collect();
+    assert!(
+        worker
+            .iter()
+            .any(|r| r["event_type"] == "a2a_task_received" && r["caller_member"] == "lead"),
+        "{worker:?}"
+    );
+    assert!(!serde_json::to_string(&worker).unwrap_or_default().contains(KEY));
+}
+
+/// Readiness refusals: the member never reports ready, and says why with its code.
+#[test]
+fn a_remote_member_that_cannot_be_ready_is_refused_at_start() {
+    let sb = Sandbox::new();
+    let far = FarAgent::start(&[("A2A_TEST_KEY", KEY)]);
+    install_remote(&sb, "far", &far.url(), "");
+    let run = |env: &[(&str, &str)]| {
+        let mut cmd = sb.mur(&sb.path("work"));
+        cmd.args(["run", "--capsule", "local/far", "--capsule-version", "0.1.0"]);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().expect("run");
+        (out.status.code(), stderr(&out))
+    };
+    // The credential variable unset: refused at launch, not at the first task.
+    let (code, err) = run(&[]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("error[E-RUN-071]") && err.contains(KEY_VAR), "{err}");
+    assert!(
+        far.log().is_empty(),
+        "nothing is sent without the credential: {:?}",
+        far.log()
+    );
+    // In a formation the launcher names the member that could not be ready.
+    sb.install_component(
+        "relay",
+        "src/capsule/testdata/relay.wat",
+        "capabilities:\n  network:\n    allow: [localhost]\n",
+    );
+    let dir = sb.path("formation");
+    std::fs::write(
+        dir.join("roster.yaml"),
+        "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/relay, version: 0.1.0, entry: true}\n  - {name: worker, capsule: local/far, version: 0.1.0}\nreachability:\n  - {from: lead, to: [worker]}\n",
+    )
+    .expect("roster");
+    let out = sb.run(&dir, &["run", "--roster", "--task", "never"]);
+    let err = stderr(&out);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("worker") && err.contains("E-RUN-071"), "{err}");
+    assert!(far.log().is_empty(), "{:?}", far.log());
+
+    // Nobody listening there.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let dead_url = format!("http://127.0.0.1:{}/", dead.local_addr().expect("addr").port());
+    drop(dead);
+    install_remote(&sb, "gone", &dead_url, "");
+    let out = sb
+        .mur(&sb.path("work"))
+        .args(["run", "--capsule", "local/gone", "--capsule-version", "0.1.0"])
+        .env(KEY_VAR, KEY)
+        .output()
+        .expect("run");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("error[E-RUN-070]") && err.contains("cannot be fetched"),
+        "{err}"
+    );
+    assert!(!err.contains(KEY));
+
+    // A card of A2A 0.3: not ready, and why.
+    let old = crate::support::provider::Provider::start(vec![
+        crate::support::provider::Reply::json(
+            json!({"name": "old", "protocolVersion": "0.3.0", "url": "http://127.0.0.1:9/"}),
+        )
+        .into(),
+    ]);
+    install_remote(&sb, "old", &format!("{}/.well-known/agent-card.json", old.url()), "");
+    let out = sb
+        .mur(&sb.path("work"))
+        .args(["run", "--capsule", "local/old", "--capsule-version", "0.1.0"])
+        .env(KEY_VAR, KEY)
+        .output()
+        .expect("run");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("error[E-RUN-070]") && err.contains("of A2A 0.3.0, not 1.0"),
+        "{err}"
+    );
+    assert!(
+        old.requests().iter().all(|r| r.header("authorization").is_none()),
+        "the card is fetched without the key"
+    );
+}
+
+/// The JS SDK and express, pinned.
+const A2A_JS: &[&str] = &["@a2a-js/sdk@1.3.0", "express@5.3.0"];
+
+/// `a2a_remote_agent.mjs` under node, on 127.0.0.1; killed when dropped.
+struct JsAgent {
+    child: Child,
+    _stdout: BufReader<ChildStdout>,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl JsAgent {
+    fn start(key: &str) -> JsAgent {
+        let prefix = crate::support::toolchains::node_with(A2A_JS);
+        let dir = tempfile::Builder::new()
+            .prefix("mur-far-js-")
+            .tempdir()
+            .expect("tempdir");
+        // ES modules resolve packages beside the script, so the script runs from a directory
+        // whose node_modules is the provisioned one.
+        let script = dir.path().join("agent.mjs");
+        std::fs::copy(repo_root().join("tests/interop/a2a_remote_agent.mjs"), &script).expect("copy script");
+        std::os::unix::fs::symlink(prefix.join("node_modules"), dir.path().join("node_modules")).expect("link");
+        let stderr = std::fs::File::create(dir.path().join("stderr")).expect("stderr file");
+        let mut child = Command::new("node")
+            .arg(&script)
+            .current_dir(dir.path())
+            .env("A2A_TEST_LOG", dir.path().join("requests.log"))
+            .env("A2A_TEST_KEY", key)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("spawn node");
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        let _ = stdout.read_line(&mut line);
+        let Ok(port) = line.trim().parse::<u16>() else {
+            let _ = child.kill();
+            let _ = child.wait();
+            let err = std::fs::read_to_string(dir.path().join("stderr")).unwrap_or_default();
+            panic!("the A2A JS SDK agent printed no port ({line:?}):\n{err}");
+        };
+        JsAgent {
+            child,
+            _stdout: stdout,
+            port,
+            dir,
+        }
+    }
+
+    fn log(&self) -> Vec<String> {
+        std::fs::read_to_string(self.dir.path().join("requests.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+impl Drop for JsAgent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The same member in front of the official A2A JS SDK's server: an answer, a streamed one in
+/// chunks, and a cancel that reaches it; the agent sees the member's bearer only.
+#[test]
+fn a_remote_member_forwards_its_tasks_to_the_js_sdk_agent() {
+    let far = JsAgent::start(KEY);
+    let sb = Sandbox::new();
+    install_remote(&sb, "farjs", &format!("http://127.0.0.1:{}/", far.port), "");
+    let d = Door::start(&sb, "farjs", &[(KEY_VAR, KEY)]);
+    let op = d.op();
+    let task = d.send(Some(&op), "hello", false);
+    assert_eq!(
+        task["status"]["state"],
+        "TASK_STATE_COMPLETED",
+        "{task}\n{}",
+        d.stderr()
+    );
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "js says: hello");
+
+    let events = d
+        .stream(Some(&op), "SendStreamingMessage", text("chunks: uno dos tres"))
+        .rest();
+    let chunks: Vec<&str> = events
+        .iter()
+        .filter_map(|e| e["result"]["artifactUpdate"]["artifact"]["parts"][0]["text"].as_str())
+        .collect();
+    assert!(chunks.len() >= 2, "{events:?}");
+    assert!(chunks.concat().starts_with("unodostres"), "{chunks:?}");
+
+    let hang = d.send(Some(&op), "hang", true);
+    let id = hang["id"].as_str().expect("id").to_string();
+    let seen = crate::support::wait_until(Duration::from_secs(10), || far.log().iter().any(|l| l == "task hang"));
+    assert!(seen.is_some(), "{:?}", far.log());
+    d.rpc(Some(&op), "CancelTask", json!({"id": id}));
+    d.wait_state(Some(&op), &id, "TASK_STATE_CANCELED");
+    let cancelled = crate::support::wait_until(Duration::from_secs(10), || {
+        far.log().iter().any(|l| l.starts_with("cancel "))
+    });
+    assert!(cancelled.is_some(), "{:?}", far.log());
+
+    // What `mur new --capsule NAME --remote URL` writes builds, installs and runs a task.
+    let url = format!("http://127.0.0.1:{}/", far.port);
+    let out = sb.run(&sb.path("src"), &["new", "--capsule", "scaffolded", "--remote", &url]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("export SCAFFOLDED_API_KEY="), "{}", stdout(&out));
+    let dir = sb.path("src/scaffolded");
+    let out = sb.run(&dir, &["build", "."]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let zip = stdout(&out).trim().rsplit(": ").next().expect("zip").to_string();
+    assert!(sb.run(&dir, &["install", "-g", &zip]).status.success());
+    let out = sb
+        .mur(&sb.path("work"))
+        .args([
+            "run",
+            "--capsule",
+            "local/scaffolded",
+            "--capsule-version",
+            "0.1.0",
+            "--task",
+            "from the scaffold",
+        ])
+        .env("SCAFFOLDED_API_KEY", KEY)
+        .output()
+        .expect("run");
+    assert_eq!(stdout(&out), "js says: from the scaffold\n", "{}", stderr(&out));
+    let log = far.log();
+    let auths: Vec<&String> = log.iter().filter(|l| l.starts_with("auth ")).collect();
+    assert!(
+        !auths.is_empty() && auths.iter().all(|a| *a == &format!("auth Bearer {KEY}")),
+        "{auths:?}"
+    );
+    assert!(!records_text(&d.records_dir()).contains(KEY));
+}
+
+/// A hostile remote agent, scripted by hand on 127.0.0.1: a card that passes, then for each
+/// task the fault its text names.
+fn hostile_agent() -> crate::support::provider::Provider {
+    use crate::support::provider::{Piece, Provider, Reply, Step};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let busy = Arc::new(AtomicUsize::new(0));
+    let port = Arc::new(std::sync::OnceLock::<String>::new());
+    let at = Arc::clone(&port);
+    let handler = Arc::new(move |req: &crate::support::provider::Request| -> Reply {
+        let url = at.get().cloned().unwrap_or_default();
+        if req.method == "GET" {
+            return Reply::json(json!({
+                "name": "hostile",
+                "supportedInterfaces": [{"url": format!("{url}/"), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+                "capabilities": {"streaming": true},
+            }));
+        }
+        let body = req.json();
+        if body["method"] != "SendStreamingMessage" {
+            return Reply::json(
+                json!({"jsonrpc": "2.0", "id": body["id"], "result": {"task": {"id": "t", "status": {"state": "TASK_STATE_CANCELED"}}}}),
+            );
+        }
+        let event = |result: Value| {
+            format!(
+                "data: {}\n\n",
+                json!({"jsonrpc": "2.0", "id": body["id"], "result": result})
+            )
+        };
+        let working = event(json!({"task": {"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"}}}));
+        let done = event(
+            json!({"task": {"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED"}, "artifacts": [{"artifactId": "a", "parts": [{"text": "finally"}]}]}}),
+        );
+        match body["params"]["message"]["parts"][0]["text"].as_str().unwrap_or("") {
+            "garbage" => Reply::status(200, "<html>not json-rpc</html>"),
+            "garbage stream" => Reply::pieces(vec![Piece::Bytes(working), Piece::Bytes("data: {{{ nope\n\n".into())]),
+            "refused" => Reply::status(401, r#"{"error":"who are you"}"#),
+            "redirect" => Reply::status(307, "").header("location", "http://127.0.0.2:9/"),
+            "busy" if busy.fetch_add(1, Ordering::SeqCst) == 0 => {
+                Reply::status(429, r#"{"error":"slow down"}"#).header("retry-after", "1")
+            }
+            "busy" => Reply::sse(&[working, done]),
+            "huge event" => Reply::pieces(vec![
+                Piece::Bytes(working),
+                Piece::Bytes(format!("data: \"{}", "x".repeat(1_200_000))),
+            ]),
+            "endless" => Reply::pieces(vec![Piece::Bytes(working), Piece::Pause(Duration::from_secs(8))]),
+            _ => Reply::status(500, "{}"),
+        }
+    });
+    let script: Vec<Step> = (0..40)
+        .map(|_| {
+            let h = Arc::clone(&handler);
+            Step::func(move |r| h(r))
+        })
+        .collect();
+    let p = Provider::start(script);
+    let _ = port.set(p.url().to_string());
+    p
+}
+
+/// Garbage, refusals, redirects, a rate limit, an oversized event and an answer that never comes:
+/// each ends the member's task with a clear failure, within its bound; the retry is honoured.
+#[test]
+fn a_hostile_remote_agent_fails_tasks_clearly_and_within_their_bounds() {
+    let far = hostile_agent();
+    let sb = Sandbox::new();
+    let manifest = format!(
+        "name: hostile\nversion: 0.1.0\nremote:\n  url: {}/\n  timeout: 2\n{AUTH}{}",
+        far.url(),
+        serve(8)
+    );
+    sb.install_manifest("hostile", &manifest);
+    let d = Door::start(&sb, "hostile", &[]);
+    let op = d.op();
+    let fails = [
+        ("garbage", "not JSON"),
+        ("garbage stream", "stream event that is not JSON"),
+        ("refused", "refused this member's credential (HTTP 401)"),
+        ("redirect", "redirect (HTTP 307), which is never followed"),
+        ("huge event", "past its bound"),
+        (
+            "endless",
+            "did not finish within remote.timeout (2 s); its task was cancelled",
+        ),
+    ];
+    for (text, why) in fails {
+        let started = std::time::Instant::now();
+        let task = d.send(Some(&op), text, false);
+        assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{text}: {task}");
+        let said = task["status"]["message"]["parts"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(said.contains(why), "{text}: {said}");
+        assert!(
+            started.elapsed() < Duration::from_secs(6),
+            "{text} took {:?}",
+            started.elapsed()
+        );
+    }
+    // The never-ending task was cancelled at the agent.
+    assert!(
+        far.requests().iter().any(|r| r.json()["method"] == "CancelTask"),
+        "no CancelTask"
+    );
+    // A 429 is retried after its retry-after, and the retry's answer is the task's.
+    let task = d.send(Some(&op), "busy", false);
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "finally");
+    let busy = far
+        .requests()
+        .iter()
+        .filter(|r| r.json()["params"]["message"]["parts"][0]["text"] == "busy")
+        .count();
+    assert_eq!(busy, 2);
+}
