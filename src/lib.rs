@@ -44,3 +44,5 @@ pub mod session;
 pub mod tasks;
 #[cfg(feature = "runtime")]
 pub mod tools;
+#[cfg(feature = "runtime")]
+pub mod ui;

@@ -391,6 +391,7 @@ reachability:
     to: [coder]
 ";
 
+pub mod chromium;
 pub mod debian_rust;
 pub mod foreign;
 pub mod mcp;
