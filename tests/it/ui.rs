@@ -135,7 +135,8 @@ fn requests_without_the_token_from_another_host_or_origin_are_refused() {
         ("GET", "/assets/app.js", vec![("Host", &host)], 401),
         ("GET", "/events", vec![("Host", &host)], 401),
         ("GET", &wrong_token, vec![("Host", &host)], 403),
-        ("GET", "/", vec![("Cookie", &pair)], 421),
+        // HTTP/1.1 without a Host: actix-http refuses it before any handler.
+        ("GET", "/", vec![("Cookie", &pair)], 400),
         ("GET", "/", vec![("Host", "evil.example"), ("Cookie", &pair)], 421),
         ("GET", &with_token, vec![("Host", "localhost:1")], 421),
         ("GET", "/", vec![("Host", &host), ("Cookie", &pair), ("Origin", "http://evil.example")], 403),

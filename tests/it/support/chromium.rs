@@ -217,9 +217,13 @@ impl Browser {
         // SAFETY: only async-signal-safe dup2 calls between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
-                // The reply end moved out of the way first, should it be descriptor 3.
-                let rw = if rw == 3 { nix::libc::fcntl(rw, nix::libc::F_DUPFD, 10) } else { rw };
-                if rw < 0 || nix::libc::dup2(cr, 3) < 0 || nix::libc::dup2(rw, 4) < 0 {
+                // Both ends moved above 3 and 4 first, so each dup2 really copies (and clears
+                // close-on-exec) even when a pipe end already is descriptor 3 or 4.
+                let (cr, rw) = (
+                    nix::libc::fcntl(cr, nix::libc::F_DUPFD, 10),
+                    nix::libc::fcntl(rw, nix::libc::F_DUPFD, 10),
+                );
+                if cr < 0 || rw < 0 || nix::libc::dup2(cr, 3) < 0 || nix::libc::dup2(rw, 4) < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
