@@ -192,18 +192,20 @@ fn walk(root: &Path) -> Vec<PathBuf> {
             break;
         }
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let mut below = Vec::new();
+        let mut session = false;
         for e in entries.flatten() {
             let Ok(ft) = e.file_type() else { continue };
             if ft.is_dir() && depth < MAX_DEPTH {
-                // A session directory's own subdirectories (logs, out, tmp, home) hold no trace.
-                let name = e.file_name();
-                if depth > 0 && matches!(name.to_str(), Some("logs" | "out" | "tmp" | "home")) {
-                    continue;
-                }
-                stack.push((e.path(), depth + 1));
+                below.push((e.path(), depth + 1));
             } else if ft.is_file() && e.file_name() == "trace.jsonl" {
                 out.push(e.path());
+                session = true;
             }
+        }
+        // A session's directory holds no other session (its logs, out, tmp, home).
+        if !session {
+            stack.extend(below);
         }
     }
     out.sort();

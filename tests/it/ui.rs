@@ -173,7 +173,7 @@ fn demo_formation(sb: &Sandbox, dir: &Path) {
         std::fs::write(&path, bytes).expect("write");
     }
     for member in mur::scaffold::demo::MEMBERS {
-        let out = sb.run(&dir.join(member), &["build"]);
+        let out = sb.run(dir, &["build", member]);
         assert!(out.status.success(), "{}", stderr(&out));
         let built = stdout(&out);
         let zip = built.trim().rsplit_once(": ").expect("Built …: path").1.to_string();
@@ -274,11 +274,12 @@ fn a_running_model_formation_updates_live_and_shows_its_turns_and_tokens() {
     let mut b = Browser::start();
     b.goto(&ui.with_token(&format!("/formation/{frm}")));
     assert_eq!(b.eval("document.querySelector('.summary').dataset.status"), json!("running"));
-    assert_eq!(
-        b.eval("document.querySelectorAll('svg.graph g.edge').length"),
-        json!(1),
-        "the roster's edge, before any call"
+    // The entry starts last: its trace (which names its callees) may come just after the page.
+    let both = b.wait_for(
+        "document.querySelectorAll('svg.graph g.node').length === 2 && document.querySelectorAll('svg.graph g.edge').length === 1",
+        Duration::from_secs(20),
     );
+    assert!(both.is_some(), "the members and the roster's edge, before any call: {}", b.eval("document.body.innerText"));
     assert_eq!(b.eval("document.querySelectorAll('svg.graph g.edge.called').length"), json!(0));
     b.eval("window.notReloaded = true");
     let _ = go.send(());
