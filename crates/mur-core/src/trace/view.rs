@@ -115,7 +115,7 @@ impl Edge {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FormationView {
     pub formation_id: String,
-    /// Entry first, then in session start order.
+    /// Entry first, then by name.
     pub members: Vec<MemberNode>,
     /// Sorted by (from, to).
     pub edges: Vec<Edge>,
@@ -167,8 +167,9 @@ pub fn build(formation_id: &str, sessions: &[SessionRecords]) -> FormationView {
         view.usage.add(&member.usage);
         view.members.push(member);
     }
+    // Peers start in any order: by name, so the graph keeps its layout from run to run.
     view.members
-        .sort_by(|a, b| (!a.entry, a.started_ms, &a.session_id).cmp(&(!b.entry, b.started_ms, &b.session_id)));
+        .sort_by(|a, b| (!a.entry, &a.name, &a.session_id).cmp(&(!b.entry, &b.name, &b.session_id)));
     view.started_ms = view.members.iter().map(|m| m.started_ms).min().unwrap_or(0);
     view.ended_ms = all_ended
         .then(|| view.members.iter().filter_map(|m| m.ended_ms).max())
