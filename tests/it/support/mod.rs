@@ -398,3 +398,4 @@ pub mod mcp;
 pub mod provider;
 pub mod python;
 pub mod toolchains;
+pub mod ui_records;
