@@ -48,9 +48,16 @@ fn main() {
     let view = records::view_of(&frm, &files);
     assert_eq!((view.members.len(), view.calls.len()), (64, 1000));
     let html = page::formation(&view, false, 1_700_000_010_000);
-    println!("ui: formation page of 64 members and 1000 calls: {} KiB of HTML", html.len() / 1024);
-    c.bench_function("ui/read_and_build_64x1000", |b| b.iter(|| records::view_of(&frm, &files)));
-    c.bench_function("ui/render_64x1000", |b| b.iter(|| page::formation(&view, false, 1_700_000_010_000)));
+    println!(
+        "ui: formation page of 64 members and 1000 calls: {} KiB of HTML",
+        html.len() / 1024
+    );
+    c.bench_function("ui/read_and_build_64x1000", |b| {
+        b.iter(|| records::view_of(&frm, &files))
+    });
+    c.bench_function("ui/render_64x1000", |b| {
+        b.iter(|| page::formation(&view, false, 1_700_000_010_000))
+    });
 
     let many = tempfile::tempdir().expect("tempdir");
     let home = MurHome::at_home(many.path());
@@ -72,6 +79,8 @@ fn main() {
         after.saturating_sub(before)
     );
     c.bench_function("ui/list_100_formations_cached", |b| b.iter(|| index.formations(&home)));
-    c.bench_function("ui/render_list_100", |b| b.iter(|| page::list(&rows, 1_700_010_000_000)));
+    c.bench_function("ui/render_list_100", |b| {
+        b.iter(|| page::list(&rows, 1_700_010_000_000))
+    });
     c.final_summary();
 }

@@ -13,7 +13,10 @@ pub fn run(args: &UiArgs) -> Outcome {
     })
     .map_err(|e| Diagnostic::new(diag::E_UI_001, format!("cannot serve on 127.0.0.1:{port}: {e}")))?;
     let url = bound.url();
-    println!("mur ui: serving the records of {} at", MurHome::from_env().records().display());
+    println!(
+        "mur ui: serving the records of {} at",
+        MurHome::from_env().records().display()
+    );
     println!("{url}");
     println!("(the URL carries this page's token: open it here, share it with no one; Ctrl-C stops)");
     if args.open {

@@ -174,7 +174,13 @@ mod tests {
         let table: Vec<(Request, Verdict)> = vec![
             (req(h, None, None, Some(cookie.as_str()), ""), Verdict::Allow),
             (
-                req(h, Some("http://127.0.0.1:8080"), Some("same-origin"), Some(cookie.as_str()), ""),
+                req(
+                    h,
+                    Some("http://127.0.0.1:8080"),
+                    Some("same-origin"),
+                    Some(cookie.as_str()),
+                    "",
+                ),
                 Verdict::Allow,
             ),
             (
@@ -191,16 +197,31 @@ mod tests {
                 },
             ),
             (req(h, None, None, None, "launch=ef"), Verdict::Refuse(403, "")),
-            (req(h, None, None, Some(wrong_port_cookie.as_str()), ""), Verdict::Refuse(401, "")),
+            (
+                req(h, None, None, Some(wrong_port_cookie.as_str()), ""),
+                Verdict::Refuse(401, ""),
+            ),
             (req(h, None, None, None, bad_query.as_str()), Verdict::Refuse(403, "")),
-            (req(Some("localhost:8080"), None, None, Some(cookie.as_str()), ""), Verdict::Refuse(421, "")),
-            (req(Some("evil.example:8080"), None, None, Some(cookie.as_str()), ""), Verdict::Refuse(421, "")),
-            (req(None, None, None, Some(cookie.as_str()), ""), Verdict::Refuse(421, "")),
+            (
+                req(Some("localhost:8080"), None, None, Some(cookie.as_str()), ""),
+                Verdict::Refuse(421, ""),
+            ),
+            (
+                req(Some("evil.example:8080"), None, None, Some(cookie.as_str()), ""),
+                Verdict::Refuse(421, ""),
+            ),
+            (
+                req(None, None, None, Some(cookie.as_str()), ""),
+                Verdict::Refuse(421, ""),
+            ),
             (
                 req(h, Some("http://evil.example"), None, Some(cookie.as_str()), ""),
                 Verdict::Refuse(403, ""),
             ),
-            (req(h, None, Some("cross-site"), Some(cookie.as_str()), ""), Verdict::Refuse(403, "")),
+            (
+                req(h, None, Some("cross-site"), Some(cookie.as_str()), ""),
+                Verdict::Refuse(403, ""),
+            ),
         ];
         for (i, (r, want)) in table.iter().enumerate() {
             let got = decide(r, 8080, &token, Some(&launch));

@@ -57,7 +57,11 @@ pub struct Bound {
 impl Bound {
     /// The address the operator opens, token included.
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/?token={}", self.state.port, self.state.token.as_str())
+        format!(
+            "http://127.0.0.1:{}/?token={}",
+            self.state.port,
+            self.state.token.as_str()
+        )
     }
 
     /// The address `--open` hands the browser: a one-time code instead of the token, since a
@@ -75,15 +79,11 @@ impl Bound {
         let state = self.state;
         actix_rt::System::new().block_on(async move {
             let data = web::Data::from(state);
-            HttpServer::new(move || {
-                App::new()
-                    .app_data(data.clone())
-                    .default_service(web::to(handle))
-            })
-            .workers(1)
-            .listen(self.listener)?
-            .run()
-            .await
+            HttpServer::new(move || App::new().app_data(data.clone()).default_service(web::to(handle)))
+                .workers(1)
+                .listen(self.listener)?
+                .run()
+                .await
         })
     }
 }
@@ -126,7 +126,9 @@ fn text(status: StatusCode, body: String) -> HttpResponse {
 }
 
 fn html(body: String) -> HttpResponse {
-    secured(HttpResponse::Ok()).content_type("text/html; charset=utf-8").body(body)
+    secured(HttpResponse::Ok())
+        .content_type("text/html; charset=utf-8")
+        .body(body)
 }
 
 fn now_ms() -> u64 {
@@ -248,11 +250,7 @@ async fn route_formation(state: Arc<State>, path: &str) -> HttpResponse {
     }
     let events = format!("/events/{id}");
     let fragment = format!("/fragment/{id}");
-    html(page::shell(
-        &format!("mur ui: {id}"),
-        &body,
-        Some((&events, &fragment)),
-    ))
+    html(page::shell(&format!("mur ui: {id}"), &body, Some((&events, &fragment))))
 }
 
 /// Runs file reads off the server's event loop; `Err` is the 500 to answer when the read could
@@ -261,7 +259,10 @@ async fn blocking<T: Send + 'static>(
     state: Arc<State>,
     f: impl FnOnce(&State) -> T + Send + 'static,
 ) -> Result<T, HttpResponse> {
-    web::block(move || f(&state))
-        .await
-        .map_err(|e| text(StatusCode::INTERNAL_SERVER_ERROR, format!("the records could not be read: {e}\n")))
+    web::block(move || f(&state)).await.map_err(|e| {
+        text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the records could not be read: {e}\n"),
+        )
+    })
 }

@@ -222,12 +222,24 @@ fn member(m: &MemberNode) -> String {
         "<section class=\"member\" id=\"m-{name}\" data-member=\"{name}\"><h2>{name}{entry}</h2>\
          <p class=\"meta\"><code>{ses}</code> · {capsule}{model} · <span class=\"status s-{st}\">{st}</span>{cut}</p>",
         name = e(&m.name),
-        entry = if m.entry { " <span class=\"badge\">entry</span>" } else { "" },
+        entry = if m.entry {
+            " <span class=\"badge\">entry</span>"
+        } else {
+            ""
+        },
         ses = e(&m.session_id),
         capsule = e(&m.capsule),
-        model = m.model.as_deref().map(|x| format!(" · model {}", e(x))).unwrap_or_default(),
+        model = m
+            .model
+            .as_deref()
+            .map(|x| format!(" · model {}", e(x)))
+            .unwrap_or_default(),
         st = e(m.exit_status.as_deref().unwrap_or("running")),
-        cut = if m.truncated { " · <span class=\"warn\">trace truncated</span>" } else { "" },
+        cut = if m.truncated {
+            " · <span class=\"warn\">trace truncated</span>"
+        } else {
+            ""
+        },
     );
     if !m.tasks.is_empty() {
         out.push_str(
@@ -239,8 +251,16 @@ fn member(m: &MemberNode) -> String {
                 .asking
                 .as_ref()
                 .map(|(by, bytes)| {
-                    let who = if by.is_empty() { m.name.clone() } else { by.join(" ← ") };
-                    format!("{} asks ({bytes} B): answer with <code>mur answer {}</code>", e(&who), e(&t.task_id))
+                    let who = if by.is_empty() {
+                        m.name.clone()
+                    } else {
+                        by.join(" ← ")
+                    };
+                    format!(
+                        "{} asks ({bytes} B): answer with <code>mur answer {}</code>",
+                        e(&who),
+                        e(&t.task_id)
+                    )
                 })
                 .unwrap_or_default();
             let _ = write!(

@@ -116,7 +116,9 @@ impl Index {
                 ..row
             });
         }
-        rows.sort_by(|a, b| (!a.running, std::cmp::Reverse(a.started_ms)).cmp(&(!b.running, std::cmp::Reverse(b.started_ms))));
+        rows.sort_by(|a, b| {
+            (!a.running, std::cmp::Reverse(a.started_ms)).cmp(&(!b.running, std::cmp::Reverse(b.started_ms)))
+        });
         rows
     }
 
@@ -274,4 +276,48 @@ fn read_tail(path: &Path, max: u64) -> String {
         bytes.drain(..=nl);
     }
     String::from_utf8_lossy(&bytes).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session(dir: &Path, frm: &str, member: &str) {
+        std::fs::create_dir_all(dir.join("home/x")).unwrap();
+        let start = serde_json::json!({"event_type": "session_start", "session_id": "ses_1", "timestamp": 1,
+                                       "formation_id": frm, "formation_member": member});
+        std::fs::write(dir.join("trace.jsonl"), format!("{start}\n")).unwrap();
+        // A trace inside a session's own directories is not a session's.
+        std::fs::write(dir.join("home/x/trace.jsonl"), format!("{start}\n")).unwrap();
+    }
+
+    #[test]
+    fn every_member_trace_is_found_and_the_entry_told_apart() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = MurHome::at_home(tmp.path());
+        let frm = "frm_0199c4e2f1b7712a9d3e4f5061728394";
+        // The project lies under a directory named `home`, as a user's does.
+        let project = home.records_group(Path::new("/home/ada/work")).join("ses_a");
+        let peer = home.records_group(&home.member_dir(frm, "worker")).join("ses_b");
+        session(&project, frm, "lead");
+        session(&peer, frm, "worker");
+        let other = home.records_group(Path::new("/home/ada/solo")).join("ses_c");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join("trace.jsonl"), "{\"event_type\":\"session_start\"}\n").unwrap();
+        let half = home.records_group(Path::new("/home/ada/half")).join("ses_d");
+        std::fs::create_dir_all(&half).unwrap();
+        std::fs::write(half.join("trace.jsonl"), "{\"event_type\":\"session_st").unwrap();
+
+        let index = Index::default();
+        let mut found: Vec<(PathBuf, bool)> = index.traces(&home).into_iter().map(|t| (t.path, t.entry)).collect();
+        found.sort();
+        let mut want = vec![(project.join("trace.jsonl"), true), (peer.join("trace.jsonl"), false)];
+        want.sort();
+        assert_eq!(found, want);
+        let rows = index.formations(&home);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].members, ["lead", "worker"]);
+        assert!(!rows[0].running);
+        assert_eq!(rows[0].status, "unfinished", "no session_end, no process");
+    }
 }

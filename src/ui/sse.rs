@@ -64,7 +64,10 @@ pub fn stream(state: Arc<State>, formation: Option<String>) -> HttpResponse {
                     return Some((Ok(bytes::Bytes::from(event)), (slot, formation, Some(now), polls, None)));
                 }
                 if polls % KEEP_ALIVE_POLLS == 0 {
-                    return Some((Ok(bytes::Bytes::from_static(b": keep-alive\n\n")), (slot, formation, last, polls, None)));
+                    return Some((
+                        Ok(bytes::Bytes::from_static(b": keep-alive\n\n")),
+                        (slot, formation, last, polls, None),
+                    ));
                 }
             }
         },

@@ -86,11 +86,7 @@ fn raw(port: u16, method: &str, path: &str, headers: &[(&str, &str)]) -> (u16, S
     s.write_all(req.as_bytes()).expect("write");
     let mut text = String::new();
     let _ = s.read_to_string(&mut text);
-    let status = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
+    let status = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
     (status, text)
 }
 
@@ -118,7 +114,10 @@ fn requests_without_the_token_from_another_host_or_origin_are_refused() {
     assert_eq!(status, 303, "{reply}");
     assert_eq!(header_of(&reply, "location").as_deref(), Some("/"));
     let cookie = header_of(&reply, "set-cookie").expect("a cookie");
-    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
     let pair = cookie.split(';').next().expect("name=value").to_string();
     assert!(pair.ends_with(ui.token()), "{pair}");
 
@@ -126,7 +125,10 @@ fn requests_without_the_token_from_another_host_or_origin_are_refused() {
     assert_eq!(status, 200, "{reply}");
     let csp = header_of(&reply, "content-security-policy").expect("a CSP");
     assert!(csp.starts_with("default-src 'none'; script-src 'self'"), "{csp}");
-    assert!(!reply.to_ascii_lowercase().contains("access-control-"), "no CORS: {reply}");
+    assert!(
+        !reply.to_ascii_lowercase().contains("access-control-"),
+        "no CORS: {reply}"
+    );
     assert_eq!(header_of(&reply, "x-frame-options").as_deref(), Some("DENY"));
 
     // (method, path, headers, status)
@@ -139,10 +141,30 @@ fn requests_without_the_token_from_another_host_or_origin_are_refused() {
         ("GET", "/", vec![("Cookie", &pair)], 400),
         ("GET", "/", vec![("Host", "evil.example"), ("Cookie", &pair)], 421),
         ("GET", &with_token, vec![("Host", "localhost:1")], 421),
-        ("GET", "/", vec![("Host", &host), ("Cookie", &pair), ("Origin", "http://evil.example")], 403),
-        ("GET", "/", vec![("Host", &host), ("Cookie", &pair), ("Sec-Fetch-Site", "cross-site")], 403),
-        ("POST", "/", vec![("Host", &host), ("Cookie", &pair), ("Origin", &own_origin)], 405),
-        ("GET", "/formation/frm_nope", vec![("Host", &host), ("Cookie", &pair)], 404),
+        (
+            "GET",
+            "/",
+            vec![("Host", &host), ("Cookie", &pair), ("Origin", "http://evil.example")],
+            403,
+        ),
+        (
+            "GET",
+            "/",
+            vec![("Host", &host), ("Cookie", &pair), ("Sec-Fetch-Site", "cross-site")],
+            403,
+        ),
+        (
+            "POST",
+            "/",
+            vec![("Host", &host), ("Cookie", &pair), ("Origin", &own_origin)],
+            405,
+        ),
+        (
+            "GET",
+            "/formation/frm_nope",
+            vec![("Host", &host), ("Cookie", &pair)],
+            404,
+        ),
     ];
     for (method, path, headers, want) in &refused {
         let (status, reply) = raw(ui.port, method, path, headers);
@@ -199,18 +221,30 @@ fn the_demo_formation_shows_its_three_members_and_three_call_edges() {
     let ui = Ui::start(&sb);
     let mut b = Browser::start();
     b.goto(&ui.with_token("/"));
-    let listed = b.eval(&format!("!!document.querySelector('tr.formation[data-formation=\"{frm}\"]')"));
+    let listed = b.eval(&format!(
+        "!!document.querySelector('tr.formation[data-formation=\"{frm}\"]')"
+    ));
     assert_eq!(listed, json!(true), "{}", b.eval("document.body.innerText"));
     let row = b.eval("document.querySelector('tr.formation').innerText");
-    assert!(row.as_str().unwrap_or("").contains("3: planner, analyst, writer"), "{row}");
+    assert!(
+        row.as_str().unwrap_or("").contains("3: planner, analyst, writer"),
+        "{row}"
+    );
 
     b.goto(&format!("http://127.0.0.1:{}/formation/{frm}", ui.port));
     let nodes = b.eval("[...document.querySelectorAll('svg.graph g.node')].map(n => n.dataset.member + (n.classList.contains('entry') ? '*' : ''))");
     assert_eq!(nodes, json!(["planner*", "analyst", "writer"]));
     let edges = b.eval("[...document.querySelectorAll('svg.graph g.edge.called')].map(e => `${e.dataset.from}>${e.dataset.to}:${e.dataset.calls}`).sort()");
-    assert_eq!(edges, json!(["planner>analyst:1", "planner>writer:1", "writer>analyst:1"]));
+    assert_eq!(
+        edges,
+        json!(["planner>analyst:1", "planner>writer:1", "writer>analyst:1"])
+    );
     let tree = b.eval("[...document.querySelectorAll('li.call')].map(c => c.dataset.depth)");
-    assert_eq!(tree, json!(["0", "0", "1"]), "writer's call to analyst nests under planner's call");
+    assert_eq!(
+        tree,
+        json!(["0", "0", "1"]),
+        "writer's call to analyst nests under planner's call"
+    );
     assert_eq!(b.eval("document.querySelectorAll('section.member').length"), json!(3));
 
     if std::env::var_os("MUR_UPDATE_REFERENCE").is_some() {
@@ -251,7 +285,10 @@ fn a_running_model_formation_updates_live_and_shows_its_turns_and_tokens() {
     first["model"] = json!(EVIL);
     let script = vec![
         Step::func(move |_| {
-            let _ = wait.lock().unwrap_or_else(|e| e.into_inner()).recv_timeout(Duration::from_secs(60));
+            let _ = wait
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .recv_timeout(Duration::from_secs(60));
             Reply::json(first.clone())
         }),
         Reply::json(openai::text("Waiting for coder.")).into(),
@@ -273,14 +310,24 @@ fn a_running_model_formation_updates_live_and_shows_its_turns_and_tokens() {
     let ui = Ui::start(&sb);
     let mut b = Browser::start();
     b.goto(&ui.with_token(&format!("/formation/{frm}")));
-    assert_eq!(b.eval("document.querySelector('.summary').dataset.status"), json!("running"));
+    assert_eq!(
+        b.eval("document.querySelector('.summary').dataset.status"),
+        json!("running")
+    );
     // The entry starts last: its trace (which names its callees) may come just after the page.
     let both = b.wait_for(
         "document.querySelectorAll('svg.graph g.node').length === 2 && document.querySelectorAll('svg.graph g.edge').length === 1",
         Duration::from_secs(20),
     );
-    assert!(both.is_some(), "the members and the roster's edge, before any call: {}", b.eval("document.body.innerText"));
-    assert_eq!(b.eval("document.querySelectorAll('svg.graph g.edge.called').length"), json!(0));
+    assert!(
+        both.is_some(),
+        "the members and the roster's edge, before any call: {}",
+        b.eval("document.body.innerText")
+    );
+    assert_eq!(
+        b.eval("document.querySelectorAll('svg.graph g.edge.called').length"),
+        json!(0)
+    );
     b.eval("window.notReloaded = true");
     let _ = go.send(());
 
@@ -289,14 +336,22 @@ fn a_running_model_formation_updates_live_and_shows_its_turns_and_tokens() {
         "document.querySelector('svg.graph g.edge.called[data-to=\"coder\"]')",
         Duration::from_secs(30),
     );
-    assert!(called.is_some(), "no call appeared: {}", b.eval("document.body.innerText"));
+    assert!(
+        called.is_some(),
+        "no call appeared: {}",
+        b.eval("document.body.innerText")
+    );
     let ended = b.wait_for(
         "document.querySelector('.summary').dataset.status === 'ok'",
         Duration::from_secs(30),
     );
     assert!(ended.is_some(), "{}", b.eval("document.body.innerText"));
     assert_eq!(b.eval("window.notReloaded"), json!(true), "updated in place");
-    assert!(b.eval("Number(document.getElementById('live').dataset.updates)").as_u64() >= Some(1));
+    assert!(
+        b.eval("Number(document.getElementById('live').dataset.updates)")
+            .as_u64()
+            >= Some(1)
+    );
     let (code, _, err) = launcher.wait(Duration::from_secs(30));
     assert_eq!(code, 0, "{err}");
 
@@ -309,13 +364,19 @@ fn a_running_model_formation_updates_live_and_shows_its_turns_and_tokens() {
         "each turn with its model and the provider's tokens"
     );
     let summary = b.eval("document.querySelector('.summary').textContent");
-    assert!(summary.as_str().unwrap_or("").contains("40 tokens in · 17 tokens out"), "{summary}");
+    assert!(
+        summary.as_str().unwrap_or("").contains("40 tokens in · 17 tokens out"),
+        "{summary}"
+    );
     // The model's name is text: no script of it ran, no element of it exists.
     assert_eq!(b.eval("document.scripts.length"), json!(1));
     assert_ne!(b.eval("document.title"), json!("pwned"));
     let html = b.eval("document.documentElement.outerHTML");
     assert!(!html.as_str().unwrap_or("").contains(KEY), "no key reaches the page");
-    assert!(!html.as_str().unwrap_or("").contains("mdt1"), "no door token reaches the page");
+    assert!(
+        !html.as_str().unwrap_or("").contains("mdt1"),
+        "no door token reaches the page"
+    );
 }
 
 #[test]
@@ -330,7 +391,10 @@ fn a_large_formation_renders_in_the_browser_quickly() {
     let mut best = f64::MAX;
     for _ in 0..3 {
         b.goto(&format!("http://127.0.0.1:{}/formation/{frm}", ui.port));
-        assert_eq!(b.eval("document.querySelectorAll('svg.graph g.node').length"), json!(64));
+        assert_eq!(
+            b.eval("document.querySelectorAll('svg.graph g.node').length"),
+            json!(64)
+        );
         assert_eq!(b.eval("document.querySelectorAll('li.call').length"), json!(1000));
         let t = b.eval(
             "(() => { const n = performance.getEntriesByType('navigation')[0]; \

@@ -49,7 +49,10 @@ fn provision() -> PathBuf {
     let _ = std::fs::remove_dir_all(&staging);
     let debs = staging.join("debs");
     std::fs::create_dir_all(&debs).expect("create the download directory");
-    eprintln!("provisioning Debian's chromium under {} (once; about 120 MB)", root.display());
+    eprintln!(
+        "provisioning Debian's chromium under {} (once; about 120 MB)",
+        root.display()
+    );
     download(&debs).unwrap_or_else(|e| panic!("{e}"));
     let unpacked = staging.join("root");
     let mut versions = String::new();
@@ -61,13 +64,21 @@ fn provision() -> PathBuf {
         .collect();
     files.sort();
     for deb in &files {
-        run(Command::new("dpkg-deb").arg("-x").arg(deb).arg(&unpacked), "dpkg-deb -x");
-        versions.push_str(&output(Command::new("dpkg-deb").arg("-f").arg(deb).args(["Package", "Version"])));
+        run(
+            Command::new("dpkg-deb").arg("-x").arg(deb).arg(&unpacked),
+            "dpkg-deb -x",
+        );
+        versions.push_str(&output(
+            Command::new("dpkg-deb").arg("-f").arg(deb).args(["Package", "Version"]),
+        ));
     }
     let _ = std::fs::remove_dir_all(&debs);
     let _ = std::fs::remove_dir_all(unpacked.join("usr/share/doc"));
     let binary = unpacked.join("usr/lib/chromium/chromium");
-    assert!(binary.is_file(), "the unpacked packages have no usr/lib/chromium/chromium:\n{versions}");
+    assert!(
+        binary.is_file(),
+        "the unpacked packages have no usr/lib/chromium/chromium:\n{versions}"
+    );
     // Every directory of unpacked shared libraries, as the final paths will name them.
     let mut libs = Vec::new();
     let mut stack = vec![unpacked.join("usr/lib")];
@@ -115,7 +126,10 @@ fn download(debs: &Path) -> Result<(), String> {
         .output()
         .map_err(|e| format!("apt-get cannot be run: {e}"))?;
     if !sim.status.success() {
-        return Err(format!("apt-get cannot resolve {PACKAGES}:\n{}", String::from_utf8_lossy(&sim.stderr)));
+        return Err(format!(
+            "apt-get cannot resolve {PACKAGES}:\n{}",
+            String::from_utf8_lossy(&sim.stderr)
+        ));
     }
     let mut packages = vec![PACKAGES.to_string()];
     for line in String::from_utf8_lossy(&sim.stdout).lines() {
@@ -144,13 +158,27 @@ fn download(debs: &Path) -> Result<(), String> {
 }
 
 fn run(cmd: &mut Command, what: &str) {
-    let out = cmd.stdin(Stdio::null()).output().unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(out.status.success(), "{what} failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn output(cmd: &mut Command) -> String {
-    let out = cmd.stdin(Stdio::null()).output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(out.status.success(), "{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -244,7 +272,11 @@ impl Browser {
         };
         let target = b.call(None, "Target.createTarget", json!({"url": "about:blank"}));
         let target_id = target["targetId"].as_str().expect("a target").to_string();
-        let attached = b.call(None, "Target.attachToTarget", json!({"targetId": target_id, "flatten": true}));
+        let attached = b.call(
+            None,
+            "Target.attachToTarget",
+            json!({"targetId": target_id, "flatten": true}),
+        );
         b.session = attached["sessionId"].as_str().expect("a session").to_string();
         b.call(Some(()), "Page.enable", json!({}));
         b
@@ -332,4 +364,3 @@ impl Drop for Browser {
         let _ = self.child.wait();
     }
 }
-

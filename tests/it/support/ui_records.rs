@@ -57,8 +57,16 @@ pub fn write_member(
                    "delivered": true, "no_answer_below": null}),
         ));
     }
-    lines.push(rec("task_end", t0 + 5000, json!({"task_id": task, "exit_status": "ok", "duration_ms": 4999})));
-    lines.push(rec("session_end", t0 + 5001, json!({"exit_status": "ok", "duration_ms": 5001})));
+    lines.push(rec(
+        "task_end",
+        t0 + 5000,
+        json!({"task_id": task, "exit_status": "ok", "duration_ms": 4999}),
+    ));
+    lines.push(rec(
+        "session_end",
+        t0 + 5001,
+        json!({"exit_status": "ok", "duration_ms": 5001}),
+    ));
     let mut text = lines.join("\n");
     text.push('\n');
     std::fs::write(dir.join("trace.jsonl"), text).expect("trace");
@@ -75,7 +83,9 @@ pub fn write_formation(home: &MurHome, members: usize, calls: usize, t0: u64) ->
         made[from].push((mur::ids::mint(mur::ids::IdKind::Call), names[to].clone()));
     }
     for (i, name) in names.iter().enumerate() {
-        let callees: Vec<String> = (1..=3.min(members - 1)).map(|d| names[(i + d) % members].clone()).collect();
+        let callees: Vec<String> = (1..=3.min(members - 1))
+            .map(|d| names[(i + d) % members].clone())
+            .collect();
         write_member(home, &frm, name, i == 0, &callees, &made[i], t0);
     }
     frm

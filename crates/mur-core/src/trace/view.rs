@@ -381,12 +381,30 @@ mod tests {
             records: vec![
                 start("lead", &["a", "b"], 5),
                 rec("task_start", json!({"task_id":"tsk_l"})),
-                rec("member_call_start", json!({"task_id":"tsk_l","call_id":"mcl_1","member":"a","member_task_id":"tsk_a"})),
-                rec("member_call", json!({"task_id":"tsk_l","call_id":"mcl_1","member":"a","member_task_id":"tsk_a","status":"completed","duration_ms":7})),
-                rec("member_call", json!({"task_id":"tsk_l","call_id":"mcl_2","member":"a","member_task_id":"tsk_a2","status":"failed","duration_ms":3})),
-                rec("member_call_start", json!({"task_id":"tsk_l","call_id":"mcl_3","member":"c","member_task_id":"tsk_c"})),
-                rec("inference", json!({"task_id":"tsk_l","turn":1,"model":"m","response_model":"m-2","duration_ms":40,"input_tokens":10,"output_tokens":2,"status":"ok"})),
-                rec("task_end", json!({"task_id":"tsk_l","exit_status":"ok","duration_ms":50})),
+                rec(
+                    "member_call_start",
+                    json!({"task_id":"tsk_l","call_id":"mcl_1","member":"a","member_task_id":"tsk_a"}),
+                ),
+                rec(
+                    "member_call",
+                    json!({"task_id":"tsk_l","call_id":"mcl_1","member":"a","member_task_id":"tsk_a","status":"completed","duration_ms":7}),
+                ),
+                rec(
+                    "member_call",
+                    json!({"task_id":"tsk_l","call_id":"mcl_2","member":"a","member_task_id":"tsk_a2","status":"failed","duration_ms":3}),
+                ),
+                rec(
+                    "member_call_start",
+                    json!({"task_id":"tsk_l","call_id":"mcl_3","member":"c","member_task_id":"tsk_c"}),
+                ),
+                rec(
+                    "inference",
+                    json!({"task_id":"tsk_l","turn":1,"model":"m","response_model":"m-2","duration_ms":40,"input_tokens":10,"output_tokens":2,"status":"ok"}),
+                ),
+                rec(
+                    "task_end",
+                    json!({"task_id":"tsk_l","exit_status":"ok","duration_ms":50}),
+                ),
                 rec("session_end", json!({"timestamp":90,"exit_status":"ok"})),
             ],
             entry: true,
@@ -397,7 +415,10 @@ mod tests {
                 start("a", &[], 1),
                 rec("a2a_task_received", json!({"task_id":"tsk_a","caller_member":"lead"})),
                 rec("task_start", json!({"task_id":"tsk_a"})),
-                rec("input_requested", json!({"task_id":"tsk_a","asked_by":["a"],"question_bytes":12})),
+                rec(
+                    "input_requested",
+                    json!({"task_id":"tsk_a","asked_by":["a"],"question_bytes":12}),
+                ),
             ],
             entry: false,
             diagnostics: vec!["error[E-RUN-001]: x".into()],
@@ -424,7 +445,10 @@ mod tests {
         assert_eq!(got, want);
         assert_eq!(v.calls.len(), 3);
         let t = &v.members[0].turns[0];
-        assert_eq!((t.model.as_str(), t.input_tokens, t.output_tokens), ("m-2", Some(10), Some(2)));
+        assert_eq!(
+            (t.model.as_str(), t.input_tokens, t.output_tokens),
+            ("m-2", Some(10), Some(2))
+        );
         assert_eq!(v.members[0].tasks[0].state, "completed");
         let asked = &v.members[1].tasks[0];
         assert_eq!(asked.state, "input-required");
@@ -448,7 +472,10 @@ mod tests {
             (&[("task_rejected", json!({"reason":"busy"}))], "rejected"),
             (&[("input_requested", json!({"asked_by":[]}))], "input-required"),
             (
-                &[("input_requested", json!({})), ("input_received", json!({"outcome":"answered"}))],
+                &[
+                    ("input_requested", json!({})),
+                    ("input_received", json!({"outcome":"answered"})),
+                ],
                 "working",
             ),
         ];
@@ -459,7 +486,13 @@ mod tests {
                 f["task_id"] = json!("tsk_1");
                 records.push(rec(kind, f));
             }
-            let v = build(FRM, &[SessionRecords { records, ..SessionRecords::default() }]);
+            let v = build(
+                FRM,
+                &[SessionRecords {
+                    records,
+                    ..SessionRecords::default()
+                }],
+            );
             assert_eq!(v.members[0].tasks[0].state, *want, "{after:?}");
         }
     }
