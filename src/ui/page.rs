@@ -244,7 +244,7 @@ fn member(m: &MemberNode) -> String {
     if !m.tasks.is_empty() {
         out.push_str(
             "<table class=\"tasks\"><thead><tr><th>task</th><th>state</th><th>from</th><th>duration</th>\
-             <th>question</th></tr></thead><tbody>",
+             <th>question or answer</th></tr></thead><tbody>",
         );
         for t in &m.tasks {
             let asking = t
@@ -263,6 +263,18 @@ fn member(m: &MemberNode) -> String {
                     )
                 })
                 .unwrap_or_default();
+            // The answer as filed, escaped, folded away: a page of many tasks stays short.
+            let answer = t
+                .answer
+                .as_deref()
+                .map(|a| {
+                    format!(
+                        "<details class=\"answer\"><summary>answer</summary><pre>{}</pre></details>",
+                        e(a)
+                    )
+                })
+                .unwrap_or_default();
+            let asking = asking + &answer;
             let _ = write!(
                 out,
                 "<tr class=\"task\" data-state=\"{st}\"><td><code>{id}</code></td><td><span class=\"status s-{st}\">{st}</span></td>\

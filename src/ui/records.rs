@@ -28,6 +28,9 @@ pub const TRACE_BYTES: u64 = 16 << 20;
 pub const LOG_BYTES: u64 = 64 << 10;
 /// Diagnostics kept per member.
 const MAX_DIAGNOSTICS: usize = 50;
+/// The bytes of one task's answer shown, and of all answers on one page.
+pub const ANSWER_BYTES: u64 = 4 << 10;
+const PAGE_ANSWER_BYTES: u64 = 1 << 20;
 
 /// One member session's trace, as its first record names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,7 +152,49 @@ pub fn view_of(formation_id: &str, files: &[TraceFile]) -> FormationView {
             }
         })
         .collect();
-    view::build(formation_id, &sessions)
+    let mut v = view::build(formation_id, &sessions);
+    // Each ended task's answer, as its session filed it, within the page's budget.
+    let mut budget = PAGE_ANSWER_BYTES;
+    for m in &mut v.members {
+        let Some(f) = files.iter().find(|f| f.session_id == m.session_id) else {
+            continue;
+        };
+        let out = f.path.with_file_name("out");
+        // `out/result.txt` holds the last task's result: a `--task` task has no file of its own.
+        let last = m.tasks.iter().rposition(|t| t.exit_status.is_some());
+        for (i, t) in m.tasks.iter_mut().enumerate().filter(|(_, t)| t.exit_status.is_some()) {
+            if budget == 0 {
+                break;
+            }
+            let own = out.join(format!("result_{}.txt", t.task_id));
+            let file = if own.is_file() || Some(i) != last {
+                own
+            } else {
+                out.join("result.txt")
+            };
+            let text = read_head(&file, ANSWER_BYTES.min(budget));
+            if !text.is_empty() {
+                budget = budget.saturating_sub(text.len() as u64);
+                t.answer = Some(text);
+            }
+        }
+    }
+    v
+}
+
+/// The first `max` bytes of a file as text (lossy; a character cut at the end is dropped).
+fn read_head(path: &Path, max: u64) -> String {
+    let mut bytes = Vec::new();
+    let Ok(f) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    if f.take(max).read_to_end(&mut bytes).is_err() {
+        return String::new();
+    }
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    crate::text::head(&text, max as usize)
+        .trim_end_matches('\u{fffd}')
+        .to_owned()
 }
 
 /// A fingerprint of a formation's traces (their paths and lengths): it changes when a record is

@@ -260,6 +260,9 @@ const KEY: &str = "sk-it-ui-0123456789";
 /// A model name the provider reports: record text that must stay text.
 const EVIL: &str = "<script>document.title='pwned'</script>";
 
+/// The task the lead gives the echo peer, which answers with it: an answer that must stay text.
+const CALLED: &str = "<img src=x onerror=\"document.title='pwned'\"><b>bold?</b>";
+
 const ROSTER: &str = "roster_version: 1
 members:
   - name: lead
@@ -281,7 +284,7 @@ fn a_running_model_formation_updates_live_and_shows_its_turns_and_tokens() {
     // The first turn waits until the test lets it go, so the page is open before the call.
     let (go, wait) = mpsc::channel::<()>();
     let wait = Mutex::new(wait);
-    let mut first = openai::tool_calls(&[("c1", "call-member", json!({"member": "coder", "task": "write it"}))]);
+    let mut first = openai::tool_calls(&[("c1", "call-member", json!({"member": "coder", "task": CALLED}))]);
     first["model"] = json!(EVIL);
     let script = vec![
         Step::func(move |_| {
@@ -368,6 +371,21 @@ fn a_running_model_formation_updates_live_and_shows_its_turns_and_tokens() {
         summary.as_str().unwrap_or("").contains("40 tokens in · 17 tokens out"),
         "{summary}"
     );
+    // The answers as the sessions filed them; the echo peer's is markup, shown as text.
+    let answers = b.eval(
+        "[...document.querySelectorAll('details.answer pre')].map(p => p.closest('section').dataset.member + ': ' + p.textContent)",
+    );
+    assert!(
+        answers.as_array().is_some_and(|a| a.contains(&json!("lead: Done."))),
+        "{answers}"
+    );
+    assert!(
+        answers.as_array().is_some_and(|a| a.iter().any(|x| x
+            .as_str()
+            .is_some_and(|x| x.starts_with("coder: ") && x.contains(CALLED)))),
+        "{answers}"
+    );
+    assert_eq!(b.eval("document.querySelectorAll('main img, main b').length"), json!(0));
     // The model's name is text: no script of it ran, no element of it exists.
     assert_eq!(b.eval("document.scripts.length"), json!(1));
     assert_ne!(b.eval("document.title"), json!("pwned"));

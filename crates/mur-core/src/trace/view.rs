@@ -34,6 +34,11 @@ pub struct TaskRow {
     pub duration_ms: Option<u64>,
     /// While it asks: who asked (innermost first) and the question's size.
     pub asking: Option<(Vec<String>, u64)>,
+    /// Its answer as the session filed it (`out/result_<tsk>.txt`), cut by the reader; the
+    /// records themselves hold no text.
+    pub answer: Option<String>,
+    /// It came in at the door (`a2a_task_received`).
+    pub door: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -238,6 +243,7 @@ fn node(start: &Value, s: &SessionRecords) -> MemberNode {
             "a2a_task_received" if !id.is_empty() => {
                 let i = task(&mut tasks, id);
                 tasks[i].caller = r["caller_member"].as_str().map(str::to_owned);
+                tasks[i].door = true;
             }
             "task_start" if !id.is_empty() => {
                 let i = task(&mut tasks, id);
