@@ -132,7 +132,8 @@ fn requests_without_the_token_from_another_host_or_origin_are_refused() {
     assert_eq!(header_of(&reply, "x-frame-options").as_deref(), Some("DENY"));
 
     // (method, path, headers, status)
-    let refused: Vec<(&str, &str, Vec<(&str, &str)>, u16)> = vec![
+    type Case<'a> = (&'a str, &'a str, Vec<(&'a str, &'a str)>, u16);
+    let refused: Vec<Case> = vec![
         ("GET", "/", vec![("Host", &host)], 401),
         ("GET", "/assets/app.js", vec![("Host", &host)], 401),
         ("GET", "/events", vec![("Host", &host)], 401),

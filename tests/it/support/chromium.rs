@@ -10,7 +10,7 @@
 
 use super::toolchains::{lock_file, target_dir};
 use std::io::{BufRead, BufReader, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
@@ -260,8 +260,8 @@ impl Browser {
         let child = cmd.spawn().expect("start chromium");
         drop(cmd_r);
         drop(rep_w);
-        let to = std::fs::File::from(OwnedFd::from(cmd_w));
-        let from = BufReader::new(std::fs::File::from(OwnedFd::from(rep_r)));
+        let to = std::fs::File::from(cmd_w);
+        let from = BufReader::new(std::fs::File::from(rep_r));
         let mut b = Browser {
             child,
             to,
