@@ -47,3 +47,5 @@ pub mod session;
 pub mod tasks;
 #[cfg(feature = "runtime")]
 pub mod tools;
+#[cfg(feature = "runtime")]
+pub mod ui;

@@ -25,6 +25,7 @@ pub mod run;
 pub mod send;
 pub mod stop;
 pub mod trace;
+pub mod ui;
 
 pub use crate::outcome::{Failure, Outcome};
 
@@ -65,6 +66,8 @@ pub enum Command {
     Ps(JsonArgs),
     /// Show traces
     Trace(TraceArgs),
+    /// Serve a live view of this user's formations in the browser, on 127.0.0.1
+    Ui(UiArgs),
     /// Build, install and launch the offline demo formation in a private home
     Demo(DemoArgs),
     /// Explain a diagnostic code (e.g. `mur explain E-ROS-007`): what it means and what to do
@@ -262,6 +265,16 @@ pub enum TraceCommand {
 }
 
 #[derive(Debug, Args)]
+pub struct UiArgs {
+    /// Listen on this port of 127.0.0.1 (default: a free one)
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    pub port: Option<u16>,
+    /// Open the page in the browser, where one is available
+    #[arg(long)]
+    pub open: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct DemoArgs {
     /// The task for the demo formation (a default one when omitted)
     pub task: Option<String>,
@@ -317,6 +330,7 @@ pub fn main() -> ExitCode {
                 follow: false,
             } => trace::show(id, *json),
         },
+        Command::Ui(a) => ui::run(a),
         Command::Demo(a) => demo::run(a),
         Command::Explain { code } => explain::run(code),
         Command::Completion { shell } => completion::completion(*shell),

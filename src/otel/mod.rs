@@ -142,6 +142,19 @@ fn build(who: Identity, notes: Notes) -> Result<Exporting, String> {
     if std::env::var_os("OTEL_SERVICE_NAME").is_none_or(|v| v.is_empty()) {
         resource = resource.with_service_name("mur");
     }
+    // Each member is its own instance of the service, so a trace backend shows the members of a
+    // formation apart rather than as one `mur`; an instance id the operator set is kept.
+    let set = std::env::var("OTEL_RESOURCE_ATTRIBUTES").unwrap_or_default();
+    let operator_set = |key: &str| set.split(',').any(|kv| kv.trim().split('=').next() == Some(key));
+    if let Some(s) = who.session_id.as_ref().filter(|_| !operator_set("service.instance.id")) {
+        resource = resource.with_attribute(KeyValue::new("service.instance.id", s.clone()));
+    }
+    if let Some(m) = &who.member {
+        resource = resource.with_attribute(KeyValue::new("mur.member", m.clone()));
+    }
+    if let Some(f) = &who.formation_id {
+        resource = resource.with_attribute(KeyValue::new("mur.formation.id", f.clone()));
+    }
     let provider = SdkTracerProvider::builder()
         .with_span_processor(Counted {
             inner: batch,

@@ -46,5 +46,6 @@ mod streaming;
 mod takeover;
 mod terminal;
 mod tools;
+mod ui;
 mod usage;
 mod wear;

@@ -75,6 +75,14 @@ impl Collector {
                     .as_ref()
                     .and_then(|r| attr(&r.attributes, "service.name"))
                     .unwrap_or(Value::Null);
+                let resource_attr = |key: &str| {
+                    rs.resource
+                        .as_ref()
+                        .and_then(|r| attr(&r.attributes, key))
+                        .unwrap_or(Value::Null)
+                };
+                let instance = resource_attr("service.instance.id");
+                let member = resource_attr("mur.member");
                 for ss in rs.scope_spans {
                     for s in ss.spans {
                         out.push(Span {
@@ -89,6 +97,8 @@ impl Collector {
                                 .filter_map(|kv| Some((kv.key.clone(), value(kv.value.as_ref()?))))
                                 .collect(),
                             service: service.clone(),
+                            instance: instance.clone(),
+                            member: member.clone(),
                             events: s
                                 .events
                                 .iter()
@@ -120,6 +130,9 @@ struct Span {
     kind: i32,
     attrs: HashMap<String, Value>,
     service: Value,
+    /// The resource's `service.instance.id` and `mur.member`: which member exported it.
+    instance: Value,
+    member: Value,
     /// The span's events: name and attributes.
     events: Vec<(String, HashMap<String, Value>)>,
 }
@@ -235,6 +248,16 @@ fn a_formation_is_one_trace_of_tasks_calls_and_model_turns() {
     let trace = &spans[0].trace_id;
     assert!(spans.iter().all(|s| &s.trace_id == trace), "{spans:#?}");
     assert!(spans.iter().all(|s| s.service == json!("mur")), "{spans:#?}");
+    // Each member's spans come from an instance of its own: its session, named after it.
+    let mut instances = std::collections::BTreeMap::new();
+    for s in spans.iter().filter(|s| s.attrs.contains_key("mur.session.id")) {
+        assert_eq!(s.instance, s.attrs["mur.session.id"], "{s:#?}");
+        assert_eq!(s.member, s.attrs["mur.member"], "{s:#?}");
+        instances.insert(s.member.to_string(), s.instance.to_string());
+    }
+    assert!(instances.len() >= 2, "spans of several members: {instances:?}");
+    let distinct: std::collections::BTreeSet<&String> = instances.values().collect();
+    assert_eq!(distinct.len(), instances.len(), "{instances:?}");
 
     let formation = one(&spans, "formation");
     assert!(

@@ -106,6 +106,8 @@ codes! {
     W_OTL_001 = "W-OTL-001", Warning, "OpenTelemetry export was asked for but cannot be set up; no span is exported", Some("correct the OTEL_* variable named above, or unset OTEL_EXPORTER_OTLP_ENDPOINT to run without export");
     W_OTL_002 = "W-OTL-002", Warning, "spans cannot be delivered to the OpenTelemetry collector", Some("check that the collector at OTEL_EXPORTER_OTLP_ENDPOINT is running and accepts OTLP/HTTP with protobuf bodies; tasks are not affected");
     E_DEMO_001 = "E-DEMO-001", Error, "mur demo: the demo formation cannot be prepared or launched", None;
+    // [ours] `mur ui`: the live view in the browser.
+    E_UI_001 = "E-UI-001", Error, "mur ui: the page cannot be served on 127.0.0.1 (the port is taken or cannot be bound)", Some("leave out --port to take a free port, or name another one");
     E_EXP_001 = "E-EXP-001", Error, "mur explain: no such diagnostic code", Some("codes look like E-ROS-007 or W-RUN-008; docs/reference/codes.md lists every one");
     // [ours] `mur deploy --kubernetes`.
     E_DEP_001 = "E-DEP-001", Error, "mur deploy: manifests carrying credentials would be written to a terminal", Some("pipe them to the cluster (`mur deploy … | kubectl apply -f -`) or write them to owner-only files with -o DIR");

@@ -22,9 +22,44 @@ pub fn tail(s: &str, max: usize) -> &str {
     &s[start..]
 }
 
+/// `s` as HTML text or a quoted attribute value: the one escaping of everything `mur ui` renders
+/// (record text comes from peers and providers). Control characters but tab and newline become
+/// U+FFFD so nothing a record holds can change how the page parses.
+pub fn html_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + s.len() / 8);
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            '\t' | '\n' => out.push(c),
+            c if c.is_control() => out.push('\u{fffd}'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn html_escape_leaves_no_markup() {
+        let cases: &[(&str, &str)] = &[
+            ("", ""),
+            ("plain é", "plain é"),
+            ("<script>alert(1)</script>", "&lt;script&gt;alert(1)&lt;/script&gt;"),
+            ("a&b", "a&amp;b"),
+            ("\"x\" 'y'", "&quot;x&quot; &#39;y&#39;"),
+            ("a\u{0}b\rc\nd", "a\u{fffd}b\u{fffd}c\nd"),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(html_escape(raw), *want, "{raw:?}");
+        }
+    }
 
     #[test]
     fn cuts_land_on_character_boundaries() {

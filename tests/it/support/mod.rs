@@ -391,9 +391,11 @@ reachability:
     to: [coder]
 ";
 
+pub mod chromium;
 pub mod debian_rust;
 pub mod foreign;
 pub mod mcp;
 pub mod provider;
 pub mod python;
 pub mod toolchains;
+pub mod ui_records;

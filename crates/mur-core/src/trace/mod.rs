@@ -4,6 +4,7 @@
 //! `otel_env` decides from the `OTEL_*` variables whether spans are exported.
 //! `questions` reads the questions tasks asked (`input_requested`/`input_received`).
 //! `usage` sums a session's tasks, calls, model time and tokens for `mur trace show`.
+//! `view` is what `mur ui` shows of a formation: its members, edges, calls, tasks and turns.
 //! `writer` appends records with the key order of docs/reference/cli.md#conventions (common keys
 //! first, then the record's own fields in the order docs/reference/formation.md#trace-records lists
 //! them); `read` reads them back, skipping lines that do not parse. Pure of actix and HTTP; callers
@@ -16,6 +17,7 @@ pub mod read;
 pub mod tool_call;
 pub mod turn;
 pub mod usage;
+pub mod view;
 pub mod writer;
 
 pub use read::read_records;

@@ -1,0 +1,268 @@
+//! `mur ui`: a read-only view of this user's formations in the browser. It serves, on 127.0.0.1
+//! only, the formation list and each formation (graph, calls, members' tasks, turns and tool
+//! calls), rendered on the server from the trace records (`records.rs` finds and reads them,
+//! `page.rs` renders them), and an event stream per page (`sse.rs`) that says when records were
+//! appended, so the page's small script reloads what it shows. Every request passes `auth.rs`
+//! first. It changes nothing: no record is written, pruned or answered from here.
+
+pub mod auth;
+pub mod page;
+pub mod records;
+pub mod sse;
+
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+
+use actix_web::http::StatusCode;
+use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+
+use crate::paths::MurHome;
+
+/// The page's script and style, built into the binary: the page loads nothing else.
+const APP_JS: &str = include_str!("assets/app.js");
+const APP_CSS: &str = include_str!("assets/app.css");
+
+/// `default-src 'none'` and only this server's own script, style and event stream: no inline
+/// script or style, no other host, no frames, no forms.
+pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
+                       img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// Event streams open at once, at most; more are refused (503) rather than polled for.
+pub const MAX_STREAMS: usize = 32;
+
+pub struct UiOptions {
+    pub home: MurHome,
+    /// 0: a free port.
+    pub port: u16,
+}
+
+/// What every handler shares.
+pub struct State {
+    pub home: MurHome,
+    pub port: u16,
+    pub token: auth::Token,
+    pub index: records::Index,
+    pub streams: AtomicUsize,
+    /// `--open`'s one-time launch code, until the browser uses it.
+    pub launch: std::sync::Mutex<Option<auth::Token>>,
+}
+
+/// A bound server, before it serves: its URL (with the token) is known.
+pub struct Bound {
+    listener: TcpListener,
+    state: Arc<State>,
+}
+
+impl Bound {
+    /// The address the operator opens, token included.
+    pub fn url(&self) -> String {
+        format!(
+            "http://127.0.0.1:{}/?token={}",
+            self.state.port,
+            self.state.token.as_str()
+        )
+    }
+
+    /// The address `--open` hands the browser: a one-time code instead of the token, since a
+    /// browser's argv is readable by every user of the machine.
+    pub fn launch_url(&self) -> String {
+        let code = crate::sync::lock(&self.state.launch)
+            .as_ref()
+            .map(|t| t.as_str().to_owned())
+            .unwrap_or_default();
+        format!("http://127.0.0.1:{}/?launch={code}", self.state.port)
+    }
+
+    /// Serves until the process is stopped.
+    pub fn serve(self) -> std::io::Result<()> {
+        let state = self.state;
+        actix_rt::System::new().block_on(async move {
+            let data = web::Data::from(state);
+            HttpServer::new(move || App::new().app_data(data.clone()).default_service(web::to(handle)))
+                .workers(1)
+                .listen(self.listener)?
+                .run()
+                .await
+        })
+    }
+}
+
+/// Binds 127.0.0.1 (never another address) and mints the token.
+pub fn bind(opts: UiOptions) -> std::io::Result<Bound> {
+    let listener = TcpListener::bind(("127.0.0.1", opts.port))?;
+    let port = listener.local_addr()?.port();
+    let state = Arc::new(State {
+        home: opts.home,
+        port,
+        token: auth::Token::random()?,
+        index: records::Index::default(),
+        streams: AtomicUsize::new(0),
+        launch: std::sync::Mutex::new(Some(auth::Token::random()?)),
+    });
+    Ok(Bound { listener, state })
+}
+
+fn header<'a>(req: &'a HttpRequest, name: &str) -> Option<&'a str> {
+    req.headers().get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Every response's headers: the policy, no sniffing, no referrer, no caching, no framing. No
+/// `Access-Control-*` header is ever sent, so no other origin may read a response.
+fn secured(mut b: actix_web::HttpResponseBuilder) -> actix_web::HttpResponseBuilder {
+    b.insert_header(("Content-Security-Policy", CSP))
+        .insert_header(("X-Content-Type-Options", "nosniff"))
+        .insert_header(("Referrer-Policy", "no-referrer"))
+        .insert_header(("Cache-Control", "no-store"))
+        .insert_header(("X-Frame-Options", "DENY"))
+        .insert_header(("Cross-Origin-Resource-Policy", "same-origin"));
+    b
+}
+
+fn text(status: StatusCode, body: String) -> HttpResponse {
+    secured(HttpResponse::build(status))
+        .content_type("text/plain; charset=utf-8")
+        .body(body)
+}
+
+fn html(body: String) -> HttpResponse {
+    secured(HttpResponse::Ok())
+        .content_type("text/html; charset=utf-8")
+        .body(body)
+}
+
+fn now_ms() -> u64 {
+    crate::timing::millis(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default(),
+    )
+}
+
+/// The one handler: the checks of `auth.rs`, then the route. Only GET and HEAD are served.
+async fn handle(req: HttpRequest, state: web::Data<State>) -> HttpResponse {
+    let launch = crate::sync::lock(&state.launch).as_ref().map(|t| t.as_str().to_owned());
+    let launch = launch.map(auth::Token::from_hex);
+    let verdict = auth::decide(
+        &auth::Request {
+            host: header(&req, "host"),
+            origin: header(&req, "origin"),
+            sec_fetch_site: header(&req, "sec-fetch-site"),
+            cookie: header(&req, "cookie"),
+            path: req.path(),
+            query: req.query_string(),
+        },
+        state.port,
+        &state.token,
+        launch.as_ref(),
+    );
+    match verdict {
+        auth::Verdict::Allow => {}
+        auth::Verdict::Launch { location } => {
+            // Taken under the lock: of two requests with the code, one gets in.
+            let used = crate::sync::lock(&state.launch).take();
+            if used.is_none() {
+                return text(StatusCode::FORBIDDEN, "the launch address works once\n".into());
+            }
+            return secured(HttpResponse::SeeOther())
+                .insert_header(("Set-Cookie", auth::set_cookie(state.port, &state.token)))
+                .insert_header(("Location", location))
+                .finish();
+        }
+        auth::Verdict::Adopt { location } => {
+            return secured(HttpResponse::SeeOther())
+                .insert_header(("Set-Cookie", auth::set_cookie(state.port, &state.token)))
+                .insert_header(("Location", location))
+                .finish();
+        }
+        auth::Verdict::Refuse(code, why) => {
+            let status = StatusCode::from_u16(code).unwrap_or(StatusCode::FORBIDDEN);
+            return text(status, format!("{why}\n"));
+        }
+    }
+    if req.method() != actix_web::http::Method::GET && req.method() != actix_web::http::Method::HEAD {
+        return text(StatusCode::METHOD_NOT_ALLOWED, "mur ui is read-only\n".into());
+    }
+    let path = req.path().to_owned();
+    let state = state.into_inner();
+    match path.as_str() {
+        "/assets/app.js" => secured(HttpResponse::Ok())
+            .content_type("text/javascript; charset=utf-8")
+            .body(APP_JS),
+        "/assets/app.css" => secured(HttpResponse::Ok())
+            .content_type("text/css; charset=utf-8")
+            .body(APP_CSS),
+        "/" => {
+            let rows = match blocking(state.clone(), |s| s.index.formations(&s.home)).await {
+                Ok(rows) => rows,
+                Err(r) => return r,
+            };
+            html(page::shell(
+                "mur ui: formations",
+                &page::list(&rows, now_ms()),
+                Some(("/events", "/fragment/list")),
+            ))
+        }
+        "/fragment/list" => {
+            let rows = match blocking(state.clone(), |s| s.index.formations(&s.home)).await {
+                Ok(rows) => rows,
+                Err(r) => return r,
+            };
+            html(page::list(&rows, now_ms()))
+        }
+        "/events" => sse::stream(state, None),
+        p => route_formation(state, p).await,
+    }
+}
+
+/// `/formation/frm_…`, `/fragment/frm_…` and `/events/frm_…`.
+async fn route_formation(state: Arc<State>, path: &str) -> HttpResponse {
+    let (kind, id) = match path.rsplit_once('/') {
+        Some((kind @ ("/formation" | "/fragment" | "/events"), id)) => (kind, id.to_owned()),
+        _ => return text(StatusCode::NOT_FOUND, "no such page\n".into()),
+    };
+    if crate::ids::check(crate::ids::IdKind::Formation, &id).is_err() {
+        return text(StatusCode::NOT_FOUND, "not a formation id\n".into());
+    }
+    if kind == "/events" {
+        return sse::stream(state, Some(id));
+    }
+    let wanted = id.clone();
+    let found = blocking(state, move |s| {
+        let files = s.index.formation_traces(&s.home, &wanted);
+        if files.is_empty() {
+            return None;
+        }
+        let running = records::alive_formations(&s.home).contains(&wanted);
+        Some((records::view_of(&wanted, &files), running))
+    })
+    .await;
+    let found = match found {
+        Ok(f) => f,
+        Err(r) => return r,
+    };
+    let Some((view, running)) = found else {
+        return text(StatusCode::NOT_FOUND, format!("no records of formation {id}\n"));
+    };
+    let body = page::formation(&view, running, now_ms());
+    if kind == "/fragment" {
+        return html(body);
+    }
+    let events = format!("/events/{id}");
+    let fragment = format!("/fragment/{id}");
+    html(page::shell(&format!("mur ui: {id}"), &body, Some((&events, &fragment))))
+}
+
+/// Runs file reads off the server's event loop; `Err` is the 500 to answer when the read could
+/// not finish (a bug, not a peer's doing: the server goes on).
+async fn blocking<T: Send + 'static>(
+    state: Arc<State>,
+    f: impl FnOnce(&State) -> T + Send + 'static,
+) -> Result<T, HttpResponse> {
+    web::block(move || f(&state)).await.map_err(|e| {
+        text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the records could not be read: {e}\n"),
+        )
+    })
+}

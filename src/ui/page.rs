@@ -1,0 +1,379 @@
+//! The pages of `mur ui`, rendered on the server: the formation list and one formation (its graph
+//! as inline SVG, its calls, and each member's tasks, turns, tool calls and diagnostics). Every
+//! text that comes from a record goes through [`e`] (`text::html_escape`), the one escaping; the
+//! page carries no inline script or style, so the Content-Security-Policy can forbid both.
+
+use std::fmt::Write as _;
+
+use crate::trace::view::{Edge, FormationView, MemberNode};
+use crate::ui::records::FormationRow;
+
+fn e(s: &str) -> String {
+    crate::text::html_escape(s)
+}
+
+/// The whole page around `body`; `live` names the event stream and the fragment the script
+/// reloads when it reports a change.
+pub fn shell(title: &str, body: &str, live: Option<(&str, &str)>) -> String {
+    let live_attrs = match live {
+        Some((events, fragment)) => format!(" data-events=\"{}\" data-fragment=\"{}\"", e(events), e(fragment)),
+        None => String::new(),
+    };
+    format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>{}</title><link rel=\"stylesheet\" href=\"/assets/app.css\">\
+         <script src=\"/assets/app.js\" defer></script></head>\
+         <body><header><a href=\"/\">mur ui</a></header><main id=\"live\"{live_attrs}>{body}</main></body></html>\n",
+        e(title)
+    )
+}
+
+/// `1234` → `1.2 s`, `56` → `56 ms`, `125000` → `2 min 5 s`.
+pub fn duration(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else if ms < 60_000 {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    } else {
+        format!("{} min {} s", ms / 60_000, (ms % 60_000) / 1000)
+    }
+}
+
+fn time(ms: u64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms as i64)
+        .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+        .unwrap_or_else(|| "-".into())
+}
+
+/// The formation list: running first.
+pub fn list(rows: &[FormationRow], now_ms: u64) -> String {
+    let mut out = String::from("<h1>Formations</h1>");
+    if rows.is_empty() {
+        out.push_str("<p class=\"empty\">No formation has run under this home yet.</p>");
+        return out;
+    }
+    out.push_str(
+        "<table class=\"formations\"><thead><tr><th>formation</th><th>status</th><th>started</th>\
+         <th>duration</th><th>members</th><th>tokens</th></tr></thead><tbody>",
+    );
+    for r in rows {
+        let end = r.ended_ms.unwrap_or(now_ms);
+        let _ = write!(
+            out,
+            "<tr class=\"formation\" data-formation=\"{id}\"><td><a href=\"/formation/{id}\">{id}</a></td>\
+             <td><span class=\"status s-{st}\">{st}</span></td><td>{started}</td><td>{dur}</td>\
+             <td class=\"members\">{n}: {names}</td><td class=\"num\">{tokens}</td></tr>",
+            id = e(&r.formation_id),
+            st = e(&r.status),
+            started = e(&time(r.started_ms)),
+            dur = e(&duration(end.saturating_sub(r.started_ms))),
+            n = r.members.len(),
+            names = e(&r.members.join(", ")),
+            tokens = r.tokens,
+        );
+    }
+    out.push_str("</tbody></table>");
+    out
+}
+
+/// One formation: its summary, graph, calls and members.
+pub fn formation(v: &FormationView, running: bool, now_ms: u64) -> String {
+    let mut out = String::new();
+    let status = v.status(running);
+    let end = v.ended_ms.filter(|_| !running).unwrap_or(now_ms);
+    let _ = write!(
+        out,
+        "<h1>Formation <code>{id}</code></h1><p class=\"summary\" data-status=\"{st}\">\
+         <span class=\"status s-{st}\">{st}</span> started {started} · {dur} · {n} members · \
+         {calls} calls · {tin} tokens in · {tout} tokens out</p>",
+        id = e(&v.formation_id),
+        st = e(&status),
+        started = e(&time(v.started_ms)),
+        dur = e(&duration(end.saturating_sub(v.started_ms))),
+        n = v.members.len(),
+        calls = v.calls.len(),
+        tin = v.usage.input_tokens,
+        tout = v.usage.output_tokens,
+    );
+    out.push_str(&graph(v));
+    out.push_str(&calls(v));
+    for m in &v.members {
+        out.push_str(&member(m));
+    }
+    out
+}
+
+/// Node positions on a circle, the entry at the top.
+fn layout(n: usize) -> (f64, Vec<(f64, f64)>) {
+    let radius = (60.0 * n as f64 / std::f64::consts::TAU).max(110.0);
+    let size = 2.0 * radius + 200.0;
+    let c = size / 2.0;
+    let points = (0..n)
+        .map(|i| {
+            let a = -std::f64::consts::FRAC_PI_2 + std::f64::consts::TAU * i as f64 / n.max(1) as f64;
+            (c + radius * a.cos(), c + radius * a.sin())
+        })
+        .collect();
+    (size, points)
+}
+
+/// The members as nodes, the roster's edges as lines; an edge calls went along is drawn
+/// `called` with its count and the status that matters most.
+fn graph(v: &FormationView) -> String {
+    let (size, points) = layout(v.members.len());
+    let at = |name: &str| v.members.iter().position(|m| m.name == name).map(|i| points[i]);
+    let mut out = format!(
+        "<svg class=\"graph\" viewBox=\"0 0 {size:.0} {size:.0}\" width=\"{size:.0}\" height=\"{size:.0}\" \
+         role=\"img\" aria-label=\"members and their edges\"><defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" \
+         refX=\"10\" refY=\"5\" markerWidth=\"7\" markerHeight=\"7\" orient=\"auto-start-reverse\">\
+         <path d=\"M 0 0 L 10 5 L 0 10 z\"/></marker></defs>"
+    );
+    for edge in &v.edges {
+        let (Some(a), Some(b)) = (at(&edge.from), at(&edge.to)) else {
+            continue;
+        };
+        out.push_str(&edge_svg(edge, a, b));
+    }
+    for (m, (x, y)) in v.members.iter().zip(&points) {
+        let state = m.exit_status.as_deref().unwrap_or("running");
+        let _ = write!(
+            out,
+            "<g class=\"node{entry}\" data-member=\"{name}\"><circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"26\"/>\
+             <text x=\"{x:.1}\" y=\"{ty:.1}\" class=\"name\">{name}</text>\
+             <text x=\"{x:.1}\" y=\"{sy:.1}\" class=\"state\">{mark}{state}</text></g>",
+            entry = if m.entry { " entry" } else { "" },
+            name = e(&m.name),
+            ty = y + 4.0,
+            sy = y + 42.0,
+            mark = if m.entry { "entry · " } else { "" },
+            state = e(state),
+        );
+    }
+    out.push_str("</svg>");
+    out
+}
+
+fn edge_svg(edge: &Edge, a: (f64, f64), b: (f64, f64)) -> String {
+    let (dx, dy) = (b.0 - a.0, b.1 - a.1);
+    let len = (dx * dx + dy * dy).sqrt().max(1.0);
+    // Stop at the circles' rims; a slight sideways offset keeps a→b and b→a apart.
+    let (ux, uy) = (dx / len, dy / len);
+    let (ox, oy) = (-uy * 4.0, ux * 4.0);
+    let (x1, y1) = (a.0 + ux * 28.0 + ox, a.1 + uy * 28.0 + oy);
+    let (x2, y2) = (b.0 - ux * 30.0 + ox, b.1 - uy * 30.0 + oy);
+    let status = edge.worst_status().unwrap_or("none");
+    let mut class = String::from("edge");
+    if edge.calls > 0 {
+        class.push_str(" called");
+    }
+    if !edge.declared {
+        class.push_str(" undeclared");
+    }
+    let mut out = format!(
+        "<g class=\"{class} st-{st}\" data-from=\"{from}\" data-to=\"{to}\" data-calls=\"{calls}\">\
+         <line x1=\"{x1:.1}\" y1=\"{y1:.1}\" x2=\"{x2:.1}\" y2=\"{y2:.1}\" marker-end=\"url(#arrow)\"/>",
+        st = e(status),
+        from = e(&edge.from),
+        to = e(&edge.to),
+        calls = edge.calls,
+    );
+    if edge.calls > 0 {
+        let _ = write!(
+            out,
+            "<text x=\"{:.1}\" y=\"{:.1}\" class=\"label\">{}× {}</text>",
+            (x1 + x2) / 2.0 + ox * 2.0,
+            (y1 + y2) / 2.0 + oy * 2.0,
+            edge.calls,
+            e(status)
+        );
+    }
+    out.push_str("</g>");
+    out
+}
+
+fn calls(v: &FormationView) -> String {
+    if v.calls.is_empty() {
+        return "<section class=\"calls\"><h2>Calls</h2><p class=\"empty\">No call yet.</p></section>".into();
+    }
+    let mut out = String::from("<section class=\"calls\"><h2>Calls</h2><ol class=\"tree\">");
+    for c in &v.calls {
+        let _ = write!(
+            out,
+            "<li class=\"call st-{st}\" data-depth=\"{d}\" data-call=\"{id}\"><span class=\"indent d{dc}\"></span>\
+             {from} → {to} <span class=\"status s-{st}\">{st}</span> {dur} <code>{id}</code></li>",
+            st = e(&c.status),
+            d = c.depth,
+            dc = c.depth.min(8),
+            id = e(&c.call_id),
+            from = e(&c.caller),
+            to = e(&c.member),
+            dur = c.duration_ms.map(duration).unwrap_or_default(),
+        );
+    }
+    out.push_str("</ol></section>");
+    out
+}
+
+fn member(m: &MemberNode) -> String {
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<section class=\"member\" id=\"m-{name}\" data-member=\"{name}\"><h2>{name}{entry}</h2>\
+         <p class=\"meta\"><code>{ses}</code> · {capsule}{model} · <span class=\"status s-{st}\">{st}</span>{cut}</p>",
+        name = e(&m.name),
+        entry = if m.entry {
+            " <span class=\"badge\">entry</span>"
+        } else {
+            ""
+        },
+        ses = e(&m.session_id),
+        capsule = e(&m.capsule),
+        model = m
+            .model
+            .as_deref()
+            .map(|x| format!(" · model {}", e(x)))
+            .unwrap_or_default(),
+        st = e(m.exit_status.as_deref().unwrap_or("running")),
+        cut = if m.truncated {
+            " · <span class=\"warn\">trace truncated</span>"
+        } else {
+            ""
+        },
+    );
+    if !m.tasks.is_empty() {
+        out.push_str(
+            "<table class=\"tasks\"><thead><tr><th>task</th><th>state</th><th>from</th><th>duration</th>\
+             <th>question or answer</th></tr></thead><tbody>",
+        );
+        for t in &m.tasks {
+            let asking = t
+                .asking
+                .as_ref()
+                .map(|(by, bytes)| {
+                    let who = if by.is_empty() {
+                        m.name.clone()
+                    } else {
+                        by.join(" ← ")
+                    };
+                    format!(
+                        "{} asks ({bytes} B): answer with <code>mur answer {}</code>",
+                        e(&who),
+                        e(&t.task_id)
+                    )
+                })
+                .unwrap_or_default();
+            // The answer as filed, escaped, folded away: a page of many tasks stays short.
+            let answer = t
+                .answer
+                .as_deref()
+                .map(|a| {
+                    format!(
+                        "<details class=\"answer\"><summary>answer</summary><pre>{}</pre></details>",
+                        e(a)
+                    )
+                })
+                .unwrap_or_default();
+            let asking = asking + &answer;
+            let _ = write!(
+                out,
+                "<tr class=\"task\" data-state=\"{st}\"><td><code>{id}</code></td><td><span class=\"status s-{st}\">{st}</span></td>\
+                 <td>{from}</td><td>{dur}</td><td>{asking}</td></tr>",
+                st = e(&t.state),
+                id = e(&t.task_id),
+                from = e(t.caller.as_deref().unwrap_or("operator")),
+                dur = t.duration_ms.map(duration).unwrap_or_default(),
+            );
+        }
+        out.push_str("</tbody></table>");
+    }
+    if !m.turns.is_empty() {
+        out.push_str(
+            "<table class=\"turns\"><thead><tr><th>task</th><th>turn</th><th>model</th><th>tokens in</th>\
+             <th>tokens out</th><th>duration</th><th>status</th></tr></thead><tbody>",
+        );
+        for t in &m.turns {
+            let n = |x: Option<u64>| x.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
+            let _ = write!(
+                out,
+                "<tr class=\"turn\"><td><code>{}</code></td><td class=\"num\">{}</td><td class=\"model\">{}</td>\
+                 <td class=\"num tin\">{}</td><td class=\"num tout\">{}</td><td>{}</td><td>{}</td></tr>",
+                e(&t.task_id),
+                t.turn,
+                e(&t.model),
+                n(t.input_tokens),
+                n(t.output_tokens),
+                duration(t.duration_ms),
+                e(&t.status)
+            );
+        }
+        out.push_str("</tbody></table>");
+    }
+    if !m.tools.is_empty() {
+        out.push_str(
+            "<table class=\"tools\"><thead><tr><th>task</th><th>tool</th><th>kind</th><th>duration</th>\
+             <th>status</th></tr></thead><tbody>",
+        );
+        for t in &m.tools {
+            let _ = write!(
+                out,
+                "<tr class=\"tool\"><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                e(&t.task_id),
+                e(&t.tool),
+                e(&t.kind),
+                duration(t.duration_ms),
+                e(&t.status)
+            );
+        }
+        out.push_str("</tbody></table>");
+    }
+    if !m.diagnostics.is_empty() {
+        out.push_str("<ul class=\"diagnostics\">");
+        for d in &m.diagnostics {
+            let _ = write!(out, "<li><code>{}</code></li>", e(d));
+        }
+        out.push_str("</ul>");
+    }
+    out.push_str("</section>");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::view::{SessionRecords, build};
+    use serde_json::json;
+
+    #[test]
+    fn record_text_is_escaped_everywhere() {
+        let evil = "<script>alert(1)</script>";
+        let records = vec![
+            json!({"event_type":"session_start","session_id":"ses_1","timestamp":1,"capsule_name":evil,
+                   "formation_id":"frm_x","formation_member":"lead","formation_callees":[],"model":evil}),
+            json!({"event_type":"inference","task_id":"tsk_1","turn":1,"model":"m","response_model":evil,
+                   "duration_ms":5,"status":"ok"}),
+            json!({"event_type":"tool_call","task_id":"tsk_1","tool":evil,"kind":"mcp","duration_ms":1,"status":evil}),
+        ];
+        let v = build(
+            "frm_x",
+            &[SessionRecords {
+                records,
+                entry: true,
+                diagnostics: vec![format!("error[E-X-001]: {evil}")],
+            }],
+        );
+        let page = shell(evil, &formation(&v, false, 10), None);
+        assert!(!page.contains("<script>alert"), "{page}");
+        assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+        // The page's one script is the served file.
+        assert_eq!(page.matches("<script").count(), 1);
+    }
+
+    #[test]
+    fn durations_read_as_people_say_them() {
+        let table: &[(u64, &str)] = &[(0, "0 ms"), (999, "999 ms"), (1234, "1.2 s"), (125_000, "2 min 5 s")];
+        for (ms, want) in table {
+            assert_eq!(duration(*ms), *want);
+        }
+    }
+}
