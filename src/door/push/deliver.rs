@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use awc::http::header::{AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::watch;
 
 use super::may_connect;

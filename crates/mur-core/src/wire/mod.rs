@@ -35,6 +35,6 @@ pub mod mcp;
 pub mod model;
 pub mod model_stream;
 pub mod provider;
-pub mod replay;
 pub mod remote;
+pub mod replay;
 pub mod sse;
