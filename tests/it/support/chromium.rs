@@ -8,6 +8,7 @@
 //! browser reads commands from its descriptor 3 and writes replies to 4, NUL-terminated JSON),
 //! so no WebSocket client is needed.
 
+use super::debian::{download_missing, output, run};
 use super::toolchains::{lock_file, target_dir};
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::AsRawFd;
@@ -53,7 +54,7 @@ fn provision() -> PathBuf {
         "provisioning Debian's chromium under {} (once; about 120 MB)",
         root.display()
     );
-    download(&debs).unwrap_or_else(|e| panic!("{e}"));
+    download_missing(&[PACKAGES], |_| false, &debs).unwrap_or_else(|e| panic!("{e}"));
     let unpacked = staging.join("root");
     let mut versions = String::new();
     let mut files: Vec<PathBuf> = std::fs::read_dir(&debs)
@@ -116,70 +117,6 @@ fn provision() -> PathBuf {
     output(Command::new(&wrapper).arg("--version"));
     std::fs::write(root.join("packages.txt"), versions).expect("record the packages");
     wrapper
-}
-
-fn download(debs: &Path) -> Result<(), String> {
-    let sim = Command::new("apt-get")
-        .args(["install", "-s", "--no-install-recommends", "-q", PACKAGES])
-        .env("LC_ALL", "C")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("apt-get cannot be run: {e}"))?;
-    if !sim.status.success() {
-        return Err(format!(
-            "apt-get cannot resolve {PACKAGES}:\n{}",
-            String::from_utf8_lossy(&sim.stderr)
-        ));
-    }
-    let mut packages = vec![PACKAGES.to_string()];
-    for line in String::from_utf8_lossy(&sim.stdout).lines() {
-        if let Some(name) = line.strip_prefix("Inst ").and_then(|l| l.split_whitespace().next())
-            && !packages.iter().any(|p| p == name)
-        {
-            packages.push(name.to_string());
-        }
-    }
-    let out = Command::new("apt-get")
-        .arg("download")
-        .args(&packages)
-        .current_dir(debs)
-        .env("LC_ALL", "C")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("apt-get download: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "apt-get download {} failed:\n{}",
-            packages.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(())
-}
-
-fn run(cmd: &mut Command, what: &str) {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(
-        out.status.success(),
-        "{what} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn output(cmd: &mut Command) -> String {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The flags every run takes: no sandbox (tests run as any user, root included), no GPU, no

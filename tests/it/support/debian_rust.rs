@@ -10,9 +10,10 @@
 //! test. `MUR_TEST_RUST_BIN` names a directory that already holds such a `cargo` and `rustc`
 //! (e.g. `/usr/bin` after `apt-get install`), used as is.
 
+use super::debian::{download_missing, output, run};
 use super::toolchains::{lock_file, target_dir};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 
 use mur::scaffold::toolchain::RUST_DEBIAN_PACKAGES;
@@ -165,50 +166,11 @@ fn provision() -> DebianRust {
     shared(&root, root.join("bin"))
 }
 
-/// Downloads the packages and those of their dependencies this machine lacks (what `apt-get
-/// install` would install without recommendations) into `debs`.
+/// The packages and the dependencies this machine lacks, into `debs`; rust-web-llvm only for its
+/// wasm-component-ld and rust-lld, so not its LLVM tools (`llvm-*`).
 fn download(debs: &Path) -> Result<(), String> {
     let named: Vec<&str> = RUST_DEBIAN_PACKAGES.split_whitespace().collect();
-    let sim = Command::new("apt-get")
-        .args(["install", "-s", "--no-install-recommends", "-q"])
-        .args(&named)
-        .env("LC_ALL", "C")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("apt-get cannot be run: {e}"))?;
-    if !sim.status.success() {
-        return Err(format!(
-            "apt-get cannot resolve {RUST_DEBIAN_PACKAGES}:\n{}",
-            String::from_utf8_lossy(&sim.stderr)
-        ));
-    }
-    // The named packages always, even where installed, so the unpacked tree is whole; rust-web-llvm
-    // only for its wasm-component-ld and rust-lld, so not its LLVM tools (llvm-*).
-    let mut packages: Vec<String> = named.iter().map(|n| n.to_string()).collect();
-    for line in String::from_utf8_lossy(&sim.stdout).lines() {
-        if let Some(name) = line.strip_prefix("Inst ").and_then(|l| l.split_whitespace().next())
-            && !name.starts_with("llvm-")
-            && !packages.iter().any(|p| p == name)
-        {
-            packages.push(name.to_string());
-        }
-    }
-    let out = Command::new("apt-get")
-        .arg("download")
-        .args(&packages)
-        .current_dir(debs)
-        .env("LC_ALL", "C")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("apt-get download: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "apt-get download {} failed:\n{}",
-            packages.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(())
+    download_missing(&named, |name| name.starts_with("llvm-"), debs)
 }
 
 /// Removes what a build never reads: the compiler's own sources beside the library's (about 370
@@ -257,35 +219,6 @@ fn write_script(path: &Path, script: &str) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::write(path, script).expect("write a wrapper");
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod a wrapper");
-}
-
-fn run(cmd: &mut Command, what: &str) {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(
-        out.status.success(),
-        "{what} failed ({}):\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// The stdout of a command that must succeed.
-fn output(cmd: &mut Command) -> String {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}):\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// A change of the package list gets a fresh directory.

@@ -392,6 +392,7 @@ reachability:
 ";
 
 pub mod chromium;
+pub mod debian;
 pub mod debian_rust;
 pub mod foreign;
 pub mod mcp;

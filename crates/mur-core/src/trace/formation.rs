@@ -141,7 +141,7 @@ pub fn collect(formation_id: &str, roots: &[PathBuf]) -> FormationTrace {
 
 /// Merges the `member_call_start` / `member_call` records of one session (whose member is
 /// `caller`) into `calls`, keyed by `call_id`; a record without a call id or member is skipped.
-fn add_calls(calls: &mut BTreeMap<String, CallSummary>, records: &[Value], caller: &str) {
+pub(crate) fn add_calls(calls: &mut BTreeMap<String, CallSummary>, records: &[Value], caller: &str) {
     for r in records {
         let kind = r["event_type"].as_str().unwrap_or("");
         if kind != "member_call_start" && kind != "member_call" {

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::formation::{CallLine, CallSummary, call_tree};
+use super::formation::{CallLine, CallSummary, add_calls, call_tree};
 use super::usage::Usage;
 
 /// One member session's records, as the caller read them.
@@ -318,36 +318,6 @@ fn node(start: &Value, s: &SessionRecords) -> MemberNode {
     }
     m.tasks = tasks;
     m
-}
-
-/// The calls `caller`'s records made, joined by `call_id` (as `formation::collect` joins them).
-fn add_calls(calls: &mut BTreeMap<String, CallSummary>, records: &[Value], caller: &str) {
-    for r in records {
-        let kind = r["event_type"].as_str().unwrap_or("");
-        if kind != "member_call_start" && kind != "member_call" {
-            continue;
-        }
-        let (Some(call_id), Some(to)) = (r["call_id"].as_str(), r["member"].as_str()) else {
-            continue;
-        };
-        let c = calls.entry(call_id.to_owned()).or_insert_with(|| CallSummary {
-            call_id: call_id.to_owned(),
-            status: "unfinished".into(),
-            ..CallSummary::default()
-        });
-        c.from = caller.to_owned();
-        c.to = to.to_owned();
-        if let Some(t) = r["task_id"].as_str() {
-            c.task_id = t.to_owned();
-        }
-        if let Some(t) = r["member_task_id"].as_str().filter(|t| !t.is_empty()) {
-            c.member_task_id = Some(t.to_owned());
-        }
-        if kind == "member_call" {
-            c.status = r["status"].as_str().unwrap_or("?").to_owned();
-            c.duration_ms = r["duration_ms"].as_u64();
-        }
-    }
 }
 
 /// The diagnostic lines of a `bootstrap.log` (its text as read, already bounded by the caller):
