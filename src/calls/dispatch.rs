@@ -220,8 +220,10 @@ impl TaskInner {
             self.shared.timing.answer_request,
         );
         let (call_id, member, task_id) = (call_id.to_string(), member.to_string(), member_task_id.to_string());
+        let in_flight = CancelInFlight::begin();
         arbiter.spawn_fn(move || {
             actix_rt::spawn(async move {
+                let _in_flight = in_flight;
                 let super::router::Resolution::Route(route) = super::router::resolve(&router, &member).await else {
                     return;
                 };
@@ -679,5 +681,34 @@ fn unanswerable(o: CallOutcome) -> CallOutcome {
         ),
         asked_by: Vec::new(),
         ..o
+    }
+}
+
+/// CancelTask requests a task's end sent to its callees and not answered yet, in this process.
+static CANCELS_IN_FLIGHT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// One CancelTask in flight, counted until it is dropped (answered, failed or given up).
+struct CancelInFlight;
+
+impl CancelInFlight {
+    fn begin() -> CancelInFlight {
+        CANCELS_IN_FLIGHT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        CancelInFlight
+    }
+}
+
+impl Drop for CancelInFlight {
+    fn drop(&mut self) {
+        CANCELS_IN_FLIGHT.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Waits, at most `limit`, until every CancelTask this process sent has been answered: a session
+/// that ends right after its task (the entry of a `--task` formation) would otherwise close, and
+/// its formation wind down, before a callee whose question it left open heard the cancel.
+pub async fn cancels_sent(limit: std::time::Duration) {
+    let until = std::time::Instant::now() + limit;
+    while CANCELS_IN_FLIGHT.load(std::sync::atomic::Ordering::SeqCst) > 0 && std::time::Instant::now() < until {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
 }

@@ -48,6 +48,8 @@ mod output;
 mod policy;
 mod router;
 mod watcher;
+
+pub use dispatch::cancels_sent;
 // The bodies and replies of a call are pure, and the core's.
 use mur_core::wire::calls as wire;
 

@@ -101,6 +101,14 @@ impl Controller<'_> {
                 else => break,
             }
         }
+        if matches!(end, Some(End::Normal)) {
+            // The task's open questions were cancelled at their callees as it ended: those
+            // cancels reach them before this session, and so the formation, winds down.
+            tokio::select! {
+                () = crate::calls::cancels_sent(Timing::get().answer_request.min(std::time::Duration::from_secs(2))) => {}
+                Some(_) = inbox.causes.recv() => {}
+            }
+        }
         if matches!(end, Some(End::Normal)) && !self.policy.has_task {
             // Ended after a door task: its caller may still be about to read the end (a poll
             // after a SubscribeToTask that found it over). A signal or the lifeline cuts it short.

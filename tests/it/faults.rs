@@ -225,7 +225,12 @@ fn a_serving_formation_goes_on_after_a_peer_is_killed_mid_task() {
         "{task}"
     );
     // The formation goes on: the entry still takes tasks, and a call to the dead peer ends
-    // unreachable at once.
+    // unreachable at once, once the launcher has withdrawn it (and said so).
+    let notice = format!(
+        "[mur run] member 'worker' exited with status 137 while formation {frm} runs; calls to it from 'lead' now end unreachable"
+    );
+    wait_until(Duration::from_secs(30), || launch.stderr().lines().any(|l| l == notice))
+        .unwrap_or_else(|| panic!("the launcher withdrew the worker: {}", launch.stderr()));
     let second = send(&lead, "second");
     let task = terminal_task(&lead, &second);
     assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{task}");
@@ -235,10 +240,6 @@ fn a_serving_formation_goes_on_after_a_peer_is_killed_mid_task() {
         "worker's door could not be reached: its process has ended, and the launcher withdrew its door",
         "{task}"
     );
-    let notice = format!(
-        "[mur run] member 'worker' exited with status 137 while formation {frm} runs; calls to it from 'lead' now end unreachable"
-    );
-    assert!(launch.stderr().lines().any(|l| l == notice), "{}", launch.stderr());
     let statuses: Vec<Value> = call_outcomes(&sb, "lead").iter().map(|c| c["status"].clone()).collect();
     assert_eq!(statuses, ["unreachable", "unreachable"]);
     let listed = door_rpc(&lead, "ListTasks", json!({}));
