@@ -19,8 +19,7 @@ use crate::support::toolchains::node_with;
 use crate::support::{Sandbox, repo_root, stderr};
 
 /// The pins the interop scripts are written against.
-const A2A_SDK: &[&str] = &["a2a-sdk==1.3.0"];
-const JSONSCHEMA: &[&str] = &["jsonschema==4.26.0"];
+use crate::support::pins::{A2A_JS, A2A_PY as A2A_SDK, JSONSCHEMA};
 
 const KEY_VAR: &str = "MUR_IT_PROVIDER_KEY";
 
@@ -389,7 +388,7 @@ fn the_official_sdk_sends_parts_and_reads_refused_streams() {
 /// events carry ids reads to its end.
 #[test]
 fn the_js_sdk_raises_its_typed_errors_for_refused_streams() {
-    let prefix = node_with(&["@a2a-js/sdk@1.3.0"]);
+    let prefix = node_with(A2A_JS);
     let sb = Sandbox::new();
     sb.install_actor("echo");
     let d = Door::start(&sb, "echo", &[]);

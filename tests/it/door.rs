@@ -2121,9 +2121,7 @@ fn a_door_that_refuses_peers_answers_every_peer_request_alike() {
 // ---------------------------------------------------------------------------------------------
 // The official A2A SDK
 
-/// The A2A Python SDK the interop test drives doors with. The version is pinned because
-/// tests/interop/a2a_sdk_check.py uses the 1.x client API.
-const A2A_SDK: &[&str] = &["a2a-sdk==1.3.0"];
+use crate::support::pins::A2A_PY as A2A_SDK;
 
 #[test]
 fn official_a2a_sdk_client_interoperates() {

@@ -12,8 +12,7 @@ use crate::support::{PLANNER_CALLS_CODER, Sandbox, repo_root, stderr, stdout};
 const KEY_VAR: &str = "MUR_IT_PROVIDER_KEY";
 const KEY: &str = "sk-it-providers-0123456789";
 
-/// The SDK versions the bodies are checked against (pinned: a new release is a deliberate bump).
-const SDKS: &[&str] = &["openai==3.57.0", "anthropic==2.14.0", "pydantic==2.14.4"];
+use crate::support::pins::PROVIDER_SDKS as SDKS;
 
 /// Short provider waits, so retries take milliseconds.
 const FAST_RETRIES: &str = "inference_retry=10ms,inference_retry_after_cap=30ms";

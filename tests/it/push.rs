@@ -19,8 +19,7 @@ use crate::support::python::python_with;
 use crate::support::toolchains::node_with;
 use crate::support::{Sandbox, repo_root, stderr};
 
-const A2A_SDK: &[&str] = &["a2a-sdk==1.3.0"];
-const A2A_JS_SDK: &[&str] = &["@a2a-js/sdk@1.3.0"];
+use crate::support::pins::{A2A_JS as A2A_JS_SDK, A2A_PY as A2A_SDK};
 
 /// One POST the webhook received, and what it answered.
 #[derive(Debug, Clone)]

@@ -14,8 +14,7 @@ use crate::door::{AUTH, Door, FRM, Key, Member, PEERS, serve};
 use crate::support::python::python_with;
 use crate::support::{Sandbox, member_traces, repo_root, stderr, stdout};
 
-/// The SDK with its HTTP server, and the server that runs its Starlette app, pinned.
-const A2A_SERVER: &[&str] = &["a2a-sdk[http-server]==1.3.0", "uvicorn==0.54.0"];
+use crate::support::pins::A2A_PY as A2A_SERVER;
 
 /// The remote agent's bearer (long enough to be looked for in every record).
 const KEY: &str = "far-agent-key-7c41e9b2d05a";
@@ -414,8 +413,7 @@ fn a_remote_member_that_cannot_be_ready_is_refused_at_start() {
     );
 }
 
-/// The JS SDK and express, pinned.
-const A2A_JS: &[&str] = &["@a2a-js/sdk@1.3.0", "express@5.3.0"];
+use crate::support::pins::A2A_JS;
 
 /// `a2a_remote_agent.mjs` under node, on 127.0.0.1; killed when dropped.
 struct JsAgent {

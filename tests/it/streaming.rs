@@ -271,8 +271,7 @@ fn a_stream_that_breaks_mid_answer_fails_the_task_keeps_the_text_and_the_member_
     );
 }
 
-/// The A2A Python SDK the interop check drives the door with (the 1.x client API).
-const A2A_SDK: &[&str] = &["a2a-sdk==1.3.0"];
+use crate::support::pins::A2A_PY as A2A_SDK;
 
 #[test]
 fn the_official_a2a_sdk_client_sees_the_answer_stream_before_the_task_ends() {

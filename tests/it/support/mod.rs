@@ -28,6 +28,7 @@ pub struct Sandbox {
 
 impl Sandbox {
     pub fn new() -> Sandbox {
+        warm::begin();
         Sandbox {
             dir: tempfile::Builder::new().prefix("mur-it-").tempdir().expect("tempdir"),
         }
@@ -396,7 +397,9 @@ pub mod debian;
 pub mod debian_rust;
 pub mod foreign;
 pub mod mcp;
+pub mod pins;
 pub mod provider;
 pub mod python;
 pub mod toolchains;
 pub mod ui_records;
+pub mod warm;

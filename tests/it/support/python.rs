@@ -7,10 +7,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
-
-/// Serialises provisioning within this test binary; a lock file does so across processes.
-static PROVISIONING: Mutex<()> = Mutex::new(());
 
 /// A Python interpreter that can `import` every module in `imports`, with `requirements`
 /// (pip specifiers, pinned) installed in a virtual environment of its own under `target/`.
@@ -18,36 +14,35 @@ pub fn python_with(requirements: &[&str], imports: &str) -> PathBuf {
     if let Some(p) = std::env::var_os("MUR_TEST_PYTHON").filter(|p| !p.is_empty()) {
         return PathBuf::from(p);
     }
-    let _guard = PROVISIONING.lock().unwrap_or_else(|e| e.into_inner());
     let dir = env_dir(requirements);
     let python = dir.join("bin/python");
-    if importable(&python, imports) {
-        return python;
+    // Used only once whole: pip writes for a while, and another test may look meanwhile.
+    let done = dir.join(".provisioned");
+    if !done.exists() {
+        std::fs::create_dir_all(dir.parent().expect("target dir")).expect("create target/test-python");
+        // One lock per environment, across threads and processes alike (each `flock` is of its
+        // own open file), so different environments are installed at the same time.
+        let _lock = lock_file(&dir);
+        if !done.exists() {
+            let _ = std::fs::remove_dir_all(&dir);
+            run(
+                Command::new("python3").args(["-m", "venv"]).arg(&dir),
+                "create a virtual environment",
+            );
+            run(
+                Command::new(&python)
+                    .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
+                    .args(requirements),
+                "install the interop test's Python packages",
+            );
+            std::fs::write(&done, requirements.join("\n")).expect("mark target/test-python provisioned");
+        }
     }
-    std::fs::create_dir_all(dir.parent().expect("target dir")).expect("create target/test-python");
-    let lock = lock_file(&dir);
-    // Another test process may have finished while this one waited for the lock.
-    if importable(&python, imports) {
-        drop(lock);
-        return python;
-    }
-    let _ = std::fs::remove_dir_all(&dir);
-    run(
-        Command::new("python3").args(["-m", "venv"]).arg(&dir),
-        "create a virtual environment",
-    );
-    run(
-        Command::new(&python)
-            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
-            .args(requirements),
-        "install the interop test's Python packages",
-    );
     assert!(
         importable(&python, imports),
-        "{} cannot import `{imports}` after installing {requirements:?}",
+        "{} cannot import `{imports}` with {requirements:?} installed",
         python.display()
     );
-    drop(lock);
     python
 }
 

@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use super::python::python_with;
 use super::{Sandbox, stderr};
@@ -16,8 +16,6 @@ use super::{Sandbox, stderr};
 /// The pins the tests build with, the versions `mur build`'s hints name.
 pub const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
 pub const COMPONENTIZE_JS: &str = "@bytecodealliance/componentize-js@0.23.0";
-
-static NODE_PROVISIONING: Mutex<()> = Mutex::new(());
 
 /// The directory holding `componentize-py`.
 pub fn componentize_py_dir() -> PathBuf {
@@ -40,7 +38,6 @@ pub fn componentize_js_dir() -> PathBuf {
 /// `npm install --prefix target/test-node/<hash of the specs>`, once per machine and set of
 /// specs, under a cross-process lock. Returns the prefix (its `node_modules/` is beside).
 pub fn node_with(packages: &[&str]) -> PathBuf {
-    let _guard = NODE_PROVISIONING.lock().unwrap_or_else(|e| e.into_inner());
     // The layout's version is part of the name: a prefix an earlier layout installed (with no
     // `.provisioned` mark) is never installed over, which npm does not always leave whole.
     let mut parts = vec!["node_with 2"];
@@ -51,6 +48,7 @@ pub fn node_with(packages: &[&str]) -> PathBuf {
         return prefix;
     }
     std::fs::create_dir_all(&prefix).expect("create target/test-node");
+    // Per prefix, across threads and processes (each `flock` is of its own open file).
     let _lock = lock_file(&prefix);
     if done.exists() {
         return prefix;
