@@ -163,6 +163,15 @@ impl Live {
             .collect()
     }
 
+    /// The formation's tasks whose version is not the one in `sent`: what a stream has yet to send.
+    pub fn changed(&self, formation: &str, sent: &HashMap<String, u64>) -> Vec<(String, Shown)> {
+        lock(&self.tasks)
+            .iter()
+            .filter(|(k, e)| e.formation == formation && sent.get(*k) != Some(&e.shown.version))
+            .map(|(k, e)| (k.clone(), e.shown.clone()))
+            .collect()
+    }
+
     fn set(&self, task_id: &str, task: &LiveTask, gone: bool) {
         if let Some(e) = lock(&self.tasks).get_mut(task_id)
             && (e.shown.task != *task || e.shown.gone != gone)
@@ -226,4 +235,73 @@ fn subscribe(rec: &RunningRecord, task_id: &str, mut on: impl FnMut(&Value) -> b
         Ok(on(event).then_some(true))
     });
     matches!(end, Ok(Streamed::Stopped(true)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FRM: &str = "frm_0199c4e2f1b7712a9d3e4f5061728394";
+
+    /// What a follow's thread does as it ends.
+    fn release(live: &Live, task: &str) {
+        if let Some(e) = lock(&live.tasks).get_mut(task) {
+            e.following = false;
+        }
+        live.following.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    #[test]
+    fn follows_are_bounded_at_once_and_per_task() {
+        let live = Live::default();
+        // (task, records' state, claimed): a task is followed again only once its state moved,
+        // never while followed, and at most MAX_FOLLOWING at once.
+        let table: &[(&str, &str, bool)] = &[
+            ("tsk_a", "working", true),
+            ("tsk_a", "working", false),
+            ("tsk_a", "input-required", false),
+        ];
+        for (task, state, want) in table {
+            assert_eq!(live.claim(FRM, task, state), *want, "{task} {state}");
+        }
+        release(&live, "tsk_a");
+        assert!(!live.claim(FRM, "tsk_a", "working"), "the same state again");
+        assert!(live.claim(FRM, "tsk_a", "input-required"), "the state moved on");
+        for i in 1..MAX_FOLLOWING {
+            assert!(live.claim(FRM, &format!("tsk_{i}"), "working"));
+        }
+        assert!(!live.claim(FRM, "tsk_more", "working"), "every slot is taken");
+        assert_eq!(live.following.load(Ordering::SeqCst), MAX_FOLLOWING);
+
+        // One task is followed MAX_FOLLOWS times at most, however often its state changes.
+        let live = Live::default();
+        let mut n = 0;
+        for k in 0..3 * MAX_FOLLOWS {
+            if live.claim(FRM, "tsk_x", if k % 2 == 0 { "working" } else { "input-required" }) {
+                n += 1;
+                release(&live, "tsk_x");
+            }
+        }
+        assert_eq!(n, MAX_FOLLOWS);
+    }
+
+    #[test]
+    fn a_stream_gets_each_change_once() {
+        let live = Live::default();
+        assert!(live.claim(FRM, "tsk_a", "working"));
+        let mut task = LiveTask::default();
+        task.text = "Hel".into();
+        live.set("tsk_a", &task, false);
+        let mut sent = HashMap::new();
+        let first = live.changed(FRM, &sent);
+        assert_eq!(first.len(), 1);
+        sent.insert(first[0].0.clone(), first[0].1.version);
+        assert!(live.changed(FRM, &sent).is_empty(), "nothing new");
+        live.set("tsk_a", &task, false);
+        assert!(live.changed(FRM, &sent).is_empty(), "the same text is no change");
+        task.text.push_str("lo");
+        live.set("tsk_a", &task, false);
+        assert_eq!(live.changed(FRM, &sent)[0].1.task.text, "Hello");
+        assert!(live.changed("frm_other", &HashMap::new()).is_empty());
+    }
 }

@@ -425,6 +425,62 @@ mod tests {
     }
 
     #[test]
+    fn a_tasks_live_text_is_escaped_and_says_when_it_is_gone() {
+        let task = TaskRow {
+            task_id: "tsk_1".into(),
+            state: "working".into(),
+            ..TaskRow::default()
+        };
+        let shown = |text: &str, question: Option<&str>, state: TaskState, cut: bool, gone: bool| Shown {
+            task: crate::wire::live_task::LiveTask {
+                state: Some(state),
+                text: text.into(),
+                cut,
+                question: question.map(str::to_owned),
+            },
+            gone,
+            version: 1,
+        };
+        let one = |s: Shown| BTreeMap::from([("tsk_1".to_string(), s)]);
+        // (running, live, what the part holds, what it must not)
+        let table: Vec<(bool, BTreeMap<String, Shown>, Vec<&str>, Vec<&str>)> = vec![
+            (true, BTreeMap::new(), vec!["data-task=\"tsk_1\"", "class=\"note\" hidden"], vec![GONE]),
+            (
+                true,
+                one(shown("<i>Hi</i>", None, TaskState::Working, false, false)),
+                vec!["&lt;i&gt;Hi&lt;/i&gt;", "class=\"question\" hidden"],
+                vec!["<i>", GONE],
+            ),
+            (
+                true,
+                one(shown("", Some("Which <b>?"), TaskState::InputRequired, false, false)),
+                vec!["<p class=\"question\">Which &lt;b&gt;?</p>"],
+                vec!["<b>"],
+            ),
+            (true, one(shown("x", None, TaskState::Working, true, false)), vec![CUT], vec![GONE]),
+            (false, BTreeMap::new(), vec![GONE], vec!["data-task"]),
+            (false, one(shown("Hal", None, TaskState::Working, false, true)), vec!["Hal", GONE], vec![]),
+            (false, one(shown("Done", None, TaskState::Completed, false, false)), vec!["Done"], vec![GONE]),
+        ];
+        for (running, live, has, lacks) in table {
+            let part = live_part(&task, running, &live);
+            for h in has {
+                assert!(part.contains(h), "{running} {live:?}: {h} not in {part}");
+            }
+            for l in lacks {
+                assert!(!part.contains(l), "{running} {live:?}: {l} in {part}");
+            }
+        }
+        // A task whose answer was filed shows that, not a live part.
+        let filed = TaskRow {
+            answer: Some("A".into()),
+            ..task.clone()
+        };
+        assert_eq!(live_part(&filed, false, &BTreeMap::new()), "");
+        assert_eq!(state_word(TaskState::InputRequired), "input-required");
+    }
+
+    #[test]
     fn durations_read_as_people_say_them() {
         let table: &[(u64, &str)] = &[(0, "0 ms"), (999, "999 ms"), (1234, "1.2 s"), (125_000, "2 min 5 s")];
         for (ms, want) in table {

@@ -104,10 +104,11 @@ pub fn stream(state: Arc<State>, formation: Option<String>) -> HttpResponse {
 /// escaped besides, on one line. The page puts it in place as text, never as markup.
 fn live_events(state: &State, formation: &str, sent: &mut HashMap<String, u64>) -> String {
     let mut out = String::new();
-    for (task_id, shown) in state.live.of(formation) {
-        if sent.get(&task_id) == Some(&shown.version) {
-            continue;
-        }
+    // Ids of tasks the server forgot stay behind: cleared past a bound, which resends the rest.
+    if sent.len() > 2 * super::live::MAX_TASKS {
+        sent.clear();
+    }
+    for (task_id, shown) in state.live.changed(formation, sent) {
         sent.insert(task_id.clone(), shown.version);
         let data = json!({
             "task": task_id,
@@ -148,4 +149,18 @@ fn fingerprint(state: &State, formation: Option<&str>) -> u64 {
     alive.sort();
     alive.hash(&mut h);
     h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::script_safe;
+
+    #[test]
+    fn relayed_json_carries_no_markup_characters() {
+        let data = serde_json::json!({"text": "</script><b>&amp;\n"}).to_string();
+        let safe = script_safe(&data);
+        assert!(!safe.contains(['<', '>', '&', '\n']), "{safe}");
+        let back: serde_json::Value = serde_json::from_str(&safe).expect("still JSON");
+        assert_eq!(back["text"], "</script><b>&amp;\n");
+    }
 }
