@@ -274,7 +274,6 @@ impl Body {
     }
 }
 
-
 /// How a stream read with [`events`] ended.
 pub enum Streamed<T> {
     /// The door answered other than with an event stream: its HTTP status and body (at most

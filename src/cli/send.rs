@@ -17,9 +17,9 @@ use serde_json::{Value, json};
 
 use super::{Outcome, SendArgs};
 use crate::diag::{self, Code, Diagnostic, shown};
+use crate::ids::{self, IdKind};
 use crate::operator::{self, Streamed, fail};
 pub(super) use crate::operator::{post, reply};
-use crate::ids::{self, IdKind};
 use crate::paths::MurHome;
 use crate::running::{self, RunningRecord};
 use crate::task::CallStatus;

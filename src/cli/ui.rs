@@ -41,7 +41,9 @@ fn open_browser(url: &str) {
     };
     let browser = std::env::var("BROWSER").ok();
     let Some(argv) = opener(browser.as_deref(), on_path, url) else {
-        eprintln!("mur ui: no browser found ($BROWSER is unset and no xdg-open is on PATH): open the URL above yourself");
+        eprintln!(
+            "mur ui: no browser found ($BROWSER is unset and no xdg-open is on PATH): open the URL above yourself"
+        );
         return;
     };
     let spawned = std::process::Command::new(&argv[0])
@@ -92,12 +94,17 @@ mod tests {
     fn the_browser_is_browser_then_xdg_open() {
         let url = "http://127.0.0.1:1/?launch=ab";
         // (BROWSER, programs that exist, argv)
-        let table: &[(Option<&str>, &[&str], Option<&[&str]>)] = &[
+        type Case<'a> = (Option<&'a str>, &'a [&'a str], Option<&'a [&'a str]>);
+        let table: &[Case] = &[
             (None, &[], None),
             (None, &["xdg-open"], Some(&["xdg-open", url])),
             (Some(""), &["open"], Some(&["open", url])),
             (Some("firefox"), &["firefox", "xdg-open"], Some(&["firefox", url])),
-            (Some("/opt/b --new-tab"), &["/opt/b"], Some(&["/opt/b", "--new-tab", url])),
+            (
+                Some("/opt/b --new-tab"),
+                &["/opt/b"],
+                Some(&["/opt/b", "--new-tab", url]),
+            ),
             (Some("nope:w3m %s"), &["w3m"], Some(&["w3m", url])),
             (Some("nope"), &["xdg-open"], Some(&["xdg-open", url])),
             (Some("nope"), &[], None),

@@ -111,12 +111,10 @@ impl Live {
             let rec = rec.clone();
             let id = task_id.to_owned();
             let slot = Slot(self.clone(), id.clone());
-            let spawned = std::thread::Builder::new()
-                .name("mur-ui-follow".into())
-                .spawn(move || {
-                    let _slot = slot;
-                    live.follow(&rec, &id);
-                });
+            let spawned = std::thread::Builder::new().name("mur-ui-follow".into()).spawn(move || {
+                let _slot = slot;
+                live.follow(&rec, &id);
+            });
             // A thread that cannot start drops its slot with the closure.
             drop(spawned);
         }
@@ -196,10 +194,11 @@ impl Live {
                 self.set(task_id, &task, false);
                 task.settled()
             });
-            if !streamed && !task.settled() {
-                if let Some(t) = get_task(rec, task_id) {
-                    task.apply_task(&t);
-                }
+            if !streamed
+                && !task.settled()
+                && let Some(t) = get_task(rec, task_id)
+            {
+                task.apply_task(&t);
             }
         }
         let gone = !task.settled() && !rec.is_live();
@@ -289,8 +288,10 @@ mod tests {
     fn a_stream_gets_each_change_once() {
         let live = Live::default();
         assert!(live.claim(FRM, "tsk_a", "working"));
-        let mut task = LiveTask::default();
-        task.text = "Hel".into();
+        let mut task = LiveTask {
+            text: "Hel".into(),
+            ..LiveTask::default()
+        };
         live.set("tsk_a", &task, false);
         let mut sent = HashMap::new();
         let first = live.changed(FRM, &sent);

@@ -443,8 +443,14 @@ mod tests {
         };
         let one = |s: Shown| BTreeMap::from([("tsk_1".to_string(), s)]);
         // (running, live, what the part holds, what it must not)
-        let table: Vec<(bool, BTreeMap<String, Shown>, Vec<&str>, Vec<&str>)> = vec![
-            (true, BTreeMap::new(), vec!["data-task=\"tsk_1\"", "class=\"note\" hidden"], vec![GONE]),
+        type Case<'a> = (bool, BTreeMap<String, Shown>, Vec<&'a str>, Vec<&'a str>);
+        let table: Vec<Case> = vec![
+            (
+                true,
+                BTreeMap::new(),
+                vec!["data-task=\"tsk_1\"", "class=\"note\" hidden"],
+                vec![GONE],
+            ),
             (
                 true,
                 one(shown("<i>Hi</i>", None, TaskState::Working, false, false)),
@@ -457,10 +463,25 @@ mod tests {
                 vec!["<p class=\"question\">Which &lt;b&gt;?</p>"],
                 vec!["<b>"],
             ),
-            (true, one(shown("x", None, TaskState::Working, true, false)), vec![CUT], vec![GONE]),
+            (
+                true,
+                one(shown("x", None, TaskState::Working, true, false)),
+                vec![CUT],
+                vec![GONE],
+            ),
             (false, BTreeMap::new(), vec![GONE], vec!["data-task"]),
-            (false, one(shown("Hal", None, TaskState::Working, false, true)), vec!["Hal", GONE], vec![]),
-            (false, one(shown("Done", None, TaskState::Completed, false, false)), vec!["Done"], vec![GONE]),
+            (
+                false,
+                one(shown("Hal", None, TaskState::Working, false, true)),
+                vec!["Hal", GONE],
+                vec![],
+            ),
+            (
+                false,
+                one(shown("Done", None, TaskState::Completed, false, false)),
+                vec!["Done"],
+                vec![GONE],
+            ),
         ];
         for (running, live, has, lacks) in table {
             let part = live_part(&task, running, &live);

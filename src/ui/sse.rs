@@ -60,7 +60,10 @@ pub fn stream(state: Arc<State>, formation: Option<String>) -> HttpResponse {
     let body = futures_util::stream::unfold(start, |mut p| async move {
         if p.first {
             p.first = false;
-            return Some((Ok::<_, std::io::Error>(bytes::Bytes::from_static(b"retry: 1000\n\n")), p));
+            return Some((
+                Ok::<_, std::io::Error>(bytes::Bytes::from_static(b"retry: 1000\n\n")),
+                p,
+            ));
         }
         loop {
             actix_rt::time::sleep(POLL).await;

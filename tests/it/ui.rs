@@ -34,7 +34,10 @@ impl Ui {
     /// `mur ui` with its command adjusted first (arguments, environment).
     fn start_with(sb: &Sandbox, adjust: impl FnOnce(&mut std::process::Command)) -> Ui {
         let mut cmd = sb.mur(&sb.path("ui"));
-        cmd.arg("ui").stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd.arg("ui")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         adjust(&mut cmd);
         let mut child = cmd.spawn().expect("spawn mur ui");
         let out = child.stdout.take().expect("stdout");
@@ -475,7 +478,12 @@ fn a_new_formation_its_question_and_its_streamed_answer_show_live_and_the_door_t
     let sb = Sandbox::new();
     let gate = Gate::new();
     let script = vec![
-        Reply::json(openai::tool_calls(&[("q1", "request-input", json!({"question": QUESTION}))])).into(),
+        Reply::json(openai::tool_calls(&[(
+            "q1",
+            "request-input",
+            json!({"question": QUESTION}),
+        )]))
+        .into(),
         held_before_last(&gate).into(),
     ];
     let provider = Provider::start(script);
@@ -524,7 +532,11 @@ fn a_new_formation_its_question_and_its_streamed_answer_show_live_and_the_door_t
         "document.querySelector('.live[data-task] .question')?.textContent",
         Duration::from_secs(30),
     );
-    assert!(asked.is_some(), "no question shown: {}", b.eval("document.body.innerText"));
+    assert!(
+        asked.is_some(),
+        "no question shown: {}",
+        b.eval("document.body.innerText")
+    );
     assert_eq!(
         b.eval("document.querySelector('.live[data-task] .question').textContent"),
         json!(QUESTION)
@@ -550,7 +562,10 @@ fn a_new_formation_its_question_and_its_streamed_answer_show_live_and_the_door_t
     });
     let first = format!("{}{}", PIECES[0], PIECES[1]);
     let early = b.wait_for(
-        &format!("document.querySelector('.live[data-task] pre.stream')?.textContent === {}", json!(first)),
+        &format!(
+            "document.querySelector('.live[data-task] pre.stream')?.textContent === {}",
+            json!(first)
+        ),
         Duration::from_secs(8),
     );
     assert!(
@@ -590,11 +605,23 @@ fn a_new_formation_its_question_and_its_streamed_answer_show_live_and_the_door_t
     assert_ne!(b.eval("document.title"), json!("pwned"));
 
     // The door's operator token reached neither the page, nor its stream, nor an address.
-    let seen = b.eval("window.seen.join('\\n')").as_str().unwrap_or_default().to_string();
+    let seen = b
+        .eval("window.seen.join('\\n')")
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     assert!(seen.contains("text ") && seen.contains("\\u003ci\\u003eone"), "{seen}");
-    let html = b.eval("document.documentElement.outerHTML").as_str().unwrap_or_default().to_string();
+    let html = b
+        .eval("document.documentElement.outerHTML")
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let urls = b.eval("location.href + ' ' + performance.getEntries().map(e => e.name).join(' ')");
-    for (what, text) in [("page", html.as_str()), ("stream", seen.as_str()), ("addresses", urls.as_str().unwrap_or_default())] {
+    for (what, text) in [
+        ("page", html.as_str()),
+        ("stream", seen.as_str()),
+        ("addresses", urls.as_str().unwrap_or_default()),
+    ] {
         assert!(!text.contains(&door_token), "the operator token is in the {what}");
         assert!(!text.contains("mdt1"), "a door token is in the {what}");
     }
@@ -615,7 +642,11 @@ fn open_hands_browser_the_launch_address_and_without_one_prints_a_note() {
     let bin = sb.path("bin");
     let got = sb.path("open").join("opened.txt");
     let browser = bin.join("browser");
-    std::fs::write(&browser, format!("#!/bin/sh\nprintf '%s' \"$1\" > '{}'\n", got.display())).expect("script");
+    std::fs::write(
+        &browser,
+        format!("#!/bin/sh\nprintf '%s' \"$1\" > '{}'\n", got.display()),
+    )
+    .expect("script");
     std::fs::set_permissions(&browser, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let ui = Ui::start_with(&sb, |c| {
         c.arg("--open").env("BROWSER", &browser);
@@ -627,7 +658,10 @@ fn open_hands_browser_the_launch_address_and_without_one_prints_a_note() {
     let url = std::fs::read_to_string(&got).expect("the opened address");
     let prefix = format!("http://127.0.0.1:{}/?launch=", ui.port);
     assert!(url.starts_with(&prefix), "{url}");
-    assert!(!url.contains(ui.token()), "argv is every user's to read: no token in it");
+    assert!(
+        !url.contains(ui.token()),
+        "argv is every user's to read: no token in it"
+    );
     // The launch address lets the browser in, once.
     let host = format!("127.0.0.1:{}", ui.port);
     let path = url.trim_start_matches(&format!("http://{host}"));
@@ -646,7 +680,12 @@ fn open_hands_browser_the_launch_address_and_without_one_prints_a_note() {
     assert!(noted.is_some(), "{}", ui.stderr());
     assert!(!ui.stderr().contains("error"), "{}", ui.stderr());
     assert!(ui.child.try_wait().expect("try_wait").is_none(), "it still serves");
-    let (status, _) = raw(ui.port, "GET", &format!("/?token={}", ui.token()), &[("Host", &host_of(&ui))]);
+    let (status, _) = raw(
+        ui.port,
+        "GET",
+        &format!("/?token={}", ui.token()),
+        &[("Host", &host_of(&ui))],
+    );
     assert_eq!(status, 303);
 }
 

@@ -145,9 +145,18 @@ mod tests {
                 None,
             ),
             // A chunk without `append` replaces what came before (a turn the next one replaced).
-            (vec![chunk("draft", true), chunk("final", false)], None, "final", false, None),
             (
-                vec![chunk("Hi", true), status("TASK_STATE_INPUT_REQUIRED", Some("Which <file>?"))],
+                vec![chunk("draft", true), chunk("final", false)],
+                None,
+                "final",
+                false,
+                None,
+            ),
+            (
+                vec![
+                    chunk("Hi", true),
+                    status("TASK_STATE_INPUT_REQUIRED", Some("Which <file>?")),
+                ],
                 Some(TaskState::InputRequired),
                 "Hi",
                 false,
@@ -164,9 +173,21 @@ mod tests {
                 false,
                 None,
             ),
-            (vec![status("TASK_STATE_COMPLETED", None)], Some(TaskState::Completed), "", false, None),
+            (
+                vec![status("TASK_STATE_COMPLETED", None)],
+                Some(TaskState::Completed),
+                "",
+                false,
+                None,
+            ),
             // Unknown states and errors change nothing.
-            (vec![status("TASK_STATE_BOGUS", None), json!({"error": {"code": -1}})], None, "", false, None),
+            (
+                vec![status("TASK_STATE_BOGUS", None), json!({"error": {"code": -1}})],
+                None,
+                "",
+                false,
+                None,
+            ),
         ];
         for (events, state, text, cut, question) in table {
             let mut t = LiveTask::default();
