@@ -439,6 +439,11 @@ fn a_large_formation_renders_in_the_browser_quickly() {
             json!(64)
         );
         assert_eq!(b.eval("document.querySelectorAll('li.call').length"), json!(1000));
+        // No process runs and no answer was filed: each task says its text is gone.
+        assert_eq!(
+            b.eval("[...new Set([...document.querySelectorAll('tr.task .note.gone')].map(n => n.textContent))]"),
+            json!([mur::ui::page::GONE])
+        );
         let t = b.eval(
             "(() => { const n = performance.getEntriesByType('navigation')[0]; \
               const p = performance.getEntriesByName('first-contentful-paint')[0]; \
