@@ -2,7 +2,10 @@
 //! (provisioned under target/, support/chromium.rs) and by plain HTTP requests: the demo
 //! formation's graph, a running formation updating without a reload, a model formation's turns
 //! and tokens, record text rendered as text, and every request that lacks the token, names
-//! another host or comes from another origin refused.
+//! another host or comes from another origin refused; a formation started after the list was
+//! opened appearing in it, its entry's question and then its streamed answer (held at a gate
+//! before its last piece) shown live from the door, with the door's operator token in none of
+//! what the browser gets; and `--open` running `$BROWSER` with a one-time launch address.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
