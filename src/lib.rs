@@ -32,6 +32,8 @@ pub mod loopback;
 #[cfg(feature = "runtime")]
 pub mod model;
 #[cfg(feature = "runtime")]
+pub mod operator;
+#[cfg(feature = "runtime")]
 pub mod otel;
 #[cfg(feature = "runtime")]
 pub mod peer_door;

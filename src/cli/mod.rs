@@ -269,7 +269,7 @@ pub struct UiArgs {
     /// Listen on this port of 127.0.0.1 (default: a free one)
     #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
     pub port: Option<u16>,
-    /// Open the page in the browser, where one is available
+    /// Open the page in the browser, where one is available ($BROWSER, else xdg-open)
     #[arg(long)]
     pub open: bool,
 }

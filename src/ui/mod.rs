@@ -2,10 +2,14 @@
 //! only, the formation list and each formation (graph, calls, members' tasks, turns and tool
 //! calls), rendered on the server from the trace records (`records.rs` finds and reads them,
 //! `page.rs` renders them), and an event stream per page (`sse.rs`) that says when records were
-//! appended, so the page's small script reloads what it shows. Every request passes `auth.rs`
-//! first. It changes nothing: no record is written, pruned or answered from here.
+//! appended, so the page's small script reloads what it shows. What the records cannot hold (a
+//! running task's answer text as it streams, an open question) `live.rs` reads from the
+//! member's door with the running record's operator token, which stays on this side: the page
+//! gets the text, never the token. Every request passes `auth.rs` first. It changes nothing: no
+//! record is written, pruned or answered from here, and no task is sent, answered or canceled.
 
 pub mod auth;
+pub mod live;
 pub mod page;
 pub mod records;
 pub mod sse;
@@ -44,6 +48,8 @@ pub struct State {
     pub token: auth::Token,
     pub index: records::Index,
     pub streams: AtomicUsize,
+    /// What the doors of running formations say of their open tasks (`live.rs`).
+    pub live: Arc<live::Live>,
     /// `--open`'s one-time launch code, until the browser uses it.
     pub launch: std::sync::Mutex<Option<auth::Token>>,
 }
@@ -98,6 +104,7 @@ pub fn bind(opts: UiOptions) -> std::io::Result<Bound> {
         token: auth::Token::random()?,
         index: records::Index::default(),
         streams: AtomicUsize::new(0),
+        live: Arc::default(),
         launch: std::sync::Mutex::new(Some(auth::Token::random()?)),
     });
     Ok(Bound { listener, state })
@@ -234,17 +241,23 @@ async fn route_formation(state: Arc<State>, path: &str) -> HttpResponse {
             return None;
         }
         let running = records::alive_formations(&s.home).contains(&wanted);
-        Some((records::view_of(&wanted, &files), running))
+        let view = records::view_of(&wanted, &files);
+        if running {
+            // The page is being looked at: its open tasks' texts are followed at their doors.
+            s.live.watch(&s.home, &view);
+        }
+        let live = s.live.of(&wanted);
+        Some((view, running, live))
     })
     .await;
     let found = match found {
         Ok(f) => f,
         Err(r) => return r,
     };
-    let Some((view, running)) = found else {
+    let Some((view, running, live)) = found else {
         return text(StatusCode::NOT_FOUND, format!("no records of formation {id}\n"));
     };
-    let body = page::formation(&view, running, now_ms());
+    let body = page::formation_live(&view, running, now_ms(), &live);
     if kind == "/fragment" {
         return html(body);
     }

@@ -5,8 +5,17 @@
 
 use std::fmt::Write as _;
 
-use crate::trace::view::{Edge, FormationView, MemberNode};
+use std::collections::BTreeMap;
+
+use crate::task::TaskState;
+use crate::trace::view::{Edge, FormationView, MemberNode, TaskRow};
+use crate::ui::live::Shown;
 use crate::ui::records::FormationRow;
+
+/// What a task whose text the door no longer holds says instead.
+pub const GONE: &str = "the answer text is no longer available: the formation has ended";
+/// What a task whose text was longer than the page keeps says under it.
+pub const CUT: &str = "the text shown stops at 64 KiB";
 
 fn e(s: &str) -> String {
     crate::text::html_escape(s)
@@ -77,8 +86,22 @@ pub fn list(rows: &[FormationRow], now_ms: u64) -> String {
     out
 }
 
+/// A state as the records' view spells it: `TASK_STATE_INPUT_REQUIRED` → `input-required`.
+pub fn state_word(s: TaskState) -> String {
+    s.wire()
+        .trim_start_matches("TASK_STATE_")
+        .to_ascii_lowercase()
+        .replace('_', "-")
+}
+
 /// One formation: its summary, graph, calls and members.
 pub fn formation(v: &FormationView, running: bool, now_ms: u64) -> String {
+    formation_live(v, running, now_ms, &BTreeMap::new())
+}
+
+/// One formation with what its doors said of its tasks (`live.rs`): answers as they stream,
+/// questions.
+pub fn formation_live(v: &FormationView, running: bool, now_ms: u64, live: &BTreeMap<String, Shown>) -> String {
     let mut out = String::new();
     let status = v.status(running);
     let end = v.ended_ms.filter(|_| !running).unwrap_or(now_ms);
@@ -99,7 +122,7 @@ pub fn formation(v: &FormationView, running: bool, now_ms: u64) -> String {
     out.push_str(&graph(v));
     out.push_str(&calls(v));
     for m in &v.members {
-        out.push_str(&member(m));
+        out.push_str(&member(m, running, live));
     }
     out
 }
@@ -215,7 +238,39 @@ fn calls(v: &FormationView) -> String {
     out
 }
 
-fn member(m: &MemberNode) -> String {
+/// A task's live part: the question it asks and its answer so far, as its door said them, or,
+/// once the formation ended, that the text is gone. The script (`assets/app.js`) updates the
+/// same elements from the stream, as text.
+fn live_part(t: &TaskRow, running: bool, live: &BTreeMap<String, Shown>) -> String {
+    if t.answer.is_some() {
+        return String::new();
+    }
+    let shown = live.get(&t.task_id);
+    if !running && shown.is_none() {
+        return format!("<p class=\"note gone\">{}</p>", e(GONE));
+    }
+    let task = shown.map(|s| &s.task);
+    let question = task.and_then(|t| t.question.as_deref());
+    let gone = !running && task.is_none_or(|t| !t.settled()) || shown.is_some_and(|s| s.gone);
+    let cut = task.is_some_and(|t| t.cut);
+    let note = match (gone, cut) {
+        (true, _) => GONE,
+        (false, true) => CUT,
+        (false, false) => "",
+    };
+    format!(
+        "<div class=\"live\" data-task=\"{id}\"><p class=\"question\"{qh}>{q}</p><pre class=\"stream\">{text}</pre>\
+         <p class=\"note\"{nh}>{note}</p></div>",
+        id = e(&t.task_id),
+        qh = if question.is_some() { "" } else { " hidden" },
+        q = e(question.unwrap_or_default()),
+        text = e(task.map(|t| t.text.as_str()).unwrap_or_default()),
+        nh = if note.is_empty() { " hidden" } else { "" },
+        note = e(note),
+    )
+}
+
+fn member(m: &MemberNode, running: bool, live: &BTreeMap<String, Shown>) -> String {
     let mut out = String::new();
     let _ = write!(
         out,
@@ -274,7 +329,7 @@ fn member(m: &MemberNode) -> String {
                     )
                 })
                 .unwrap_or_default();
-            let asking = asking + &answer;
+            let asking = asking + &answer + &live_part(t, running, live);
             let _ = write!(
                 out,
                 "<tr class=\"task\" data-state=\"{st}\"><td><code>{id}</code></td><td><span class=\"status s-{st}\">{st}</span></td>\
@@ -367,6 +422,83 @@ mod tests {
         assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
         // The page's one script is the served file.
         assert_eq!(page.matches("<script").count(), 1);
+    }
+
+    #[test]
+    fn a_tasks_live_text_is_escaped_and_says_when_it_is_gone() {
+        let task = TaskRow {
+            task_id: "tsk_1".into(),
+            state: "working".into(),
+            ..TaskRow::default()
+        };
+        let shown = |text: &str, question: Option<&str>, state: TaskState, cut: bool, gone: bool| Shown {
+            task: crate::wire::live_task::LiveTask {
+                state: Some(state),
+                text: text.into(),
+                cut,
+                question: question.map(str::to_owned),
+            },
+            gone,
+            version: 1,
+        };
+        let one = |s: Shown| BTreeMap::from([("tsk_1".to_string(), s)]);
+        // (running, live, what the part holds, what it must not)
+        type Case<'a> = (bool, BTreeMap<String, Shown>, Vec<&'a str>, Vec<&'a str>);
+        let table: Vec<Case> = vec![
+            (
+                true,
+                BTreeMap::new(),
+                vec!["data-task=\"tsk_1\"", "class=\"note\" hidden"],
+                vec![GONE],
+            ),
+            (
+                true,
+                one(shown("<i>Hi</i>", None, TaskState::Working, false, false)),
+                vec!["&lt;i&gt;Hi&lt;/i&gt;", "class=\"question\" hidden"],
+                vec!["<i>", GONE],
+            ),
+            (
+                true,
+                one(shown("", Some("Which <b>?"), TaskState::InputRequired, false, false)),
+                vec!["<p class=\"question\">Which &lt;b&gt;?</p>"],
+                vec!["<b>"],
+            ),
+            (
+                true,
+                one(shown("x", None, TaskState::Working, true, false)),
+                vec![CUT],
+                vec![GONE],
+            ),
+            (false, BTreeMap::new(), vec![GONE], vec!["data-task"]),
+            (
+                false,
+                one(shown("Hal", None, TaskState::Working, false, true)),
+                vec!["Hal", GONE],
+                vec![],
+            ),
+            (
+                false,
+                one(shown("Done", None, TaskState::Completed, false, false)),
+                vec!["Done"],
+                vec![GONE],
+            ),
+        ];
+        for (running, live, has, lacks) in table {
+            let part = live_part(&task, running, &live);
+            for h in has {
+                assert!(part.contains(h), "{running} {live:?}: {h} not in {part}");
+            }
+            for l in lacks {
+                assert!(!part.contains(l), "{running} {live:?}: {l} in {part}");
+            }
+        }
+        // A task whose answer was filed shows that, not a live part.
+        let filed = TaskRow {
+            answer: Some("A".into()),
+            ..task.clone()
+        };
+        assert_eq!(live_part(&filed, false, &BTreeMap::new()), "");
+        assert_eq!(state_word(TaskState::InputRequired), "input-required");
     }
 
     #[test]

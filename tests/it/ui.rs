@@ -2,7 +2,10 @@
 //! (provisioned under target/, support/chromium.rs) and by plain HTTP requests: the demo
 //! formation's graph, a running formation updating without a reload, a model formation's turns
 //! and tokens, record text rendered as text, and every request that lacks the token, names
-//! another host or comes from another origin refused.
+//! another host or comes from another origin refused; a formation started after the list was
+//! opened appearing in it, its entry's question and then its streamed answer (held at a gate
+//! before its last piece) shown live from the door, with the door's operator token in none of
+//! what the browser gets; and `--open` running `$BROWSER` with a one-time launch address.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -14,7 +17,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::support::chromium::Browser;
-use crate::support::provider::{Provider, Reply, Step, openai};
+use crate::support::provider::{Gate, Piece, Provider, Reply, Step, openai};
 use crate::support::{Launcher, Sandbox, stderr, stdout};
 
 /// A `mur ui` serving a sandbox's home; killed when dropped.
@@ -23,19 +26,34 @@ struct Ui {
     port: u16,
     /// The URL it printed, token included.
     url: String,
+    stderr: std::sync::Arc<Mutex<String>>,
 }
 
 impl Ui {
     fn start(sb: &Sandbox) -> Ui {
-        let mut child = sb
-            .mur(&sb.path("ui"))
-            .arg("ui")
+        Ui::start_with(sb, |_| {})
+    }
+
+    /// `mur ui` with its command adjusted first (arguments, environment).
+    fn start_with(sb: &Sandbox, adjust: impl FnOnce(&mut std::process::Command)) -> Ui {
+        let mut cmd = sb.mur(&sb.path("ui"));
+        cmd.arg("ui")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn mur ui");
+            .stderr(Stdio::piped());
+        adjust(&mut cmd);
+        let mut child = cmd.spawn().expect("spawn mur ui");
         let out = child.stdout.take().expect("stdout");
+        let err = child.stderr.take().expect("stderr");
+        let stderr = std::sync::Arc::new(Mutex::new(String::new()));
+        let into = stderr.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                let mut s = into.lock().unwrap_or_else(|e| e.into_inner());
+                s.push_str(&line);
+                s.push('\n');
+            }
+        });
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(out).lines().map_while(Result::ok) {
@@ -54,7 +72,16 @@ impl Ui {
             .next()
             .and_then(|p| p.parse().ok())
             .expect("a loopback URL with a port");
-        Ui { child, port, url }
+        Ui {
+            child,
+            port,
+            url,
+            stderr,
+        }
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     fn token(&self) -> &str {
@@ -415,6 +442,11 @@ fn a_large_formation_renders_in_the_browser_quickly() {
             json!(64)
         );
         assert_eq!(b.eval("document.querySelectorAll('li.call').length"), json!(1000));
+        // No process runs and no answer was filed: each task says its text is gone.
+        assert_eq!(
+            b.eval("[...new Set([...document.querySelectorAll('tr.task .note.gone')].map(n => n.textContent))]"),
+            json!([mur::ui::page::GONE])
+        );
         let t = b.eval(
             "(() => { const n = performance.getEntriesByType('navigation')[0]; \
               const p = performance.getEntriesByName('first-contentful-paint')[0]; \
@@ -428,4 +460,243 @@ fn a_large_formation_renders_in_the_browser_quickly() {
     // The target is 500 ms (docs/performance.md §8); the bound here leaves room for a loaded
     // machine while still catching a page that grew by an order of magnitude.
     assert!(best < 2000.0, "first render took {best} ms");
+}
+
+/// The question the writer asks, and the answer it then streams: markup that must stay text.
+const QUESTION: &str = "Which <b>colour</b> & why?";
+const PIECES: [&str; 3] = ["Alpha <i>one</i>, ", "beta, ", "gamma."];
+const STREAMED: &str = "Alpha <i>one</i>, beta, gamma.";
+
+/// The OpenAI events streaming [`PIECES`], held before the last piece until `gate` opens.
+fn held_before_last(gate: &Gate) -> Reply {
+    let events = openai::stream_text(&PIECES);
+    let last = json!(PIECES[2]).to_string();
+    let mut pieces = Vec::new();
+    for e in events {
+        if e.contains(&last) {
+            pieces.push(Piece::Wait(gate.clone()));
+        }
+        pieces.push(Piece::Bytes(e));
+    }
+    Reply::pieces(pieces)
+}
+
+#[test]
+fn a_new_formation_its_question_and_its_streamed_answer_show_live_and_the_door_token_never() {
+    let sb = Sandbox::new();
+    let gate = Gate::new();
+    let script = vec![
+        Reply::json(openai::tool_calls(&[(
+            "q1",
+            "request-input",
+            json!({"question": QUESTION}),
+        )]))
+        .into(),
+        held_before_last(&gate).into(),
+    ];
+    let provider = Provider::start(script);
+    let manifest = format!(
+        "name: writer\nversion: 0.1.0\ninference:\n  provider: openai\n  endpoint: {}\n  model: test-model\n  \
+         api_key: ${{{KEY_VAR}}}\n  system_prompt: You write.\n  max_turns: 4\n\
+         lifecycle:\n  input_timeout_secs: 60\ncapabilities:\n  network:\n    allow: [localhost]\n\
+         network:\n  authentication:\n    scheme: bearer\n",
+        provider.url()
+    );
+    sb.install_manifest("writer", &manifest);
+    let dir = sb.path("formation");
+    std::fs::write(
+        dir.join("roster.yaml"),
+        "roster_version: 1\nmembers:\n  - name: writer\n    capsule: local/writer\n    version: 0.1.0\n    entry: true\n",
+    )
+    .expect("roster");
+
+    // (c) The list is open before the formation starts; its row comes without a reload.
+    let ui = Ui::start(&sb);
+    let mut b = Browser::start();
+    b.goto(&ui.with_token("/"));
+    assert_eq!(b.eval("document.querySelectorAll('tr.formation').length"), json!(0));
+    b.eval("window.notReloaded = true");
+    let launcher = Launcher::start(&sb, &dir, &["--task", "Write it"], &[(KEY_VAR, KEY)]);
+    let frm = launcher.formation_id();
+    let row = b.wait_for(
+        &format!("document.querySelector('tr.formation[data-formation=\"{frm}\"] .s-running')"),
+        Duration::from_secs(20),
+    );
+    assert!(row.is_some(), "{}", b.eval("document.body.innerText"));
+    assert_eq!(b.eval("window.notReloaded"), json!(true), "the list updated in place");
+    let door_token = crate::support::running_record(&sb, "writer")["door_token"]
+        .as_str()
+        .expect("the entry's operator token")
+        .to_string();
+
+    // (b) The entry asks: the question's text is on the page, as text.
+    b.goto(&format!("http://127.0.0.1:{}/formation/{frm}", ui.port));
+    // Every event of the page's own stream, to look into afterwards.
+    b.eval(&format!(
+        "window.seen = []; const es = new EventSource('/events/{frm}'); \
+         for (const k of ['text', 'change']) es.addEventListener(k, e => window.seen.push(k + ' ' + e.data)); 1"
+    ));
+    let asked = b.wait_for(
+        "document.querySelector('.live[data-task] .question')?.textContent",
+        Duration::from_secs(30),
+    );
+    assert!(
+        asked.is_some(),
+        "no question shown: {}",
+        b.eval("document.body.innerText")
+    );
+    assert_eq!(
+        b.eval("document.querySelector('.live[data-task] .question').textContent"),
+        json!(QUESTION)
+    );
+    assert_eq!(
+        b.eval("document.querySelector('tr.task').dataset.state"),
+        json!("input-required")
+    );
+    assert_eq!(b.eval("document.querySelectorAll('main b, main i').length"), json!(0));
+    let task_id = b.eval("document.querySelector('.live[data-task]').dataset.task");
+    let task_id = task_id.as_str().expect("the task's id").to_string();
+
+    // (a) Answered, the task streams its answer: the first pieces show before the last is sent,
+    // in place, then the whole text.
+    b.eval("window.notReloaded = true");
+    let answer = Launcher::spawn({
+        let mut c = sb.mur(&dir);
+        c.args(["answer", &task_id, "blue"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    });
+    let first = format!("{}{}", PIECES[0], PIECES[1]);
+    let early = b.wait_for(
+        &format!(
+            "document.querySelector('.live[data-task] pre.stream')?.textContent === {}",
+            json!(first)
+        ),
+        Duration::from_secs(8),
+    );
+    assert!(
+        early.is_some(),
+        "the first pieces did not show while the last was held: {} / {:?}",
+        b.eval("document.body.innerText"),
+        b.eval("window.seen")
+    );
+    assert_eq!(
+        b.eval("document.querySelector('.live[data-task] .question').hidden"),
+        json!(true),
+        "the answered question is gone"
+    );
+    gate.open();
+    let whole = b.wait_for(
+        &format!(
+            "[...document.querySelectorAll('.live pre.stream, details.answer pre')].some(p => p.textContent === {})",
+            json!(STREAMED)
+        ),
+        Duration::from_secs(20),
+    );
+    assert!(whole.is_some(), "{}", b.eval("document.body.innerText"));
+    assert_eq!(b.eval("window.notReloaded"), json!(true), "updated in place");
+    assert!(b.eval("Number(document.getElementById('live').dataset.texts)").as_u64() >= Some(2));
+    let (code, out, err) = answer.wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(STREAMED), "{out}");
+    let (code, out, err) = launcher.wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(STREAMED), "{out}");
+    let ended = b.wait_for(
+        "document.querySelector('.summary').dataset.status === 'ok'",
+        Duration::from_secs(20),
+    );
+    assert!(ended.is_some(), "{}", b.eval("document.body.innerText"));
+    assert_eq!(b.eval("document.querySelectorAll('main b, main i').length"), json!(0));
+    assert_ne!(b.eval("document.title"), json!("pwned"));
+
+    // The door's operator token reached neither the page, nor its stream, nor an address.
+    let seen = b
+        .eval("window.seen.join('\\n')")
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(seen.contains("text ") && seen.contains("\\u003ci\\u003eone"), "{seen}");
+    let html = b
+        .eval("document.documentElement.outerHTML")
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let urls = b.eval("location.href + ' ' + performance.getEntries().map(e => e.name).join(' ')");
+    for (what, text) in [
+        ("page", html.as_str()),
+        ("stream", seen.as_str()),
+        ("addresses", urls.as_str().unwrap_or_default()),
+    ] {
+        assert!(!text.contains(&door_token), "the operator token is in the {what}");
+        assert!(!text.contains("mdt1"), "a door token is in the {what}");
+    }
+    let (_, reply) = raw(
+        ui.port,
+        "GET",
+        &format!("/fragment/{frm}?token={}", ui.token()),
+        &[("Host", &format!("127.0.0.1:{}", ui.port))],
+    );
+    assert!(!reply.contains(&door_token) && !reply.contains("mdt1"));
+    assert!(!ui.stderr().contains(&door_token), "nor mur ui's own output");
+}
+
+#[test]
+fn open_hands_browser_the_launch_address_and_without_one_prints_a_note() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::new();
+    let bin = sb.path("bin");
+    let got = sb.path("open").join("opened.txt");
+    let browser = bin.join("browser");
+    std::fs::write(
+        &browser,
+        format!("#!/bin/sh\nprintf '%s' \"$1\" > '{}'\n", got.display()),
+    )
+    .expect("script");
+    std::fs::set_permissions(&browser, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let ui = Ui::start_with(&sb, |c| {
+        c.arg("--open").env("BROWSER", &browser);
+    });
+    let opened = crate::support::wait_until(Duration::from_secs(10), || {
+        std::fs::read_to_string(&got).is_ok_and(|t| !t.is_empty())
+    });
+    assert!(opened.is_some(), "$BROWSER was not run: {}", ui.stderr());
+    let url = std::fs::read_to_string(&got).expect("the opened address");
+    let prefix = format!("http://127.0.0.1:{}/?launch=", ui.port);
+    assert!(url.starts_with(&prefix), "{url}");
+    assert!(
+        !url.contains(ui.token()),
+        "argv is every user's to read: no token in it"
+    );
+    // The launch address lets the browser in, once.
+    let host = format!("127.0.0.1:{}", ui.port);
+    let path = url.trim_start_matches(&format!("http://{host}"));
+    let (status, reply) = raw(ui.port, "GET", path, &[("Host", &host)]);
+    assert_eq!(status, 303, "{reply}");
+    assert!(header_of(&reply, "set-cookie").is_some_and(|c| c.contains(ui.token())));
+    assert_eq!(raw(ui.port, "GET", path, &[("Host", &host)]).0, 403, "it works once");
+    drop(ui);
+
+    // No $BROWSER and no xdg-open on PATH: the URL and a note, and it serves on.
+    let empty = sb.path("empty-bin");
+    let mut ui = Ui::start_with(&sb, |c| {
+        c.arg("--open").env("PATH", &empty).env_remove("BROWSER");
+    });
+    let noted = crate::support::wait_until(Duration::from_secs(10), || ui.stderr().contains("no browser found"));
+    assert!(noted.is_some(), "{}", ui.stderr());
+    assert!(!ui.stderr().contains("error"), "{}", ui.stderr());
+    assert!(ui.child.try_wait().expect("try_wait").is_none(), "it still serves");
+    let (status, _) = raw(
+        ui.port,
+        "GET",
+        &format!("/?token={}", ui.token()),
+        &[("Host", &host_of(&ui))],
+    );
+    assert_eq!(status, 303);
+}
+
+fn host_of(ui: &Ui) -> String {
+    format!("127.0.0.1:{}", ui.port)
 }

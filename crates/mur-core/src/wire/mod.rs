@@ -8,6 +8,8 @@
 //!   (docs/reference/formation.md#the-formation-channel).
 //! - `jsonrpc` — the door's JSON-RPC 2.0 framing (docs/reference/door.md#request-pipeline,
 //!   docs/reference/door.md#errors).
+//! - `live_task` — what `mur ui` shows of a task as its door reports it (state, question,
+//!   the answer text as it streams), bounded.
 //! - `mcp` — the Model Context Protocol's lifecycle and tools messages, as a model capsule's
 //!   runtime reads a tool server's answers.
 //! - `sse` — event-stream framing, as a caller reads SubscribeToTask
@@ -31,6 +33,7 @@ pub mod calls;
 pub mod channel_line;
 pub mod http1;
 pub mod jsonrpc;
+pub mod live_task;
 pub mod mcp;
 pub mod model;
 pub mod model_stream;
