@@ -131,7 +131,7 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
 /// through to the Python SDK's agent, which sees the member's bearer and nothing of the caller's.
 #[test]
 fn a_remote_member_forwards_its_tasks_to_the_python_sdk_agent() {
-    let far = FarAgent::start(&[("A2A_TEST_KEY", KEY)]);
+    let mut far = FarAgent::start(&[("A2A_TEST_KEY", KEY)]);
     let sb = Sandbox::new();
     install_remote(&sb, "far", &far.url(), "");
     let key = Key::new(31);
@@ -240,6 +240,17 @@ fn a_remote_member_forwards_its_tasks_to_the_python_sdk_agent() {
         "the key is in the records"
     );
     assert!(!d.stderr().contains(KEY), "the key is on stderr");
+
+    // The agent gone after readiness: the next task fails at once, saying so (its kept
+    // connection is found closed and a new one is refused).
+    let _ = far.child.kill();
+    let _ = far.child.wait();
+    let gone = d.send(Some(&lead), "anyone there?", false);
+    assert_eq!(gone["status"]["state"], "TASK_STATE_FAILED", "{gone}");
+    let why = gone["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(why.contains("the remote agent cannot be reached"), "{why}");
 }
 
 /// A card without streaming: the task goes out as a blocking SendMessage (GetTask only if the
@@ -669,6 +680,12 @@ fn a_hostile_remote_agent_fails_tasks_clearly_and_within_their_bounds() {
             "the remote agent rejected the task: not my kind of work",
         ),
         ("redirect", FAILED, "redirect (HTTP 307), which is never followed"),
+        // A 5xx is retried after 0.5 s and 1 s; the next wait would pass the 2 s bound.
+        (
+            "unavailable",
+            FAILED,
+            "answered HTTP 500 and asked to wait 2000 ms, past this task's bound",
+        ),
         ("huge event", FAILED, "past its bound"),
         (
             "endless",
