@@ -283,6 +283,12 @@ impl Kept {
         let mut head = std::mem::take(&mut self.head);
         match http1::head(&head) {
             Ok(Some((h, _))) => match h.framing {
+                // A reply that has no body whatever its length says (RFC 9112 §6.3).
+                http1::Framing::Length(_) if h.status < 200 || h.status == 204 || h.status == 304 => {
+                    self.mode = Mode::Head;
+                    self.head = rest;
+                    self.pending = Some((head, 0));
+                }
                 http1::Framing::Length(n) => {
                     let k = rest.len().min(usize::try_from(n).unwrap_or(usize::MAX));
                     head.extend_from_slice(&rest[..k]);
@@ -405,5 +411,63 @@ impl actix_rt::net::ActixStream for Kept {
 
     fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<actix_rt::net::Ready>> {
         actix_rt::net::ActixStream::poll_write_ready(&self.stream, cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    /// What a client reads through a [`Kept`] when the server sends `sent` and closes.
+    fn through_kept(sent: &'static [u8]) -> Vec<u8> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = l.local_addr().unwrap();
+            let server = tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt;
+                let (mut s, _) = l.accept().await.unwrap();
+                // In small pieces, so heads and bodies arrive split.
+                for piece in sent.chunks(7) {
+                    s.write_all(piece).await.unwrap();
+                    s.flush().await.unwrap();
+                }
+            });
+            let mut kept = Kept::new(tokio::net::TcpStream::connect(addr).await.unwrap());
+            let mut got = Vec::new();
+            kept.read_to_end(&mut got).await.unwrap();
+            server.await.unwrap();
+            got
+        })
+    }
+
+    #[test]
+    fn counted_replies_pass_and_any_other_closes_the_connection() {
+        let rows: [(&'static [u8], &[u8]); 4] = [
+            (
+                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nabHTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\ncde",
+                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nabHTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\ncde",
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nabHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n2\r\nhi\r\n0\r\n\r\n",
+                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nabHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nconnection: close\r\n\r\n2\r\nhi\r\n0\r\n\r\n",
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: 1\n\n",
+                b"HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\nconnection: close\r\n\r\ndata: 1\n\n",
+            ),
+            (
+                b"HTTP/1.1 204 No Content\r\nContent-Length: 9\r\n\r\nHTTP/1.1 200 OK\r\n\r\nx",
+                b"HTTP/1.1 204 No Content\r\nContent-Length: 9\r\n\r\nHTTP/1.0 200 OK\r\nconnection: close\r\n\r\nx",
+            ),
+        ];
+        for (sent, want) in rows {
+            let got = through_kept(sent);
+            assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(want));
+        }
     }
 }
