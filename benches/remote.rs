@@ -4,19 +4,23 @@
 //! requiring a bearer) and one remote member in front of it (`mur run --capsule` of a remote
 //! capsule, its own door with the operator token). The SDK's own client
 //! (`benches/support/a2a_sdk_client.py`: discovers the card once, then blocking SendMessage calls
-//! timed one by one) calls the agent directly and through the member, in alternating rounds. Both
-//! figures include the agent's own time and the client's; their difference is what the member
-//! adds: its door, its board, the forwarded request and the relayed answer. Beside the SDK
+//! timed one by one) calls the agent directly and through the member, alternating call by call
+//! (the first of each pair taking turns) so the load of a shared machine falls on both paths
+//! alike. Both figures include the agent's own time and the client's; their difference is what
+//! the member adds: its door, its board, the forwarded request and the relayed answer, shown as
+//! the difference of the two p50s and as the median of the pairs' differences. Beside the SDK
 //! client, a raw client (one keep-alive connection, `TCP_NODELAY`, each request one write) makes
-//! the same calls: the SDK's HTTP stack writes a request's head and body apart, and how the two
-//! servers' TCP acknowledgements meet that (Nagle's algorithm against delayed ACKs) differs by
-//! tens of ms, more than the member itself costs; the raw rows show the member's own cost.
+//! the same calls, so the client library's own costs are out of the figure. Both clients keep
+//! one connection to whichever server they call, the agent or the member's door: the same
+//! client and the same connection policy on both paths. (The agent must set `TCP_NODELAY` on
+//! what it accepts, or each reply it writes in two pieces waits ~40 ms for the client's delayed
+//! ACK on a keep-alive connection; `a2a_remote_agent.py` does.)
 //!
 //! Modes (`MUR_BENCH_REMOTE_MODES`, default `blocking,streaming`): `blocking` serves a card
 //! without streaming, so the member forwards a blocking SendMessage as the direct client sends;
 //! `streaming` serves one with streaming, so the member forwards SendStreamingMessage and relays
-//! its events. `MUR_BENCH_CALLS` (default 500) calls per round, `MUR_BENCH_ROUNDS` (default 3)
-//! rounds per client, 50 untimed calls before each round. Without `--bench` (`cargo test
+//! its events. `MUR_BENCH_CALLS` (default 500) pairs of calls per round, `MUR_BENCH_ROUNDS`
+//! (default 3) rounds per client, 50 untimed pairs before each round. Without `--bench` (`cargo test
 //! --benches`) each client makes a few calls.
 
 // Dependencies reach this target through the library; the library's own target keeps the rule.
@@ -152,38 +156,74 @@ fn member(home: &Path, port: u16) -> Result<(Running, String, String)> {
     Ok((Running(child), format!("{url}/"), token))
 }
 
-/// One round of `calls` SDK client calls to `url`: each call's µs.
-fn round(python: &Path, url: &str, token: &str, calls: usize, warmup: usize, dir: &Path) -> Result<Vec<f64>> {
+/// A pair of paths' samples, call by call: `(direct µs, through µs)`.
+type Pairs = Vec<(f64, f64)>;
+
+/// One round of `calls` SDK client calls, alternating between the agent (`direct`, with its key)
+/// and the member's door (`door`, with its operator token) in one client process: each pair's µs.
+fn round(
+    python: &Path,
+    direct: &str,
+    door: &str,
+    token: &str,
+    calls: usize,
+    warmup: usize,
+    dir: &Path,
+) -> Result<Pairs> {
     let samples = dir.join("samples");
     let out = Command::new(python)
         .arg(repo_root().join("benches/support/a2a_sdk_client.py"))
-        .args([url, &calls.to_string(), &warmup.to_string()])
+        .args([direct, &calls.to_string(), &warmup.to_string()])
         .arg(&samples)
+        .arg(door)
         .current_dir(dir)
-        .env("A2A_BENCH_TOKEN", token)
+        .env("A2A_BENCH_TOKEN", KEY)
+        .env("A2A_BENCH_TOKEN2", token)
         .output()
         .map_err(|e| e.to_string())?;
     if !out.status.success() {
         return Err(format!("the SDK client: {}", String::from_utf8_lossy(&out.stderr)));
     }
     let text = std::fs::read_to_string(&samples).map_err(|e| e.to_string())?;
-    Ok(text.lines().filter_map(|l| l.parse().ok()).collect())
+    Ok(text
+        .lines()
+        .filter_map(|l| {
+            let (a, b) = l.split_once(' ')?;
+            Some((a.parse().ok()?, b.parse().ok()?))
+        })
+        .collect())
 }
 
-/// One round of `calls` blocking SendMessage calls to `addr` over one keep-alive connection with
-/// `TCP_NODELAY`, each request written in one piece: the floor no client library's own costs or
-/// socket options blur.
-fn raw_round(addr: &str, token: &str, calls: usize, warmup: usize) -> Result<Vec<f64>> {
-    use std::io::{Read, Write};
-    let mut conn = std::net::TcpStream::connect(addr).map_err(|e| format!("connect {addr}: {e}"))?;
-    conn.set_nodelay(true).map_err(|e| e.to_string())?;
-    conn.set_read_timeout(Some(std::time::Duration::from_secs(30)))
-        .map_err(|e| e.to_string())?;
-    let mut reader = BufReader::new(conn.try_clone().map_err(|e| e.to_string())?);
-    let mut samples = Vec::with_capacity(calls);
-    for i in 0..warmup + calls {
+/// One keep-alive connection with `TCP_NODELAY`, each request written in one piece.
+struct Raw {
+    addr: String,
+    token: String,
+    conn: std::net::TcpStream,
+    reader: BufReader<std::net::TcpStream>,
+}
+
+impl Raw {
+    fn open(addr: &str, token: &str) -> Result<Raw> {
+        let conn = std::net::TcpStream::connect(addr).map_err(|e| format!("connect {addr}: {e}"))?;
+        conn.set_nodelay(true).map_err(|e| e.to_string())?;
+        conn.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .map_err(|e| e.to_string())?;
+        let reader = BufReader::new(conn.try_clone().map_err(|e| e.to_string())?);
+        Ok(Raw {
+            addr: addr.to_string(),
+            token: token.to_string(),
+            conn,
+            reader,
+        })
+    }
+
+    /// One blocking SendMessage, timed from its write to its whole reply: µs.
+    fn call(&mut self, i: usize) -> Result<f64> {
+        use std::io::{Read, Write};
+        let (addr, token, conn, reader) = (&self.addr, &self.token, &mut self.conn, &mut self.reader);
         let body = format!(
-            r#"{{"id":{i},"jsonrpc":"2.0","method":"SendMessage","params":{{"message":{{"messageId":"m{i}","parts":[{{"text":"ping"}}],"role":"ROLE_USER"}}}}}}"#
+            r#"{{"id":{i},"jsonrpc":"2.0","method":"SendMessage","params":{{"message":{{"messageId":"m{i}-{}","parts":[{{"text":"ping"}}],"role":"ROLE_USER"}}}}}}"#,
+            std::process::id()
         );
         let req = format!(
             "POST / HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\na2a-version: 1.0\r\nauthorization: Bearer {token}\r\ncontent-length: {}\r\n\r\n{body}",
@@ -212,11 +252,29 @@ fn raw_round(addr: &str, token: &str, calls: usize, warmup: usize) -> Result<Vec
         if !String::from_utf8_lossy(&buf).contains("TASK_STATE_COMPLETED") {
             return Err(format!("SendMessage answered {}", String::from_utf8_lossy(&buf)));
         }
+        Ok(elapsed.as_secs_f64() * 1e6)
+    }
+}
+
+/// One round of `calls` raw calls alternating between the agent and the member's door, the first
+/// of each pair taking turns: the floor no client library's own costs blur.
+fn raw_round(agent: &str, door: &str, token: &str, calls: usize, warmup: usize) -> Result<Pairs> {
+    let mut direct = Raw::open(agent, KEY)?;
+    let mut through = Raw::open(door, token)?;
+    let mut pairs = Vec::with_capacity(calls);
+    for i in 0..warmup + calls {
+        let (d, t) = if i % 2 == 0 {
+            let d = direct.call(i)?;
+            (d, through.call(i)?)
+        } else {
+            let t = through.call(i)?;
+            (direct.call(i)?, t)
+        };
         if i >= warmup {
-            samples.push(elapsed.as_secs_f64() * 1e6);
+            pairs.push((d, t));
         }
     }
-    Ok(samples)
+    Ok(pairs)
 }
 
 fn pct(sorted: &[f64], p: usize) -> f64 {
@@ -231,11 +289,11 @@ fn main() {
     let warmup = if bench { WARMUP } else { 2 };
     let modes = std::env::var("MUR_BENCH_REMOTE_MODES").unwrap_or_else(|_| "blocking,streaming".into());
     let python = python::python_with(A2A_SERVER, "a2a.client, a2a.server.routes, uvicorn, httpx");
-    println!("| mode | client | path | calls | p50 µs | p99 µs | mean µs |");
-    println!("|---|---|---|---|---|---|---|");
+    println!("| mode | client | path | calls | p50 µs | p90 µs | p99 µs | mean µs |");
+    println!("|---|---|---|---|---|---|---|---|");
     for mode in modes.split(',').map(str::trim).filter(|m| !m.is_empty()) {
         if let Err(e) = run(&python, mode == "streaming", mode, calls, rounds, warmup) {
-            println!("| {mode} | | skipped: {e} | | | | |");
+            println!("| {mode} | | skipped: {e} | | | | | |");
         }
     }
 }
@@ -251,26 +309,18 @@ fn run(python: &Path, streaming: bool, mode: &str, calls: usize, rounds: usize, 
     let door_addr = door.trim_start_matches("http://").trim_end_matches('/').to_string();
     let agent_addr = format!("127.0.0.1:{port}");
     for client in ["a2a-sdk", "raw"] {
-        let (mut direct, mut through) = (Vec::new(), Vec::new());
-        for r in 0..rounds {
-            // Alternating, in reverse order every other round, so drift in the machine's load
-            // falls on both alike.
-            let order = if r % 2 == 0 { [true, false] } else { [false, true] };
-            for d in order {
-                let got = match (client, d) {
-                    ("raw", true) => raw_round(&agent_addr, KEY, calls, warmup)?,
-                    ("raw", false) => raw_round(&door_addr, &token, calls, warmup)?,
-                    (_, true) => round(python, &direct_url, KEY, calls, warmup, dir.path())?,
-                    (_, false) => round(python, &door, &token, calls, warmup, dir.path())?,
-                };
-                if d {
-                    direct.extend(got);
-                } else {
-                    through.extend(got);
-                }
-            }
+        let mut pairs = Pairs::new();
+        for _ in 0..rounds {
+            pairs.extend(match client {
+                "raw" => raw_round(&agent_addr, &door_addr, &token, calls, warmup)?,
+                _ => round(python, &direct_url, &door, &token, calls, warmup, dir.path())?,
+            });
         }
-        let mut p50s = [0.0; 2];
+        let direct: Vec<f64> = pairs.iter().map(|p| p.0).collect();
+        let through: Vec<f64> = pairs.iter().map(|p| p.1).collect();
+        let mut added: Vec<f64> = pairs.iter().map(|p| p.1 - p.0).collect();
+        added.sort_by(f64::total_cmp);
+        let (mut p50s, mut p90s) = ([0.0; 2], [0.0; 2]);
         for (i, (what, mut s)) in [("direct to the agent", direct), ("through the remote member", through)]
             .into_iter()
             .enumerate()
@@ -278,16 +328,24 @@ fn run(python: &Path, streaming: bool, mode: &str, calls: usize, rounds: usize, 
             s.sort_by(f64::total_cmp);
             let mean = s.iter().sum::<f64>() / s.len().max(1) as f64;
             p50s[i] = pct(&s, 50);
+            p90s[i] = pct(&s, 90);
             println!(
-                "| {mode} | {client} | {what} | {} | {:.0} | {:.0} | {mean:.0} |",
+                "| {mode} | {client} | {what} | {} | {:.0} | {:.0} | {:.0} | {mean:.0} |",
                 s.len(),
                 pct(&s, 50),
+                pct(&s, 90),
                 pct(&s, 99)
             );
         }
         println!(
-            "| {mode} | {client} | added by the member (p50) | | {:.0} | | |",
-            p50s[1] - p50s[0]
+            "| {mode} | {client} | added by the member (difference of the p50s, p90s) | | {:.0} | {:.0} | | |",
+            p50s[1] - p50s[0],
+            p90s[1] - p90s[0]
+        );
+        println!(
+            "| {mode} | {client} | added by the member (median of the pairs' differences) | {} | {:.0} | | | |",
+            added.len(),
+            pct(&added, 50)
         );
     }
     Ok(())

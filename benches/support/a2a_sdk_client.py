@@ -1,12 +1,14 @@
 """The official A2A Python SDK's client timing SendMessage, for benches/remote.rs.
 
-Discovers the agent at URL once (`create_client`, its card), makes WARMUP untimed calls, then
-times CALLS calls one after the other, each a blocking SendMessage from the call to its completed
-task (non-streaming client). Prints `calls=N p50_us=… p99_us=…` on stdout; with a fourth
-argument, also writes every call's time in µs there, one per line, so the bench can pool rounds.
+Discovers the agent at each URL once (`create_client`, its card), makes WARMUP untimed calls,
+then times CALLS calls one after the other, each a blocking SendMessage from the call to its
+completed task (non-streaming client). With two URLs the calls alternate between them, the
+first of each pair taking turns, so the machine's load falls on both alike: each line of
+SAMPLES_FILE is then one pair, `<µs to URL> <µs to URL2>`; with one URL, one call's µs a line.
+Prints `calls=N p50_us=…` for each URL on stdout.
 
-Usage: python a2a_sdk_client.py URL CALLS WARMUP [SAMPLES_FILE]; the bearer comes by environment
-(A2A_BENCH_TOKEN), never argv.
+Usage: python a2a_sdk_client.py URL CALLS WARMUP SAMPLES_FILE [URL2]; the bearers come by
+environment (A2A_BENCH_TOKEN for URL, A2A_BENCH_TOKEN2 for URL2), never argv.
 """
 
 import asyncio
@@ -38,25 +40,44 @@ async def call(client):
         raise SystemExit(f"SendMessage answered {last!r}")
 
 
+async def timed(client):
+    t = time.perf_counter_ns()
+    await call(client)
+    return (time.perf_counter_ns() - t) / 1000
+
+
 async def main():
-    url, calls, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    out = sys.argv[4] if len(sys.argv) > 4 else None
-    token = os.environ.get("A2A_BENCH_TOKEN")
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with httpx.AsyncClient(headers=headers, timeout=30) as http:
-        client = await create_client(url, client_config=ClientConfig(streaming=False, httpx_client=http))
-        for _ in range(warmup):
-            await call(client)
-        samples = []
-        for _ in range(calls):
-            t = time.perf_counter_ns()
-            await call(client)
-            samples.append((time.perf_counter_ns() - t) / 1000)
-    if out:
-        with open(out, "w", encoding="utf-8") as f:
-            f.write("\n".join(f"{s:.1f}" for s in samples))
-    samples.sort()
-    print(f"calls={calls} p50_us={percentile(samples, 50):.0f} p99_us={percentile(samples, 99):.0f}")
+    url, calls, warmup, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    urls = [(url, os.environ.get("A2A_BENCH_TOKEN"))]
+    if len(sys.argv) > 5:
+        urls.append((sys.argv[5], os.environ.get("A2A_BENCH_TOKEN2")))
+    https = [
+        httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"} if token else {}, timeout=30)
+        for _, token in urls
+    ]
+    clients = [
+        await create_client(u, client_config=ClientConfig(streaming=False, httpx_client=h))
+        for (u, _), h in zip(urls, https)
+    ]
+    for _ in range(warmup):
+        for c in clients:
+            await call(c)
+    rows = []
+    for i in range(calls):
+        order = list(range(len(clients)))
+        if i % 2:
+            order.reverse()
+        row = [0.0] * len(clients)
+        for k in order:
+            row[k] = await timed(clients[k])
+        rows.append(row)
+    for h in https:
+        await h.aclose()
+    with open(out, "w", encoding="utf-8") as f:
+        f.write("\n".join(" ".join(f"{s:.1f}" for s in row) for row in rows))
+    for k, (u, _) in enumerate(urls):
+        samples = sorted(row[k] for row in rows)
+        print(f"{u} calls={calls} p50_us={percentile(samples, 50):.0f}")
 
 
 asyncio.run(main())

@@ -189,6 +189,37 @@ impl RemoteAgent {
     }
 }
 
+thread_local! {
+    /// This thread's client for the remote agent, by endpoint: its connections outlive a task,
+    /// so the next task's requests reuse them (`client.rs`).
+    static CLIENT: std::cell::RefCell<Option<(String, std::rc::Rc<Client>)>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The client `agent`'s tasks share on this thread (awc clients are not `Send`).
+fn client_for(agent: &RemoteAgent) -> Result<std::rc::Rc<Client>, String> {
+    CLIENT.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        if let Some((endpoint, c)) = slot.as_ref()
+            && *endpoint == agent.card.endpoint
+        {
+            return Ok(std::rc::Rc::clone(c));
+        }
+        let c = std::rc::Rc::new(Client::new(&agent.card.endpoint, agent.connect)?);
+        *slot = Some((agent.card.endpoint.clone(), std::rc::Rc::clone(&c)));
+        Ok(c)
+    })
+}
+
+/// A random W3C parent id for a task's own trace (zero, the one invalid value, if the OS has no
+/// randomness to give: `forwarded_traceparent` makes that 1).
+fn span_id() -> u64 {
+    let mut b = [0u8; 8];
+    match getrandom::getrandom(&mut b) {
+        Ok(()) => u64::from_le_bytes(b),
+        Err(_) => 0,
+    }
+}
+
 /// How long a cancelled task waits for the remote task's id, so the cancel can be forwarded.
 const CANCEL_GRACE: Duration = Duration::from_secs(2);
 
@@ -204,6 +235,8 @@ enum Stop {
     Canceled,
     TimedOut,
     Failed(String),
+    /// The remote agent would not take the task (its credential refused, busy past the bound).
+    Rejected(String),
 }
 
 /// Runs one task on the remote agent: forwards it, relays its states, streamed answer text and
@@ -212,13 +245,15 @@ enum Stop {
 /// `remote.timeout` bounds the wait).
 pub async fn run_task(agent: &RemoteAgent, work: &Work, board: &Arc<Board>, asker: Option<Asker>) -> TaskOutcome {
     let deadline = Instant::now() + agent.timeout;
-    let client = match Client::new(&agent.card.endpoint, agent.connect) {
+    let client = match client_for(agent) {
         Ok(c) => c,
         Err(why) => return TaskOutcome::Failed(format!("the remote agent cannot be reached: {why}")),
     };
     let asker =
         asker.unwrap_or_else(|| Asker::new(Arc::clone(board), &work.task_id, agent.member.clone(), agent.timeout));
-    let traceparent = crate::otel::task_traceparent(&work.task_id);
+    // Every request carries the task's trace context, whether or not spans are exported.
+    let traceparent = crate::otel::task_traceparent(&work.task_id)
+        .or_else(|| wire::forwarded_traceparent(work.traceparent.as_deref(), &work.task_id, span_id()));
     let headers = agent.headers(traceparent.as_deref());
     let x = Exchange {
         agent,
@@ -261,6 +296,7 @@ pub async fn run_task(agent: &RemoteAgent, work: &Work, board: &Arc<Board>, aske
         let question = match step {
             Ok(Step::End(Ended::Completed(answer))) => return TaskOutcome::Completed(answer),
             Ok(Step::End(Ended::Failed(why))) => return TaskOutcome::Failed(why),
+            Ok(Step::End(Ended::Rejected(why))) => return TaskOutcome::Rejected(why),
             Ok(Step::End(Ended::Canceled)) => return TaskOutcome::Canceled,
             Ok(Step::Ask(q)) => q,
             Err(stop) => break stop,
@@ -291,6 +327,7 @@ pub async fn run_task(agent: &RemoteAgent, work: &Work, board: &Arc<Board>, aske
             agent.timeout.as_secs()
         )),
         Stop::Failed(why) => TaskOutcome::Failed(why),
+        Stop::Rejected(why) => TaskOutcome::Rejected(why),
     }
 }
 
@@ -430,12 +467,19 @@ impl Exchange<'_> {
             }
             match wire::refusal(head.status, head.retry_after.as_deref(), attempt) {
                 Refusal::Fail(why) => return Err(Stop::Failed(why)),
+                Refusal::Reject(why) => return Err(Stop::Rejected(why)),
                 Refusal::Retry(wait) if Instant::now() + wait >= deadline => {
-                    return Err(Stop::Failed(format!(
+                    let why = format!(
                         "the remote agent answered HTTP {} and asked to wait {} ms, past this task's bound",
                         head.status,
                         wait.as_millis()
-                    )));
+                    );
+                    // Busy past the bound is a refusal, as a busy callee's call ends `rejected`.
+                    return Err(if head.status == 429 {
+                        Stop::Rejected(why)
+                    } else {
+                        Stop::Failed(why)
+                    });
                 }
                 Refusal::Retry(wait) => {
                     tracing::debug!(

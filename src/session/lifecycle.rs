@@ -79,6 +79,8 @@ pub enum Ending {
     Failed(String),
     NoAnswer(String),
     MaxTurns(String),
+    /// Taken, then refused where it was forwarded (a remote capsule's agent would not take it).
+    Rejected(String),
     Canceled,
 }
 
@@ -90,6 +92,7 @@ impl Ending {
             Ending::Completed(answer) => answer.clone(),
             Ending::Failed(m) | Ending::MaxTurns(m) => format!("failed: {m}"),
             Ending::NoAnswer(r) => format!("no_answer: {r}"),
+            Ending::Rejected(m) => format!("rejected: {m}"),
             Ending::Canceled => super::records::CANCELED_RESULT.to_string(),
         }
     }
@@ -99,7 +102,8 @@ impl Ending {
     pub fn status(&self) -> &'static str {
         match self {
             Ending::Completed(_) => "ok",
-            Ending::Failed(_) => "failed",
+            // The session statuses have no `rejected`: the task did not do its work.
+            Ending::Failed(_) | Ending::Rejected(_) => "failed",
             Ending::NoAnswer(_) => "no_answer",
             Ending::MaxTurns(_) => "max_turns_reached",
             Ending::Canceled => "canceled",
@@ -111,6 +115,7 @@ impl Ending {
         match self {
             Ending::Completed(_) => "TASK_STATE_COMPLETED",
             Ending::Canceled => "TASK_STATE_CANCELED",
+            Ending::Rejected(_) => "TASK_STATE_REJECTED",
             _ => "TASK_STATE_FAILED",
         }
     }
@@ -135,6 +140,7 @@ impl Ending {
             Ending::Completed(_) => return None,
             Ending::Failed(m) | Ending::MaxTurns(m) => format!("failed: {m}"),
             Ending::NoAnswer(r) => format!("no_answer: {r}"),
+            Ending::Rejected(m) => format!("rejected: {m}"),
             Ending::Canceled => "canceled".to_string(),
         };
         Some(

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::tasks::{Board, BoardEvent, Origin, TaskState};
+use crate::tasks::{Board, BoardEvent, Origin, REJECT_BUSY, REJECT_CLOSING, TaskState};
 
 use super::journal::Journal;
 use super::lifecycle::Ending;
@@ -151,6 +151,12 @@ impl Recorder {
     fn ended(&self, task_id: &str, state: TaskState, no_answer: bool, reason: Option<&str>, local: bool) {
         let reason_text = reason.unwrap_or_default().to_string();
         let ending = match state {
+            TaskState::Rejected if !matches!(reason, Some(REJECT_BUSY | REJECT_CLOSING)) => {
+                // Taken, then refused where it was forwarded: it has a result like any task
+                // that ran.
+                self.journal.task_rejected(task_id, reason.unwrap_or("rejected"));
+                Ending::Rejected(reason_text)
+            }
             TaskState::Rejected => {
                 self.journal.task_rejected(task_id, reason.unwrap_or("rejected"));
                 if !local {

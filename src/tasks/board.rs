@@ -65,6 +65,9 @@ pub struct Work {
     pub trust: Trust,
     pub origin: Origin,
     pub owner: Option<String>,
+    /// The caller's W3C `traceparent` (well-formed, as the door kept it): where a task forwarded
+    /// elsewhere continues the caller's trace.
+    pub traceparent: Option<String>,
     pub cancel: Cancel,
     _slot: Slot,
 }
@@ -86,6 +89,8 @@ struct Entry {
     /// The offer, until the executor takes it; never kept for a refused task. The history's
     /// first message shares it.
     text: Arc<str>,
+    /// The caller's `traceparent`, until the executor takes it.
+    traceparent: Option<String>,
     /// Change number at creation: orders a context's exchanges.
     created: u64,
     cancel: watch::Sender<bool>,
@@ -299,15 +304,15 @@ impl Board {
         }
     }
 
-    /// Whether an ended task offered at the door (not a `--task` task, not a refused offer) has
-    /// not had its end shown to its caller yet.
+    /// Whether an ended task offered at the door (not a `--task` task, not one this board
+    /// refused) has not had its end shown to its caller yet. A task that ran and was rejected
+    /// where it was forwarded (a remote agent's refusal) owes its caller that end.
     fn an_end_unshown(&self) -> bool {
         let st = self.lock();
         st.tasks.values().any(|e| {
-            e.snap.state.is_terminal()
-                && e.snap.state != TaskState::Rejected
-                && e.snap.origin != Origin::Local
-                && !e.end_shown
+            let refused = e.snap.state == TaskState::Rejected
+                && matches!(e.snap.status_text.as_deref(), Some(REJECT_BUSY | REJECT_CLOSING));
+            e.snap.state.is_terminal() && !refused && e.snap.origin != Origin::Local && !e.end_shown
         })
     }
 
@@ -496,6 +501,11 @@ impl Board {
                     text: HistoryText::Own(Arc::clone(&text)),
                 });
             }
+            let traceparent = if refusal.is_some() {
+                None
+            } else {
+                new.traceparent.clone()
+            };
             ev.push(BoardEvent::Received {
                 task_id: id.clone(),
                 context_id,
@@ -535,6 +545,7 @@ impl Board {
                 log_bytes,
                 snap: snap.clone(),
                 text,
+                traceparent,
                 created: st.seq,
                 cancel: watch::channel(false).0,
                 pins: u32::from(pinned),
@@ -599,6 +610,7 @@ impl Board {
                 trust: e.snap.trust,
                 origin: e.snap.origin,
                 owner: e.snap.owner.clone(),
+                traceparent: e.traceparent.take(),
                 cancel: Cancel(e.cancel.subscribe()),
                 _slot: Slot {
                     board: Arc::clone(self),
@@ -812,6 +824,7 @@ impl Board {
                         (TaskState::Failed, Some(reason.clone()), Some(reason))
                     }
                     TaskOutcome::Canceled => (TaskState::Canceled, None, None),
+                    TaskOutcome::Rejected(msg) => (TaskState::Rejected, Some(msg.clone()), Some(msg)),
                 };
                 end(e, &mut st.order, state, text, seq, now, ev);
                 let _ = e.cancel.send_replace(state == TaskState::Canceled);

@@ -6,7 +6,8 @@ own choosing, and prints that port on stdout. With $A2A_TEST_KEY set, the card d
 bearer scheme and every JSON-RPC request must carry `Authorization: Bearer $A2A_TEST_KEY`, else
 401. Each JSON-RPC request's method, Authorization and traceparent headers, each task's text and
 each cancel are appended to $A2A_TEST_LOG, one line each (`method <m>`, `auth <value>`,
-`traceparent <value>`, `task <text>`, `cancel <task id>`), so a test can check what reached it.
+`traceparent <value>`, `peer <client port>`, `task <text>`, `cancel <task id>`), so a test can
+check what reached it, and over which connection.
 
 What a task's text asks for: `ask: <question>` asks and completes with `answered: <answer>`;
 `chunks: a b c` streams one artifact in those chunks; `hang` works until cancelled; `fail` fails;
@@ -92,7 +93,10 @@ class Far(AgentExecutor):
 
 
 def serve():
-    sock = socket.socket()
+    # IPPROTO_TCP named, not left 0: asyncio sets TCP_NODELAY only on sockets whose proto says
+    # TCP, and without it each reply (head and body written apart) waits ~40 ms on a keep-alive
+    # connection for the client's delayed ACK. uvicorn binding its own socket gets this right.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     card = AgentCard(
@@ -132,6 +136,8 @@ def serve():
         except ValueError:
             log("method ?")
         log("auth " + headers.get("authorization", "-"))
+        if scope.get("client"):
+            log("peer " + str(scope["client"][1]))
         if "traceparent" in headers:
             log("traceparent " + headers["traceparent"])
         if KEY and headers.get("authorization") != "Bearer " + KEY:

@@ -130,7 +130,7 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
 /// through to the Python SDK's agent, which sees the member's bearer and nothing of the caller's.
 #[test]
 fn a_remote_member_forwards_its_tasks_to_the_python_sdk_agent() {
-    let far = FarAgent::start(&[("A2A_TEST_KEY", KEY)]);
+    let mut far = FarAgent::start(&[("A2A_TEST_KEY", KEY)]);
     let sb = Sandbox::new();
     install_remote(&sb, "far", &far.url(), "");
     let key = Key::new(31);
@@ -239,6 +239,17 @@ fn a_remote_member_forwards_its_tasks_to_the_python_sdk_agent() {
         "the key is in the records"
     );
     assert!(!d.stderr().contains(KEY), "the key is on stderr");
+
+    // The agent gone after readiness: the next task fails at once, saying so (its kept
+    // connection is found closed and a new one is refused).
+    let _ = far.child.kill();
+    let _ = far.child.wait();
+    let gone = d.send(Some(&lead), "anyone there?", false);
+    assert_eq!(gone["status"]["state"], "TASK_STATE_FAILED", "{gone}");
+    let why = gone["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(why.contains("the remote agent cannot be reached"), "{why}");
 }
 
 /// A card without streaming: the task goes out as a blocking SendMessage (GetTask only if the
@@ -282,6 +293,16 @@ fn without_streaming_the_member_polls_the_remote_task() {
     assert_eq!(methods.first(), Some(&"SendMessage"), "{log:?}");
     assert!(methods[1..].iter().all(|m| *m == "GetTask"), "{log:?}");
     assert!(log.iter().all(|l| !l.starts_with("auth ") || l == "auth -"), "{log:?}");
+
+    // The next task reuses the connection the first one opened, as a direct client would.
+    let again = d.send(Some(&d.op()), "polled again", false);
+    assert_eq!(
+        again["artifacts"][0]["parts"][0]["text"], "remote says: polled again",
+        "{again}"
+    );
+    let log = far.log();
+    let peers: Vec<&str> = log.iter().filter_map(|l| l.strip_prefix("peer ")).collect();
+    assert!(peers.len() >= 2 && peers.iter().all(|p| *p == peers[0]), "{log:?}");
 }
 
 /// A component lead (relay.wat) calls the remote member through a real formation and answers
@@ -590,6 +611,14 @@ fn hostile_agent() -> crate::support::provider::Provider {
             "garbage" => Reply::status(200, "<html>not json-rpc</html>"),
             "garbage stream" => Reply::pieces(vec![Piece::Bytes(working), Piece::Bytes("data: {{{ nope\n\n".into())]),
             "refused" => Reply::status(401, r#"{"error":"who are you"}"#),
+            "forbidden" => Reply::status(403, r#"{"error":"not you"}"#),
+            "always busy" => Reply::status(429, r#"{"error":"slow down"}"#).header("retry-after", "30"),
+            "not mine" => Reply::sse(&[
+                working,
+                event(
+                    json!({"statusUpdate": {"taskId": "t", "status": {"state": "TASK_STATE_REJECTED", "message": {"parts": [{"text": "not my kind of work"}]}}}}),
+                ),
+            ]),
             "redirect" => Reply::status(307, "").header("location", "http://127.0.0.2:9/"),
             "busy" if busy.fetch_add(1, Ordering::SeqCst) == 0 => {
                 Reply::status(429, r#"{"error":"slow down"}"#).header("retry-after", "1")
@@ -616,6 +645,9 @@ fn hostile_agent() -> crate::support::provider::Provider {
 
 /// Garbage, refusals, redirects, a rate limit, an oversized event and an answer that never comes:
 /// each ends the member's task with a clear failure, within its bound; the retry is honoured.
+/// A refused credential, a rate limit past the bound and a remote rejection end it `rejected`
+/// (a caller's call to it then ends `rejected`, as at a door that refuses). Spans are not
+/// exported, and every forwarded request still carries the task's trace context.
 #[test]
 fn a_hostile_remote_agent_fails_tasks_clearly_and_within_their_bounds() {
     let far = hostile_agent();
@@ -628,21 +660,43 @@ fn a_hostile_remote_agent_fails_tasks_clearly_and_within_their_bounds() {
     sb.install_manifest("hostile", &manifest);
     let d = Door::start(&sb, "hostile", &[]);
     let op = d.op();
+    const FAILED: &str = "TASK_STATE_FAILED";
+    const REJECTED: &str = "TASK_STATE_REJECTED";
     let fails = [
-        ("garbage", "not JSON"),
-        ("garbage stream", "stream event that is not JSON"),
-        ("refused", "refused this member's credential (HTTP 401)"),
-        ("redirect", "redirect (HTTP 307), which is never followed"),
-        ("huge event", "past its bound"),
+        ("garbage", FAILED, "not JSON"),
+        ("garbage stream", FAILED, "stream event that is not JSON"),
+        ("refused", REJECTED, "refused this member's credential (HTTP 401)"),
+        ("forbidden", REJECTED, "refused this member's credential (HTTP 403)"),
+        (
+            "always busy",
+            REJECTED,
+            "answered HTTP 429 and asked to wait 30000 ms, past this task's bound",
+        ),
+        (
+            "not mine",
+            REJECTED,
+            "the remote agent rejected the task: not my kind of work",
+        ),
+        ("redirect", FAILED, "redirect (HTTP 307), which is never followed"),
+        // A 5xx is retried after 0.5 s and 1 s; the next wait would pass the 2 s bound.
+        (
+            "unavailable",
+            FAILED,
+            "answered HTTP 500 and asked to wait 2000 ms, past this task's bound",
+        ),
+        ("huge event", FAILED, "past its bound"),
         (
             "endless",
+            FAILED,
             "did not finish within remote.timeout (2 s); its task was cancelled",
         ),
     ];
-    for (text, why) in fails {
+    let mut ids = Vec::new();
+    for (text, state, why) in fails {
         let started = std::time::Instant::now();
         let task = d.send(Some(&op), text, false);
-        assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{text}: {task}");
+        ids.push(task["id"].as_str().unwrap_or_default().to_string());
+        assert_eq!(task["status"]["state"], state, "{text}: {task}");
         let said = task["status"]["message"]["parts"][0]["text"]
             .as_str()
             .unwrap_or_default();
@@ -668,4 +722,50 @@ fn a_hostile_remote_agent_fails_tasks_clearly_and_within_their_bounds() {
         .filter(|r| r.json()["params"]["message"]["parts"][0]["text"] == "busy")
         .count();
     assert_eq!(busy, 2);
+
+    // A rejected task's end is recorded as such, with its reason.
+    let records = d.trace();
+    let rejected: Vec<&str> = records
+        .iter()
+        .filter(|r| r["event_type"] == "task_rejected")
+        .filter_map(|r| r["task_id"].as_str())
+        .collect();
+    assert_eq!(rejected, [&ids[2], &ids[3], &ids[4], &ids[5]], "{records:?}");
+
+    // The caller's trace context reaches the remote agent as the caller sent it: this member
+    // exports no span of its own to stand between them.
+    const CALLER: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let body = json!({"id": 1, "jsonrpc": "2.0", "method": "SendMessage", "params": text("busy")}).to_string();
+    let h = d.post(Some(&op), &[("traceparent", CALLER)], &body);
+    assert_eq!(
+        h.json()["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED",
+        "{}",
+        h.body
+    );
+    // Every forwarded request carried one: the caller's, or one in a trace of the task's own
+    // (the task id's digits as the trace id).
+    let posts: Vec<_> = far.requests().into_iter().filter(|r| r.method == "POST").collect();
+    let last = posts.last().expect("the last task's request");
+    assert_eq!(last.header("traceparent"), Some(CALLER));
+    for r in &posts[..posts.len() - 1] {
+        // Each request's id names the member's task it was sent for (`tsk_…-1`, `tsk_…-cancel`).
+        let body = r.json();
+        let task = body["id"]
+            .as_str()
+            .unwrap_or_default()
+            .split('-')
+            .next()
+            .unwrap_or_default();
+        let trace = task.strip_prefix("tsk_").unwrap_or_default();
+        let tp = r.header("traceparent").unwrap_or_default();
+        assert!(
+            trace.len() == 32 && tp.len() == 55 && tp.starts_with(&format!("00-{trace}-")) && tp.ends_with("-00"),
+            "{tp:?} on {body}"
+        );
+    }
+    assert!(
+        ids.iter()
+            .all(|id| posts.iter().any(|r| r.text().contains(id.as_str())))
+    );
 }

@@ -119,6 +119,9 @@ pub enum TaskOutcome {
     NoAnswer { reason: String, below: Vec<NoAnswerBelow> },
     /// `TASK_STATE_CANCELED`.
     Canceled,
+    /// `TASK_STATE_REJECTED` with the message as status text: the task was taken, but where it
+    /// was forwarded it was refused (a remote capsule's agent would not take it).
+    Rejected(String),
 }
 
 /// The final status of a member call, as the `member_call` trace record spells it

@@ -215,9 +215,64 @@ pub fn relabel_close_delimited(head_bytes: &mut [u8]) -> bool {
     true
 }
 
+/// Rewrites a whole reply head (through its blank line) so the client does not keep its
+/// connection: every `Connection` and `Keep-Alive` header dropped, `connection: close` added. A
+/// connection kept across requests is followed only through replies whose end its reader can
+/// count (`Content-Length`); after any other the client must let it go, or the next reply's head
+/// would pass unread (`src/remote/client.rs`). A head that does not end with its blank line is
+/// returned as it is.
+pub fn close_after(head_bytes: &[u8]) -> Vec<u8> {
+    let Some(body) = head_bytes.strip_suffix(b"\r\n\r\n") else {
+        return head_bytes.to_vec();
+    };
+    let mut out = Vec::with_capacity(head_bytes.len() + 20);
+    for (i, line) in body.split(|&b| b == b'\n').enumerate() {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let name = line.split(|&b| b == b':').next().unwrap_or_default();
+        let name = name.trim_ascii();
+        if i > 0 && (name.eq_ignore_ascii_case(b"connection") || name.eq_ignore_ascii_case(b"keep-alive")) {
+            continue;
+        }
+        out.extend_from_slice(line);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"connection: close\r\n\r\n");
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_head_is_rewritten_to_close_its_connection() {
+        let table: &[(&str, &str)] = &[
+            (
+                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n",
+                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nconnection: close\r\n\r\n",
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nTransfer-Encoding: chunked\r\n\r\n",
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nconnection: close\r\n\r\n",
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nCONNECTION: Keep-Alive\r\nx-connection-id: 7\r\n\r\n",
+                "HTTP/1.1 200 OK\r\nx-connection-id: 7\r\nconnection: close\r\n\r\n",
+            ),
+            (
+                "HTTP/1.1 200 OK\r\n\r\n",
+                "HTTP/1.1 200 OK\r\nconnection: close\r\n\r\n",
+            ),
+            ("HTTP/1.1 200 OK\r\nno blank line", "HTTP/1.1 200 OK\r\nno blank line"),
+        ];
+        for (head_in, want) in table {
+            let got = close_after(head_in.as_bytes());
+            assert_eq!(String::from_utf8_lossy(&got), *want, "{head_in:?}");
+            if got.ends_with(b"\r\n\r\n") {
+                assert!(head(&got).is_ok_and(|h| h.is_some()), "{want:?} reads as a head");
+            }
+        }
+    }
 
     #[test]
     fn only_a_head_without_framing_is_relabelled() {

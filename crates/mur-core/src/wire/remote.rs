@@ -237,6 +237,22 @@ fn credential(card: &serde_json::Map<String, Value>, has_key: bool) -> Result<Cr
     }
 }
 
+/// The `traceparent` every request forwarded for task `task_id` carries when no span of the
+/// member's is exported (with spans exported it is the task span's): the caller's, unchanged, so
+/// the remote agent's work joins the caller's trace under the caller's span (this member records
+/// no span to be a parent); without one (or with one that is not W3C's), a trace of the task's
+/// own: its id's 128 bits as the trace id, `span` as the parent id, not sampled. `None` only for
+/// a `task_id` that is not a task id.
+pub fn forwarded_traceparent(caller: Option<&str>, task_id: &str, span: u64) -> Option<String> {
+    if let Some(tp) = caller.filter(|t| crate::trace::otel_env::well_formed_traceparent(t)) {
+        return Some(tp.to_string());
+    }
+    crate::ids::check(crate::ids::IdKind::Task, task_id).ok()?;
+    let trace = &task_id[crate::ids::IdKind::Task.prefix().len()..];
+    // A zero parent id is invalid (W3C Trace Context §3.2.2.4).
+    Some(format!("00-{trace}-{:016x}-00", span.max(1)))
+}
+
 /// A JSON string literal.
 fn lit(s: &str) -> String {
     // Serialising a &str cannot fail.
@@ -305,6 +321,10 @@ pub fn rpc_value(v: &Value) -> Result<Value, String> {
 pub enum Ended {
     Completed(String),
     Failed(String),
+    /// The remote agent would not take the task (`TASK_STATE_REJECTED`, or authentication it
+    /// asks for and this runtime cannot give): the member's task ends `rejected`, so its caller's
+    /// call does too, as when a member's own door refuses a call.
+    Rejected(String),
     Canceled,
 }
 
@@ -466,7 +486,7 @@ impl RemoteTask {
                 Some(t) => format!("the remote agent's task failed: {t}"),
                 None => "the remote agent's task failed".to_string(),
             })),
-            Some(TaskState::Rejected) => News::Ended(Ended::Failed(match text {
+            Some(TaskState::Rejected) => News::Ended(Ended::Rejected(match text {
                 Some(t) => format!("the remote agent rejected the task: {t}"),
                 None => "the remote agent rejected the task".to_string(),
             })),
@@ -475,7 +495,7 @@ impl RemoteTask {
                 News::Asked(text.unwrap_or_else(|| "the remote agent asks for input".to_string()))
             }
             Some(TaskState::Submitted | TaskState::Working) => News::Working(text),
-            None if state == "TASK_STATE_AUTH_REQUIRED" => News::Ended(Ended::Failed(
+            None if state == "TASK_STATE_AUTH_REQUIRED" => News::Ended(Ended::Rejected(
                 "the remote agent asked for authentication this runtime cannot give".to_string(),
             )),
             None => News::Quiet,
@@ -486,32 +506,37 @@ impl RemoteTask {
 /// What the member does after an HTTP status other than 200 from the remote agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
-    /// Try again after this wait (429, 502, 503, 504: the agent is busy or restarting).
+    /// Try again after this wait (429, 500, 502, 503, 504: the agent is busy or restarting).
     Retry(Duration),
+    /// The task ends `rejected` with this text: the agent would not take it.
+    Reject(String),
     /// The task fails with this text.
     Fail(String),
 }
 
-/// Maps an HTTP status and its `retry-after` (seconds) to what the member does: 401/403 fail
-/// (the credential was refused), a redirect fails (never followed: it could carry the
-/// credential elsewhere), 429 and 502–504 are retried after `retry-after` (or [`RETRY_FIRST`]
-/// doubling with `attempt`), within [`RETRY_MAX`] and [`MAX_RETRIES`].
+/// Maps an HTTP status and its `retry-after` (seconds) to what the member does, with the call
+/// statuses of docs/reference/capsules.md#calls-between-members in mind: 401/403 reject the task (the
+/// credential was refused, as a door's 401/403 makes a call `rejected`); 429 and 500/502–504 are
+/// retried after `retry-after` (or [`RETRY_FIRST`] doubling with `attempt`), within
+/// [`RETRY_MAX`] and [`MAX_RETRIES`], after which a 429 rejects (the agent stayed busy, as a busy
+/// callee's call ends `rejected`) and a 5xx fails; a redirect fails (never followed: it could
+/// carry the credential elsewhere), and so does any other status.
 pub fn refusal(status: u16, retry_after: Option<&str>, attempt: u32) -> Refusal {
+    let busy = status == 429;
+    let give_up = |why: String| {
+        if busy { Refusal::Reject(why) } else { Refusal::Fail(why) }
+    };
     match status {
-        401 | 403 => Refusal::Fail(format!(
+        401 | 403 => Refusal::Reject(format!(
             "the remote agent refused this member's credential (HTTP {status})"
         )),
         300..=399 => Refusal::Fail(format!(
             "the remote agent answered with a redirect (HTTP {status}), which is never followed: it could carry the credential to another origin"
         )),
         429 | 500 | 502 | 503 | 504 => {
-            let what = if status == 429 {
-                "is rate limiting"
-            } else {
-                "is unavailable"
-            };
+            let what = if busy { "is rate limiting" } else { "is unavailable" };
             if attempt >= MAX_RETRIES {
-                return Refusal::Fail(format!(
+                return give_up(format!(
                     "the remote agent {what} (HTTP {status}) and still was after {MAX_RETRIES} retries"
                 ));
             }
@@ -522,7 +547,7 @@ pub fn refusal(status: u16, retry_after: Option<&str>, attempt: u32) -> Refusal 
                 _ => RETRY_FIRST.saturating_mul(1 << attempt.min(8)),
             };
             if wait > RETRY_MAX {
-                return Refusal::Fail(format!(
+                return give_up(format!(
                     "the remote agent {what} (HTTP {status}) and asks to wait longer than {} s",
                     RETRY_MAX.as_secs()
                 ));
@@ -753,7 +778,7 @@ mod tests {
             ),
             (
                 json!({"task": {"id": "x", "status": {"state": "TASK_STATE_REJECTED"}}}),
-                News::Ended(Ended::Failed("the remote agent rejected the task".into())),
+                News::Ended(Ended::Rejected("the remote agent rejected the task".into())),
             ),
             (
                 json!({"task": {"id": "x", "status": {"state": "TASK_STATE_CANCELED"}}}),
@@ -769,7 +794,7 @@ mod tests {
             ),
             (
                 json!({"id": "x", "status": {"state": "TASK_STATE_AUTH_REQUIRED"}}),
-                News::Ended(Ended::Failed(
+                News::Ended(Ended::Rejected(
                     "the remote agent asked for authentication this runtime cannot give".into(),
                 )),
             ),
@@ -795,16 +820,52 @@ mod tests {
     }
 
     #[test]
+    fn a_forwarded_request_continues_the_callers_trace_or_the_tasks_own() {
+        const TASK: &str = "tsk_0190f5a0b1c27d3e8f90a1b2c3d4e5f6";
+        const CALLER: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let own = "00-0190f5a0b1c27d3e8f90a1b2c3d4e5f6-00000000000000ab-00";
+        let rows: [(Option<&str>, &str, u64, Option<&str>); 6] = [
+            (Some(CALLER), TASK, 0xab, Some(CALLER)),
+            (None, TASK, 0xab, Some(own)),
+            // Not W3C's (uppercase hex): the task's own trace instead.
+            (
+                Some("00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01"),
+                TASK,
+                0xab,
+                Some(own),
+            ),
+            (Some("garbage"), TASK, 0xab, Some(own)),
+            (
+                None,
+                TASK,
+                0,
+                Some("00-0190f5a0b1c27d3e8f90a1b2c3d4e5f6-0000000000000001-00"),
+            ),
+            (None, "tsk_nothex", 1, None),
+        ];
+        for (caller, task, span, want) in rows {
+            let got = forwarded_traceparent(caller, task, span);
+            assert_eq!(got.as_deref(), want, "{caller:?} {task} {span}");
+            if let Some(tp) = got {
+                assert!(crate::trace::otel_env::well_formed_traceparent(&tp), "{tp}");
+            }
+        }
+    }
+
+    #[test]
     fn http_refusals_fail_or_wait_within_their_bounds() {
         let s = |secs: u64| Refusal::Retry(Duration::from_secs(secs));
-        let rows: [(u16, Option<&str>, u32, Refusal); 9] = [
+        let rows: [(u16, Option<&str>, u32, Refusal); 12] = [
             (429, Some("2"), 0, s(2)),
             (503, None, 0, Refusal::Retry(RETRY_FIRST)),
             (503, None, 2, Refusal::Retry(RETRY_FIRST * 4)),
             (502, Some("Wed, 21 Oct 2015 07:28:00 GMT"), 1, Refusal::Retry(RETRY_FIRST * 2)),
-            (429, Some("61"), 0, Refusal::Fail("the remote agent is rate limiting (HTTP 429) and asks to wait longer than 60 s".into())),
-            (429, Some("1"), MAX_RETRIES, Refusal::Fail("the remote agent is rate limiting (HTTP 429) and still was after 4 retries".into())),
-            (401, None, 0, Refusal::Fail("the remote agent refused this member's credential (HTTP 401)".into())),
+            (429, Some("61"), 0, Refusal::Reject("the remote agent is rate limiting (HTTP 429) and asks to wait longer than 60 s".into())),
+            (429, Some("1"), MAX_RETRIES, Refusal::Reject("the remote agent is rate limiting (HTTP 429) and still was after 4 retries".into())),
+            (503, Some("61"), 0, Refusal::Fail("the remote agent is unavailable (HTTP 503) and asks to wait longer than 60 s".into())),
+            (500, None, MAX_RETRIES, Refusal::Fail("the remote agent is unavailable (HTTP 500) and still was after 4 retries".into())),
+            (401, None, 0, Refusal::Reject("the remote agent refused this member's credential (HTTP 401)".into())),
+            (403, None, 0, Refusal::Reject("the remote agent refused this member's credential (HTTP 403)".into())),
             (307, None, 0, Refusal::Fail("the remote agent answered with a redirect (HTTP 307), which is never followed: it could carry the credential to another origin".into())),
             (404, None, 0, Refusal::Fail("the remote agent answered HTTP 404".into())),
         ];
