@@ -396,6 +396,7 @@ pub mod debian;
 pub mod debian_rust;
 pub mod foreign;
 pub mod mcp;
+pub mod nemesis;
 pub mod provider;
 pub mod python;
 pub mod toolchains;
