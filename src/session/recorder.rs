@@ -6,7 +6,7 @@
 //! right after the change, so records appear in the order tasks changed.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -182,8 +182,10 @@ impl Recorder {
             self.journal.task_end(task_id, ending.status());
         }
         if let Err(e) = self.records.write_result(task_id, !local, &ending.result_text()) {
-            self.console
-                .note(&format!("the result of task {task_id} cannot be written: {e}"));
+            self.console.diag(&crate::diag::Diagnostic::new(
+                crate::diag::W_RUN_009,
+                format!("the result of task {task_id} cannot be written: {e}"),
+            ));
         }
         if local {
             if self.json {

@@ -153,7 +153,12 @@ impl TraceWriter {
 
 impl Appender {
     fn append(&mut self, line: &str) -> std::io::Result<()> {
-        self.file.write_all(line.as_bytes())?;
+        if let Err(e) = self.file.write_all(line.as_bytes()) {
+            // A disk that took only part of the line (ENOSPC, EFBIG) must not keep a cut line,
+            // which every later record would follow: back to the last whole line.
+            let _ = self.file.set_len(self.written);
+            return Err(e);
+        }
         self.file.flush()?;
         self.written = self.written.saturating_add(line.len() as u64);
         Ok(())
