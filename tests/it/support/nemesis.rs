@@ -393,7 +393,7 @@ fn send(m: &Member, text: &str) -> Result<String, String> {
     let reply = rpc(
         m,
         "SendMessage",
-        json!({"configuration": {"returnImmediately": true}, "message": {"messageId": format!("msg-{text}"), "role": "ROLE_USER", "parts": [{"text": text, "mediaType": "text/plain"}]}}),
+        json!({"configuration": {"returnImmediately": true}, "message": {"messageId": format!("msg-{}", text.chars().take(40).collect::<String>()), "role": "ROLE_USER", "parts": [{"text": text, "mediaType": "text/plain"}]}}),
     )?;
     reply["result"]["task"]["id"]
         .as_str()
@@ -579,8 +579,9 @@ pub struct Nemesis<'w> {
     pub figures: Figures,
     live: Vec<Live>,
     task_no: u64,
-    /// Formations that ended cleanly, with their project (for the retention check).
     round: u64,
+    /// The kinds the deck holds (all when `None`).
+    only: Option<Vec<Fault>>,
 }
 
 /// How a fault left its formation.
@@ -606,14 +607,26 @@ impl<'w> Nemesis<'w> {
             live: Vec::new(),
             task_no: 0,
             round: 0,
+            only: None,
         }
+    }
+
+    /// Injects only these kinds (a focused test, or a replay).
+    pub fn only(mut self, kinds: &[Fault]) -> Nemesis<'w> {
+        self.only = Some(kinds.to_vec());
+        self
     }
 
     /// The next fault: every kind once per shuffled deck, so a run of `Fault::ALL.len()` rounds
     /// injects each kind exactly once, in the seed's order.
     pub fn next_fault(&mut self) -> Fault {
         if self.deck.is_empty() {
-            self.deck = Fault::ALL.to_vec();
+            self.deck = self.only.clone().unwrap_or_else(|| Fault::ALL.to_vec());
+            // `MUR_NEMESIS_ONLY=FullDisk,KillPeer` narrows a replay to some kinds.
+            if let Ok(only) = std::env::var("MUR_NEMESIS_ONLY") {
+                self.deck
+                    .retain(|f| only.split(',').any(|o| o.trim() == format!("{f:?}")));
+            }
             self.rng.shuffle(&mut self.deck);
         }
         self.deck.pop().unwrap_or(Fault::KillPeer)
@@ -1427,7 +1440,8 @@ pub fn trace_valid(path: &Path, killed: bool) -> Check {
     let text = String::from_utf8(bytes).map_err(|e| format!("{}: not UTF-8: {e}", path.display()))?;
     let mut last = Value::Null;
     for (i, line) in text.lines().enumerate() {
-        last = serde_json::from_str(line).map_err(|e| format!("{} line {}: {e}: {line}", path.display(), i + 1))?;
+        last = serde_json::from_str(line)
+            .map_err(|e| format!("{} line {}: {e}: {}", path.display(), i + 1, text_head(line)))?;
     }
     if !killed && last["event_type"] != "session_end" {
         return Err(format!("{} ends with {last}, not session_end", path.display()));
@@ -1474,8 +1488,172 @@ fn prlimit(pid: u32, soft: u64, hard: u64) -> Check {
     Ok(())
 }
 
-/// The full-disk round; `Ok(false)` when no private mount namespace can be made here.
+/// The tmpfs the full-disk round mounts over `~/.murmur/records`: room for the sessions' starts,
+/// not for one task's results.
+const DISK_SIZE: &str = "160k";
+/// A task text that fills it: the relay and the echo each record it twice.
+const DISK_TASK_BYTES: usize = 48 * 1024;
+
+/// Runs `argv` inside the mount namespace `ns` holds (`nsenter`), as the test process sees it.
+fn in_namespace(ns: &std::fs::File, argv: &[&str]) -> Result<std::process::Output, String> {
+    use std::os::fd::AsRawFd;
+    let path = format!("/proc/{}/fd/{}", std::process::id(), ns.as_raw_fd());
+    std::process::Command::new("nsenter")
+        .arg(format!("--mount={path}"))
+        .arg("--")
+        .args(argv)
+        .output()
+        .map_err(|e| format!("nsenter: {e}"))
+}
+
+/// The full-disk round: a formation launched in a private mount namespace whose
+/// `~/.murmur/records` is a small tmpfs, tasks until it is full, space freed, then a stop.
+/// `Ok(false)` when no private mount namespace can be made here.
 fn full_disk_round(n: &mut Nemesis<'_>) -> Result<bool, String> {
-    let _ = n;
-    Ok(false)
+    use std::os::unix::process::CommandExt;
+    let sb = &n.world.sb;
+    let project = sb.path("disk");
+    let records = sb.home().join(".murmur/records");
+    std::fs::create_dir_all(&records).map_err(|e| e.to_string())?;
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.current_dir(&project).env_clear();
+    for var in ["PATH", "TMPDIR", "LLVM_PROFILE_FILE"] {
+        if let Some(v) = std::env::var_os(var) {
+            cmd.env(var, v);
+        }
+    }
+    cmd.env("HOME", sb.home())
+        .envs(n.world.env())
+        .args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+        .arg("mount -t tmpfs -o size=\"$3\",mode=0700 nemesis \"$2\" || exit 97; exec \"$1\" run --roster")
+        .arg("sh")
+        .arg(super::mur_bin())
+        .arg(&records)
+        .arg(DISK_SIZE)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0);
+    let mut launcher = Launcher::spawn(cmd);
+    let up = wait_until(Duration::from_secs(60), || {
+        launcher.stderr().contains("  entry  ") || launcher.child.try_wait().ok().flatten().is_some()
+    });
+    if up.is_none() || !launcher.stderr().contains("  entry  ") {
+        let status = launcher.child.try_wait().ok().flatten();
+        let err = launcher.stderr();
+        if status.is_some_and(|s| s.code() == Some(97)) || err.contains("unshare failed") {
+            return Ok(false);
+        }
+        return Err(format!(
+            "the formation on a small disk did not come up ({status:?}):\n{err}"
+        ));
+    }
+    let pid = launcher.pid();
+    let ns = std::fs::File::open(format!("/proc/{pid}/ns/mnt")).map_err(|e| format!("the namespace: {e}"))?;
+    let mut live = n.adopt(Kind::Component, &project, launcher)?;
+    // The records are seen through each member's own root while it runs.
+    for m in &mut live.members {
+        m.records_dir = PathBuf::from(format!("/proc/{}/root{}", m.pid, m.records_dir.display()));
+    }
+    n.note(format!(
+        "{}: records on a {DISK_SIZE} tmpfs; tasks of {DISK_TASK_BYTES} bytes",
+        live.frm
+    ));
+    let lead = live.member("lead").clone();
+    let mut full = false;
+    for i in 0..6 {
+        n.task_no += 1;
+        n.figures.tasks_sent += 1;
+        let text = format!("d{}-{i}-{}", n.task_no, "x".repeat(DISK_TASK_BYTES));
+        let id = send(&lead, &text)?;
+        let task = terminal(&lead, &id, Duration::from_secs(30))?;
+        let err = live.launcher.stderr();
+        if state(&task) == "TASK_STATE_COMPLETED" {
+            n.figures.tasks_completed += 1;
+            // Recorded, or its loss reported: a full disk cannot hold it.
+            let file = lead.records_dir.join(format!("out/result_{id}.txt"));
+            let recorded = std::fs::read_to_string(&file).is_ok_and(|t| t == answer_text(&task));
+            n.figures.checks += 1;
+            if !recorded && !err.contains(&format!("the result of task {id} cannot be written")) {
+                return Err(format!(
+                    "{}: task {id} completed, its answer is neither recorded nor reported lost:\n{err}",
+                    live.frm
+                ));
+            }
+        }
+        if err.contains("No space left on device") {
+            full = true;
+            break;
+        }
+    }
+    n.figures.checks += 1;
+    if !full {
+        return Err(format!(
+            "{}: the small disk never filled:\n{}",
+            live.frm,
+            live.launcher.stderr()
+        ));
+    }
+    // The operator frees space; the members go on recording.
+    let _ = in_namespace(
+        &ns,
+        &[
+            "find",
+            &records.display().to_string(),
+            "-name",
+            "result*.txt",
+            "-size",
+            "+8k",
+            "-delete",
+        ],
+    )?;
+    n.expect_completed(&live, "once space was freed")?;
+    n.note(format!("{}: space freed, end by SIGTERM", live.frm));
+    signal(live.launcher.pid(), Signal::SIGTERM);
+    let since = Instant::now();
+    wait_until(Duration::from_secs(60), || {
+        live.launcher.child.try_wait().ok().flatten().is_some()
+    })
+    .ok_or_else(|| format!("{}: the launcher did not end", live.frm))?;
+    // Copy the records out of the namespace before it goes, and check the copy.
+    let copy = sb.path(&format!("disk-records-{}", live.frm));
+    let out = in_namespace(
+        &ns,
+        &[
+            "cp",
+            "-a",
+            &format!("{}/.", records.display()),
+            &copy.display().to_string(),
+        ],
+    )?;
+    if !out.status.success() {
+        return Err(format!(
+            "copying the records out: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    drop(ns);
+    for m in &mut live.members {
+        let inside = PathBuf::from(format!("/proc/{}/root", m.pid));
+        let path = Path::new("/").join(m.records_dir.strip_prefix(&inside).unwrap_or(&m.records_dir));
+        if let Ok(rel) = path.strip_prefix(&records) {
+            m.records_dir = copy.join(rel);
+        }
+    }
+    n.figures.checks += 1;
+    let err = live.launcher.stderr();
+    let Some(reported) = err
+        .lines()
+        .find(|l| l.contains("warning[W-RUN-009]: ") && l.contains("cannot be written"))
+    else {
+        return Err(format!("{}: no member reported the full disk:\n{err}", live.frm));
+    };
+    n.note(format!("{}: reported: {}", live.frm, text_head(reported)));
+    n.ended(
+        live,
+        143,
+        Some("[mur run] SIGTERM: the formation was stopped; stopped: "),
+        since,
+    )?;
+    Ok(true)
 }
