@@ -960,6 +960,42 @@ impl<'w> Nemesis<'w> {
                 project.display()
             ));
         }
+        // The entry's session pass: its capsule's sessions in the project's records group.
+        let group = self
+            .world
+            .sb
+            .home()
+            .join(".murmur/records")
+            .join(canonical.strip_prefix("/").unwrap_or(&canonical));
+        let first = |dir: &Path| -> Value {
+            std::fs::read_to_string(dir.join("trace.jsonl"))
+                .ok()
+                .and_then(|t| t.lines().next().and_then(|l| serde_json::from_str(l).ok()))
+                .unwrap_or(Value::Null)
+        };
+        let sessions: Vec<Value> = std::fs::read_dir(&group)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| first(&e.path()))
+            .collect();
+        let entry_capsule = sessions
+            .iter()
+            .filter(|r| r["formation_member"] == "lead")
+            .find_map(|r| r["capsule_name"].as_str().map(str::to_string));
+        if let Some(capsule) = entry_capsule {
+            self.figures.checks += 1;
+            let kept = sessions
+                .iter()
+                .filter(|r| r["capsule_name"] == capsule.as_str())
+                .count();
+            if kept > MAX_SESSIONS {
+                return Err(format!(
+                    "{kept} sessions of {capsule} are kept in {}, past max_sessions {MAX_SESSIONS}",
+                    group.display()
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -1266,31 +1302,70 @@ impl<'w> Nemesis<'w> {
     fn stop_racing_launch(&mut self) -> Check {
         let project = self.world.sb.dir.path().join("race");
         let env = self.world.env();
+        let formations = self.world.sb.home().join(".murmur/formations");
+        let known: Vec<std::ffi::OsString> = std::fs::read_dir(&formations)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
         let launcher = Launcher::start(&self.world.sb, &project, &[], &env);
         let started = Instant::now();
-        // The first running record of a formation this launcher started: stop it at once.
         let pid = launcher.pid();
+        // Either as soon as the formation's directory exists (before any member runs, `mur stop`
+        // refuses with E-RUN-022: nothing of it runs yet, so it is asked again), or once its
+        // first member's running record is there.
+        let early = self.rng.chance(1, 2);
         let mut frm = None;
         wait_until(Duration::from_secs(60), || {
-            frm = super::running_records(&self.world.sb).into_iter().find_map(|r| {
-                (r["formation_launcher"]["pid"].as_u64() == Some(u64::from(pid)))
-                    .then(|| r["formation_id"].as_str().map(str::to_string))
+            frm = if early {
+                std::fs::read_dir(&formations)
+                    .into_iter()
                     .flatten()
-            });
+                    .flatten()
+                    .map(|e| e.file_name())
+                    .find(|n| !known.contains(n))
+                    .map(|n| n.to_string_lossy().into_owned())
+            } else {
+                super::running_records(&self.world.sb).into_iter().find_map(|r| {
+                    (r["formation_launcher"]["pid"].as_u64() == Some(u64::from(pid)))
+                        .then(|| r["formation_id"].as_str().map(str::to_string))
+                        .flatten()
+                })
+            };
             frm.is_some()
         });
-        let frm = frm.ok_or_else(|| format!("no running record of the launch; stderr:\n{}", launcher.stderr()))?;
-        self.note(format!("{frm}: mur stop {:?} after the launch", started.elapsed()));
+        let frm = frm.ok_or_else(|| format!("the launch made no formation; stderr:\n{}", launcher.stderr()))?;
+        let at = started.elapsed();
         let since = Instant::now();
-        let out = self.world.sb.run(&project, &["stop", &frm]);
-        self.figures.checks += 1;
-        if out.status.code() != Some(0) {
-            return Err(format!(
-                "mur stop {frm} racing its launch: {:?}: {}",
-                out.status.code(),
-                super::stderr(&out)
-            ));
+        let mut refused = 0;
+        loop {
+            let out = self.world.sb.run(&project, &["stop", &frm]);
+            self.figures.checks += 1;
+            match out.status.code() {
+                Some(0) => break,
+                _ if super::stderr(&out).contains("error[E-RUN-022]: no member of formation")
+                    && refused < 2000
+                    && launcher.stderr().matches("error[").count() == 0 =>
+                {
+                    refused += 1;
+                }
+                code => {
+                    return Err(format!(
+                        "mur stop {frm} racing its launch: {code:?}: {}",
+                        super::stderr(&out)
+                    ));
+                }
+            }
         }
+        self.note(format!(
+            "{frm}: mur stop {at:?} after the launch ({}), refused {refused} time(s) before a member ran",
+            if early {
+                "at its directory"
+            } else {
+                "at its first record"
+            }
+        ));
         // The members are found by their traces once the launcher is gone.
         let members = Vec::new();
         self.figures.formations += 1;
