@@ -34,9 +34,11 @@ pub const MAX_SESSIONS: usize = 3;
 /// The page's bound for a formation's processes after its launcher is gone.
 pub const GONE_BOUND: Duration = Duration::from_secs(30);
 
-/// Short bounds so wind-downs, retries and door bounds happen in test time (values are clamped
-/// to the spec's, never lengthened).
-const TIMING: &str = "launcher_grace=2s,member_teardown=5s,answer_poll=100ms,door_head=2s,door_write_stall=2s,\
+/// Short bounds so retries and door bounds happen in test time (values are clamped to the
+/// spec's, never lengthened). The wind-down's own bounds keep the spec's teardown (20 s) and a
+/// launcher grace well above a wind-down's waits (answer linger, door grace, cancels), so a
+/// member that winds down slowly under load is never cut short and taken for one that hung.
+const TIMING: &str = "launcher_grace=10s,answer_poll=100ms,door_head=2s,door_write_stall=2s,\
 inference_retry=50ms,inference_retry_after_cap=200ms,answer_linger=1s";
 
 /// How many faults the log keeps for a failure's message.
@@ -329,6 +331,8 @@ pub struct Live {
     pub members: Vec<Member>,
     /// Sessions the nemesis itself killed: their traces may lack `session_end`.
     pub killed: Vec<String>,
+    /// How long after the launcher's end each member's process was gone.
+    pub gone: BTreeMap<u32, Duration>,
 }
 
 impl Live {
@@ -736,6 +740,7 @@ impl<'w> Nemesis<'w> {
             frm,
             members,
             killed: Vec::new(),
+            gone: BTreeMap::new(),
         };
         self.secrets_while_running(&live)?;
         Ok(live)
@@ -925,8 +930,23 @@ impl<'w> Nemesis<'w> {
         for m in &live.members {
             self.figures.checks += 1;
             let path = m.records_dir.join("trace.jsonl");
-            trace_valid(&path, live.killed.contains(&m.session))
-                .map_err(|e| format!("{} {} ({}): {e}", live.frm, m.name, m.session))?;
+            trace_valid(&path, live.killed.contains(&m.session)).map_err(|e| {
+                let log = std::fs::read_to_string(m.records_dir.join("logs/bootstrap.log")).unwrap_or_default();
+                let events: Vec<String> = std::fs::read_to_string(&path)
+                    .unwrap_or_default()
+                    .lines()
+                    .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                    .map(|r| format!("{} {}", r["event_type"].as_str().unwrap_or("?"), r["timestamp"]))
+                    .collect();
+                format!(
+                    "{} {} ({}): {e}\nits records: {events:?}\nits logs/bootstrap.log:\n{log}\nits process was gone {:?} after the launcher's end\nthe launcher's stderr:\n{}",
+                    live.frm,
+                    m.name,
+                    m.session,
+                    live.gone.get(&m.pid),
+                    live.launcher.stderr()
+                )
+            })?;
         }
         Ok(())
     }
@@ -1000,9 +1020,19 @@ impl<'w> Nemesis<'w> {
     }
 
     /// After the launcher exited: no process of the formation within the page's 30 s, measured.
-    fn processes_gone(&mut self, live: &Live, since: Instant) -> Check {
+    fn processes_gone(&mut self, live: &mut Live, since: Instant) -> Check {
         self.figures.checks += 1;
-        let gone = wait_until(GONE_BOUND, || formation_pids(&live.frm).is_empty());
+        let pids: Vec<u32> = live.members.iter().map(|m| m.pid).collect();
+        let mut times = BTreeMap::new();
+        let gone = wait_until(GONE_BOUND, || {
+            for pid in &pids {
+                if !alive(*pid) {
+                    times.entry(*pid).or_insert_with(|| since.elapsed());
+                }
+            }
+            formation_pids(&live.frm).is_empty()
+        });
+        live.gone = times;
         let took = since.elapsed();
         match gone {
             Some(_) => {
@@ -1082,7 +1112,7 @@ impl<'w> Nemesis<'w> {
                 return Err(format!("{frm}: the launcher did not report {line:?}; stderr:\n{err}"));
             }
         }
-        self.processes_gone(&live, since)?;
+        self.processes_gone(&mut live, since)?;
         if live.members.is_empty() {
             // A launch stopped early: its sessions are found by their traces.
             live.members = sessions_of(&self.world.sb, &frm);
@@ -1376,6 +1406,7 @@ impl<'w> Nemesis<'w> {
             frm,
             members,
             killed: Vec::new(),
+            gone: BTreeMap::new(),
         };
         self.ended(live, 143, Some("[mur run] SIGTERM: "), since)
     }
