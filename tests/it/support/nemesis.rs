@@ -865,15 +865,15 @@ impl<'w> Nemesis<'w> {
         for pid in pids {
             let model_member = live.kind == Kind::Model && pid == live.member("lead").pid;
             let key_ok = model_member || pid == live.launcher.pid();
-            if let Ok(argv) = std::fs::read(format!("/proc/{pid}/cmdline")) {
-                if let Some(what) = secret_in(&argv, false) {
-                    return Err(format!("{}: {what} in the argv of pid {pid}", live.frm));
-                }
+            if let Ok(argv) = std::fs::read(format!("/proc/{pid}/cmdline"))
+                && let Some(what) = secret_in(&argv, false)
+            {
+                return Err(format!("{}: {what} in the argv of pid {pid}", live.frm));
             }
-            if let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) {
-                if let Some(what) = secret_in(&env, key_ok) {
-                    return Err(format!("{}: {what} in the environment of pid {pid}", live.frm));
-                }
+            if let Ok(env) = std::fs::read(format!("/proc/{pid}/environ"))
+                && let Some(what) = secret_in(&env, key_ok)
+            {
+                return Err(format!("{}: {what} in the environment of pid {pid}", live.frm));
             }
         }
         Ok(())
