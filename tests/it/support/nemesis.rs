@@ -41,6 +41,9 @@ pub const GONE_BOUND: Duration = Duration::from_secs(30);
 const TIMING: &str = "launcher_grace=10s,answer_poll=100ms,door_head=2s,door_write_stall=2s,\
 inference_retry=50ms,inference_retry_after_cap=200ms,answer_linger=1s";
 
+/// What the launcher prints when SIGTERM (or `mur stop`) ends a formation that runs.
+const STOPPED: &str = "[mur run] SIGTERM: the formation was stopped; stopped: ";
+
 /// How many faults the log keeps for a failure's message.
 const LAST_FAULTS: usize = 8;
 
@@ -588,14 +591,6 @@ pub struct Nemesis<'w> {
     only: Option<Vec<Fault>>,
 }
 
-/// How a fault left its formation.
-enum After {
-    /// Still serving: the nemesis may use it for the next fault.
-    Serving(Live),
-    /// Ended (its end was checked).
-    Ended,
-}
-
 type Check = Result<(), String>;
 
 impl<'w> Nemesis<'w> {
@@ -1080,7 +1075,8 @@ impl<'w> Nemesis<'w> {
     }
 
     /// Waits for the launcher's exit, checks its status, then the formation's end.
-    fn ended(&mut self, mut live: Live, want_code: i32, want_line: Option<&str>, since: Instant) -> Check {
+    /// `want_line`: one of these on the launcher's stderr (none when empty).
+    fn ended(&mut self, mut live: Live, want_code: i32, want_line: &[&str], since: Instant) -> Check {
         use std::os::unix::process::ExitStatusExt;
         let frm = live.frm.clone();
         let start = Instant::now();
@@ -1106,10 +1102,12 @@ impl<'w> Nemesis<'w> {
                 "{frm}: the launcher exited {code}, the page says {want_code}; stderr:\n{err}"
             ));
         }
-        if let Some(line) = want_line {
+        if !want_line.is_empty() {
             self.figures.checks += 1;
-            if !err.contains(line) {
-                return Err(format!("{frm}: the launcher did not report {line:?}; stderr:\n{err}"));
+            if !want_line.iter().any(|l| err.contains(l)) {
+                return Err(format!(
+                    "{frm}: the launcher reported none of {want_line:?}; stderr:\n{err}"
+                ));
             }
         }
         self.processes_gone(&mut live, since)?;
@@ -1148,12 +1146,7 @@ impl<'w> Nemesis<'w> {
             self.note(format!("end {} by SIGTERM", live.frm));
             signal(live.launcher.pid(), Signal::SIGTERM);
         }
-        self.ended(
-            live,
-            143,
-            Some("[mur run] SIGTERM: the formation was stopped; stopped: "),
-            since,
-        )
+        self.ended(live, 143, &[STOPPED], since)
     }
 
     /// Keeps a serving formation for a later round, or ends it, as the seed decides.
@@ -1283,7 +1276,7 @@ impl<'w> Nemesis<'w> {
         signal(lead.pid, Signal::SIGKILL);
         live.killed.push(lead.session.clone());
         // The page: the entry's end ends the formation, and its exit status is the formation's.
-        self.ended(live, 137, None, Instant::now())
+        self.ended(live, 137, &[], Instant::now())
     }
 
     fn kill_launcher(&mut self) -> Check {
@@ -1295,7 +1288,7 @@ impl<'w> Nemesis<'w> {
         live.launcher.signal(Signal::SIGKILL);
         let since = Instant::now();
         // The processes-gone bound is measured from the kill.
-        self.ended(live, 137, None, since)
+        self.ended(live, 137, &[], since)
     }
 
     fn provider(&mut self, mode: ProviderMode) -> Check {
@@ -1408,7 +1401,16 @@ impl<'w> Nemesis<'w> {
             killed: Vec::new(),
             gone: BTreeMap::new(),
         };
-        self.ended(live, 143, Some("[mur run] SIGTERM: "), since)
+        // Before every member is ready the launch is interrupted instead (formation.md#launch-sequence).
+        self.ended(
+            live,
+            143,
+            &[
+                STOPPED,
+                "[mur run] the formation launch was interrupted by SIGTERM before every member was ready\n  stopped: ",
+            ],
+            since,
+        )
     }
 
     fn nofile_limit(&mut self) -> Check {
@@ -1755,11 +1757,6 @@ fn full_disk_round(n: &mut Nemesis<'_>) -> Result<bool, String> {
         return Err(format!("{}: no member reported the full disk:\n{err}", live.frm));
     };
     n.note(format!("{}: reported: {}", live.frm, text_head(reported)));
-    n.ended(
-        live,
-        143,
-        Some("[mur run] SIGTERM: the formation was stopped; stopped: "),
-        since,
-    )?;
+    n.ended(live, 143, &[STOPPED], since)?;
     Ok(true)
 }
