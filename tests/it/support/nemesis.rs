@@ -27,6 +27,9 @@ use super::{Launcher, Sandbox, formation_pids, wait_until};
 /// that are meant to hold it.
 pub const KEY_VAR: &str = "MUR_NEMESIS_KEY";
 pub const KEY: &str = "sk-nemesis-5c1f0e9a77d3";
+/// The key of the MCP server the model member's `calc` tool reaches: the same rules.
+pub const MCP_KEY_VAR: &str = "MUR_NEMESIS_MCP_KEY";
+pub const MCP_KEY: &str = "mcp-nemesis-81b2c4d6e0";
 
 /// Sessions and formations the entry manifests keep (`trace.retain.max_sessions`).
 pub const MAX_SESSIONS: usize = 3;
@@ -210,11 +213,10 @@ fn plan(req: &Request) -> Reply {
             .collect();
         return Reply::json(openai::text(&format!("Plan done. {}", parts.join(" | "))));
     }
-    Reply::json(openai::tool_calls(&[(
-        "c1",
-        "call-member",
-        json!({"member": "worker", "task": text}),
-    )]))
+    Reply::json(openai::tool_calls(&[
+        ("c1", "call-member", json!({"member": "worker", "task": text})),
+        ("c2", "calc__echo", json!({"text": text})),
+    ]))
 }
 
 fn scripted(faults: &ProviderFaults, req: &Request) -> Reply {
@@ -251,6 +253,8 @@ pub struct World {
     pub sb: Sandbox,
     pub provider: Provider,
     pub faults: Arc<ProviderFaults>,
+    /// The official MCP Python SDK's server, the model member's `calc` tool.
+    pub mcp: super::mcp::SdkServer,
 }
 
 impl World {
@@ -266,6 +270,7 @@ impl World {
             })
             .collect();
         let provider = Provider::start(script);
+        let mcp = super::mcp::SdkServer::start(MCP_KEY, &[]);
         sb.install_actor("echo");
         sb.install_component(
             "relay",
@@ -274,9 +279,11 @@ impl World {
         );
         let planner = format!(
             "name: planner\nversion: 0.1.0\ninference:\n  provider: openai\n  endpoint: {}\n  model: test-model\n  \
-             api_key: ${{{KEY_VAR}}}\n  system_prompt: You plan.\n  max_turns: 5\n{GRANT}network:\n  authentication:\n    scheme: bearer\n{}",
+             api_key: ${{{KEY_VAR}}}\n  system_prompt: You plan.\n  max_turns: 5\n{GRANT}network:\n  authentication:\n    scheme: bearer\n{}\
+             tools:\n  - name: calc\n    mcp: {}\n    api_key: ${{{MCP_KEY_VAR}}}\n    allow: [echo]\n",
             provider.url(),
-            retain()
+            retain(),
+            mcp.url()
         );
         sb.install_manifest("planner", &planner);
         for (project, lead) in [
@@ -292,7 +299,12 @@ impl World {
             );
             std::fs::write(dir.join("roster.yaml"), roster).expect("roster");
         }
-        World { sb, provider, faults }
+        World {
+            sb,
+            provider,
+            faults,
+            mcp,
+        }
     }
 
     fn project(&self, kind: Kind) -> PathBuf {
@@ -303,7 +315,7 @@ impl World {
     }
 
     fn env(&self) -> Vec<(&'static str, &'static str)> {
-        vec![(KEY_VAR, KEY), ("MURMUR_TEST_TIMING", TIMING)]
+        vec![(KEY_VAR, KEY), (MCP_KEY_VAR, MCP_KEY), ("MURMUR_TEST_TIMING", TIMING)]
     }
 }
 
@@ -528,6 +540,8 @@ fn secret_in(bytes: &[u8], key_allowed: bool) -> Option<&'static str> {
         Some("an mdt1 token")
     } else if !key_allowed && contains(bytes, KEY.as_bytes()) {
         Some("the provider key")
+    } else if !key_allowed && contains(bytes, MCP_KEY.as_bytes()) {
+        Some("the MCP server's key")
     } else {
         None
     }
@@ -690,6 +704,12 @@ impl<'w> Nemesis<'w> {
         }
         let r = self.final_checks();
         self.check(r);
+        // The model member's tool calls reached the MCP server.
+        self.figures.checks += 1;
+        let calls = self.world.mcp.log().iter().filter(|l| *l == "call echo").count();
+        if calls == 0 && self.world.provider.wait_requests(1, Duration::ZERO) {
+            self.fail("the MCP server never saw a call of calc__echo");
+        }
         eprintln!("nemesis[{:#x}] figures:\n{}", self.seed, self.figures.report());
         self.figures.clone()
     }
