@@ -98,8 +98,9 @@ impl Journal {
             Ok(id) => id,
             Err(e) => {
                 if !self.inner.reported.swap(true, Ordering::Relaxed) {
-                    self.inner.console.note(&format!(
-                        "the trace cannot be written ({e}); later records may be missing"
+                    self.inner.console.diag(&crate::diag::Diagnostic::new(
+                        crate::diag::W_RUN_009,
+                        format!("the trace cannot be written ({e}); later records may be missing"),
                     ));
                 }
                 String::new()

@@ -330,7 +330,6 @@ impl Session {
             self.records.clone(),
             self.console.clone(),
             args.json,
-            &board,
             news_tx,
             Arc::clone(&questions),
         );

@@ -6,7 +6,7 @@
 //! right after the change, so records appear in the order tasks changed.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -29,7 +29,6 @@ pub struct Recorder {
     records: Records,
     console: Console,
     json: bool,
-    board: Weak<Board>,
     news: UnboundedSender<TaskNews>,
     origins: Mutex<HashMap<String, Origin>>,
     local: Mutex<Option<(String, Ending)>>,
@@ -43,7 +42,6 @@ impl Recorder {
         records: Records,
         console: Console,
         json: bool,
-        board: &Arc<Board>,
         news: UnboundedSender<TaskNews>,
         questions: Arc<Questions>,
     ) -> Arc<Recorder> {
@@ -52,7 +50,6 @@ impl Recorder {
             records,
             console,
             json,
-            board: Arc::downgrade(board),
             news,
             origins: Mutex::new(HashMap::new()),
             local: Mutex::new(None),
@@ -97,6 +94,7 @@ impl Recorder {
                 state,
                 no_answer,
                 reason,
+                answer,
             } => {
                 let origin = crate::sync::lock(&self.origins).remove(task_id);
                 if crate::otel::enabled() {
@@ -114,6 +112,7 @@ impl Recorder {
                     *state,
                     *no_answer,
                     reason.as_deref(),
+                    answer.as_deref(),
                     origin == Some(Origin::Local),
                 );
             }
@@ -148,7 +147,17 @@ impl Recorder {
         crate::sync::lock(&self.origins).get(task_id) == Some(&Origin::Local)
     }
 
-    fn ended(&self, task_id: &str, state: TaskState, no_answer: bool, reason: Option<&str>, local: bool) {
+    /// Runs while the board still holds the ending mutation's state (`Board::mutate`): it must
+    /// not read the board, so a completed task's answer comes with its event.
+    fn ended(
+        &self,
+        task_id: &str,
+        state: TaskState,
+        no_answer: bool,
+        reason: Option<&str>,
+        answer: Option<&str>,
+        local: bool,
+    ) {
         let reason_text = reason.unwrap_or_default().to_string();
         let ending = match state {
             TaskState::Rejected if !matches!(reason, Some(REJECT_BUSY | REJECT_CLOSING)) => {
@@ -170,15 +179,7 @@ impl Recorder {
                 self.journal.task_canceled(task_id, reason.unwrap_or("canceled"));
                 Ending::Canceled
             }
-            TaskState::Completed => {
-                let answer = self
-                    .board
-                    .upgrade()
-                    .and_then(|b| b.get(task_id))
-                    .and_then(|t| t.answer)
-                    .unwrap_or_default();
-                Ending::Completed(answer)
-            }
+            TaskState::Completed => Ending::Completed(answer.unwrap_or_default().to_string()),
             TaskState::Failed if no_answer => Ending::NoAnswer(reason_text),
             TaskState::Failed if self.journal.take_max_turns(task_id) => Ending::MaxTurns(reason_text),
             _ => Ending::Failed(reason_text),
@@ -187,8 +188,10 @@ impl Recorder {
             self.journal.task_end(task_id, ending.status());
         }
         if let Err(e) = self.records.write_result(task_id, !local, &ending.result_text()) {
-            self.console
-                .note(&format!("the result of task {task_id} cannot be written: {e}"));
+            self.console.diag(&crate::diag::Diagnostic::new(
+                crate::diag::W_RUN_009,
+                format!("the result of task {task_id} cannot be written: {e}"),
+            ));
         }
         if local {
             if self.json {

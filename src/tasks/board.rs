@@ -4,7 +4,8 @@
 //!
 //! One `Mutex` guards the state; nothing awaits while holding it. A board-wide `watch` counter is
 //! bumped on every change, so waiters re-check state and can never miss an update. Observer
-//! events are delivered in mutation order, after the state lock is released.
+//! events are delivered in mutation order, after the state lock is released, except those of a
+//! mutation that ends a task: they are delivered before, so an end is recorded before it is seen.
 //!
 //! A board never grows for the session's life: at the end of every mutation it files the tasks
 //! that ended in `retention`'s books and forgets those the books give up, and a refused task never
@@ -358,6 +359,18 @@ impl Board {
             // equal to").
             let r = f(&mut st, &mut events, (self.clock)().trunc_subsecs(3));
             st.settle(&events, self.retention);
+            // A task's end is recorded (its `task_end`, its result file) before any reader can
+            // see it: a caller told `completed` must find the answer in the records, even if the
+            // session is killed the next moment. So a mutation that ends a task tells the
+            // observer while it still holds the state; the observer reads the board only for
+            // `InputRequested`, which no mutation that ends a task makes.
+            if events.iter().any(|e| matches!(e, BoardEvent::Ended { .. }))
+                && let Some(obs) = observer.as_ref()
+            {
+                for e in events.drain(..) {
+                    obs(&e);
+                }
+            }
             r
         };
         if let Some(obs) = observer.as_ref() {
@@ -530,6 +543,7 @@ impl Board {
                     state: TaskState::Rejected,
                     no_answer: false,
                     reason: Some(reason.to_string()),
+                    answer: None,
                 });
             } else {
                 st.slot_used = true;
@@ -833,6 +847,7 @@ impl Board {
                     state,
                     no_answer: e.snap.no_answer_below.is_some(),
                     reason,
+                    answer: e.snap.answer.clone().filter(|_| state == TaskState::Completed),
                 });
             }
             Some(e.snap.clone())
@@ -879,6 +894,7 @@ impl Board {
                 state: TaskState::Canceled,
                 no_answer: false,
                 reason: Some(reason.to_string()),
+                answer: None,
             });
             CancelResult::Canceled(snap)
         })
@@ -902,6 +918,7 @@ impl Board {
                         state: TaskState::Canceled,
                         no_answer: false,
                         reason: Some(reason.to_string()),
+                        answer: None,
                     });
                 }
             }
@@ -936,6 +953,7 @@ impl Board {
                         state: TaskState::Rejected,
                         no_answer: false,
                         reason: Some(REJECT_CLOSING.to_string()),
+                        answer: None,
                     });
                 }
             }
@@ -952,6 +970,7 @@ impl Board {
                     state: TaskState::Canceled,
                     no_answer: false,
                     reason: Some("the session is closing".to_string()),
+                    answer: None,
                 });
             }
         });
@@ -1724,6 +1743,41 @@ mod tests {
             .total,
             0
         );
+    }
+
+    /// A task's end reaches the observer, which records it (`task_end`, the result file), before
+    /// any reader can see it, so a caller told `completed` always finds the answer recorded; the
+    /// ending event carries the answer, since the observer cannot read the board then. Found by
+    /// the nemesis (docs/reliability.md#nemesis-runs): GetTask saw `completed` while the result
+    /// file was still empty.
+    #[actix_rt::test]
+    async fn a_task_end_is_observed_before_any_reader_can_see_it() {
+        let b = Board::new(Acceptance::Queue, 1);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let weak = Arc::downgrade(&b);
+        let sink = Arc::clone(&seen);
+        b.set_observer(move |e| {
+            if let BoardEvent::Ended { task_id, answer, .. } = e {
+                // A reader on another thread while the observer runs: it must not get through.
+                let (tx, rx) = std::sync::mpsc::channel();
+                let board = weak.upgrade().expect("board");
+                let id = task_id.clone();
+                std::thread::spawn(move || {
+                    let _ = tx.send(board.get(&id).map(|t| t.state));
+                });
+                let read = rx.recv_timeout(std::time::Duration::from_millis(100)).ok().flatten();
+                lock(&sink).push((read, answer.clone()));
+            }
+        });
+        let id = b.submit(offer("q")).id;
+        let w = b.next_work().await.expect("work");
+        b.finish(&w.task_id, TaskOutcome::Completed("the answer".into()));
+        assert_eq!(*lock(&seen), vec![(None, Some("the answer".to_string()))]);
+        assert_eq!(b.get(&id).map(|t| t.state), Some(TaskState::Completed));
+        // Other ends carry no answer.
+        let c = b.submit(offer("c")).id;
+        assert!(matches!(b.cancel(&c, "r"), CancelResult::Canceled(_)));
+        assert_eq!(lock(&seen).last(), Some(&(None, None)));
     }
 
     /// A board whose one task runs, with the observer's events.

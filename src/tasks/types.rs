@@ -134,12 +134,15 @@ pub enum BoardEvent {
         trust: Trust,
     },
     /// The task reached a terminal state. `reason` is the rejection or cancellation cause, or the
-    /// failure text.
+    /// failure text; `answer` is a completed task's answer, carried so the observer, which hears
+    /// of an end before anyone can read it (see `Board::mutate`), records it without reading the
+    /// board.
     Ended {
         task_id: String,
         state: TaskState,
         no_answer: bool,
         reason: Option<String>,
+        answer: Option<String>,
     },
     /// The task asked a question and waits for its answer (`TASK_STATE_INPUT_REQUIRED`).
     InputRequested {

@@ -32,6 +32,7 @@ mod load;
 mod loopback;
 mod mcp;
 mod model;
+mod nemesis;
 mod newcomer;
 mod otel;
 mod promises;

@@ -71,6 +71,9 @@ codes! {
     E_RUN_071 = "E-RUN-071", Error, "a remote capsule's credential variable is unset or empty", None;
     W_RUN_007 = "W-RUN-007", Warning, "a formation member was handed no lifeline", None;
     W_RUN_008 = "W-RUN-008", Warning, "a caller's network grant reaches no loopback door", None;
+    // [ours] A running session's trace or a task's result file cannot be written (a full disk):
+    // the session goes on, and says once what its records will lack.
+    W_RUN_009 = "W-RUN-009", Warning, "a running session's records cannot be written", Some("free space on the disk that holds ~/.murmur/records; the session goes on, and records what it can once writes succeed again");
     // [ours] A test-only switch (MURMUR_TEST_TIMING, MURMUR_MUR_BINARY) is set and takes effect.
     W_ENV_001 = "W-ENV-001", Warning, "a test-only environment switch is in effect", None;
     // [ours] ~/.murmur/compiled (or an entry in it) is not this user's alone: components are

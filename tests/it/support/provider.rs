@@ -86,6 +86,8 @@ pub struct Reply {
     pub headers: Vec<(String, String)>,
     /// A streamed body (`text/event-stream`, chunked) in place of `body`.
     pub stream: Option<Vec<Piece>>,
+    /// Resets the connection (RST) instead of answering: not a byte of a reply is sent.
+    pub reset: bool,
 }
 
 /// A piece of a streamed reply.
@@ -136,6 +138,7 @@ impl Reply {
             delay: Duration::ZERO,
             headers: Vec::new(),
             stream: None,
+            reset: false,
         }
     }
 
@@ -157,6 +160,7 @@ impl Reply {
             delay: Duration::ZERO,
             headers: Vec::new(),
             stream: Some(pieces),
+            reset: false,
         }
     }
 
@@ -168,6 +172,16 @@ impl Reply {
             delay: Duration::ZERO,
             headers: Vec::new(),
             stream: None,
+            reset: false,
+        }
+    }
+
+    /// A connection reset before any reply: the request was read, then the connection is
+    /// closed with an RST.
+    pub fn reset() -> Reply {
+        Reply {
+            reset: true,
+            ..Reply::status(500, "")
         }
     }
 
@@ -303,6 +317,15 @@ fn serve(mut conn: TcpStream, state: &State) {
     };
     if !reply.delay.is_zero() && !hold(&conn, reply.delay, state) {
         state.dropped.fetch_add(1, Ordering::SeqCst);
+        return;
+    }
+    if reply.reset {
+        // SO_LINGER 0: the close sends an RST, as a crashed or overloaded server's would.
+        let off = nix::libc::linger {
+            l_onoff: 1,
+            l_linger: 0,
+        };
+        let _ = nix::sys::socket::setsockopt(&conn, nix::sys::socket::sockopt::Linger, &off);
         return;
     }
     let extra: String = reply.headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();

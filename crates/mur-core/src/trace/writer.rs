@@ -64,6 +64,9 @@ struct Appender {
     limit: u64,
     /// Whether `trace_truncated` was written; every later record but `session_end` is dropped.
     truncated: bool,
+    /// Whether `session_end` was written: it is the last record, so every later one is dropped
+    /// (a request a closing door still answers after it is not recorded).
+    ended: bool,
 }
 
 impl std::fmt::Debug for TraceWriter {
@@ -88,6 +91,7 @@ impl TraceWriter {
                 written,
                 limit,
                 truncated: false,
+                ended: false,
             }),
             session_id: session_id.to_string(),
         })
@@ -128,6 +132,9 @@ impl TraceWriter {
         // A panic while holding the lock cannot leave a half line behind: write_all is the only
         // fallible operation under it, so a poisoned lock is still safe to use.
         let mut out = crate::sync::lock(&self.file);
+        if out.ended {
+            return Ok(String::new());
+        }
         let fits = out.written.saturating_add(line.len() as u64) <= out.limit;
         if !ALWAYS.contains(&event_type) && (out.truncated || !fits) {
             if !out.truncated {
@@ -147,13 +154,19 @@ impl TraceWriter {
             return Ok(String::new());
         }
         out.append(&line)?;
+        out.ended = event_type == "session_end";
         Ok(event_id)
     }
 }
 
 impl Appender {
     fn append(&mut self, line: &str) -> std::io::Result<()> {
-        self.file.write_all(line.as_bytes())?;
+        if let Err(e) = self.file.write_all(line.as_bytes()) {
+            // A disk that took only part of the line (ENOSPC, EFBIG) must not keep a cut line,
+            // which every later record would follow: back to the last whole line.
+            let _ = self.file.set_len(self.written);
+            return Err(e);
+        }
         self.file.flush()?;
         self.written = self.written.saturating_add(line.len() as u64);
         Ok(())
@@ -235,6 +248,34 @@ mod tests {
                 format!("{want}\n")
             );
         }
+    }
+
+    /// `session_end` is the last record (docs/reference/formation.md#trace-records): a request a
+    /// closing door still answered after it was once recorded after it. Found by the nemesis.
+    #[test]
+    fn nothing_is_recorded_after_session_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace.jsonl");
+        let w = TraceWriter::create(&path, "ses_1").unwrap();
+        w.write("session_start", None, &[]).unwrap();
+        assert!(
+            !w.write("session_end", None, &[("exit_status", json!("ok"))])
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(w.write("a2a_task_received", None, &[]).unwrap(), "");
+        assert_eq!(w.write("task_rejected", None, &[]).unwrap(), "");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let types: Vec<String> = text
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["event_type"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(types, ["session_start", "session_end"]);
     }
 
     #[test]
