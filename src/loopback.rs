@@ -93,31 +93,42 @@ pub fn awc_connector(
         Error = actix_tls::connect::ConnectError,
     > + Clone,
 > {
-    use actix_tls::connect::{ConnectError, ConnectInfo, Connection};
+    use actix_tls::connect::{ConnectInfo, Connection};
     let service = actix_service::fn_service(move |info: ConnectInfo<awc::http::Uri>| async move {
-        let target = match addr {
-            Some(a) => a,
-            None => {
-                let uri = info.request();
-                let host = uri
-                    .host()
-                    .unwrap_or_default()
-                    .trim_start_matches('[')
-                    .trim_end_matches(']');
-                let ip: std::net::IpAddr = host.parse().map_err(|_| ConnectError::Unresolved)?;
-                SocketAddr::new(ip, uri.port_u16().unwrap_or(80))
-            }
-        };
-        let dial = tokio::net::TcpStream::connect(target);
-        let stream = match tokio::time::timeout(connect, dial).await {
-            Ok(r) => r.map_err(ConnectError::Io)?,
-            Err(_) => return Err(ConnectError::Io(io::Error::from(io::ErrorKind::TimedOut))),
-        };
-        verify_owner(stream.local_addr().map_err(ConnectError::Io)?, target).map_err(ConnectError::Io)?;
-        let _ = stream.set_nodelay(true);
+        let stream = dial_owned(addr, info.request(), connect).await?;
         Ok(Connection::new(info.request().clone(), ReadToClose::new(stream)))
     });
     awc::Connector::new().connector(service).timeout(connect)
+}
+
+/// What an awc connector of a loopback endpoint dials: `addr`, or the request's own host when
+/// that is an address, within `connect`. The stream comes back only once [`verify_owner`] passed,
+/// with `TCP_NODELAY` set (a request's head and body are separate writes).
+pub async fn dial_owned(
+    addr: Option<SocketAddr>,
+    uri: &awc::http::Uri,
+    connect: std::time::Duration,
+) -> Result<tokio::net::TcpStream, actix_tls::connect::ConnectError> {
+    use actix_tls::connect::ConnectError;
+    let target = match addr {
+        Some(a) => a,
+        None => {
+            let host = uri
+                .host()
+                .unwrap_or_default()
+                .trim_start_matches('[')
+                .trim_end_matches(']');
+            let ip: std::net::IpAddr = host.parse().map_err(|_| ConnectError::Unresolved)?;
+            SocketAddr::new(ip, uri.port_u16().unwrap_or(80))
+        }
+    };
+    let stream = match tokio::time::timeout(connect, tokio::net::TcpStream::connect(target)).await {
+        Ok(r) => r.map_err(ConnectError::Io)?,
+        Err(_) => return Err(ConnectError::Io(io::Error::from(io::ErrorKind::TimedOut))),
+    };
+    verify_owner(stream.local_addr().map_err(ConnectError::Io)?, target).map_err(ConnectError::Io)?;
+    let _ = stream.set_nodelay(true);
+    Ok(stream)
 }
 
 /// A provider connection whose first response head, when its body is delimited by the close,

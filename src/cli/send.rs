@@ -188,17 +188,7 @@ impl Asking {
         if status.and_then(|s| s.get("state")).and_then(Value::as_str) != Some("TASK_STATE_INPUT_REQUIRED") {
             return false;
         }
-        let question: String = status
-            .and_then(|s| s.pointer("/message/parts"))
-            .and_then(Value::as_array)
-            .map(|parts| {
-                parts
-                    .iter()
-                    .filter_map(|p| p.get("text").and_then(Value::as_str))
-                    .collect()
-            })
-            .unwrap_or_default();
-        self.question = question;
+        self.question = crate::wire::live_task::status_message_text(status);
         true
     }
 

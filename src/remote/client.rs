@@ -208,29 +208,9 @@ fn loopback_connector(
         Error = actix_tls::connect::ConnectError,
     > + Clone,
 > {
-    use actix_tls::connect::{ConnectError, ConnectInfo, Connection};
+    use actix_tls::connect::{ConnectInfo, Connection};
     let service = actix_service::fn_service(move |info: ConnectInfo<awc::http::Uri>| async move {
-        let target = match addr {
-            Some(a) => a,
-            None => {
-                let uri = info.request();
-                let host = uri
-                    .host()
-                    .unwrap_or_default()
-                    .trim_start_matches('[')
-                    .trim_end_matches(']');
-                let ip: std::net::IpAddr = host.parse().map_err(|_| ConnectError::Unresolved)?;
-                SocketAddr::new(ip, uri.port_u16().unwrap_or(80))
-            }
-        };
-        let dial = tokio::net::TcpStream::connect(target);
-        let stream = match tokio::time::timeout(connect, dial).await {
-            Ok(r) => r.map_err(ConnectError::Io)?,
-            Err(_) => return Err(ConnectError::Io(io::Error::from(io::ErrorKind::TimedOut))),
-        };
-        crate::loopback::verify_owner(stream.local_addr().map_err(ConnectError::Io)?, target)
-            .map_err(ConnectError::Io)?;
-        let _ = stream.set_nodelay(true);
+        let stream = crate::loopback::dial_owned(addr, info.request(), connect).await?;
         Ok(Connection::new(info.request().clone(), Kept::new(stream)))
     });
     awc::Connector::new()

@@ -70,19 +70,8 @@ impl LiveTask {
             return;
         };
         self.state = Some(state);
-        self.question = (state == TaskState::InputRequired).then(|| {
-            let text: String = status
-                .and_then(|s| s.pointer("/message/parts"))
-                .and_then(Value::as_array)
-                .map(|parts| {
-                    parts
-                        .iter()
-                        .filter_map(|p| p.get("text").and_then(Value::as_str))
-                        .collect()
-                })
-                .unwrap_or_default();
-            crate::text::head(&text, QUESTION_BYTES).to_owned()
-        });
+        self.question = (state == TaskState::InputRequired)
+            .then(|| crate::text::head(&status_message_text(status), QUESTION_BYTES).to_owned());
     }
 
     fn put(&mut self, text: &str, append: bool) {
@@ -107,6 +96,20 @@ fn text_of(artifact: &Value) -> Option<String> {
         .filter_map(|p| p.get("text").and_then(Value::as_str))
         .collect();
     (!texts.is_empty()).then(|| texts.concat())
+}
+
+/// The text parts of a task status's message, joined: what an input-required task asks.
+pub fn status_message_text(status: Option<&Value>) -> String {
+    status
+        .and_then(|s| s.pointer("/message/parts"))
+        .and_then(Value::as_array)
+        .map(|parts| {
+            parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
