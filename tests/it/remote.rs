@@ -337,6 +337,19 @@ fn a_component_lead_answers_with_the_remote_members_answer() {
     );
     assert_eq!(far.tasks(), ["through the lead"]);
     assert!(!stderr(&out).contains(KEY));
+    // `mur doctor` names the host the remote member's tasks go to and the variable it reads.
+    let doctor = sb.mur(&dir).arg("doctor").env(KEY_VAR, KEY).output().expect("doctor");
+    let host = far
+        .url()
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let said = format!("{}{}", stdout(&doctor), stderr(&doctor));
+    assert!(
+        said.contains(&format!("env: worker reads {KEY_VAR}, sent to {host} (remote agent)")),
+        "{said}"
+    );
+    assert!(!said.contains(KEY), "{said}");
     let worker: Vec<Value> = member_traces(&sb, "worker").into_iter().flatten().collect();
     assert!(
         worker
@@ -629,6 +642,11 @@ fn hostile_agent() -> crate::support::provider::Provider {
                 Piece::Bytes(format!("data: \"{}", "x".repeat(1_200_000))),
             ]),
             "endless" => Reply::pieces(vec![Piece::Bytes(working), Piece::Pause(Duration::from_secs(8))]),
+            // A plain JSON-RPC reply (no stream) past the reply bound.
+            "huge answer" => Reply::json(json!({"jsonrpc": "2.0", "id": body["id"], "result": {"task": {
+                "id": "t", "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED"},
+                "artifacts": [{"artifactId": "a", "parts": [{"text": "x".repeat(9 << 20)}]}],
+            }}})),
             _ => Reply::status(500, "{}"),
         }
     });
@@ -685,6 +703,7 @@ fn a_hostile_remote_agent_fails_tasks_clearly_and_within_their_bounds() {
             "answered HTTP 500 and asked to wait 2000 ms, past this task's bound",
         ),
         ("huge event", FAILED, "past its bound"),
+        ("huge answer", FAILED, "reply is longer than 8388608 bytes"),
         (
             "endless",
             FAILED,
