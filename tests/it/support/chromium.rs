@@ -1,14 +1,15 @@
-//! Debian's headless Chromium, provisioned by the tests themselves without installing anything:
-//! `apt-get download` of `chromium` and the packages this machine lacks (what `apt-get install
-//! --no-install-recommends` would install), unpacked with `dpkg-deb -x` under
-//! `target/test-chromium/<tag>/`, once per machine, and run through a wrapper that sets
-//! `LD_LIBRARY_PATH`. `MUR_TEST_CHROMIUM` names a `chromium` binary to use as is.
+//! Debian's headless Chromium: the system's own where Debian's `chromium` is installed, else
+//! provisioned by the tests themselves without installing anything: `apt-get download` of
+//! `chromium`, the packages built from its source and the libraries this machine lacks
+//! ([`super::debian::plan`]), unpacked with `dpkg-deb -x` under `target/test-chromium/<tag>/`,
+//! once per machine, and run through a wrapper that sets `LD_LIBRARY_PATH`. `MUR_TEST_CHROMIUM`
+//! names a `chromium` binary to use as is.
 //!
 //! [`Browser`] drives it over the DevTools protocol on a pipe (`--remote-debugging-pipe`: the
 //! browser reads commands from its descriptor 3 and writes replies to 4, NUL-terminated JSON),
 //! so no WebSocket client is needed.
 
-use super::debian::{download_missing, output, run};
+use super::debian::{Plan, download, facts, output, plan, run};
 use super::toolchains::{lock_file, target_dir};
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::AsRawFd;
@@ -34,8 +35,15 @@ fn provision() -> PathBuf {
         return PathBuf::from(bin);
     }
     let _guard = PROVISIONING.lock().unwrap_or_else(|e| e.into_inner());
+    let facts = facts(&[PACKAGES]).unwrap_or_else(|e| panic!("{e}"));
+    let packages = match plan(&[PACKAGES], &facts, |_| false) {
+        Plan::System => return PathBuf::from("/usr/bin/chromium"),
+        Plan::Unpack(packages) => packages,
+    };
     let base = target_dir().join("test-chromium");
-    let root = base.join(super::toolchains::tag(&[PACKAGES, "1"]));
+    // The layout's version is part of the name: a tree an earlier rule unpacked without the
+    // packages built from Chromium's source is never used again.
+    let root = base.join(super::toolchains::tag(&[PACKAGES, "2"]));
     let wrapper = root.join("bin/chromium");
     let ready = |root: &Path| root.join("packages.txt").is_file();
     if ready(&root) {
@@ -54,7 +62,7 @@ fn provision() -> PathBuf {
         "provisioning Debian's chromium under {} (once; about 120 MB)",
         root.display()
     );
-    download_missing(&[PACKAGES], |_| false, &debs).unwrap_or_else(|e| panic!("{e}"));
+    download(&packages, &debs).unwrap_or_else(|e| panic!("{e}"));
     let unpacked = staging.join("root");
     let mut versions = String::new();
     let mut files: Vec<PathBuf> = std::fs::read_dir(&debs)

@@ -1,7 +1,8 @@
-//! Debian's Rust for WebAssembly (the packages `mur build`'s hint installs), provisioned by the
-//! tests themselves without installing anything: `apt-get download` of the packages and the
-//! libraries this machine lacks, unpacked with `dpkg-deb -x` under `target/test-rust/<tag>/`,
-//! once per machine. A Rust toolchain is relocatable (rustc finds its sysroot beside its own
+//! Debian's Rust for WebAssembly (the packages `mur build`'s hint installs): the system's own in
+//! `/usr/bin` where every one of them is installed, else provisioned by the tests themselves
+//! without installing anything: `apt-get download` of the packages, those built from the same
+//! sources and the libraries this machine lacks ([`super::debian::plan`]), unpacked with
+//! `dpkg-deb -x` under `target/test-rust/<tag>/`, once per machine. A Rust toolchain is relocatable (rustc finds its sysroot beside its own
 //! binary); only the shared libraries need `LD_LIBRARY_PATH`, which small wrapper scripts in
 //! `bin/` set before they exec the real `cargo`, `rustc`, `rustdoc` and `rust-lld`.
 //!
@@ -10,7 +11,7 @@
 //! test. `MUR_TEST_RUST_BIN` names a directory that already holds such a `cargo` and `rustc`
 //! (e.g. `/usr/bin` after `apt-get install`), used as is.
 
-use super::debian::{download_missing, output, run};
+use super::debian::{Plan, facts, output, plan, run};
 use super::toolchains::{lock_file, target_dir};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -67,6 +68,11 @@ fn provision() -> DebianRust {
         return shared(&root, bin);
     }
     let _guard = PROVISIONING.lock().unwrap_or_else(|e| e.into_inner());
+    let named: Vec<&str> = RUST_DEBIAN_PACKAGES.split_whitespace().collect();
+    let skip = |name: &str| name.starts_with("llvm-");
+    if matches!(facts(&named).map(|f| plan(&named, &f, skip)), Ok(Plan::System)) {
+        return shared(&base.join("system"), PathBuf::from("/usr/bin"));
+    }
     let root = base.join(tag(RUST_DEBIAN_PACKAGES));
     let ready = |root: &Path| root.join("packages.txt").is_file();
     if ready(&root) {
@@ -166,11 +172,15 @@ fn provision() -> DebianRust {
     shared(&root, root.join("bin"))
 }
 
-/// The packages and the dependencies this machine lacks, into `debs`; rust-web-llvm only for its
-/// wasm-component-ld and rust-lld, so not its LLVM tools (`llvm-*`).
+/// The packages, those built from the same sources and the dependencies this machine lacks, into
+/// `debs`; rust-web-llvm only for its wasm-component-ld and rust-lld, so not its LLVM tools
+/// (`llvm-*`).
 fn download(debs: &Path) -> Result<(), String> {
     let named: Vec<&str> = RUST_DEBIAN_PACKAGES.split_whitespace().collect();
-    download_missing(&named, |name| name.starts_with("llvm-"), debs)
+    match plan(&named, &facts(&named)?, |name| name.starts_with("llvm-")) {
+        Plan::Unpack(packages) => super::debian::download(&packages, debs),
+        Plan::System => Err("every package is installed: nothing to unpack".into()),
+    }
 }
 
 /// Removes what a build never reads: the compiler's own sources beside the library's (about 370
@@ -223,5 +233,7 @@ fn write_script(path: &Path, script: &str) {
 
 /// A change of the package list gets a fresh directory.
 fn tag(packages: &str) -> String {
-    super::toolchains::tag(&[packages])
+    // The layout's version is part of the name: a tree an earlier rule unpacked without the
+    // packages built from the same sources is never used again.
+    super::toolchains::tag(&[packages, "2"])
 }
