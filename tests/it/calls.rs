@@ -209,6 +209,7 @@ fn a_forbidden_call_never_reaches_the_member() {
 struct Background {
     child: std::process::Child,
     err: std::sync::Arc<std::sync::Mutex<String>>,
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Background {
@@ -227,14 +228,18 @@ impl Background {
         let err = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         let sink = err.clone();
         let pipe = child.stderr.take().expect("stderr");
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
                 let mut s = sink.lock().expect("lock");
                 s.push_str(&line);
                 s.push('\n');
             }
         });
-        Background { child, err }
+        Background {
+            child,
+            err,
+            reader: Some(reader),
+        }
     }
 
     fn wait(mut self) -> (i32, String) {
@@ -244,7 +249,10 @@ impl Background {
         .and_then(|_| self.child.wait().ok())
         .and_then(|s| s.code())
         .unwrap_or(-1);
-        std::thread::sleep(std::time::Duration::from_millis(100));
+        // Everything the launcher wrote: its stderr ends once it and its members are gone.
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
         let err = self.err.lock().expect("lock").clone();
         (code, err)
     }

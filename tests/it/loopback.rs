@@ -204,8 +204,7 @@ fn formation_dir(sb: &Sandbox, lead: &str) -> std::path::PathBuf {
 
 #[test]
 fn no_door_client_dials_localhost_by_name() {
-    if let Some(why) = cannot_run() {
-        eprintln!("skipped: {why}");
+    if crate::support::needs::skip_for_want_of("root", cannot_run()) {
         return;
     }
     let sb = Sandbox::new();

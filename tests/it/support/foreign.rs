@@ -1,6 +1,6 @@
 //! A listener run by another user (`nobody`), for the tests that show a client sends nothing
-//! to a loopback port it does not own. Starting it needs root; [`ForeignListener::start`] says
-//! so and returns `None` elsewhere.
+//! to a loopback port it does not own. Starting it needs root; elsewhere
+//! [`ForeignListener::start`] fails the test unless the run skips such checks on purpose.
 
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::CommandExt;
@@ -33,10 +33,10 @@ pub struct ForeignListener {
 }
 
 impl ForeignListener {
-    /// The listener, or `None` (and a note) when this process cannot start one as another user.
+    /// The listener, or `None` when this process cannot start one as another user and the run
+    /// skips such checks on purpose ([`super::needs`]); otherwise that fails the test.
     pub fn start() -> Option<ForeignListener> {
-        if !nix::unistd::geteuid().is_root() {
-            eprintln!("skipped: starting a listener as another user needs root");
+        if super::needs::skip_for_want_of("root", super::needs::not_root()) {
             return None;
         }
         let mut child = Command::new("python3")

@@ -397,6 +397,7 @@ pub mod debian;
 pub mod debian_rust;
 pub mod foreign;
 pub mod mcp;
+pub mod needs;
 pub mod nemesis;
 pub mod pins;
 pub mod provider;
