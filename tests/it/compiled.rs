@@ -80,7 +80,7 @@ fn only_entry(sb: &Sandbox) -> (PathBuf, PathBuf) {
 
 #[test]
 fn install_compiles_once_and_every_launch_loads_it() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::unshared();
     let cwd = sb.path("w");
     sb.install_component("echo", ECHO, "");
     let (entry, record) = only_entry(&sb);
@@ -113,7 +113,7 @@ fn install_compiles_once_and_every_launch_loads_it() {
 
 #[test]
 fn list_shows_whether_each_component_is_compiled() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::unshared();
     let cwd = sb.path("w");
     sb.install_component("echo", ECHO, "");
     sb.install_manifest("plain", "name: plain\nversion: 0.1.0\n");
@@ -142,7 +142,7 @@ fn list_shows_whether_each_component_is_compiled() {
 
 #[test]
 fn a_truncated_entry_is_compiled_again_and_replaced() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::unshared();
     let cwd = sb.path("w");
     sb.install_component("echo", ECHO, "");
     let (entry, _) = only_entry(&sb);
@@ -163,7 +163,7 @@ fn a_truncated_entry_is_compiled_again_and_replaced() {
 
 #[test]
 fn a_foreign_or_random_entry_is_compiled_again_never_run() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::unshared();
     let cwd = sb.path("w");
     sb.install_component("shout", SHOUT, "");
     let (shout_entry, shout_record) = only_entry(&sb);
@@ -210,7 +210,7 @@ fn a_foreign_or_random_entry_is_compiled_again_never_run() {
 
 #[test]
 fn a_compiled_entry_in_a_project_directory_is_ignored() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::unshared();
     let proj = sb.path("proj");
     sb.write("proj/murmur.yaml", "name: proj\nversion: 0.1.0\n");
     sb.install_component("echo", ECHO, "");
@@ -236,7 +236,7 @@ fn a_compiled_entry_in_a_project_directory_is_ignored() {
 
 #[test]
 fn a_cache_directory_others_may_write_is_not_trusted() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::unshared();
     let cwd = sb.path("w");
     sb.install_component("echo", ECHO, "");
     let dir = cache_dir(&sb);
@@ -272,7 +272,7 @@ fn a_cache_directory_others_may_write_is_not_trusted() {
 
 #[test]
 fn members_missing_at_once_leave_one_whole_entry() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::unshared();
     sb.install_component("echo", ECHO, "");
     std::fs::remove_dir_all(cache_dir(&sb)).expect("rm cache");
     let mut roster = String::from("roster_version: 1\nmembers:\n");
@@ -303,7 +303,7 @@ fn members_missing_at_once_leave_one_whole_entry() {
 #[test]
 fn a_cache_owned_by_another_user_is_not_trusted() {
     use nix::unistd::{Gid, Uid, chown};
-    let sb = Sandbox::new();
+    let sb = Sandbox::unshared();
     let cwd = sb.path("w");
     sb.install_component("echo", ECHO, "");
     if crate::support::needs::skip_for_want_of("root", crate::support::needs::not_root()) {
@@ -338,7 +338,7 @@ fn a_cache_owned_by_another_user_is_not_trusted() {
 fn a_hit_does_not_read_the_component() {
     use mur::capsule::{CapsuleEngine, CompiledCache};
     use mur::store::{self, archive};
-    let sb = Sandbox::new();
+    let sb = Sandbox::unshared();
     let cwd = sb.path("w");
     sb.install_component("echo", ECHO, "");
     let good = std::fs::read(sb.dir.path().join("src/echo/echo-0.1.0.mur.zip")).expect("zip");
@@ -404,7 +404,7 @@ fn a_hit_does_not_read_the_component() {
 /// another component is another key, so the old entry is never run for it.
 #[test]
 fn a_reinstalled_archive_never_runs_the_old_entry() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::unshared();
     let cwd = sb.path("w");
     sb.install_component("echo", ECHO, "");
     assert_eq!(launch(&sb, &cwd, "echo", "hi").0, Did::Loaded);
@@ -437,7 +437,7 @@ fn echo_formation(sb: &Sandbox, n: usize) -> PathBuf {
 /// name) keeps it for its first task, which never comes here.
 #[test]
 fn a_formation_compiles_each_component_once_and_hands_every_member_its_entry() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::unshared();
     sb.install_component("echo", ECHO, "");
     std::fs::remove_dir_all(cache_dir(&sb)).expect("rm cache");
     let dir = echo_formation(&sb, 4);
@@ -477,7 +477,7 @@ fn a_formation_compiles_each_component_once_and_hands_every_member_its_entry() {
 #[test]
 fn a_handed_entry_of_another_key_is_not_used() {
     use std::os::fd::AsRawFd;
-    let sb = Sandbox::new();
+    let sb = Sandbox::unshared();
     let cwd = sb.path("w");
     sb.install_component("shout", SHOUT, "");
     let (shout_entry, _) = only_entry(&sb);
@@ -569,7 +569,7 @@ fn install_with(sb: &Sandbox, name: &str, wat: &str, env: &[(&str, &str)]) -> St
 /// is compiled again and the record rewritten in today's format.
 #[test]
 fn a_record_of_the_previous_format_is_compiled_again() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::unshared();
     let cwd = sb.path("w");
     sb.install_component("echo", ECHO, "");
     let (entry, record) = only_entry(&sb);
@@ -603,7 +603,7 @@ fn a_record_of_the_previous_format_is_compiled_again() {
 #[test]
 fn an_install_removes_what_this_runtime_cannot_load_and_leaves_the_rest() {
     use mur::compiled::{Integrity, temp_name};
-    let sb = Sandbox::new();
+    let sb = Sandbox::unshared();
     let cwd = sb.path("w");
     sb.install_component("echo", ECHO, "");
     let dir = cache_dir(&sb);
@@ -698,7 +698,7 @@ fn an_install_removes_what_this_runtime_cannot_load_and_leaves_the_rest() {
 /// own process just wrote or found.
 #[test]
 fn over_its_budget_the_cache_evicts_the_least_recently_used() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::unshared();
     let cwd = sb.path("w");
     sb.install_component("echo", ECHO, "");
     let (echo_entry, echo_record) = only_entry(&sb);
@@ -736,7 +736,7 @@ fn over_its_budget_the_cache_evicts_the_least_recently_used() {
 /// loads it itself and refuses it before readiness, E-RUN-002, so the launch fails naming it.
 #[test]
 fn a_component_that_cannot_run_is_never_stored_and_is_refused_before_readiness() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::unshared();
     sb.install_component("echo", ECHO, "");
     sb.install_component("runless", "tests/it/testdata/runless.wat", "");
     let dir = sb.path("runless");
@@ -775,7 +775,7 @@ fn a_component_that_cannot_run_is_never_stored_and_is_refused_before_readiness()
 /// relay's call reaches a worker that had not mapped its component until then.
 #[test]
 fn a_peer_maps_its_handed_entry_at_its_first_task() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::unshared();
     sb.install_component("echo", ECHO, "exports:\n  peer_tasks:\n    accept: true\n");
     sb.install_component(
         "relay",

@@ -90,7 +90,7 @@ fn assert_nothing_left(sb: &Sandbox, formation: &str) {
 
 #[test]
 fn demo_answers_its_default_task_offline_and_leaves_nothing() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::unshared();
     let cwd = sb.path("work");
     let out = run_bounded(&sb, &cwd, &["demo"], LIMIT);
     let (so, se) = (stdout(&out), stderr(&out));
@@ -116,7 +116,7 @@ fn demo_answers_its_default_task_offline_and_leaves_nothing() {
 
 #[test]
 fn demo_runs_the_task_it_is_given() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::unshared();
     let cwd = sb.path("work");
     // One sentence: planner splits it at " and ". The text also names a file in no directory
     // the launch reads, and is passed verbatim.
@@ -143,7 +143,7 @@ fn demo_runs_the_task_it_is_given() {
 
 #[test]
 fn demo_refuses_a_blank_task() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::unshared();
     let out = run_bounded(&sb, &sb.path("work"), &["demo", "  "], LIMIT);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
@@ -191,7 +191,7 @@ fn entries(dir: &Path) -> Vec<String> {
 
 #[test]
 fn new_roster_scaffold_builds_installs_is_admitted_and_runs_offline() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::unshared();
     let cwd = sb.path("work");
     let out = ok(&sb, &cwd, &["new", "--roster", "crew"]);
     assert_eq!(
@@ -230,7 +230,7 @@ Next:
 
 #[test]
 fn new_roster_with_inference_scaffolds_model_members_that_are_admitted() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::unshared();
     let cwd = sb.path("work");
     sb.write(
         "home/.murmur/config.yaml",
@@ -287,7 +287,7 @@ Next:
 
 #[test]
 fn new_roster_refuses_bad_names_existing_paths_and_unknown_providers() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::unshared();
     let cwd = sb.path("work");
     std::fs::create_dir(cwd.join("taken")).expect("mkdir");
     std::fs::write(cwd.join("file"), "x").expect("write");

@@ -24,13 +24,29 @@ const PASSED_FROM_SHELL: [&str; 3] = ["PATH", "TMPDIR", "LLVM_PROFILE_FILE"];
 /// A temporary HOME and a project directory inside it, removed on drop.
 pub struct Sandbox {
     pub dir: tempfile::TempDir,
+    /// Whether its HOME's compiled-component cache takes part in the run's shared one
+    /// ([`shared_compiled`]).
+    shares_compiled: bool,
 }
 
 impl Sandbox {
+    /// A sandbox whose compiled-component cache starts with what earlier sandboxes of this build
+    /// compiled of the large (Python, JavaScript) components, and hands on what it compiles.
     pub fn new() -> Sandbox {
+        let mut sb = Sandbox::unshared();
+        if let Some(shared) = shared_compiled::dir() {
+            sb.shares_compiled = shared_compiled::seed(&shared, &sb.home().join(".murmur/compiled")).is_ok();
+        }
+        sb
+    }
+
+    /// A sandbox whose HOME starts empty, for the tests of the cache itself and of what a first
+    /// run leaves in HOME.
+    pub fn unshared() -> Sandbox {
         warm::begin();
         Sandbox {
             dir: tempfile::Builder::new().prefix("mur-it-").tempdir().expect("tempdir"),
+            shares_compiled: false,
         }
     }
 
@@ -392,6 +408,16 @@ reachability:
     to: [coder]
 ";
 
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        if self.shares_compiled
+            && let Some(shared) = shared_compiled::dir()
+        {
+            shared_compiled::harvest(&self.home().join(".murmur/compiled"), &shared);
+        }
+    }
+}
+
 pub mod chromium;
 pub mod debian;
 pub mod debian_rust;
@@ -402,6 +428,7 @@ pub mod nemesis;
 pub mod pins;
 pub mod provider;
 pub mod python;
+pub mod shared_compiled;
 pub mod toolchains;
 pub mod ui_records;
 pub mod warm;
