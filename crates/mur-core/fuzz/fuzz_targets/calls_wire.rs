@@ -10,9 +10,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mur_core::wire::calls::{
-    MAX_NO_ANSWER_BELOW, Poll, StreamedTask, read_get_task, read_send_reply, stream_news,
-};
+use mur_core::wire::calls::{MAX_NO_ANSWER_BELOW, Poll, StreamedTask, read_get_task, read_send_reply, stream_news};
 
 const STATUSES: [u16; 8] = [200, 400, 401, 403, 404, 413, 500, 503];
 

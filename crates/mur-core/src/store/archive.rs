@@ -48,6 +48,16 @@ pub fn try_pack(manifest: &[u8], component: Option<&[u8]>) -> Result<Vec<u8>, St
 /// [`try_pack`] with further entries (a model capsule's tools), each at its own path. A path
 /// given twice, or one of the two root entries, is refused.
 pub fn try_pack_with(manifest: &[u8], component: Option<&[u8]>, extra: &[(&str, &[u8])]) -> Result<Vec<u8>, String> {
+    // A further entry at a root entry's path would be read as that entry (a component the
+    // capsule does not have), whether or not the capsule has one.
+    if let Some((name, _)) = extra
+        .iter()
+        .find(|(n, _)| [MANIFEST_ENTRY, COMPONENT_ENTRY].contains(n))
+    {
+        return Err(format!(
+            "{name} is a root entry of the archive; nothing else may be packed there"
+        ));
+    }
     let mut entries: Vec<(&str, &[u8])> = vec![(MANIFEST_ENTRY, manifest)];
     if let Some(c) = component {
         entries.push((COMPONENT_ENTRY, c));
@@ -242,11 +252,19 @@ mod tests {
             try_pack_with(b"m", None, &[("tools/a/tool.wasm", b"A"), ("tools/b/tool.wasm", b"B")]).unwrap(),
             "entries are sorted, so the order given does not matter"
         );
-        for clash in [
-            &[("t.wasm", &b"1"[..]), ("t.wasm", &b"2"[..])][..],
-            &[(MANIFEST_ENTRY, &b"x"[..])][..],
+        assert!(
+            try_pack_with(b"m", None, &[("t.wasm", b"1"), ("t.wasm", b"2")])
+                .unwrap_err()
+                .contains("packed twice")
+        );
+        // A root entry's path is refused even where the capsule has no such entry.
+        for (component, root) in [
+            (None, MANIFEST_ENTRY),
+            (Some(&b"c"[..]), COMPONENT_ENTRY),
+            (None, COMPONENT_ENTRY),
         ] {
-            assert!(try_pack_with(b"m", None, clash).unwrap_err().contains("packed twice"));
+            let e = try_pack_with(b"m", component, &[(root, b"x")]).unwrap_err();
+            assert!(e.contains("is a root entry of the archive"), "{root}: {e}");
         }
     }
 

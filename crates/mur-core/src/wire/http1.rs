@@ -40,7 +40,9 @@ pub struct Malformed(pub &'static str);
 /// head and the index where the body starts.
 pub fn head(buf: &[u8]) -> Result<Option<(Head, usize)>, Malformed> {
     let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-        if buf.len() > MAX_HEAD {
+        // Refused only once no blank line can start within the bound: a head of exactly
+        // MAX_HEAD bytes may still be missing its last three, however its bytes arrive.
+        if buf.len() > MAX_HEAD + 3 {
             return Err(Malformed("its head is longer than 64 KiB"));
         }
         return Ok(None);
@@ -185,7 +187,8 @@ fn chunk_size(line: &[u8]) -> Result<u64, Malformed> {
     let hex = std::str::from_utf8(hex)
         .map_err(|_| Malformed("a chunk size is not text"))?
         .trim();
-    if hex.is_empty() || hex.len() > 15 {
+    // Hex digits only: `from_str_radix` would also take a leading '+'.
+    if hex.is_empty() || hex.len() > 15 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(Malformed("a chunk size is not a hex number"));
     }
     u64::from_str_radix(hex, 16).map_err(|_| Malformed("a chunk size is not a hex number"))
@@ -334,7 +337,17 @@ mod tests {
         ] {
             assert!(head(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
         }
-        assert!(head(&vec![b'a'; MAX_HEAD + 1]).is_err(), "an endless head is refused");
+        assert!(head(&vec![b'a'; MAX_HEAD + 4]).is_err(), "an endless head is refused");
+        // A head ending right at the bound reads the same whether its bytes arrive at once or
+        // its blank line is still on the way.
+        let mut at_bound = b"HTTP/1.1 200 OK\r\nx-pad: ".to_vec();
+        at_bound.resize(MAX_HEAD, b'a');
+        at_bound.extend_from_slice(b"\r\n\r\n");
+        assert!(head(&at_bound).is_ok_and(|h| h.is_some()));
+        for missing in 1..4 {
+            let arriving = &at_bound[..at_bound.len() - missing];
+            assert_eq!(head(arriving), Ok(None), "{missing} bytes to come");
+        }
     }
 
     #[test]
@@ -354,7 +367,7 @@ mod tests {
         let mut d = Dechunker::default();
         assert_eq!(d.push(b"3\r\nab").unwrap(), b"ab");
         assert!(!d.done());
-        for bad in [&b"zz\r\n"[..], b"3\r\nabcX", b"\r\n"] {
+        for bad in [&b"zz\r\n"[..], b"3\r\nabcX", b"\r\n", b"+3\r\nabc\r\n"] {
             assert!(
                 Dechunker::default().push(bad).is_err(),
                 "{:?}",

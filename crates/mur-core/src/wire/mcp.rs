@@ -111,7 +111,8 @@ pub fn cancelled_notification(id: u64, reason: &str) -> String {
 pub fn response_for(message: &Value, id: u64) -> Option<Result<Value, String>> {
     if let Value::Array(batch) = message {
         // 2025-03-26 let a server batch messages; later versions dropped batching.
-        return batch.iter().find_map(|m| response_for(m, id));
+        // One level: a batch holds messages, not batches.
+        return batch.iter().filter(|m| m.is_object()).find_map(|m| response_for(m, id));
     }
     let m = message.as_object()?;
     if m.get("id").and_then(Value::as_u64) != Some(id) || m.contains_key("method") {
@@ -371,7 +372,13 @@ impl Bounded {
         self.total += sep.len() + s.len();
         for piece in [sep, s] {
             let room = self.max - self.text.len();
-            self.text.push_str(head(piece, room));
+            let kept = head(piece, room);
+            self.text.push_str(kept);
+            if kept.len() < piece.len() {
+                // Cut (maybe short of the bound, at a character): nothing after it may follow,
+                // or the text would not be the result's first bytes.
+                self.max = self.text.len();
+            }
         }
     }
 
@@ -490,6 +497,8 @@ mod tests {
                 Some(Ok(json!(2))),
             ),
             (json!("garbage"), None),
+            // A batch inside a batch is not one.
+            (json!([[{"id": 7, "result": 1}]]), None),
         ];
         for (message, want) in table {
             let got = response_for(message, 7);
@@ -722,6 +731,12 @@ mod tests {
             // A cut never splits a character: "é" is two bytes.
             (&["aé"], 2, "a\n[the result was 3 bytes; cut to the first 1]"),
             (&["x"], 0, "\n[the result was 1 bytes; cut to the first 0]"),
+            // A character that does not fit ends the text: a shorter item after it does not follow.
+            (
+                &["a", "😀", "b"],
+                4,
+                "a\n\n[the result was 8 bytes; cut to the first 2]",
+            ),
         ];
         for (items, max, want) in table {
             let content: Vec<Value> = items.iter().map(|t| json!({"type": "text", "text": t})).collect();

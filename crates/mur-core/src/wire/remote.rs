@@ -123,7 +123,7 @@ pub fn check_card(
             .collect();
         return Err(format!(
             "its agent card's JSONRPC interface is of protocol version {}, not 1.0",
-            versions.join(", ")
+            head(&versions.join(", "), 200)
         ));
     };
     let url = field(interface, "url");
@@ -142,8 +142,8 @@ pub fn check_card(
     if origin(&url) != origin(card_url) && !reachable(&url) {
         return Err(format!(
             "its agent card's JSONRPC interface is at {}, another origin than the card's ({}), which capabilities.network.allow does not list",
-            origin(&url).unwrap_or_default(),
-            origin(card_url).unwrap_or_default()
+            head(&origin(&url).unwrap_or_default(), 200),
+            head(&origin(card_url).unwrap_or_default(), 200)
         ));
     }
     let streaming = obj
@@ -707,6 +707,20 @@ mod tests {
         for (body, key, why) in refusals {
             let e = check_card(&body, AT, key, never).unwrap_err();
             assert!(e.contains(why), "{why}: {e}");
+        }
+        // What the card says is quoted cut, however much of it there is.
+        let many: Vec<Value> = (0..1000)
+            .map(|_| json!({"url": "https://a.example/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "9".repeat(20)}))
+            .collect();
+        let far = format!("https://{}.example/rpc", "b".repeat(10_000));
+        for body in [
+            card(json!({ "supportedInterfaces": many })),
+            card(
+                json!({"supportedInterfaces": [{"url": far, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]}),
+            ),
+        ] {
+            let e = check_card(&body, AT, true, never).unwrap_err();
+            assert!(e.len() <= 1024, "{} bytes: {}", e.len(), head(&e, 300));
         }
     }
 
