@@ -37,6 +37,11 @@ use super::conn::{Conn, Stream};
 /// descriptor limit lowers it (`limits::door_connections`).
 pub const MAX_CONNECTIONS: usize = 25_600;
 
+/// The soft open-file limit now (unlimited when it cannot be read).
+pub fn soft_nofile() -> u64 {
+    nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).map_or(u64::MAX, |(soft, _)| soft)
+}
+
 /// What a serving thread allows.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
