@@ -1,4 +1,5 @@
-//! The door's HTTP/1.1 server: one thread that both accepts connections and serves them.
+//! The door's HTTP/1.1 server: one thread that both accepts connections and serves them. `mur ui`
+//! is served by it too, so every listener of the project keeps the same bounds.
 //!
 //! actix-web's `HttpServer` accepts on a thread of its own and hands each connection to its
 //! worker: two thread wakeups per connection, which is most of what a connection per request

@@ -19,8 +19,9 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
 use actix_web::http::StatusCode;
-use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+use actix_web::{App, HttpRequest, HttpResponse, web};
 
+use crate::door::{conn, serve};
 use crate::paths::MurHome;
 
 /// The page's script and style, built into the binary: the page loads nothing else.
@@ -80,16 +81,33 @@ impl Bound {
         format!("http://127.0.0.1:{}/?launch={code}", self.state.port)
     }
 
-    /// Serves until the process is stopped.
+    /// Serves until the process gets SIGINT or SIGTERM. The server is the door's (`door::serve`,
+    /// `door::conn`): every request head, not only a connection's first, must arrive within
+    /// `door_head`, a reply that makes no write progress is dropped after `door_write_stall`,
+    /// and connections and requests in flight are bounded, so another user holding
+    /// connections open cannot keep the operator's browser from an answer.
     pub fn serve(self) -> std::io::Result<()> {
-        let state = self.state;
+        let data = web::Data::from(self.state);
+        let limits = serve::Limits {
+            max_connections: crate::limits::door_connections(serve::soft_nofile(), serve::MAX_CONNECTIONS),
+            grace: std::time::Duration::from_secs(1),
+        };
+        let serving = serve::Serving::start(self.listener, None, limits, move || {
+            App::new()
+                .app_data(data)
+                .wrap(conn::InFlight::default())
+                .default_service(web::to(handle))
+        })?;
         actix_rt::System::new().block_on(async move {
-            let data = web::Data::from(state);
-            HttpServer::new(move || App::new().app_data(data.clone()).default_service(web::to(handle)))
-                .workers(1)
-                .listen(self.listener)?
-                .run()
-                .await
+            use tokio::signal::unix::{SignalKind, signal};
+            let mut int = signal(SignalKind::interrupt())?;
+            let mut term = signal(SignalKind::terminate())?;
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            serving.stop().await;
+            Ok(())
         })
     }
 }

@@ -5,7 +5,8 @@
 //! another host or comes from another origin refused; a formation started after the list was
 //! opened appearing in it, its entry's question and then its streamed answer (held at a gate
 //! before its last piece) shown live from the door, with the door's operator token in none of
-//! what the browser gets; and `--open` running `$BROWSER` with a one-time launch address.
+//! what the browser gets; `--open` running `$BROWSER` with a one-time launch address; and the
+//! door's connection bounds.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -695,6 +696,71 @@ fn open_hands_browser_the_launch_address_and_without_one_prints_a_note() {
         &[("Host", &host_of(&ui))],
     );
     assert_eq!(status, 303);
+}
+
+/// `mur ui` keeps the door's connection bounds: every request head of a connection, not only
+/// its first, must arrive within `door_head` (here 2 s) of the accept or the previous reply's
+/// end, so another user holding connections open with half-sent heads holds nothing for long
+/// and the operator is answered meanwhile. Before, a second head was never timed.
+#[test]
+fn a_slow_and_a_stalled_second_request_head_to_mur_ui_are_closed_in_bounded_time() {
+    use crate::wear::{closed_within, first_request_of};
+    use std::time::Instant;
+    let sb = Sandbox::new();
+    let ui = Ui::start_with(&sb, |c| {
+        c.env("MURMUR_TEST_TIMING", "door_head=2s");
+    });
+    let host = host_of(&ui);
+    let cookie = format!("mur_ui_{}={}", ui.port, ui.token());
+    let first = format!("GET /assets/app.css HTTP/1.1\r\nHost: {host}\r\nCookie: {cookie}\r\n\r\n");
+
+    // A second head that stops half-way.
+    let mut stalled = first_request_of(&host, first.as_bytes());
+    stalled
+        .write_all(format!("GET / HTTP/1.1\r\nHost: {host}\r\n").as_bytes())
+        .expect("half a head");
+    // A second head sent a byte at a time, never finished.
+    let slow = {
+        let (host, first) = (host.clone(), first.clone());
+        std::thread::spawn(move || {
+            let mut s = first_request_of(&host, first.as_bytes());
+            let start = Instant::now();
+            let head = format!("GET / HTTP/1.1\r\nHost: {host}\r\nx-slow: ");
+            for b in head.as_bytes().iter().cycle() {
+                if start.elapsed() > Duration::from_secs(20) || s.write_all(&[*b]).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+                let mut probe = [0u8; 1];
+                s.set_nonblocking(true).expect("nonblocking");
+                let eof = matches!(s.read(&mut probe), Ok(0));
+                s.set_nonblocking(false).expect("blocking");
+                if eof {
+                    break;
+                }
+            }
+            start.elapsed()
+        })
+    };
+    // An idle keep-alive connection that sends nothing more.
+    let mut idle = first_request_of(&host, first.as_bytes());
+
+    // The operator is served meanwhile.
+    for i in 0..3 {
+        let (status, reply) = raw(ui.port, "GET", "/", &[("Host", &host), ("Cookie", &cookie)]);
+        assert_eq!(status, 200, "operator request {i}: {reply}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let stalled_after = closed_within(&mut stalled, Duration::from_secs(10)).expect("the stalled head is cut off");
+    let idle_after = closed_within(&mut idle, Duration::from_secs(10)).expect("the idle connection is closed");
+    let slow_after = slow.join().expect("slow writer");
+    eprintln!("closed after: stalled {stalled_after:?}, idle {idle_after:?}, slow {slow_after:?}");
+    assert!(
+        slow_after < Duration::from_secs(6),
+        "a head sent a byte at a time lasted {slow_after:?}"
+    );
+    let (status, reply) = raw(ui.port, "GET", "/", &[("Host", &host), ("Cookie", &cookie)]);
+    assert_eq!(status, 200, "after the slow heads: {reply}");
 }
 
 fn host_of(ui: &Ui) -> String {

@@ -13,11 +13,16 @@ use crate::support::{Sandbox, wait_until};
 
 const CARD: &[u8] = b"GET /.well-known/agent-card.json HTTP/1.1\r\nhost: localhost\r\n\r\n";
 
-/// Sends one whole keep-alive request and reads its whole reply (by its content-length).
+/// Sends one whole keep-alive request for the card and reads its whole reply.
 fn first_request(addr: &str) -> TcpStream {
+    first_request_of(addr, CARD)
+}
+
+/// Sends one whole keep-alive `request` and reads its whole reply (by its content-length).
+pub(crate) fn first_request_of(addr: &str, request: &[u8]) -> TcpStream {
     let mut s = TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
-    s.write_all(CARD).expect("first request");
+    s.write_all(request).expect("first request");
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
@@ -41,8 +46,8 @@ fn first_request(addr: &str) -> TcpStream {
     }
 }
 
-/// Reads until the door closes the connection; `None` if it is still open after `limit`.
-fn closed_within(s: &mut TcpStream, limit: Duration) -> Option<Duration> {
+/// Reads until the server closes the connection; `None` if it is still open after `limit`.
+pub(crate) fn closed_within(s: &mut TcpStream, limit: Duration) -> Option<Duration> {
     let start = Instant::now();
     s.set_read_timeout(Some(Duration::from_millis(100))).expect("timeout");
     let mut buf = [0u8; 1024];
