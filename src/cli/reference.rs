@@ -269,8 +269,8 @@ pub const NOTES: &[Notes] = &[
     },
     Notes {
         command: "ui",
-        stdout: "`mur ui: serving the records of <~/.murmur/records> at`, then the page's address `http://127.0.0.1:<PORT>/?token=<64 hex>` on a line of its own (the only place the page's token is ever shown: it is the UI's own, not a formation's), then a line saying the address is the operator's alone. It serves until stopped (Ctrl-C, SIGTERM). Read-only: it writes, prunes and answers nothing.",
-        stderr: "With `--open`: a line when no browser is found (`$BROWSER`, else `xdg-open` or `open` on `PATH`) or it cannot be run; the browser gets a one-time launch address, never the token. Diagnostics.",
+        stdout: "`mur ui: serving the records of <~/.murmur/records> at`, then the page's address `http://127.0.0.1:<PORT>/?token=<64 hex>` on a line of its own (the only place the page's token is ever shown: it is the UI's own, not a formation's), then a line saying the address is the operator's alone. It serves until stopped (Ctrl-C, SIGTERM). Read-only: it writes, prunes and answers nothing (but `--open`'s launch page).",
+        stderr: "With `--open`: a line when no browser is found (`$BROWSER`, else `xdg-open` or `open` on `PATH`) or it cannot be run, or the launch page cannot be written; the browser gets only the `file://` address of a 0600 page in the owner-only `~/.murmur/ui/` carrying a one-time launch code (never the token; removed once used). Diagnostics.",
         exit: "Runs until stopped; 1 with E-UI-001 when 127.0.0.1:PORT cannot be bound.",
         json: &[],
     },

@@ -20,7 +20,10 @@ pub fn run(args: &UiArgs) -> Outcome {
     println!("{url}");
     println!("(the URL carries this page's token: open it here, share it with no one; Ctrl-C stops)");
     if args.open {
-        open_browser(&bound.launch_url());
+        match bound.write_launch_page() {
+            Ok(page) => open_browser(&page),
+            Err(e) => eprintln!("mur ui: the launch page cannot be written ({e}): open the URL above yourself"),
+        }
     }
     bound
         .serve()
@@ -28,8 +31,9 @@ pub fn run(args: &UiArgs) -> Outcome {
     Ok(0)
 }
 
-/// Hands the browser a one-time launch address (not the token: argv is readable by every user
-/// of the machine), where one is available: `$BROWSER`, else `xdg-open` (or `open`) on `PATH`.
+/// Hands the browser the `file://` address of the owner-only launch page (never the token nor
+/// the launch code: argv is readable by every user of the machine), where a browser is
+/// available: `$BROWSER`, else `xdg-open` (or `open`) on `PATH`.
 /// With none, the URL printed above is the way in; that is a note, not an error.
 fn open_browser(url: &str) {
     let path = std::env::var_os("PATH").unwrap_or_default();

@@ -60,6 +60,12 @@ impl Caller {
         }
     }
 
+    /// The door's operator credential: it sees every task and is bound by no share of the
+    /// door (`conn::Shares`).
+    pub fn is_operator(&self) -> bool {
+        matches!(self, Caller::Credential { name, .. } if name == "operator")
+    }
+
     pub fn reaches(&self, scope: &str) -> bool {
         match self {
             Caller::Public => true,
@@ -72,7 +78,7 @@ impl Caller {
     pub fn sees(&self, owner: Option<&str>) -> bool {
         match self {
             Caller::Public => true,
-            Caller::Credential { name, .. } => name == "operator" || owner == Some(name.as_str()),
+            Caller::Credential { name, .. } => self.is_operator() || owner == Some(name.as_str()),
         }
     }
 

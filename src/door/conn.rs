@@ -13,9 +13,12 @@
 //!   it pins on the board.
 //!
 //! [`InFlight`] also bounds the requests a door serves at once ([`MAX_IN_FLIGHT`]): past it a
-//! request gets `503` with `retry-after` before anything else is done for it.
+//! request gets `503` with `retry-after` before anything else is done for it. Once FormationAuth
+//! has named the caller, [`Shares`] bounds what one credential other than the operator holds of
+//! them, so a peer's streams cannot leave the operator without room (`limits::DoorShares`).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::future::{Future, Ready, ready};
 use std::io;
 use std::pin::Pin;
@@ -26,15 +29,21 @@ use std::time::{Duration, Instant};
 use actix_web::body::{BodySize, EitherBody, MessageBody};
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform};
 use actix_web::web::Bytes;
-use actix_web::{HttpResponse, http::header};
+use actix_web::{HttpMessage as _, HttpResponse, http::header};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Sleep;
 
+use crate::limits::DoorShares;
 use crate::timing::Timing;
+
+use super::auth::Caller;
 
 /// Requests one door serves at once; past it, `503` [ours]. Each may hold a body of up to 8 MiB
 /// while it is read, and a blocked SendMessage or a stream holds its connection.
 pub const MAX_IN_FLIGHT: usize = 256;
+
+/// How [`Shares`] divides [`MAX_IN_FLIGHT`].
+pub const SHARES: DoorShares = DoorShares::of(MAX_IN_FLIGHT);
 
 /// An accepted stream.
 pub enum Stream {
@@ -192,7 +201,7 @@ pub struct InFlight {
 }
 
 /// Held while a request is served; dropping it ends the request for both counts.
-struct Serving {
+pub struct Serving {
     door: Rc<Cell<usize>>,
     conn: Option<Rc<Activity>>,
 }
@@ -211,7 +220,7 @@ where
     S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error> + 'static,
     B: MessageBody + Unpin + 'static,
 {
-    type Response = ServiceResponse<EitherBody<Held<B>>>;
+    type Response = ServiceResponse<EitherBody<Held<B, Serving>>>;
     type Error = actix_web::Error;
     type Transform = InFlightService<S>;
     type InitError = ();
@@ -235,7 +244,7 @@ where
     S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error> + 'static,
     B: MessageBody + Unpin + 'static,
 {
-    type Response = ServiceResponse<EitherBody<Held<B>>>;
+    type Response = ServiceResponse<EitherBody<Held<B, Serving>>>;
     type Error = actix_web::Error;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>>>>;
 
@@ -258,27 +267,147 @@ where
                 .finish();
             return Box::pin(ready(Ok(req.into_response(res).map_into_right_body())));
         }
-        let fut = self.service.call(req);
-        Box::pin(async move {
-            let res = fut.await?;
-            Ok(res
-                .map_body(|_, body| Held {
-                    body,
-                    _serving: serving,
-                })
-                .map_into_left_body())
+        held_until_replied(self.service.call(req), serving)
+    }
+}
+
+/// A reply whose body holds a guard, or a refusal; as the middlewares here answer.
+type Guarded<B, G> = Pin<Box<dyn Future<Output = Result<ServiceResponse<EitherBody<Held<B, G>>>, actix_web::Error>>>>;
+
+/// The reply of `fut`, its body holding `guard` until it is dropped.
+fn held_until_replied<B, G, F>(fut: F, guard: G) -> Guarded<B, G>
+where
+    B: MessageBody + Unpin + 'static,
+    G: Unpin + 'static,
+    F: Future<Output = Result<ServiceResponse<B>, actix_web::Error>> + 'static,
+{
+    Box::pin(async move {
+        let res = fut.await?;
+        Ok(res
+            .map_body(|_, body| Held { body, _guard: guard })
+            .map_into_left_body())
+    })
+}
+
+/// Counts the requests in flight of each credential other than the operator, from the moment
+/// FormationAuth named it until its reply is handed over whole (or dropped), and refuses one
+/// past [`SHARES`] with `503` and `retry-after`. The operator, and every caller of a public door
+/// (no credential, nobody to keep room for), are bound by [`InFlight`] only. Inside
+/// FormationAuth: an unauthenticated request never reaches it.
+#[derive(Clone, Default)]
+pub struct Shares {
+    held: Rc<RefCell<Holders>>,
+}
+
+#[derive(Default)]
+struct Holders {
+    /// Requests in flight by credential name; an entry goes when its count reaches 0, so the
+    /// map holds only credentials with a request in flight.
+    by_credential: HashMap<Rc<str>, usize>,
+    all_but_operator: usize,
+}
+
+impl Shares {
+    /// One more request of `credential`, or `None` when it already holds its share.
+    fn take(&self, credential: &str) -> Option<Holding> {
+        let mut held = self.held.borrow_mut();
+        let (name, its_own) = match held.by_credential.get_key_value(credential) {
+            Some((name, n)) => (Rc::clone(name), *n),
+            None => (Rc::from(credential), 0),
+        };
+        if !SHARES.admits(false, its_own, held.all_but_operator) {
+            return None;
+        }
+        held.all_but_operator += 1;
+        held.by_credential.insert(Rc::clone(&name), its_own + 1);
+        Some(Holding {
+            held: Rc::clone(&self.held),
+            credential: name,
         })
     }
 }
 
-/// A reply body that ends its request's [`Serving`] when it is dropped: once actix-http has
-/// taken its last chunk, or the connection went away.
-pub struct Held<B> {
-    body: B,
-    _serving: Serving,
+/// One request of a credential in flight; dropping it ends it.
+pub struct Holding {
+    held: Rc<RefCell<Holders>>,
+    credential: Rc<str>,
 }
 
-impl<B: MessageBody + Unpin> MessageBody for Held<B> {
+impl Drop for Holding {
+    fn drop(&mut self) {
+        let mut held = self.held.borrow_mut();
+        held.all_but_operator = held.all_but_operator.saturating_sub(1);
+        if let Some(n) = held.by_credential.get_mut(&self.credential) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                held.by_credential.remove(&self.credential);
+            }
+        }
+    }
+}
+
+impl<S, B> Transform<S, ServiceRequest> for Shares
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error> + 'static,
+    B: MessageBody + Unpin + 'static,
+{
+    type Response = ServiceResponse<EitherBody<Held<B, Option<Holding>>>>;
+    type Error = actix_web::Error;
+    type Transform = SharesService<S>;
+    type InitError = ();
+    type Future = Ready<Result<Self::Transform, Self::InitError>>;
+
+    fn new_transform(&self, service: S) -> Self::Future {
+        ready(Ok(SharesService {
+            service: Rc::new(service),
+            shares: self.clone(),
+        }))
+    }
+}
+
+pub struct SharesService<S> {
+    service: Rc<S>,
+    shares: Shares,
+}
+
+impl<S, B> Service<ServiceRequest> for SharesService<S>
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error> + 'static,
+    B: MessageBody + Unpin + 'static,
+{
+    type Response = ServiceResponse<EitherBody<Held<B, Option<Holding>>>>;
+    type Error = actix_web::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>>>>;
+
+    actix_web::dev::forward_ready!(service);
+
+    fn call(&self, req: ServiceRequest) -> Self::Future {
+        let holding = match req.extensions().get::<std::sync::Arc<Caller>>().map(|c| &**c) {
+            Some(c @ Caller::Credential { name, .. }) if !c.is_operator() => match self.shares.take(name) {
+                Some(h) => Ok(Some(h)),
+                None => Err(()),
+            },
+            _ => Ok(None),
+        };
+        let Ok(holding) = holding else {
+            let res = HttpResponse::ServiceUnavailable()
+                .insert_header((header::RETRY_AFTER, "1"))
+                .content_type("application/json")
+                .body(r#"{"error":"busy","message":"this credential holds its share of the door's requests in flight; retry once one of them ends"}"#);
+            return Box::pin(ready(Ok(req.into_response(res).map_into_right_body())));
+        };
+        held_until_replied(self.service.call(req), holding)
+    }
+}
+
+/// A reply body that holds its request's guard (a [`Serving`], a [`Holding`]) until it is
+/// dropped: once actix-http has taken its last chunk, or the connection went away.
+pub struct Held<B, G> {
+    body: B,
+    _guard: G,
+}
+
+impl<B: MessageBody + Unpin, G: Unpin> MessageBody for Held<B, G> {
     type Error = B::Error;
 
     fn size(&self) -> BodySize {

@@ -138,11 +138,6 @@ fn bind_listener(bind: &str) -> std::io::Result<TcpListener> {
     }
 }
 
-/// The soft open-file limit now (unlimited when it cannot be read).
-fn soft_nofile() -> u64 {
-    nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).map_or(u64::MAX, |(soft, _)| soft)
-}
-
 impl Door {
     /// Binds `bind` on a port the OS chooses and serves the door from a thread of its own
     /// (`serve`), which accepts and serves every connection. The board is made from
@@ -202,12 +197,14 @@ impl Door {
             push: push::Configs::default(),
         });
         let limits = serve::Limits {
-            max_connections: crate::limits::door_connections(soft_nofile(), serve::MAX_CONNECTIONS),
+            max_connections: crate::limits::door_connections(serve::soft_nofile(), serve::MAX_CONNECTIONS),
             grace: SHUTDOWN_GRACE,
         };
         let serving = serve::Serving::start(listener, unix, limits, move || {
             App::new()
                 .app_data(shared)
+                // Inside FormationAuth: a credential's share is counted once it is known.
+                .wrap(conn::Shares::default())
                 .wrap(auth)
                 // Outermost: a request past the in-flight bound costs no token check.
                 .wrap(conn::InFlight::default())

@@ -1,4 +1,5 @@
-//! The door's HTTP/1.1 server: one thread that both accepts connections and serves them.
+//! The door's HTTP/1.1 server: one thread that both accepts connections and serves them. `mur ui`
+//! is served by it too, so every listener of the project keeps the same bounds.
 //!
 //! actix-web's `HttpServer` accepts on a thread of its own and hands each connection to its
 //! worker: two thread wakeups per connection, which is most of what a connection per request
@@ -36,6 +37,11 @@ use super::conn::{Conn, Stream};
 /// Connections a door holds open at once at most (actix-server's default for one worker); the
 /// descriptor limit lowers it (`limits::door_connections`).
 pub const MAX_CONNECTIONS: usize = 25_600;
+
+/// The soft open-file limit now (unlimited when it cannot be read).
+pub fn soft_nofile() -> u64 {
+    nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).map_or(u64::MAX, |(soft, _)| soft)
+}
 
 /// What a serving thread allows.
 #[derive(Debug, Clone, Copy)]

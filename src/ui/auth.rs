@@ -9,6 +9,10 @@
 //! history, the script never sees it, the page's own requests (assets, the event stream, which
 //! cannot set headers) carry it, and no other site's request does. Cookies do not tell ports
 //! apart, so the cookie's name carries the port. Every comparison takes constant time.
+//!
+//! `--open` hands the browser neither: a browser's argv is every user's to read. It gets the
+//! `file://` address of a 0600 page in the owner-only `~/.murmur/ui/` that carries a one-time
+//! launch code, traded once, from whatever site, for the same cookie.
 
 /// The decision for one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,8 +21,8 @@ pub enum Verdict {
     Allow,
     /// The token came in the query and was right: set the cookie and redirect to `location`.
     Adopt { location: String },
-    /// The one-time launch code `--open` handed the browser came in the query: the caller takes
-    /// it (so it works once), then sets the cookie and redirects as for `Adopt`.
+    /// The one-time launch code of `--open`'s launch page came in the query: the caller takes
+    /// it (so it works once), then sets the cookie and sends the browser on to `location`.
     Launch { location: String },
     /// Refuse with this status and reason.
     Refuse(u16, &'static str),
@@ -90,6 +94,26 @@ pub fn decide(r: &Request<'_>, port: u16, token: &Token, launch: Option<&Token>)
     if r.host != Some(own.as_str()) {
         return Verdict::Refuse(421, "the Host header must be this server's loopback address");
     }
+    let location = || {
+        let rest: Vec<&str> = r
+            .query
+            .split('&')
+            .filter(|p| !p.is_empty() && !matches!(p.split('=').next(), Some("token" | "launch")))
+            .collect();
+        if rest.is_empty() {
+            r.path.to_owned()
+        } else {
+            format!("{}?{}", r.path, rest.join("&"))
+        }
+    };
+    // The launch code comes from the owner-only page `--open` wrote, a `file://` page: another
+    // site to the browser. Only whoever read that page holds the code, so where the request
+    // comes from says nothing more; every other request must come from this origin.
+    if let Some(given) = query_value(r.query, "launch")
+        && launch.is_some_and(|l| l.matches(given))
+    {
+        return Verdict::Launch { location: location() };
+    }
     if let Some(origin) = r.origin
         && origin != format!("http://{own}")
     {
@@ -104,28 +128,13 @@ pub fn decide(r: &Request<'_>, port: u16, token: &Token, launch: Option<&Token>)
     if from_cookie.is_some_and(|v| token.matches(v)) {
         return Verdict::Allow;
     }
-    let location = || {
-        let rest: Vec<&str> = r
-            .query
-            .split('&')
-            .filter(|p| !p.is_empty() && !matches!(p.split('=').next(), Some("token" | "launch")))
-            .collect();
-        if rest.is_empty() {
-            r.path.to_owned()
-        } else {
-            format!("{}?{}", r.path, rest.join("&"))
-        }
-    };
     if let Some(given) = query_value(r.query, "token") {
         if token.matches(given) {
             return Verdict::Adopt { location: location() };
         }
         return Verdict::Refuse(403, "the token is not this server's");
     }
-    if let Some(given) = query_value(r.query, "launch") {
-        if launch.is_some_and(|l| l.matches(given)) {
-            return Verdict::Launch { location: location() };
-        }
+    if query_value(r.query, "launch").is_some() {
         return Verdict::Refuse(403, "the launch address works once; open the URL `mur ui` printed");
     }
     Verdict::Refuse(401, "open the URL `mur ui` printed: it carries the token")
@@ -196,7 +205,22 @@ mod tests {
                     location: "/formation/frm_x".into(),
                 },
             ),
+            // The launch page is a file: its request is another site's, and still admitted.
+            (
+                req(h, None, Some("cross-site"), None, launch_query.as_str()),
+                Verdict::Launch {
+                    location: "/formation/frm_x".into(),
+                },
+            ),
+            (
+                req(Some("evil.example:8080"), None, None, None, launch_query.as_str()),
+                Verdict::Refuse(421, ""),
+            ),
             (req(h, None, None, None, "launch=ef"), Verdict::Refuse(403, "")),
+            (
+                req(h, None, Some("cross-site"), None, "launch=ef"),
+                Verdict::Refuse(403, ""),
+            ),
             (
                 req(h, None, None, Some(wrong_port_cookie.as_str()), ""),
                 Verdict::Refuse(401, ""),

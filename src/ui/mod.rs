@@ -15,12 +15,14 @@ pub mod records;
 pub mod sse;
 
 use std::net::TcpListener;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
 use actix_web::http::StatusCode;
-use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+use actix_web::{App, HttpRequest, HttpResponse, web};
 
+use crate::door::{conn, serve};
 use crate::paths::MurHome;
 
 /// The page's script and style, built into the binary: the page loads nothing else.
@@ -52,6 +54,17 @@ pub struct State {
     pub live: Arc<live::Live>,
     /// `--open`'s one-time launch code, until the browser uses it.
     pub launch: std::sync::Mutex<Option<auth::Token>>,
+    /// The owner-only page that hands the browser the launch code, while it is of use.
+    pub launch_page: std::sync::Mutex<Option<PathBuf>>,
+}
+
+impl State {
+    /// Removes the launch page, once its code is used or the server stops.
+    fn forget_launch_page(&self) {
+        if let Some(page) = crate::sync::lock(&self.launch_page).take() {
+            let _ = std::fs::remove_file(page);
+        }
+    }
 }
 
 /// A bound server, before it serves: its URL (with the token) is known.
@@ -70,28 +83,90 @@ impl Bound {
         )
     }
 
-    /// The address `--open` hands the browser: a one-time code instead of the token, since a
-    /// browser's argv is readable by every user of the machine.
-    pub fn launch_url(&self) -> String {
+    /// Writes the page `--open` hands the browser and returns its `file://` address. The page
+    /// carries the one-time launch code; the address, which is all a browser's argv shows to
+    /// every user of the machine, carries nothing: the page is 0600 in the owner-only
+    /// `~/.murmur/ui/`, and it is removed once the code is used.
+    pub fn write_launch_page(&self) -> std::io::Result<String> {
+        use std::io::Write as _;
+        use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
         let code = crate::sync::lock(&self.state.launch)
             .as_ref()
             .map(|t| t.as_str().to_owned())
-            .unwrap_or_default();
-        format!("http://127.0.0.1:{}/?launch={code}", self.state.port)
+            .ok_or_else(|| std::io::Error::other("the launch code was used already"))?;
+        let dir = self.state.home.ui();
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
+        // A directory already there keeps its mode: made owner-only, and refused when it is
+        // not this user's (or not a directory).
+        let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
+        if !crate::peer_door::usable_dir(&dir) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!("{} is not a directory of this user's alone", dir.display()),
+            ));
+        }
+        let path = self.state.home.ui_launch_page(self.state.port);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)?;
+        let target = format!("http://127.0.0.1:{}/?launch={code}", self.state.port);
+        file.write_all(page::forward(&target).as_bytes())?;
+        *crate::sync::lock(&self.state.launch_page) = Some(path.clone());
+        Ok(file_url(&path))
     }
 
-    /// Serves until the process is stopped.
+    /// Serves until the process gets SIGINT or SIGTERM. The server is the door's (`door::serve`,
+    /// `door::conn`): every request head, not only a connection's first, must arrive within
+    /// `door_head`, a reply that makes no write progress is dropped after `door_write_stall`,
+    /// and connections and requests in flight are bounded, so another user holding
+    /// connections open cannot keep the operator's browser from an answer.
     pub fn serve(self) -> std::io::Result<()> {
-        let state = self.state;
-        actix_rt::System::new().block_on(async move {
-            let data = web::Data::from(state);
-            HttpServer::new(move || App::new().app_data(data.clone()).default_service(web::to(handle)))
-                .workers(1)
-                .listen(self.listener)?
-                .run()
-                .await
-        })
+        let state = Arc::clone(&self.state);
+        let data = web::Data::from(self.state);
+        let limits = serve::Limits {
+            max_connections: crate::limits::door_connections(serve::soft_nofile(), serve::MAX_CONNECTIONS),
+            grace: std::time::Duration::from_secs(1),
+        };
+        let serving = serve::Serving::start(self.listener, None, limits, move || {
+            App::new()
+                .app_data(data)
+                .wrap(conn::InFlight::default())
+                .default_service(web::to(handle))
+        })?;
+        let stopped = actix_rt::System::new().block_on(async move {
+            use tokio::signal::unix::{SignalKind, signal};
+            let mut int = signal(SignalKind::interrupt())?;
+            let mut term = signal(SignalKind::terminate())?;
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            serving.stop().await;
+            Ok(())
+        });
+        state.forget_launch_page();
+        stopped
     }
+}
+
+/// `file://` and `path`, every byte but unreserved ones and `/` percent-encoded.
+fn file_url(path: &std::path::Path) -> String {
+    use std::os::unix::ffi::OsStrExt as _;
+    let mut url = String::from("file://");
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+            url.push(char::from(b));
+        } else {
+            url.push_str(&format!("%{b:02X}"));
+        }
+    }
+    url
 }
 
 /// Binds 127.0.0.1 (never another address) and mints the token.
@@ -106,6 +181,7 @@ pub fn bind(opts: UiOptions) -> std::io::Result<Bound> {
         streams: AtomicUsize::new(0),
         live: Arc::default(),
         launch: std::sync::Mutex::new(Some(auth::Token::random()?)),
+        launch_page: std::sync::Mutex::new(None),
     });
     Ok(Bound { listener, state })
 }
@@ -171,10 +247,13 @@ async fn handle(req: HttpRequest, state: web::Data<State>) -> HttpResponse {
             if used.is_none() {
                 return text(StatusCode::FORBIDDEN, "the launch address works once\n".into());
             }
-            return secured(HttpResponse::SeeOther())
+            state.forget_launch_page();
+            // The launch page is a file, so this request comes from another site (and a
+            // redirect would keep it so, cookie left out): a page of ours moves on instead.
+            return secured(HttpResponse::Ok())
                 .insert_header(("Set-Cookie", auth::set_cookie(state.port, &state.token)))
-                .insert_header(("Location", location))
-                .finish();
+                .content_type("text/html; charset=utf-8")
+                .body(page::forward(&location));
         }
         auth::Verdict::Adopt { location } => {
             return secured(HttpResponse::SeeOther())

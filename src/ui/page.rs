@@ -38,6 +38,18 @@ pub fn shell(title: &str, body: &str, live: Option<(&str, &str)>) -> String {
     )
 }
 
+/// A page that sends the browser on to `to` at once. A refresh rather than a redirect: the
+/// request it makes comes from the page's own origin, so a page of `mur ui` sends it with the
+/// cookie just set (which a redirect in a navigation begun elsewhere would not carry).
+pub fn forward(to: &str) -> String {
+    let to = e(to);
+    format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta http-equiv=\"refresh\" content=\"0;url={to}\"><title>mur ui</title></head>\
+         <body><a href=\"{to}\">mur ui</a></body></html>\n"
+    )
+}
+
 /// `1234` → `1.2 s`, `56` → `56 ms`, `125000` → `2 min 5 s`.
 pub fn duration(ms: u64) -> String {
     if ms < 1000 {

@@ -51,6 +51,9 @@ const DOOR_USES: &[(&str, &str)] = &[
     ("session/mod.rs", "use crate::door::{Door, DoorConfig, FormationTrust};"),
     // The calls client is tested against a real door, as a peer member runs it.
     ("calls/tests.rs", "use crate::door::{Door, DoorConfig, FormationTrust};"),
+    // `mur ui` is served by the door's server, with its head, write-stall and in-flight
+    // bounds: every listener of the project keeps the same ones.
+    ("ui/mod.rs", "use crate::door::{conn, serve};"),
     // A cluster's probe must ask for the very path the door serves its public card on.
     (
         "deploy/tests.rs",

@@ -5,7 +5,8 @@
 //! another host or comes from another origin refused; a formation started after the list was
 //! opened appearing in it, its entry's question and then its streamed answer (held at a gate
 //! before its last piece) shown live from the door, with the door's operator token in none of
-//! what the browser gets; and `--open` running `$BROWSER` with a one-time launch address.
+//! what the browser gets; `--open` running `$BROWSER` with an owner-only launch page that
+//! another user replaying the browser's argv cannot use; and the door's connection bounds.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -643,8 +644,18 @@ fn a_new_formation_its_question_and_its_streamed_answer_show_live_and_the_door_t
     assert!(!ui.stderr().contains(&door_token), "nor mur ui's own output");
 }
 
+/// What the launch page at `url` (a `file://` address) sends the browser to: its path.
+fn launch_path(url: &str, port: u16) -> (std::path::PathBuf, String) {
+    let page = std::path::PathBuf::from(url.strip_prefix("file://").expect("a file:// address"));
+    let text = std::fs::read_to_string(&page).expect("the launch page");
+    let prefix = format!("url=http://127.0.0.1:{port}");
+    let at = text.find(&prefix).expect("the page moves on to mur ui") + prefix.len();
+    let path = text[at..].split('"').next().expect("the address").to_string();
+    (page, path)
+}
+
 #[test]
-fn open_hands_browser_the_launch_address_and_without_one_prints_a_note() {
+fn open_hands_browser_an_owner_only_launch_page_and_without_one_prints_a_note() {
     use std::os::unix::fs::PermissionsExt;
     let sb = Sandbox::new();
     let bin = sb.path("bin");
@@ -664,19 +675,35 @@ fn open_hands_browser_the_launch_address_and_without_one_prints_a_note() {
     });
     assert!(opened.is_some(), "$BROWSER was not run: {}", ui.stderr());
     let url = std::fs::read_to_string(&got).expect("the opened address");
-    let prefix = format!("http://127.0.0.1:{}/?launch=", ui.port);
-    assert!(url.starts_with(&prefix), "{url}");
+    // argv is every user's to read: it names a file, and carries neither the token nor the code.
+    assert!(url.starts_with("file://"), "{url}");
+    assert!(!url.contains(ui.token()) && !url.contains("launch="), "{url}");
+    let (page, path) = launch_path(&url, ui.port);
+    let mode = |p: &Path| std::fs::metadata(p).expect("metadata").permissions().mode() & 0o777;
+    assert_eq!(mode(&page), 0o600, "{}", page.display());
+    assert_eq!(mode(page.parent().expect("its directory")), 0o700);
+    assert!(path.starts_with("/?launch="), "{path}");
     assert!(
-        !url.contains(ui.token()),
-        "argv is every user's to read: no token in it"
+        !path.contains(ui.token()),
+        "the page carries the one-time code, not the token"
     );
-    // The launch address lets the browser in, once.
+    // The page lets the browser in once, although to the browser it is another site (a file):
+    // the cookie and a page of the server's own origin that moves on to `/`.
     let host = format!("127.0.0.1:{}", ui.port);
-    let path = url.trim_start_matches(&format!("http://{host}"));
-    let (status, reply) = raw(ui.port, "GET", path, &[("Host", &host)]);
-    assert_eq!(status, 303, "{reply}");
+    let (status, reply) = raw(
+        ui.port,
+        "GET",
+        &path,
+        &[("Host", &host), ("Sec-Fetch-Site", "cross-site")],
+    );
+    assert_eq!(status, 200, "{reply}");
     assert!(header_of(&reply, "set-cookie").is_some_and(|c| c.contains(ui.token())));
-    assert_eq!(raw(ui.port, "GET", path, &[("Host", &host)]).0, 403, "it works once");
+    assert!(
+        reply.contains("<meta http-equiv=\"refresh\" content=\"0;url=/\">"),
+        "{reply}"
+    );
+    assert!(!page.exists(), "the launch page stays once its code is used");
+    assert_eq!(raw(ui.port, "GET", &path, &[("Host", &host)]).0, 403, "it works once");
     drop(ui);
 
     // No $BROWSER and no xdg-open on PATH: the URL and a note, and it serves on.
@@ -695,6 +722,211 @@ fn open_hands_browser_the_launch_address_and_without_one_prints_a_note() {
         &[("Host", &host_of(&ui))],
     );
     assert_eq!(status, 303);
+}
+
+/// Another user replays what `mur ui --open` leaves it: reads the browser's argv and
+/// environment from `/proc`, every file they name it can open, and requests every `mur ui`
+/// address found in them (and `/`), printing `STATUS`, and `COOKIE` for a reply that sets one.
+const REPLAY: &str = r#"
+import http.client, os, re, stat, sys, urllib.parse
+pid, port = sys.argv[1], sys.argv[2]
+seen = []
+def read(path):
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return
+        data = open(path, "rb").read(1 << 16)
+    except OSError as e:
+        print("UNREADABLE", path, e.strerror, flush=True)
+        return
+    text = data.replace(b"\0", b" ").decode("utf-8", "replace")
+    print("READ", path, "".join(c if c.isprintable() else " " for c in text[:300]), flush=True)
+    seen.append(text)
+read("/proc/%s/cmdline" % pid)
+read("/proc/%s/environ" % pid)
+for text in list(seen):
+    for word in text.split():
+        path = word[len("file://"):] if word.startswith("file://") else word
+        if path.startswith("/"):
+            read(urllib.parse.unquote(path))
+paths = {"/"}
+for text in seen:
+    paths.update(re.findall(r"http://127\.0\.0\.1:%s(/[^\s\"'<>]*)" % port, text))
+for path in sorted(paths):
+    c = http.client.HTTPConnection("127.0.0.1", int(port), timeout=10)
+    c.request("GET", path, headers={"Host": "127.0.0.1:%s" % port})
+    r = c.getresponse()
+    print("STATUS", r.status, path, flush=True)
+    if r.getheader("set-cookie"):
+        print("COOKIE", path, flush=True)
+"#;
+
+/// `mur ui --open`'s browser is watched by another user: it reads the browser's argv (any
+/// user may) and its environment, opens every file they name, and replays every address it
+/// finds; it gets no cookie and no page, and the operator's browser (a real Chromium opening
+/// what `$BROWSER` was given) still gets in. Before, the launch address sat in argv: its replay
+/// took the cookie, and the operator's browser got 403.
+#[test]
+fn another_user_replaying_what_open_shows_gets_no_cookie_and_the_operators_browser_gets_in() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test needs root: it runs the replay as another user (nobody)"
+    );
+    let sb = Sandbox::new();
+    let out = sb.path("open");
+    let go = out.join("go");
+    nix::unistd::mkfifo(&go, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+    // A browser that stays, as a browser does, until the test lets it go.
+    let browser = sb.path("bin").join("browser");
+    std::fs::write(
+        &browser,
+        format!(
+            "#!/bin/sh\necho $$ > '{o}/pid.tmp' && mv '{o}/pid.tmp' '{o}/pid'\nread line < '{o}/go'\n",
+            o = out.display()
+        ),
+    )
+    .expect("script");
+    std::fs::set_permissions(&browser, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let ui = Ui::start_with(&sb, |c| {
+        c.arg("--open").env("BROWSER", &browser);
+    });
+    let pid_file = out.join("pid");
+    let started = crate::support::wait_until(Duration::from_secs(10), || pid_file.is_file());
+    assert!(started.is_some(), "$BROWSER was not run: {}", ui.stderr());
+    let pid = std::fs::read_to_string(&pid_file).expect("pid").trim().to_string();
+    let argv = std::fs::read(format!("/proc/{pid}/cmdline")).expect("the browser's argv");
+    // The address the browser was given: its last argument.
+    let url = String::from_utf8_lossy(&argv)
+        .trim_end_matches('\0')
+        .rsplit('\0')
+        .next()
+        .expect("the browser's argument")
+        .to_string();
+
+    // The other user gets as far as mur's own modes let it: the sandbox's directories (private
+    // to the test) are opened up to the home's `.murmur`; the test's own notes stay private.
+    for dir in [sb.dir.path().to_path_buf(), sb.home(), sb.home().join(".murmur")] {
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let replay = std::process::Command::new("python3")
+        .args(["-c", REPLAY, &pid, &ui.port.to_string()])
+        .uid(65534)
+        .gid(65534)
+        .current_dir("/")
+        .output()
+        .expect("python3 as nobody");
+    let report = String::from_utf8_lossy(&replay.stdout).into_owned();
+    eprintln!("what another user got:\n{report}");
+    assert!(
+        replay.status.success(),
+        "{report}{}",
+        String::from_utf8_lossy(&replay.stderr)
+    );
+    let cmdline = format!("READ /proc/{pid}/cmdline ");
+    assert!(
+        report.lines().any(|l| l.starts_with(&cmdline) && l.contains(&url)),
+        "the replay did not read the browser's argv:\n{report}"
+    );
+    assert!(!report.contains("COOKIE"), "another user got the cookie:\n{report}");
+    assert!(
+        report
+            .lines()
+            .filter(|l| l.starts_with("STATUS "))
+            .all(|l| l.starts_with("STATUS 401 ") || l.starts_with("STATUS 403 ")),
+        "another user got a page:\n{report}"
+    );
+    let page = std::path::PathBuf::from(url.strip_prefix("file://").expect("argv names a file"));
+    assert!(
+        report
+            .lines()
+            .any(|l| l.starts_with(&format!("UNREADABLE {} ", page.display()))),
+        "the replay did not try the launch page:\n{report}"
+    );
+    std::fs::write(&go, "go\n").expect("let the browser stub go");
+
+    // The operator's browser opens the same address and is in.
+    let mut b = Browser::start();
+    b.goto(&url);
+    let home = format!("http://127.0.0.1:{}/", ui.port);
+    let inside = b.wait_for(
+        &format!("location.href === '{home}' && document.title === 'mur ui: formations'"),
+        Duration::from_secs(20),
+    );
+    assert!(
+        inside.is_some(),
+        "the operator's browser did not get in: {} {}",
+        b.eval("location.href"),
+        b.eval("document.body ? document.body.innerText : ''")
+    );
+    assert!(!page.exists(), "the launch page stays once its code is used");
+}
+
+/// `mur ui` keeps the door's connection bounds: every request head of a connection, not only
+/// its first, must arrive within `door_head` (here 2 s) of the accept or the previous reply's
+/// end, so another user holding connections open with half-sent heads holds nothing for long
+/// and the operator is answered meanwhile. Before, a second head was never timed.
+#[test]
+fn a_slow_and_a_stalled_second_request_head_to_mur_ui_are_closed_in_bounded_time() {
+    use crate::wear::{closed_within, first_request_of};
+    use std::time::Instant;
+    let sb = Sandbox::new();
+    let ui = Ui::start_with(&sb, |c| {
+        c.env("MURMUR_TEST_TIMING", "door_head=2s");
+    });
+    let host = host_of(&ui);
+    let cookie = format!("mur_ui_{}={}", ui.port, ui.token());
+    let first = format!("GET /assets/app.css HTTP/1.1\r\nHost: {host}\r\nCookie: {cookie}\r\n\r\n");
+
+    // A second head that stops half-way.
+    let mut stalled = first_request_of(&host, first.as_bytes());
+    stalled
+        .write_all(format!("GET / HTTP/1.1\r\nHost: {host}\r\n").as_bytes())
+        .expect("half a head");
+    // A second head sent a byte at a time, never finished.
+    let slow = {
+        let (host, first) = (host.clone(), first.clone());
+        std::thread::spawn(move || {
+            let mut s = first_request_of(&host, first.as_bytes());
+            let start = Instant::now();
+            let head = format!("GET / HTTP/1.1\r\nHost: {host}\r\nx-slow: ");
+            for b in head.as_bytes().iter().cycle() {
+                if start.elapsed() > Duration::from_secs(20) || s.write_all(&[*b]).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+                let mut probe = [0u8; 1];
+                s.set_nonblocking(true).expect("nonblocking");
+                let eof = matches!(s.read(&mut probe), Ok(0));
+                s.set_nonblocking(false).expect("blocking");
+                if eof {
+                    break;
+                }
+            }
+            start.elapsed()
+        })
+    };
+    // An idle keep-alive connection that sends nothing more.
+    let mut idle = first_request_of(&host, first.as_bytes());
+
+    // The operator is served meanwhile.
+    for i in 0..3 {
+        let (status, reply) = raw(ui.port, "GET", "/", &[("Host", &host), ("Cookie", &cookie)]);
+        assert_eq!(status, 200, "operator request {i}: {reply}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let stalled_after = closed_within(&mut stalled, Duration::from_secs(10)).expect("the stalled head is cut off");
+    let idle_after = closed_within(&mut idle, Duration::from_secs(10)).expect("the idle connection is closed");
+    let slow_after = slow.join().expect("slow writer");
+    eprintln!("closed after: stalled {stalled_after:?}, idle {idle_after:?}, slow {slow_after:?}");
+    assert!(
+        slow_after < Duration::from_secs(6),
+        "a head sent a byte at a time lasted {slow_after:?}"
+    );
+    let (status, reply) = raw(ui.port, "GET", "/", &[("Host", &host), ("Cookie", &cookie)]);
+    assert_eq!(status, 200, "after the slow heads: {reply}");
 }
 
 fn host_of(ui: &Ui) -> String {

@@ -13,11 +13,16 @@ use crate::support::{Sandbox, wait_until};
 
 const CARD: &[u8] = b"GET /.well-known/agent-card.json HTTP/1.1\r\nhost: localhost\r\n\r\n";
 
-/// Sends one whole keep-alive request and reads its whole reply (by its content-length).
+/// Sends one whole keep-alive request for the card and reads its whole reply.
 fn first_request(addr: &str) -> TcpStream {
+    first_request_of(addr, CARD)
+}
+
+/// Sends one whole keep-alive `request` and reads its whole reply (by its content-length).
+pub(crate) fn first_request_of(addr: &str, request: &[u8]) -> TcpStream {
     let mut s = TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
-    s.write_all(CARD).expect("first request");
+    s.write_all(request).expect("first request");
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
@@ -41,8 +46,8 @@ fn first_request(addr: &str) -> TcpStream {
     }
 }
 
-/// Reads until the door closes the connection; `None` if it is still open after `limit`.
-fn closed_within(s: &mut TcpStream, limit: Duration) -> Option<Duration> {
+/// Reads until the server closes the connection; `None` if it is still open after `limit`.
+pub(crate) fn closed_within(s: &mut TcpStream, limit: Duration) -> Option<Duration> {
     let start = Instant::now();
     s.set_read_timeout(Some(Duration::from_millis(100))).expect("timeout");
     let mut buf = [0u8; 1024];
@@ -246,4 +251,115 @@ fn a_member_that_ends_after_its_task_keeps_its_door_until_the_answer_is_read() {
         "it lingered {:?} after the read",
         shown.elapsed()
     );
+}
+
+/// `SubscribeToTask` on `task` over a connection of its own, as `auth`: the open stream (its
+/// head read, the connection held), or the refusal's status and whole head and body.
+fn subscribe(addr: &str, auth: &str, task: &str) -> Result<TcpStream, (u16, String)> {
+    let body = json!({"id": "s1", "jsonrpc": "2.0", "method": "SubscribeToTask", "params": {"id": task}}).to_string();
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
+    write!(
+        s,
+        "POST / HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\na2a-version: 1.0\r\nauthorization: {auth}\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("subscribe");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&got).contains("\r\n\r\n") {
+        let n = s.read(&mut buf).expect("a reply head");
+        assert!(n > 0, "the door closed before its reply");
+        got.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&got).into_owned();
+    let status = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    if status == 200 {
+        return Ok(s);
+    }
+    let mut rest = String::new();
+    s.set_read_timeout(Some(Duration::from_millis(500))).expect("timeout");
+    let _ = s.read_to_string(&mut rest);
+    Err((status, text + &rest))
+}
+
+/// Peers with genuine formation tokens open `SubscribeToTask` streams on their own long tasks
+/// until the door refuses: each holds at most a quarter of the door's 256 requests in flight,
+/// all of them together at most 224, and the operator's GetTask, ListTasks and CancelTask are
+/// answered meanwhile. Before, one peer took all 256 and the operator got 503 until it let go.
+#[test]
+fn peers_holding_streams_on_their_own_tasks_get_a_share_and_leave_the_operator_room() {
+    use crate::door::{FRM, Key, Member};
+    let sb = Sandbox::new();
+    install(&sb, "spin", "held", &format!("{AUTH}{}", serve(4)));
+    let key = Key::new(9);
+    let d = Door::member(
+        &sb,
+        "held",
+        &Member {
+            key: &key,
+            formation: FRM,
+            name: "held",
+        },
+    );
+    let addr = d.local_url().replacen("localhost", "127.0.0.1", 1);
+    let op = d.op();
+    let peers = ["planner", "reviewer", "tester", "writer"];
+    let mut streams: Vec<Vec<TcpStream>> = Vec::new();
+    let mut tasks = Vec::new();
+    for peer in peers {
+        let auth = format!("Bearer {}", key.mint(FRM, peer, "held"));
+        let task = d.send(Some(&auth), "spin", true);
+        let id = task["id"].as_str().expect("task id").to_string();
+        let mut open = Vec::new();
+        let refusal = loop {
+            match subscribe(&addr, &auth, &id) {
+                Ok(s) => open.push(s),
+                Err(refused) => break refused,
+            }
+            assert!(open.len() <= 256, "{peer} was never refused");
+        };
+        let (status, reply) = refusal;
+        assert_eq!(status, 503, "{peer}: {reply}");
+        assert!(reply.to_ascii_lowercase().contains("retry-after: 1"), "{peer}: {reply}");
+        // Any request of the credential is past its share, not only another stream.
+        let h = d.call(Some(&auth), "GetTask", json!({"id": id}));
+        assert_eq!(h.status, 503, "{peer}'s GetTask past its share: {}", h.body);
+        streams.push(open);
+        tasks.push((auth, id));
+    }
+    let held: Vec<usize> = streams.iter().map(Vec::len).collect();
+    assert_eq!(
+        held,
+        [64, 64, 64, 32],
+        "a quarter each, an eighth kept for the operator"
+    );
+
+    // The operator's requests that could stop the peers' work get through, with their results.
+    let (planner, planner_task) = &tasks[0];
+    let got = d.rpc(Some(&op), "GetTask", json!({"id": planner_task}));
+    assert_eq!(got["result"]["id"], json!(planner_task), "{got}");
+    let listed = d.rpc(Some(&op), "ListTasks", json!({}));
+    assert_eq!(listed["result"]["totalSize"], 4, "{listed}");
+    let canceled = d.rpc(Some(&op), "CancelTask", json!({"id": planner_task}));
+    assert_eq!(
+        canceled["result"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{canceled}"
+    );
+
+    // The canceled task's streams end, and with them the planner's hold on the door.
+    for s in &mut streams[0] {
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !String::from_utf8_lossy(&seen).contains("TASK_STATE_CANCELED") {
+            let n = s.read(&mut buf).expect("the stream's events");
+            assert!(n > 0, "a stream ended without the cancel");
+            seen.extend_from_slice(&buf[..n]);
+        }
+    }
+    let back = wait_until(Duration::from_secs(20), || {
+        d.call(Some(planner), "GetTask", json!({"id": planner_task})).status == 200
+    });
+    assert!(back.is_some(), "the planner's share was not given back");
+    assert!(d.stderr().lines().all(|l| !l.contains("panicked")), "{}", d.stderr());
 }

@@ -63,6 +63,36 @@ pub fn door_connections(soft: u64, max: usize) -> usize {
     room.clamp(DOOR_MIN_CONNECTIONS, max.max(DOOR_MIN_CONNECTIONS))
 }
 
+/// How a door's requests in flight are shared among the credentials that hold them, once a
+/// request's token is known. The door-wide bound (`max`) is checked first, before any token;
+/// past it anyone gets `503`. Within it, one credential other than the operator holds at most
+/// a quarter, and all of them together leave an eighth for the operator, so a peer with a
+/// genuine token (or several peers) cannot fill the door with streams on its own tasks and
+/// keep the operator from the requests that would stop them (GetTask, CancelTask, ListTasks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DoorShares {
+    /// What one credential other than the operator may hold.
+    pub per_credential: usize,
+    /// What every credential other than the operator may hold together.
+    pub all_but_operator: usize,
+}
+
+impl DoorShares {
+    pub const fn of(max: usize) -> DoorShares {
+        DoorShares {
+            per_credential: max / 4,
+            all_but_operator: max - max / 8,
+        }
+    }
+
+    /// Whether one more request is admitted, for a caller that is the operator or not, that
+    /// already holds `its_own`, while the credentials other than the operator hold
+    /// `all_but_operator` together. The operator is bound only by the door-wide bound.
+    pub fn admits(&self, operator: bool, its_own: usize, all_but_operator: usize) -> bool {
+        operator || (its_own < self.per_credential && all_but_operator < self.all_but_operator)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,5 +141,30 @@ mod tests {
             assert_eq!(nofile(members, soft, hard), want, "{members} members, {soft}/{hard}");
         }
         assert_eq!(descriptors_needed(usize::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn a_credential_holds_a_quarter_of_a_door_and_the_operator_keeps_an_eighth() {
+        let shares = DoorShares::of(256);
+        assert_eq!((shares.per_credential, shares.all_but_operator), (64, 224));
+        // (operator, its own, all but the operator's, admitted)
+        let table: [(bool, usize, usize, bool); 9] = [
+            (false, 0, 0, true),
+            (false, 63, 63, true),
+            (false, 64, 64, false),
+            (false, 65, 65, false),
+            (false, 0, 223, true),
+            (false, 0, 224, false),
+            (true, 0, 224, true),
+            (true, 255, 224, true),
+            (false, 10, 200, true),
+        ];
+        for (operator, its_own, others, want) in table {
+            assert_eq!(
+                shares.admits(operator, its_own, others),
+                want,
+                "{operator} {its_own} {others}"
+            );
+        }
     }
 }

@@ -62,6 +62,16 @@ impl MurHome {
         self.running().join(format!("{session_id}.json"))
     }
 
+    /// `mur ui`'s owner-only directory: the page `--open` hands the browser lives here.
+    pub fn ui(&self) -> PathBuf {
+        self.root.join("ui")
+    }
+
+    /// The launch page of the `mur ui` serving on `port`.
+    pub fn ui_launch_page(&self, port: u16) -> PathBuf {
+        self.ui().join(format!("launch-{port}.html"))
+    }
+
     /// Parent of every formation directory.
     pub fn formations(&self) -> PathBuf {
         self.root.join("formations")

@@ -230,6 +230,13 @@ impl Browser {
     /// Sends one command (to the page when `page` is `Some`) and returns its result, skipping
     /// the events that come in between.
     fn call(&mut self, page: Option<()>, method: &str, params: Value) -> Value {
+        self.try_call(page, method, params)
+            .unwrap_or_else(|e| panic!("{method}: {e}"))
+    }
+
+    /// As [`call`](Self::call), with the browser's error as `Err` (e.g. an evaluation whose page
+    /// went away while the browser moved on to another).
+    fn try_call(&mut self, page: Option<()>, method: &str, params: Value) -> Result<Value, Value> {
         self.next += 1;
         let id = self.next;
         let mut msg = json!({"id": id, "method": method, "params": params});
@@ -247,9 +254,9 @@ impl Browser {
             let v: Value = serde_json::from_slice(&buf).expect("a DevTools message");
             if v["id"] == id {
                 if let Some(e) = v.get("error") {
-                    panic!("{method}: {e}");
+                    return Err(e.clone());
                 }
-                return v["result"].clone();
+                return Ok(v["result"].clone());
             }
         }
     }
@@ -274,11 +281,17 @@ impl Browser {
         r["result"]["value"].clone()
     }
 
-    /// Evaluates `condition` until it is true or `limit` passes; the time it took.
+    /// Evaluates `condition` until it is true or `limit` passes; the time it took. A page that
+    /// is being replaced (a redirect, a refresh) counts as not yet.
     pub fn wait_for(&mut self, condition: &str, limit: Duration) -> Option<Duration> {
         let start = Instant::now();
         loop {
-            if self.eval(&format!("!!({condition})")) == json!(true) {
+            let r = self.try_call(
+                Some(()),
+                "Runtime.evaluate",
+                json!({"expression": format!("!!({condition})"), "returnByValue": true, "awaitPromise": true}),
+            );
+            if r.is_ok_and(|r| r["result"]["value"] == json!(true)) {
                 return Some(start.elapsed());
             }
             if start.elapsed() > limit {
