@@ -163,9 +163,18 @@ fn a_formation_budget_allowing_four_turns_sends_exactly_four_and_ends_with_the_b
     assert_eq!(figures["limit"], budget);
     assert_eq!(figures["spent"], 4 * PER_TURN);
     assert_eq!(figures["held"], 0, "no reservation outlives its member: {figures}");
-    assert_eq!(figures["members"]["lead"], json!({"spent": 2 * PER_TURN, "turns": 2}));
-    assert_eq!(figures["members"]["worker-a"], json!({"spent": PER_TURN, "turns": 1}));
-    assert_eq!(figures["members"]["worker-b"], json!({"spent": PER_TURN, "turns": 1}));
+    assert_eq!(
+        figures["members"]["lead"],
+        json!({"spent": 2 * PER_TURN, "turns": 2, "held": 0})
+    );
+    assert_eq!(
+        figures["members"]["worker-a"],
+        json!({"spent": PER_TURN, "turns": 1, "held": 0})
+    );
+    assert_eq!(
+        figures["members"]["worker-b"],
+        json!({"spent": PER_TURN, "turns": 1, "held": 0})
+    );
 
     // Each inference record carries its reservation and its settlement.
     let records = inference_records(&sb);
@@ -340,4 +349,119 @@ fn a_standalone_session_honours_its_own_budget() {
         "{err}"
     );
     assert!(provider.requests().is_empty(), "the refused turn was never sent");
+}
+
+/// `budget.json` once it exists and parses (the launcher replaces it whole, by a rename).
+fn budget_now(sb: &Sandbox, frm: &str) -> Option<Value> {
+    let path = sb.home().join(".murmur/formations").join(frm).join("budget.json");
+    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+}
+
+/// Waits until `budget.json` satisfies `cond`; the figures then, or a panic naming the last seen.
+fn wait_budget(sb: &Sandbox, frm: &str, what: &str, cond: impl Fn(&Value) -> bool) -> Value {
+    let mut seen = None;
+    wait_until(Duration::from_secs(30), || {
+        seen = budget_now(sb, frm);
+        seen.as_ref().is_some_and(&cond)
+    })
+    .unwrap_or_else(|| panic!("budget.json never showed {what}; last: {seen:?}"));
+    seen.expect("figures")
+}
+
+fn send_message(rec: &Value, text: &str, return_immediately: bool) -> Value {
+    crate::support::door_rpc(
+        rec,
+        "SendMessage",
+        json!({"configuration": {"returnImmediately": return_immediately},
+               "message": {"messageId": format!("msg-{text}"), "role": "ROLE_USER",
+                           "parts": [{"text": text, "mediaType": "text/plain"}]}}),
+    )
+}
+
+#[test]
+fn cancelled_turns_end_their_holds_and_the_budget_still_grants_the_next_task() {
+    // Every turn of a task whose text starts "stall" is held by the provider until the end of
+    // the test; the operator cancels it at the member's door while its request is in flight.
+    let stall = crate::support::provider::Gate::new();
+    let held = stall.clone();
+    let provider = Provider::start(
+        (0..16)
+            .map(|_| {
+                let held = held.clone();
+                Step::func(move |req: &Request| {
+                    if req.last_user_text().unwrap_or_default().starts_with("stall") {
+                        held.wait(Duration::from_secs(60));
+                    }
+                    with_usage(openai::text("answered"))
+                })
+            })
+            .collect(),
+    );
+    let sb = Sandbox::new();
+    // Each turn reserves a little over 12 000 of the 40 000.
+    for name in ["lead", "worker-a", "worker-b"] {
+        let manifest = format!(
+            "name: {name}\nversion: 0.1.0\ninference:\n  provider: openai\n  endpoint: {}\n  model: test-model\n  \
+             api_key: ${{{KEY_VAR}}}\n  max_tokens: 12000\n{TAIL}",
+            provider.url()
+        );
+        sb.install_manifest(name, &manifest);
+    }
+    let dir = sb.path("formation");
+    std::fs::write(dir.join("roster.yaml"), ROSTER).expect("roster");
+    let launcher = Launcher::start(&sb, &dir, &["--max-tokens", "40000"], &[(KEY_VAR, KEY)]);
+    let frm = launcher.formation_id();
+    let worker = crate::support::running_record(&sb, "worker-a");
+
+    let mut charged = 0;
+    for round in 1..=2 {
+        let text = format!("stall {round}");
+        let sent = send_message(&worker, &text, true);
+        let id = sent["result"]["task"]["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{sent}"))
+            .to_string();
+        // In flight: the figures show the hold, as the member's.
+        let during = wait_budget(&sb, &frm, "the turn's hold", |f| f["held"].as_u64() > Some(0));
+        let hold = during["members"]["worker-a"]["held"].as_u64().expect("worker-a holds");
+        assert!(hold > 12_000 && hold == during["held"], "{during}");
+        wait_until(Duration::from_secs(30), || {
+            provider
+                .requests()
+                .iter()
+                .any(|r| r.last_user_text().as_deref() == Some(text.as_str()))
+        })
+        .expect("the request is with the provider");
+        let canceled = crate::support::door_rpc(&worker, "CancelTask", json!({"id": id}));
+        assert_eq!(
+            canceled["result"]["status"]["state"], "TASK_STATE_CANCELED",
+            "{canceled}"
+        );
+        // The abandoned request is charged its reservation, once: nothing stays held.
+        charged += hold;
+        let after = wait_budget(&sb, &frm, "the hold ended", |f| {
+            f["held"] == 0 && f["spent"].as_u64() > Some(0)
+        });
+        assert_eq!(after["spent"], charged, "{after}");
+        assert_eq!(
+            after["members"]["worker-a"],
+            json!({"spent": charged, "turns": round, "held": 0})
+        );
+    }
+
+    // A new task is still granted, and answered.
+    let reply = send_message(&worker, "go on", false);
+    let task = &reply["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "no E-BUD-001: {reply}");
+    let end = wait_budget(&sb, &frm, "the third turn settled", |f| {
+        f["spent"].as_u64() > Some(charged)
+    });
+    assert_eq!(end["spent"], charged + PER_TURN, "{end}");
+    assert_eq!(end["held"], 0, "{end}");
+
+    stall.open();
+    launcher.signal(nix::sys::signal::Signal::SIGTERM);
+    let (code, _, err) = launcher.wait(Duration::from_secs(60));
+    assert_eq!(code, 143, "{err}");
+    assert_eq!(budget_file(&sb, &frm)["held"], 0);
 }
