@@ -2,6 +2,7 @@
 //! `--max-tokens`, kept by the launcher over each model member's budget channel, and a session's
 //! `inference.max_session_tokens`, against the scripted provider reporting its usage.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -464,4 +465,99 @@ fn cancelled_turns_end_their_holds_and_the_budget_still_grants_the_next_task() {
     let (code, _, err) = launcher.wait(Duration::from_secs(60));
     assert_eq!(code, 143, "{err}");
     assert_eq!(budget_file(&sb, &frm)["held"], 0);
+}
+
+/// Every directory under the sandbox's `~/.murmur`, itself included, is 0700 and every file 0600
+/// or tighter.
+fn assert_owner_only(sb: &Sandbox) {
+    let mut stack = vec![sb.home().join(".murmur")];
+    let (mut seen, mut open) = (0, Vec::new());
+    while let Some(dir) = stack.pop() {
+        let mode = std::fs::symlink_metadata(&dir).expect("stat").permissions().mode() & 0o7777;
+        if mode != 0o700 {
+            open.push(format!("{} {mode:o}", dir.display()));
+        }
+        for e in std::fs::read_dir(&dir).expect("read_dir").flatten() {
+            let meta = std::fs::symlink_metadata(e.path()).expect("stat");
+            seen += 1;
+            if meta.is_dir() {
+                stack.push(e.path());
+            } else if meta.permissions().mode() & 0o7777 & !0o600 != 0 {
+                open.push(format!(
+                    "{} {:o}",
+                    e.path().display(),
+                    meta.permissions().mode() & 0o7777
+                ));
+            }
+        }
+    }
+    assert!(seen > 0, "nothing under ~/.murmur");
+    assert!(open.is_empty(), "not owner-only:\n{}", open.join("\n"));
+}
+
+#[test]
+fn a_budgeted_formation_writes_its_marker_owner_only_and_retention_removes_it_like_any_other() {
+    let sb = Sandbox::new();
+    let provider = Provider::start(
+        (0..16)
+            .map(|_| Step::func(|_| with_usage(openai::text("done"))))
+            .collect(),
+    );
+    // The entry member keeps the two newest formations.
+    for (name, extra) in [("lead", "trace:\n  retain:\n    max_sessions: 2\n"), ("worker-a", "")] {
+        let manifest = format!(
+            "name: {name}\nversion: 0.1.0\ninference:\n  provider: openai\n  endpoint: {}\n  model: test-model\n  \
+             api_key: ${{{KEY_VAR}}}\n  max_tokens: 50\n{extra}{TAIL}",
+            provider.url()
+        );
+        sb.install_manifest(name, &manifest);
+    }
+    let dir = sb.path("formation");
+    std::fs::write(
+        dir.join("roster.yaml"),
+        "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/lead, version: 0.1.0, entry: true}\n  \
+         - {name: worker-a, capsule: local/worker-a, version: 0.1.0}\nreachability:\n  - {from: lead, to: [worker-a]}\n",
+    )
+    .expect("roster");
+    let formations = sb.home().join(".murmur/formations");
+    let mode = |p: &Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let (code, out, err) = run(&sb, &dir, &["--max-tokens", "100000"]);
+        assert_eq!(code, Some(0), "{out}\n{err}");
+        assert!(!err.contains("no ownership marker"), "{err}");
+        let frm = formation_id(&err);
+        let here = formations.join(&frm);
+        assert!(here.join("formation.json").is_file(), "run {i} left its marker");
+        assert_eq!(mode(&here), 0o700);
+        assert_eq!(mode(&here.join("budget.json")), 0o600);
+        assert_eq!(mode(&here.join("formation.json")), 0o600);
+        if i == 2 {
+            assert!(
+                err.contains(&format!(
+                    "[mur run] retention: removed formation {} (max_sessions)",
+                    ids[0]
+                )),
+                "{err}"
+            );
+        }
+        ids.push(frm);
+    }
+    assert!(!formations.join(&ids[0]).exists(), "the oldest went");
+    assert!(formations.join(&ids[1]).exists() && formations.join(&ids[2]).exists());
+}
+
+#[test]
+fn everything_under_the_murmur_home_stays_owner_only_after_a_budgeted_run() {
+    let (sb, dir, _provider) = formation("");
+    let (code, out, err) = run(&sb, &dir, &["--max-tokens", "1000000"]);
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    assert!(
+        sb.home()
+            .join(".murmur/formations")
+            .join(formation_id(&err))
+            .join("budget.json")
+            .is_file()
+    );
+    assert_owner_only(&sb);
 }
