@@ -467,6 +467,53 @@ fn cancelled_turns_end_their_holds_and_the_budget_still_grants_the_next_task() {
     assert_eq!(budget_file(&sb, &frm)["held"], 0);
 }
 
+#[test]
+fn a_turn_in_flight_at_the_formations_deadline_is_charged_its_reservation_once() {
+    // The runtime's own cancel: the lead's only turn is held by the provider past --deadline.
+    let stall = crate::support::provider::Gate::new();
+    let held = stall.clone();
+    let provider = Provider::start(
+        (0..4)
+            .map(|_| {
+                let held = held.clone();
+                Step::func(move |_: &Request| {
+                    held.wait(Duration::from_secs(60));
+                    with_usage(openai::text("too late"))
+                })
+            })
+            .collect(),
+    );
+    let sb = Sandbox::new();
+    for name in ["lead", "worker-a", "worker-b"] {
+        let manifest = format!(
+            "name: {name}\nversion: 0.1.0\ninference:\n  provider: openai\n  endpoint: {}\n  model: test-model\n  \
+             api_key: ${{{KEY_VAR}}}\n  max_tokens: 500\n{TAIL}",
+            provider.url()
+        );
+        sb.install_manifest(name, &manifest);
+    }
+    let dir = sb.path("formation");
+    std::fs::write(dir.join("roster.yaml"), ROSTER).expect("roster");
+    let launcher = Launcher::start(
+        &sb,
+        &dir,
+        &["--task", "build it", "--max-tokens", "1000000", "--deadline", "10"],
+        &[(KEY_VAR, KEY)],
+    );
+    let frm = launcher.formation_id();
+    let during = wait_budget(&sb, &frm, "the lead's hold", |f| f["held"].as_u64() > Some(0));
+    let hold = during["members"]["lead"]["held"].as_u64().expect("the lead holds");
+    let (code, _, err) = launcher.wait(Duration::from_secs(60));
+    stall.open();
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("E-RUN-053"), "{err}");
+    // Charged as a reply without usage is, once; not returned uncharged when the member exited.
+    let end = budget_file(&sb, &frm);
+    assert_eq!(end["held"], 0, "{end}");
+    assert_eq!(end["spent"], hold, "{end}");
+    assert_eq!(end["members"]["lead"], json!({"spent": hold, "turns": 1, "held": 0}));
+}
+
 /// Every directory under the sandbox's `~/.murmur`, itself included, is 0700 and every file 0600
 /// or tighter.
 fn assert_owner_only(sb: &Sandbox) {
