@@ -514,21 +514,25 @@ impl TaskRun<'_> {
             ..ModelTurn::default()
         };
         // A reply that came but cannot be used may still have been billed: it is charged its
-        // reservation. A request that got no reply is charged nothing.
-        let replied = answer.is_ok();
+        // reservation, and so is a request given up on after it went out. A request that never
+        // reached the provider is charged nothing.
+        let billable = match &answer {
+            Ok(_) => true,
+            Err(failure) => failure.abandoned,
+        };
         let read = match answer {
             Ok(answer) => {
                 self.turns += 1;
                 agent.totals.turns.fetch_add(1, Ordering::Relaxed);
                 self.read(answer)
             }
-            Err(text) => Err(text),
+            Err(failure) => Err(failure.text),
         };
         let usage = read.as_ref().ok().map(|r| r.usage);
         if let Some(hold) = hold {
             let charged = match &usage {
                 Some(u) => crate::budget::charge(hold.tokens(), u.input_tokens, u.output_tokens),
-                None if replied => hold.tokens(),
+                None if billable => hold.tokens(),
                 None => 0,
             };
             let settled = hold.settle(charged);
