@@ -37,7 +37,8 @@ ENTRYPOINT ["/usr/local/bin/mur"]
 FROM base AS formation
 USER root
 # `mur install -g` stores into $HOME/.murmur/artifacts; with HOME=/opt/murmur that is exactly the
-# project store `--store-root /opt/murmur` reads. Root owns it: members only read it.
+# project store `--store-root /opt/murmur` reads. Root owns it: members only read it. `mur install`
+# makes a store owner-only, so this one is opened to reading for the members' user afterwards.
 RUN --mount=type=bind,from=capsules,target=/capsules \
     set -e; \
     found=0; \
@@ -46,5 +47,6 @@ RUN --mount=type=bind,from=capsules,target=/capsules \
       HOME=/opt/murmur mur install -g "$zip"; \
       found=1; \
     done; \
-    [ "$found" = 1 ] || { echo "no .mur.zip in the capsules build context" >&2; exit 1; }
+    [ "$found" = 1 ] || { echo "no .mur.zip in the capsules build context" >&2; exit 1; }; \
+    chmod -R go+rX /opt/murmur/.murmur
 USER 10001:10001

@@ -24,18 +24,18 @@ fn budget(c: &mut Criterion) {
             std::future::pending::<()>().await;
         })
     });
-    let spending = Spending::new(None, Some(member));
+    let spending = std::sync::Arc::new(Spending::new(None, Some(member)));
     c.bench_function("budget: reserve + settle one model turn (launcher round trips)", |b| {
         b.iter(|| {
             let hold = spending.reserve(5_000).expect("granted");
-            spending.settle(hold, 1_200)
+            hold.settle(1_200)
         })
     });
-    let session = Spending::new(Some(mur::budget::MAX_BUDGET_TOKENS), None);
+    let session = std::sync::Arc::new(Spending::new(Some(mur::budget::MAX_BUDGET_TOKENS), None));
     c.bench_function("budget: reserve + settle, session budget only (in process)", |b| {
         b.iter(|| {
             let hold = session.reserve(5_000).expect("granted");
-            session.settle(hold, 1_200)
+            hold.settle(1_200)
         })
     });
 }

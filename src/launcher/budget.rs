@@ -6,10 +6,13 @@
 //! (`wire::budget_line`), so nothing on it can mint a token or reach another member. When a
 //! member's socket ends (it exited, or broke the protocol) every reservation it held is returned.
 //!
-//! After each settlement the figures are written to the formation's `budget.json`, which
-//! `mur ps` and `mur trace show` read.
+//! After each grant, settlement and return the figures are written to the formation's
+//! `budget.json` (owner-only, like everything under `~/.murmur`), which `mur ps` and
+//! `mur trace show` read: what is held there is what turns in flight hold now.
 
+use std::io::Write;
 use std::os::fd::OwnedFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -27,9 +30,17 @@ pub struct BudgetKeeper {
     names: Vec<String>,
     /// `budget.json` in the formation's directory.
     file: PathBuf,
-    /// When the figures were last written, and whether they changed since: they are written at
-    /// most every [`WRITE_EVERY`], and once more when the last member's channel ends.
-    written: Mutex<(Option<Instant>, bool)>,
+    written: Mutex<Written>,
+}
+
+/// When the figures were last written, and whether they changed since: they are written at most
+/// every [`WRITE_EVERY`], a change inside that window by a write scheduled for its end, and once
+/// more when the last member's channel ends.
+#[derive(Debug, Default)]
+struct Written {
+    at: Option<Instant>,
+    changed: bool,
+    scheduled: bool,
 }
 
 /// How stale `budget.json` may be while members spend: `mur ps` is a person's view.
@@ -43,7 +54,7 @@ impl BudgetKeeper {
             ledger: Mutex::new(Ledger::new(limit, names.len())),
             names,
             file,
-            written: Mutex::new((None, false)),
+            written: Mutex::new(Written::default()),
         });
         keeper.write_figures();
         keeper
@@ -66,7 +77,7 @@ impl BudgetKeeper {
         });
     }
 
-    async fn converse(&self, holder: usize, stream: std::os::unix::net::UnixStream) -> std::io::Result<()> {
+    async fn converse(self: &Arc<Self>, holder: usize, stream: std::os::unix::net::UnixStream) -> std::io::Result<()> {
         stream.set_nonblocking(true)?;
         let mut stream = tokio::net::UnixStream::from_std(stream)?;
         let mut buf: Vec<u8> = Vec::with_capacity(MAX_BUDGET_LINE);
@@ -88,7 +99,7 @@ impl BudgetKeeper {
                 };
                 stream.write_all(reply.line().as_bytes()).await?;
                 // After the reply, and not every time: the member never waits for the file.
-                if matches!(reply, Reply::Settled { .. }) {
+                if matches!(reply, Reply::Granted { .. } | Reply::Settled { .. }) {
                     self.figures_changed();
                 }
             }
@@ -99,7 +110,7 @@ impl BudgetKeeper {
     }
 
     /// The ledger's answer to one request; `None` breaks the channel (the member did not follow
-    /// the protocol: a reused or unknown id).
+    /// the protocol: a reused or unknown id). A `return` is answered `settled`.
     pub fn answer(&self, holder: usize, ask: Ask) -> Option<Reply> {
         let mut l = crate::sync::lock(&self.ledger);
         Some(match ask {
@@ -111,22 +122,45 @@ impl BudgetKeeper {
                 id,
                 left: l.settle(holder, id, used).ok()?,
             },
+            Ask::Return { id } => Reply::Settled {
+                id,
+                left: l.give_back(holder, id).ok()?,
+            },
         })
     }
 
-    fn figures_changed(&self) {
-        let due = {
+    fn figures_changed(self: &Arc<Self>) {
+        let wait = {
             let mut w = crate::sync::lock(&self.written);
-            w.1 = true;
-            w.0.is_none_or(|at| at.elapsed() >= WRITE_EVERY)
+            w.changed = true;
+            let since = w.at.map(|at| at.elapsed()).unwrap_or(WRITE_EVERY);
+            if since < WRITE_EVERY && w.scheduled {
+                return;
+            }
+            w.scheduled = since < WRITE_EVERY;
+            WRITE_EVERY.checked_sub(since).filter(|d| !d.is_zero())
         };
-        if due {
-            self.write_figures();
-        }
+        let Some(wait) = wait else {
+            return self.write_figures();
+        };
+        // A hold taken or ended inside the window still shows once the window ends.
+        let keeper = Arc::clone(self);
+        actix::spawn(async move {
+            actix_rt::time::sleep(wait).await;
+            let changed = {
+                let mut w = crate::sync::lock(&keeper.written);
+                w.scheduled = false;
+                w.changed
+            };
+            if changed {
+                keeper.write_figures();
+            }
+        });
     }
 
-    /// `budget.json`: the limit, what is spent, held and left, and each member's spend.
-    /// Written whole to a temporary file and renamed, so a reader never sees half of it.
+    /// `budget.json`: the limit, what is spent, held and left, and each member's spend, turns and
+    /// holds. Written whole to a temporary file at 0600 and renamed, so a reader never sees half
+    /// of it.
     pub fn write_figures(&self) {
         let figures = {
             let l = crate::sync::lock(&self.ledger);
@@ -136,7 +170,10 @@ impl BudgetKeeper {
                 .enumerate()
                 .filter_map(|(i, name)| {
                     let a = l.account(i)?;
-                    Some((name.clone(), json!({"spent": a.spent, "turns": a.turns})))
+                    Some((
+                        name.clone(),
+                        json!({"spent": a.spent, "turns": a.turns, "held": a.held}),
+                    ))
                 })
                 .collect();
             json!({
@@ -147,10 +184,24 @@ impl BudgetKeeper {
                 "members": members,
             })
         };
-        *crate::sync::lock(&self.written) = (Some(Instant::now()), false);
+        {
+            let mut w = crate::sync::lock(&self.written);
+            w.at = Some(Instant::now());
+            w.changed = false;
+        }
         let tmp = self.file.with_extension("json.tmp");
-        let written = std::fs::write(&tmp, format!("{figures}\n")).and_then(|()| std::fs::rename(&tmp, &self.file));
+        let written = (|| {
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)?;
+            f.write_all(format!("{figures}\n").as_bytes())?;
+            std::fs::rename(&tmp, &self.file)
+        })();
         if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
             tracing::debug!("{} could not be written: {e}", self.file.display());
         }
     }
@@ -159,7 +210,7 @@ impl BudgetKeeper {
 impl Drop for BudgetKeeper {
     /// The last member's channel ended: the final figures are written if they changed.
     fn drop(&mut self) {
-        if crate::sync::lock(&self.written).1 {
+        if crate::sync::lock(&self.written).changed {
             self.write_figures();
         }
     }
@@ -198,7 +249,34 @@ mod tests {
         assert_eq!(
             figures,
             json!({"limit": 1000, "spent": 120, "held": 0, "left": 880,
-                   "members": {"lead": {"spent": 120, "turns": 1}, "worker": {"spent": 0, "turns": 0}}})
+                   "members": {"lead": {"spent": 120, "turns": 1, "held": 0},
+                               "worker": {"spent": 0, "turns": 0, "held": 0}}})
         );
+    }
+
+    #[test]
+    fn live_holds_are_in_the_figures_and_a_return_gives_one_back_uncharged() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("budget.json");
+        let k = BudgetKeeper::new(1000, vec!["lead".into()], file.clone());
+        let read = || -> serde_json::Value { serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap() };
+        k.answer(0, Ask::Reserve { id: 1, tokens: 300 });
+        k.write_figures();
+        assert_eq!(read()["held"], 300);
+        assert_eq!(read()["members"]["lead"]["held"], 300);
+        assert_eq!(
+            k.answer(0, Ask::Return { id: 1 }),
+            Some(Reply::Settled { id: 1, left: 1000 })
+        );
+        assert_eq!(k.answer(0, Ask::Return { id: 1 }), None, "returned once");
+        k.write_figures();
+        assert_eq!(
+            read(),
+            json!({"limit": 1000, "spent": 0, "held": 0, "left": 1000,
+                   "members": {"lead": {"spent": 0, "turns": 0, "held": 0}}})
+        );
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "budget.json is the owner's alone");
     }
 }

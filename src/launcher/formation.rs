@@ -9,6 +9,7 @@
 //! It only orchestrates: every member, the entry included, is a [`PeerActor`] that owns its
 //! process, lifeline, registry entry and stop timer.
 
+use std::os::unix::fs::DirBuilderExt;
 use std::process::ExitStatus;
 use std::time::Instant;
 
@@ -119,14 +120,18 @@ impl FormationActor {
 
         // docs/reference/formation.md#launch-sequence step 5: every lifeline exists before any
         // member is spawned.
+        let peer_indices: Vec<usize> = (0..self.plan.members.len()).filter(|&i| i != self.plan.entry).collect();
+        // The formation's directory is made once, owner-only, with its ownership marker, before
+        // anything goes in it: the peers' directories and the budget's figures.
+        if !peer_indices.is_empty() || self.plan.max_tokens.is_some() {
+            self.make_directory();
+        }
         let mut pipes = Vec::with_capacity(self.plan.members.len());
         let keeper = self.plan.max_tokens.map(|limit| {
-            let dir = self.plan.home.formation(&self.plan.formation_id);
-            let _ = std::fs::create_dir_all(&dir);
             super::budget::BudgetKeeper::new(
                 limit,
                 self.plan.members.iter().map(|m| m.name.clone()).collect(),
-                dir.join("budget.json"),
+                self.plan.home.formation(&self.plan.formation_id).join("budget.json"),
             )
         });
         for m in &self.plan.members {
@@ -146,27 +151,6 @@ impl FormationActor {
         }
         self.pipes = pipes;
 
-        let peer_indices: Vec<usize> = (0..self.plan.members.len()).filter(|&i| i != self.plan.entry).collect();
-        if !peer_indices.is_empty() {
-            let m = marker::Marker {
-                launcher_pid: std::process::id(),
-                launcher_start: self
-                    .plan
-                    .launcher
-                    .as_ref()
-                    .map(|l| l.process_start.clone())
-                    .unwrap_or_default(),
-                project_dir: self.plan.project_dir.display().to_string(),
-            };
-            if let Err(e) = marker::write(&self.plan.home, &self.plan.formation_id, &m) {
-                eprintln!(
-                    "[mur run] warning: formation {} has no ownership marker ({e}); its directory will never be removed automatically",
-                    self.plan.formation_id
-                );
-                // The peers' directories still need their owner-only parents.
-                let _ = std::fs::create_dir_all(self.plan.home.formation(&self.plan.formation_id));
-            }
-        }
         self.phase = Phase::StartingPeers;
         let me = ctx.address();
         for i in peer_indices {
@@ -193,6 +177,32 @@ impl FormationActor {
             self.peers[i] = Some(PeerActor::new(spec, me.clone()).start());
         }
         self.maybe_start_entry(ctx);
+    }
+
+    /// `~/.murmur/formations/<frm>/`, 0700, and its ownership marker
+    /// (docs/reference/formation.md#retention).
+    fn make_directory(&self) {
+        let m = marker::Marker {
+            launcher_pid: std::process::id(),
+            launcher_start: self
+                .plan
+                .launcher
+                .as_ref()
+                .map(|l| l.process_start.clone())
+                .unwrap_or_default(),
+            project_dir: self.plan.project_dir.display().to_string(),
+        };
+        if let Err(e) = marker::write(&self.plan.home, &self.plan.formation_id, &m) {
+            eprintln!(
+                "[mur run] warning: formation {} has no ownership marker ({e}); its directory will never be removed automatically",
+                self.plan.formation_id
+            );
+            // What goes in it still needs its owner-only parents.
+            let _ = std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(self.plan.home.formation(&self.plan.formation_id));
+        }
     }
 
     fn all_peers_ready(&self) -> bool {

@@ -481,7 +481,9 @@ impl TaskRun<'_> {
         let body = wire::request_body(request, &self.messages);
         // Reserved before anything is sent: a turn the budgets have no room for is never sent.
         let asked = crate::budget::reservation(body.len(), request.max_tokens);
-        let hold = match agent.spending.kept() {
+        // The hold ends once whatever ends the turn: settled below, or, should this future be
+        // dropped first (a cancelled task), by its own drop, charged as a reply without usage is.
+        let mut hold = match agent.spending.kept() {
             false => None,
             true => match agent.spending.reserve(asked) {
                 Ok(hold) => Some(hold),
@@ -495,6 +497,9 @@ impl TaskRun<'_> {
         };
         let turn = self.turns + 1;
         let began = Instant::now();
+        if let Some(hold) = hold.as_mut() {
+            hold.sending();
+        }
         let answer = client
             .send(&body, traced, |delta| task.events.answer_text(turn, delta))
             .await;
@@ -505,28 +510,32 @@ impl TaskRun<'_> {
             model: agent.config.model.clone(),
             retries: retries.get(),
             streamed: matches!(answer, Ok(Answer::Streamed(_) | Answer::Broken(_))),
-            budget_reserved: hold.map(|h| h.tokens),
+            budget_reserved: hold.as_ref().map(|h| h.tokens()),
             ..ModelTurn::default()
         };
         // A reply that came but cannot be used may still have been billed: it is charged its
-        // reservation. A request that got no reply is charged nothing.
-        let replied = answer.is_ok();
+        // reservation, and so is a request given up on after it went out. A request that never
+        // reached the provider is charged nothing.
+        let billable = match &answer {
+            Ok(_) => true,
+            Err(failure) => failure.abandoned,
+        };
         let read = match answer {
             Ok(answer) => {
                 self.turns += 1;
                 agent.totals.turns.fetch_add(1, Ordering::Relaxed);
                 self.read(answer)
             }
-            Err(text) => Err(text),
+            Err(failure) => Err(failure.text),
         };
         let usage = read.as_ref().ok().map(|r| r.usage);
         if let Some(hold) = hold {
             let charged = match &usage {
-                Some(u) => crate::budget::charge(hold.tokens, u.input_tokens, u.output_tokens),
-                None if replied => hold.tokens,
+                Some(u) => crate::budget::charge(hold.tokens(), u.input_tokens, u.output_tokens),
+                None if billable => hold.tokens(),
                 None => 0,
             };
-            let settled = agent.spending.settle(hold, charged);
+            let settled = hold.settle(charged);
             record.budget_charged = Some(charged);
             record.budget_left = settled.formation_left.or(settled.session_left);
         }

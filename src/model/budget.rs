@@ -3,12 +3,16 @@
 //! (`mur run --roster --max-tokens`, kept by the launcher and reached over the budget channel,
 //! `MURMUR_FORMATION_BUDGET`). Before each provider request the agent reserves the most the
 //! request can cost from both; after it, it settles both with what the provider reported.
+//!
+//! A reservation is a [`Hold`], which ends exactly once whatever ends the turn: settled with the
+//! turn's cost, or, dropped unsettled (the task was cancelled, by a caller, the operator or the
+//! formation's deadline, or its future was dropped), settled by its own `Drop`.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nix::fcntl::{FcntlArg, FdFlag, fcntl};
@@ -70,13 +74,48 @@ impl Refusal {
     }
 }
 
-/// A granted reservation, to be settled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A granted reservation. It ends exactly once: [`Hold::settle`] with what the turn cost, or,
+/// dropped unsettled, its `Drop`: once its request may have reached the provider
+/// ([`Hold::sending`]) it is charged its whole reservation, as a reply without usage is (the
+/// provider may bill a request nobody waited for); before that it is returned uncharged.
+#[derive(Debug)]
 pub struct Hold {
+    spending: Arc<Spending>,
     id: u64,
-    pub tokens: u64,
+    tokens: u64,
     session: bool,
     formation: bool,
+    sent: bool,
+    ended: bool,
+}
+
+impl Hold {
+    /// The tokens reserved.
+    pub fn tokens(&self) -> u64 {
+        self.tokens
+    }
+
+    /// The request is about to be sent: from now on, abandoning it charges the reservation.
+    pub fn sending(&mut self) {
+        self.sent = true;
+    }
+
+    /// Settles the hold with `used` tokens in both budgets.
+    pub fn settle(mut self, used: u64) -> Settled {
+        self.ended = true;
+        self.spending.end(&self, Some(used))
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        if self.ended {
+            return;
+        }
+        self.ended = true;
+        let used = self.sent.then_some(self.tokens);
+        let _ = self.spending.end(&*self, used);
+    }
 }
 
 /// What settling reported: the formation's and the session's budgets after it, where kept.
@@ -134,13 +173,16 @@ impl Spending {
 
     /// Reserves `tokens` from the session's budget, then from the formation's; a refusal of the
     /// second returns the first.
-    pub fn reserve(&self, tokens: u64) -> Result<Hold, Refusal> {
+    pub fn reserve(self: &Arc<Self>, tokens: u64) -> Result<Hold, Refusal> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let mut hold = Hold {
+            spending: Arc::clone(self),
             id,
             tokens,
             session: false,
             formation: false,
+            sent: false,
+            ended: false,
         };
         if let Some(ledger) = &self.session {
             let mut l = crate::sync::lock(ledger);
@@ -166,7 +208,7 @@ impl Spending {
                 Err(why) => Some(Refusal::Unreachable(why)),
             };
             if let Some(refusal) = refusal {
-                self.return_session(&hold);
+                // Dropping the hold gives the session's part back.
                 return Err(refusal);
             }
             hold.formation = true;
@@ -174,34 +216,33 @@ impl Spending {
         Ok(hold)
     }
 
-    /// Settles `hold` with `used` tokens in both budgets.
-    pub fn settle(&self, hold: Hold, used: u64) -> Settled {
+    /// Ends `hold` in both budgets: settled with `used` tokens, or, `None`, returned uncharged.
+    /// Only a [`Hold`] calls this, once.
+    fn end(&self, hold: &Hold, used: Option<u64>) -> Settled {
         let mut out = Settled::default();
         if hold.session
             && let Some(ledger) = &self.session
         {
-            out.session_left = crate::sync::lock(ledger).settle(0, hold.id, used).ok();
+            let mut l = crate::sync::lock(ledger);
+            out.session_left = match used {
+                Some(used) => l.settle(0, hold.id, used),
+                None => l.give_back(0, hold.id),
+            }
+            .ok();
         }
         if hold.formation
             && let Some(link) = &self.launcher
         {
-            match crate::sync::lock(link).ask(Ask::Settle { id: hold.id, used }) {
+            let ask = match used {
+                Some(used) => Ask::Settle { id: hold.id, used },
+                None => Ask::Return { id: hold.id },
+            };
+            match crate::sync::lock(link).ask(ask) {
                 Ok(Reply::Settled { id, left }) if id == hold.id => out.formation_left = Some(left),
                 Ok(_) | Err(_) => {}
             }
         }
         out
-    }
-
-    fn return_session(&self, hold: &Hold) {
-        if hold.session
-            && let Some(ledger) = &self.session
-        {
-            let mut l = crate::sync::lock(ledger);
-            // Returned unspent: a release of the one holder would return every hold of the
-            // session's other tasks too, so this settles the one hold at zero instead.
-            let _ = l.settle(0, hold.id, 0);
-        }
     }
 }
 
@@ -263,13 +304,13 @@ pub fn take_link(raw: &std::ffi::OsStr, taken: &[Option<RawFd>]) -> Result<UnixS
 mod tests {
     use super::*;
 
-    /// A launcher's side on a thread: answers lines with a ledger of `limit`, as the keeper does.
-    fn launcher(limit: u64) -> UnixStream {
+    /// A launcher's side on a thread: answers lines with `ledger`, as the keeper does.
+    fn launcher_of(ledger: Arc<Mutex<Ledger>>) -> UnixStream {
         let (member, launcher) = UnixStream::pair().unwrap();
         std::thread::spawn(move || {
-            let mut ledger = Ledger::new(limit, 1);
             let mut w = launcher.try_clone().unwrap();
             for line in BufReader::new(launcher).lines().map_while(Result::ok) {
+                let mut ledger = crate::sync::lock(&ledger);
                 let reply = match Ask::parse(&line).unwrap() {
                     Ask::Reserve { id, tokens } => match ledger.reserve(0, id, tokens).unwrap() {
                         Grant::Granted { left } => Reply::Granted { id, left },
@@ -279,38 +320,95 @@ mod tests {
                         id,
                         left: ledger.settle(0, id, used).unwrap(),
                     },
+                    Ask::Return { id } => Reply::Settled {
+                        id,
+                        left: ledger.give_back(0, id).unwrap(),
+                    },
                 };
+                drop(ledger);
                 w.write_all(reply.line().as_bytes()).unwrap();
             }
         });
         member
     }
 
+    fn launcher(limit: u64) -> UnixStream {
+        launcher_of(Arc::new(Mutex::new(Ledger::new(limit, 1))))
+    }
+
+    fn spending(session: Option<u64>, launcher: UnixStream) -> Arc<Spending> {
+        Arc::new(Spending::new(session, Some(launcher)))
+    }
+
     #[test]
     fn both_budgets_grant_settle_and_refuse_in_turn() {
-        let s = Spending::new(Some(500), Some(launcher(1000)));
+        let s = spending(Some(500), launcher(1000));
         let h = s.reserve(300).unwrap();
         assert_eq!(
-            s.settle(h, 120),
+            h.settle(120),
             Settled {
                 formation_left: Some(880),
                 session_left: Some(380)
             }
         );
         // The session's budget refuses first; the formation's is not asked.
-        assert_eq!(s.reserve(400), Err(Refusal::Session { limit: 500, left: 380 }));
+        assert_eq!(s.reserve(400).err(), Some(Refusal::Session { limit: 500, left: 380 }));
         // The formation's refuses, and the session's hold is returned.
-        let s = Spending::new(Some(10_000), Some(launcher(100)));
-        assert_eq!(s.reserve(200), Err(Refusal::Formation { left: 100 }));
+        let s = spending(Some(10_000), launcher(100));
+        assert_eq!(s.reserve(200).err(), Some(Refusal::Formation { left: 100 }));
         let h = s.reserve(100).unwrap();
-        assert_eq!(s.settle(h, 100).session_left, Some(9_900));
+        assert_eq!(h.settle(100).session_left, Some(9_900));
+    }
+
+    #[test]
+    fn a_hold_ends_exactly_once_whatever_ends_it() {
+        let formation = Arc::new(Mutex::new(Ledger::new(10_000, 1)));
+        let s = spending(Some(10_000), launcher_of(Arc::clone(&formation)));
+        let session = |s: &Spending| {
+            let l = crate::sync::lock(s.session.as_ref().unwrap());
+            (l.spent(), l.held(), l.account(0).unwrap().turns)
+        };
+        let figures = || {
+            let l = crate::sync::lock(&formation);
+            (l.spent(), l.held(), l.account(0).unwrap().turns)
+        };
+        // Dropped before its request was sent: returned in both budgets, uncharged, no turn.
+        let h = s.reserve(300).unwrap();
+        assert_eq!((figures().1, session(&s).1), (300, 300), "held while the turn runs");
+        drop(h);
+        assert_eq!((figures(), session(&s)), ((0, 0, 0), (0, 0, 0)));
+        // Dropped once its request was out (a cancelled turn, a dropped future): charged its
+        // whole reservation, once.
+        let mut h = s.reserve(400).unwrap();
+        h.sending();
+        drop(h);
+        assert_eq!((figures(), session(&s)), ((400, 0, 1), (400, 0, 1)));
+        // Settled: charged what it used, and its drop adds nothing.
+        let mut h = s.reserve(500).unwrap();
+        h.sending();
+        h.settle(20);
+        assert_eq!((figures(), session(&s)), ((420, 0, 2), (420, 0, 2)));
+        // A future holding a hold, dropped mid-flight (what a cancel does to a turn).
+        let mut h = s.reserve(600).unwrap();
+        h.sending();
+        let in_flight = async move {
+            std::future::pending::<()>().await;
+            h.settle(0);
+        };
+        let mut in_flight = Box::pin(in_flight);
+        let _ = in_flight
+            .as_mut()
+            .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
+        assert_eq!(figures().1, 600, "held while in flight");
+        drop(in_flight);
+        assert_eq!((figures(), session(&s)), ((1020, 0, 3), (1020, 0, 3)));
     }
 
     #[test]
     fn a_launcher_that_is_gone_refuses_every_turn() {
         let (member, launcher) = UnixStream::pair().unwrap();
         drop(launcher);
-        let s = Spending::new(None, Some(member));
+        let s = Arc::new(Spending::new(None, Some(member)));
         let refused = s.reserve(10).unwrap_err();
         assert!(matches!(&refused, Refusal::Unreachable(_)), "{refused:?}");
         assert!(refused.failure(10).contains("E-BUD-001"), "{}", refused.failure(10));

@@ -143,11 +143,22 @@ enum Attempt {
         wait: Option<Duration>,
         should_retry: Option<String>,
     },
-    /// No answer: connection refused or reset, TLS failure, timeout.
-    Transport(String),
+    /// No answer: connection refused or reset, TLS failure, timeout. `sent`: the request may have
+    /// reached the provider (the connection was made) before it was given up on.
+    Transport { why: String, sent: bool },
     /// A 2xx streamed reply, read to its end or broken off: never retried, since part of the
     /// answer may already be out.
     Streamed(Result<Reply, String>),
+}
+
+/// A turn that got no usable answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The task's failure text.
+    pub text: String,
+    /// Some attempt's request went out and was given up on without its reply (no complete reply
+    /// in time, the connection cut): the provider may have billed it.
+    pub abandoned: bool,
 }
 
 /// A successful reply.
@@ -209,14 +220,16 @@ impl ProviderClient {
     /// POSTs one turn's body and returns the 2xx answer, retrying 429, 5xx and transport errors
     /// as [`Retry`] says; `on_retry` hears of each retry before its wait. A reply streamed as
     /// server-sent events is read as it comes, `on_text` hearing each piece of answer text; once
-    /// such a reply has begun nothing is retried. `Err` is the task's failure text.
+    /// such a reply has begun nothing is retried. `Err` is the task's failure.
     pub async fn send(
         &self,
         body: &str,
         mut on_retry: impl FnMut(&RetryNote),
         mut on_text: impl FnMut(&str),
-    ) -> Result<Answer, String> {
+    ) -> Result<Answer, Failure> {
         let mut retry = 0;
+        let mut abandoned = false;
+        let failed = |text: String, abandoned: bool| Err(Failure { text, abandoned });
         loop {
             retry += 1;
             let (status, asked, failure) = match self.attempt(body, &mut on_text).await {
@@ -232,20 +245,23 @@ impl ProviderClient {
                 } => {
                     let text = wire::failure_text(status, &body, self.secret.as_deref());
                     if !wire::should_retry(status, should_retry.as_deref()) {
-                        return Err(text);
+                        return failed(text, abandoned);
                     }
                     (Some(status), wait, text)
                 }
-                Attempt::Transport(why) => (
-                    None,
-                    None,
-                    format!("inference failed: no reply from {}: {why}", self.url),
-                ),
+                Attempt::Transport { why, sent } => {
+                    abandoned |= sent;
+                    (
+                        None,
+                        None,
+                        format!("inference failed: no reply from {}: {why}", self.url),
+                    )
+                }
             };
             let left = self.retry.deadline.map(|d| d.saturating_duration_since(Instant::now()));
             let (delay, source) = match wire::plan_retry(&self.retry.policy, retry, asked, jitter(), left) {
                 Ok(w) => w,
-                Err(give_up) => return Err(give_up_text(&failure, &give_up, retry)),
+                Err(give_up) => return failed(give_up_text(&failure, &give_up, retry), abandoned),
             };
             on_retry(&RetryNote {
                 attempt: retry,
@@ -278,10 +294,20 @@ impl ProviderClient {
         for &header in dialect(self.provider).fixed_headers() {
             req = req.insert_header(header);
         }
-        let too_slow = || Attempt::Transport(format!("no complete reply within {:?}", self.retry.request));
+        // The connector bounds the connection on its own, so running out of `request` means the
+        // request was out.
+        let too_slow = || Attempt::Transport {
+            why: format!("no complete reply within {:?}", self.retry.request),
+            sent: true,
+        };
         let mut resp = match actix_rt::time::timeout(self.retry.request, req.send_body(body.to_string())).await {
             Ok(Ok(resp)) => resp,
-            Ok(Err(e)) => return Attempt::Transport(e.to_string()),
+            Ok(Err(e)) => {
+                return Attempt::Transport {
+                    sent: !matches!(e, awc::error::SendRequestError::Connect(_)),
+                    why: e.to_string(),
+                };
+            }
             Err(_) => return too_slow(),
         };
         let status = resp.status().as_u16();
@@ -301,7 +327,10 @@ impl ProviderClient {
                 wait,
                 should_retry,
             },
-            Ok(Err(e)) => Attempt::Transport(e.to_string()),
+            Ok(Err(e)) => Attempt::Transport {
+                why: e.to_string(),
+                sent: true,
+            },
             Err(_) => too_slow(),
         }
     }

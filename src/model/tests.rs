@@ -1127,6 +1127,51 @@ async fn a_slow_provider_times_out() {
     assert_eq!(provider.requests().len(), 2);
 }
 
+async fn try_once(agent: &Agent) -> AgentOutcome {
+    agent.run("Hi", ctx(Arc::new(NoCalls), Arc::default(), false)).await
+}
+
+#[actix_rt::test]
+async fn a_request_given_up_on_after_it_went_out_is_charged_its_reservation_one_never_sent_nothing() {
+    // A session budget with room for one reservation (max_tokens 4 096 plus the input), not two.
+    let budgeted = |setup: &Setup, url: &str| {
+        setup
+            .agent(url)
+            .with_spending(crate::model::budget::Spending::new(Some(6_000), None))
+    };
+    let mut setup = Setup::new(Api::OpenAi);
+    setup.retry.policy.retries = 0;
+    setup.retry.request = Duration::from_millis(200);
+
+    // Nothing listens: the request never left, so the next turn still has the whole budget.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let agent = budgeted(&setup, &format!("http://127.0.0.1:{port}"));
+    for _ in 0..2 {
+        let AgentOutcome::Failed(text) = try_once(&agent).await else {
+            panic!("the turn fails")
+        };
+        assert!(text.starts_with("inference failed: no reply from"), "{text}");
+    }
+
+    // The provider took the request and the runtime stopped waiting: the provider may bill it,
+    // so it is charged its reservation, and the next turn no longer fits.
+    let slow = Reply::json(openai::text("late")).delayed(Duration::from_secs(3));
+    let provider = Provider::start(vec![slow.into()]);
+    let agent = budgeted(&setup, provider.url());
+    let AgentOutcome::Failed(text) = try_once(&agent).await else {
+        panic!("the turn fails")
+    };
+    assert!(text.contains("no complete reply within 200ms"), "{text}");
+    let AgentOutcome::Failed(text) = try_once(&agent).await else {
+        panic!("the turn is refused")
+    };
+    assert!(text.starts_with("error[E-BUD-002]"), "{text}");
+    assert_eq!(provider.requests().len(), 1, "the refused turn was never sent");
+}
+
 #[actix_rt::test]
 async fn cancelling_drops_the_request_in_flight() {
     let provider = Provider::start(vec![

@@ -2,6 +2,7 @@
 //! `--max-tokens`, kept by the launcher over each model member's budget channel, and a session's
 //! `inference.max_session_tokens`, against the scripted provider reporting its usage.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -163,9 +164,18 @@ fn a_formation_budget_allowing_four_turns_sends_exactly_four_and_ends_with_the_b
     assert_eq!(figures["limit"], budget);
     assert_eq!(figures["spent"], 4 * PER_TURN);
     assert_eq!(figures["held"], 0, "no reservation outlives its member: {figures}");
-    assert_eq!(figures["members"]["lead"], json!({"spent": 2 * PER_TURN, "turns": 2}));
-    assert_eq!(figures["members"]["worker-a"], json!({"spent": PER_TURN, "turns": 1}));
-    assert_eq!(figures["members"]["worker-b"], json!({"spent": PER_TURN, "turns": 1}));
+    assert_eq!(
+        figures["members"]["lead"],
+        json!({"spent": 2 * PER_TURN, "turns": 2, "held": 0})
+    );
+    assert_eq!(
+        figures["members"]["worker-a"],
+        json!({"spent": PER_TURN, "turns": 1, "held": 0})
+    );
+    assert_eq!(
+        figures["members"]["worker-b"],
+        json!({"spent": PER_TURN, "turns": 1, "held": 0})
+    );
 
     // Each inference record carries its reservation and its settlement.
     let records = inference_records(&sb);
@@ -340,4 +350,261 @@ fn a_standalone_session_honours_its_own_budget() {
         "{err}"
     );
     assert!(provider.requests().is_empty(), "the refused turn was never sent");
+}
+
+/// `budget.json` once it exists and parses (the launcher replaces it whole, by a rename).
+fn budget_now(sb: &Sandbox, frm: &str) -> Option<Value> {
+    let path = sb.home().join(".murmur/formations").join(frm).join("budget.json");
+    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+}
+
+/// Waits until `budget.json` satisfies `cond`; the figures then, or a panic naming the last seen.
+fn wait_budget(sb: &Sandbox, frm: &str, what: &str, cond: impl Fn(&Value) -> bool) -> Value {
+    let mut seen = None;
+    wait_until(Duration::from_secs(30), || {
+        seen = budget_now(sb, frm);
+        seen.as_ref().is_some_and(&cond)
+    })
+    .unwrap_or_else(|| panic!("budget.json never showed {what}; last: {seen:?}"));
+    seen.expect("figures")
+}
+
+fn send_message(rec: &Value, text: &str, return_immediately: bool) -> Value {
+    crate::support::door_rpc(
+        rec,
+        "SendMessage",
+        json!({"configuration": {"returnImmediately": return_immediately},
+               "message": {"messageId": format!("msg-{text}"), "role": "ROLE_USER",
+                           "parts": [{"text": text, "mediaType": "text/plain"}]}}),
+    )
+}
+
+#[test]
+fn cancelled_turns_end_their_holds_and_the_budget_still_grants_the_next_task() {
+    // Every turn of a task whose text starts "stall" is held by the provider until the end of
+    // the test; the operator cancels it at the member's door while its request is in flight.
+    let stall = crate::support::provider::Gate::new();
+    let held = stall.clone();
+    let provider = Provider::start(
+        (0..16)
+            .map(|_| {
+                let held = held.clone();
+                Step::func(move |req: &Request| {
+                    if req.last_user_text().unwrap_or_default().starts_with("stall") {
+                        held.wait(Duration::from_secs(60));
+                    }
+                    with_usage(openai::text("answered"))
+                })
+            })
+            .collect(),
+    );
+    let sb = Sandbox::new();
+    // Each turn reserves a little over 12 000 of the 40 000.
+    for name in ["lead", "worker-a", "worker-b"] {
+        let manifest = format!(
+            "name: {name}\nversion: 0.1.0\ninference:\n  provider: openai\n  endpoint: {}\n  model: test-model\n  \
+             api_key: ${{{KEY_VAR}}}\n  max_tokens: 12000\n{TAIL}",
+            provider.url()
+        );
+        sb.install_manifest(name, &manifest);
+    }
+    let dir = sb.path("formation");
+    std::fs::write(dir.join("roster.yaml"), ROSTER).expect("roster");
+    let launcher = Launcher::start(&sb, &dir, &["--max-tokens", "40000"], &[(KEY_VAR, KEY)]);
+    let frm = launcher.formation_id();
+    let worker = crate::support::running_record(&sb, "worker-a");
+
+    let mut charged = 0;
+    for round in 1..=2 {
+        let text = format!("stall {round}");
+        let sent = send_message(&worker, &text, true);
+        let id = sent["result"]["task"]["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{sent}"))
+            .to_string();
+        // In flight: the figures show the hold, as the member's.
+        let during = wait_budget(&sb, &frm, "the turn's hold", |f| f["held"].as_u64() > Some(0));
+        let hold = during["members"]["worker-a"]["held"].as_u64().expect("worker-a holds");
+        assert!(hold > 12_000 && hold == during["held"], "{during}");
+        wait_until(Duration::from_secs(30), || {
+            provider
+                .requests()
+                .iter()
+                .any(|r| r.last_user_text().as_deref() == Some(text.as_str()))
+        })
+        .expect("the request is with the provider");
+        let canceled = crate::support::door_rpc(&worker, "CancelTask", json!({"id": id}));
+        assert_eq!(
+            canceled["result"]["status"]["state"], "TASK_STATE_CANCELED",
+            "{canceled}"
+        );
+        // The abandoned request is charged its reservation, once: nothing stays held.
+        charged += hold;
+        let after = wait_budget(&sb, &frm, "the hold ended", |f| {
+            f["held"] == 0 && f["spent"].as_u64() > Some(0)
+        });
+        assert_eq!(after["spent"], charged, "{after}");
+        assert_eq!(
+            after["members"]["worker-a"],
+            json!({"spent": charged, "turns": round, "held": 0})
+        );
+    }
+
+    // A new task is still granted, and answered.
+    let reply = send_message(&worker, "go on", false);
+    let task = &reply["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "no E-BUD-001: {reply}");
+    let end = wait_budget(&sb, &frm, "the third turn settled", |f| {
+        f["spent"].as_u64() > Some(charged)
+    });
+    assert_eq!(end["spent"], charged + PER_TURN, "{end}");
+    assert_eq!(end["held"], 0, "{end}");
+
+    stall.open();
+    launcher.signal(nix::sys::signal::Signal::SIGTERM);
+    let (code, _, err) = launcher.wait(Duration::from_secs(60));
+    assert_eq!(code, 143, "{err}");
+    assert_eq!(budget_file(&sb, &frm)["held"], 0);
+}
+
+#[test]
+fn a_turn_in_flight_at_the_formations_deadline_is_charged_its_reservation_once() {
+    // The runtime's own cancel: the lead's only turn is held by the provider past --deadline.
+    let stall = crate::support::provider::Gate::new();
+    let held = stall.clone();
+    let provider = Provider::start(
+        (0..4)
+            .map(|_| {
+                let held = held.clone();
+                Step::func(move |_: &Request| {
+                    held.wait(Duration::from_secs(60));
+                    with_usage(openai::text("too late"))
+                })
+            })
+            .collect(),
+    );
+    let sb = Sandbox::new();
+    for name in ["lead", "worker-a", "worker-b"] {
+        let manifest = format!(
+            "name: {name}\nversion: 0.1.0\ninference:\n  provider: openai\n  endpoint: {}\n  model: test-model\n  \
+             api_key: ${{{KEY_VAR}}}\n  max_tokens: 500\n{TAIL}",
+            provider.url()
+        );
+        sb.install_manifest(name, &manifest);
+    }
+    let dir = sb.path("formation");
+    std::fs::write(dir.join("roster.yaml"), ROSTER).expect("roster");
+    let launcher = Launcher::start(
+        &sb,
+        &dir,
+        &["--task", "build it", "--max-tokens", "1000000", "--deadline", "10"],
+        &[(KEY_VAR, KEY)],
+    );
+    let frm = launcher.formation_id();
+    let during = wait_budget(&sb, &frm, "the lead's hold", |f| f["held"].as_u64() > Some(0));
+    let hold = during["members"]["lead"]["held"].as_u64().expect("the lead holds");
+    let (code, _, err) = launcher.wait(Duration::from_secs(60));
+    stall.open();
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("E-RUN-053"), "{err}");
+    // Charged as a reply without usage is, once; not returned uncharged when the member exited.
+    let end = budget_file(&sb, &frm);
+    assert_eq!(end["held"], 0, "{end}");
+    assert_eq!(end["spent"], hold, "{end}");
+    assert_eq!(end["members"]["lead"], json!({"spent": hold, "turns": 1, "held": 0}));
+}
+
+/// Every directory under the sandbox's `~/.murmur`, itself included, is 0700 and every file 0600
+/// or tighter.
+fn assert_owner_only(sb: &Sandbox) {
+    let mut stack = vec![sb.home().join(".murmur")];
+    let (mut seen, mut open) = (0, Vec::new());
+    while let Some(dir) = stack.pop() {
+        let mode = std::fs::symlink_metadata(&dir).expect("stat").permissions().mode() & 0o7777;
+        if mode != 0o700 {
+            open.push(format!("{} {mode:o}", dir.display()));
+        }
+        for e in std::fs::read_dir(&dir).expect("read_dir").flatten() {
+            let meta = std::fs::symlink_metadata(e.path()).expect("stat");
+            seen += 1;
+            if meta.is_dir() {
+                stack.push(e.path());
+            } else if meta.permissions().mode() & 0o7777 & !0o600 != 0 {
+                open.push(format!(
+                    "{} {:o}",
+                    e.path().display(),
+                    meta.permissions().mode() & 0o7777
+                ));
+            }
+        }
+    }
+    assert!(seen > 0, "nothing under ~/.murmur");
+    assert!(open.is_empty(), "not owner-only:\n{}", open.join("\n"));
+}
+
+#[test]
+fn a_budgeted_formation_writes_its_marker_owner_only_and_retention_removes_it_like_any_other() {
+    let sb = Sandbox::new();
+    let provider = Provider::start(
+        (0..16)
+            .map(|_| Step::func(|_| with_usage(openai::text("done"))))
+            .collect(),
+    );
+    // The entry member keeps the two newest formations.
+    for (name, extra) in [("lead", "trace:\n  retain:\n    max_sessions: 2\n"), ("worker-a", "")] {
+        let manifest = format!(
+            "name: {name}\nversion: 0.1.0\ninference:\n  provider: openai\n  endpoint: {}\n  model: test-model\n  \
+             api_key: ${{{KEY_VAR}}}\n  max_tokens: 50\n{extra}{TAIL}",
+            provider.url()
+        );
+        sb.install_manifest(name, &manifest);
+    }
+    let dir = sb.path("formation");
+    std::fs::write(
+        dir.join("roster.yaml"),
+        "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/lead, version: 0.1.0, entry: true}\n  \
+         - {name: worker-a, capsule: local/worker-a, version: 0.1.0}\nreachability:\n  - {from: lead, to: [worker-a]}\n",
+    )
+    .expect("roster");
+    let formations = sb.home().join(".murmur/formations");
+    let mode = |p: &Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let (code, out, err) = run(&sb, &dir, &["--max-tokens", "100000"]);
+        assert_eq!(code, Some(0), "{out}\n{err}");
+        assert!(!err.contains("no ownership marker"), "{err}");
+        let frm = formation_id(&err);
+        let here = formations.join(&frm);
+        assert!(here.join("formation.json").is_file(), "run {i} left its marker");
+        assert_eq!(mode(&here), 0o700);
+        assert_eq!(mode(&here.join("budget.json")), 0o600);
+        assert_eq!(mode(&here.join("formation.json")), 0o600);
+        if i == 2 {
+            assert!(
+                err.contains(&format!(
+                    "[mur run] retention: removed formation {} (max_sessions)",
+                    ids[0]
+                )),
+                "{err}"
+            );
+        }
+        ids.push(frm);
+    }
+    assert!(!formations.join(&ids[0]).exists(), "the oldest went");
+    assert!(formations.join(&ids[1]).exists() && formations.join(&ids[2]).exists());
+}
+
+#[test]
+fn everything_under_the_murmur_home_stays_owner_only_after_a_budgeted_run() {
+    let (sb, dir, _provider) = formation("");
+    let (code, out, err) = run(&sb, &dir, &["--max-tokens", "1000000"]);
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    assert!(
+        sb.home()
+            .join(".murmur/formations")
+            .join(formation_id(&err))
+            .join("budget.json")
+            .is_file()
+    );
+    assert_owner_only(&sb);
 }

@@ -191,6 +191,15 @@ impl Ledger {
         Ok(self.left())
     }
 
+    /// Returns `holder`'s reservation `id` uncharged: its request was never sent. No turn is
+    /// counted. Returns what is left.
+    pub fn give_back(&mut self, holder: usize, id: u64) -> Result<i64, LedgerError> {
+        let held = self.holds.remove(&(holder, id)).ok_or(LedgerError::UnknownHold)?;
+        self.accounts[holder].held -= held;
+        self.held -= held;
+        Ok(self.left())
+    }
+
     /// Returns every reservation `holder` still holds (it ended, or its channel broke): nothing is
     /// charged for them. Returns how many tokens were released.
     pub fn release(&mut self, holder: usize) -> u64 {
@@ -313,6 +322,19 @@ mod tests {
         l.reserve(0, 1, 1000).unwrap();
         assert_eq!(l.settle(0, 1, 1000), Ok(0));
         assert_eq!(l.reserve(0, 2, 0), Ok(Grant::Refused { left: 0 }));
+    }
+
+    #[test]
+    fn a_hold_given_back_is_returned_once_uncharged_and_counts_no_turn() {
+        let mut l = Ledger::new(1000, 2);
+        l.reserve(0, 1, 300).unwrap();
+        l.reserve(1, 1, 200).unwrap();
+        assert_eq!(l.give_back(0, 1), Ok(800));
+        assert_eq!(l.give_back(0, 1), Err(LedgerError::UnknownHold), "only once");
+        assert_eq!(l.settle(0, 1, 10), Err(LedgerError::UnknownHold), "nor settled after");
+        assert_eq!(l.account(0), Some(Account::default()));
+        assert_eq!((l.spent(), l.held(), l.left()), (0, 200, 800));
+        assert_eq!(l.give_back(1, 2), Err(LedgerError::UnknownHold), "another id");
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod streamed;
 
 use std::fmt;
 use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::digest::sha256_hex;
@@ -318,6 +319,11 @@ pub fn version_order(a: &str, b: &str) -> std::cmp::Ordering {
 /// Writes `bytes` to a temporary file beside `path` and renames it over `path`, so readers see
 /// the old file or the new one, never a partial one.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_atomic_mode(path, bytes, 0o666)
+}
+
+/// [`write_atomic`], the file made with `mode` (less the umask).
+fn write_atomic_mode(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
     let parent = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -328,7 +334,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .unwrap_or_default();
     let tmp = parent.join(format!(".{file_name}.tmp-{}", uuid::Uuid::new_v4().simple()));
     let result = (|| {
-        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)
@@ -340,7 +350,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// Stores `zip_bytes` as `name@version` under `store_root`, replacing any copy: the zip first,
-/// then its sidecar, each written atomically. Returns the zip's path and sha256.
+/// then its sidecar, each written atomically. The store is the runtime's own: the directories it
+/// makes are 0700 and its files 0600. Returns the zip's path and sha256.
 pub fn install(
     store_root: &Path,
     name: &ArtifactName,
@@ -350,13 +361,14 @@ pub fn install(
     crate::manifest::check_version(version)
         .map_err(|why| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("version {why}")))?;
     let dir = paths::artifact_dir(store_root, &name.scope, &name.name, version);
-    std::fs::create_dir_all(&dir)?;
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
     let sha = sha256_hex(zip_bytes);
     let zip_path = paths::artifact_zip(store_root, &name.scope, &name.name, version);
-    write_atomic(&zip_path, zip_bytes)?;
-    write_atomic(
+    write_atomic_mode(&zip_path, zip_bytes, 0o600)?;
+    write_atomic_mode(
         &paths::artifact_sidecar(store_root, &name.scope, &name.name, version),
         format!("{sha}\n").as_bytes(),
+        0o600,
     )?;
     Ok((zip_path, sha))
 }
@@ -430,6 +442,33 @@ mod tests {
             ResolveError::NotInstalled.to_string(),
             "not installed in the project or global store"
         );
+    }
+
+    #[test]
+    fn a_store_is_made_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join(".murmur");
+        let store = home.join("artifacts");
+        let (zip, _) = install(
+            &store,
+            &name("a"),
+            "1.0.0",
+            &archive::pack(b"name: a\nversion: 1.0.0\n", None),
+        )
+        .unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        for d in [
+            &home,
+            &store,
+            &store.join("local"),
+            &store.join("local/a"),
+            &store.join("local/a/1.0.0"),
+        ] {
+            assert_eq!(mode(d), 0o700, "{}", d.display());
+        }
+        assert_eq!(mode(&zip), 0o600);
+        assert_eq!(mode(&paths::artifact_sidecar(&store, "local", "a", "1.0.0")), 0o600);
     }
 
     #[test]

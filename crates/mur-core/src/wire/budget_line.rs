@@ -3,12 +3,13 @@
 //! lockstep.
 //!
 //! ```text
-//! member → launcher   reserve <id> <tokens>      settle <id> <used>
+//! member → launcher   reserve <id> <tokens>      settle <id> <used>      return <id>
 //! launcher → member   granted <id> <left>        refused <id> <left>      settled <id> <left>
 //! ```
 //!
-//! `id` is the member's own number for the reservation; `left` is the formation's budget after
-//! the step (negative once a turn cost more than it reserved). Nothing else is ever said: the
+//! `id` is the member's own number for the reservation; `return` gives back a reservation whose
+//! request was never sent, uncharged, and is answered `settled`; `left` is the formation's budget
+//! after the step (negative once a turn cost more than it reserved). Nothing else is ever said: the
 //! channel can neither mint a token nor reach another member. Every line is at most
 //! [`MAX_BUDGET_LINE`] bytes; a longer or malformed one ends the channel.
 
@@ -18,8 +19,18 @@ pub const MAX_BUDGET_LINE: usize = 64;
 /// What a member says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ask {
-    Reserve { id: u64, tokens: u64 },
-    Settle { id: u64, used: u64 },
+    Reserve {
+        id: u64,
+        tokens: u64,
+    },
+    Settle {
+        id: u64,
+        used: u64,
+    },
+    /// The reservation's request was never sent: it is returned uncharged.
+    Return {
+        id: u64,
+    },
 }
 
 /// What the launcher answers.
@@ -35,11 +46,15 @@ impl Ask {
         match self {
             Ask::Reserve { id, tokens } => format!("reserve {id} {tokens}\n"),
             Ask::Settle { id, used } => format!("settle {id} {used}\n"),
+            Ask::Return { id } => format!("return {id}\n"),
         }
     }
 
     /// Reads one line (its newline removed).
     pub fn parse(line: &str) -> Option<Ask> {
+        if let Some(id) = line.strip_prefix("return ") {
+            return (line.len() < MAX_BUDGET_LINE).then_some(Ask::Return { id: unsigned(id)? });
+        }
         let (word, id, n) = three(line)?;
         let (id, n) = (unsigned(id)?, unsigned(n)?);
         match word {
@@ -108,6 +123,8 @@ mod tests {
         for ask in [
             Ask::Reserve { id: 0, tokens: 1064 },
             Ask::Settle { id: u64::MAX, used: 0 },
+            Ask::Return { id: 7 },
+            Ask::Return { id: u64::MAX },
         ] {
             let line = ask.line();
             assert!(line.len() <= MAX_BUDGET_LINE, "{line}");
@@ -145,6 +162,12 @@ mod tests {
             "mint 1 2",
             "granted 1 2",
             "RESERVE 1 2",
+            "return",
+            "return ",
+            "return 1 2",
+            "return -1",
+            "return  1",
+            "return 1 ",
             &format!("reserve 1 {}", "1".repeat(70)),
         ] {
             assert_eq!(Ask::parse(line), None, "{line:?}");
