@@ -648,7 +648,7 @@ fn anthropic_models_get_tools_and_results_in_their_own_format() {
 }
 
 #[test]
-fn mur_doctor_names_where_an_mcp_key_goes_and_refuses_when_it_is_unset() {
+fn mur_doctor_names_where_an_mcp_key_goes_and_warns_when_it_is_unset() {
     let sb = Sandbox::new();
     install(
         &sb,
@@ -671,10 +671,13 @@ fn mur_doctor_names_where_an_mcp_key_goes_and_refuses_when_it_is_unset() {
         text.contains(&format!("env: adder reads {MCP_KEY_VAR}, sent to 127.0.0.1:9")),
         "{text}"
     );
-    assert!(!out.status.success(), "{text}");
+    // Admission needs no key: a warning naming the variable and the launch that will refuse.
+    assert!(out.status.success(), "{text}{err}");
     assert!(
-        err.contains("E-RUN-002") && err.contains(&format!("{MCP_KEY_VAR} is not set")),
-        "{err}"
+        text.contains(&format!(
+            "warning[W-RUN-010]: roster.yaml: member 'adder': its tool 'calc' names ${{{MCP_KEY_VAR}}} as the MCP server's key, and {MCP_KEY_VAR} is not set in this environment: admission needs no key, but `mur run` will refuse the member (E-RUN-002)"
+        )),
+        "{text}"
     );
     let out = sb
         .mur(&dir)
@@ -684,9 +687,9 @@ fn mur_doctor_names_where_an_mcp_key_goes_and_refuses_when_it_is_unset() {
         .output()
         .expect("doctor");
     assert!(
-        !stderr(&out).contains(&format!("{MCP_KEY_VAR} is not set")),
+        !stdout(&out).contains(&format!("{MCP_KEY_VAR} is not set")),
         "{}",
-        stderr(&out)
+        stdout(&out)
     );
     assert!(!stdout(&out).contains(MCP_KEY) && !stderr(&out).contains(MCP_KEY));
 }
