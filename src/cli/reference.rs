@@ -490,6 +490,10 @@ binary lacks or miss one it has.
   [codes.md](codes.md).
 - **stdout** carries only what a command produces (an answer, a table, one JSON object), so it
   can be piped; progress and status go to stderr.
+- **Text from members, models and remote agents** (an answer, a failure, a question, a record's
+  fields in `mur trace show`) is printed to a terminal with its control characters made visible
+  (`\\u{1b}`), so it cannot retitle the window, clear the screen or write the clipboard; piped or
+  written to a file, its bytes are unchanged. `--json` output is JSON.
 - **JSON** that `mur` writes is compact UTF-8 with keys in ascending byte order at every depth,
   one object per line. Readers should not depend on key order.
 - **Exit status:** 0 success (a member wound down by its formation included); 1 a refusal or

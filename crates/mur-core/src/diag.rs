@@ -184,9 +184,18 @@ impl Diagnostic {
         out
     }
 
-    /// Prints the rendering on stderr.
+    /// Prints the rendering on stderr. A message may quote what a member, a model or a remote
+    /// agent said: on a terminal its control characters are made visible
+    /// ([`crate::question::for_stream`]); piped, its bytes are unchanged.
     pub fn eprint(&self, prefix: &str) {
-        eprintln!("{}", self.render(prefix));
+        use std::io::{IsTerminal, Write};
+        let mut stderr = std::io::stderr().lock();
+        let terminal = stderr.is_terminal();
+        let _ = writeln!(
+            stderr,
+            "{}",
+            crate::question::for_stream(&self.render(prefix), terminal)
+        );
     }
 }
 
