@@ -128,6 +128,27 @@ fn no_message_or_hint_links_to_another_projects_documentation() {
     );
 }
 
+/// The source cites the reference manual users have (docs/reference), never the companion
+/// specification's section numbers, which no user can look up.
+#[test]
+fn no_source_comment_cites_the_companion_specifications_sections() {
+    let mut offenders = Vec::new();
+    for root in ["src", "crates/mur-core/src"] {
+        walk(&repo_root().join(root), &mut |file, text| {
+            for (n, line) in text.lines().enumerate() {
+                if line.contains("runtime.md") {
+                    offenders.push(format!("{}:{}: {}", file.display(), n + 1, line.trim()));
+                }
+            }
+        });
+    }
+    assert!(
+        offenders.is_empty(),
+        "the companion specification cited instead of docs/reference:\n{}",
+        offenders.join("\n")
+    );
+}
+
 fn walk(dir: &Path, f: &mut dyn FnMut(&Path, &str)) {
     for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
         let p = e.path();
