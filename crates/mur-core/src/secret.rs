@@ -40,9 +40,9 @@ impl Secret {
     /// Holds `value`: from now until its last clone drops, [`scrub`] replaces it.
     pub fn new(value: String) -> Secret {
         let inner = Arc::new(Zeroizing::new(value));
-        let mut held = crate::sync::lock(&HELD);
-        held.retain(|w| w.strong_count() > 0);
-        held.push(Arc::downgrade(&inner));
+        let mut set = crate::sync::lock(&HELD);
+        set.retain(|w| w.strong_count() > 0);
+        set.push(Arc::downgrade(&inner));
         Secret(inner)
     }
 
@@ -67,35 +67,64 @@ impl std::fmt::Debug for Secret {
 /// [`REDACTED`]: the one scrub of foreign text. Apply it before the text is cut or quoted, so
 /// no bound leaves a credential whole.
 pub fn scrub(text: String) -> String {
-    let held: Vec<Arc<Zeroizing<String>>> = crate::sync::lock(&HELD).iter().filter_map(Weak::upgrade).collect();
-    scrub_each(text, held.iter().map(|s| s.as_str()))
+    let held = held();
+    scrub_each(text, &long_enough(&held))
 }
 
-/// Every string of `value` (object keys included) scrubbed as [`scrub`] does.
+/// Every string of `value` (object keys included) scrubbed as [`scrub`] does; nothing is
+/// touched when the member holds no credential or none occurs.
 pub fn scrub_json(value: &mut Value) {
+    let held = held();
+    let secrets = long_enough(&held);
+    if !secrets.is_empty() {
+        scrub_value(value, &secrets);
+    }
+}
+
+/// Copies (zeroized when dropped) of the live secrets of the set, made under its lock, dropping
+/// the dead ones' entries. No strong reference leaves the lock, so a secret dropped by one
+/// thread is gone from every later scrub, whatever other threads are scrubbing.
+fn held() -> Vec<Zeroizing<String>> {
+    let mut set = crate::sync::lock(&HELD);
+    set.retain(|w| w.strong_count() > 0);
+    set.iter()
+        .filter_map(Weak::upgrade)
+        .map(|s| Zeroizing::new(s.as_str().to_string()))
+        .collect()
+}
+
+/// Those of `held` long enough to be scrubbed, longest first (so a credential that holds another
+/// is replaced whole).
+fn long_enough(held: &[Zeroizing<String>]) -> Vec<&str> {
+    let mut long: Vec<&str> = held
+        .iter()
+        .map(|s| s.as_str())
+        .filter(|s| s.len() >= MIN_SCRUBBED_BYTES)
+        .collect();
+    long.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    long
+}
+
+fn scrub_value(value: &mut Value, secrets: &[&str]) {
+    let occurs = |t: &str| secrets.iter().any(|s| t.contains(s));
     match value {
-        Value::String(s) => *s = scrub(std::mem::take(s)),
-        Value::Array(items) => items.iter_mut().for_each(scrub_json),
-        Value::Object(map) => {
-            let entries = std::mem::take(map);
-            for (k, mut v) in entries {
-                scrub_json(&mut v);
-                map.insert(scrub(k), v);
+        Value::String(s) if occurs(s) => *s = scrub_each(std::mem::take(s), secrets),
+        Value::Array(items) => items.iter_mut().for_each(|v| scrub_value(v, secrets)),
+        Value::Object(map) if map.keys().any(|k| occurs(k)) => {
+            for (k, mut v) in std::mem::take(map) {
+                scrub_value(&mut v, secrets);
+                map.insert(scrub_each(k, secrets), v);
             }
         }
-        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        Value::Object(map) => map.values_mut().for_each(|v| scrub_value(v, secrets)),
+        Value::String(_) | Value::Null | Value::Bool(_) | Value::Number(_) => {}
     }
 }
 
-/// `text` with each of `secrets` of [`MIN_SCRUBBED_BYTES`] or more replaced, longest first (so a
-/// key that holds another is replaced whole).
-fn scrub_each<'a>(text: String, secrets: impl Iterator<Item = &'a str>) -> String {
-    let mut long: Vec<&str> = secrets.filter(|s| s.len() >= MIN_SCRUBBED_BYTES).collect();
-    if !long.iter().any(|s| text.contains(s)) {
-        return text;
-    }
-    long.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    long.into_iter()
+/// `text` with each of `secrets` (already filtered and ordered, [`long_enough`]) replaced.
+fn scrub_each(text: String, secrets: &[&str]) -> String {
+    secrets
+        .iter()
         .fold(text, |t, s| if t.contains(s) { t.replace(s, REDACTED) } else { t })
 }
 
@@ -152,8 +181,9 @@ mod tests {
             ),
         ];
         for (text, secrets, want) in table {
+            let held: Vec<Zeroizing<String>> = secrets.iter().map(|s| Zeroizing::new(s.to_string())).collect();
             assert_eq!(
-                scrub_each(text.to_string(), secrets.iter().copied()),
+                scrub_each(text.to_string(), &long_enough(&held)),
                 *want,
                 "{text:?} {secrets:?}"
             );
