@@ -344,7 +344,8 @@ fn launch_checks(report: &mut Report, a: &Admitted) {
                     diag::E_RUN_002,
                 );
             }
-            // Every other refusal of a session's start, with the key's absence already said.
+            // Every other refusal of a session's start: the unset key, already a warning, reads
+            // as set here (a stand-in that goes nowhere: doctor sends no request).
             let env = |v: &str| match key_var {
                 Some(var) if v == var => Some("set".to_string()),
                 _ => std::env::var(v).ok(),
