@@ -38,7 +38,6 @@ use criterion::Criterion;
 use mur::capsule::{CancelSignal, CapsuleEngine, ToolGrant, ToolRun, WasmTool};
 use mur::tools::mcp::{McpEndpoint, McpLimits, McpServer};
 use serde_json::json;
-use zeroize::Zeroizing;
 
 mod support;
 use support::{env_or, mur_binary};
@@ -336,7 +335,7 @@ fn mcp_rows(c: &mut Criterion, mode: &str, calls: usize, rounds: usize) -> Resul
     let endpoint = McpEndpoint {
         name: "calc".to_string(),
         url: sdk.url(),
-        bearer: Some(Zeroizing::new(KEY.to_string())),
+        bearer: Some(mur::secret::Secret::new(KEY.to_string())),
         allow: vec!["add".to_string()],
     };
     let server = sys

@@ -11,14 +11,13 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
 use tokio::sync::oneshot;
-use zeroize::Zeroizing;
 
 use crate::channel::{self, ChannelEvent};
+use crate::secret::Secret;
 
 /// Where a callee's door is and the credential for it.
 #[derive(Clone)]
@@ -28,13 +27,13 @@ pub struct PeerRoute {
     /// The door as the launcher vouched for it: when present, the only way the door is reached
     /// (its Unix socket, served by that process; see [`super::dial`]).
     pub door: Option<channel::DoorIdentity>,
-    token: Arc<Zeroizing<String>>,
+    token: Secret,
 }
 
 impl PeerRoute {
     /// The `mft1` of the edge: only ever the `Authorization` header of a request to `url`.
     pub fn token(&self) -> &str {
-        self.token.as_str()
+        self.token.reveal()
     }
 }
 
@@ -108,7 +107,8 @@ type Notes = Box<dyn Fn(&str)>;
 /// The address book actor. Start it on the session's actix system, feed it every
 /// [`ChannelEvent`] as [`Channel`], and ask it [`Resolve`].
 pub struct VirtualPeerRouter {
-    tokens: HashMap<String, Arc<Zeroizing<String>>>,
+    /// Each callee's token: a secret the member holds, so what its servers echo is scrubbed of it.
+    tokens: HashMap<String, Secret>,
     urls: HashMap<String, (String, Option<channel::DoorIdentity>)>,
     /// Callees the launcher withdrew; never resolved again (a withdrawn door is not re-issued).
     withdrawn: std::collections::HashSet<String>,
@@ -137,7 +137,7 @@ impl VirtualPeerRouter {
         VirtualPeerRouter {
             tokens: calls
                 .iter()
-                .map(|c| (c.name.clone(), Arc::new(Zeroizing::new(c.token.clone()))))
+                .map(|c| (c.name.clone(), Secret::new(c.token.clone())))
                 .collect(),
             urls: HashMap::new(),
             withdrawn: Default::default(),
@@ -168,7 +168,7 @@ impl VirtualPeerRouter {
             return Some(Resolution::Route(PeerRoute {
                 url: url.clone(),
                 door: door.clone(),
-                token: Arc::clone(token),
+                token: token.clone(),
             }));
         }
         self.closed.then_some(Resolution::Denied(Denial::Closed))

@@ -662,6 +662,16 @@ fn calls_line(names: &[&str]) -> Vec<Call> {
         .collect()
 }
 
+#[test]
+fn a_callees_token_is_a_secret_the_member_holds_while_its_router_lives() {
+    let router = VirtualPeerRouter::new(&calls_line(&["scrubbed-callee"]), Duration::from_secs(1));
+    let echoed = "a server said mft1.token-for-scrubbed-callee.sig back".to_string();
+    assert_eq!(crate::secret::scrub(echoed.clone()), "a server said [redacted] back");
+    assert!(!format!("{router:?}").contains("token-for"));
+    drop(router);
+    assert_eq!(crate::secret::scrub(echoed.clone()), echoed);
+}
+
 fn addresses(list: &[(&str, &str)]) -> Channel {
     Channel(ChannelEvent::Addresses(AddressLine {
         addresses: list

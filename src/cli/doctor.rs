@@ -325,48 +325,53 @@ fn roster_block(report: &mut Report, project: &Project, home: &MurHome) {
     report.line("");
 }
 
-/// What `mur run --roster` would refuse or warn about only once members start, checked here
-/// with the same codes: a model member whose key variable is unset (E-RUN-002, as its session
-/// refuses it) and a member with callees whose network grant reaches no door (W-RUN-008).
+/// What `mur run --roster` would refuse or warn about only once members start, checked here:
+/// a model member that lacks what it needs to run (E-RUN-002, as its session refuses it), a key
+/// variable a member reads that is unset here (W-RUN-010: admission needs no key, and a pipeline
+/// that checks rosters holds no secrets; `mur run` still refuses the member) and a member with
+/// callees whose network grant reaches no door (W-RUN-008).
 fn launch_checks(report: &mut Report, a: &Admitted) {
+    let unset = |var: &str| std::env::var(var).ok().filter(|v| !v.is_empty()).is_none();
     for (i, m) in a.members.iter().enumerate() {
-        if let Some(inference) = &m.manifest.inference
-            && let Err(d) = crate::model::ModelConfig::resolve(&m.capsule.to_string(), &m.version, inference, |v| {
-                std::env::var(v).ok()
-            })
-        {
-            let mut d = d;
-            d.message = format!("roster.yaml: member '{}': {}", m.name, d.message);
-            report.refuse(d);
+        if let Some(inference) = &m.manifest.inference {
+            let key_var = inference.api_key_var.as_deref().filter(|v| unset(v));
+            if let Some(var) = key_var {
+                unset_key(
+                    report,
+                    &m.name,
+                    &format!("its inference.api_key is ${{{var}}}"),
+                    var,
+                    diag::E_RUN_002,
+                );
+            }
+            // Every other refusal of a session's start: the unset key, already a warning, reads
+            // as set here (a stand-in that goes nowhere: doctor sends no request).
+            let env = |v: &str| match key_var {
+                Some(var) if v == var => Some("set".to_string()),
+                _ => std::env::var(v).ok(),
+            };
+            if let Err(mut d) = crate::model::ModelConfig::resolve(&m.capsule.to_string(), &m.version, inference, env) {
+                d.message = format!("roster.yaml: member '{}': {}", m.name, d.message);
+                report.refuse(d);
+            }
         }
-        // An MCP tool's key is read at session start as the model's is: unset, the member would
-        // never report ready.
+        // An MCP tool's key is read at session start as the model's is.
         for t in &m.manifest.tools {
             if let crate::manifest::ToolSource::Mcp {
                 api_key_var: Some(var), ..
             } = &t.source
-                && std::env::var(var).ok().filter(|v| !v.is_empty()).is_none()
+                && unset(var)
             {
-                report.refuse(
-                    crate::diag::Diagnostic::new(
-                        crate::diag::E_RUN_002,
-                        format!(
-                            "roster.yaml: member '{}': capsule '{}@{}' cannot be run: its tool '{}' names ${{{var}}} as the MCP server's key, and {var} is not set in this environment",
-                            m.name, m.capsule, m.version, t.name
-                        ),
-                    )
-                    .with_hint(format!("export {var}=<the server's key> before `mur run`")),
-                );
+                let what = format!("its tool '{}' names ${{{var}}} as the MCP server's key", t.name);
+                unset_key(report, &m.name, &what, var, diag::E_RUN_002);
             }
         }
-        // A remote member's credential is read at session start: unset, it would never be ready.
-        if m.manifest.remote.is_some()
-            && let Err(mut d) = crate::remote::credential(&format!("{}@{}", m.capsule, m.version), &m.manifest, |v| {
-                std::env::var(v).ok()
-            })
+        // A remote member's credential is read at session start, as its agent's card is.
+        if let Some(var) = m.manifest.remote.as_ref().and_then(|r| r.api_key_var.as_deref())
+            && unset(var)
         {
-            d.message = format!("roster.yaml: member '{}': {}", m.name, d.message);
-            report.refuse(d);
+            let what = format!("its remote.api_key is ${{{var}}}");
+            unset_key(report, &m.name, &what, var, diag::E_RUN_071);
         }
         // A manifest-only capsule runs nothing, and a remote one only forwards: they call nobody.
         if matches!(m.manifest.kind, Kind::ManifestOnly | Kind::Remote) {
@@ -384,6 +389,19 @@ fn launch_checks(report: &mut Report, a: &Admitted) {
             report.warn(&w, fix);
         }
     }
+}
+
+/// W-RUN-010: member `member` reads `var` (`what` says where), which is unset here, so `mur run`
+/// would refuse the member with `refused_with`.
+fn unset_key(report: &mut Report, member: &str, what: &str, var: &str, refused_with: diag::Code) {
+    let w = Diagnostic::new(
+        diag::W_RUN_010,
+        format!(
+            "roster.yaml: member '{member}': {what}, and {var} is not set in this environment: admission needs no key, but `mur run` will refuse the member ({})",
+            refused_with.id
+        ),
+    );
+    report.warn(&w, format!("export {var}=<the key> before `mur run`"));
 }
 
 /// The Roster block for `--json`: members in roster order and the admitted edges by name.

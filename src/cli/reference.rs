@@ -66,7 +66,7 @@ pub const NOTES: &[Notes] = &[
     },
     Notes {
         command: "doctor",
-        stdout: "In a formation directory (a `roster.yaml`, no `murmur.yaml`): a line saying the roster is checked, then the Roster block — `file:`, one row per member (name, `capsule@version`, `entry`, `serves peers`/`refuses peers`, `authenticated door`/`public door`), `reachability: a → b, …`, one `env:` line per model member, one line per W-ROS-001 and per W-RUN-008 (a member with callees whose network grant reaches no door, as a launch would warn), one `✗` line per model member whose `api_key` variable is unset (E-RUN-002, as its session would refuse) — then the tally (`All checks passed.` or `<P> check(s) passed, <F> error(s) found[, <W> warning(s)].` and one `Fix:` line per problem). In a capsule's source directory: one `  ✓  <check>` or `  ✗  <message>` line per check, the Roster block when a `roster.yaml` is beside it, then the tally. `--graph`/`--dot` print the admitted reachability graph instead (Mermaid / Graphviz). With `--json`, one compact JSON line.",
+        stdout: "In a formation directory (a `roster.yaml`, no `murmur.yaml`): a line saying the roster is checked, then the Roster block — `file:`, one row per member (name, `capsule@version`, `entry`, `serves peers`/`refuses peers`, `authenticated door`/`public door`), `reachability: a → b, …`, one `env:` line per model member, one line per W-ROS-001 and per W-RUN-008 (a member with callees whose network grant reaches no door, as a launch would warn), one W-RUN-010 warning per key variable a member reads (a model's `inference.api_key`, an MCP tool's `api_key`, a remote member's `remote.api_key`) that is unset here (admission needs no key; `mur run` will refuse the member, E-RUN-002 or E-RUN-071), one `✗` line per model member that lacks anything else it needs to run (E-RUN-002, as its session would refuse) — then the tally (`All checks passed.` or `<P> check(s) passed, <F> error(s) found[, <W> warning(s)].` and one `Fix:` line per problem). In a capsule's source directory: one `  ✓  <check>` or `  ✗  <message>` line per check, the Roster block when a `roster.yaml` is beside it, then the tally. `--graph`/`--dot` print the admitted reachability graph instead (Mermaid / Graphviz). With `--json`, one compact JSON line.",
         stderr: "Each refusal in full: `[mur doctor] error[CODE]: …` and its hint.",
         exit: "0 when no check failed (warnings do not fail); 1 when one did, or with E-IO-001 when there is neither a `roster.yaml` nor a `murmur.yaml` here or above.",
         json: &[
@@ -102,7 +102,10 @@ pub const NOTES: &[Notes] = &[
             ("roster.members[].sha256", "the bytes admission bound it to"),
             ("roster.members[].version", "its pinned version"),
             ("roster.reachability", "`all`, `none` or `rules` (only when admitted)"),
-            ("warnings[]", "each warning (W-ROS-001, W-SEC-019)"),
+            (
+                "warnings[]",
+                "each warning (W-ROS-001, W-RUN-008, W-RUN-010, W-SEC-019)",
+            ),
             ("warnings[].code", "its code"),
             ("warnings[].message", "its text"),
             ("warnings[].fix", "what would silence it"),
@@ -487,6 +490,10 @@ binary lacks or miss one it has.
   [codes.md](codes.md).
 - **stdout** carries only what a command produces (an answer, a table, one JSON object), so it
   can be piped; progress and status go to stderr.
+- **Text from members, models and remote agents** (an answer, a failure, a question, a record's
+  fields in `mur trace show`) is printed to a terminal with its control characters made visible
+  (`\\u{1b}`), so it cannot retitle the window, clear the screen or write the clipboard; piped or
+  written to a file, its bytes are unchanged. `--json` output is JSON.
 - **JSON** that `mur` writes is compact UTF-8 with keys in ascending byte order at every depth,
   one object per line. Readers should not depend on key order.
 - **Exit status:** 0 success (a member wound down by its formation included); 1 a refusal or

@@ -10,7 +10,7 @@
 //! `mur answer` (`cli/answer.rs`) is the same client: it dials, sends and follows through the
 //! functions here, and reads what the door says in its own [`Voice`].
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::net::TcpStream;
 
 use serde_json::{Value, json};
@@ -269,18 +269,24 @@ impl Printer {
         }
     }
 
+    /// Prints answer text: a member's, so on a terminal its control characters are made visible
+    /// (`question::for_stream`); piped, its bytes are unchanged.
     fn put(&mut self, text: &str, append: bool) {
         let mut out = std::io::stdout().lock();
+        let terminal = out.is_terminal();
+        let mut write = |t: &str| {
+            let _ = out.write_all(crate::question::for_stream(t, terminal).as_bytes());
+        };
         if append || self.printed.is_empty() {
-            let _ = out.write_all(text.as_bytes());
+            write(text);
             self.printed.push_str(text);
         } else if let Some(rest) = text.strip_prefix(self.printed.as_str()) {
-            let _ = out.write_all(rest.as_bytes());
+            write(rest);
             self.printed = text.to_string();
         } else {
             // A turn's text the next one replaced stays above; the answer starts on a new line.
-            let _ = out.write_all(b"\n");
-            let _ = out.write_all(text.as_bytes());
+            write("\n");
+            write(text);
             self.printed = text.to_string();
         }
         let _ = out.flush();

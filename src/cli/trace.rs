@@ -83,9 +83,19 @@ fn show_session(home: &MurHome, id: &str, json: bool) -> Outcome {
         return Ok(0);
     }
     for r in &records {
-        println!("{}", session_line(r));
+        out(&format!("{}\n", session_line(r)));
     }
     Ok(0)
+}
+
+/// Prints records as text. They hold what members, models and remote agents said (a provider's
+/// `finish_reason` and `response_model`, failure texts): on a terminal their control characters
+/// are made visible (`question::for_stream`); piped, the bytes are unchanged.
+fn out(text: &str) {
+    use std::io::{IsTerminal, Write};
+    let mut stdout = std::io::stdout().lock();
+    let terminal = stdout.is_terminal();
+    let _ = stdout.write_all(crate::question::for_stream(text, terminal).as_bytes());
 }
 
 /// `<RFC 3339 ms>  <event_type>  <k=v …>`.
@@ -193,12 +203,12 @@ pub fn follow(id: &str) -> Outcome {
     let mut tail = Tail::new(path);
     loop {
         for r in tail.read() {
-            println!("{}", session_line(&r));
+            out(&format!("{}\n", session_line(&r)));
         }
         if tail.ended || session_gone(&home, id, &tail) {
             // What it wrote as it went.
             for r in tail.read() {
-                println!("{}", session_line(&r));
+                out(&format!("{}\n", session_line(&r)));
             }
             return Ok(0);
         }
@@ -250,8 +260,8 @@ fn follow_formation(home: &MurHome, id: &str) -> Outcome {
         for (member, r) in &batch {
             let line = session_line(r);
             match line.split_once("  ") {
-                Some((ts, rest)) => println!("{ts}  {member}  {rest}"),
-                None => println!("{member}  {line}"),
+                Some((ts, rest)) => out(&format!("{ts}  {member}  {rest}\n")),
+                None => out(&format!("{member}  {line}\n")),
             }
         }
         if over {
@@ -361,7 +371,7 @@ fn show_formation(home: &MurHome, id: &str, json: bool) -> Outcome {
         let budget = crate::yaml::read_capped(&home.formation(id).join("budget.json"), 64 * 1024)
             .ok()
             .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
-        print!("{}", render_formation(id, &roots, &t, budget.as_ref()));
+        out(&render_formation(id, &roots, &t, budget.as_ref()));
     }
     Ok(0)
 }

@@ -464,11 +464,14 @@ fn err_line(line: &str) {
 }
 
 /// Relays lines from a member's pipe to the launcher's stderr behind `prefix`, remembering the
-/// most recent ones for failure reports.
+/// most recent ones for failure reports. A member's line may quote a model's or a remote agent's
+/// text: on a terminal its control characters are made visible (`question::for_stream`).
 pub async fn relay<R: AsyncRead + Unpin>(r: R, prefix: String, tail: Option<Arc<Mutex<VecDeque<String>>>>) {
+    use std::io::IsTerminal;
+    let terminal = std::io::stderr().is_terminal();
     let mut lines = BufReader::new(r).lines();
     while let Ok(Some(line)) = lines.next_line().await {
-        err_line(&format!("{prefix}{line}"));
+        err_line(&format!("{prefix}{}", crate::question::for_stream(&line, terminal)));
         if let Some(tail) = &tail
             && let Ok(mut t) = tail.lock()
         {

@@ -585,12 +585,19 @@ impl TaskRun<'_> {
         }
     }
 
-    /// The reply in a successful answer. `Err` is the task's failure text.
+    /// The reply in a successful answer, scrubbed of every credential the member holds
+    /// ([`Reply::scrubbed`]): the one reading of a provider's reply. `Err` is the task's failure
+    /// text (the client scrubbed a broken stream's).
     fn read(&self, answer: Answer) -> Result<Reply, String> {
         match answer {
-            Answer::Streamed(reply) => Ok(reply),
+            Answer::Streamed(reply) => Ok(reply.scrubbed()),
             Answer::Whole(bytes) => wire::parse_reply(self.agent.config.provider, &bytes)
-                .map_err(|why| format!("inference failed: the provider's reply could not be read: {why}")),
+                .map(Reply::scrubbed)
+                .map_err(|why| {
+                    crate::secret::scrub(format!(
+                        "inference failed: the provider's reply could not be read: {why}"
+                    ))
+                }),
             Answer::Broken(text) => {
                 // The client may have shown part of the answer: the trace keeps what came
                 // (answer text only, never the prompt) in the record before the task's end.

@@ -117,8 +117,6 @@ pub struct ProviderClient {
     /// The credential header (`authorization`, `x-api-key`, …): its name and its value, marked
     /// sensitive.
     credential: Option<(&'static str, HeaderValue)>,
-    /// The key itself, only to scrub it from a quoted error body.
-    secret: Option<Arc<str>>,
     retry: Retry,
 }
 
@@ -199,7 +197,8 @@ impl ProviderClient {
         let credential = match config.api_key.as_ref() {
             None => None,
             Some(key) => {
-                let (name, value) = dialect(config.provider).credential(key.expose());
+                let (name, value) = dialect(config.provider).credential(key.reveal());
+                let value = zeroize::Zeroizing::new(value);
                 let mut v = HeaderValue::from_str(&value)
                     .map_err(|_| "the API key holds characters a header cannot carry".to_string())?;
                 v.set_sensitive(true);
@@ -212,7 +211,6 @@ impl ProviderClient {
             url: config.url.clone(),
             provider: config.provider,
             credential,
-            secret: config.api_key.as_ref().map(|k| Arc::from(k.expose())),
             retry: retry.clone(),
         })
     }
@@ -243,7 +241,7 @@ impl ProviderClient {
                     wait,
                     should_retry,
                 } => {
-                    let text = wire::failure_text(status, &body, self.secret.as_deref());
+                    let text = wire::failure_text(status, &body);
                     if !wire::should_retry(status, should_retry.as_deref()) {
                         return failed(text, abandoned);
                     }
@@ -363,7 +361,9 @@ impl ProviderClient {
                 Some(Err(e)) => break format!("the connection failed: {e}"),
                 Some(Ok(bytes)) => {
                     let (deltas, read) = reader.push(&bytes);
-                    deltas.iter().for_each(|d| on_text(d));
+                    // Streamed answer text is provider text too; the whole reply is scrubbed again
+                    // once read, where a credential split across two deltas is caught.
+                    deltas.into_iter().for_each(|d| on_text(&crate::secret::scrub(d)));
                     if let Err(why) = read {
                         break why;
                     }
@@ -382,7 +382,7 @@ impl ProviderClient {
         } else {
             broke
         };
-        Err(stream_failure(&why, reader.text(), self.secret.as_deref()))
+        Err(stream_failure(&why, reader.text()))
     }
 }
 
@@ -390,20 +390,23 @@ impl ProviderClient {
 pub const PARTIAL_QUOTED: usize = 64 << 10;
 
 /// `inference failed: the provider's reply stream broke off (<why>)`, then the answer text
-/// received before it did, cut to [`PARTIAL_QUOTED`] bytes at a character boundary. `secret`,
-/// should it appear, is replaced (`wire::scrub`: keys of 8 bytes or more).
-pub fn stream_failure(why: &str, partial: &str, secret: Option<&str>) -> String {
+/// received before it did, cut to [`PARTIAL_QUOTED`] bytes at a character boundary. Every
+/// credential the member holds is scrubbed from that text before it is cut
+/// ([`crate::secret::scrub`]).
+pub fn stream_failure(why: &str, partial: &str) -> String {
     let mut text = format!("inference failed: the provider's reply stream broke off ({why})");
     if !partial.is_empty() {
-        let shown = crate::text::head(partial, PARTIAL_QUOTED);
-        text.push_str(&format!("; the answer so far ({} bytes", partial.len()));
+        let received = partial.len();
+        let partial = crate::secret::scrub(partial.to_string());
+        let shown = crate::text::head(&partial, PARTIAL_QUOTED);
+        text.push_str(&format!("; the answer so far ({received} bytes"));
         if shown.len() < partial.len() {
             text.push_str(&format!(", the first {} shown", shown.len()));
         }
         text.push_str("): ");
         text.push_str(shown);
     }
-    wire::scrub(text, secret)
+    crate::secret::scrub(text)
 }
 
 /// The failure text of a request whose retries ended: the last failure, then why no retry came.

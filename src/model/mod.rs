@@ -42,8 +42,6 @@ use mur_core::wire::model_stream as stream;
 #[cfg(test)]
 mod tests;
 
-use zeroize::Zeroizing;
-
 pub mod budget;
 pub use agent::{
     Agent, AgentCalls, AgentOutcome, CallReply, LAST_TURN_MIN_TOKENS, NoCalls, NoEvents, TaskCtx, TaskEvents, Totals,
@@ -54,28 +52,7 @@ pub use client::{Retry, RetryNote};
 
 use crate::diag::{self, Diagnostic};
 use crate::manifest::{Inference, Provider, Transport};
-
-/// An API key, read from the environment at session start. Never printed: `Debug` redacts it,
-/// and the memory is wiped on drop.
-#[derive(Clone)]
-pub struct ApiKey(Zeroizing<String>);
-
-impl ApiKey {
-    pub fn new(key: String) -> ApiKey {
-        ApiKey(Zeroizing::new(key))
-    }
-
-    /// The key, for the credential header only.
-    pub(crate) fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for ApiKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ApiKey([redacted])")
-    }
-}
+use crate::secret::Secret;
 
 /// Everything a model capsule's requests need, checked at session start.
 #[derive(Debug, Clone)]
@@ -85,7 +62,7 @@ pub struct ModelConfig {
     pub url: String,
     pub model: String,
     /// `None`: `inference.api_key` is absent, so no credential header is sent.
-    pub api_key: Option<ApiKey>,
+    pub api_key: Option<Secret>,
     pub max_tokens: u32,
     /// `inference.reasoning_effort` (Chat Completions providers only).
     pub reasoning_effort: Option<String>,
@@ -153,7 +130,7 @@ impl ModelConfig {
         let api_key = match &inference.api_key_var {
             None => None,
             Some(var) => match env(var).filter(|k| !k.is_empty()) {
-                Some(k) => Some(ApiKey::new(k)),
+                Some(k) => Some(Secret::new(k)),
                 None => {
                     return Err(refuse(
                         format!("its inference.api_key is ${{{var}}}, and {var} is not set in this environment"),

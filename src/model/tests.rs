@@ -363,13 +363,15 @@ fn failure_text_quotes_the_first_200_bytes() {
         ),
         (
             401,
-            b"Incorrect API key provided: sk-secret".to_vec(),
-            Some("sk-secret"),
+            b"Incorrect API key provided: sk-failure-text-41".to_vec(),
+            Some("sk-failure-text-41"),
             "inference failed: 401 Incorrect API key provided: [redacted]".into(),
         ),
     ];
     for (status, body, secret, want) in table {
-        assert_eq!(wire::failure_text(status, &body, secret), want);
+        // The member holds the key while the failure is read, as a session does.
+        let _held = secret.map(|k| crate::secret::Secret::new(k.to_string()));
+        assert_eq!(wire::failure_text(status, &body), want);
     }
     let retried: Vec<u16> = [200, 400, 401, 404, 429, 500, 502, 503, 599, 600]
         .into_iter()
@@ -445,12 +447,12 @@ fn resolve_refuses_what_cannot_run() {
     )
     .unwrap();
     assert_eq!(ok.url, "http://127.0.0.1:9/v1/chat/completions");
-    assert_eq!(ok.api_key.as_ref().map(|k| k.expose()), Some("sk-123"));
+    assert_eq!(ok.api_key.as_ref().map(|k| k.reveal()), Some("sk-123"));
     assert_eq!((ok.max_tokens, ok.max_turns), (4096, Some(3)));
     // The key never shows in Debug output.
     let shown = format!("{ok:?}");
     assert!(
-        !shown.contains("sk-123") && shown.contains("ApiKey([redacted])"),
+        !shown.contains("sk-123") && shown.contains("Secret([redacted])"),
         "{shown}"
     );
 }
@@ -661,7 +663,7 @@ impl Setup {
                 Api::OpenAi | Api::OpenAiCompatible => "gpt-test".into(),
                 Api::Anthropic => "claude-test".into(),
             },
-            api_key: self.key.map(|k| ApiKey::new(k.into())),
+            api_key: self.key.map(|k| crate::secret::Secret::new(k.into())),
             max_tokens: self.max_tokens,
             reasoning_effort: None,
             max_turns: self.max_turns,
@@ -1471,7 +1473,7 @@ async fn https_endpoints_get_a_tls_client() {
         provider: Api::Anthropic,
         url: wire::url(Api::Anthropic, None),
         model: "m".into(),
-        api_key: Some(ApiKey::new("sk-secret".into())),
+        api_key: Some(crate::secret::Secret::new("sk-secret".into())),
         max_tokens: 16,
         reasoning_effort: None,
         max_turns: None,
@@ -2054,7 +2056,8 @@ fn a_broken_streams_failure_quotes_a_bounded_answer_without_the_key() {
         ),
     ];
     for (why, partial, key, want) in table {
-        assert_eq!(super::client::stream_failure(why, partial, key), want);
+        let _held = key.map(|k| crate::secret::Secret::new(k.to_string()));
+        assert_eq!(super::client::stream_failure(why, partial), want);
     }
 }
 

@@ -11,6 +11,9 @@
 //!   a header marked sensitive to the card's JSON-RPC interface (the card's origin, or one
 //!   `capabilities.network.allow` lists), never with the card's GET, never redirected, never in
 //!   an error, a record or a `Debug` output. Callers' tokens stay at the member's door.
+//! - **What the remote agent says back goes on without the credential**: every reply is read
+//!   through `wire::remote::rpc_value`, which scrubs what the member holds (`secret::scrub`),
+//!   so a failed status or an error quoting the key reaches no caller, record, log or span.
 //! - **Every size and wait the remote controls is bounded**: card, reply, event and answer in
 //!   bytes (`wire::remote`), each task by `remote.timeout`, the formation's deadline and
 //!   cancellation (which is forwarded as CancelTask).
@@ -22,6 +25,8 @@ use std::time::{Duration, Instant};
 
 use awc::http::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use zeroize::Zeroizing;
+
+use crate::secret::Secret;
 
 use crate::diag::{self, Diagnostic, shown};
 use crate::manifest::Manifest;
@@ -41,6 +46,8 @@ pub struct RemoteAgent {
     connect: Duration,
     /// The member's name, first of `askedBy` when the remote agent asks.
     member: Option<String>,
+    /// The key itself, held so that the member-wide scrub replaces it in every reply.
+    _key: Option<Secret>,
 }
 
 impl std::fmt::Debug for RemoteAgent {
@@ -63,12 +70,12 @@ pub fn credential(
     capsule: &str,
     manifest: &Manifest,
     env: impl Fn(&str) -> Option<String>,
-) -> Result<Option<Zeroizing<String>>, Diagnostic> {
+) -> Result<Option<Secret>, Diagnostic> {
     let Some(var) = manifest.remote.as_ref().and_then(|r| r.api_key_var.as_deref()) else {
         return Ok(None);
     };
     match env(var).filter(|v| !v.is_empty()) {
-        Some(v) => Ok(Some(Zeroizing::new(v))),
+        Some(v) => Ok(Some(Secret::new(v))),
         None => Err(Diagnostic::new(
             diag::E_RUN_071,
             format!(
@@ -132,9 +139,12 @@ pub fn prepare(
     };
     let card = wire::check_card(&body, &card_url, key.is_some(), |u| allow.allows_url(u))
         .map_err(|why| not_ready(capsule, why))?;
-    let credential = match (&card.credential, key) {
+    let credential = match (&card.credential, &key) {
         (Credential::None, _) | (_, None) => None,
-        (Credential::Bearer, Some(k)) => Some((AUTHORIZATION, sensitive(&format!("Bearer {}", k.as_str()))?)),
+        (Credential::Bearer, Some(k)) => Some((
+            AUTHORIZATION,
+            sensitive(&Zeroizing::new(format!("Bearer {}", k.reveal())))?,
+        )),
         (Credential::Header(name), Some(k)) => {
             let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
                 not_ready(
@@ -142,7 +152,7 @@ pub fn prepare(
                     "its agent card names an API key header that is not a header name".into(),
                 )
             })?;
-            Some((name, sensitive(k.as_str())?))
+            Some((name, sensitive(k.reveal())?))
         }
     };
     Ok(RemoteAgent {
@@ -151,6 +161,7 @@ pub fn prepare(
         timeout: Duration::from_secs(remote.timeout_secs).min(crate::timing::MAX_KNOB),
         connect,
         member,
+        _key: key,
     })
 }
 

@@ -6,9 +6,10 @@
 //! | `queue` + `sleep` | takes tasks for ever | runs T, then ends |
 //! | any other pair | waits the idle timeout for a first task, ends after it | runs T, then ends |
 //!
-//! A `--task` run ends with its task whatever the lifecycle, where runtime.md §6.4 has `queue` +
-//! `sleep` serve on (docs/architecture.md, where mur departs): those keys say how a capsule serves
-//! its callers, and a one-shot run of a capsule that serves its callers must still end.
+//! A `--task` run ends with its task whatever the lifecycle, `queue` + `sleep` included
+//! (docs/reference/manifest.md#keys, `lifecycle.after_task`; docs/reference/cli.md#mur-run): those
+//! keys say how a capsule serves its callers, and a one-shot run of a capsule that serves its
+//! callers must still end.
 
 use crate::diag::{self, Diagnostic};
 use crate::manifest::{Acceptance, AfterTask, Lifecycle};

@@ -197,7 +197,7 @@ impl Recorder {
             if self.json {
                 self.console.out_line(&ending.answer_line(task_id));
             } else {
-                self.console.out_line(&ending.result_text());
+                self.console.out_text(&ending.result_text());
             }
             *crate::sync::lock(&self.local) = Some((task_id.to_string(), ending));
             let _ = self.news.send(TaskNews::LocalEnded);

@@ -9,7 +9,7 @@
 //! stdout/stderr never panic: members ignore SIGPIPE, and a closed pipe must not stop a wind-down.
 
 use std::fs::{DirBuilder, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -119,10 +119,13 @@ impl Console {
         Ok(())
     }
 
-    /// A line on stderr (as given, no prefix added) and in the log.
+    /// A line on stderr (no prefix added) and in the log. A line may quote a member's, a model's
+    /// or a remote agent's text (a failure): on a terminal its control characters are made
+    /// visible (`question::for_stream`); a pipe and the log get it as given.
     pub fn err_line(&self, line: &str) {
         let mut stderr = io::stderr().lock();
-        let _ = writeln!(stderr, "{line}");
+        let terminal = stderr.is_terminal();
+        let _ = writeln!(stderr, "{}", crate::question::for_stream(line, terminal));
         let _ = stderr.flush();
         self.log_only(line);
     }
@@ -153,6 +156,14 @@ impl Console {
         let mut stdout = io::stdout().lock();
         let _ = writeln!(stdout, "{line}");
         let _ = stdout.flush();
+    }
+
+    /// A task's answer or failure text on stdout, as [`Console::out_line`]: on a terminal its
+    /// control characters are made visible (`question::for_stream`); piped, its bytes are
+    /// unchanged.
+    pub fn out_text(&self, text: &str) {
+        let terminal = io::stdout().is_terminal();
+        self.out_line(&crate::question::for_stream(text, terminal));
     }
 }
 

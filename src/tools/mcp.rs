@@ -8,8 +8,11 @@
 //!   [`McpServer::call`] refuses any other name without sending anything.
 //! - **The bearer goes to this server only**: in the `Authorization` header, marked sensitive,
 //!   with redirects disabled, over TLS or to a loopback listener of this user
-//!   (`loopback::awc_connector`). No error text and no `Debug` output carries it; a quoted body is
-//!   scrubbed of it (`wire::model::scrub`).
+//!   (`loopback::awc_connector`). No error text and no `Debug` output carries it.
+//! - **Nothing the server says back carries a credential the member holds**: every answer is read
+//!   through [`McpServer::post`], which scrubs its result and its failure text
+//!   (`secret::scrub`), so a server echoing its bearer in a tool result, a listing or an error
+//!   cannot pass it on to the model, its provider, a record or a log.
 //! - **Nothing the server sends is unbounded**: each reply body and each event is bounded in
 //!   bytes ([`McpLimits`]), each request in time (the connection, a silent event stream, the
 //!   whole request), and the listing in pages and bytes; a garbage, huge or endless answer is an
@@ -33,6 +36,8 @@ use futures_util::StreamExt;
 use serde_json::Value;
 use zeroize::Zeroizing;
 
+use crate::secret::{Secret, scrub, scrub_json};
+
 use crate::text::head;
 use crate::wire::mcp as wire;
 use crate::wire::sse::SseReader;
@@ -54,7 +59,7 @@ pub struct McpEndpoint {
     /// The MCP endpoint: `https://…`, or `http://` to loopback.
     pub url: String,
     /// Sent as `Authorization: Bearer …` to this server only.
-    pub bearer: Option<Zeroizing<String>>,
+    pub bearer: Option<Secret>,
     /// The server's tools the capsule may use; each must exist.
     pub allow: Vec<String>,
 }
@@ -64,7 +69,7 @@ impl std::fmt::Debug for McpEndpoint {
         f.debug_struct("McpEndpoint")
             .field("name", &self.name)
             .field("url", &self.url)
-            .field("bearer", &self.bearer.as_ref().map(|_| "[redacted]"))
+            .field("bearer", &self.bearer)
             .field("allow", &self.allow)
             .finish()
     }
@@ -193,8 +198,9 @@ pub struct McpServer {
     address: Option<SocketAddr>,
     /// `Authorization: Bearer …`, marked sensitive.
     credential: Option<HeaderValue>,
-    /// The key itself, only to scrub it from a quoted body.
-    secret: Option<Zeroizing<String>>,
+    /// The key itself, held so that the member-wide scrub replaces it for as long as the
+    /// session lasts.
+    _bearer: Option<Secret>,
     allow: Vec<String>,
     tools: Vec<McpTool>,
     limits: McpLimits,
@@ -290,7 +296,7 @@ impl McpServer {
         let credential = match &bearer {
             None => None,
             Some(key) => {
-                let value = Zeroizing::new(format!("Bearer {}", key.as_str()));
+                let value = Zeroizing::new(format!("Bearer {}", key.reveal()));
                 let mut v = HeaderValue::from_str(&value)
                     .map_err(|_| fail("the api_key holds characters a header cannot carry".to_string()))?;
                 v.set_sensitive(true);
@@ -303,7 +309,7 @@ impl McpServer {
             url,
             http,
             credential,
-            secret: bearer,
+            _bearer: bearer,
             allow: Vec::new(),
             tools: Vec::new(),
             limits,
@@ -484,8 +490,30 @@ impl McpServer {
     }
 
     /// POSTs one message in `session` and reads the answer: for a request (`id`), its response,
-    /// from a JSON body or an event stream; for a notification, its acceptance.
+    /// from a JSON body or an event stream; for a notification, its acceptance. The one reading of
+    /// what the server says: its result and any failure text are scrubbed of every credential
+    /// the member holds.
     async fn post(&self, body: String, id: Option<u64>, session: &Session, until: Deadline) -> Result<Answer, Failure> {
+        match self.post_unscrubbed(body, id, session, until).await {
+            Ok(mut answer) => {
+                if let Some(result) = answer.result.as_mut() {
+                    scrub_json(result);
+                }
+                Ok(answer)
+            }
+            Err(Failure::TimedOut(t)) => Err(Failure::TimedOut(scrub(t))),
+            Err(Failure::Other(t)) => Err(Failure::Other(scrub(t))),
+            Err(gone @ Failure::SessionGone(_)) => Err(gone),
+        }
+    }
+
+    async fn post_unscrubbed(
+        &self,
+        body: String,
+        id: Option<u64>,
+        session: &Session,
+        until: Deadline,
+    ) -> Result<Answer, Failure> {
         let req = base_request(
             &self.http,
             awc::http::Method::POST,
@@ -561,7 +589,7 @@ impl McpServer {
                     Ok(Err(e)) => return Err(Failure::Other(format!("reading the answer failed: {e}"))),
                     Err(_) => return Err(too_slow()),
                 };
-                let result = wire::read_json_body(&bytes, id).map_err(|e| Failure::Other(self.scrub(e)))?;
+                let result = wire::read_json_body(&bytes, id).map_err(Failure::Other)?;
                 (result, bytes.len())
             }
             "text/event-stream" => self.read_events(&mut resp, id, until).await?,
@@ -627,7 +655,7 @@ impl McpServer {
                 .map_err(|_| Failure::Other(format!("an event is longer than {} bytes", self.limits.max_event)))?;
             for event in events {
                 if let Some(r) = wire::response_for(&event, id) {
-                    return r.map(|v| (v, bytes)).map_err(|e| Failure::Other(self.scrub(e)));
+                    return r.map(|v| (v, bytes)).map_err(Failure::Other);
                 }
             }
         }
@@ -640,12 +668,9 @@ impl McpServer {
         let Ok(Ok(bytes)) = actix_rt::time::timeout(left, resp.body().limit(64 << 10)).await else {
             return String::new();
         };
-        let text = self.scrub(String::from_utf8_lossy(&bytes).into_owned());
+        // Scrubbed before the cut, which could otherwise leave part of a credential.
+        let text = scrub(String::from_utf8_lossy(&bytes).into_owned());
         head(text.trim(), QUOTED_BODY).to_string()
-    }
-
-    fn scrub(&self, text: String) -> String {
-        crate::wire::model::scrub(text, self.secret.as_ref().map(|s| s.as_str()))
     }
 
     /// Tells the server, without waiting, that request `id` is given up on.
@@ -837,7 +862,7 @@ mod tests {
         let e = McpEndpoint {
             name: "calc".into(),
             url: "http://127.0.0.1:1/mcp".into(),
-            bearer: Some(Zeroizing::new("sk-very-secret-key".into())),
+            bearer: Some(Secret::new("sk-very-secret-key".into())),
             allow: vec!["add".into()],
         };
         let text = format!("{e:?}");

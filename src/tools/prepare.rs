@@ -10,12 +10,11 @@
 
 use std::sync::Arc;
 
-use zeroize::Zeroizing;
-
 use super::mcp::{McpEndpoint, McpLimits, McpServer};
 use super::{Tool, ToolKind, Toolbox};
 use crate::capsule::{AllowList, CapsuleEngine, CompiledCache, Source, ToolGrant, WasmTool};
 use crate::manifest::{ToolDecl, ToolSource};
+use crate::secret::Secret;
 use crate::wire::model::ToolSpec;
 
 /// Where a capsule's tools come from: its archive, as resolution checked it.
@@ -99,7 +98,7 @@ async fn mcp_tools(
     let bearer = match key_var {
         None => None,
         Some(var) => match env(var).filter(|k| !k.is_empty()) {
-            Some(k) => Some(Zeroizing::new(k)),
+            Some(k) => Some(Secret::new(k)),
             None => {
                 return Err(format!(
                     "its tool '{}' names ${{{var}}} as the MCP server's key, and {var} is not set in this environment",

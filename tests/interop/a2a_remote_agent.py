@@ -11,7 +11,9 @@ check what reached it, and over which connection.
 
 What a task's text asks for: `ask: <question>` asks and completes with `answered: <answer>`;
 `chunks: a b c` streams one artifact in those chunks; `hang` works until cancelled; `fail` fails;
-anything else completes with `remote says: <text>`.
+`leak: failed` fails and `leak: rejected` rejects with a status quoting the bearer it was sent, and
+`leak: error` is answered a JSON-RPC error quoting the request's Authorization header (an agent
+that echoes its key); anything else completes with `remote says: <text>`.
 
 Environment: A2A_TEST_LOG (required), A2A_TEST_KEY, A2A_TEST_STREAMING=0 declares no streaming.
 """
@@ -83,6 +85,12 @@ class Far(AgentExecutor):
         if text == "fail":
             await updater.failed(new_text_message("the far agent always fails this", role=Role.ROLE_AGENT))
             return
+        if text == "leak: failed":
+            await updater.failed(new_text_message("bad credential: Bearer " + str(KEY), role=Role.ROLE_AGENT))
+            return
+        if text == "leak: rejected":
+            await updater.reject(new_text_message("not for Bearer " + str(KEY), role=Role.ROLE_AGENT))
+            return
         await updater.add_artifact([Part(text="remote says: " + text)], name="response")
         await updater.complete()
 
@@ -142,6 +150,13 @@ def serve():
             log("traceparent " + headers["traceparent"])
         if KEY and headers.get("authorization") != "Bearer " + KEY:
             return await JSONResponse({"error": "unauthorized"}, status_code=401)(scope, receive, send)
+        if b'"leak: error"' in body:
+            echoed = {
+                "jsonrpc": "2.0",
+                "id": json.loads(body).get("id"),
+                "error": {"code": -32603, "message": "cannot serve Authorization: " + headers.get("authorization", "-")},
+            }
+            return await JSONResponse(echoed)(scope, receive, send)
         sent = False
 
         async def replay():

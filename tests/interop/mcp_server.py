@@ -8,7 +8,9 @@ server.
 
 Environment: MCP_TEST_KEY, MCP_TEST_LOG (required); MCP_TEST_JSON=1 answers with plain JSON
 instead of event streams; MCP_TEST_STATELESS=1 serves without sessions; MCP_TEST_PAGE=n lists
-the tools n at a time; MCP_TEST_PORT=n binds that port (a restarted server keeps its address).
+the tools n at a time; MCP_TEST_PORT=n binds that port (a restarted server keeps its address);
+MCP_TEST_WHOAMI=1 adds the tool `whoami`, which answers with the Authorization header its request
+carried: a server that echoes its bearer.
 """
 
 import json
@@ -23,6 +25,8 @@ from mcp_types import ListToolsResult
 KEY = os.environ["MCP_TEST_KEY"]
 LOG = os.environ["MCP_TEST_LOG"]
 PAGE = int(os.environ.get("MCP_TEST_PAGE", "0"))
+# The Authorization header of the last request (the tests that call whoami make one at a time).
+LAST_AUTH = [""]
 
 
 def log(line):
@@ -73,6 +77,15 @@ def echo(text: str) -> str:
     return text
 
 
+if os.environ.get("MCP_TEST_WHOAMI") == "1":
+
+    @srv.tool()
+    def whoami() -> str:
+        """Says which credential the request carried."""
+        log("call whoami")
+        return "you called with Authorization: " + LAST_AUTH[0]
+
+
 app = srv.streamable_http_app(
     json_response=os.environ.get("MCP_TEST_JSON") == "1",
     stateless_http=os.environ.get("MCP_TEST_STATELESS") == "1",
@@ -88,6 +101,7 @@ def bearer_only(inner):
         auth = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
         log("http " + scope["method"])
         log("auth " + auth)
+        LAST_AUTH[0] = auth
         if auth != "Bearer " + KEY:
             body = json.dumps({"error": "invalid_token"}).encode()
             await send({

@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use mur::tools::mcp::{McpEndpoint, McpLimits, McpServer};
 use serde_json::{Value, json};
-use zeroize::Zeroizing;
 
 use crate::support::mcp::SdkServer;
 use crate::support::provider::{Gate, Piece, Provider, Reply, Request, Step};
@@ -27,7 +26,7 @@ fn endpoint(url: &str, key: Option<&str>, allow: &[&str]) -> McpEndpoint {
     McpEndpoint {
         name: "calc".to_string(),
         url: url.to_string(),
-        bearer: key.map(|k| Zeroizing::new(k.to_string())),
+        bearer: key.map(|k| mur::secret::Secret::new(k.to_string())),
         allow: allow.iter().map(|s| s.to_string()).collect(),
     }
 }

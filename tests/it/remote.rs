@@ -360,6 +360,69 @@ fn a_component_lead_answers_with_the_remote_members_answer() {
     assert!(!serde_json::to_string(&worker).unwrap_or_default().contains(KEY));
 }
 
+/// A remote agent that echoes the key it was sent — in a failed status, in a rejection, in a
+/// JSON-RPC error — hands it to no one: the member scrubs every credential it holds where the
+/// agent's replies are read, so the caller's answer, `out/result.txt`, `logs/bootstrap.log`,
+/// `trace.jsonl` and stderr say `[redacted]` instead.
+#[test]
+fn a_remote_agent_quoting_its_key_passes_it_on_to_no_one() {
+    let far = FarAgent::start(&[("A2A_TEST_KEY", KEY)]);
+    let sb = Sandbox::new();
+    install_remote(&sb, "far", &far.url(), "");
+    let cases = [
+        (
+            "leak: failed",
+            "TASK_STATE_FAILED",
+            "the remote agent's task failed: bad credential: Bearer [redacted]",
+        ),
+        (
+            "leak: rejected",
+            "TASK_STATE_REJECTED",
+            "the remote agent rejected the task: not for Bearer [redacted]",
+        ),
+        (
+            "leak: error",
+            "TASK_STATE_FAILED",
+            "the remote agent answered JSON-RPC error -32603: cannot serve Authorization: Bearer [redacted]",
+        ),
+    ];
+    for (task, state, said) in cases {
+        let out = sb
+            .mur(&sb.path("work"))
+            .args(["run", "--capsule", "local/far", "--capsule-version", "0.1.0", "--json"])
+            .args(["--task", task])
+            .env(KEY_VAR, KEY)
+            .output()
+            .expect("mur run");
+        let (text, err) = (stdout(&out), stderr(&out));
+        assert_eq!(out.status.code(), Some(1), "{task}: {text}{err}");
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or(Value::Null))
+            .collect();
+        let answer = lines.last().expect("the task's line");
+        assert_eq!(answer["state"], state, "{task}: {text}");
+        assert!(err.contains(said), "{task}: {err}");
+        let dir = std::path::PathBuf::from(lines[0]["records_dir"].as_str().expect("records_dir"));
+        let result = std::fs::read_to_string(dir.join("out/result.txt")).expect("out/result.txt");
+        assert!(result.ends_with(said), "{task}: {result}");
+        for f in ["logs/bootstrap.log", "trace.jsonl"] {
+            assert!(dir.join(f).is_file(), "{task}: no {f}");
+        }
+        assert!(
+            !text.contains(KEY) && !err.contains(KEY) && !records_text(&dir).contains(KEY),
+            "{task}: the key was passed on"
+        );
+    }
+    // The agent did quote the key it was sent: every request carried it.
+    let log = far.log();
+    let auths: Vec<&String> = log.iter().filter(|l| l.starts_with("auth ")).collect();
+    assert!(
+        auths.len() >= 3 && auths.iter().all(|a| *a == &format!("auth Bearer {KEY}")),
+        "{log:?}"
+    );
+}
+
 /// Readiness refusals: the member never reports ready, and says why with its code.
 #[test]
 fn a_remote_member_that_cannot_be_ready_is_refused_at_start() {

@@ -19,7 +19,7 @@ use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use serde_json::Value;
 
 use crate::faults::{all_members_gone, members_of_home, nothing_claims_to_run};
-use crate::support::{Launcher, Sandbox, door_rpc, member_sessions, running_record, wait_until};
+use crate::support::{Launcher, Sandbox, door_rpc, member_sessions, running_record, stderr, stdout, wait_until};
 
 /// A process whose controlling terminal is a pseudo-terminal only this test holds the master of.
 struct OnTerminal {
@@ -485,4 +485,222 @@ fn a_workers_question_passed_up_by_the_lead_is_answered_at_the_terminal() {
     assert_eq!((lead.requests().len(), worker.requests().len()), (6, 2));
     all_members_gone(&sb, term.child.id(), Instant::now(), "after the relayed answer");
     nothing_claims_to_run(&sb, &dir, "after the relayed answer");
+}
+
+/// What a hostile model answers: a window title (OSC 0), a screen clear (CSI 2 J) and a
+/// clipboard write (OSC 52).
+const HOSTILE: &str = "\u{1b}]0;owned\u{7}title \u{1b}[2J cleared \u{1b}]52;c;aGk=\u{7} copied";
+/// The same text as a terminal must show it: every control character made visible.
+const HOSTILE_SHOWN: &str = "\\u{1b}]0;owned\\u{7}title \\u{1b}[2J cleared \\u{1b}]52;c;aGk=\\u{7} copied";
+/// A provider's own words in the trace: its model's name and why it stopped.
+const MODEL: &str = "scripted\u{1b}]0;model\u{7}";
+const MODEL_SHOWN: &str = "scripted\\u{1b}]0;model\\u{7}";
+const STOPPED: &str = "stop\u{1b}[2J";
+const STOPPED_SHOWN: &str = "stop\\u{1b}[2J";
+
+/// A Chat Completions reply of `text`, with the provider's model name and finish reason
+/// carrying control sequences too.
+fn hostile_reply(text: &str) -> crate::support::provider::Step {
+    crate::support::provider::Reply::json(serde_json::json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "model": MODEL,
+        "choices": [{"index": 0, "finish_reason": STOPPED, "message": {"role": "assistant", "content": text}}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }))
+    .into()
+}
+
+/// No raw control sequence of [`HOSTILE`], [`MODEL`] or [`STOPPED`] reached the terminal.
+fn assert_none_raw(shown: &str, what: &str) {
+    for raw in ["\u{1b}]0;", "\u{1b}[2J", "\u{1b}]52;", "\u{7}"] {
+        assert!(
+            !shown.contains(raw),
+            "{what}: {raw:?} reached the terminal raw:\n{shown:?}"
+        );
+    }
+}
+
+/// `mur run --task`: the answer and the failure text a model gave reach a terminal with their
+/// control characters made visible, and a pipe as the very bytes the model sent.
+#[test]
+fn a_models_control_sequences_reach_a_terminal_made_visible_and_a_pipe_unchanged() {
+    use crate::answer::{KEY, KEY_VAR, install_asker, task_run};
+    let failure = format!("inference failed: 400 {HOSTILE}");
+    for name in ["answers", "fails"] {
+        let step = || match name {
+            "answers" => hostile_reply(HOSTILE),
+            _ => crate::support::provider::Reply::status(400, HOSTILE).into(),
+        };
+        // On a terminal.
+        let sb = Sandbox::new();
+        let provider = crate::support::provider::Provider::start(vec![step(), step(), step()]);
+        install_asker(&sb, name, provider.url(), 60, "");
+        let mut cmd = sb.mur(&sb.path("work"));
+        cmd.args([
+            "run",
+            "--capsule",
+            &format!("local/{name}"),
+            "--capsule-version",
+            "0.1.0",
+        ])
+        .args(["--task", "say it"])
+        .env(KEY_VAR, KEY);
+        let mut term = OnTerminal::start(cmd);
+        let code = term.wait(Duration::from_secs(60));
+        let shown = term.output();
+        assert_eq!(code, if name == "answers" { 0 } else { 1 }, "{shown}");
+        assert_none_raw(&shown, name);
+        let want = if name == "answers" {
+            HOSTILE_SHOWN.to_string()
+        } else {
+            format!("ended failed: inference failed: 400 {HOSTILE_SHOWN}")
+        };
+        assert!(shown.contains(&want), "{name}: {want:?} not on the terminal:\n{shown}");
+
+        // Piped: the same bytes the model sent.
+        let out = task_run(&sb, name, "say it").output().expect("mur run");
+        if name == "answers" {
+            assert_eq!(out.stdout, format!("{HOSTILE}\n").into_bytes());
+        } else {
+            assert_eq!(out.status.code(), Some(1));
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains(&format!("ended failed: {failure}")), "{err:?}");
+        }
+
+        // A formation whose entry it is, on a terminal: the answer is the entry's own output, the
+        // failure comes through the launcher's relay of the entry's stderr.
+        let dir = sb.path("formation");
+        let roster = format!(
+            "roster_version: 1\nmembers:\n  - {{name: lead, capsule: local/{name}, version: 0.1.0, entry: true}}\n"
+        );
+        std::fs::write(dir.join("roster.yaml"), roster).expect("roster");
+        let mut cmd = sb.mur(&dir);
+        cmd.args(["run", "--roster", "--task", "say it"]).env(KEY_VAR, KEY);
+        let mut term = OnTerminal::start(cmd);
+        term.wait(Duration::from_secs(60));
+        let shown = term.output();
+        assert_none_raw(&shown, &format!("{name} in a formation"));
+        assert!(
+            shown.contains(&want),
+            "{name} in a formation: {want:?} not on the terminal:\n{shown}"
+        );
+    }
+}
+
+/// `mur send`, `mur answer` and `mur trace show` print what a member, its model and its
+/// provider said: on a terminal with control characters made visible, piped unchanged.
+#[test]
+fn send_answer_and_trace_show_make_control_sequences_visible_on_a_terminal_only() {
+    use crate::answer::{KEY, KEY_VAR, ask, install_asker, task_in};
+    let sb = Sandbox::new();
+    let provider = crate::support::provider::Provider::start(vec![
+        hostile_reply(HOSTILE),
+        hostile_reply(HOSTILE),
+        ask("c1", "Which colour?"),
+        hostile_reply(HOSTILE),
+    ]);
+    install_asker(
+        &sb,
+        "teller",
+        provider.url(),
+        60,
+        "  task_acceptance: queue\n  queue_depth: 4\n  after_task: sleep\n",
+    );
+    let dir = sb.path("work");
+    let mut serve = sb.mur(&dir);
+    serve
+        .args([
+            "run",
+            "--capsule",
+            "local/teller",
+            "--capsule-version",
+            "0.1.0",
+            "--json",
+        ])
+        .env(KEY_VAR, KEY)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let session = Launcher::spawn(serve);
+    wait_until(Duration::from_secs(60), || session.stdout().lines().next().is_some())
+        .unwrap_or_else(|| panic!("no readiness line:\n{}", session.stderr()));
+    let ready: Value = serde_json::from_str(session.stdout().lines().next().unwrap_or("")).expect("readiness line");
+    let id = ready["session_id"].as_str().expect("session id").to_string();
+    let on_terminal = |args: &[&str]| {
+        let mut cmd = sb.mur(&dir);
+        cmd.args(args);
+        let mut term = OnTerminal::start(cmd);
+        let code = term.wait(Duration::from_secs(60));
+        (code, term.output())
+    };
+
+    let (code, shown) = on_terminal(&["send", &id, "one"]);
+    assert_eq!(code, 0, "{shown}");
+    assert_none_raw(&shown, "mur send");
+    assert!(shown.contains(HOSTILE_SHOWN), "{shown}");
+
+    let out = sb.mur(&dir).args(["send", &id, "two"]).output().expect("mur send");
+    assert_eq!(out.stdout, format!("{HOSTILE}\n").into_bytes(), "{}", stderr(&out));
+
+    let out = sb.mur(&dir).args(["send", &id, "three"]).output().expect("mur send");
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let task = task_in(&stderr(&out)).expect("the asking task's id");
+    let (code, shown) = on_terminal(&["answer", &task, "green"]);
+    assert_eq!(code, 0, "{shown}");
+    assert_none_raw(&shown, "mur answer");
+    assert!(shown.contains(HOSTILE_SHOWN), "{shown}");
+
+    let (code, shown) = on_terminal(&["trace", "show", &id]);
+    assert_eq!(code, 0, "{shown}");
+    assert_none_raw(&shown, "mur trace show");
+    for want in [
+        format!("finish_reason={STOPPED_SHOWN}"),
+        format!("response_model={MODEL_SHOWN}"),
+    ] {
+        assert!(shown.contains(&want), "{want:?} not on the terminal:\n{shown}");
+    }
+    let out = sb
+        .mur(&dir)
+        .args(["trace", "show", &id])
+        .output()
+        .expect("mur trace show");
+    let piped = stdout(&out);
+    for want in [format!("finish_reason={STOPPED}"), format!("response_model={MODEL}")] {
+        assert!(piped.contains(&want), "{want:?} not piped as it came:\n{piped:?}");
+    }
+}
+
+/// A member that is not the entry speaks through the launcher, which relays its stderr and
+/// quotes its last lines when it cannot start: text a server sent it (here an MCP server's
+/// refusal) reaches the terminal with its control characters made visible.
+#[test]
+fn a_peers_relayed_lines_reach_a_terminal_made_visible() {
+    let mcp =
+        crate::support::provider::Provider::start(vec![crate::support::provider::Reply::status(500, HOSTILE).into()]);
+    let sb = Sandbox::new();
+    sb.install_actor("echo");
+    sb.install_manifest(
+        "toolish",
+        &format!(
+            "name: toolish\nversion: 0.1.0\ninference:\n  provider: openai\n  endpoint: http://127.0.0.1:9/v1\n  model: m\n\
+             tools:\n  - name: calc\n    mcp: {}/mcp\n    allow: [add]\n",
+            mcp.url()
+        ),
+    );
+    let dir = sb.path("formation");
+    std::fs::write(
+        dir.join("roster.yaml"),
+        "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/echo, version: 0.1.0, entry: true}\n  - {name: worker, capsule: local/toolish, version: 0.1.0}\n",
+    )
+    .expect("roster");
+    let mut cmd = sb.mur(&dir);
+    cmd.args(["run", "--roster", "--task", "hi"]);
+    let mut term = OnTerminal::start(cmd);
+    let code = term.wait(Duration::from_secs(60));
+    let shown = term.output();
+    assert_ne!(code, 0, "{shown}");
+    assert_none_raw(&shown, "a peer's lines");
+    assert!(
+        shown.contains("[worker] ") && shown.contains(HOSTILE_SHOWN),
+        "the peer's refusal is not on the terminal:\n{shown}"
+    );
 }

@@ -279,6 +279,67 @@ fn an_mcp_server_is_offered_only_its_allowed_tools_and_its_key_goes_to_it_alone(
     assert!(!err.contains(MCP_KEY) && !stdout_text(&lines).contains(MCP_KEY));
 }
 
+/// Servers that echo the credentials they were sent: an MCP tool answering with its request's
+/// `Authorization` header, and a model quoting its own key and handing it to a tool. Every
+/// credential the member holds is scrubbed where foreign text is read, so neither key reaches
+/// the model (its provider), the MCP server, the answer, the records or stderr.
+#[test]
+fn credentials_echoed_by_their_own_servers_are_passed_on_to_no_one() {
+    let sdk = SdkServer::start(MCP_KEY, &[("MCP_TEST_WHOAMI", "1")]);
+    let sb = Sandbox::new();
+    let provider = Provider::start(vec![
+        calls(&[
+            ("c1", "calc__whoami", json!({})),
+            ("c2", "calc__echo", json!({"text": format!("my key is {PROVIDER_KEY}")})),
+        ]),
+        Step::func(|r: &Request| {
+            Reply::json(openai::text(&format!(
+                "{}\nand mine is {PROVIDER_KEY}",
+                tool_results(r).join("\n")
+            )))
+        }),
+    ]);
+    install(
+        &sb,
+        "echoer",
+        provider.url(),
+        &mcp_entry(&sdk.url(), "whoami, echo"),
+        &[],
+    );
+    let (code, lines, err) = run(&sb, "echoer", "who am I", &[(MCP_KEY_VAR, MCP_KEY)]);
+    assert_eq!(code, Some(0), "{err}\n{}", sdk.stderr());
+    let log = sdk.log();
+    assert!(log.iter().any(|l| l == "call whoami"), "{log:?}");
+
+    let requests = provider.requests();
+    let results = tool_results(&requests[1]);
+    assert_eq!(
+        results,
+        [
+            "<untrusted-content source=tool:calc__whoami>\nyou called with Authorization: Bearer [redacted]\n</untrusted-content>",
+            "<untrusted-content source=tool:calc__echo>\nmy key is [redacted]\n</untrusted-content>",
+        ]
+    );
+    for r in &requests {
+        assert!(
+            !r.text().contains(MCP_KEY),
+            "the model was handed the MCP bearer: {}",
+            r.text()
+        );
+    }
+    let answer = lines[1]["answer"].as_str().unwrap_or_default();
+    assert!(answer.ends_with("and mine is [redacted]"), "{answer}");
+    let (dir, _) = trace(&lines[0]);
+    let said = format!(
+        "{}{err}{}",
+        stdout_text(&lines),
+        all_text(dir.parent().expect("session dir"))
+    );
+    for key in [MCP_KEY, PROVIDER_KEY] {
+        assert!(!said.contains(key), "{key} was passed on: {said}");
+    }
+}
+
 fn stdout_text(lines: &[Value]) -> String {
     lines.iter().map(Value::to_string).collect()
 }
@@ -587,7 +648,7 @@ fn anthropic_models_get_tools_and_results_in_their_own_format() {
 }
 
 #[test]
-fn mur_doctor_names_where_an_mcp_key_goes_and_refuses_when_it_is_unset() {
+fn mur_doctor_names_where_an_mcp_key_goes_and_warns_when_it_is_unset() {
     let sb = Sandbox::new();
     install(
         &sb,
@@ -610,10 +671,13 @@ fn mur_doctor_names_where_an_mcp_key_goes_and_refuses_when_it_is_unset() {
         text.contains(&format!("env: adder reads {MCP_KEY_VAR}, sent to 127.0.0.1:9")),
         "{text}"
     );
-    assert!(!out.status.success(), "{text}");
+    // Admission needs no key: a warning naming the variable and the launch that will refuse.
+    assert!(out.status.success(), "{text}{err}");
     assert!(
-        err.contains("E-RUN-002") && err.contains(&format!("{MCP_KEY_VAR} is not set")),
-        "{err}"
+        text.contains(&format!(
+            "warning[W-RUN-010]: roster.yaml: member 'adder': its tool 'calc' names ${{{MCP_KEY_VAR}}} as the MCP server's key, and {MCP_KEY_VAR} is not set in this environment: admission needs no key, but `mur run` will refuse the member (E-RUN-002)"
+        )),
+        "{text}"
     );
     let out = sb
         .mur(&dir)
@@ -623,9 +687,9 @@ fn mur_doctor_names_where_an_mcp_key_goes_and_refuses_when_it_is_unset() {
         .output()
         .expect("doctor");
     assert!(
-        !stderr(&out).contains(&format!("{MCP_KEY_VAR} is not set")),
+        !stdout(&out).contains(&format!("{MCP_KEY_VAR} is not set")),
         "{}",
-        stderr(&out)
+        stdout(&out)
     );
     assert!(!stdout(&out).contains(MCP_KEY) && !stderr(&out).contains(MCP_KEY));
 }

@@ -74,6 +74,9 @@ codes! {
     // [ours] A running session's trace or a task's result file cannot be written (a full disk):
     // the session goes on, and says once what its records will lack.
     W_RUN_009 = "W-RUN-009", Warning, "a running session's records cannot be written", Some("free space on the disk that holds ~/.murmur/records; the session goes on, and records what it can once writes succeed again");
+    // [ours] `mur doctor`: a key variable a member reads at start is unset where doctor runs.
+    // Admission needs no key, so the roster passes; `mur run` still refuses the member.
+    W_RUN_010 = "W-RUN-010", Warning, "a member's key variable is unset where mur doctor runs: admission passes, mur run will refuse the member", None;
     // [ours] A test-only switch (MURMUR_TEST_TIMING, MURMUR_MUR_BINARY) is set and takes effect.
     W_ENV_001 = "W-ENV-001", Warning, "a test-only environment switch is in effect", None;
     // [ours] ~/.murmur/compiled (or an entry in it) is not this user's alone: components are
@@ -181,9 +184,18 @@ impl Diagnostic {
         out
     }
 
-    /// Prints the rendering on stderr.
+    /// Prints the rendering on stderr. A message may quote what a member, a model or a remote
+    /// agent said: on a terminal its control characters are made visible
+    /// ([`crate::question::for_stream`]); piped, its bytes are unchanged.
     pub fn eprint(&self, prefix: &str) {
-        eprintln!("{}", self.render(prefix));
+        use std::io::{IsTerminal, Write};
+        let mut stderr = std::io::stderr().lock();
+        let terminal = stderr.is_terminal();
+        let _ = writeln!(
+            stderr,
+            "{}",
+            crate::question::for_stream(&self.render(prefix), terminal)
+        );
     }
 }
 

@@ -2,7 +2,7 @@
 //! admission, the manifest subset, archives, stores and the lock, tokens, the readiness line,
 //! trace records, ids, paths under `~/.murmur`, timing constants and the one diagnostics registry;
 //! the small shared helpers (`text` bounds peer text, `sync` locks without panicking, `digest`
-//! spells hashes);
+//! spells hashes, `secret` holds credentials and scrubs them from what servers send back);
 //! the wire formats (`wire`: channel lines, JSON-RPC, event streams, model providers) and the
 //! addresses a capsule may reach (`address`: allow rules, virtual peer addresses).
 //!
@@ -35,6 +35,7 @@ pub mod retention;
 pub mod roster;
 pub mod running;
 pub mod schema;
+pub mod secret;
 pub mod store;
 pub mod sync;
 pub mod task;

@@ -3,7 +3,8 @@
 //! how to answer when no terminal can.
 //!
 //! The question is a model's or a peer's text, so it is printed only as printable text: a
-//! terminal control sequence in it could rewrite what the person sees.
+//! terminal control sequence in it could rewrite what the person sees. Answers and failure texts
+//! printed to a terminal are made printable the same way ([`for_stream`]).
 
 /// Longest answer read from a terminal line, in bytes [ours]: far more than anyone types, far
 /// less than the door's body bound, so a pasted file is refused rather than half sent.
@@ -36,6 +37,18 @@ pub fn printable(text: &str) -> String {
         }
     }
     out
+}
+
+/// `text` as it goes to an output stream: [`printable`] when the stream is a terminal, where a
+/// control sequence from a member, a model or a remote agent could retitle the window, clear the
+/// screen or write the clipboard; the very same bytes otherwise (a pipe or a file gets exactly
+/// what was said). What the commands print of such text goes through here.
+pub fn for_stream(text: &str, terminal: bool) -> std::borrow::Cow<'_, str> {
+    if terminal && text.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+        std::borrow::Cow::Owned(printable(text))
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
 }
 
 /// The hint printed once when a question cannot be answered at a terminal: the command, and the
@@ -89,6 +102,23 @@ mod tests {
             ("naïve ✓", "naïve ✓"),
         ] {
             assert_eq!(printable(text), want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn text_for_a_terminal_is_made_visible_and_for_a_pipe_left_as_it_is() {
+        // (text, on a terminal, through a pipe)
+        let osc = "\u{1b}]0;owned\u{7}title \u{1b}[2J \u{1b}]52;c;aGk=\u{7} \u{9b}31m";
+        let table = [
+            ("plain\nlines\tand tabs", "plain\nlines\tand tabs"),
+            (
+                osc,
+                "\\u{1b}]0;owned\\u{7}title \\u{1b}[2J \\u{1b}]52;c;aGk=\\u{7} \\u{9b}31m",
+            ),
+        ];
+        for (text, on_terminal) in table {
+            assert_eq!(for_stream(text, true), on_terminal, "{text:?}");
+            assert_eq!(for_stream(text, false), text, "{text:?}");
         }
     }
 

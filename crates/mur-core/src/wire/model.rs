@@ -131,6 +131,34 @@ pub struct Reply {
     pub echo: Option<Value>,
 }
 
+impl Reply {
+    /// This reply with every credential the member holds scrubbed from everything a provider
+    /// wrote into it ([`crate::secret::scrub`]): what is read of a provider goes on scrubbed.
+    pub fn scrubbed(self) -> Reply {
+        use crate::secret::{scrub, scrub_json};
+        let scrub_value = |mut v: Value| {
+            scrub_json(&mut v);
+            v
+        };
+        Reply {
+            text: scrub(self.text),
+            tool_calls: self
+                .tool_calls
+                .into_iter()
+                .map(|c| ToolCall {
+                    id: scrub(c.id),
+                    name: scrub(c.name),
+                    input: c.input.map(scrub_value).map_err(scrub),
+                })
+                .collect(),
+            finish_reason: self.finish_reason.map(scrub),
+            model: self.model.map(scrub),
+            echo: self.echo.map(scrub_value),
+            ..self
+        }
+    }
+}
+
 /// One message of a task's conversation after the system prompt.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Msg {
@@ -173,27 +201,11 @@ pub fn parse_reply(provider: Provider, body: &[u8]) -> Result<Reply, String> {
     dialect(provider).parse_reply(&v)
 }
 
-/// The shortest API key [`scrub`] replaces [ours]: 8 bytes. Every provider's real keys are far
-/// longer; a shorter one is a local model server's placeholder (`x`, `none`), and replacing it
-/// wherever it occurs would mangle the text (`k` in "broke" read `bro[redacted]e`).
-pub const MIN_SCRUBBED_KEY_BYTES: usize = 8;
-
-/// `text` with every occurrence of `secret` (the API key), should a provider echo it, replaced
-/// by `[redacted]`: the one scrubbing of provider text, for keys of at least
-/// [`MIN_SCRUBBED_KEY_BYTES`]. The runtime itself never writes a key, short or long, into any
-/// text: this is for what a provider sends back.
-pub fn scrub(text: String, secret: Option<&str>) -> String {
-    match secret.filter(|k| k.len() >= MIN_SCRUBBED_KEY_BYTES) {
-        Some(k) if text.contains(k) => text.replace(k, "[redacted]"),
-        _ => text,
-    }
-}
-
 /// `inference failed: <status> <first 200 bytes of body>`
-/// (docs/reference/capsules.md#model-capsules). The body is cut at a character boundary; `secret`
-/// (the API key), should a provider echo it, is replaced first ([`scrub`]).
-pub fn failure_text(status: u16, body: &[u8], secret: Option<&str>) -> String {
-    let text = scrub(String::from_utf8_lossy(body).into_owned(), secret);
+/// (docs/reference/capsules.md#model-capsules). The body is scrubbed of every credential the
+/// member holds ([`crate::secret::scrub`]), should a provider echo one, before it is cut.
+pub fn failure_text(status: u16, body: &[u8]) -> String {
+    let text = crate::secret::scrub(String::from_utf8_lossy(body).into_owned());
     format!(
         "inference failed: {status} {}",
         crate::text::head(&text, FAILURE_BODY_BYTES)
@@ -351,30 +363,4 @@ pub fn plan_retry(
         return Err(GiveUp::Deadline { wait });
     }
     Ok((wait, source))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_keys_long_enough_to_be_secrets_are_scrubbed() {
-        // (text, key, scrubbed)
-        let table = [
-            ("the stream broke off", Some("k"), "the stream broke off"),
-            ("none of it: none", Some("none"), "none of it: none"),
-            ("key 1234567 shown", Some("1234567"), "key 1234567 shown"),
-            ("key 12345678 shown", Some("12345678"), "key [redacted] shown"),
-            (
-                "sk-live-abcdefgh and sk-live-abcdefgh",
-                Some("sk-live-abcdefgh"),
-                "[redacted] and [redacted]",
-            ),
-            ("no key", Some(""), "no key"),
-            ("no key", None, "no key"),
-        ];
-        for (text, key, want) in table {
-            assert_eq!(scrub(text.to_string(), key), want, "{text:?} {key:?}");
-        }
-    }
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::manifest::endpoint;
+use crate::secret::{scrub, scrub_json};
 use crate::task::TaskState;
 use crate::text::head;
 
@@ -300,18 +301,25 @@ pub fn rpc_result(body: &[u8]) -> Result<Value, String> {
     rpc_value(&v)
 }
 
-/// [`rpc_result`] of a reply already parsed (one stream event).
+/// [`rpc_result`] of a reply already parsed (one stream event). The one reading of what the
+/// remote agent says: the result and the error's message are scrubbed of every credential the
+/// member holds ([`crate::secret::scrub`]; the message before it is cut), so a status, an answer
+/// or an error quoting the key goes no further.
 pub fn rpc_value(v: &Value) -> Result<Value, String> {
     if let Some(e) = v.get("error") {
         let code = e.get("code").and_then(Value::as_i64).unwrap_or(0);
-        let message = e.get("message").and_then(Value::as_str).unwrap_or("");
+        let message = scrub(e.get("message").and_then(Value::as_str).unwrap_or("").to_string());
         return Err(format!(
             "the remote agent answered JSON-RPC error {code}: {}",
-            head(message, QUOTED)
+            head(&message, QUOTED)
         ));
     }
     match v.get("result") {
-        Some(r) if r.is_object() => Ok(r.clone()),
+        Some(r) if r.is_object() => {
+            let mut r = r.clone();
+            scrub_json(&mut r);
+            Ok(r)
+        }
         _ => Err("the remote agent answered with something that is not a JSON-RPC reply".to_string()),
     }
 }
@@ -831,6 +839,28 @@ mod tests {
                 .contains("-32001: Task not found")
         );
         assert!(rpc_result(br#"{"jsonrpc":"2.0","id":1,"result":3}"#).is_err());
+    }
+
+    #[test]
+    fn a_reply_quoting_the_members_key_is_read_without_it() {
+        let key = crate::secret::Secret::new("far-wire-key-6b0d2e".into());
+        let failed = json!({"jsonrpc": "2.0", "id": 1, "result": {"task": {"id": "t", "status": {
+            "state": "TASK_STATE_FAILED",
+            "message": {"parts": [{"text": "bad credential Bearer far-wire-key-6b0d2e"}]},
+        }}}});
+        let result = rpc_value(&failed).unwrap();
+        assert_eq!(
+            RemoteTask::default().apply(&result),
+            Ok(News::Ended(Ended::Failed(
+                "the remote agent's task failed: bad credential Bearer [redacted]".into()
+            )))
+        );
+        let error = br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"no Authorization: Bearer far-wire-key-6b0d2e"}}"#;
+        assert_eq!(
+            rpc_result(error).unwrap_err(),
+            "the remote agent answered JSON-RPC error -32603: no Authorization: Bearer [redacted]"
+        );
+        drop(key);
     }
 
     #[test]
