@@ -24,10 +24,18 @@ pub fn dir() -> Option<PathBuf> {
     static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
     DIR.get_or_init(|| {
         let bin = std::fs::metadata(super::mur_bin()).ok()?;
-        let build = tag(&[&bin.len().to_string(), &bin.mtime_nsec().to_string(), &bin.mtime().to_string()]);
+        let build = tag(&[
+            &bin.len().to_string(),
+            &bin.mtime_nsec().to_string(),
+            &bin.mtime().to_string(),
+        ]);
         let base = target_dir().join("test-compiled");
         let dir = base.join(&build);
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).ok()?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .ok()?;
         // Entries of earlier builds can never be used again.
         for old in std::fs::read_dir(&base).ok()?.flatten() {
             if old.file_name() != build.as_str() {
@@ -71,7 +79,10 @@ fn pairs(dir: &Path) -> Vec<(String, String)> {
     let Ok(names) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
-    let names: Vec<String> = names.flatten().filter_map(|e| e.file_name().into_string().ok()).collect();
+    let names: Vec<String> = names
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
     names
         .iter()
         .filter_map(|n| n.strip_suffix(".cwasm"))
