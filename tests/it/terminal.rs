@@ -83,6 +83,8 @@ impl OnTerminal {
             while !s.load(Ordering::Acquire) {
                 match reading.read(&mut buf) {
                     Ok(n) if n > 0 => o.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(&buf[..n]),
+                    // EIO: no process holds the terminal any more, and all it wrote has been read.
+                    Err(e) if e.raw_os_error() == Some(nix::libc::EIO) => break,
                     _ => std::thread::sleep(Duration::from_millis(20)),
                 }
             }
@@ -122,7 +124,12 @@ impl OnTerminal {
         let start = Instant::now();
         loop {
             if let Some(s) = self.child.try_wait().expect("try_wait") {
-                std::thread::sleep(Duration::from_millis(100)); // the last output
+                // Its last output is read once the reader has met the terminal's end (EIO).
+                if let Some(r) = &self.reader {
+                    while !r.is_finished() && start.elapsed() < limit {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                }
                 return s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0));
             }
             assert!(

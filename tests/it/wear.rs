@@ -4,6 +4,8 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -124,31 +126,42 @@ fn stalled_heads_under_a_low_descriptor_limit_do_not_lock_the_operator_out() {
     let d = Door::start_with_nofile(&sb, "worn", &[("MURMUR_TEST_TIMING", "door_head=2s")], 256);
     let addr = d.local_url().replacen("localhost", "127.0.0.1", 1);
     // More connections than the limit leaves room for, each holding a half-sent second head.
-    let holders: Vec<_> = (0..232)
+    const HOLDERS: usize = 232;
+    // Each holder counts itself once it holds its half head, or once the door turned it away.
+    let settled = Arc::new(AtomicUsize::new(0));
+    let holders: Vec<_> = (0..HOLDERS)
         .map(|_| {
             let addr = addr.clone();
+            let settled = settled.clone();
             std::thread::spawn(move || {
-                let Ok(mut s) = TcpStream::connect(&addr) else { return };
+                let hold = |s: Option<TcpStream>| {
+                    settled.fetch_add(1, Ordering::AcqRel);
+                    if let Some(mut s) = s {
+                        // Held until the door lets go of it.
+                        let _ = s.read(&mut [0u8; 64]);
+                    }
+                };
+                let Ok(mut s) = TcpStream::connect(&addr) else { return hold(None) };
                 let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
                 if s.write_all(CARD).is_err() {
-                    return;
+                    return hold(None);
                 }
                 let mut buf = [0u8; 4096];
                 if !matches!(s.read(&mut buf), Ok(n) if n > 0) {
-                    return;
+                    return hold(None);
                 }
                 let _ = s.write_all(b"POST / HTTP/1.1\r\nhost: localhost\r\n");
-                // Held until the door lets go of it.
-                let _ = s.read(&mut buf);
+                hold(Some(s));
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(500));
+    wait_until(Duration::from_secs(30), || settled.load(Ordering::Acquire) == HOLDERS)
+        .expect("every holder holds its connection or was turned away");
     let started = Instant::now();
     let h = d.call(Some(&d.op()), "ListTasks", json!({}));
     let took = started.elapsed();
     assert_eq!(h.status, 200, "the operator was locked out: {}", h.body);
-    eprintln!("the operator's request took {took:?} beside 232 stalled connections");
+    eprintln!("the operator's request took {took:?} beside {HOLDERS} stalled connections");
     assert!(took < Duration::from_secs(15), "the operator waited {took:?}");
     for h in holders {
         let _ = h.join();
