@@ -13,7 +13,9 @@ use actix::Actor;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::calls;
-use crate::capsule::{self, AllowList, Capsule, HttpPolicy, MemberCalls, NetworkPolicy, OutputSink, TaskEnv};
+use crate::capsule::{
+    self, AllowList, CallStatus, Capsule, HttpPolicy, MemberCalls, NetworkPolicy, OutputSink, TaskEnv,
+};
 use crate::channel::{self, FirstLine, Intake};
 use crate::manifest::Manifest;
 use crate::model::{self, Agent, AgentCalls, AgentOutcome, TaskCtx, TaskEvents};
@@ -78,9 +80,18 @@ pub trait TaskSetup: Send + Sync {
     fn formation_has_ended(&self) -> bool {
         false
     }
+    /// Whether the member's lifeline closes within `grace` (at once if it is closed already).
+    fn formation_ends_within(&self, _grace: Duration) -> capsule::BoxFuture<'_, bool> {
+        Box::pin(async { false })
+    }
     /// The task left the queue and is about to run (`task_start`, its span).
     fn started(&self, _work: &Work) {}
 }
+
+/// How long a member whose callee was cut off waits for its own lifeline to close, in case the
+/// formation's end reached the callee first. Only that path waits, and only until the lifeline
+/// closes: a callee that ended alone delays the task's end by this much at most.
+const LIFELINE_GRACE: Duration = Duration::from_millis(500);
 
 /// Starts draining `board` on `arbiter`; events go to `events`.
 ///
@@ -125,7 +136,7 @@ async fn drain(
             watch.cancelled().await;
             signal.cancel();
         });
-        let outcome = match &runner {
+        let (outcome, calls) = match &runner {
             Runner::Component(capsule) => run_component(Ok(capsule), &work, env, setup.as_ref()).await,
             Runner::Deferred(deferred) => run_component(deferred.capsule(), &work, env, setup.as_ref()).await,
             Runner::Model(agent) => {
@@ -135,17 +146,21 @@ async fn drain(
                 if matches!(outcome, AgentOutcome::MaxTurns(_)) {
                     setup.max_turns_reached(&task_id);
                 }
-                setup.finished(&task_id);
-                outcome.into_board()
+                (outcome.into_board(), setup.finished(&task_id))
             }
             Runner::Remote(agent) => {
                 let asker = setup.asker(&work, &board);
                 let outcome = crate::remote::run_task(agent, &work, &board, asker).await;
-                setup.finished(&task_id);
-                outcome
+                (outcome, setup.finished(&task_id))
             }
         };
-        if setup.formation_has_ended() {
+        // A callee that was cut off (canceled, unreachable) may have been wound down by the very
+        // end of the formation this member is about to hear of: the launcher's descriptors close
+        // one by one as it dies, so this member's lifeline may close a moment after the callee's.
+        let cut_off = calls
+            .iter()
+            .any(|c| matches!(c.status, CallStatus::Canceled | CallStatus::Unreachable));
+        if setup.formation_has_ended() || (cut_off && setup.formation_ends_within(LIFELINE_GRACE).await) {
             // The formation ended while this task ran, so the wind-down decides how it ends
             // (docs/reference/formation.md#how-a-member-ends: canceled), whatever the run came to:
             // a run that failed because a callee was wound down by the same end must not get there
@@ -172,13 +187,13 @@ async fn run_component(
     work: &Work,
     env: TaskEnv,
     setup: &dyn TaskSetup,
-) -> TaskOutcome {
+) -> (TaskOutcome, Vec<capsule::CallOutcome>) {
     let host = match capsule {
         Ok(capsule) => capsule.run(&work.text, env).await,
         Err(why) => capsule::RunOutcome::Failed(format!("the capsule cannot be run: {why}")),
     };
     let ended = setup.finished(&work.task_id);
-    board_outcome(host, work.owner.as_deref(), &ended)
+    (board_outcome(host, work.owner.as_deref(), &ended), ended)
 }
 
 /// Completes once the board is closing.
@@ -338,6 +353,15 @@ impl TaskSetup for Setup {
 
     fn formation_has_ended(&self) -> bool {
         self.lifeline.as_ref().is_some_and(LifelineProbe::has_closed)
+    }
+
+    fn formation_ends_within(&self, grace: Duration) -> capsule::BoxFuture<'_, bool> {
+        Box::pin(async move {
+            match &self.lifeline {
+                Some(probe) => probe.closes_within(grace).await,
+                None => false,
+            }
+        })
     }
 
     fn started(&self, work: &Work) {

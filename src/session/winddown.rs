@@ -163,6 +163,22 @@ impl LifelineProbe {
         lifeline.try_clone().ok().map(LifelineProbe)
     }
 
+    /// True once the lifeline has closed, waiting for it at most `grace`: the launcher's
+    /// descriptors close one after another as it dies. Polled, since the probe's descriptor
+    /// shares its blocking mode with the listener's.
+    pub async fn closes_within(&self, grace: Duration) -> bool {
+        let until = tokio::time::Instant::now() + grace;
+        loop {
+            if self.has_closed() {
+                return true;
+            }
+            if tokio::time::Instant::now() >= until {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     /// True once the launcher's end of the lifeline is closed.
     pub fn has_closed(&self) -> bool {
         use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
