@@ -407,10 +407,12 @@ fn kill_of_the_launcher_while_the_entry_runs_its_task_leaves_no_member() {
         &[("MURMUR_TEST_TIMING", "component_task=60s")],
     );
     let frm = launch.formation_id();
+    // Running, not only received: a task still queued at the kill is rejected, not cancelled.
     wait_until(Duration::from_secs(30), || {
-        records_of(&sb, "worker")
-            .iter()
+        let recs = records_of(&sb, "worker");
+        recs.iter()
             .any(|r| r["event_type"] == "a2a_task_received" && r["caller_member"] == "lead")
+            && recs.iter().any(|r| r["event_type"] == "task_start")
     })
     .expect("the worker runs the lead's call");
     launch.signal(Signal::SIGKILL);

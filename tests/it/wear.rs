@@ -141,7 +141,9 @@ fn stalled_heads_under_a_low_descriptor_limit_do_not_lock_the_operator_out() {
                         let _ = s.read(&mut [0u8; 64]);
                     }
                 };
-                let Ok(mut s) = TcpStream::connect(&addr) else { return hold(None) };
+                let Ok(mut s) = TcpStream::connect(&addr) else {
+                    return hold(None);
+                };
                 let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
                 if s.write_all(CARD).is_err() {
                     return hold(None);
