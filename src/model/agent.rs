@@ -790,10 +790,7 @@ impl TaskRun<'_> {
             Some(_) => return Ok(Err(format!("{REQUEST_INPUT}'s `relay` is a call id, a string"))),
         };
         match asker.ask(question, &through).await {
-            Asked::Answered { text, .. } => Ok(Ok(format!(
-                "<untrusted-content source=caller>\n{}\n</untrusted-content>",
-                crate::calls::neutralise(&text)
-            ))),
+            Asked::Answered { text, .. } => Ok(Ok(crate::fence::untrusted("caller", &text))),
             Asked::TimedOut => Err(AgentOutcome::Failed(crate::tasks::ask::no_answer_text(asker.timeout()))),
             Asked::Ended => Err(AgentOutcome::Canceled),
         }

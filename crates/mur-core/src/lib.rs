@@ -19,6 +19,8 @@ pub mod card_sig;
 pub mod compiled;
 pub mod diag;
 pub mod digest;
+pub mod fence;
+pub mod file;
 pub mod ids;
 pub mod jcs;
 pub mod limits;
