@@ -42,6 +42,7 @@
 //! A session whose member may call nobody needs none of this: keep `NoCallees` and a plain
 //! `NetworkPolicy` (which refuses every `*.formation.invalid` address).
 
+mod book;
 mod client;
 mod dispatch;
 mod output;
@@ -49,7 +50,7 @@ mod policy;
 mod router;
 mod watcher;
 
-pub use dispatch::cancels_sent;
+pub use book::cancels_sent;
 // The bodies and replies of a call are pure, and the core's.
 use mur_core::wire::calls as wire;
 

@@ -18,9 +18,6 @@ pub const ANSWER_CAP: usize = 64 * 1024;
 /// Appended to an output cut at [`ANSWER_CAP`] [ours text].
 pub const CUT_MARKER: &str = "\n[call-member] answer cut at 64 KiB";
 
-/// Replaces the `<` of each fence tag found inside a callee's output [exact form ours].
-const NEUTRALISED: &str = "<!MURMUR-NEUTRALISED!";
-
 /// The virtual address of `member`, which stands in for its real door everywhere a caller looks.
 pub fn virtual_url(member: &str) -> String {
     crate::address::virtual_peer::url(member)
@@ -100,26 +97,7 @@ fn host_and_port(url: &str) -> Option<(String, u16)> {
     Some((host.to_string(), port.parse().ok()?))
 }
 
-/// Neutralises every `<untrusted-content` and `</untrusted-content` (ASCII case-insensitive) in a
-/// callee's output, so the output cannot close its fence or open a new one
-/// (docs/reference/capsules.md#calls-between-members).
-pub fn neutralise(output: &str) -> String {
-    const TAGS: [&[u8]; 2] = [b"<untrusted-content", b"</untrusted-content"];
-    let bytes = output.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    for (i, &b) in bytes.iter().enumerate() {
-        let tagged = b == b'<'
-            && TAGS
-                .iter()
-                .any(|t| bytes.len() >= i + t.len() && bytes[i..i + t.len()].eq_ignore_ascii_case(t));
-        if tagged {
-            out.extend_from_slice(NEUTRALISED.as_bytes());
-        } else {
-            out.push(b);
-        }
-    }
-    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
-}
+pub use crate::fence::neutralise;
 
 /// One call's block of the continuation message (docs/reference/capsules.md#calls-between-members):
 ///
@@ -147,8 +125,8 @@ pub fn fence(outcome: &CallOutcome) -> String {
         )
     };
     format!(
-        "{header}\n<untrusted-content source=member:{m}>\n{}\n</untrusted-content>",
-        neutralise(&outcome.output)
+        "{header}\n{}",
+        crate::fence::untrusted(&format!("member:{m}"), &outcome.output)
     )
 }
 
@@ -170,12 +148,11 @@ fn question_fence(outcome: &CallOutcome) -> String {
         _ => format!("{m} asks a question"),
     };
     format!(
-        "[call-member] call {id} to {m} is waiting: {who} (input-required):\n\
-         <untrusted-content source=member:{m}>\n{}\n</untrusted-content>\n\
+        "[call-member] call {id} to {m} is waiting: {who} (input-required):\n{}\n\
          [call-member] Answer it with call-member (member \"{m}\", reply_to \"{id}\", task = your answer); \
          or, if only your own caller can answer, ask it with request-input (relay \"{id}\", question = the \
          question); or leave it unanswered: when your task ends, {m}'s task is cancelled.",
-        neutralise(&outcome.output)
+        crate::fence::untrusted(&format!("member:{m}"), &outcome.output)
     )
 }
 

@@ -31,6 +31,7 @@ use crate::door::{Door, DoorConfig, FormationTrust};
 use crate::manifest::Acceptance;
 use crate::tasks::{Board, BoardEvent, NoAnswerBelow, Origin, TaskOutcome, TaskState, Work};
 use crate::token::SigningKey;
+use crate::wire::jsonrpc::Method;
 
 const FRM: &str = "frm_0199c4e2f1b7712a9d3e4f5061728394";
 const CALL: &str = "mcl_0199c4e2f1b7712a9d3e4f5061728394";
@@ -211,7 +212,7 @@ fn the_send_message_body_is_byte_exact() {
     );
     assert!(wire::send_message_body(&format!("{CALL}-3"), CALL, "x").starts_with(&format!(r#"{{"id":"{CALL}-3","#)));
     assert_eq!(
-        wire::task_method_body("CancelTask", &format!("{CALL}-cancel"), "tsk_1"),
+        wire::task_method_body(Method::CancelTask, &format!("{CALL}-cancel"), "tsk_1"),
         format!(r#"{{"id":"{CALL}-cancel","jsonrpc":"2.0","method":"CancelTask","params":{{"id":"tsk_1"}}}}"#)
     );
 }

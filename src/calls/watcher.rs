@@ -26,12 +26,13 @@ use std::time::Instant;
 
 use tokio::sync::oneshot;
 
+use super::book::{CallSlot, TaskInner, report_ended};
 use super::client::{DoorClient, Subscription};
-use super::dispatch::{CallSlot, TaskInner, report_ended};
 use super::router::{self, Resolution};
 use super::wire::{self, Ended, Poll, SendReply, SseReader, StreamNews, StreamedTask};
 use super::{DispatchKind, Dispatched};
 use crate::capsule::CallStatus;
+use crate::wire::jsonrpc::Method;
 
 /// Which came first.
 enum Race<T> {
@@ -239,7 +240,8 @@ async fn reoffer(
                 match wire::read_send_reply(member, reply.status, &reply.body) {
                     // Given up between the reply and here: cancel what the callee took.
                     SendReply::Started { task_id } if slot.given_up() => {
-                        let body = wire::task_method_body("CancelTask", &format!("{}-cancel", slot.call_id), &task_id);
+                        let body =
+                            wire::task_method_body(Method::CancelTask, &format!("{}-cancel", slot.call_id), &task_id);
                         let _ = client.post(body, timing.answer_request).await;
                         return None;
                     }
@@ -274,7 +276,7 @@ fn cancel_if_taken(
             return;
         };
         if let SendReply::Started { task_id } = wire::read_send_reply(&member, reply.status, &reply.body) {
-            let body = wire::task_method_body("CancelTask", &format!("{call_id}-cancel"), &task_id);
+            let body = wire::task_method_body(Method::CancelTask, &format!("{call_id}-cancel"), &task_id);
             let _ = client.post(body, timeout).await;
         }
     });
@@ -297,7 +299,7 @@ async fn follow(inner: &TaskInner, slot: &CallSlot, client: &DoorClient, task_id
     let mut streamed = StreamedTask::default();
 
     // The stream first: its terminal event is the signal to read the outcome.
-    let body = wire::task_method_body("SubscribeToTask", &slot.call_id, task_id);
+    let body = wire::task_method_body(Method::SubscribeToTask, &slot.call_id, task_id);
     match race(client.subscribe(body, timing.answer_request), deadline, slot).await {
         Race::GaveUp => return,
         Race::Deadline => {
@@ -340,7 +342,7 @@ async fn follow(inner: &TaskInner, slot: &CallSlot, client: &DoorClient, task_id
     }
 
     // GetTask: at once after the stream, then every poll interval.
-    let body = wire::task_method_body("GetTask", &slot.call_id, task_id);
+    let body = wire::task_method_body(Method::GetTask, &slot.call_id, task_id);
     loop {
         match race(client.post(body.clone(), timing.answer_request), deadline, slot).await {
             Race::GaveUp => return,

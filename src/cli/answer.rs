@@ -19,6 +19,7 @@ use crate::diag::{self, Diagnostic, shown};
 use crate::ids::{self, IdKind};
 use crate::paths::MurHome;
 use crate::running::{self, RunningRecord};
+use crate::wire::jsonrpc::Method;
 
 /// Sessions asked for the task, at most [ours]: one user's machine runs far fewer.
 pub const MAX_SESSIONS: usize = 64;
@@ -123,7 +124,7 @@ fn answer_body(task_id: &str, text: &str) -> String {
     json!({
         "id": 1,
         "jsonrpc": "2.0",
-        "method": "SendStreamingMessage",
+        "method": Method::SendStreamingMessage.name(),
         "params": {"message": {
             "messageId": format!("msg_{}", uuid::Uuid::new_v4().simple()),
             "parts": [{"mediaType": "text/plain", "text": text}],
@@ -174,7 +175,7 @@ fn knows(rec: &RunningRecord, task_id: &str) -> Result<bool, super::Failure> {
     let body = json!({
         "id": 1,
         "jsonrpc": "2.0",
-        "method": "GetTask",
+        "method": Method::GetTask.name(),
         "params": {"id": task_id, "historyLength": 0},
     })
     .to_string();

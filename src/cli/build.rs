@@ -44,7 +44,7 @@ pub fn run(a: &BuildArgs) -> Outcome {
     let zip = archive::try_pack_with(&source, component.as_deref(), &extra)
         .map_err(|e| Diagnostic::new(diag::E_BLD_001, format!("cannot pack {}@{}: {e}", m.name, m.version)))?;
     let out = a.dir.join(format!("{}-{}.mur.zip", m.name, m.version));
-    crate::store::write_atomic(&out, &zip).map_err(|e| io_error("write", &out, &e))?;
+    crate::file::write_atomic(&out, &zip, 0o666).map_err(|e| io_error("write", &out, &e))?;
     println!("Built {}@{}: {}", m.name, m.version, out.display());
     Ok(0)
 }

@@ -357,9 +357,12 @@ fn launch_checks(report: &mut Report, a: &Admitted) {
         }
         // An MCP tool's key is read at session start as the model's is.
         for t in &m.manifest.tools {
-            if let crate::manifest::ToolSource::Mcp {
-                api_key_var: Some(var), ..
-            } = &t.source
+            // Written out for every kind, so a new kind is a decision here too.
+            let key_var = match &t.source {
+                crate::manifest::ToolSource::Mcp { api_key_var, .. } => api_key_var.as_deref(),
+                crate::manifest::ToolSource::Wasm { .. } => None,
+            };
+            if let Some(var) = key_var
                 && unset(var)
             {
                 let what = format!("its tool '{}' names ${{{var}}} as the MCP server's key", t.name);

@@ -39,15 +39,17 @@ pub fn lines<'a>(members: impl IntoIterator<Item = (&'a str, &'a Manifest)>) -> 
             }];
             // Each MCP server's key goes to that server alone.
             for t in &m.tools {
-                if let ToolSource::Mcp {
-                    url,
-                    api_key_var: Some(var),
-                    ..
-                } = &t.source
-                {
-                    let host = crate::manifest::endpoint::split(url).map_or_else(|| shown(url), |e| shown(e.authority));
-                    out.push(format!("  env: {name} reads {var}, sent to {host}"));
-                }
+                // Written out for every kind, so a new kind is a decision here too.
+                let (url, var) = match &t.source {
+                    ToolSource::Mcp {
+                        url,
+                        api_key_var: Some(var),
+                        ..
+                    } => (url, var),
+                    ToolSource::Mcp { api_key_var: None, .. } | ToolSource::Wasm { .. } => continue,
+                };
+                let host = crate::manifest::endpoint::split(url).map_or_else(|| shown(url), |e| shown(e.authority));
+                out.push(format!("  env: {name} reads {var}, sent to {host}"));
             }
             out
         })

@@ -86,7 +86,7 @@ fn new_tool(name: &str, lang: Language) -> Outcome {
         let _ = std::fs::remove_dir_all(&staging);
     }
     staged?;
-    if let Err(e) = crate::store::write_atomic(&manifest_path, updated.as_bytes()) {
+    if let Err(e) = crate::file::write_atomic(&manifest_path, updated.as_bytes(), 0o666) {
         let _ = std::fs::remove_dir_all(&target);
         return Err(write_failed(&manifest_path, &e).into());
     }

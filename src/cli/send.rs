@@ -24,6 +24,7 @@ use crate::paths::MurHome;
 use crate::running::{self, RunningRecord};
 use crate::task::CallStatus;
 use crate::wire::calls::{Ended, StreamedTask};
+use crate::wire::jsonrpc::Method;
 
 /// The whole stream, at most: an answer streamed in many chunks still ends.
 const MAX_STREAM: u64 = 64 << 20;
@@ -98,7 +99,7 @@ fn request_body(text: &str) -> String {
     json!({
         "id": 1,
         "jsonrpc": "2.0",
-        "method": "SendStreamingMessage",
+        "method": Method::SendStreamingMessage.name(),
         "params": {"message": {
             "messageId": message_id,
             "parts": [{"mediaType": "text/plain", "text": text}],

@@ -20,6 +20,7 @@
 //!   in-flight bound. A peer's door also serves a Unix socket (`crate::peer_door`).
 
 pub mod auth;
+pub mod call;
 pub mod card;
 pub mod conn;
 pub use mur_core::wire::jsonrpc;
@@ -48,6 +49,7 @@ use crate::diag::{self, Diagnostic};
 use crate::manifest::Acceptance;
 use crate::tasks::Board;
 use crate::token::DoorKey;
+use jsonrpc::Method;
 
 /// Request bodies over this are answered 413 [ours]. Here, not in `pipeline`, because `params`
 /// bounds a task's text by it too, and `pipeline` imports the methods that import `params`.
@@ -110,22 +112,22 @@ fn served_methods(acceptance: Acceptance, authenticate: bool) -> Vec<&'static st
     let takes_tasks = acceptance != Acceptance::None;
     let mut m = Vec::new();
     if takes_tasks {
-        m.extend(["SendMessage", "SendStreamingMessage"]);
+        m.extend([Method::SendMessage, Method::SendStreamingMessage]);
     }
-    m.extend(["GetTask", "ListTasks", "CancelTask"]);
+    m.extend([Method::GetTask, Method::ListTasks, Method::CancelTask]);
     if takes_tasks {
-        m.push("SubscribeToTask");
+        m.push(Method::SubscribeToTask);
     }
     if authenticate {
-        m.push("GetExtendedAgentCard");
+        m.push(Method::GetExtendedAgentCard);
     }
     m.extend([
-        "CreateTaskPushNotificationConfig",
-        "GetTaskPushNotificationConfig",
-        "ListTaskPushNotificationConfigs",
-        "DeleteTaskPushNotificationConfig",
+        Method::CreatePushConfig,
+        Method::GetPushConfig,
+        Method::ListPushConfigs,
+        Method::DeletePushConfig,
     ]);
-    m
+    m.into_iter().map(Method::name).collect()
 }
 
 /// `--bind ADDR` binds a port the OS chooses (docs/reference/door.md#transport). `ADDR:PORT` [ours]

@@ -13,9 +13,10 @@ use serde_json::{Map, Value};
 
 use super::BODY_LIMIT;
 use super::auth::{CARD_PATH, Caller, Refusal};
+use super::call::{Call, Provenance, Reply};
 use super::card::CardFacts;
 use super::jsonrpc::{self, A2aError, Method, RpcError};
-use super::methods::{self, Call, Provenance, Reply};
+use super::methods;
 use super::sse;
 use super::view::TaskObject as _;
 use crate::manifest::Acceptance;
@@ -106,11 +107,11 @@ pub async fn handle(req: HttpRequest, payload: web::Payload, shared: web::Data<S
     let path = req.path();
     if path == "/resources" || path.starts_with("/resources/") {
         if let Caller::Credential { name, .. } = &*caller
-            && !caller.reaches("resources/files")
+            && !caller.reaches(crate::token::FILES_SCOPE)
         {
             let r = Refusal::InsufficientScope {
                 credential: name.clone(),
-                scope: "resources/files".into(),
+                scope: crate::token::FILES_SCOPE.into(),
             };
             return r.response(&shared.realm);
         }

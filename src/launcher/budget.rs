@@ -10,9 +10,7 @@
 //! `budget.json` (owner-only, like everything under `~/.murmur`), which `mur ps` and
 //! `mur trace show` read: what is held there is what turns in flight hold now.
 
-use std::io::Write;
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -189,19 +187,7 @@ impl BudgetKeeper {
             w.at = Some(Instant::now());
             w.changed = false;
         }
-        let tmp = self.file.with_extension("json.tmp");
-        let written = (|| {
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&tmp)?;
-            f.write_all(format!("{figures}\n").as_bytes())?;
-            std::fs::rename(&tmp, &self.file)
-        })();
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&tmp);
+        if let Err(e) = crate::file::write_atomic(&self.file, format!("{figures}\n").as_bytes(), 0o600) {
             tracing::debug!("{} could not be written: {e}", self.file.display());
         }
     }

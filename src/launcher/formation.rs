@@ -10,13 +10,13 @@
 //! process, lifeline, registry entry and stop timer.
 
 use std::os::unix::fs::DirBuilderExt;
-use std::process::ExitStatus;
 use std::time::Instant;
 
 use actix::prelude::*;
 use tokio::sync::oneshot;
 
 use super::authority::{DropKey, Mint, TokenAuthority};
+use super::news::{EntryExited, FormationInbox, PeerExited, PeerFailed, PeerReady, PeerStarted, PeerStopped};
 use super::peer::{CloseLifeline, PeerActor, PeerSpec, Role, SendAddresses};
 use super::report;
 use super::spawn::MemberPipes;
@@ -152,7 +152,7 @@ impl FormationActor {
         self.pipes = pipes;
 
         self.phase = Phase::StartingPeers;
-        let me = ctx.address();
+        let me = inbox(&ctx.address());
         for i in peer_indices {
             let Some(pipes) = self.pipes[i].take() else { continue };
             let command = self.plan.command(i, &pipes);
@@ -243,7 +243,7 @@ impl FormationActor {
             pipes,
             socket: None,
         };
-        let (actor, started) = PeerActor::start_entry(spec, ctx.address());
+        let (actor, started) = PeerActor::start_entry(spec, inbox(&ctx.address()));
         self.peers[entry] = Some(actor);
         match started {
             Ok(pid) => {
@@ -359,6 +359,18 @@ impl FormationActor {
     }
 }
 
+/// The formation as its members' actors see it.
+fn inbox(addr: &Addr<FormationActor>) -> FormationInbox {
+    FormationInbox {
+        ready: addr.clone().recipient(),
+        exited: addr.clone().recipient(),
+        started: addr.clone().recipient(),
+        failed: addr.clone().recipient(),
+        stopped: addr.clone().recipient(),
+        entry_exited: addr.clone().recipient(),
+    }
+}
+
 fn ending_view(e: &Ending) -> report::EndingView<'_> {
     match e {
         Ending::PeerFailed { index, reason } => report::EndingView::PeerFailed { index: *index, reason },
@@ -402,18 +414,6 @@ impl Actor for FormationActor {
     }
 }
 
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct PeerReady {
-    pub index: usize,
-    pub readiness: Reported,
-    pub pid: u32,
-    /// Its door's socket and process, when it serves one.
-    pub door: Option<DoorIdentity>,
-    /// The key its card is signed with, when it is.
-    pub card_key: Option<String>,
-}
-
 impl Handler<PeerReady> for FormationActor {
     type Result = ();
     fn handle(&mut self, msg: PeerReady, ctx: &mut Context<Self>) {
@@ -427,14 +427,6 @@ impl Handler<PeerReady> for FormationActor {
     }
 }
 
-/// A peer's process ended on its own (not stopped by the launcher).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct PeerExited {
-    pub index: usize,
-    pub status: Option<i32>,
-}
-
 impl Handler<PeerExited> for FormationActor {
     type Result = ();
     fn handle(&mut self, msg: PeerExited, _: &mut Context<Self>) {
@@ -445,14 +437,6 @@ impl Handler<PeerExited> for FormationActor {
     }
 }
 
-/// A peer's process exists (sent before readiness, so a failed launch can name it).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct PeerStarted {
-    pub index: usize,
-    pub pid: u32,
-}
-
 impl Handler<PeerStarted> for FormationActor {
     type Result = ();
     fn handle(&mut self, msg: PeerStarted, _: &mut Context<Self>) {
@@ -461,13 +445,6 @@ impl Handler<PeerStarted> for FormationActor {
             .show(&self.plan.members[msg.index].name, report::PeerState::Starting);
         self.started[msg.index] = Some(msg.pid);
     }
-}
-
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct PeerFailed {
-    pub index: usize,
-    pub reason: String,
 }
 
 impl Handler<PeerFailed> for FormationActor {
@@ -486,12 +463,6 @@ impl Handler<PeerFailed> for FormationActor {
             );
         }
     }
-}
-
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct PeerStopped {
-    pub index: usize,
 }
 
 impl Handler<PeerStopped> for FormationActor {
@@ -515,11 +486,6 @@ impl Handler<Signal> for FormationActor {
         self.begin_stop(Ending::Signal(msg.0), ctx);
     }
 }
-
-/// The entry's process was reaped: its exit code is the formation's.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct EntryExited(pub Option<ExitStatus>);
 
 impl Handler<EntryExited> for FormationActor {
     type Result = ();

@@ -12,6 +12,7 @@ pub mod authority;
 pub mod budget;
 pub mod formation;
 pub mod marker;
+pub mod news;
 pub mod peer;
 pub mod probe;
 pub mod registry;

@@ -18,7 +18,7 @@ use actix::prelude::*;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
 use tokio::sync::watch;
 
-use super::formation::{EntryExited, FormationActor, PeerExited, PeerFailed, PeerReady, PeerStarted, PeerStopped};
+use super::news::{EntryExited, FormationInbox, PeerExited, PeerFailed, PeerReady, PeerStarted, PeerStopped};
 use super::probe;
 use super::registry;
 use super::spawn::{self, MemberCommand, MemberPipes};
@@ -62,7 +62,7 @@ pub struct PeerActor {
     role: Role,
     index: usize,
     name: String,
-    formation: Addr<FormationActor>,
+    formation: FormationInbox,
     pid: Option<u32>,
     /// Its registry entry: every signal to its process group (the entry: its pid) goes through
     /// it, and it is forgotten the moment the process exited, before it is reaped.
@@ -79,7 +79,7 @@ pub struct PeerActor {
 const TAIL: usize = 20;
 
 impl PeerActor {
-    pub fn new(spec: PeerSpec, formation: Addr<FormationActor>) -> PeerActor {
+    pub fn new(spec: PeerSpec, formation: FormationInbox) -> PeerActor {
         PeerActor {
             role: spec.role,
             index: spec.index,
@@ -98,7 +98,7 @@ impl PeerActor {
     }
 
     fn fail(&self, reason: String) {
-        self.formation.do_send(PeerFailed {
+        self.formation.failed.do_send(PeerFailed {
             index: self.index,
             reason,
         });
@@ -107,7 +107,7 @@ impl PeerActor {
     /// Starts the entry member (docs/reference/formation.md#launch-sequence step 8) and answers at
     /// once: its pid, or why it could not start. Either way the actor then takes `CloseLifeline`
     /// like a peer's.
-    pub fn start_entry(spec: PeerSpec, formation: Addr<FormationActor>) -> (Addr<PeerActor>, Result<u32, String>) {
+    pub fn start_entry(spec: PeerSpec, formation: FormationInbox) -> (Addr<PeerActor>, Result<u32, String>) {
         let mut started = Err(String::new());
         let addr = PeerActor::create(|ctx| {
             let mut act = PeerActor::new(spec, formation);
@@ -185,7 +185,7 @@ impl PeerActor {
             me.do_send(Exited);
         });
         if peer {
-            self.formation.do_send(PeerStarted { index: self.index, pid });
+            self.formation.started.do_send(PeerStarted { index: self.index, pid });
             self.watch_peer(stdout, stderr, pid, spec.formation_id, spec.socket, ctx);
         }
         Ok(pid)
@@ -247,7 +247,7 @@ impl PeerActor {
             ready.map(|(r, card_key)| (r, door, card_key))
         };
         ctx.spawn(fut.into_actor(self).map(move |outcome, act, _| match outcome {
-            Ok((readiness, door, card_key)) => act.formation.do_send(PeerReady {
+            Ok((readiness, door, card_key)) => act.formation.ready.do_send(PeerReady {
                 index: act.index,
                 readiness,
                 pid,
@@ -263,7 +263,7 @@ impl PeerActor {
         if exited && self.stopping && !self.stopped_sent {
             // Its group was swept and forgotten when it exited (see `reap`): nothing to signal.
             self.stopped_sent = true;
-            self.formation.do_send(PeerStopped { index: self.index });
+            self.formation.stopped.do_send(PeerStopped { index: self.index });
         }
     }
 }
@@ -308,9 +308,9 @@ impl Handler<Exited> for PeerActor {
     fn handle(&mut self, _: Exited, _: &mut Context<Self>) {
         let status = self.exit.as_ref().and_then(|rx| *rx.borrow());
         match self.role {
-            Role::Entry => self.formation.do_send(EntryExited(status)),
+            Role::Entry => self.formation.entry_exited.do_send(EntryExited(status)),
             // A peer that ends while the formation goes on: its callers must learn it is gone.
-            Role::Peer if !self.stopping => self.formation.do_send(PeerExited {
+            Role::Peer if !self.stopping => self.formation.exited.do_send(PeerExited {
                 index: self.index,
                 status: status.map(|s| status_code(&s)),
             }),
@@ -372,7 +372,7 @@ impl Handler<CloseLifeline> for PeerActor {
         if self.pid.is_none() {
             // Never started (e.g. its directory could not be made).
             self.stopped_sent = true;
-            self.formation.do_send(PeerStopped { index: self.index });
+            self.formation.stopped.do_send(PeerStopped { index: self.index });
             return;
         }
         ctx.run_later(Timing::get().launcher_grace, move |act, _| {

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::channel;
 use crate::readiness::Reported;
+use crate::wire::jsonrpc::Method;
 
 /// The capsule extension's `sessionId` in an agent card, matched by URI suffix.
 pub fn card_session_id(card: &Value) -> Option<&str> {
@@ -62,7 +63,10 @@ pub async fn probe_once(client: &awc::Client, ready: &Reported, read_timeout: Du
                 .insert_header(("authorization", format!("Bearer {token}")))
                 .insert_header(("a2a-version", "1.0"))
                 .insert_header(("content-type", "application/json"))
-                .send_body(r#"{"id":1,"jsonrpc":"2.0","method":"GetExtendedAgentCard","params":{}}"#)
+                .send_body(
+                    serde_json::json!({"id": 1, "jsonrpc": "2.0", "method": Method::GetExtendedAgentCard.name(), "params": {}})
+                        .to_string(),
+                )
                 .await
                 .map_err(|e| e.to_string())?;
             let body: Value = resp.json().limit(1 << 20).await.map_err(|e| e.to_string())?;

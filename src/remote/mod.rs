@@ -32,6 +32,7 @@ use crate::diag::{self, Diagnostic, shown};
 use crate::manifest::Manifest;
 use crate::tasks::{Asked, Asker, Board, TaskOutcome, Work};
 use crate::timing::Timing;
+use crate::wire::jsonrpc::Method;
 use crate::wire::remote::{self as wire, Credential, Ended, News, Refusal, RemoteTask};
 
 use client::Client;
@@ -414,7 +415,7 @@ impl Exchange<'_> {
         loop {
             tokio::time::sleep(self.poll).await;
             n += 1;
-            let body = crate::wire::calls::task_method_body("GetTask", &format!("{}-get-{n}", self.task_id), &id);
+            let body = crate::wire::calls::task_method_body(Method::GetTask, &format!("{}-get-{n}", self.task_id), &id);
             let head = self.send(body, false, deadline).await?;
             let bytes = head
                 .body(wire::MAX_REPLY_BYTES, left(deadline))
@@ -509,7 +510,7 @@ impl Exchange<'_> {
     /// not matter.
     async fn cancel_remote(&self) {
         let Some(id) = self.learned() else { return };
-        let body = crate::wire::calls::task_method_body("CancelTask", &format!("{}-cancel", self.task_id), &id);
+        let body = crate::wire::calls::task_method_body(Method::CancelTask, &format!("{}-cancel", self.task_id), &id);
         let within = Timing::get().answer_request.min(Duration::from_secs(5));
         if let Ok(head) = self
             .client

@@ -217,12 +217,7 @@ impl Session {
             .map_err(|e| staging("trace.jsonl cannot be written", e))?;
 
         let started_at = Utc::now();
-        let callees: Vec<String> = p
-            .membership
-            .as_ref()
-            .and_then(|m| m.first.as_ref())
-            .map(|f| f.calls.iter().map(|c| c.name.clone()).collect())
-            .unwrap_or_default();
+        let callees = crate::channel::line::FirstLine::callees_of(p.membership.as_ref().and_then(|m| m.first.as_ref()));
         let deadline_at = p.deadline.map(rfc3339_ms);
         let agent = match &p.host {
             executor::Runner::Model(agent) => Some(agent),

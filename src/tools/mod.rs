@@ -241,10 +241,7 @@ pub async fn call_external(tool: &Tool, input: &Value, env: &CallEnv<'_>) -> Cal
 /// whose fence markers inside it are neutralised, so it can neither close its fence nor open
 /// another.
 pub fn fenced(tool: &str, text: &str) -> String {
-    format!(
-        "<untrusted-content source=tool:{tool}>\n{}\n</untrusted-content>",
-        crate::calls::neutralise(text)
-    )
+    crate::fence::untrusted(&format!("tool:{tool}"), text)
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@ use crate::paths::MurHome;
 use crate::running::RunningRecord;
 use crate::sync::lock;
 use crate::trace::view::FormationView;
+use crate::wire::jsonrpc::Method;
 use crate::wire::live_task::LiveTask;
 
 /// Tasks followed at once, over every formation.
@@ -206,13 +207,13 @@ impl Live {
     }
 }
 
-fn request(method: &str, task_id: &str) -> String {
-    json!({"id": 1, "jsonrpc": "2.0", "method": method, "params": {"id": task_id}}).to_string()
+fn request(method: Method, task_id: &str) -> String {
+    json!({"id": 1, "jsonrpc": "2.0", "method": method.name(), "params": {"id": task_id}}).to_string()
 }
 
 /// The task as its door holds it, or `None` when the door does not answer with it.
 fn get_task(rec: &RunningRecord, task_id: &str) -> Option<Value> {
-    let stream = operator::post(rec, &request("GetTask", task_id), false).ok()?;
+    let stream = operator::post(rec, &request(Method::GetTask, task_id), false).ok()?;
     let (status, body, cut) = operator::reply(rec, stream, GET_BYTES, GET_WAIT).ok()?;
     if status != 200 || cut {
         return None;
@@ -224,7 +225,7 @@ fn get_task(rec: &RunningRecord, task_id: &str) -> Option<Value> {
 /// Follows the task's stream, each event to `on` until it says the task settled (`true`); whether
 /// the stream ran to that.
 fn subscribe(rec: &RunningRecord, task_id: &str, mut on: impl FnMut(&Value) -> bool) -> bool {
-    let Ok(stream) = operator::post(rec, &request("SubscribeToTask", task_id), true) else {
+    let Ok(stream) = operator::post(rec, &request(Method::SubscribeToTask, task_id), true) else {
         return false;
     };
     let end = operator::events(rec, stream, STREAM_BYTES, |event| {

@@ -2,7 +2,8 @@
 //! admission, the manifest subset, archives, stores and the lock, tokens, the readiness line,
 //! trace records, ids, paths under `~/.murmur`, timing constants and the one diagnostics registry;
 //! the small shared helpers (`text` bounds peer text, `sync` locks without panicking, `digest`
-//! spells hashes, `secret` holds credentials and scrubs them from what servers send back);
+//! spells hashes, `secret` holds credentials and scrubs them from what servers send back, `fence`
+//! fences foreign text for a model, `file` writes a file atomically);
 //! the wire formats (`wire`: channel lines, JSON-RPC, event streams, model providers) and the
 //! addresses a capsule may reach (`address`: allow rules, virtual peer addresses).
 //!
@@ -19,6 +20,8 @@ pub mod card_sig;
 pub mod compiled;
 pub mod diag;
 pub mod digest;
+pub mod fence;
+pub mod file;
 pub mod ids;
 pub mod jcs;
 pub mod limits;

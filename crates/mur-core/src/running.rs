@@ -5,8 +5,8 @@
 //! session's process exits. It is how `mur ps`, `mur stop` and retention find live sessions; a
 //! record whose process is gone is dead and pruned by readers.
 
-use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::io::Read;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -81,29 +81,13 @@ impl RunningRecord {
         serde_json::to_value(self).map(|v| v.to_string()).unwrap_or_default()
     }
 
-    /// Writes the record atomically: a temp file at 0600, then a rename. A failed write (a full
-    /// disk) removes its temp file, so nothing half-written stays behind.
+    /// Writes the record atomically, at 0600 (`file::write_atomic`): a failed write (a full disk)
+    /// leaves nothing half-written behind.
     pub fn write(&self, home: &MurHome) -> std::io::Result<PathBuf> {
         let dir = home.running();
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
         let path = home.running_record(&self.session_id);
-        let tmp = dir.join(format!(".{}.tmp", self.session_id));
-        let written = (|| {
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&tmp)?;
-            f.write_all(self.to_json().as_bytes())?;
-            f.write_all(b"\n")?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, &path)
-        })();
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e);
-        }
+        crate::file::write_atomic(&path, format!("{}\n", self.to_json()).as_bytes(), 0o600)?;
         Ok(path)
     }
 }

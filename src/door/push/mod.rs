@@ -19,8 +19,8 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
+use super::call::{Call, Reply};
 use super::jsonrpc::{self, A2aError, RpcError};
-use super::methods::{Call, Reply};
 use crate::push::{self, ConfigParams, Host, Scheme};
 use crate::sync::lock;
 use crate::tasks::{Board, TaskSnapshot};

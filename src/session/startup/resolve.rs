@@ -129,9 +129,7 @@ pub(super) fn load_runner(
         member: first.map(|f| f.member.clone()),
         formation: membership.map(|m| m.formation_id.clone()),
     };
-    let callees: Vec<String> = first
-        .map(|f| f.calls.iter().map(|c| c.name.clone()).collect())
-        .unwrap_or_default();
+    let callees = crate::channel::line::FirstLine::callees_of(first);
     // Provider retries never wait past the inherited deadline (a bad value is refused later).
     let deadline = deadline_ms
         .and_then(|ms| i64::try_from(ms).ok())

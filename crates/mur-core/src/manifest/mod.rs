@@ -97,38 +97,8 @@ pub const DEFAULT_DELEGATION_DEADLINE_SECS: u64 = 600;
 /// Default `inference.max_tokens` (docs/reference/manifest.md#keys).
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 
-/// `inference.provider`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Provider {
-    /// OpenAI's Chat Completions API as it is today (`max_completion_tokens`, `developer`).
-    OpenAi,
-    /// A server that speaks the older Chat Completions fields (`max_tokens`, `system`): llama.cpp,
-    /// vLLM, Ollama and the like.
-    OpenAiCompatible,
-    Anthropic,
-}
-
-impl Provider {
-    /// Every provider, in the order the reference lists them: the words `inference.provider`
-    /// takes. A new variant goes here too (the compiler cannot check this list; the seam's tests
-    /// in `wire::provider` walk it).
-    pub const ALL: [Provider; 3] = [Provider::OpenAi, Provider::OpenAiCompatible, Provider::Anthropic];
-
-    /// The manifest's word for it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Provider::OpenAi => "openai",
-            Provider::OpenAiCompatible => "openai-compatible",
-            Provider::Anthropic => "anthropic",
-        }
-    }
-
-    /// The base URL used when `inference.endpoint` is absent
-    /// (docs/reference/capsules.md#model-capsules).
-    pub fn default_endpoint(self) -> &'static str {
-        crate::wire::provider::dialect(self).default_endpoint()
-    }
-}
+/// `inference.provider`: the list of providers is the provider seam's (`wire::provider`).
+pub use crate::wire::provider::Provider;
 
 /// `inference.reasoning_effort`: the values OpenAI's Chat Completions API takes.
 pub const REASONING_EFFORTS: &[&str] = &["none", "minimal", "low", "medium", "high", "xhigh", "max"];

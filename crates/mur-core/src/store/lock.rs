@@ -289,7 +289,7 @@ pub fn upsert(path: &Path, full_name: &str, version: &str, sha256: &str) -> std:
     entry.insert("sha256".into(), Value::Mapping(hash));
     entry.insert("origin".into(), Value::String("operator".into()));
     let text = serde_yaml_ng::to_string(&Value::Mapping(root)).map_err(|e| invalid_data(e.to_string()))?;
-    super::write_atomic(path, text.as_bytes())
+    crate::file::write_atomic(path, text.as_bytes(), 0o666)
 }
 
 #[cfg(test)]

@@ -10,8 +10,8 @@ pub mod lock;
 mod streamed;
 
 use std::fmt;
-use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::io::Read;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use crate::digest::sha256_hex;
@@ -316,39 +316,6 @@ pub fn version_order(a: &str, b: &str) -> std::cmp::Ordering {
     }
 }
 
-/// Writes `bytes` to a temporary file beside `path` and renames it over `path`, so readers see
-/// the old file or the new one, never a partial one.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    write_atomic_mode(path, bytes, 0o666)
-}
-
-/// [`write_atomic`], the file made with `mode` (less the umask).
-fn write_atomic_mode(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
-    let parent = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let file_name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = parent.join(format!(".{file_name}.tmp-{}", uuid::Uuid::new_v4().simple()));
-    let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
-}
-
 /// Stores `zip_bytes` as `name@version` under `store_root`, replacing any copy: the zip first,
 /// then its sidecar, each written atomically. The store is the runtime's own: the directories it
 /// makes are 0700 and its files 0600. Returns the zip's path and sha256.
@@ -364,8 +331,8 @@ pub fn install(
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
     let sha = sha256_hex(zip_bytes);
     let zip_path = paths::artifact_zip(store_root, &name.scope, &name.name, version);
-    write_atomic_mode(&zip_path, zip_bytes, 0o600)?;
-    write_atomic_mode(
+    crate::file::write_atomic(&zip_path, zip_bytes, 0o600)?;
+    crate::file::write_atomic(
         &paths::artifact_sidecar(store_root, &name.scope, &name.name, version),
         format!("{sha}\n").as_bytes(),
         0o600,

@@ -13,29 +13,39 @@ pub use cache::VerifyCache;
 pub use door::{DoorCredential, DoorKey};
 pub use formation::{SigningKey, Verdict, VerifyKey, verify};
 
+use crate::wire::jsonrpc::Method;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 /// The scopes a formation token carries (docs/reference/door.md#formation-tokens row 6), in that
-/// order.
-pub const FORMATION_SCOPES: [&str; 5] = ["SendMessage", "GetTask", "CancelTask", "ListTasks", "SubscribeToTask"];
+/// order: the methods whose `ScopeRule` is `Formation`.
+pub const FORMATION_SCOPES: [&str; 5] = [
+    Method::SendMessage.name(),
+    Method::GetTask.name(),
+    Method::CancelTask.name(),
+    Method::ListTasks.name(),
+    Method::SubscribeToTask.name(),
+];
+
+/// The scope of the door's file routes, `/resources/…` (not a JSON-RPC method) [ours].
+pub const FILES_SCOPE: &str = "resources/files";
 
 /// The scopes of the operator door token (docs/reference/door.md#authentication), in that order:
-/// every door scope, the push-notification methods' last [ours].
+/// every method with a scope and the file routes', the push-notification methods' last [ours].
 pub const OPERATOR_SCOPES: [&str; 13] = [
-    "SendMessage",
-    "SendStreamingMessage",
-    "murmur.WatchSession",
-    "GetTask",
-    "ListTasks",
-    "CancelTask",
-    "SubscribeToTask",
-    "murmur.StopSession",
-    "resources/files",
-    "CreateTaskPushNotificationConfig",
-    "GetTaskPushNotificationConfig",
-    "ListTaskPushNotificationConfigs",
-    "DeleteTaskPushNotificationConfig",
+    Method::SendMessage.name(),
+    Method::SendStreamingMessage.name(),
+    Method::WatchSession.name(),
+    Method::GetTask.name(),
+    Method::ListTasks.name(),
+    Method::CancelTask.name(),
+    Method::SubscribeToTask.name(),
+    Method::StopSession.name(),
+    FILES_SCOPE,
+    Method::CreatePushConfig.name(),
+    Method::GetPushConfig.name(),
+    Method::ListPushConfigs.name(),
+    Method::DeletePushConfig.name(),
 ];
 
 /// Base64url without padding, the `B64` of docs/reference/door.md#authentication.
@@ -95,6 +105,7 @@ fn random_32() -> Result<zeroize::Zeroizing<[u8; 32]>, std::io::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::jsonrpc::ScopeRule;
 
     #[test]
     fn b64_is_url_safe_without_padding_and_strict() {
@@ -111,6 +122,25 @@ mod tests {
             assert_eq!(unb64(s), None, "{s:?}");
         }
         assert_eq!(unb64(""), Some(vec![]));
+    }
+
+    #[test]
+    fn scope_lists_hold_exactly_the_methods_their_rule_names() {
+        for m in Method::ALL {
+            let (formation, operator) = match m.scope_rule() {
+                ScopeRule::TokenOnly => (false, false),
+                ScopeRule::Formation => (true, true),
+                ScopeRule::Operator => (false, true),
+            };
+            assert_eq!(FORMATION_SCOPES.contains(&m.name()), formation, "{m:?}");
+            assert_eq!(OPERATOR_SCOPES.contains(&m.name()), operator, "{m:?}");
+        }
+        let methods = OPERATOR_SCOPES.iter().filter(|s| Method::resolve(s).is_some()).count();
+        assert_eq!(
+            methods + 1,
+            OPERATOR_SCOPES.len(),
+            "only the file routes' scope is not a method"
+        );
     }
 
     #[test]

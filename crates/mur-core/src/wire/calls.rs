@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 
 use crate::names;
 use crate::task::{CallStatus, NoAnswerBelow, REJECT_BUSY, TaskState};
+use crate::wire::jsonrpc::Method;
 
 pub use crate::wire::sse::SseReader;
 
@@ -37,8 +38,9 @@ fn lit(s: &str) -> String {
 /// `request_id` is the call id, or `<call id>-<n>` for the n-th offer.
 pub fn send_message_body(request_id: &str, call_id: &str, task: &str) -> String {
     format!(
-        "{{\"id\":{},\"jsonrpc\":\"2.0\",\"method\":\"SendMessage\",\"params\":{{\"configuration\":{{\"returnImmediately\":true}},\"message\":{{\"messageId\":{},\"parts\":[{{\"mediaType\":\"text/plain\",\"text\":{}}}],\"role\":\"ROLE_USER\"}}}}}}",
+        "{{\"id\":{},\"jsonrpc\":\"2.0\",\"method\":{},\"params\":{{\"configuration\":{{\"returnImmediately\":true}},\"message\":{{\"messageId\":{},\"parts\":[{{\"mediaType\":\"text/plain\",\"text\":{}}}],\"role\":\"ROLE_USER\"}}}}}}",
         lit(request_id),
+        lit(Method::SendMessage.name()),
         lit(&format!("msg_{call_id}")),
         lit(task)
     )
@@ -48,8 +50,9 @@ pub fn send_message_body(request_id: &str, call_id: &str, task: &str) -> String 
 /// answer as a message naming the callee's task; `call_id` is the reply's own call id.
 pub fn answer_body(call_id: &str, task_id: &str, answer: &str) -> String {
     format!(
-        "{{\"id\":{},\"jsonrpc\":\"2.0\",\"method\":\"SendMessage\",\"params\":{{\"configuration\":{{\"returnImmediately\":true}},\"message\":{{\"messageId\":{},\"parts\":[{{\"mediaType\":\"text/plain\",\"text\":{}}}],\"role\":\"ROLE_USER\",\"taskId\":{}}}}}}}",
+        "{{\"id\":{},\"jsonrpc\":\"2.0\",\"method\":{},\"params\":{{\"configuration\":{{\"returnImmediately\":true}},\"message\":{{\"messageId\":{},\"parts\":[{{\"mediaType\":\"text/plain\",\"text\":{}}}],\"role\":\"ROLE_USER\",\"taskId\":{}}}}}}}",
         lit(call_id),
+        lit(Method::SendMessage.name()),
         lit(&format!("msg_{call_id}")),
         lit(answer),
         lit(task_id)
@@ -58,11 +61,11 @@ pub fn answer_body(call_id: &str, task_id: &str, answer: &str) -> String {
 
 /// A body `{"id":…,"jsonrpc":"2.0","method":<method>,"params":{"id":<task id>}}` (GetTask,
 /// CancelTask, SubscribeToTask).
-pub fn task_method_body(method: &str, request_id: &str, task_id: &str) -> String {
+pub fn task_method_body(method: Method, request_id: &str, task_id: &str) -> String {
     format!(
         "{{\"id\":{},\"jsonrpc\":\"2.0\",\"method\":{},\"params\":{{\"id\":{}}}}}",
         lit(request_id),
-        lit(method),
+        lit(method.name()),
         lit(task_id)
     )
 }

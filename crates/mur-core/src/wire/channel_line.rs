@@ -59,6 +59,17 @@ const MAX_PID: u64 = (1 << 31) - 1;
 const BAD_VERIFY_KEY: &str = "its first line's `verify_key` is not a verification key (43 base64url characters)";
 
 impl FirstLine {
+    /// The names of the members this one may call, in roster order: the one place a session
+    /// learns its callees.
+    pub fn callees(&self) -> Vec<String> {
+        self.calls.iter().map(|c| c.name.clone()).collect()
+    }
+
+    /// Its callees' names ([`FirstLine::callees`]), or none outside a formation.
+    pub fn callees_of(first: Option<&FirstLine>) -> Vec<String> {
+        first.map(FirstLine::callees).unwrap_or_default()
+    }
+
     /// The fixed key order of docs/reference/formation.md#the-formation-channel, compact, with its
     /// `\n`.
     pub fn to_line(&self) -> String {

@@ -241,67 +241,84 @@ pub fn version_ok(values: &[&[u8]]) -> bool {
     }
 }
 
-/// The methods a door recognises (step 10).
+/// Who must hold a method's scope (docs/reference/door.md#methods). A method's scope, when it has
+/// one, is its wire name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Method {
-    SendMessage,
-    SendStreamingMessage,
-    GetTask,
-    CancelTask,
-    ListTasks,
-    SubscribeToTask,
-    GetExtendedAgentCard,
+pub enum ScopeRule {
+    /// A valid token suffices; the method is checked by no scope.
+    TokenOnly,
+    /// Held by formation tokens (`token::FORMATION_SCOPES`) and the operator token.
+    Formation,
+    /// Held by the operator token alone (`token::OPERATOR_SCOPES`).
+    Operator,
+}
+
+/// Declares `Method` and its one table: each variant's wire name and scope rule sit on one line,
+/// so a method cannot be recognised, served or called without both.
+macro_rules! door_methods {
+    ($( $(#[$doc:meta])* $variant:ident = $name:literal, $rule:ident; )*) => {
+        /// The methods a door recognises (step 10).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum Method {
+            $( $(#[$doc])* $variant, )*
+        }
+
+        impl Method {
+            /// Every method, in declaration order.
+            pub const ALL: &'static [Method] = &[$(Method::$variant),*];
+
+            /// The wire name, as a request's `method` carries it and clients send it.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $( Method::$variant => $name, )*
+                }
+            }
+
+            /// Who must hold the method's scope.
+            pub const fn scope_rule(self) -> ScopeRule {
+                match self {
+                    $( Method::$variant => ScopeRule::$rule, )*
+                }
+            }
+        }
+    };
+}
+
+door_methods! {
+    SendMessage = "SendMessage", Formation;
+    SendStreamingMessage = "SendStreamingMessage", Operator;
+    GetTask = "GetTask", Formation;
+    CancelTask = "CancelTask", Formation;
+    ListTasks = "ListTasks", Formation;
+    SubscribeToTask = "SubscribeToTask", Formation;
+    GetExtendedAgentCard = "GetExtendedAgentCard", TokenOnly;
     /// Recognised for scope purposes only; answers `-32601` once in scope [ours].
-    WatchSession,
+    WatchSession = "murmur.WatchSession", Operator;
     /// As `WatchSession`.
-    StopSession,
+    StopSession = "murmur.StopSession", Operator;
     /// A2A v1.0 §3.1.7–3.1.10, the push-notification configuration methods.
-    CreatePushConfig,
-    GetPushConfig,
-    ListPushConfigs,
-    DeletePushConfig,
+    CreatePushConfig = "CreateTaskPushNotificationConfig", Operator;
+    GetPushConfig = "GetTaskPushNotificationConfig", Operator;
+    ListPushConfigs = "ListTaskPushNotificationConfigs", Operator;
+    DeletePushConfig = "DeleteTaskPushNotificationConfig", Operator;
 }
 
 impl Method {
     pub fn resolve(name: &str) -> Option<Method> {
-        Some(match name {
-            "SendMessage" => Method::SendMessage,
-            "SendStreamingMessage" => Method::SendStreamingMessage,
-            "GetTask" => Method::GetTask,
-            "CancelTask" => Method::CancelTask,
-            "ListTasks" => Method::ListTasks,
-            "SubscribeToTask" => Method::SubscribeToTask,
-            "GetExtendedAgentCard" => Method::GetExtendedAgentCard,
-            "murmur.WatchSession" => Method::WatchSession,
-            "murmur.StopSession" => Method::StopSession,
-            "CreateTaskPushNotificationConfig" => Method::CreatePushConfig,
-            "GetTaskPushNotificationConfig" => Method::GetPushConfig,
-            // The singular spelling is an earlier name of the method, which the JS SDK still maps.
-            "ListTaskPushNotificationConfigs" | "ListTaskPushNotificationConfig" => Method::ListPushConfigs,
-            "DeleteTaskPushNotificationConfig" => Method::DeletePushConfig,
-            _ => return None,
-        })
+        // The singular spelling is an earlier name of the method, which the JS SDK still maps.
+        if name == "ListTaskPushNotificationConfig" {
+            return Some(Method::ListPushConfigs);
+        }
+        Method::ALL.iter().copied().find(|m| m.name() == name)
     }
 
     /// The scope a credential needs (docs/reference/door.md#methods: the method's name); `None` for
     /// methods that need only a valid token, or that are refused before the scope step.
     pub fn scope(self) -> Option<&'static str> {
-        Some(match self {
-            Method::SendMessage => "SendMessage",
-            Method::SendStreamingMessage => "SendStreamingMessage",
-            Method::GetTask => "GetTask",
-            Method::CancelTask => "CancelTask",
-            Method::ListTasks => "ListTasks",
-            Method::SubscribeToTask => "SubscribeToTask",
-            Method::WatchSession => "murmur.WatchSession",
-            Method::StopSession => "murmur.StopSession",
-            // The operator's scopes; a formation token has none of them.
-            Method::CreatePushConfig => "CreateTaskPushNotificationConfig",
-            Method::GetPushConfig => "GetTaskPushNotificationConfig",
-            Method::ListPushConfigs => "ListTaskPushNotificationConfigs",
-            Method::DeletePushConfig => "DeleteTaskPushNotificationConfig",
-            Method::GetExtendedAgentCard => return None,
-        })
+        match self.scope_rule() {
+            ScopeRule::TokenOnly => None,
+            ScopeRule::Formation | ScopeRule::Operator => Some(self.name()),
+        }
     }
 }
 

@@ -13,9 +13,9 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
 
+use super::provider::Provider;
 pub use super::provider::anthropic::ANTHROPIC_VERSION;
 use super::provider::dialect;
-use crate::manifest::Provider;
 
 /// The runtime tool that hands a member a task (docs/reference/capsules.md#model-capsules).
 pub const CALL_MEMBER: &str = "call-member";

@@ -10,9 +10,9 @@
 use serde_json::Value;
 
 use super::model::{self as wire, Reply};
+use super::provider::Provider;
 use super::provider::{Event, StreamEvents, dialect};
 use super::sse::SseReader;
-use crate::manifest::Provider;
 
 /// Longest single provider event kept while waiting for its end. A delta is a few tokens; a
 /// `message_start` or a last chunk carries usage. Far below this.

@@ -284,9 +284,9 @@ pub fn message_body(
     }
     message.push('}');
     let method = if streaming {
-        "SendStreamingMessage"
+        crate::wire::jsonrpc::Method::SendStreamingMessage.name()
     } else {
-        "SendMessage"
+        crate::wire::jsonrpc::Method::SendMessage.name()
     };
     format!(
         "{{\"id\":{},\"jsonrpc\":\"2.0\",\"method\":\"{method}\",\"params\":{{\"message\":{message}}}}}",

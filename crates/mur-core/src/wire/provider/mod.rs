@@ -20,7 +20,6 @@ use serde_json::{Map, Value};
 
 use super::model::{Msg, Reply, Request};
 use super::model_stream::Held;
-use crate::manifest::Provider;
 
 pub mod anthropic;
 pub mod openai;
@@ -61,6 +60,39 @@ pub trait Dialect: Sync {
     fn parse_reply(&self, reply: &Value) -> Result<Reply, String>;
     /// A reader for the events of one streamed reply.
     fn stream(&self) -> Box<dyn StreamEvents>;
+}
+
+/// `inference.provider`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    /// OpenAI's Chat Completions API as it is today (`max_completion_tokens`, `developer`).
+    OpenAi,
+    /// A server that speaks the older Chat Completions fields (`max_tokens`, `system`): llama.cpp,
+    /// vLLM, Ollama and the like.
+    OpenAiCompatible,
+    Anthropic,
+}
+
+impl Provider {
+    /// Every provider, in the order the reference lists them: the words `inference.provider`
+    /// takes. A new variant goes here too (the compiler cannot check this list; the seam's tests
+    /// in this module walk it).
+    pub const ALL: [Provider; 3] = [Provider::OpenAi, Provider::OpenAiCompatible, Provider::Anthropic];
+
+    /// The manifest's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::OpenAi => "openai",
+            Provider::OpenAiCompatible => "openai-compatible",
+            Provider::Anthropic => "anthropic",
+        }
+    }
+
+    /// The base URL used when `inference.endpoint` is absent
+    /// (docs/reference/capsules.md#model-capsules).
+    pub fn default_endpoint(self) -> &'static str {
+        dialect(self).default_endpoint()
+    }
 }
 
 /// The [`Dialect`] of `provider`: the one match on providers (see the module doc).
