@@ -70,7 +70,7 @@ pub use output::{
 pub use policy::{PeerRoutes, task_policy};
 pub use router::{Channel, Denial, PeerRoute, Resolution, Resolve, VirtualPeerRouter, resolve};
 
-use crate::capsule::{AllowList, CallOutcome, CallStatus, HttpPolicy, MemberCalls};
+use crate::runner::{AllowList, CallOutcome, CallStatus, HttpPolicy, MemberCalls};
 use crate::tasks::Trust;
 use crate::timing::Timing;
 use crate::trace::TraceWriter;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use actix::Addr;
 
 use super::router::{self, Resolution, VirtualPeerRouter};
-use crate::capsule::{AllowList, BoxFuture, NetworkPolicy, PeerResolver, Route};
+use crate::runner::{AllowList, BoxFuture, NetworkPolicy, PeerResolver, Route, RouteHeader};
 use crate::tasks::Trust;
 
 /// Resolves virtual peer addresses for one task through the router, stamping the task's trust
@@ -41,7 +41,7 @@ impl PeerResolver for PeerRoutes {
                     let mut route = Route::peer_door(&r.url, r.token(), self.trust.as_str());
                     route.door = r.door.clone();
                     if let Some(tp) = crate::otel::task_traceparent(&self.task_id) {
-                        route.headers.push(crate::capsule::RouteHeader {
+                        route.headers.push(RouteHeader {
                             name: "traceparent".into(),
                             value: tp,
                             sensitive: false,

@@ -31,7 +31,7 @@ use super::dispatch::{CallSlot, TaskInner, report_ended};
 use super::router::{self, Resolution};
 use super::wire::{self, Ended, Poll, SendReply, SseReader, StreamNews, StreamedTask};
 use super::{DispatchKind, Dispatched};
-use crate::capsule::CallStatus;
+use crate::runner::CallStatus;
 
 /// Which came first.
 enum Race<T> {

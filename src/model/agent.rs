@@ -24,7 +24,7 @@ use super::wire::{
 };
 use super::{Identity, ModelConfig};
 use crate::calls::continuation_message;
-use crate::capsule::{
+use crate::runner::{
     AllowList, BoxFuture, CallOutcome, CallStatus, CancelSignal, HttpPolicy, NetworkPolicy, not_a_callee,
 };
 use crate::tasks::{Asked, Asker, ContextTurn, NoAnswerBelow, TaskOutcome};
@@ -879,7 +879,7 @@ impl TaskRun<'_> {
         }
         Ok(AgentOutcome::NoAnswer {
             reason: reason.to_string(),
-            below: crate::capsule::no_answer_below(&self.ended),
+            below: crate::runner::no_answer_below(&self.ended),
         })
     }
 }
