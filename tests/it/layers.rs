@@ -92,3 +92,105 @@ fn only_the_session_and_the_command_line_import_the_door() {
         offenders.join("\n")
     );
 }
+
+/// The top-level modules of this crate a source names through `crate::` (or `mur::`), however
+/// the path is written: `crate::capsule::X`, `crate::{capsule, tasks}`, `crate::{capsule::X}`,
+/// across lines. Comments are left out; string literals are not, so a mention there counts too.
+fn crate_modules_named(text: &str) -> Vec<(usize, String)> {
+    let code: String = text
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let line_of = |at: usize| code[..at].matches('\n').count() + 1;
+    let ident = |s: &str| -> String { s.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect() };
+    let mut named = Vec::new();
+    for root in ["crate", "mur"] {
+        let mut from = 0;
+        while let Some(i) = code[from..].find(root) {
+            let at = from + i;
+            from = at + root.len();
+            let before = code[..at].chars().next_back();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                continue;
+            }
+            let rest = code[from..].trim_start();
+            let Some(rest) = rest.strip_prefix("::") else {
+                continue;
+            };
+            let rest = rest.trim_start();
+            if let Some(group) = rest.strip_prefix('{') {
+                // The group's top-level items, each named by its first segment.
+                let (mut depth, mut item_start) = (0usize, true);
+                for (k, c) in group.char_indices() {
+                    match c {
+                        '{' => depth += 1,
+                        '}' if depth == 0 => break,
+                        '}' => depth -= 1,
+                        ',' if depth == 0 => item_start = true,
+                        c if c.is_whitespace() => {}
+                        _ if item_start && depth == 0 => {
+                            item_start = false;
+                            named.push((line_of(at), ident(&group[k..])));
+                        }
+                        _ => {}
+                    }
+                }
+            } else {
+                named.push((line_of(at), ident(rest)));
+            }
+        }
+    }
+    named
+}
+
+#[test]
+fn the_import_reader_sees_grouped_and_split_paths() {
+    let text = "use crate::{\n    tasks::Board,\n    capsule::{A, B},\n};\nuse crate :: capsule;\n// crate::capsule\nlet x = mur::capsule::Y;\nuse crate::{runner, self as c};";
+    let named = crate_modules_named(text);
+    let capsule: Vec<usize> = named.iter().filter(|(_, m)| m == "capsule").map(|(l, _)| *l).collect();
+    assert_eq!(capsule, [1, 5, 7], "{named:?}");
+    assert!(named.iter().any(|(_, m)| m == "runner"), "{named:?}");
+    assert!(named.iter().any(|(_, m)| m == "tasks"), "{named:?}");
+}
+
+/// The runners that do not host WebAssembly take what they share with the component host from
+/// `crate::runner` (cancellation, member calls, outcomes, the outgoing-HTTP policy), never from
+/// `crate::capsule`: a model, a remote agent and the member calls run without the wasmtime host.
+/// Their tests may still run a component.
+#[test]
+fn model_remote_and_calls_do_not_import_the_component_host() {
+    let src = repo_root().join("src");
+    let mut offenders = Vec::new();
+    for dir in ["model", "remote", "calls"] {
+        let mut files = Vec::new();
+        rust_files(&src.join(dir), &mut files);
+        assert!(!files.is_empty(), "src/{dir} has sources");
+        for file in files {
+            if file.file_name().is_some_and(|n| n == "tests.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&file).expect("read source");
+            let rel = file.strip_prefix(&src).expect("under src");
+            for (line, module) in crate_modules_named(&text) {
+                if module == "capsule" {
+                    offenders.push(format!("{}:{line}", rel.display()));
+                }
+            }
+            // `super::` reaching the crate root from a module's own file.
+            let depth = rel.components().count() - usize::from(rel.ends_with("mod.rs"));
+            let root = "super::".repeat(depth);
+            for (n, l) in text.lines().enumerate() {
+                let code = l.split("//").next().unwrap_or("");
+                if code.replace(' ', "").contains(&format!("{root}capsule")) {
+                    offenders.push(format!("{}:{}", rel.display(), n + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "the model, remote and calls runners import the component host (take the shared types from crate::runner):\n{}",
+        offenders.join("\n")
+    );
+}
