@@ -3,8 +3,9 @@
 //! component's `capabilities.network.allow`, and sent to the real door with the edge's token and
 //! the task's trust class stamped over whatever the component set.
 //!
-//! The capsule host does the interception and the header rewrite ([`NetworkPolicy`],
-//! [`Route::peer_door`]); this module supplies its [`PeerResolver`], backed by the router.
+//! The decision is `crate::runner`'s ([`NetworkPolicy`], [`Route::peer_door`]) and the
+//! interception and header rewrite the capsule host's; this module supplies the policy's
+//! [`PeerResolver`], backed by the router.
 
 use std::sync::Arc;
 

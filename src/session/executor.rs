@@ -1,5 +1,6 @@
 //! The executor: takes work from the task board, one task at a time, and runs it on the
-//! capsule host (docs/reference/capsules.md).
+//! session's runner: the capsule host, the model agent or the remote forwarder
+//! (docs/reference/capsules.md), each handed only its own environment.
 //!
 //! It runs on an arbiter thread of its own, so a component busy computing never delays the
 //! session's controller (signals, lifeline, deadline) or the door. A task cancelled on the board
