@@ -35,7 +35,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
-use mur::capsule::{CancelSignal, CapsuleEngine, ToolGrant, ToolRun, WasmTool};
+use mur::capsule::{CapsuleEngine, ToolGrant, ToolRun, WasmTool};
+use mur::runner::CancelSignal;
 use mur::tools::mcp::{McpEndpoint, McpLimits, McpServer};
 use serde_json::json;
 

@@ -42,6 +42,8 @@ pub mod progress;
 #[cfg(feature = "runtime")]
 pub mod remote;
 #[cfg(feature = "runtime")]
+pub mod runner;
+#[cfg(feature = "runtime")]
 pub mod scaffold;
 #[cfg(feature = "runtime")]
 pub mod session;

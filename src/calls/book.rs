@@ -12,7 +12,7 @@ use tokio::sync::watch;
 use super::output;
 use super::wire::Ended;
 use super::{DispatchKind, Dispatched, Shared, busy_text};
-use crate::capsule::{CallOutcome, CallStatus};
+use crate::runner::{CallOutcome, CallStatus};
 use crate::tasks::{NoAnswerBelow, Trust};
 use crate::wire::jsonrpc::Method;
 

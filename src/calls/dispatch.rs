@@ -19,8 +19,8 @@ use tokio::sync::oneshot;
 use super::book::{CallSlot, ReplyTo, TaskInner, report_ended};
 use super::wire::Ended;
 use super::{Dispatched, Shared};
-use crate::capsule::{BoxFuture, CallOutcome, CallStatus, MemberCalls};
 use crate::ids::{self, IdKind};
+use crate::runner::{AllowList, BoxFuture, CallOutcome, CallStatus, MemberCalls, NetworkPolicy};
 use crate::tasks::Trust;
 
 /// The member calls of one task. Cheap to clone; every clone is the same task.
@@ -33,7 +33,7 @@ impl TaskCalls {
     /// The outgoing-HTTP policy of one of this task's tools: `allow` (the tool's own rules)
     /// for direct requests, and this task's routes to its callees' doors for virtual peer
     /// addresses, checked against `allow` too.
-    pub fn tool_policy(&self, allow: &crate::capsule::AllowList) -> crate::capsule::NetworkPolicy {
+    pub fn tool_policy(&self, allow: &AllowList) -> NetworkPolicy {
         super::policy::task_policy(allow, &self.inner.shared.router, self.inner.trust, &self.inner.task_id)
     }
 
@@ -96,7 +96,7 @@ impl TaskCalls {
         let callees = &inner.shared.callees;
         // Step 2.
         if !callees.iter().any(|c| c == member) {
-            return Err(crate::capsule::not_a_callee(member, callees));
+            return Err(crate::runner::not_a_callee(member, callees));
         }
         // Steps 3 and 4, under one lock so two dispatches cannot both claim the member (nor two
         // replies the one question).

@@ -5,7 +5,7 @@
 //!
 //! - `router` — [`VirtualPeerRouter`], the actix actor holding the callees' tokens and door URLs
 //!   (fed by the formation channel) and answering [`Resolve`].
-//! - `dispatch` — [`TaskCalls`], one task's calls: the capsule host's [`MemberCalls`].
+//! - `dispatch` — [`TaskCalls`], one task's calls: a runner's [`MemberCalls`] (`crate::runner`).
 //! - `watcher` — one call on the wire: send, busy re-offer, SubscribeToTask then GetTask.
 //! - `client` — the A2A JSON-RPC client over awc. The bodies and replies, and the event-stream
 //!   framing of SubscribeToTask, are pure and the core's (`wire`, `mur_core::wire::calls`).
@@ -29,7 +29,7 @@
 //! let calls = Calls::new(router, callees, AllowList::parse(&manifest.network_allow),
 //!                        Arc::new(trace_writer), &timing);
 //!
-//! // Per task (the executor's env factory):
+//! // Per task of a component (the executor's `component_env`):
 //! let (member_calls, http) = calls.for_task(&work.task_id, work.trust);
 //! let env = TaskEnv { calls: member_calls, http, peers_env, .. };
 //! let outcome = capsule.run(&work.text, env).await;
@@ -71,7 +71,7 @@ pub use output::{
 pub use policy::{PeerRoutes, task_policy};
 pub use router::{Channel, Denial, PeerRoute, Resolution, Resolve, VirtualPeerRouter, resolve};
 
-use crate::capsule::{AllowList, CallOutcome, CallStatus, HttpPolicy, MemberCalls};
+use crate::runner::{AllowList, CallOutcome, CallStatus, HttpPolicy, MemberCalls};
 use crate::tasks::Trust;
 use crate::timing::Timing;
 use crate::trace::TraceWriter;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::{DispatchKind, Dispatched, busy_text};
-use crate::capsule::{CallOutcome, CallStatus};
+use crate::runner::{CallOutcome, CallStatus};
 
 /// Bytes of a callee's output kept before the cut marker
 /// (docs/reference/capsules.md#calls-between-members, docs/reference/formation.md#timing).

@@ -3,15 +3,16 @@
 //! component's `capabilities.network.allow`, and sent to the real door with the edge's token and
 //! the task's trust class stamped over whatever the component set.
 //!
-//! The capsule host does the interception and the header rewrite ([`NetworkPolicy`],
-//! [`Route::peer_door`]); this module supplies its [`PeerResolver`], backed by the router.
+//! The decision is `crate::runner`'s ([`NetworkPolicy`], [`Route::peer_door`]) and the
+//! interception and header rewrite the capsule host's; this module supplies the policy's
+//! [`PeerResolver`], backed by the router.
 
 use std::sync::Arc;
 
 use actix::Addr;
 
 use super::router::{self, Resolution, VirtualPeerRouter};
-use crate::capsule::{AllowList, BoxFuture, NetworkPolicy, PeerResolver, Route};
+use crate::runner::{AllowList, BoxFuture, NetworkPolicy, PeerResolver, Route, RouteHeader};
 use crate::tasks::Trust;
 
 /// Resolves virtual peer addresses for one task through the router, stamping the task's trust
@@ -41,7 +42,7 @@ impl PeerResolver for PeerRoutes {
                     let mut route = Route::peer_door(&r.url, r.token(), self.trust.as_str());
                     route.door = r.door.clone();
                     if let Some(tp) = crate::otel::task_traceparent(&self.task_id) {
-                        route.headers.push(crate::capsule::RouteHeader {
+                        route.headers.push(RouteHeader {
                             name: "traceparent".into(),
                             value: tp,
                             sensitive: false,

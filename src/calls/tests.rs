@@ -25,10 +25,11 @@ use tokio::sync::Notify;
 
 use super::wire::{self, CalleeTask, Ended, Poll, SendReply, SseReader, StreamNews, StreamedTask};
 use super::*;
-use crate::capsule::{self, CallOutcome, CallStatus, Capsule, CapsuleEngine, MemberCalls, TaskEnv};
+use crate::capsule::{self, Capsule, CapsuleEngine, TaskEnv};
 use crate::channel::{Address, AddressLine, Call, ChannelEvent};
 use crate::door::{Door, DoorConfig, FormationTrust};
 use crate::manifest::Acceptance;
+use crate::runner::{CallOutcome, CallStatus, MemberCalls};
 use crate::tasks::{Board, BoardEvent, NoAnswerBelow, Origin, TaskOutcome, TaskState, Work};
 use crate::token::SigningKey;
 use crate::wire::jsonrpc::Method;
@@ -996,7 +997,7 @@ fn caller(sk: &SigningKey, callees: &[(&str, Option<&str>)], allow: &[&str], tim
     let calls = Calls::new(
         router.clone(),
         callees.iter().map(|(n, _)| n.to_string()).collect(),
-        crate::capsule::AllowList::parse(allow),
+        crate::runner::AllowList::parse(allow),
         Arc::new(trace),
         timing,
     );

@@ -31,7 +31,7 @@ use super::client::{DoorClient, Subscription};
 use super::router::{self, Resolution};
 use super::wire::{self, Ended, Poll, SendReply, SseReader, StreamNews, StreamedTask};
 use super::{DispatchKind, Dispatched};
-use crate::capsule::CallStatus;
+use crate::runner::CallStatus;
 use crate::wire::jsonrpc::Method;
 
 /// Which came first.

@@ -10,12 +10,13 @@ use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+use super::TaskEnv;
 use super::bindings;
 use super::bindings::murmur::capsule::{ask, call_member, identity};
-use super::engine::{Budget, Stop, Unanswered};
 use super::http::PolicyHooks;
+use super::interrupt::{Budget, Stop, Unanswered};
 use super::limiter::Limiter;
-use super::{CallStatus, MemberCalls, TaskEnv};
+use crate::runner::{CallOutcome, CallStatus, MemberCalls};
 
 /// The linker every capsule of an engine is pre-instantiated with: WASI, `wasi:http`'s outgoing
 /// handler, and the world's own imports.
@@ -119,7 +120,7 @@ impl call_member::Host for HostState {
     }
 }
 
-fn wit_outcome(o: crate::capsule::CallOutcome) -> call_member::CallOutcome {
+fn wit_outcome(o: CallOutcome) -> call_member::CallOutcome {
     call_member::CallOutcome {
         call_id: o.call_id,
         member: o.member,

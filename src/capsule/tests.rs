@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::*;
+use crate::runner::*;
 
 macro_rules! wat {
     ($path:literal) => {

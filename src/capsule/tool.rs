@@ -17,11 +17,12 @@ use wasmtime::{Store, Trap};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+use super::CapsuleEngine;
 use super::compiled::{CompiledCache, Source};
-use super::engine::{self, Stop};
 use super::http::PolicyHooks;
+use super::interrupt::{self, Stop};
 use super::limiter::Limiter;
-use super::{CancelSignal, CapsuleEngine, HttpPolicy, NetworkPolicy};
+use crate::runner::{CancelSignal, HttpPolicy, NetworkPolicy};
 
 mod bindings {
     wasmtime::component::bindgen!({
@@ -262,15 +263,15 @@ impl WasmTool {
             return Err(None);
         }
         let limits = grant.limits;
-        let budget = engine::Budget::new(limits.time_budget);
+        let budget = interrupt::Budget::new(limits.time_budget);
         let _running = self.engine.running();
         let mut store = Store::new(self.engine.wasmtime(), ToolState::new(grant));
         store.limiter(|s| &mut s.limiter);
-        engine::arm(&mut store, cancel, &budget);
+        interrupt::arm(&mut store, cancel, &budget);
         let result = {
             let store = &mut store;
             let pre = &self.pre;
-            engine::within(cancel, &budget, async move {
+            interrupt::within(cancel, &budget, async move {
                 let instance = pre.instantiate_async(&mut *store).await?;
                 f(&instance, store).await
             })

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::agent::{AgentCalls, CallReply};
 use crate::calls::{DispatchKind, TaskCalls, tool_result};
-use crate::capsule::{AllowList, BoxFuture, CallOutcome, HttpPolicy};
+use crate::runner::{AllowList, BoxFuture, CallOutcome, HttpPolicy};
 
 /// A task's member calls for the agent loop.
 #[derive(Debug, Clone)]

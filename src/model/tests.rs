@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 
 use super::wire::{self, Msg, Request as WireRequest, Stop, ToolCall, ToolOutput, Usage};
 use super::*;
-use crate::capsule::{BoxFuture, CallOutcome, CallStatus, CancelSignal};
 use crate::manifest::{Inference, Provider as Api, Transport};
+use crate::runner::{BoxFuture, CallOutcome, CallStatus, CancelSignal};
 use crate::tasks::{NoAnswerBelow, TaskOutcome};
 
 #[allow(dead_code, clippy::all)]

@@ -106,7 +106,7 @@ pub fn prepare(
             format!("its remote.url '{}' is not an http(s) URL", shown(&remote.url)),
         ));
     };
-    let allow = crate::capsule::AllowList::parse(&manifest.network_allow);
+    let allow = crate::address::allow::AllowList::parse(&manifest.network_allow);
     let connect = within.min(Duration::from_secs(10));
     let fetched = actix_rt::System::new().block_on(async {
         let client = Client::new(&card_url, connect)?;

@@ -1,5 +1,6 @@
 //! The executor: takes work from the task board, one task at a time, and runs it on the
-//! capsule host (docs/reference/capsules.md).
+//! session's runner: the capsule host, the model agent or the remote forwarder
+//! (docs/reference/capsules.md), each handed only its own environment.
 //!
 //! It runs on an arbiter thread of its own, so a component busy computing never delays the
 //! session's controller (signals, lifeline, deadline) or the door. A task cancelled on the board
@@ -13,12 +14,13 @@ use actix::Actor;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::calls;
-use crate::capsule::{
-    self, AllowList, CallStatus, Capsule, HttpPolicy, MemberCalls, NetworkPolicy, OutputSink, TaskEnv,
-};
+use crate::capsule::{self, Capsule, OutputSink, TaskEnv};
 use crate::channel::{self, FirstLine, Intake};
 use crate::manifest::Manifest;
 use crate::model::{self, Agent, AgentCalls, AgentOutcome, TaskCtx, TaskEvents};
+use crate::runner::{
+    AllowList, CallOutcome, CallStatus, CancelSignal, HttpPolicy, MemberCalls, NetworkPolicy, NoCallees,
+};
 use crate::tasks::{Board, TaskOutcome, Work};
 use crate::timing::Timing;
 use crate::trace::TraceWriter;
@@ -59,17 +61,20 @@ pub enum ExecEvent {
     Gone,
 }
 
-/// What the executor needs from the session around each task.
+/// What the executor needs from the session around each task. Each kind of runner is handed
+/// only its own environment, built once per task.
 pub trait TaskSetup: Send + Sync {
-    /// The environment of one task: identity, member calls, network policy, output, limits.
-    fn env(&self, work: &Work) -> TaskEnv;
+    /// What a component's task runs with (docs/reference/capsules.md#component-capsules):
+    /// identity, member calls, network policy, output, limits, cancellation and its asker.
+    fn component_env(&self, work: &Work, board: &Arc<Board>, cancel: CancelSignal) -> TaskEnv;
     /// The task's run is over (e.g. its unawaited member calls end `abandoned`): how each of its
     /// member calls ended, in start order.
-    fn finished(&self, task_id: &str) -> Vec<capsule::CallOutcome>;
+    fn finished(&self, task_id: &str) -> Vec<CallOutcome>;
     /// What a model capsule's task runs with (docs/reference/capsules.md#model-capsules): its
-    /// calls, cancellation and events.
-    fn model_task(&self, work: &Work, board: &Arc<Board>, cancel: capsule::CancelSignal) -> TaskCtx;
-    /// How a task of a capsule that may ask asks its caller; `None` when it may not.
+    /// calls, cancellation, events and asker.
+    fn model_task(&self, work: &Work, board: &Arc<Board>, cancel: CancelSignal) -> TaskCtx;
+    /// How a task of a capsule that may ask asks its caller; `None` when it may not (a remote
+    /// capsule's task takes only this).
     fn asker(&self, _work: &Work, _board: &Arc<Board>) -> Option<crate::tasks::Asker> {
         None
     }
@@ -81,7 +86,7 @@ pub trait TaskSetup: Send + Sync {
         false
     }
     /// Whether the member's lifeline closes within `grace` (at once if it is closed already).
-    fn formation_ends_within(&self, _grace: Duration) -> capsule::BoxFuture<'_, bool> {
+    fn formation_ends_within(&self, _grace: Duration) -> crate::runner::BoxFuture<'_, bool> {
         Box::pin(async { false })
     }
     /// The task left the queue and is about to run (`task_start`, its span).
@@ -126,22 +131,30 @@ async fn drain(
             task_id: task_id.clone(),
         });
         setup.started(&work);
-        let mut env = setup.env(&work);
-        // A component asks through its env, a model through its task context (`model_task`).
-        env.asker = setup.asker(&work, &board);
-        let signal = env.cancel.clone();
-        let watch = work.cancel.clone();
-        // The board's cancellation drives the capsule's; the bridge dies with the task.
-        let bridge = actix_rt::spawn(async move {
-            watch.cancelled().await;
-            signal.cancel();
-        });
+        // The board's cancellation drives a component's or a model's signal; the bridge dies with
+        // the task. A remote task follows the board's cancellation itself.
+        let mut bridge = None;
+        let mut bridged = || {
+            let signal = CancelSignal::new();
+            let (fire, watch) = (signal.clone(), work.cancel.clone());
+            bridge = Some(actix_rt::spawn(async move {
+                watch.cancelled().await;
+                fire.cancel();
+            }));
+            signal
+        };
         let (outcome, calls) = match &runner {
-            Runner::Component(capsule) => run_component(Ok(capsule), &work, env, setup.as_ref()).await,
-            Runner::Deferred(deferred) => run_component(deferred.capsule(), &work, env, setup.as_ref()).await,
+            Runner::Component(capsule) => {
+                let env = setup.component_env(&work, &board, bridged());
+                run_component(Ok(capsule), &work, env, setup.as_ref()).await
+            }
+            Runner::Deferred(deferred) => {
+                let env = setup.component_env(&work, &board, bridged());
+                run_component(deferred.capsule(), &work, env, setup.as_ref()).await
+            }
             Runner::Model(agent) => {
                 // The context's earlier exchanges open the conversation (A2A v1.0 §3.4.2).
-                let ctx = setup.model_task(&work, &board, env.cancel);
+                let ctx = setup.model_task(&work, &board, bridged());
                 let outcome = agent.run_in_context(&work.context, &work.text, ctx).await;
                 if matches!(outcome, AgentOutcome::MaxTurns(_)) {
                     setup.max_turns_reached(&task_id);
@@ -168,7 +181,9 @@ async fn drain(
             let teardown = Timing::get().member_teardown;
             let _ = tokio::time::timeout(teardown, work.cancel.cancelled()).await;
         }
-        bridge.abort();
+        if let Some(bridge) = bridge {
+            bridge.abort();
+        }
         board.finish(&task_id, outcome);
         drop(work);
         let _ = events.send(ExecEvent::Done { task_id });
@@ -187,7 +202,7 @@ async fn run_component(
     work: &Work,
     env: TaskEnv,
     setup: &dyn TaskSetup,
-) -> (TaskOutcome, Vec<capsule::CallOutcome>) {
+) -> (TaskOutcome, Vec<CallOutcome>) {
     let host = match capsule {
         Ok(capsule) => capsule.run(&work.text, env).await,
         Err(why) => capsule::RunOutcome::Failed(format!("the capsule cannot be run: {why}")),
@@ -211,14 +226,14 @@ async fn wait_closed(board: &Board) {
 /// sent (docs/reference/capsules.md#component-capsules), with the task's calls that ended without
 /// an answer (`ended`: every call of the task, as it ended) as `noAnswerBelow`; anywhere else it is
 /// a failure carrying the reason.
-pub fn board_outcome(outcome: capsule::RunOutcome, owner: Option<&str>, ended: &[capsule::CallOutcome]) -> TaskOutcome {
+pub fn board_outcome(outcome: capsule::RunOutcome, owner: Option<&str>, ended: &[CallOutcome]) -> TaskOutcome {
     match outcome {
         capsule::RunOutcome::Completed(answer) => TaskOutcome::Completed(answer),
         capsule::RunOutcome::Failed(message) => TaskOutcome::Failed(message),
         capsule::RunOutcome::NoAnswer(reason) if owner.is_some_and(|o| o.starts_with("member:")) => {
             TaskOutcome::NoAnswer {
                 reason,
-                below: capsule::no_answer_below(ended),
+                below: crate::runner::no_answer_below(ended),
             }
         }
         capsule::RunOutcome::NoAnswer(reason) => TaskOutcome::Failed(reason),
@@ -250,7 +265,7 @@ pub fn member_calls(
             router.do_send(calls::Channel(channel::ChannelEvent::Closed));
         }
     }
-    let callees: Vec<String> = first.calls.iter().map(|c| c.name.clone()).collect();
+    let callees: Vec<String> = first.callees();
     if callees.is_empty() {
         return None;
     }
@@ -276,9 +291,7 @@ pub fn task_setup(
     journal: Journal,
     lifeline: Option<LifelineProbe>,
 ) -> Setup {
-    let callees: Vec<String> = first
-        .map(|f| f.calls.iter().map(|c| c.name.clone()).collect())
-        .unwrap_or_default();
+    let callees = FirstLine::callees_of(first);
     // docs/reference/capsules.md#what-the-host-grants: single spaces, roster order, never set
     // empty.
     let peers_env = crate::address::virtual_peer::peers_env(&callees);
@@ -327,13 +340,10 @@ pub struct Setup {
 }
 
 impl TaskSetup for Setup {
-    fn env(&self, work: &Work) -> TaskEnv {
+    fn component_env(&self, work: &Work, board: &Arc<Board>, cancel: CancelSignal) -> TaskEnv {
         let (member_calls, http): (Arc<dyn MemberCalls>, Arc<dyn HttpPolicy>) = match &self.calls {
             Some(c) => c.for_task(&work.task_id, work.trust),
-            None => (
-                Arc::new(capsule::NoCallees),
-                Arc::new(NetworkPolicy::new(self.allow.clone())),
-            ),
+            None => (Arc::new(NoCallees), Arc::new(NetworkPolicy::new(self.allow.clone()))),
         };
         TaskEnv {
             formation_id: self.formation_id.clone(),
@@ -342,12 +352,12 @@ impl TaskSetup for Setup {
             calls: member_calls,
             http,
             output: self.output.clone(),
-            cancel: capsule::CancelSignal::new(),
+            cancel,
             limits: capsule::Limits {
                 time_budget: self.budget,
                 ..capsule::Limits::default()
             },
-            asker: None,
+            asker: self.asker(work, board),
         }
     }
 
@@ -355,7 +365,7 @@ impl TaskSetup for Setup {
         self.lifeline.as_ref().is_some_and(LifelineProbe::has_closed)
     }
 
-    fn formation_ends_within(&self, grace: Duration) -> capsule::BoxFuture<'_, bool> {
+    fn formation_ends_within(&self, grace: Duration) -> crate::runner::BoxFuture<'_, bool> {
         Box::pin(async move {
             match &self.lifeline {
                 Some(probe) => probe.closes_within(grace).await,
@@ -369,14 +379,14 @@ impl TaskSetup for Setup {
         crate::otel::task_started(&work.task_id);
     }
 
-    fn finished(&self, task_id: &str) -> Vec<capsule::CallOutcome> {
+    fn finished(&self, task_id: &str) -> Vec<CallOutcome> {
         match &self.calls {
             Some(c) => c.finish_task(task_id),
             None => Vec::new(),
         }
     }
 
-    fn model_task(&self, work: &Work, board: &Arc<Board>, cancel: capsule::CancelSignal) -> TaskCtx {
+    fn model_task(&self, work: &Work, board: &Arc<Board>, cancel: CancelSignal) -> TaskCtx {
         let from_member = work.owner.as_deref().is_some_and(|o| o.starts_with("member:"));
         let calls: Arc<dyn AgentCalls> = match &self.calls {
             Some(c) => Arc::new(model::SessionCalls::new(
@@ -480,7 +490,7 @@ mod tests {
 
     #[test]
     fn a_no_answer_names_the_calls_that_ended_without_one() {
-        use crate::capsule::{CallOutcome, CallStatus};
+        use crate::runner::CallStatus;
         use crate::tasks::NoAnswerBelow;
         let call = |member: &str, status: CallStatus| CallOutcome {
             call_id: format!("mcl_{member}"),

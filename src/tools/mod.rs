@@ -28,7 +28,8 @@ use serde_json::Value;
 pub use prepare::{ArchiveRef, prepare};
 pub use runtime::RuntimeTool;
 
-use crate::capsule::{AllowList, CancelSignal, HttpPolicy, ToolGrant, ToolLimits, ToolRun, WasmTool};
+use crate::capsule::{ToolGrant, ToolLimits, ToolRun, WasmTool};
+use crate::runner::{AllowList, CancelSignal, HttpPolicy};
 use crate::wire::model::ToolSpec;
 
 /// What runs a tool.

@@ -12,8 +12,9 @@ use std::sync::Arc;
 
 use super::mcp::{McpEndpoint, McpLimits, McpServer};
 use super::{Tool, ToolKind, Toolbox};
-use crate::capsule::{AllowList, CapsuleEngine, CompiledCache, Source, ToolGrant, WasmTool};
+use crate::capsule::{CapsuleEngine, CompiledCache, Source, ToolGrant, WasmTool};
 use crate::manifest::{ToolDecl, ToolSource};
+use crate::runner::AllowList;
 use crate::secret::Secret;
 use crate::wire::model::ToolSpec;
 

@@ -17,10 +17,11 @@ use std::path::{Path, PathBuf};
 use crate::support::repo_root;
 
 /// For each top-level module of `src/`, the top-level modules its code may import. Nothing
-/// imports `cli`; only the session's start-up and `mur ui` import `door`.
+/// imports `cli`; only the session's start-up and `mur ui` import `door`. The model, remote
+/// agents and member calls run without the WebAssembly host: they share `runner`, not `capsule`.
 const ALLOWED: &[(&str, &[&str])] = &[
-    ("calls", &["capsule", "channel", "otel", "peer_door", "tasks"]),
-    ("capsule", &["channel", "peer_door", "tasks"]),
+    ("calls", &["channel", "otel", "peer_door", "runner", "tasks"]),
+    ("capsule", &["channel", "peer_door", "runner", "tasks"]),
     ("channel", &[]),
     (
         "cli",
@@ -33,12 +34,14 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("door", &["loopback", "model", "peer_door", "tasks"]),
     ("launcher", &["capsule", "channel", "otel", "peer_door", "progress"]),
     ("loopback", &[]),
-    ("model", &["calls", "capsule", "loopback", "tasks", "tools"]),
+    ("model", &["calls", "loopback", "runner", "tasks", "tools"]),
     ("operator", &["loopback"]),
     ("otel", &["loopback"]),
     ("peer_door", &["channel"]),
     ("progress", &[]),
-    ("remote", &["capsule", "loopback", "model", "otel", "tasks"]),
+    // The port the runners share: cancellation, member calls, outcomes, the outgoing-HTTP policy.
+    ("runner", &["channel", "tasks"]),
+    ("remote", &["loopback", "model", "otel", "tasks"]),
     ("scaffold", &[]),
     // The session starts the door and hands it its configuration.
     (
@@ -53,12 +56,13 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "peer_door",
             "progress",
             "remote",
+            "runner",
             "tasks",
             "tools",
         ],
     ),
     ("tasks", &[]),
-    ("tools", &["capsule", "loopback", "model"]),
+    ("tools", &["capsule", "loopback", "model", "runner"]),
     // `mur ui` is served by the door's server, with its head, write-stall and in-flight bounds:
     // every listener of the project keeps the same ones.
     ("ui", &["door", "operator", "peer_door"]),
@@ -67,6 +71,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
 /// Imports only test code makes (a `tests.rs` or `*_tests.rs` file, or an inline `mod tests`),
 /// each with why it needs them.
 const ALLOWED_IN_TESTS: &[(&str, &str)] = &[
+    // The calls are tested from a real component, as a member runs them.
+    ("calls", "capsule"),
     // The calls client is tested against a real door, as a peer member runs it.
     ("calls", "door"),
     // The committed example tool is checked against the scaffold that writes it.

@@ -24,7 +24,7 @@ use super::wire::{
 };
 use super::{Identity, ModelConfig};
 use crate::calls::continuation_message;
-use crate::capsule::{
+use crate::runner::{
     AllowList, BoxFuture, CallOutcome, CallStatus, CancelSignal, HttpPolicy, NetworkPolicy, not_a_callee,
 };
 use crate::tasks::{Asked, Asker, ContextTurn, NoAnswerBelow, TaskOutcome};

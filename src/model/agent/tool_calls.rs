@@ -162,7 +162,7 @@ impl TaskRun<'_> {
         }
         Ok(AgentOutcome::NoAnswer {
             reason: reason.to_string(),
-            below: crate::capsule::no_answer_below(&self.ended),
+            below: crate::runner::no_answer_below(&self.ended),
         })
     }
 }

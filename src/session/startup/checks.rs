@@ -111,7 +111,7 @@ pub fn no_lifeline_warning(formation_id: &str) -> Diagnostic {
 /// docs/reference/capsules.md#what-the-host-grants: W-RUN-008, a member with callees whose network
 /// grant reaches no loopback door.
 pub fn unreachable_callees_warning(member: &str, callees: &[String], network_allow: &[String]) -> Option<Diagnostic> {
-    if callees.is_empty() || crate::capsule::AllowList::parse(network_allow).reaches_loopback_door() {
+    if callees.is_empty() || crate::address::allow::AllowList::parse(network_allow).reaches_loopback_door() {
         return None;
     }
     let names: Vec<String> = callees.iter().map(|c| format!("'{c}'")).collect();
