@@ -124,7 +124,7 @@ impl Client {
                 bounds,
             )),
             Route::Origin(_) => {
-                Err("its URL must be https://, or plain http:// to loopback (localhost, 127.0.0.1, [::1])".into())
+                Err("its url must be https://, or plain http:// to loopback (localhost, 127.0.0.1, [::1])".into())
             }
             Route::Pinned { https: true, addr } => Client::tls(Key::PinnedTls(addr), bounds),
             Route::Pinned { https: false, addr } => Ok(Client::plain(Key::Loopback(Some(addr)), None, bounds)),
