@@ -13,8 +13,9 @@
 //!   `manifest::endpoint::localhost_socket`).
 //! - **What a foreign server sends over plain `http://` is read as HTTP/1.1 says** ([`framing`]):
 //!   a body delimited by the close is read to it, a counted one never past its length.
-//! - Clients are made once per thread and route ([`Client::new`]); awc's futures are not `Send`,
-//!   so a client never crosses threads. A caller states only what differs: the route and the
+//! - Clients of foreign servers are made once per thread and route ([`Client::new`]); a door's
+//!   for each caller ([`Client::door`]). awc's futures are not `Send`, so a client never crosses
+//!   threads. A caller states only what differs: the route and the
 //!   [`Bounds`].
 //!
 //! The blocking clients (the OTLP exporter's, the operator's) dial through [`blocking`], which
@@ -95,7 +96,6 @@ impl std::fmt::Debug for Client {
 enum Key {
     Tls,
     Loopback(Option<SocketAddr>),
-    Socket { path: String, pid: u32, start: String },
     PinnedTls(SocketAddr),
 }
 
@@ -120,14 +120,13 @@ impl Client {
             Route::Origin(url) if url.starts_with("https://") => Client::tls(Key::Tls, bounds),
             Route::Origin(url) if crate::manifest::endpoint::plain_http_allowed(url) => Ok(Client::plain(
                 Key::Loopback(crate::manifest::endpoint::localhost_socket(url)),
-                None,
                 bounds,
             )),
             Route::Origin(_) => {
                 Err("its url must be https://, or plain http:// to loopback (localhost, 127.0.0.1, [::1])".into())
             }
             Route::Pinned { https: true, addr } => Client::tls(Key::PinnedTls(addr), bounds),
-            Route::Pinned { https: false, addr } => Ok(Client::plain(Key::Loopback(Some(addr)), None, bounds)),
+            Route::Pinned { https: false, addr } => Ok(Client::plain(Key::Loopback(Some(addr)), bounds)),
         }
     }
 
@@ -136,20 +135,14 @@ impl Client {
     /// that is not a door's has no address: every request fails.
     pub fn door(door: Option<&DoorIdentity>, url: &str, bounds: Bounds) -> Client {
         let address = crate::channel::door_socket(url);
-        let mut client = match door {
-            Some(d) => Client::plain(
-                Key::Socket {
-                    path: d.socket.clone(),
-                    pid: d.pid,
-                    start: d.start.clone(),
-                },
-                Some(d),
-                bounds,
-            ),
-            None => Client::plain(Key::Loopback(address), None, bounds),
-        };
-        client.address = address;
-        client
+        // Made for each caller, not kept for the thread: a call's first request dials the door
+        // and checks who serves it then, so a door replaced since its last call is found
+        // unreachable before anything is sent, never midway through the call.
+        Client {
+            http: build_plain(door.cloned(), address, bounds),
+            address,
+            close_each: false,
+        }
     }
 
     fn tls(key: Key, bounds: Bounds) -> Result<Client, String> {
@@ -161,14 +154,14 @@ impl Client {
         })
     }
 
-    fn plain(key: Key, door: Option<&DoorIdentity>, bounds: Bounds) -> Client {
+    fn plain(key: Key, bounds: Bounds) -> Client {
         let address = match &key {
             Key::Loopback(a) => *a,
-            _ => None,
+            Key::Tls | Key::PinnedTls(_) => None,
         };
         let close_each = matches!(key, Key::Loopback(_)) && bounds.keep_alive.is_none();
         let Ok(http) = cached(key.clone(), bounds, || {
-            Ok::<_, std::convert::Infallible>(build_plain(door.cloned(), address, bounds))
+            Ok::<_, std::convert::Infallible>(build_plain(None, address, bounds))
         });
         Client {
             http,
