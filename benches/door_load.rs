@@ -120,7 +120,7 @@ fn start_door(cfg: DoorConfig) -> Result<RunningDoor> {
             };
             let _ = tx.send(Ok((
                 format!("127.0.0.1:{}", door.port()),
-                door.operator_token().map(str::to_string),
+                door.operator_token().map(|t| t.reveal().to_string()),
             )));
             actix_rt::spawn(execute(Arc::clone(door.board())));
             let _ = stop_rx.await;

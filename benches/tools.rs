@@ -17,7 +17,7 @@
 //!   default; `MUR_BENCH_MCP_MODES=sse,json` adds a server answering in plain JSON). Both
 //!   figures include the server's own time; their difference is what mur adds over the official
 //!   client. Beside them, the part of mur's call that reads who owns the server's socket
-//!   (`loopback::verify_stream`: `/proc/net/tcp`, once per connection; mur's plain-http MCP
+//!   (`outbound::owner::verify_stream`: `/proc/net/tcp`, once per connection; mur's plain-http MCP
 //!   requests carry one response per connection).
 //!
 //! Each row is first measured by criterion (its mean and confidence interval), then by
@@ -276,7 +276,7 @@ fn owner_checks(port: u16, n: usize) -> Result<Vec<f64>, String> {
     let mut samples = Vec::with_capacity(n);
     for _ in 0..n {
         let started = Instant::now();
-        mur::loopback::verify_stream(&stream).map_err(|e| format!("the owner check: {e}"))?;
+        mur::outbound::owner::verify_stream(&stream).map_err(|e| format!("the owner check: {e}"))?;
         samples.push(micros(started.elapsed()));
     }
     Ok(samples)
@@ -427,7 +427,7 @@ fn mcp_rows(c: &mut Criterion, mode: &str, calls: usize, rounds: usize) -> Resul
             samples: theirs,
         },
         Row {
-            what: "mcp: of mur's call, the loopback owner check (`loopback::verify_stream`)".to_string(),
+            what: "mcp: of mur's call, the loopback owner check (`outbound::owner::verify_stream`)".to_string(),
             samples: owner,
         },
     ))

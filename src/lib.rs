@@ -28,13 +28,13 @@ pub mod door;
 #[cfg(feature = "runtime")]
 pub mod launcher;
 #[cfg(feature = "runtime")]
-pub mod loopback;
-#[cfg(feature = "runtime")]
 pub mod model;
 #[cfg(feature = "runtime")]
 pub mod operator;
 #[cfg(feature = "runtime")]
 pub mod otel;
+#[cfg(feature = "runtime")]
+pub mod outbound;
 #[cfg(feature = "runtime")]
 pub mod peer_door;
 #[cfg(feature = "runtime")]

@@ -13,9 +13,10 @@ use serde_json::Value;
 use zeroize::Zeroizing;
 
 use crate::diag::{self, Code, Diagnostic, shown};
+use crate::outbound::blocking::{self, Body, Check};
 use crate::outcome::Failure;
 use crate::running::RunningRecord;
-use crate::wire::http1::{self, Dechunker, Framing};
+use crate::wire::http1;
 use crate::wire::sse::SseReader;
 
 /// A door answers on its loopback port at once; one that does not is not serving.
@@ -118,16 +119,15 @@ fn dial(rec: &RunningRecord) -> Result<TcpStream, Failure> {
             url(rec)
         ))
     })?;
-    let stream = TcpStream::connect_timeout(&addr, CONNECT).map_err(|e| {
-        no_door(format!(
+    // The request carries the operator token: only to a server of this user's.
+    let stream = blocking::dial([addr], CONNECT, Check::Owner).map_err(|e| match e.kind() {
+        ErrorKind::PermissionDenied => no_door(format!("the door of {}: {e}", rec.session_id)),
+        _ => no_door(format!(
             "the door of {} at {} does not answer: {e}",
             rec.session_id,
             url(rec)
-        ))
+        )),
     })?;
-    // The request carries the operator token: only to a server of this user's.
-    crate::loopback::verify_stream(&stream).map_err(|e| no_door(format!("the door of {}: {e}", rec.session_id)))?;
-    let _ = stream.set_nodelay(true);
     stream
         .set_read_timeout(Some(LIVENESS_POLL))
         .map_err(|e| no_door(format!("the connection to {} cannot be set up: {e}", url(rec))))?;
@@ -151,7 +151,7 @@ fn request_head(rec: &RunningRecord, body_len: usize, stream: bool) -> Zeroizing
     );
     if let Some(token) = &rec.door_token {
         head.extend_from_slice(b"Authorization: Bearer ");
-        head.extend_from_slice(token.as_bytes());
+        head.extend_from_slice(token.reveal().as_bytes());
         head.extend_from_slice(b"\r\n");
     }
     head.extend_from_slice(b"\r\n");
@@ -233,43 +233,6 @@ impl<'a> Quiet<'a> {
                     ));
                 }
             }
-        }
-    }
-}
-
-/// A reply body as its head frames it.
-enum Body {
-    Chunked(Dechunker),
-    Length(u64),
-    Close,
-}
-
-impl Body {
-    pub fn new(f: Framing) -> Body {
-        match f {
-            Framing::Chunked => Body::Chunked(Dechunker::default()),
-            Framing::Length(n) => Body::Length(n),
-            Framing::Close => Body::Close,
-        }
-    }
-
-    pub fn push(&mut self, bytes: &[u8]) -> Result<Vec<u8>, http1::Malformed> {
-        match self {
-            Body::Chunked(d) => d.push(bytes),
-            Body::Length(left) => {
-                let n = usize::try_from(*left).unwrap_or(usize::MAX).min(bytes.len());
-                *left -= n as u64;
-                Ok(bytes[..n].to_vec())
-            }
-            Body::Close => Ok(bytes.to_vec()),
-        }
-    }
-
-    pub fn done(&self) -> bool {
-        match self {
-            Body::Chunked(d) => d.done(),
-            Body::Length(left) => *left == 0,
-            Body::Close => false,
         }
     }
 }

@@ -125,34 +125,6 @@ pub fn verify(stream: &tokio::net::UnixStream, door: &DoorIdentity) -> io::Resul
     Ok(())
 }
 
-/// An awc connector whose every connection is [`dial`]ed to `door`, whatever the request URL
-/// says: the URL keeps naming `http://localhost:<port>` (the `Host` header), the socket is the
-/// door's.
-pub fn awc_connector(
-    door: DoorIdentity,
-    connect: std::time::Duration,
-) -> awc::Connector<
-    impl actix_service::Service<
-        actix_tls::connect::ConnectInfo<awc::http::Uri>,
-        Response = actix_tls::connect::Connection<awc::http::Uri, tokio::net::UnixStream>,
-        Error = actix_tls::connect::ConnectError,
-    > + Clone,
-> {
-    use actix_tls::connect::{ConnectError, ConnectInfo, Connection};
-    let door = std::rc::Rc::new(door);
-    let service = actix_service::fn_service(move |info: ConnectInfo<awc::http::Uri>| {
-        let door = std::rc::Rc::clone(&door);
-        async move {
-            let stream = match tokio::time::timeout(connect, dial(&door)).await {
-                Ok(r) => r.map_err(ConnectError::Io)?,
-                Err(_) => return Err(ConnectError::Io(io::Error::from(io::ErrorKind::TimedOut))),
-            };
-            Ok(Connection::new(info.request().clone(), stream))
-        }
-    });
-    awc::Connector::new().connector(service).timeout(connect)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,14 +9,13 @@
 //! the watcher counts those. The error text never contains the token; it may contain the door's
 //! address, which callers redact before anyone sees it.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use actix_web::web::Bytes;
 use futures_util::StreamExt;
 
 use super::router::PeerRoute;
-use crate::channel;
+use crate::outbound;
 use crate::tasks::Trust;
 
 /// Largest reply body read (a callee's answer is cut to 64 KiB later; this only bounds memory).
@@ -55,11 +54,10 @@ impl EventStream {
 
 /// One callee's door, as a caller talks to it.
 pub struct DoorClient {
-    client: awc::Client,
+    /// Dials the door at 127.0.0.1, never a resolved name (see `channel::door_socket`); no
+    /// address for a URL that is not a door's: every request fails.
+    client: outbound::Client,
     route: PeerRoute,
-    /// Where the door is dialled: 127.0.0.1, never a resolved name (see
-    /// [`channel::door_socket`]). `None` for a URL that is not a door's: every request fails.
-    addr: Option<SocketAddr>,
     trust: Trust,
     /// The call span's W3C `traceparent`, sent on every request when spans are exported.
     traceparent: Option<String>,
@@ -78,26 +76,13 @@ impl DoorClient {
     /// A client for the door `route` names; requests carry `trust` as `x-murmur-task-trust`.
     /// `connect` bounds opening a connection.
     pub fn new(route: PeerRoute, trust: Trust, connect: Duration) -> DoorClient {
-        // A door never redirects; following one could carry the token elsewhere.
-        let client = match &route.door {
-            // Vouched for by the launcher: reached through its socket, served by that process
-            // alone, never through a port that anyone may bind once the member is gone.
-            Some(door) => awc::Client::builder()
-                .connector(crate::peer_door::awc_connector(door.clone(), connect))
-                .disable_redirects()
-                .disable_timeout()
-                .finish(),
-            None => awc::Client::builder()
-                .connector(awc::Connector::new().timeout(connect))
-                .disable_redirects()
-                .disable_timeout()
-                .finish(),
-        };
-        let addr = channel::door_socket(&route.url);
+        // Vouched for by the launcher: reached through its socket, served by that process
+        // alone, never through a port that anyone may bind once the member is gone; else its
+        // loopback port, served by this user. A door never redirects (`outbound` follows none).
+        let client = outbound::Client::door(route.door.as_ref(), &route.url, outbound::Bounds::connect(connect));
         DoorClient {
             client,
             route,
-            addr,
             trust,
             traceparent: None,
         }
@@ -112,16 +97,14 @@ impl DoorClient {
     /// A request to the door, or the transport error of a route that names no door (its URL is
     /// not quoted: callers redact door URLs, and this one is not a door's).
     fn request(&self, timeout: Duration) -> Result<awc::ClientRequest, String> {
-        let addr = self
-            .addr
-            .ok_or_else(|| "the callee's door address is not http://localhost:<port>".to_string())?;
-        let mut auth = awc::http::header::HeaderValue::from_str(&format!("Bearer {}", self.route.token()))
-            .unwrap_or_else(|_| awc::http::header::HeaderValue::from_static(""));
-        auth.set_sensitive(true);
+        if self.client.address().is_none() {
+            return Err("the callee's door address is not http://localhost:<port>".to_string());
+        }
+        let auth = outbound::credential(&format!("Bearer {}", self.route.token().reveal()))
+            .unwrap_or_else(|| awc::http::header::HeaderValue::from_static(""));
         let req = self
             .client
-            .post(format!("{}/", self.route.url))
-            .address(addr)
+            .post(&format!("{}/", self.route.url))
             .timeout(timeout)
             .insert_header((awc::http::header::AUTHORIZATION, auth))
             .insert_header(("a2a-version", "1.0"))

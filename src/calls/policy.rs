@@ -39,7 +39,7 @@ impl PeerResolver for PeerRoutes {
         Box::pin(async move {
             match router::resolve(&self.router, member).await {
                 Resolution::Route(r) => {
-                    let mut route = Route::peer_door(&r.url, r.token(), self.trust.as_str());
+                    let mut route = Route::peer_door(&r.url, r.token().reveal(), self.trust.as_str());
                     route.door = r.door.clone();
                     if let Some(tp) = crate::otel::task_traceparent(&self.task_id) {
                         route.headers.push(RouteHeader {

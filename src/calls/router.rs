@@ -20,7 +20,7 @@ use crate::channel::{self, ChannelEvent};
 use crate::secret::Secret;
 
 /// Where a callee's door is and the credential for it.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct PeerRoute {
     /// The door's real URL, `http://host:port`. Never shown to a component, a model or the trace.
     pub url: String,
@@ -32,18 +32,8 @@ pub struct PeerRoute {
 
 impl PeerRoute {
     /// The `mft1` of the edge: only ever the `Authorization` header of a request to `url`.
-    pub fn token(&self) -> &str {
-        self.token.reveal()
-    }
-}
-
-impl fmt::Debug for PeerRoute {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PeerRoute")
-            .field("url", &self.url)
-            .field("door", &self.door)
-            .field("token", &"<redacted>")
-            .finish()
+    pub fn token(&self) -> &Secret {
+        &self.token
     }
 }
 

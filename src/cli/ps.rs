@@ -210,7 +210,7 @@ mod tests {
         assert_eq!(render_json(&[]), r#"{"sessions":[]}"#);
         let frm = "frm_0199c4e2f1b7712a9d3e4f5061728394";
         let mut b = rec("ses_b", Some(frm), Some("planner"));
-        b.door_token = Some("mdt1.secret".into());
+        b.door_token = Some(crate::secret::Secret::new("mdt1.secret".into()));
         b.formation_entry = true;
         let out = render_json(&[b, rec("ses_a", None, None)]);
         assert!(!out.contains("mdt1"), "{out}");

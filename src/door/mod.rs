@@ -39,8 +39,8 @@ mod tests;
 use std::net::TcpListener;
 use std::sync::Arc;
 
+use crate::secret::Secret;
 use actix_web::{App, web};
-use zeroize::Zeroizing;
 
 pub use auth::{Caller, FormationAuth, FormationTrust};
 pub use card::CardFacts;
@@ -92,7 +92,7 @@ pub struct DoorConfig {
 pub struct Door {
     url: String,
     port: u16,
-    operator_token: Option<Zeroizing<String>>,
+    operator_token: Option<Secret>,
     board: Arc<Board>,
     serving: serve::Serving,
 }
@@ -168,7 +168,7 @@ impl Door {
 
         let (auth, operator_token) = if config.authenticate {
             let key = DoorKey::generate().map_err(|e| cannot(format!("no random door key: {e}")))?;
-            let token = Zeroizing::new(key.mint_operator());
+            let token = Secret::new(key.mint_operator());
             let authority = auth::DoorAuthenticator::new(&config.capsule_name, key, config.formation.clone());
             (FormationAuth::authenticating(Arc::new(authority)), Some(token))
         } else {
@@ -233,8 +233,8 @@ impl Door {
 
     /// The operator `mdt1` of an authenticating door. Hand it only to the readiness line (with
     /// `--readiness-tokens`) and the 0600 running record.
-    pub fn operator_token(&self) -> Option<&str> {
-        self.operator_token.as_ref().map(|t| t.as_str())
+    pub fn operator_token(&self) -> Option<&Secret> {
+        self.operator_token.as_ref()
     }
 
     pub fn board(&self) -> &Arc<Board> {

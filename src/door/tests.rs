@@ -161,7 +161,7 @@ fn start_keeping(cfg: DoorConfig, keep: tasks::Retention) -> TestDoor {
                 .set_observer(move |e| crate::sync::lock(&ev).push(e.clone()));
             let _ = tx.send(Ok((
                 door.url().to_string(),
-                door.operator_token().map(str::to_string),
+                door.operator_token().map(|t| t.reveal().to_string()),
                 Arc::clone(door.board()),
             )));
             actix_rt::spawn(execute(Arc::clone(door.board()), rel, ask));
@@ -1472,10 +1472,11 @@ fn the_probe_learns_the_card_key_and_a_changed_byte_fails() {
         url: format!("http://{}", d.url),
         pid: None,
         workdir: None,
-        operator_token: d.operator.clone(),
+        operator_token: d.operator.clone().map(crate::secret::Secret::new),
     };
     let probed = actix_rt::System::new().block_on(async {
-        let client = awc::Client::default();
+        let bounds = crate::outbound::Bounds::connect(std::time::Duration::from_secs(5));
+        let client = crate::outbound::Client::door(None, &reported.url, bounds);
         crate::launcher::probe::probe_once(&client, &reported, std::time::Duration::from_secs(5)).await
     });
     let Ok(crate::launcher::probe::Probed::Ready(Some(handed))) = probed else {

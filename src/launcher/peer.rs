@@ -565,16 +565,15 @@ async fn await_ready(
     actix::spawn(relay(reader, prefix, None));
 
     // The probe carries the operator token: over the socket, only the peer's process gets it.
-    let client = match door {
-        Some(d) => awc::Client::builder()
-            .connector(crate::peer_door::awc_connector(d.clone(), t.probe_connect))
-            .timeout(t.probe_read)
-            .finish(),
-        None => awc::Client::builder()
-            .connector(awc::Connector::new().timeout(t.probe_connect))
-            .timeout(t.probe_read)
-            .finish(),
-    };
+    let client = crate::outbound::Client::door(
+        door,
+        &ready.url,
+        crate::outbound::Bounds {
+            connect: t.probe_connect,
+            request: Some(t.probe_read),
+            keep_alive: None,
+        },
+    );
     let mut last = String::from("no probe completed");
     loop {
         if let Some(s) = *exit.borrow() {

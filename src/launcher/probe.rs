@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::channel;
 use crate::readiness::Reported;
 use crate::wire::jsonrpc::Method;
 
@@ -46,9 +45,13 @@ pub fn card_key(card: &Value) -> Option<String> {
 /// One probe of a door: whether it answers as `session_id` (and with which card key), `Err`
 /// with what went wrong otherwise.
 /// The door is dialled at 127.0.0.1, never at a resolved `localhost` (see
-/// [`channel::door_socket`]): the operator token must reach exactly the socket the door bound.
-pub async fn probe_once(client: &awc::Client, ready: &Reported, read_timeout: Duration) -> Result<Probed, String> {
-    let Some(addr) = channel::door_socket(&ready.url) else {
+/// `channel::door_socket`): the operator token must reach exactly the socket the door bound.
+pub async fn probe_once(
+    client: &crate::outbound::Client,
+    ready: &Reported,
+    read_timeout: Duration,
+) -> Result<Probed, String> {
+    if client.address().is_none() {
         return Err(format!(
             "it reported the door address {}, which is not http://localhost:<port>",
             crate::diag::shown(&ready.url)
@@ -56,11 +59,12 @@ pub async fn probe_once(client: &awc::Client, ready: &Reported, read_timeout: Du
     };
     let card: Value = match &ready.operator_token {
         Some(token) => {
+            let auth = crate::outbound::credential(&format!("Bearer {}", token.reveal()))
+                .ok_or("the operator token it reported cannot be a header")?;
             let mut resp = client
-                .post(format!("{}/", ready.url))
-                .address(addr)
+                .post(&format!("{}/", ready.url))
                 .timeout(read_timeout)
-                .insert_header(("authorization", format!("Bearer {token}")))
+                .insert_header(("authorization", auth))
                 .insert_header(("a2a-version", "1.0"))
                 .insert_header(("content-type", "application/json"))
                 .send_body(
@@ -76,8 +80,7 @@ pub async fn probe_once(client: &awc::Client, ready: &Reported, read_timeout: Du
         }
         None => {
             let mut resp = client
-                .get(format!("{}/.well-known/agent-card.json", ready.url))
-                .address(addr)
+                .get(&format!("{}/.well-known/agent-card.json", ready.url))
                 .timeout(read_timeout)
                 .send()
                 .await

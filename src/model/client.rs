@@ -8,7 +8,6 @@
 //! arbiter that runs the task, and never crosses threads. The API key goes only into the request
 //! header, marked sensitive; no error text, log line or trace carries it.
 
-use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use awc::http::header::{CONTENT_TYPE, HeaderValue};
@@ -86,32 +85,9 @@ fn jitter() -> f64 {
     f64::from(u32::from_le_bytes(b)) / (f64::from(u32::MAX) + 1.0)
 }
 
-/// The root certificates for `https` endpoints, built once per process; MCP tool servers
-/// (`tools::mcp`) use the same.
-pub(crate) fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
-    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
-    CONFIG
-        .get_or_init(|| {
-            let roots = rustls::RootCertStore {
-                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-            };
-            let provider = Arc::new(rustls::crypto::ring::default_provider());
-            let mut config = rustls::ClientConfig::builder_with_provider(provider)
-                .with_safe_default_protocol_versions()
-                .map_err(|e| format!("TLS cannot be set up: {e}"))?
-                .with_root_certificates(roots)
-                .with_no_client_auth();
-            config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-            Ok(Arc::new(config))
-        })
-        .clone()
-}
-
 /// A provider endpoint, as one task talks to it.
 pub struct ProviderClient {
-    http: awc::Client,
-    /// Where a `localhost` endpoint is dialled (127.0.0.1, never a resolved name).
-    address: Option<std::net::SocketAddr>,
+    http: crate::outbound::Client,
     url: String,
     provider: Provider,
     /// The credential header (`authorization`, `x-api-key`, …): its name and its value, marked
@@ -125,7 +101,6 @@ impl std::fmt::Debug for ProviderClient {
         f.debug_struct("ProviderClient")
             .field("url", &self.url)
             .field("provider", &self.provider)
-            .field("credential", &self.credential.as_ref().map(|_| "[redacted]"))
             .field("retry", &self.retry)
             .finish_non_exhaustive()
     }
@@ -174,40 +149,24 @@ impl ProviderClient {
     /// A client for `config`'s endpoint. `Err` when TLS cannot be set up or the key cannot be a
     /// header value (a control character in it).
     pub fn new(config: &ModelConfig, retry: &Retry) -> Result<ProviderClient, String> {
-        let address = crate::manifest::endpoint::localhost_socket(&config.url);
-        // A redirect could carry the credential to another host.
-        let http = if config.url.starts_with("https://") {
-            let connector = awc::Connector::new()
-                .timeout(retry.connect)
-                .handshake_timeout(retry.connect)
-                .rustls_0_23(tls_config()?);
-            awc::Client::builder()
-                .connector(connector)
-                .disable_redirects()
-                .disable_timeout()
-                .finish()
-        } else {
-            // Plain http is loopback only (E-MAN-001): the key goes only to this user's listener.
-            awc::Client::builder()
-                .connector(crate::loopback::awc_connector(address, retry.connect))
-                .disable_redirects()
-                .disable_timeout()
-                .finish()
-        };
+        // Redirects are refused and a plain-http endpoint (loopback only, E-MAN-001) is used
+        // only once this user serves it (`outbound`): the key goes nowhere else.
+        let http = crate::outbound::Client::new(
+            crate::outbound::Route::Origin(&config.url),
+            crate::outbound::Bounds::connect(retry.connect),
+        )?;
         let credential = match config.api_key.as_ref() {
             None => None,
             Some(key) => {
                 let (name, value) = dialect(config.provider).credential(key.reveal());
                 let value = zeroize::Zeroizing::new(value);
-                let mut v = HeaderValue::from_str(&value)
-                    .map_err(|_| "the API key holds characters a header cannot carry".to_string())?;
-                v.set_sensitive(true);
+                let v = crate::outbound::credential(&value)
+                    .ok_or_else(|| "the API key holds characters a header cannot carry".to_string())?;
                 Some((name, v))
             }
         };
         Ok(ProviderClient {
             http,
-            address,
             url: config.url.clone(),
             provider: config.provider,
             credential,
@@ -278,14 +237,6 @@ impl ProviderClient {
             .post(&self.url)
             .insert_header((CONTENT_TYPE, "application/json"))
             .insert_header(("accept", "application/json, text/event-stream"));
-        if let Some(addr) = self.address {
-            req = req.address(addr);
-        }
-        if self.url.starts_with("http://") {
-            // One response per connection, so a reply delimited by the close is read to it
-            // (`loopback::ReadToClose`); on loopback a new connection costs next to nothing.
-            req = req.insert_header((awc::http::header::CONNECTION, "close"));
-        }
         if let Some((name, v)) = &self.credential {
             req = req.insert_header((*name, v.clone()));
         }
@@ -310,7 +261,7 @@ impl ProviderClient {
         };
         let status = resp.status().as_u16();
         let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok());
-        let wait = wire::provider_wait(header("retry-after-ms"), header("retry-after"), SystemTime::now());
+        let wait = crate::outbound::retry_after(resp.headers(), SystemTime::now());
         let should_retry = header("x-should-retry").map(str::to_string);
         let streamed = header(CONTENT_TYPE.as_str())
             .is_some_and(|t| t.trim_start().to_ascii_lowercase().starts_with("text/event-stream"));

@@ -3,18 +3,20 @@
 //!
 //! Ours rather than a client crate's for the project's loopback rule: a `localhost` collector is
 //! dialled at 127.0.0.1, never at whatever the name resolves to. Other hosts are resolved as
-//! usual, `https://` goes through rustls with the web PKI roots, as the model client does.
-//! Every wait is bounded (connect, write, read) and the reply is read to at most
+//! usual. It dials, checks and reads through `outbound::blocking`: a plain-`http://` collector
+//! only once this user serves it, `https://` under the one TLS configuration. Every wait is bounded (connect, write, read) and the reply is read to at most
 //! [`MAX_REPLY`] bytes. Header values (which may hold a collector key) are sent, never quoted:
 //! the error texts name the collector's host and port and the I/O error, nothing else.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
 use opentelemetry_http::{HttpClient, HttpError, Request, Response};
+
+use crate::outbound::blocking::{self, Check};
 
 /// Largest reply read: OTLP answers with a small (partial success) message or nothing.
 pub const MAX_REPLY: usize = 64 << 10;
@@ -69,7 +71,6 @@ pub fn addresses(t: &Target) -> std::io::Result<Vec<SocketAddr>> {
 /// The blocking client the exporter is given.
 #[derive(Debug, Clone, Default)]
 pub struct OtlpHttp {
-    tls: Option<Arc<rustls::ClientConfig>>,
     /// The last transport failure, for the warning: the exporter's own error text says only
     /// "network error".
     last_failure: Arc<Mutex<Option<String>>>,
@@ -85,63 +86,36 @@ impl OtlpHttp {
         Arc::clone(&self.last_failure)
     }
 
-    fn tls(&self) -> Result<Arc<rustls::ClientConfig>, String> {
-        if let Some(c) = &self.tls {
-            return Ok(Arc::clone(c));
-        }
-        let roots = rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-        };
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| format!("TLS cannot be set up: {e}"))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        Ok(Arc::new(config))
-    }
-
     /// One request, answered or failed. `Err` names the collector and the failure only.
     pub fn post(&self, request: &Request<Bytes>) -> Result<(u16, Vec<u8>), String> {
         let t = target(request.uri()).ok_or("the collector endpoint is not an http:// or https:// URL")?;
         let at = t.authority();
         let fail = |what: &str, e: &dyn std::fmt::Display| format!("{at}: {what}: {e}");
         let addrs = addresses(&t).map_err(|e| fail("the name does not resolve", &e))?;
-        let mut last = None;
-        let mut stream = None;
-        for a in addrs {
-            match TcpStream::connect_timeout(&a, CONNECT) {
-                Ok(s) => {
-                    stream = Some(s);
-                    break;
-                }
-                Err(e) => last = Some(e),
-            }
-        }
-        let stream = match (stream, last) {
-            (Some(s), _) => s,
-            (None, Some(e)) => return Err(fail("no connection", &e)),
-            (None, None) => return Err(format!("{at}: the name resolves to no address")),
-        };
-        if !t.https {
-            // The exporter's headers may hold the collector's key.
-            crate::loopback::verify_stream(&stream).map_err(|e| fail("refused", &e))?;
-        }
+        // The exporter's headers may hold the collector's key: over plain http, only to a
+        // listener of this user's.
+        let check = if t.https { Check::Tls } else { Check::Owner };
+        let stream = blocking::dial(addrs, CONNECT, check).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => format!("{at}: the name resolves to no address"),
+            std::io::ErrorKind::PermissionDenied => fail("refused", &e),
+            _ => fail("no connection", &e),
+        })?;
         stream
             .set_read_timeout(Some(IO))
             .and_then(|()| stream.set_write_timeout(Some(IO)))
             .map_err(|e| fail("the connection cannot be set up", &e))?;
         let head = request_head(request, &t);
         let reply = if t.https {
-            let name = rustls::pki_types::ServerName::try_from(t.host.clone())
-                .map_err(|e| fail("not a TLS server name", &e))?;
-            let conn = rustls::ClientConnection::new(self.tls()?, name).map_err(|e| fail("TLS", &e))?;
-            exchange(rustls::StreamOwned::new(conn, stream), &head, request.body())
+            exchange(
+                blocking::tls(&t.host, stream).map_err(|e| format!("{at}: {e}"))?,
+                &head,
+                request.body(),
+            )
         } else {
             exchange(stream, &head, request.body())
         };
         let bytes = reply.map_err(|e| fail("the request failed", &e))?;
-        parse_reply(&bytes).ok_or_else(|| format!("{at}: the reply is not HTTP"))
+        blocking::whole_reply(&bytes).ok_or_else(|| format!("{at}: the reply is not HTTP"))
     }
 }
 
@@ -178,19 +152,6 @@ pub fn request_head(request: &Request<Bytes>, t: &Target) -> Vec<u8> {
     }
     head.extend_from_slice(b"\r\n");
     head
-}
-
-/// The status and body of a whole HTTP/1.1 reply; `None` when there is no status line.
-pub fn parse_reply(bytes: &[u8]) -> Option<(u16, Vec<u8>)> {
-    let end = bytes.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let head = std::str::from_utf8(&bytes[..end]).ok()?;
-    let status_line = head.lines().next()?;
-    let mut parts = status_line.split(' ');
-    if !parts.next()?.starts_with("HTTP/1.") {
-        return None;
-    }
-    let status: u16 = parts.next()?.parse().ok()?;
-    Some((status, bytes[end + 4..].to_vec()))
 }
 
 #[async_trait::async_trait]
@@ -274,20 +235,5 @@ mod tests {
             "POST /v1/traces HTTP/1.1\r\nHost: localhost:4318\r\nContent-Length: 3\r\nConnection: close\r\n\
              content-type: application/x-protobuf\r\nx-api-key: k\r\n\r\n"
         );
-    }
-
-    #[test]
-    fn replies_are_read_or_refused() {
-        type Case<'a> = (&'a [u8], Option<(u16, &'a [u8])>);
-        let cases: [Case; 4] = [
-            (b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok", Some((200, b"ok"))),
-            (b"HTTP/1.0 503 Busy\r\n\r\n", Some((503, b""))),
-            (b"SSH-2.0-OpenSSH\r\n\r\n", None),
-            (b"HTTP/1.1 200 OK\r\n", None),
-        ];
-        for (bytes, want) in cases {
-            let got = parse_reply(bytes);
-            assert_eq!(got.as_ref().map(|(s, b)| (*s, b.as_slice())), want);
-        }
     }
 }

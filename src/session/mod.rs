@@ -432,7 +432,7 @@ impl Session {
                 records_dir: &records_dir,
                 session_id: &self.id,
                 operator_token: if args.readiness_tokens {
-                    door.operator_token()
+                    door.operator_token().map(crate::secret::Secret::reveal)
                 } else {
                     None
                 },
@@ -531,7 +531,7 @@ impl Session {
         RunningRecord {
             capsule_name: p.capsule.name.to_string(),
             capsule_version: p.capsule.version.clone(),
-            door_token: door.operator_token().map(str::to_string),
+            door_token: door.operator_token().cloned(),
             formation_entry: first.is_some_and(|f| f.entry),
             formation_id: p.membership.as_ref().map(|m| m.formation_id.clone()),
             formation_launcher: first.and_then(|f| f.launcher.as_ref()).map(|l| LauncherRef {

@@ -7,8 +7,8 @@
 //!   [`McpEndpoint::allow`] is a usable tool of the server, keeps only those, and
 //!   [`McpServer::call`] refuses any other name without sending anything.
 //! - **The bearer goes to this server only**: in the `Authorization` header, marked sensitive,
-//!   with redirects disabled, over TLS or to a loopback listener of this user
-//!   (`loopback::awc_connector`). No error text and no `Debug` output carries it.
+//!   through `outbound` (no redirects, TLS or a loopback listener of this user). No error text
+//!   and no `Debug` output carries it.
 //! - **Nothing the server says back carries a credential the member holds**: every answer is read
 //!   through [`McpServer::post`], which scrubs its result and its failure text
 //!   (`secret::scrub`), so a server echoing its bearer in a tool result, a listing or an error
@@ -28,14 +28,14 @@
 //! [`McpServer::close`] does the same and waits for it.
 
 use std::cell::{Cell, RefCell};
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use awc::http::header::{ACCEPT, AUTHORIZATION, CONNECTION, CONTENT_TYPE, HeaderValue};
+use awc::http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use futures_util::StreamExt;
 use serde_json::Value;
 use zeroize::Zeroizing;
 
+use crate::outbound;
 use crate::secret::{Secret, scrub, scrub_json};
 
 use crate::text::head;
@@ -52,7 +52,7 @@ const VERSION_HEADER: &str = "mcp-protocol-version";
 const QUOTED_BODY: usize = 200;
 
 /// One `tools:` entry of kind `mcp`, as the manifest gives it.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct McpEndpoint {
     /// The entry's name: it names the server in every error.
     pub name: String,
@@ -62,17 +62,6 @@ pub struct McpEndpoint {
     pub bearer: Option<Secret>,
     /// The server's tools the capsule may use; each must exist.
     pub allow: Vec<String>,
-}
-
-impl std::fmt::Debug for McpEndpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("McpEndpoint")
-            .field("name", &self.name)
-            .field("url", &self.url)
-            .field("bearer", &self.bearer)
-            .field("allow", &self.allow)
-            .finish()
-    }
 }
 
 /// Bounds on what one server may cost; tests shrink them.
@@ -181,7 +170,6 @@ impl Deadline {
 /// What the closing `DELETE` needs, owned, so it can be sent from another future or thread.
 struct Closing {
     url: String,
-    address: Option<SocketAddr>,
     credential: Option<HeaderValue>,
     session_id: String,
     version: Option<&'static str>,
@@ -193,9 +181,7 @@ struct Closing {
 pub struct McpServer {
     name: String,
     url: String,
-    http: awc::Client,
-    /// Where a `localhost` endpoint is dialled (127.0.0.1, never a resolved name).
-    address: Option<SocketAddr>,
+    http: outbound::Client,
     /// `Authorization: Bearer …`, marked sensitive.
     credential: Option<HeaderValue>,
     /// The key itself, held so that the member-wide scrub replaces it for as long as the
@@ -217,7 +203,6 @@ impl std::fmt::Debug for McpServer {
         f.debug_struct("McpServer")
             .field("name", &self.name)
             .field("url", &self.url)
-            .field("credential", &self.credential.as_ref().map(|_| "[redacted]"))
             .field("tools", &self.tools.iter().map(|t| &t.name).collect::<Vec<_>>())
             // The session id is left out: it is all a request needs besides the bearer.
             .field(
@@ -228,45 +213,21 @@ impl std::fmt::Debug for McpServer {
     }
 }
 
-/// An awc client for `url`: TLS for `https://`, the owner-checking loopback connector for plain
-/// `http://`, which only a loopback endpoint may use. Redirects are off: one could carry the
-/// bearer to another host.
-fn http_client(url: &str, connect: Duration) -> Result<awc::Client, String> {
-    let builder = awc::Client::builder().disable_redirects().disable_timeout();
-    if url.starts_with("https://") {
-        let connector = awc::Connector::new()
-            .timeout(connect)
-            .handshake_timeout(connect)
-            .rustls_0_23(crate::model::client::tls_config()?);
-        Ok(builder.connector(connector).finish())
-    } else if crate::manifest::endpoint::plain_http_allowed(url) {
-        let address = crate::manifest::endpoint::localhost_socket(url);
-        Ok(builder
-            .connector(crate::loopback::awc_connector(address, connect))
-            .finish())
-    } else {
-        Err("its url must be https://, or plain http:// to loopback (localhost, 127.0.0.1, [::1])".to_string())
-    }
+/// The client for `url` (`outbound`: TLS, or this user's loopback listener for plain `http://`,
+/// which only a loopback endpoint may use; no redirects, which could carry the bearer elsewhere).
+fn http_client(url: &str, connect: Duration) -> Result<outbound::Client, String> {
+    outbound::Client::new(outbound::Route::Origin(url), outbound::Bounds::connect(connect))
 }
 
 /// A request with the headers every request carries, before any of its own.
 fn base_request(
-    http: &awc::Client,
+    http: &outbound::Client,
     method: awc::http::Method,
     url: &str,
-    address: Option<SocketAddr>,
     credential: Option<&HeaderValue>,
     session: &Session,
 ) -> awc::ClientRequest {
     let mut req = http.request(method, url);
-    if let Some(a) = address {
-        req = req.address(a);
-    }
-    if url.starts_with("http://") {
-        // One response per connection, as `loopback::ReadToClose` reads them; on loopback a new
-        // connection costs next to nothing.
-        req = req.insert_header((CONNECTION, "close"));
-    }
     if let Some(v) = credential {
         req = req.insert_header((AUTHORIZATION, v.clone()));
     }
@@ -297,14 +258,13 @@ impl McpServer {
             None => None,
             Some(key) => {
                 let value = Zeroizing::new(format!("Bearer {}", key.reveal()));
-                let mut v = HeaderValue::from_str(&value)
-                    .map_err(|_| fail("the api_key holds characters a header cannot carry".to_string()))?;
-                v.set_sensitive(true);
-                Some(v)
+                Some(
+                    outbound::credential(&value)
+                        .ok_or_else(|| fail("the api_key holds characters a header cannot carry".to_string()))?,
+                )
             }
         };
         let mut server = McpServer {
-            address: crate::manifest::endpoint::localhost_socket(&url),
             name: name.clone(),
             url,
             http,
@@ -518,7 +478,6 @@ impl McpServer {
             &self.http,
             awc::http::Method::POST,
             &self.url,
-            self.address,
             self.credential.as_ref(),
             session,
         )
@@ -680,7 +639,6 @@ impl McpServer {
             &self.http,
             awc::http::Method::POST,
             &self.url,
-            self.address,
             self.credential.as_ref(),
             &session,
         )
@@ -698,7 +656,6 @@ impl McpServer {
         let session = self.session.borrow();
         Some(Closing {
             url: self.url.clone(),
-            address: self.address,
             credential: self.credential.clone(),
             session_id: session.id.clone()?,
             version: session.version,
@@ -738,7 +695,6 @@ impl Closing {
             &http,
             awc::http::Method::DELETE,
             &self.url,
-            self.address,
             self.credential.as_ref(),
             &session,
         );
@@ -867,24 +823,8 @@ mod tests {
         };
         let text = format!("{e:?}");
         assert!(
-            !text.contains("sk-very-secret-key") && text.contains("[redacted]"),
+            !text.contains("sk-very-secret-key") && text.contains("Secret([redacted])"),
             "{text}"
         );
-    }
-
-    #[test]
-    fn plain_http_is_for_loopback_only() {
-        let table: &[(&str, bool)] = &[
-            ("http://127.0.0.1:8080/mcp", true),
-            ("http://localhost:8080/mcp", true),
-            ("http://[::1]:8080/mcp", true),
-            ("https://tools.example.com/mcp", true),
-            ("http://tools.example.com/mcp", false),
-            ("http://10.0.0.1/mcp", false),
-            ("ftp://127.0.0.1/mcp", false),
-        ];
-        for (url, ok) in table {
-            assert_eq!(http_client(url, Duration::from_secs(1)).is_ok(), *ok, "{url}");
-        }
     }
 }

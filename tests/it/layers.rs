@@ -529,3 +529,44 @@ fn top_level(path: &[String], here: &[String]) -> Option<String> {
         None => rest.first().cloned(),
     }
 }
+
+/// One way out to the network: awc's clients and connectors are built, and TCP connections
+/// dialled, in `src/outbound/` only, where the owner check, the TLS configuration and the refusal
+/// of redirects are. A test module's own sockets (servers it dials to check them) are not
+/// requests the runtime sends.
+#[test]
+fn only_the_outbound_module_builds_clients_or_dials() {
+    const DIALS: &[&str] = &[
+        "awc::Client::builder",
+        "awc::Client::default",
+        "awc::Client::new",
+        "awc::ClientBuilder",
+        "awc::Connector",
+        "TcpStream::connect",
+        "rustls::ClientConfig",
+    ];
+    let src = repo_root().join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut offenders = Vec::new();
+    for file in files {
+        let rel = file.strip_prefix(&src).expect("under src");
+        if rel.starts_with("outbound") || rel.file_name().is_some_and(|n| n == "tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).expect("read source");
+        // A file's own unit tests come last, after `#[cfg(test)]`.
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        for (n, line) in code.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if DIALS.iter().any(|d| code.contains(d)) {
+                offenders.push(format!("{}:{}: {}", rel.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "outbound HTTP outside src/outbound/:\n{}",
+        offenders.join("\n")
+    );
+}

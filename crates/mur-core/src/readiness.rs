@@ -6,6 +6,8 @@
 
 use serde_json::{Map, Value};
 
+use crate::secret::Secret;
+
 /// What a member's readiness line reports, as the member writes it.
 #[derive(Clone, Copy)]
 pub struct Line<'a> {
@@ -16,7 +18,8 @@ pub struct Line<'a> {
     pub pid: u32,
     pub records_dir: &'a str,
     pub session_id: &'a str,
-    /// The operator token, only with `--readiness-tokens` on an authenticating door.
+    /// The operator token, only with `--readiness-tokens` on an authenticating door: this line
+    /// is the one place it is written for the launcher (revealed by the caller).
     pub operator_token: Option<&'a str>,
     /// `localhost:<port>`, no scheme.
     pub url: &'a str,
@@ -72,7 +75,7 @@ pub struct Reported {
     pub pid: Option<u32>,
     pub workdir: Option<String>,
     /// The operator door token (with `--readiness-tokens` on an authenticating door).
-    pub operator_token: Option<String>,
+    pub operator_token: Option<Secret>,
 }
 
 impl std::fmt::Debug for Reported {
@@ -80,7 +83,7 @@ impl std::fmt::Debug for Reported {
         f.debug_struct("readiness::Reported")
             .field("session_id", &self.session_id)
             .field("url", &self.url)
-            .field("operator_token", &self.operator_token.as_ref().map(|_| "<redacted>"))
+            .field("operator_token", &self.operator_token)
             .finish()
     }
 }
@@ -118,7 +121,7 @@ pub fn parse(line: &str, formation: &str) -> Result<Reported, String> {
             .get("tokens")
             .and_then(|t| t.get("operator"))
             .and_then(Value::as_str)
-            .map(str::to_owned),
+            .map(|t| Secret::new(t.to_owned())),
     })
 }
 
@@ -208,7 +211,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ok.url, "http://localhost:9");
-        assert_eq!(ok.operator_token.as_deref(), Some("mdt1.a.b"));
+        assert_eq!(ok.operator_token.as_ref().map(Secret::reveal), Some("mdt1.a.b"));
         assert!(!format!("{ok:?}").contains("mdt1"), "Debug never shows a token");
     }
 
@@ -239,7 +242,7 @@ mod tests {
             assert_eq!(read.pid, Some(line.pid));
             assert_eq!(read.workdir.as_deref(), Some(line.workdir));
             let token = if line.auth { line.operator_token } else { None };
-            assert_eq!(read.operator_token.as_deref(), token);
+            assert_eq!(read.operator_token.as_ref().map(Secret::reveal), token);
         }
         // A member launched outside the formation reports none, which the launcher refuses.
         assert!(parse(&base().line(), F).is_err());

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::paths::MurHome;
 use crate::procinfo;
+use crate::secret::Secret;
 
 /// The launcher that started a formation member, as the channel named it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,9 +26,14 @@ pub struct LauncherRef {
 pub struct RunningRecord {
     pub capsule_name: String,
     pub capsule_version: String,
-    /// The operator door token; present only for authenticating doors. The file is 0600.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub door_token: Option<String>,
+    /// The operator door token; present only for authenticating doors. The file is 0600, and
+    /// the one place the token is written.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::secret::reveal_in_file"
+    )]
+    pub door_token: Option<Secret>,
     #[serde(default, skip_serializing_if = "is_false")]
     pub formation_entry: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -54,7 +60,6 @@ fn is_false(b: &bool) -> bool {
 }
 
 impl std::fmt::Debug for RunningRecord {
-    // The door token is a credential: never let it reach a log through Debug.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RunningRecord")
             .field("session_id", &self.session_id)
@@ -65,7 +70,7 @@ impl std::fmt::Debug for RunningRecord {
             .field("pid", &self.pid)
             .field("formation_id", &self.formation_id)
             .field("formation_member", &self.formation_member)
-            .field("door_token", &self.door_token.as_ref().map(|_| "<redacted>"))
+            .field("door_token", &self.door_token)
             .finish()
     }
 }

@@ -1,11 +1,13 @@
-//! Credentials a member holds (a provider key, an MCP server's bearer, a remote agent's key), and
-//! the one scrub of what foreign servers say back.
+//! Credentials the runtime holds (a provider key, an MCP server's bearer, a remote agent's key,
+//! the edge tokens of calls, the operator token), and the one scrub of what foreign servers say
+//! back.
 //!
 //! Invariants:
 //! - **A [`Secret`] cannot be shown by accident.** It has no `Display` and no `Serialize`, so
 //!   `format!("{}")` and `serde_json::to_string` do not compile; its `Debug` prints
 //!   `[redacted]`; its memory is zeroized when the last clone drops. [`Secret::reveal`] gives the
-//!   bytes, for writing the credential header only.
+//!   bytes, for writing the credential header only, and [`reveal_in_file`] for the one file that
+//!   must carry one (the owner-only running record, whose operator token `mur send` reads).
 //! - **What a member holds, it scrubs.** Every live `Secret` of the process is in one
 //!   member-wide set; [`scrub`] replaces each of them (of [`MIN_SCRUBBED_BYTES`] or more) in a
 //!   text with `[redacted]`. It is applied where foreign text is read — an MCP server's replies,
@@ -54,6 +56,32 @@ impl Secret {
     /// Whether it is empty (an unset credential reads as none).
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+}
+
+impl PartialEq for Secret {
+    /// Compared in time that depends on the lengths only.
+    fn eq(&self, other: &Secret) -> bool {
+        let (a, b) = (self.reveal().as_bytes(), other.reveal().as_bytes());
+        a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
+    }
+}
+
+impl Eq for Secret {}
+
+impl<'de> serde::Deserialize<'de> for Secret {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Secret, D::Error> {
+        let value = Zeroizing::new(<String as serde::Deserialize>::deserialize(d)?);
+        Ok(Secret::new(value.as_str().to_string()))
+    }
+}
+
+/// Writes a field's secret as its plain string: `#[serde(serialize_with = …)]` of the one file
+/// that must carry it. Nothing else serializes a [`Secret`].
+pub fn reveal_in_file<S: serde::Serializer>(secret: &Option<Secret>, s: S) -> Result<S::Ok, S::Error> {
+    match secret {
+        Some(v) => s.serialize_some(v.reveal()),
+        None => s.serialize_none(),
     }
 }
 

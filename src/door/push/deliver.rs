@@ -14,8 +14,8 @@
 //! Each POST resolves the webhook's name again and judges every address (a name that resolves
 //! elsewhere later is refused then), connects to the address it judged and nowhere else, follows
 //! no redirect, and is bounded by [`push::TIMEOUT`]; a plain-`http://` loopback webhook is used
-//! only once the kernel says this user serves it (`loopback::verify_owner`), as for every other
-//! loopback endpoint the runtime sends to. Failures are retried by the core's plan
+//! only once the kernel says this user serves it, as for every other loopback endpoint the
+//! runtime sends to (`outbound`). Failures are retried by the core's plan
 //! ([`push::next`]).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -174,36 +174,6 @@ pub(super) async fn target(params: &ConfigParams) -> Result<SocketAddr, String> 
     Ok(SocketAddr::new(ip, w.port))
 }
 
-/// A client that connects to `addr` only: TLS over it for `https://` (the URL's host names the
-/// certificate), this user's loopback listener for `http://`. No redirects.
-fn client(scheme: Scheme, addr: SocketAddr) -> Result<awc::Client, String> {
-    let builder = awc::Client::builder().disable_redirects().timeout(push::TIMEOUT);
-    Ok(match scheme {
-        Scheme::Http => builder
-            .connector(crate::loopback::awc_connector(Some(addr), push::TIMEOUT))
-            .finish(),
-        Scheme::Https => {
-            use actix_tls::connect::{ConnectError, ConnectInfo, Connection};
-            let dial = actix_service::fn_service(move |info: ConnectInfo<awc::http::Uri>| async move {
-                let stream = tokio::net::TcpStream::connect(addr).await.map_err(ConnectError::Io)?;
-                let _ = stream.set_nodelay(true);
-                Ok::<_, ConnectError>(Connection::new(info.request().clone(), stream))
-            });
-            let connector = awc::Connector::new()
-                .connector(dial)
-                .timeout(push::TIMEOUT)
-                .rustls_0_23(crate::model::client::tls_config()?);
-            builder.connector(connector).finish()
-        }
-    })
-}
-
-fn sensitive(value: &str) -> Option<HeaderValue> {
-    let mut v = HeaderValue::from_str(value).ok()?;
-    v.set_sensitive(true);
-    Some(v)
-}
-
 /// One POST of `body`: the webhook's status, or a failure. Neither the token nor the credentials
 /// is ever in an error or a log line.
 async fn post(params: &ConfigParams, body: Vec<u8>) -> Attempt {
@@ -214,19 +184,30 @@ async fn post(params: &ConfigParams, body: Vec<u8>) -> Attempt {
             return Attempt::Failed;
         }
     };
-    let Ok(http) = client(params.webhook.scheme, addr) else {
+    // TLS over `addr` for `https://` (the URL's host names the certificate), this user's
+    // loopback listener for `http://`.
+    let route = crate::outbound::Route::Pinned {
+        https: params.webhook.scheme == Scheme::Https,
+        addr,
+    };
+    let bounds = crate::outbound::Bounds {
+        connect: push::TIMEOUT,
+        request: Some(push::TIMEOUT),
+        keep_alive: None,
+    };
+    let Ok(http) = crate::outbound::Client::new(route, bounds) else {
         return Attempt::Failed;
     };
     let mut req = http
-        .post(params.webhook.request_url())
+        .post(&params.webhook.request_url())
         .insert_header((CONTENT_TYPE, HeaderValue::from_static("application/json")));
-    if let Some(v) = params.token.as_deref().and_then(sensitive) {
+    if let Some(v) = params.token.as_deref().and_then(crate::outbound::credential) {
         req = req.insert_header((TOKEN_HEADER, v));
     }
     if let Some(v) = params
         .auth
         .as_ref()
-        .and_then(|a| sensitive(&format!("{} {}", a.scheme, a.credentials)))
+        .and_then(|a| crate::outbound::credential(&format!("{} {}", a.scheme, a.credentials)))
     {
         req = req.insert_header((AUTHORIZATION, v));
     }

@@ -6,7 +6,7 @@
 //! It also keeps one fact of HTTP/1.1 framing that awc does not implement: a reply with neither
 //! `Content-Length` nor `Transfer-Encoding` is delimited by the server closing the connection
 //! (RFC 9112 §6.3, rule 8). awc reads such a body only from an HTTP/1.0 reply, so the provider
-//! connection (`src/loopback.rs`) relabels exactly those heads as HTTP/1.0
+//! connection (`src/outbound/framing.rs`) relabels exactly those heads as HTTP/1.0
 //! ([`relabel_close_delimited`]), which changes nothing else about them.
 
 /// Longest reply head kept while waiting for its blank line.
