@@ -20,7 +20,7 @@ use crate::support::repo_root;
 /// imports `cli`; only the session's start-up and `mur ui` import `door`. The model, remote
 /// agents and member calls run without the WebAssembly host: they share `runner`, not `capsule`.
 const ALLOWED: &[(&str, &[&str])] = &[
-    ("calls", &["channel", "otel", "peer_door", "runner", "tasks"]),
+    ("calls", &["channel", "otel", "outbound", "runner", "tasks"]),
     ("capsule", &["channel", "peer_door", "runner", "tasks"]),
     ("channel", &[]),
     (
@@ -30,18 +30,21 @@ const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     ("deploy", &["channel"]),
-    // A push delivery dials with the model client's TLS roots: one trust store for every client.
-    ("door", &["loopback", "model", "peer_door", "tasks"]),
-    ("launcher", &["capsule", "channel", "otel", "peer_door", "progress"]),
-    ("loopback", &[]),
-    ("model", &["calls", "loopback", "runner", "tasks", "tools"]),
-    ("operator", &["loopback"]),
-    ("otel", &["loopback"]),
+    ("door", &["outbound", "peer_door", "tasks"]),
+    (
+        "launcher",
+        &["capsule", "channel", "otel", "outbound", "peer_door", "progress"],
+    ),
+    ("model", &["calls", "outbound", "runner", "tasks", "tools"]),
+    ("operator", &["outbound"]),
+    ("otel", &["outbound"]),
+    // The one way out to the network: TLS, owner-checked dials, framing, Retry-After.
+    ("outbound", &["channel", "peer_door"]),
     ("peer_door", &["channel"]),
     ("progress", &[]),
     // The port the runners share: cancellation, member calls, outcomes, the outgoing-HTTP policy.
     ("runner", &["channel", "tasks"]),
-    ("remote", &["loopback", "model", "otel", "tasks"]),
+    ("remote", &["otel", "outbound", "tasks"]),
     ("scaffold", &[]),
     // The session starts the door and hands it its configuration.
     (
@@ -62,7 +65,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     ("tasks", &[]),
-    ("tools", &["capsule", "loopback", "model", "runner"]),
+    ("tools", &["capsule", "outbound", "runner"]),
     // `mur ui` is served by the door's server, with its head, write-stall and in-flight bounds:
     // every listener of the project keeps the same ones.
     ("ui", &["door", "operator", "peer_door"]),
