@@ -6,6 +6,8 @@
 //! - `public`        — the public door, no `Authorization`;
 //! - `formation`     — the authenticating door, a valid `mft1` (remembered after first sight);
 //! - `operator`      — the authenticating door, its `mdt1` operator token (HMAC, remembered);
+//! - `card`          — the authenticating door's public agent card (`GET
+//!   /.well-known/agent-card.json`, no `Authorization`), signed once when the door started;
 //! - `forged-each`   — a different forged `mft1` on every request (signed by another key), so
 //!   each costs one Ed25519 verification and ends 401 `invalid_token`;
 //! - `forged-same`   — one forged `mft1` over and over (its refusal is remembered);
@@ -52,7 +54,7 @@ mod support;
 use support::{env_or, median};
 
 use anyhow::{Context as _, Result, anyhow, bail};
-use mur::door::{Door, DoorConfig, FormationTrust};
+use mur::door::{CARD_PATH, Door, DoorConfig, FormationTrust};
 use mur::manifest::Acceptance;
 use mur::tasks::{Board, TaskOutcome};
 use mur::token::SigningKey;
@@ -362,6 +364,8 @@ struct Variant {
     auth: Auth,
     /// The HTTP status every reply must have.
     status: u16,
+    /// `GET /.well-known/agent-card.json` instead of `GetTask`.
+    card: bool,
 }
 
 fn lua_str(s: &str) -> String {
@@ -386,11 +390,15 @@ fn lua_str(s: &str) -> String {
 /// machine-readable line.
 fn script(v: &Variant, close: bool) -> String {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": v.task_id}});
-    let mut s = format!(
-        "wrk.method = \"POST\"\nwrk.body = {}\nwrk.headers[\"Content-Type\"] = \"application/json\"\n\
-         wrk.headers[\"A2A-Version\"] = \"1.0\"\n",
-        lua_str(&body.to_string())
-    );
+    let mut s = if v.card {
+        format!("wrk.method = \"GET\"\nwrk.path = {}\n", lua_str(CARD_PATH))
+    } else {
+        format!(
+            "wrk.method = \"POST\"\nwrk.body = {}\nwrk.headers[\"Content-Type\"] = \"application/json\"\n\
+             wrk.headers[\"A2A-Version\"] = \"1.0\"\n",
+            lua_str(&body.to_string())
+        )
+    };
     if close {
         s.push_str("wrk.headers[\"Connection\"] = \"close\"\n");
     }
@@ -574,6 +582,7 @@ fn main() -> Result<()> {
             task_id: public_task.clone(),
             auth: Auth::None,
             status: 200,
+            card: false,
         },
         Variant {
             name: "floor-hyper",
@@ -581,6 +590,7 @@ fn main() -> Result<()> {
             task_id: public_task.clone(),
             auth: Auth::None,
             status: 200,
+            card: false,
         },
         Variant {
             name: "public",
@@ -588,6 +598,7 @@ fn main() -> Result<()> {
             task_id: public_task,
             auth: Auth::None,
             status: 200,
+            card: false,
         },
         Variant {
             name: "formation",
@@ -595,6 +606,7 @@ fn main() -> Result<()> {
             task_id: member_task.clone(),
             auth: Auth::Bearer(token),
             status: 200,
+            card: false,
         },
         Variant {
             name: "operator",
@@ -602,6 +614,15 @@ fn main() -> Result<()> {
             task_id: member_task.clone(),
             auth: Auth::Bearer(operator),
             status: 200,
+            card: false,
+        },
+        Variant {
+            name: "card",
+            addr: authed.addr.clone(),
+            task_id: String::new(),
+            auth: Auth::None,
+            status: 200,
+            card: true,
         },
         Variant {
             name: "forged-each",
@@ -609,6 +630,7 @@ fn main() -> Result<()> {
             task_id: member_task.clone(),
             auth: Auth::EachFrom(forged_path.clone()),
             status: 401,
+            card: false,
         },
         Variant {
             name: "forged-same",
@@ -616,6 +638,7 @@ fn main() -> Result<()> {
             task_id: member_task.clone(),
             auth: Auth::Bearer(forged_one),
             status: 401,
+            card: false,
         },
         Variant {
             name: "no-token",
@@ -623,6 +646,7 @@ fn main() -> Result<()> {
             task_id: member_task,
             auth: Auth::None,
             status: 401,
+            card: false,
         },
     ];
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::auth::Caller;
-use super::card::CardFacts;
+use super::card::Card;
 use super::jsonrpc::RpcError;
 use super::sse::Start;
 use crate::tasks::{Board, Origin, Pinned, TaskSnapshot, Trust};
@@ -63,7 +63,7 @@ pub struct Call<'a> {
     pub caller: &'a Caller,
     pub provenance: Provenance,
     pub traceparent: Option<String>,
-    pub facts: &'a CardFacts,
+    pub card: &'a Card,
     pub push: &'a super::push::Configs,
     /// SubscribeToTask's `Last-Event-ID`, already read (docs/a2a.md, "Resuming a stream").
     pub last_event_id: Option<u64>,

@@ -58,6 +58,37 @@ pub struct CardFacts {
     pub signer: Signer,
 }
 
+/// The door's card, signed once when the door starts: what it says cannot change while the
+/// session runs, so every request is answered with the same bytes and no request pays for a
+/// signature (signing on each request made the public card the door's slowest answer).
+pub struct Card {
+    pub facts: CardFacts,
+    public: actix_web::web::Bytes,
+    extended: Value,
+}
+
+impl Card {
+    pub fn sign(facts: CardFacts) -> Card {
+        let public = crate::wire::jsonrpc::to_bytes(&facts.card(false)).into();
+        let extended = facts.card(true);
+        Card {
+            facts,
+            public,
+            extended,
+        }
+    }
+
+    /// The public card's bytes (`GET /.well-known/agent-card.json`).
+    pub fn public_bytes(&self) -> actix_web::web::Bytes {
+        self.public.clone()
+    }
+
+    /// The extended card GetExtendedAgentCard returns.
+    pub fn extended(&self) -> &Value {
+        &self.extended
+    }
+}
+
 /// The name the card gives the door's bearer scheme in `securitySchemes`.
 pub const BEARER_SCHEME: &str = "bearer";
 
@@ -185,6 +216,24 @@ mod tests {
             input_modes: vec![],
             signer: Signer(Arc::new(CardKey::from_seed(&[3; 32]))),
         }
+    }
+
+    #[test]
+    fn the_card_is_signed_once_and_served_as_signed() {
+        let f = facts(true);
+        let key = f.signer.0.public();
+        let card = Card::sign(f.clone());
+        let public: Value = serde_json::from_slice(&card.public_bytes()).expect("json");
+        assert_eq!(crate::card_sig::verify(&public, &key), Ok(()));
+        let mut bare = public.clone();
+        bare.as_object_mut().map(|o| o.remove("signatures"));
+        assert_eq!(bare, f.unsigned(false));
+        assert_eq!(crate::card_sig::verify(card.extended(), &key), Ok(()));
+        let mut bare = card.extended().clone();
+        bare.as_object_mut().map(|o| o.remove("signatures"));
+        assert_eq!(bare, f.unsigned(true));
+        // The same bytes for every request: nothing is signed again.
+        assert_eq!(card.public_bytes(), card.public_bytes());
     }
 
     #[test]

@@ -24,7 +24,7 @@ pub async fn dispatch(method: Method, params: &Map<String, Value>, call: &Call<'
         Method::CancelTask => cancel_task(params, call),
         Method::ListTasks => list_tasks(params, call),
         Method::SubscribeToTask => subscribe(params, call),
-        Method::GetExtendedAgentCard => Ok(Reply::Result(call.facts.card(true))),
+        Method::GetExtendedAgentCard => Ok(Reply::Result(call.card.extended().clone())),
         // Boxed as `send` is: it may resolve the webhook's name.
         Method::CreatePushConfig => Ok(Box::pin(push::create(params, call)).await),
         Method::GetPushConfig => push::get(params, call),
@@ -37,7 +37,7 @@ pub async fn dispatch(method: Method, params: &Map<String, Value>, call: &Call<'
 }
 
 async fn send(params: &Map<String, Value>, call: &Call<'_>, streaming: bool) -> Result<Reply, RpcError> {
-    let offer = parse_offer(params, &call.facts.input_modes)?;
+    let offer = parse_offer(params, &call.card.facts.input_modes)?;
     // Judged before the task exists, so a refused webhook starts nothing.
     let push_config = push::from_send(params).await?;
     if offer.task_id.is_some() {

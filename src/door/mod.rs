@@ -42,7 +42,7 @@ use std::sync::Arc;
 use crate::secret::Secret;
 use actix_web::{App, web};
 
-pub use auth::{Caller, FormationAuth, FormationTrust};
+pub use auth::{CARD_PATH, Caller, FormationAuth, FormationTrust};
 pub use card::CardFacts;
 
 use crate::diag::{self, Diagnostic};
@@ -193,7 +193,7 @@ impl Door {
         };
         let shared = web::Data::new(pipeline::Shared {
             board: Arc::clone(&board),
-            facts,
+            card: card::Card::sign(facts),
             realm: config.capsule_name.clone(),
             peer_tasks_accept: config.peer_tasks_accept,
             push: push::Configs::default(),

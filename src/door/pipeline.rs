@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 use super::BODY_LIMIT;
 use super::auth::{CARD_PATH, Caller, Refusal};
 use super::call::{Call, Provenance, Reply};
-use super::card::CardFacts;
+use super::card::Card;
 use super::jsonrpc::{self, A2aError, Method, RpcError};
 use super::methods;
 use super::sse;
@@ -26,7 +26,7 @@ use crate::timing::Timing;
 /// What every request of one door shares.
 pub struct Shared {
     pub board: Arc<Board>,
-    pub facts: CardFacts,
+    pub card: Card,
     pub realm: String,
     pub peer_tasks_accept: bool,
     /// The push-notification configs and their deliveries.
@@ -39,7 +39,7 @@ fn json_response(status: StatusCode, v: &Value) -> HttpResponse {
         .body(jsonrpc::to_bytes(v))
 }
 
-fn bytes_response(body: Vec<u8>) -> HttpResponse {
+fn bytes_response(body: impl actix_web::body::MessageBody + 'static) -> HttpResponse {
     HttpResponse::Ok()
         .insert_header((header::CONTENT_TYPE, "application/json"))
         .body(body)
@@ -93,7 +93,7 @@ pub async fn handle(req: HttpRequest, payload: web::Payload, shared: web::Data<S
     let provenance = Provenance::from_headers(header_str(&req, &TASK_ORIGIN), header_str(&req, &TASK_TRUST));
     // Step 2.
     if req.method() == HttpMethod::GET && req.path() == CARD_PATH {
-        return json_response(StatusCode::OK, &shared.facts.card(false));
+        return bytes_response(shared.card.public_bytes());
     }
     // Step 3 ran in FormationAuth; a request it did not mark is refused, never served as public.
     let Some(caller) = req.extensions().get::<Arc<Caller>>().cloned() else {
@@ -154,7 +154,7 @@ pub async fn handle(req: HttpRequest, payload: web::Payload, shared: web::Data<S
     };
     let unsupported = |m: &str| A2aError::UnsupportedOperation.with(&[("method", m)]);
     match method {
-        Method::GetExtendedAgentCard if !shared.facts.authenticating => {
+        Method::GetExtendedAgentCard if !shared.card.facts.authenticating => {
             return rpc_error(&id, &unsupported(&request.method));
         }
         Method::SendMessage | Method::SendStreamingMessage | Method::SubscribeToTask
@@ -198,7 +198,7 @@ pub async fn handle(req: HttpRequest, payload: web::Payload, shared: web::Data<S
         traceparent: header_str(&req, &TRACEPARENT)
             .filter(|t| crate::trace::otel_env::well_formed_traceparent(t))
             .map(str::to_string),
-        facts: &shared.facts,
+        card: &shared.card,
         push: &shared.push,
     };
     match methods::dispatch(method, &params, &call).await {
