@@ -135,6 +135,31 @@ impl DoorClient {
         }
     }
 
+    /// The door's public agent card (`GET /.well-known/agent-card.json`, no credential: the card
+    /// is public), at most `max` bytes, all within `timeout`.
+    pub async fn card(&self, timeout: Duration, max: usize) -> Result<Bytes, String> {
+        if self.client.address().is_none() {
+            return Err("the callee's door address is not http://localhost:<port>".to_string());
+        }
+        let read = async {
+            let mut resp = self
+                .client
+                .get(&format!("{}{}", self.route.url, crate::card_sig::CARD_PATH))
+                .timeout(timeout)
+                .send()
+                .await
+                .map_err(|e| e.to_string())?;
+            if resp.status().as_u16() != 200 {
+                return Err(format!("the card was answered {}", resp.status().as_u16()));
+            }
+            resp.body().limit(max).await.map_err(|e| e.to_string())
+        };
+        match tokio::time::timeout(timeout, read).await {
+            Ok(r) => r,
+            Err(_) => Err(format!("no card within {} ms", timeout.as_millis())),
+        }
+    }
+
     /// POSTs a SubscribeToTask body; `head` bounds the wait for the response head (the stream
     /// itself has no time limit: the watcher bounds it).
     pub async fn subscribe(&self, body: String, head: Duration) -> Result<Subscription, String> {

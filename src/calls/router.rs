@@ -8,6 +8,12 @@
 //! is waited for up to the address wait (10 s); after the channel's end of file an unknown URL is
 //! denied at once, while known ones keep resolving. Tokens never leave except inside a
 //! [`PeerRoute`], whose `Debug` hides them.
+//!
+//! A callee's address may carry the key its door signs its card with, as the launcher's probe
+//! learned it. Before the first route to that door is handed out, the router reads the door's
+//! public card and checks its signature under that key (docs/reference/door.md#agent-card): a
+//! door whose card does not verify is never called (E-RUN-054), whatever the call path (a model's
+//! or component's `call-member`, a virtual peer address). The check runs once per address.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -30,6 +36,32 @@ pub struct PeerRoute {
     token: Secret,
 }
 
+/// A callee's door as its address line named it, and where the check of its card stands.
+#[derive(Debug, Clone)]
+struct Known {
+    url: String,
+    door: Option<channel::DoorIdentity>,
+    card: CardCheck,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum CardCheck {
+    /// The launcher handed no key for this door: nothing to check (a key-less launcher).
+    NoKey,
+    /// The key, not checked yet.
+    Unchecked(String),
+    /// Being read.
+    Pending,
+    Verified,
+    Refused,
+}
+
+/// How long reading a callee's card may take before its door is refused.
+const CARD_READ: Duration = Duration::from_secs(5);
+
+/// The largest card read: a card is a few KiB.
+const MAX_CARD: usize = 64 << 10;
+
 impl PeerRoute {
     /// The `mft1` of the edge: only ever the `Authorization` header of a request to `url`.
     pub fn token(&self) -> &Secret {
@@ -51,6 +83,8 @@ pub enum Denial {
     Gone,
     /// The launcher withdrew the callee: its process ended while the formation goes on.
     Withdrawn,
+    /// Its door's agent card did not verify under the key the launcher handed for it.
+    CardRefused,
 }
 
 impl Denial {
@@ -62,6 +96,9 @@ impl Denial {
             Denial::TimedOut => "its door address did not arrive in time",
             Denial::Gone => "the session is ending",
             Denial::Withdrawn => "its process has ended, and the launcher withdrew its door",
+            Denial::CardRefused => {
+                "its door's agent card does not verify under the key its launcher handed (error[E-RUN-054])"
+            }
         }
     }
 }
@@ -99,7 +136,7 @@ type Notes = Box<dyn Fn(&str)>;
 pub struct VirtualPeerRouter {
     /// Each callee's token: a secret the member holds, so what its servers echo is scrubbed of it.
     tokens: HashMap<String, Secret>,
-    urls: HashMap<String, (String, Option<channel::DoorIdentity>)>,
+    urls: HashMap<String, Known>,
     /// Callees the launcher withdrew; never resolved again (a withdrawn door is not re-issued).
     withdrawn: std::collections::HashSet<String>,
     closed: bool,
@@ -154,12 +191,16 @@ impl VirtualPeerRouter {
         if self.withdrawn.contains(name) {
             return Some(Resolution::Denied(Denial::Withdrawn));
         }
-        if let Some((url, door)) = self.urls.get(name) {
-            return Some(Resolution::Route(PeerRoute {
-                url: url.clone(),
-                door: door.clone(),
-                token: token.clone(),
-            }));
+        if let Some(known) = self.urls.get(name) {
+            return match known.card {
+                CardCheck::NoKey | CardCheck::Verified => Some(Resolution::Route(PeerRoute {
+                    url: known.url.clone(),
+                    door: known.door.clone(),
+                    token: token.clone(),
+                })),
+                CardCheck::Refused => Some(Resolution::Denied(Denial::CardRefused)),
+                CardCheck::Unchecked(_) | CardCheck::Pending => None,
+            };
         }
         self.closed.then_some(Resolution::Denied(Denial::Closed))
     }
@@ -193,7 +234,15 @@ impl Handler<Channel> for VirtualPeerRouter {
                     // Names that are not callees are ignored
                     // (docs/reference/formation.md#the-formation-channel).
                     if self.tokens.contains_key(&a.name) && !self.withdrawn.contains(&a.name) {
-                        self.urls.insert(a.name, (a.url, a.door));
+                        let card = a.card_key.map_or(CardCheck::NoKey, CardCheck::Unchecked);
+                        self.urls.insert(
+                            a.name,
+                            Known {
+                                url: a.url,
+                                door: a.door,
+                                card,
+                            },
+                        );
                     }
                 }
                 for name in line.withdrawn {
@@ -217,10 +266,11 @@ impl Handler<Channel> for VirtualPeerRouter {
 impl Handler<Resolve> for VirtualPeerRouter {
     type Result = ResponseFuture<Resolution>;
 
-    fn handle(&mut self, msg: Resolve, _ctx: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, msg: Resolve, ctx: &mut Context<Self>) -> Self::Result {
         if let Some(r) = self.lookup(&msg.name) {
             return Box::pin(std::future::ready(r));
         }
+        self.check_card(&msg.name, ctx);
         let (tx, rx) = oneshot::channel();
         self.waiters.retain(|w| !w.tx.is_closed());
         self.waiters.push(Waiter { name: msg.name, tx });
@@ -233,6 +283,71 @@ impl Handler<Resolve> for VirtualPeerRouter {
             }
         })
     }
+}
+
+impl VirtualPeerRouter {
+    /// Starts reading `name`'s card when its door has a key not checked yet; the waiters wake
+    /// when the check ends.
+    fn check_card(&mut self, name: &str, ctx: &mut Context<Self>) {
+        let (Some(known), Some(token)) = (self.urls.get_mut(name), self.tokens.get(name)) else {
+            return;
+        };
+        let CardCheck::Unchecked(key) = &known.card else {
+            return;
+        };
+        let key = key.clone();
+        known.card = CardCheck::Pending;
+        let route = PeerRoute {
+            url: known.url.clone(),
+            door: known.door.clone(),
+            token: token.clone(),
+        };
+        let (name, url) = (name.to_string(), known.url.clone());
+        let check = async move { read_card(route, &key).await };
+        ctx.spawn(check.into_actor(self).map(move |outcome, act, _ctx| {
+            act.card_checked(&name, &url, outcome);
+        }));
+    }
+
+    fn card_checked(&mut self, name: &str, url: &str, outcome: Result<(), String>) {
+        let Some(known) = self.urls.get_mut(name) else {
+            return;
+        };
+        // A newer address replaced the one read: its own check decides.
+        if known.url != url || known.card != CardCheck::Pending {
+            return;
+        }
+        match outcome {
+            Ok(()) => known.card = CardCheck::Verified,
+            Err(why) => {
+                known.card = CardCheck::Refused;
+                if let Some(notes) = &self.notes {
+                    notes(
+                        &crate::diag::Diagnostic::new(
+                            crate::diag::E_RUN_054,
+                            format!(
+                                "the door of '{name}' showed an agent card that does not verify under the key the \
+                                 launcher handed for it ({why}), so no call goes to it"
+                            ),
+                        )
+                        .to_string(),
+                    );
+                }
+            }
+        }
+        self.wake();
+    }
+}
+
+/// Reads the door's public card and checks its signature under `key` (base64url).
+async fn read_card(route: PeerRoute, key: &str) -> Result<(), String> {
+    let Some(key) = crate::card_sig::CardVerifyKey::from_b64(key) else {
+        return Err("the key is not an Ed25519 public key".into());
+    };
+    let client = super::client::DoorClient::new(route, crate::tasks::Trust::Untrusted, CARD_READ);
+    let body = client.card(CARD_READ, MAX_CARD).await?;
+    let card: serde_json::Value = serde_json::from_slice(&body).map_err(|_| "the card is not JSON".to_string())?;
+    crate::card_sig::verify(&card, &key).map_err(|e| e.to_string())
 }
 
 /// Asks `router` to resolve `name`; a router that is gone denies.

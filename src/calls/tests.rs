@@ -2083,3 +2083,86 @@ async fn a_reoffer_taken_after_the_caller_gave_up_is_cancelled() {
     );
     assert!(me.records_of("member_call_start").is_empty());
 }
+
+/// The key a real door signs its card with, read from its public card as a caller would.
+fn door_card_key(port: u16) -> String {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap_or_else(|e| panic!("{e}"));
+    ok(write!(
+        s,
+        "GET {} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n",
+        crate::card_sig::CARD_PATH
+    ));
+    let mut reply = String::new();
+    ok(s.read_to_string(&mut reply));
+    let (_, body) = reply.split_once("\r\n\r\n").unwrap_or_else(|| panic!("{reply}"));
+    let card: Value = ok(serde_json::from_str(body));
+    crate::card_sig::named_key(&card)
+        .unwrap_or_else(|| panic!("no key in {card}"))
+        .to_b64()
+}
+
+fn keyed_address(name: &str, url: &str, key: &str) -> Channel {
+    Channel(ChannelEvent::Addresses(AddressLine {
+        addresses: vec![Address {
+            name: name.into(),
+            url: url.into(),
+            door: None,
+            card_key: Some(key.into()),
+        }],
+        withdrawn: vec![],
+    }))
+}
+
+#[actix_rt::test]
+async fn a_callee_whose_card_does_not_verify_under_the_handed_key_is_never_called() {
+    let sk = ok(SigningKey::generate());
+    let coder = callee(&sk, "coder", Acceptance::Single, 0);
+    let right = door_card_key(coder.port);
+    let other = ok(crate::card_sig::CardKey::generate()).public().to_b64();
+    assert_ne!(right, other);
+    let t = timing();
+
+    // Handed the key the door signs with: the card verifies and the call goes through.
+    let good = caller(&sk, &[("coder", None)], &["localhost"], &t);
+    good.router.do_send(keyed_address("coder", &coder.url, &right));
+    let task = good.calls.task("tsk_1", Trust::Untrusted);
+    let d = ok(task.dispatch("coder", "first").await);
+    assert!(matches!(d.kind, DispatchKind::Started { .. }), "{:?}", d.kind);
+    until("the callee took the task", || !lock(&coder.events).is_empty()).await;
+
+    // Handed another key: the door is refused, by every path, and told once.
+    let notes = Arc::new(Mutex::new(Vec::<String>::new()));
+    let n = Arc::clone(&notes);
+    let line: Vec<Call> = vec![Call {
+        name: "coder".into(),
+        token: sk.mint(FRM, "lead", "coder"),
+    }];
+    let router = VirtualPeerRouter::new(&line, t.address_wait)
+        .with_notes(move |l| lock(&n).push(l.to_string()))
+        .start();
+    router.do_send(keyed_address("coder", &coder.url, &other));
+    let events_before = lock(&coder.events).len();
+    for _ in 0..2 {
+        assert_eq!(denial(&resolve(&router, "coder").await), Some(Denial::CardRefused));
+    }
+    let said = lock(&notes).clone();
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0].starts_with("error[E-RUN-054]: the door of 'coder' showed an agent card that does not verify under the key the launcher handed for it (no signature of the card is by this key)"),
+        "{said:?}"
+    );
+    assert_eq!(lock(&coder.events).len(), events_before, "the refused door got no task");
+    // A call through the member-call path ends rejected with the same reason.
+    let bad = caller(&sk, &[("coder", None)], &["localhost"], &t);
+    bad.router.do_send(keyed_address("coder", &coder.url, &other));
+    let task = bad.calls.task("tsk_2", Trust::Untrusted);
+    let d = ok(task.dispatch("coder", "second").await);
+    assert_eq!(
+        d.kind,
+        DispatchKind::Ended {
+            status: CallStatus::Rejected,
+            output: "the runtime refused to route the call to coder: its door's agent card does not verify under the key its launcher handed (error[E-RUN-054])".into(),
+        }
+    );
+    assert_eq!(lock(&coder.events).len(), events_before, "the refused door got no task");
+}

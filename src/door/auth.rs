@@ -23,9 +23,7 @@ use zeroize::Zeroizing;
 use super::jsonrpc;
 use crate::token::{self, DoorCredential, DoorKey, FORMATION_SCOPES, Verdict, VerifyCache, VerifyKey};
 
-/// The path of the public agent card (docs/reference/door.md#request-pipeline step 2), never
-/// authenticated.
-pub const CARD_PATH: &str = "/.well-known/agent-card.json";
+pub use crate::card_sig::CARD_PATH;
 
 /// Who is calling, as FormationAuth established it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -26,6 +26,9 @@ impl std::fmt::Debug for CardKey {
     }
 }
 
+/// Where a door serves its public agent card (A2A v1.0 §8.2, the well-known URI).
+pub const CARD_PATH: &str = "/.well-known/agent-card.json";
+
 /// The public half of a card key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CardVerifyKey(VerifyingKey);

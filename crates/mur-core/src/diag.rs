@@ -65,6 +65,7 @@ codes! {
     E_RUN_046 = "E-RUN-046", Error, "a formation channel or formation environment refusal", None;
     E_RUN_047 = "E-RUN-047", Error, "the installed artifact changed since admission", Some("launch the formation again so that admission binds the bytes now installed");
     E_RUN_053 = "E-RUN-053", Error, "the formation deadline fell", None;
+    E_RUN_054 = "E-RUN-054", Error, "a callee's agent card does not verify under the key its launcher handed", Some("another process may be answering at that member's address; see the member's own log (`mur ps`, `mur trace show`) and launch the formation again");
     // [ours] A remote capsule (docs/reference/capsules.md#remote-capsules) whose agent cannot be
     // used, or whose credential variable is unset: refused at start-up, before the member is ready.
     E_RUN_070 = "E-RUN-070", Error, "a remote capsule's agent is not ready: its card cannot be fetched, is not A2A 1.0 with a JSON-RPC interface, or asks for what the capsule cannot give", Some("check that the remote agent runs and serves its card at remote.url, that it speaks A2A 1.0 over JSON-RPC, and that remote.api_key and capabilities.network.allow give it what its card asks");
