@@ -76,6 +76,7 @@ mod tests {
             url: "https://agent.example:8443/.well-known/agent-card.json".into(),
             api_key_var: Some("FAR_KEY".into()),
             timeout_secs: 30,
+            card_key: None,
         });
         let mut open = m.clone();
         if let Some(r) = open.remote.as_mut() {

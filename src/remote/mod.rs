@@ -140,6 +140,12 @@ pub fn prepare(
     };
     let card = wire::check_card(&body, &card_url, key.is_some(), |u| allow.allows_url(u))
         .map_err(|why| not_ready(capsule, why))?;
+    // The manifest's key was checked when it was parsed.
+    let pinned = remote
+        .card_key
+        .as_deref()
+        .and_then(crate::card_sig::CardVerifyKey::from_b64);
+    wire::check_card_signature(&body, pinned.as_ref()).map_err(|why| not_ready(capsule, why))?;
     let credential = match (&card.credential, &key) {
         (Credential::None, _) | (_, None) => None,
         (Credential::Bearer, Some(k)) => Some((

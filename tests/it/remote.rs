@@ -851,3 +851,61 @@ fn a_hostile_remote_agent_fails_tasks_clearly_and_within_their_bounds() {
             .all(|id| posts.iter().any(|r| r.text().contains(id.as_str())))
     );
 }
+
+/// A remote member that pins its agent's card key (`remote.card_key`) starts only when the card is
+/// signed by that key. The agent here is another mur door: its card is signed with its own key.
+#[test]
+fn a_remote_member_trusts_only_a_card_signed_by_the_key_it_pins() {
+    let sb = Sandbox::new();
+    crate::door::install(&sb, "echo", "agent", &serve(4));
+    let agent = Door::start(&sb, "agent", &[]);
+    let card = agent.get("/.well-known/agent-card.json", None).json();
+    let key = card["signatures"][0]["header"]["jwk"]["x"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the door's card names its key: {card}"))
+        .to_string();
+    // Same origin as the card's interface (`localhost`), so no allow rule is needed.
+    let url = agent.url("/").replace("127.0.0.1", "localhost");
+    let manifest = |name: &str, key: &str| {
+        format!("name: {name}\nversion: 0.1.0\nremote:\n  url: {url}\n  card_key: {key}\n  timeout: 20\n")
+    };
+    let run = |capsule: &str| {
+        sb.mur(&sb.path("work"))
+            .args([
+                "run",
+                "--capsule",
+                capsule,
+                "--capsule-version",
+                "0.1.0",
+                "--task",
+                "signed and sealed",
+            ])
+            .output()
+            .expect("run")
+    };
+    let tasks = || {
+        agent.call(None, "ListTasks", json!({})).json()["result"]["tasks"]
+            .as_array()
+            .map_or(0, Vec::len)
+    };
+
+    sb.install_manifest("pinned", &manifest("pinned", &key));
+    let out = run("local/pinned");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim_end(), "signed and sealed");
+    assert_eq!(tasks(), 1);
+
+    // Pinned to a key that did not sign the card (RFC 8037's example key): not trusted, no task.
+    sb.install_manifest(
+        "mispinned",
+        &manifest("mispinned", "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"),
+    );
+    let out = run("local/mispinned");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("error[E-RUN-070]") && err.contains("is not signed by the key remote.card_key names"),
+        "{err}"
+    );
+    assert_eq!(tasks(), 1, "the agent got no task from a member that does not trust it");
+}

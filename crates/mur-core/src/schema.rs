@@ -377,6 +377,12 @@ pub fn manifest() -> Value {
                             "timeout",
                             json!({"type": "integer", "minimum": 1, "maximum": crate::manifest::MAX_REMOTE_TIMEOUT_SECS, "description": "Seconds one forwarded task may take (default 300)."}),
                         ),
+                        (
+                            "card_key",
+                            text(
+                                "The Ed25519 public key (base64url) the agent's card must be signed with; without it a signed card is only checked for being whole.",
+                            ),
+                        ),
                     ],
                 ),
             ),

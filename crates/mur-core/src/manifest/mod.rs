@@ -221,6 +221,9 @@ pub struct Remote {
     pub api_key_var: Option<String>,
     /// `remote.timeout` in seconds: the bound of one forwarded task.
     pub timeout_secs: u64,
+    /// `remote.card_key` [ours]: the Ed25519 key (base64url, 43 characters) the agent's card must
+    /// be signed with; without it a signed card is checked only for being whole.
+    pub card_key: Option<String>,
 }
 
 /// Default `remote.timeout`, seconds.

@@ -598,13 +598,14 @@ fn api_key_var(parent: &Node, path: &str) -> R<Option<String>> {
     }
 }
 
-/// `remote`: `url` (required; https, or http to loopback), `api_key: ${VAR}`, `timeout` seconds.
+/// `remote`: `url` (required; https, or http to loopback), `api_key: ${VAR}`, `timeout` seconds,
+/// `card_key` (the key its card must be signed with).
 fn remote(w: &mut Walker, root: &Node) -> R<Option<Remote>> {
     let Some(r) = block(root, "", "remote")? else {
         return Ok(None);
     };
     let p = "remote";
-    w.unknown(r, p, &["url", "api_key", "timeout"], &[]);
+    w.unknown(r, p, &["url", "api_key", "timeout", "card_key"], &[]);
     let Some(url) = string(r, p, "url")? else {
         return Err(bad(
             "remote.url",
@@ -631,10 +632,26 @@ fn remote(w: &mut Walker, root: &Node) -> R<Option<Remote>> {
     let api_key_var = api_key_var(r, "remote.api_key")?;
     let timeout_secs =
         integer(r, p, "timeout", 1, MAX_REMOTE_TIMEOUT_SECS.into())?.map_or(DEFAULT_REMOTE_TIMEOUT_SECS, |t| t as u64);
+    let card_key = string(r, p, "card_key")?;
+    if let Some(k) = &card_key
+        && crate::card_sig::CardVerifyKey::from_b64(k).is_none()
+    {
+        return Err(bad(
+            "remote.card_key",
+            format!(
+                "must be an Ed25519 public key in base64url (43 characters), found '{}'",
+                shown(k)
+            ),
+        )
+        .with_hint(
+            "the key is the `x` of the `jwk` in the agent card's signature header, as its operator publishes it",
+        ));
+    }
     Ok(Some(Remote {
         url,
         api_key_var,
         timeout_secs,
+        card_key,
     }))
 }
 

@@ -982,8 +982,12 @@ fn a_remote_block_makes_a_remote_capsule() {
             url: "https://agent.example/.well-known/agent-card.json".into(),
             api_key_var: Some("AGENT_KEY".into()),
             timeout_secs: 30,
+            card_key: None,
         })
     );
+    let key = "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo";
+    let pinned = ok(&format!("remote: {{url: 'https://a.example', card_key: {key}}}\n")).manifest;
+    assert_eq!(pinned.remote.and_then(|r| r.card_key).as_deref(), Some(key));
     assert_eq!(p.manifest.key_vars(), ["AGENT_KEY"]);
     let loopback = ok("remote: {url: 'http://127.0.0.1:9999/'}\n").manifest;
     assert_eq!(
@@ -997,8 +1001,18 @@ fn a_remote_block_makes_a_remote_capsule() {
     );
 
     // Each refusal: its code and the part of its message that says why.
-    let rows: [(&str, Code, &str); 9] = [
+    let rows: [(&str, Code, &str); 11] = [
         ("remote: {}\n", E_MAN_001, "remote.url: is required"),
+        (
+            "remote: {url: 'https://a.example', card_key: not-a-key}\n",
+            E_MAN_001,
+            "remote.card_key: must be an Ed25519 public key in base64url",
+        ),
+        (
+            "remote: {url: 'https://a.example', card_key: 7}\n",
+            E_MAN_001,
+            "remote.card_key: must be a string",
+        ),
         ("remote: {url: 7}\n", E_MAN_001, "remote.url: must be a string"),
         (
             "remote: {url: 'ftp://a.example'}\n",

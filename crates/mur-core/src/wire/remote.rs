@@ -8,13 +8,11 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::card_sig::{self, CARD_PATH, CardVerifyKey};
 use crate::manifest::endpoint;
 use crate::secret::{scrub, scrub_json};
 use crate::task::TaskState;
 use crate::text::head;
-
-/// The path of an agent card under its origin (A2A v1.0 §8.2, well-known URI).
-pub const WELL_KNOWN_CARD: &str = "/.well-known/agent-card.json";
 
 /// Largest agent card read, in bytes.
 pub const MAX_CARD_BYTES: usize = 1 << 20;
@@ -42,7 +40,7 @@ pub fn card_url(url: &str) -> Option<String> {
     if path.ends_with(".json") {
         return Some(url.to_string());
     }
-    Some(format!("{origin}{WELL_KNOWN_CARD}"))
+    Some(format!("{origin}{CARD_PATH}"))
 }
 
 /// `scheme://host[:port]`, lowercased, the default port left out: what two URLs must share to be
@@ -159,6 +157,52 @@ pub fn check_card(
         streaming,
         credential,
     })
+}
+
+/// What the agent card's signature showed (A2A v1.0 §8.4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CardSignature {
+    /// Signed by the key `remote.card_key` pins.
+    Pinned,
+    /// Signed by the key its own signature names, and whole under it: the card was not altered
+    /// after it was signed, though nobody vouches for whose key that is.
+    Whole,
+    /// Signed only in ways this runtime cannot check (another algorithm than EdDSA): accepted,
+    /// unless a key is pinned.
+    NotChecked,
+    Unsigned,
+}
+
+/// Checks the card's signatures: under `pinned` when the manifest pins a key (a card not signed
+/// by it is refused), else under the key a signature names, when it names an Ed25519 key (a card
+/// altered after it was signed is refused). `Err` is the reason, as start-up prints it.
+pub fn check_card_signature(body: &[u8], pinned: Option<&CardVerifyKey>) -> Result<CardSignature, String> {
+    let card: Value = serde_json::from_slice(body).map_err(|_| "its agent card is not JSON".to_string())?;
+    let signed = card
+        .get("signatures")
+        .and_then(Value::as_array)
+        .is_some_and(|s| !s.is_empty());
+    if let Some(key) = pinned {
+        return match card_sig::verify(&card, key) {
+            Ok(()) => Ok(CardSignature::Pinned),
+            Err(e) => Err(format!(
+                "its agent card is not signed by the key remote.card_key names ({e}), so it is not trusted"
+            )),
+        };
+    }
+    if !signed {
+        return Ok(CardSignature::Unsigned);
+    }
+    let Some(named) = card_sig::named_key(&card) else {
+        return Ok(CardSignature::NotChecked);
+    };
+    match card_sig::verify(&card, &named) {
+        Ok(()) => Ok(CardSignature::Whole),
+        Err(card_sig::CardSigError::Malformed(_)) => Ok(CardSignature::NotChecked),
+        Err(e) => Err(format!(
+            "its agent card's signature does not hold ({e}): the card was altered after it was signed"
+        )),
+    }
 }
 
 /// `1.0`, or a 1.0 patch release such as `1.0.1`.
@@ -915,6 +959,77 @@ mod tests {
         ];
         for (status, after, attempt, want) in rows {
             assert_eq!(refusal(status, after, attempt), want, "{status} {after:?} {attempt}");
+        }
+    }
+
+    #[test]
+    fn a_card_signature_is_checked_under_the_pinned_key_or_the_key_it_names() {
+        let key = card_sig::CardKey::from_seed(&[7; 32]);
+        let other = card_sig::CardKey::from_seed(&[8; 32]).public();
+        let bare: Value = serde_json::from_slice(&card(json!({}))).unwrap();
+        let signed = key.sign(&bare);
+        let bytes = |v: &Value| serde_json::to_vec(v).unwrap();
+        let mut altered = signed.clone();
+        altered["name"] = json!("someone else");
+        // A signature by an algorithm this runtime does not check.
+        let mut foreign = bare.clone();
+        foreign["signatures"] = json!([{"protected": "eyJhbGciOiJFUzI1NiJ9", "signature": "AAAA"}]);
+        let pinned = Some(key.public());
+        type Row<'a> = (&'a str, Vec<u8>, Option<CardVerifyKey>, Result<CardSignature, &'a str>);
+        let rows: Vec<Row> = vec![
+            (
+                "pinned, signed by it",
+                bytes(&signed),
+                pinned,
+                Ok(CardSignature::Pinned),
+            ),
+            (
+                "pinned, signed by another",
+                bytes(&signed),
+                Some(other),
+                Err("not signed by the key remote.card_key names"),
+            ),
+            (
+                "pinned, unsigned",
+                bytes(&bare),
+                pinned,
+                Err("not signed by the key remote.card_key names"),
+            ),
+            (
+                "pinned, altered",
+                bytes(&altered),
+                pinned,
+                Err("not signed by the key remote.card_key names"),
+            ),
+            (
+                "pinned, foreign algorithm",
+                bytes(&foreign),
+                pinned,
+                Err("not signed by the key remote.card_key names"),
+            ),
+            ("unpinned, signed", bytes(&signed), None, Ok(CardSignature::Whole)),
+            (
+                "unpinned, altered after signing",
+                bytes(&altered),
+                None,
+                Err("the card was altered after it was signed"),
+            ),
+            ("unpinned, unsigned", bytes(&bare), None, Ok(CardSignature::Unsigned)),
+            (
+                "unpinned, foreign algorithm",
+                bytes(&foreign),
+                None,
+                Ok(CardSignature::NotChecked),
+            ),
+            ("not JSON", b"{".to_vec(), None, Err("not JSON")),
+        ];
+        for (what, body, pin, want) in rows {
+            let got = check_card_signature(&body, pin.as_ref());
+            match (got, want) {
+                (Ok(g), Ok(w)) => assert_eq!(g, w, "{what}"),
+                (Err(g), Err(w)) => assert!(g.contains(w), "{what}: {g}"),
+                (g, w) => panic!("{what}: got {g:?}, want {w:?}"),
+            }
         }
     }
 }
