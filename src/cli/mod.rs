@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 
 pub mod answer;
+pub mod approve;
 pub mod build;
 pub mod completion;
 pub mod demo;
@@ -50,6 +51,9 @@ pub enum Command {
     Install(InstallArgs),
     /// List installed capsules
     List(JsonArgs),
+    /// Approve a capsule's MCP tools as their servers define them now; a session offers a model
+    /// only tools whose definitions are the approved ones
+    Approve(ApproveArgs),
     /// Check a roster (in a formation directory) or a capsule's sources
     Doctor(DoctorArgs),
     /// Run one capsule, or launch a formation with --roster
@@ -235,6 +239,15 @@ pub struct AnswerArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct ApproveArgs {
+    /// The installed capsule (<scope>/<name>)
+    pub capsule: String,
+    /// Its version
+    #[arg(long)]
+    pub capsule_version: String,
+}
+
+#[derive(Debug, Args)]
 pub struct StopArgs {
     /// A session id (ses_…) or formation id (frm_…)
     pub id: String,
@@ -311,6 +324,7 @@ pub fn main() -> ExitCode {
         Command::Build(a) => build::run(a),
         Command::Install(a) => install::run(a),
         Command::List(a) => list::run(a.json),
+        Command::Approve(a) => approve::run(a),
         Command::Doctor(a) => doctor::run(a),
         Command::Run(a) => run::run(a),
         Command::Deploy(a) => deploy::run(a),

@@ -65,6 +65,13 @@ pub const NOTES: &[Notes] = &[
         ],
     },
     Notes {
+        command: "approve",
+        stdout: "`Approved <n> MCP tool(s) of <scope>/<name>@<version>: <entry>.<tool>, …` and `  recorded in <path of tool-pins.json>`; `<capsule> has no MCP tools: nothing to approve …` for a capsule without any. The capsule is resolved as `mur run --capsule` resolves it (project store, then global); each MCP server is reached as a session start reaches it, with its `api_key` variable from the environment ([capsules.md#pinned-tools](capsules.md#pinned-tools)).",
+        stderr: "Diagnostics only: W-RUN-011 when the definitions cannot be recorded.",
+        exit: "0 recorded; 1 with E-RUN-002 (the capsule cannot be resolved, or a server cannot be reached, lacks an allowed tool, or its key variable is unset) or W-RUN-011.",
+        json: &[],
+    },
+    Notes {
         command: "doctor",
         stdout: "In a formation directory (a `roster.yaml`, no `murmur.yaml`): a line saying the roster is checked, then the Roster block — `file:`, one row per member (name, `capsule@version`, `entry`, `serves peers`/`refuses peers`, `authenticated door`/`public door`), `reachability: a → b, …`, one `env:` line per model member, one line per W-ROS-001 and per W-RUN-008 (a member with callees whose network grant reaches no door, as a launch would warn), one W-RUN-010 warning per key variable a member reads (a model's `inference.api_key`, an MCP tool's `api_key`, a remote member's `remote.api_key`) that is unset here (admission needs no key; `mur run` will refuse the member, E-RUN-002 or E-RUN-071), one `✗` line per model member that lacks anything else it needs to run (E-RUN-002, as its session would refuse) — then the tally (`All checks passed.` or `<P> check(s) passed, <F> error(s) found[, <W> warning(s)].` and one `Fix:` line per problem). In a capsule's source directory: one `  ✓  <check>` or `  ✗  <message>` line per check, the Roster block when a `roster.yaml` is beside it, then the tally. `--graph`/`--dot` print the admitted reachability graph instead (Mermaid / Graphviz). With `--json`, one compact JSON line.",
         stderr: "Each refusal in full: `[mur doctor] error[CODE]: …` and its hint.",

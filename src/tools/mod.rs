@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-pub use prepare::{ArchiveRef, prepare};
+pub use prepare::{ArchiveRef, PinCheck, Prepared, prepare};
 pub use runtime::RuntimeTool;
 
 use crate::capsule::{ToolGrant, ToolLimits, ToolRun, WasmTool};

@@ -729,3 +729,79 @@ fn a_member_whose_mcp_server_lacks_an_allowed_tool_stops_the_launch_naming_it() 
     assert!(provider.requests().is_empty(), "no task reached the model");
     assert!(!err.contains(MCP_KEY));
 }
+
+/// A server that changes a tool's definition after it was approved (the "rug pull"): the first
+/// start records the definitions beside the installed archive; a later start does not offer the
+/// changed tool, says which and how (E-RUN-055) and how to approve it; `mur approve` records the
+/// new definition, after which it is offered again.
+#[test]
+fn an_mcp_tool_whose_definition_changed_after_approval_is_not_offered_until_approved() {
+    let first = SdkServer::start(MCP_KEY, &[]);
+    let port = first.port().to_string();
+    let sb = Sandbox::new();
+    let done = || -> Step { Reply::json(openai::text("done")).into() };
+    let provider = Provider::start(vec![done(), done(), done()]);
+    install(
+        &sb,
+        "pinned",
+        provider.url(),
+        &mcp_entry(&first.url(), "add, echo"),
+        &[],
+    );
+    let env = [(MCP_KEY_VAR, MCP_KEY)];
+    let pins = sb
+        .home()
+        .join(".murmur/artifacts/local/pinned/0.1.0")
+        .join("tool-pins.json");
+
+    // First start: both tools offered, their definitions recorded.
+    let (code, _, err) = run(&sb, "pinned", "one", &env);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("E-RUN-055"), "{err}");
+    assert_eq!(provider.requests()[0].tool_names(), ["calc__add", "calc__echo"]);
+    let recorded: Value =
+        serde_json::from_str(&std::fs::read_to_string(&pins).expect("pins beside the archive")).expect("pins are JSON");
+    assert_eq!(
+        recorded["tools"]["calc"]
+            .as_object()
+            .map(|o| o.keys().cloned().collect::<Vec<_>>()),
+        Some(vec!["add".to_string(), "echo".to_string()]),
+        "{recorded}"
+    );
+
+    // The same server, restarted with another description for `echo`.
+    drop(first);
+    let pulled = SdkServer::start(MCP_KEY, &[("MCP_TEST_PORT", &port), ("MCP_TEST_RUG_PULL", "1")]);
+    let (code, _, err) = run(&sb, "pinned", "two", &env);
+    assert_eq!(code, Some(0), "the rest of the capsule still runs: {err}");
+    assert_eq!(
+        provider.requests()[1].tool_names(),
+        ["calc__add"],
+        "the changed tool is not offered"
+    );
+    assert!(
+        err.contains(
+            "error[E-RUN-055]: the MCP tool 'echo' of 'local/pinned@0.1.0' (server of tools entry 'calc') is not offered to the model: its description changed since it was approved"
+        ) && err.contains("hint: if you trust the server's new definition, approve it with `mur approve local/pinned --capsule-version 0.1.0`"),
+        "{err}"
+    );
+
+    // Approved as it is now: offered again, and nothing is said.
+    let out = sb
+        .mur(&sb.path("work"))
+        .args(["approve", "local/pinned", "--capsule-version", "0.1.0"])
+        .envs(env)
+        .output()
+        .expect("mur approve");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with("Approved 2 MCP tool(s) of local/pinned@0.1.0: calc.add, calc.echo\n"),
+        "{}",
+        stdout(&out)
+    );
+    let (code, _, err) = run(&sb, "pinned", "three", &env);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("E-RUN-055"), "{err}");
+    assert_eq!(provider.requests()[2].tool_names(), ["calc__add", "calc__echo"]);
+    drop(pulled);
+}

@@ -66,6 +66,7 @@ codes! {
     E_RUN_047 = "E-RUN-047", Error, "the installed artifact changed since admission", Some("launch the formation again so that admission binds the bytes now installed");
     E_RUN_053 = "E-RUN-053", Error, "the formation deadline fell", None;
     E_RUN_054 = "E-RUN-054", Error, "a callee's agent card does not verify under the key its launcher handed", Some("another process may be answering at that member's address; see the member's own log (`mur ps`, `mur trace show`) and launch the formation again");
+    E_RUN_055 = "E-RUN-055", Error, "an MCP tool's definition is not the approved one, so it is not offered to the model", Some("if you trust the server's new definition, approve it with `mur approve <capsule> --capsule-version <version>`");
     // [ours] A remote capsule (docs/reference/capsules.md#remote-capsules) whose agent cannot be
     // used, or whose credential variable is unset: refused at start-up, before the member is ready.
     E_RUN_070 = "E-RUN-070", Error, "a remote capsule's agent is not ready: its card cannot be fetched, is not A2A 1.0 with a JSON-RPC interface, or asks for what the capsule cannot give", Some("check that the remote agent runs and serves its card at remote.url, that it speaks A2A 1.0 over JSON-RPC, and that remote.api_key and capabilities.network.allow give it what its card asks");
@@ -78,6 +79,7 @@ codes! {
     // [ours] `mur doctor`: a key variable a member reads at start is unset where doctor runs.
     // Admission needs no key, so the roster passes; `mur run` still refuses the member.
     W_RUN_010 = "W-RUN-010", Warning, "a member's key variable is unset where mur doctor runs: admission passes, mur run will refuse the member", None;
+    W_RUN_011 = "W-RUN-011", Warning, "the approved definitions of a capsule's MCP tools could not be recorded", Some("make the directory of the installed archive writable by this user; the tools are judged again at the next start");
     // [ours] A test-only switch (MURMUR_TEST_TIMING, MURMUR_MUR_BINARY) is set and takes effect.
     W_ENV_001 = "W-ENV-001", Warning, "a test-only environment switch is in effect", None;
     // [ours] ~/.murmur/compiled (or an entry in it) is not this user's alone: components are

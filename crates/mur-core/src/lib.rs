@@ -1,6 +1,7 @@
 //! mur's pure core: everything a formation is made of that needs no runtime. Roster parsing and
 //! admission, the manifest subset, archives, stores and the lock, tokens, the readiness line,
-//! trace records, ids, paths under `~/.murmur`, timing constants and the one diagnostics registry;
+//! trace records, ids, paths under `~/.murmur`, timing constants, MCP tools' pinned definitions
+//! (`tool_pins`) and the one diagnostics registry;
 //! the small shared helpers (`text` bounds peer text, `sync` locks without panicking, `digest`
 //! spells hashes, `secret` holds credentials and scrubs them from what servers send back, `fence`
 //! fences foreign text for a model, `file` writes a file atomically);
@@ -45,6 +46,7 @@ pub mod task;
 pub mod text;
 pub mod timing;
 pub mod token;
+pub mod tool_pins;
 pub mod trace;
 pub mod wire;
 pub mod yaml;

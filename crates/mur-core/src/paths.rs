@@ -185,6 +185,12 @@ pub fn artifact_sidecar(store: &Path, scope: &str, name: &str, version: &str) ->
     artifact_dir(store, scope, name, version).join(format!("{name}-{version}.sha256"))
 }
 
+/// The approved definitions of an artifact's MCP tools ([`crate::tool_pins`]), beside its zip
+/// (`zip` is [`artifact_zip`]'s path).
+pub fn tool_pins_beside(zip: &Path) -> PathBuf {
+    zip.with_file_name(crate::tool_pins::FILE)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -34,8 +34,8 @@ use super::records::Console;
 use checks::{formation_id, no_lifeline_warning, parse_fd, refuse_peers_env, take_lifeline, task_text, workdir};
 pub use checks::{read_task, unreachable_callees_warning};
 use handoff::{EarlyLoad, deferred, handed_from_env};
-pub use resolve::ResolvedCapsule;
-use resolve::{load_runner, resolve_capsule, stores};
+use resolve::load_runner;
+pub use resolve::{ResolvedCapsule, resolve_capsule, stores};
 
 /// Why a session does not start: a usage error (exit 2) or a refusal (exit 1).
 pub(super) enum StartupRefusal {
@@ -102,6 +102,7 @@ pub(super) fn prepare(args: &SessionOptions, console: &Console) -> Result<Prepar
         handed.as_ref(),
         early,
         defer,
+        console,
     )?;
 
     let task = task(args, &workdir)?;
@@ -230,6 +231,7 @@ fn runner(
     handed: Option<&host::Handed>,
     early: Option<EarlyLoad>,
     defer: bool,
+    console: &Console,
 ) -> Result<Runner, Diagnostic> {
     let deferred = defer.then(|| handed.and_then(|h| deferred(capsule, h))).flatten();
     match (early.and_then(|e| e.finish(capsule)), deferred) {
@@ -238,7 +240,7 @@ fn runner(
             tracing::debug!("the handed compiled entry is mapped at the first task");
             Ok(Runner::Deferred(std::sync::Arc::new(deferred)))
         }
-        (None, None) => load_runner(capsule, membership, deadline_ms, handed),
+        (None, None) => load_runner(capsule, membership, deadline_ms, handed, console),
     }
 }
 

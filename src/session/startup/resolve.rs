@@ -13,6 +13,7 @@ use crate::diag::{self, Diagnostic};
 use crate::manifest::{self, Kind, Manifest};
 use crate::names::ArtifactName;
 use crate::session::executor::Runner;
+use crate::session::records::Console;
 use crate::store::lock::Lock;
 use crate::store::{Resolved, Stores};
 use crate::timing::Timing;
@@ -109,6 +110,7 @@ pub(super) fn load_runner(
     membership: Option<&Membership>,
     deadline_ms: Option<u64>,
     handed: Option<&host::Handed>,
+    console: &Console,
 ) -> Result<Runner, Diagnostic> {
     if c.manifest.kind == Kind::Remote {
         // Readiness: the remote agent's card is checked before the member reports ready.
@@ -141,7 +143,7 @@ pub(super) fn load_runner(
     let mut tools = if c.manifest.tools.is_empty() {
         crate::tools::Toolbox::runtime(&callees)
     } else {
-        load_tools(c, &callees)?
+        load_tools(c, &callees, console)?
     };
     if c.manifest.lifecycle.input_timeout_secs.is_some() {
         tools = tools.asking();
@@ -175,16 +177,32 @@ fn budget_link(membership: Option<&Membership>) -> Result<Option<std::os::unix::
 /// A model capsule's tools, each loaded and checked now (docs/reference/capsules.md#tools): a
 /// tool that cannot be used is E-RUN-002, and the member never reports ready. The check runs on
 /// an actix system of its own, ended before the session's starts: MCP sessions opened here end
-/// with it, and the thread that runs the tasks opens its own.
-fn load_tools(c: &ResolvedCapsule, callees: &[String]) -> Result<crate::tools::Toolbox, Diagnostic> {
+/// with it, and the thread that runs the tasks opens its own. An MCP tool whose definition is not
+/// the approved one is left out, each with its E-RUN-055 on the console.
+fn load_tools(c: &ResolvedCapsule, callees: &[String], console: &Console) -> Result<crate::tools::Toolbox, Diagnostic> {
     let archive = crate::tools::ArchiveRef {
         zip_path: &c.resolved.zip_path,
         sha256: &c.resolved.sha256,
     };
-    let prepared = actix_rt::System::new().block_on(crate::tools::prepare(&c.manifest.tools, callees, &archive, |v| {
-        std::env::var(v).ok()
-    }));
-    prepared.map_err(|why| {
+    let pins = crate::tools::PinCheck {
+        capsule: format!("{}@{}", c.name, c.version),
+        approve: false,
+    };
+    let prepared = actix_rt::System::new().block_on(crate::tools::prepare(
+        &c.manifest.tools,
+        callees,
+        &archive,
+        |v| std::env::var(v).ok(),
+        &pins,
+    ));
+    prepared
+        .map(|p| {
+            for n in &p.notices {
+                console.diag(n);
+            }
+            p.toolbox
+        })
+        .map_err(|why| {
         Diagnostic::new(
             diag::E_RUN_002,
             format!("capsule '{}@{}' cannot be run: {why}", c.name, c.version),
