@@ -46,8 +46,12 @@ pub use crate::wire::mcp::{CallResult, McpTool};
 
 /// The session id header, sent back on every request once the server gave one.
 const SESSION_HEADER: &str = "mcp-session-id";
-/// The negotiated version, sent on every request after `initialize`.
+/// The negotiated version, sent on every request after `initialize` (and on every request of the
+/// stateless revision).
 const VERSION_HEADER: &str = "mcp-protocol-version";
+/// The stateless revision's request method and tool name, repeated from the body for routing.
+const METHOD_HEADER: &str = "mcp-method";
+const NAME_HEADER: &str = "mcp-name";
 /// Bytes of a refused request's body quoted in its error.
 const QUOTED_BODY: usize = 200;
 
@@ -62,6 +66,16 @@ pub struct McpEndpoint {
     pub bearer: Option<Secret>,
     /// The server's tools the capsule may use; each must exist.
     pub allow: Vec<String>,
+}
+
+/// Which revisions a client proposes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Revisions {
+    /// `server/discover` first, and the stateless revision when the server lists it; else the
+    /// handshake of the earlier ones.
+    Newest,
+    /// Only the handshake (2025-11-25 and before), as a client of those revisions speaks.
+    Handshake,
 }
 
 /// Bounds on what one server may cost; tests shrink them.
@@ -107,8 +121,14 @@ impl Default for McpLimits {
 #[derive(Debug, Clone, Default)]
 struct Session {
     id: Option<String>,
-    /// `None` until `initialize` settled one.
+    /// `None` until `initialize` settled one, or `server/discover` listed the stateless one.
     version: Option<&'static str>,
+}
+
+impl Session {
+    fn is_stateless(&self) -> bool {
+        self.version == Some(wire::STATELESS_VERSION)
+    }
 }
 
 /// Why a request failed.
@@ -246,6 +266,15 @@ impl McpServer {
     /// server speaks no protocol version this client does, or when an allowed tool is missing or
     /// unusable (naming each).
     pub async fn connect(endpoint: McpEndpoint, limits: McpLimits) -> Result<McpServer, String> {
+        McpServer::connect_as(endpoint, limits, Revisions::Newest).await
+    }
+
+    /// [`McpServer::connect`], proposing only the `revisions` given.
+    pub async fn connect_as(
+        endpoint: McpEndpoint,
+        limits: McpLimits,
+        revisions: Revisions,
+    ) -> Result<McpServer, String> {
         let McpEndpoint {
             name,
             url,
@@ -278,7 +307,10 @@ impl McpServer {
             arbiter: actix_rt::Arbiter::try_current(),
             closed: false,
         };
-        server.handshake(None).await.map_err(fail)?;
+        // The stateless revision when the server lists it; else the initialize handshake.
+        if revisions == Revisions::Handshake || !server.discover().await {
+            server.handshake(None).await.map_err(fail)?;
+        }
         let mut allowed: Vec<String> = Vec::new();
         for a in allow {
             if !allowed.contains(&a) {
@@ -362,6 +394,30 @@ impl McpServer {
         id
     }
 
+    /// `server/discover`, proposing the stateless revision: `true` when the server lists it, and
+    /// the session is then that revision's (no id, no handshake). A server that does not know
+    /// the method, or answers anything else, is spoken to with the handshake: servers of the
+    /// earlier revisions need not implement it.
+    async fn discover(&self) -> bool {
+        let id = self.take_id();
+        let body = wire::discover_request(id, env!("CARGO_PKG_VERSION"));
+        let probe = Session {
+            id: None,
+            version: Some(wire::STATELESS_VERSION),
+        };
+        let Ok(answer) = self
+            .post(body, Some(id), &probe, Deadline::after(self.limits.request))
+            .await
+        else {
+            return false;
+        };
+        if !matches!(wire::discover_result(&answer.result.unwrap_or(Value::Null)), Ok(true)) {
+            return false;
+        }
+        *self.session.borrow_mut() = probe;
+        true
+    }
+
     /// `initialize` and `notifications/initialized`, each bounded by [`McpLimits::request`] and
     /// by `within` (the request that found its session gone); the session they settle replaces
     /// the one before.
@@ -428,6 +484,10 @@ impl McpServer {
     /// begins a new one and sends it once more.
     async fn request(&self, id: u64, body: String, until: Deadline) -> Result<Answer, Failure> {
         let session = self.session.borrow().clone();
+        if session.is_stateless() {
+            // No session to forget: every request stands alone.
+            return self.post(body, Some(id), &session, until).await;
+        }
         match self.post(body.clone(), Some(id), &session, until).await {
             Err(Failure::SessionGone(gone)) => {
                 // A concurrent request may have begun the new session already.
@@ -474,7 +534,7 @@ impl McpServer {
         session: &Session,
         until: Deadline,
     ) -> Result<Answer, Failure> {
-        let req = base_request(
+        let mut req = base_request(
             &self.http,
             awc::http::Method::POST,
             &self.url,
@@ -483,6 +543,18 @@ impl McpServer {
         )
         .insert_header((CONTENT_TYPE, "application/json"))
         .insert_header((ACCEPT, "application/json, text/event-stream"));
+        let mut body = body;
+        if session.is_stateless() && id.is_some() {
+            let st = wire::stateless_request(&body, env!("CARGO_PKG_VERSION")).map_err(Failure::Other)?;
+            req = req.insert_header((METHOD_HEADER, st.method.as_str()));
+            if let Some(name) = &st.name {
+                // A tool name the server listed: visible ASCII, or the header cannot carry it.
+                let value = HeaderValue::from_str(name)
+                    .map_err(|_| Failure::Other("the tool's name cannot be carried in a header".to_string()))?;
+                req = req.insert_header((NAME_HEADER, value));
+            }
+            body = st.body;
+        }
         let too_slow = || Failure::TimedOut(format!("no answer within {:?}", until.bound));
         let mut resp = match actix_rt::time::timeout(until.left(), req.send_body(body)).await {
             Ok(Ok(resp)) => resp,
@@ -635,6 +707,11 @@ impl McpServer {
     /// Tells the server, without waiting, that request `id` is given up on.
     fn cancel(&self, id: u64, reason: &str) {
         let session = self.session.borrow().clone();
+        if session.is_stateless() {
+            // The revision has no client notifications: the request's own stream, closed when
+            // its future was dropped, is the cancellation.
+            return;
+        }
         let send = base_request(
             &self.http,
             awc::http::Method::POST,

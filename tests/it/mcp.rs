@@ -9,7 +9,7 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use mur::tools::mcp::{McpEndpoint, McpLimits, McpServer};
+use mur::tools::mcp::{McpEndpoint, McpLimits, McpServer, Revisions};
 use serde_json::{Value, json};
 
 use crate::support::mcp::SdkServer;
@@ -17,6 +17,12 @@ use crate::support::provider::{Gate, Piece, Provider, Reply, Request, Step};
 
 /// The bearer the SDK server requires (long enough for `scrub` to look for it).
 const KEY: &str = "mcp-test-key-5f2c9a17d3";
+
+/// The handshake revisions (2025-11-25 and before), which the tests below pin; the stateless one
+/// (2026-07-28) has its own tests at the end.
+async fn connect(ep: McpEndpoint, limits: McpLimits) -> Result<McpServer, String> {
+    McpServer::connect_as(ep, limits, Revisions::Handshake).await
+}
 
 fn run<F: Future>(f: F) -> F::Output {
     actix_rt::System::new().block_on(f)
@@ -63,7 +69,7 @@ fn the_sdk_server_offers_only_the_allowed_tools_and_answers_their_calls() {
     for json_mode in ["0", "1"] {
         let sdk = SdkServer::start(KEY, &[("MCP_TEST_JSON", json_mode)]);
         run(async {
-            let server = McpServer::connect(
+            let server = connect(
                 endpoint(&sdk.url(), Some(KEY), &["fail", "add", "word_count"]),
                 McpLimits::default(),
             )
@@ -129,7 +135,7 @@ fn the_sdk_server_offers_only_the_allowed_tools_and_answers_their_calls() {
 fn an_allowed_tool_the_server_lacks_fails_the_connection_and_names_it() {
     let sdk = SdkServer::start(KEY, &[]);
     let e = run(async {
-        McpServer::connect(
+        connect(
             endpoint(&sdk.url(), Some(KEY), &["add", "mul", "div"]),
             McpLimits::default(),
         )
@@ -151,7 +157,7 @@ fn the_bearer_reaches_the_server_and_a_wrong_or_missing_one_is_refused_401() {
     for key in [Some("wrong-key-0123456789"), None] {
         let started = Instant::now();
         let e = run(async {
-            McpServer::connect(endpoint(&sdk.url(), key, &["add"]), McpLimits::default())
+            connect(endpoint(&sdk.url(), key, &["add"]), McpLimits::default())
                 .await
                 .unwrap_err()
         });
@@ -172,7 +178,7 @@ fn tools_are_listed_across_pages() {
     // The SDK's server lists everything at once; the test server's subclass pages it one by one.
     let sdk = SdkServer::start(KEY, &[("MCP_TEST_PAGE", "1")]);
     run(async {
-        let server = McpServer::connect(endpoint(&sdk.url(), Some(KEY), &["echo", "add"]), McpLimits::default())
+        let server = connect(endpoint(&sdk.url(), Some(KEY), &["echo", "add"]), McpLimits::default())
             .await
             .unwrap();
         assert_eq!(names(&server), ["echo", "add"]);
@@ -187,7 +193,7 @@ fn tools_are_listed_across_pages() {
             max_pages: 3,
             ..McpLimits::default()
         };
-        let e = McpServer::connect(endpoint(&sdk.url(), Some(KEY), &["add"]), limits)
+        let e = connect(endpoint(&sdk.url(), Some(KEY), &["add"]), limits)
             .await
             .unwrap_err();
         assert_eq!(e, "MCP server 'calc': its tools/list has more than 3 pages");
@@ -201,7 +207,7 @@ fn tools_are_listed_across_pages() {
 fn a_stateless_sdk_server_is_served_without_a_session() {
     let sdk = SdkServer::start(KEY, &[("MCP_TEST_STATELESS", "1"), ("MCP_TEST_JSON", "1")]);
     run(async {
-        let server = McpServer::connect(endpoint(&sdk.url(), Some(KEY), &["add"]), McpLimits::default())
+        let server = connect(endpoint(&sdk.url(), Some(KEY), &["add"]), McpLimits::default())
             .await
             .unwrap();
         let r = server
@@ -221,7 +227,7 @@ fn a_restarted_server_that_forgot_the_session_gets_a_new_one() {
     let port = first.port().to_string();
     let url = first.url();
     run(async move {
-        let server = McpServer::connect(endpoint(&url, Some(KEY), &["add"]), McpLimits::default())
+        let server = connect(endpoint(&url, Some(KEY), &["add"]), McpLimits::default())
             .await
             .unwrap();
         drop(first);
@@ -245,7 +251,7 @@ fn a_restarted_server_that_forgot_the_session_gets_a_new_one() {
 fn dropping_the_client_ends_the_session() {
     let sdk = SdkServer::start(KEY, &[]);
     run(async {
-        let server = McpServer::connect(endpoint(&sdk.url(), Some(KEY), &["add"]), McpLimits::default())
+        let server = connect(endpoint(&sdk.url(), Some(KEY), &["add"]), McpLimits::default())
             .await
             .unwrap();
         drop(server);
@@ -311,9 +317,7 @@ fn call_fails(p: &Provider, timeout: Duration) -> (String, Duration) {
     let url = format!("{}/mcp", p.url());
     let started = Instant::now();
     let e = run(async {
-        let server = McpServer::connect(endpoint(&url, Some(KEY), &["go"]), quick())
-            .await
-            .unwrap();
+        let server = connect(endpoint(&url, Some(KEY), &["go"]), quick()).await.unwrap();
         let e = server.call("go", json!({}), timeout).await.unwrap_err();
         // A cancellation is spawned, not awaited: let it go out before the system ends.
         actix_rt::time::sleep(Duration::from_millis(300)).await;
@@ -341,9 +345,7 @@ fn a_scripted_server_is_spoken_to_as_the_transport_asks() {
     ]);
     let url = format!("{}/mcp", p.url());
     run(async {
-        let server = McpServer::connect(endpoint(&url, Some(KEY), &["go"]), quick())
-            .await
-            .unwrap();
+        let server = connect(endpoint(&url, Some(KEY), &["go"]), quick()).await.unwrap();
         let r = server
             .call("go", json!({"x": 1}), Duration::from_secs(2))
             .await
@@ -403,9 +405,7 @@ fn a_forgotten_session_is_begun_again_without_the_old_id() {
     ]);
     let url = format!("{}/mcp", p.url());
     run(async {
-        let server = McpServer::connect(endpoint(&url, Some(KEY), &["go"]), quick())
-            .await
-            .unwrap();
+        let server = connect(endpoint(&url, Some(KEY), &["go"]), quick()).await.unwrap();
         let r = server.call("go", json!({}), Duration::from_secs(2)).await.unwrap();
         assert_eq!(r.text, "again");
         assert_eq!(server.protocol_version(), "2025-06-18");
@@ -555,11 +555,7 @@ fn a_server_speaking_another_protocol_version_is_refused() {
     for version in ["2024-11-05", "2026-07-28", "1.0"] {
         let p = Provider::start(vec![initialize_as(version), accepted()]);
         let url = format!("{}/mcp", p.url());
-        let e = run(async {
-            McpServer::connect(endpoint(&url, Some(KEY), &["go"]), quick())
-                .await
-                .unwrap_err()
-        });
+        let e = run(async { connect(endpoint(&url, Some(KEY), &["go"]), quick()).await.unwrap_err() });
         assert_eq!(
             e,
             format!(
@@ -581,11 +577,7 @@ fn a_redirect_is_not_followed_so_the_bearer_goes_nowhere_else() {
             .into(),
     ]);
     let url = format!("{}/mcp", p.url());
-    let e = run(async {
-        McpServer::connect(endpoint(&url, Some(KEY), &["go"]), quick())
-            .await
-            .unwrap_err()
-    });
+    let e = run(async { connect(endpoint(&url, Some(KEY), &["go"]), quick()).await.unwrap_err() });
     assert_eq!(e, "MCP server 'calc': initialize failed: the server answered 307");
     assert!(elsewhere.requests().is_empty());
 }
@@ -593,7 +585,7 @@ fn a_redirect_is_not_followed_so_the_bearer_goes_nowhere_else() {
 #[test]
 fn plain_http_beyond_loopback_and_bad_listings_are_refused() {
     let e = run(async {
-        McpServer::connect(endpoint("http://192.0.2.1/mcp", Some(KEY), &["go"]), quick())
+        connect(endpoint("http://192.0.2.1/mcp", Some(KEY), &["go"]), quick())
             .await
             .unwrap_err()
     });
@@ -627,10 +619,156 @@ fn plain_http_beyond_loopback_and_bad_listings_are_refused() {
         let p = Provider::start(script);
         let url = format!("{}/mcp", p.url());
         let e = run(async {
-            McpServer::connect(endpoint(&url, Some(KEY), &["go"]), limits.clone())
+            connect(endpoint(&url, Some(KEY), &["go"]), limits.clone())
                 .await
                 .unwrap_err()
         });
         assert_eq!(e, format!("MCP server 'calc': {want}"));
     }
+}
+
+// ---- The stateless revision (2026-07-28) ----
+
+#[test]
+fn the_sdk_server_is_spoken_to_in_the_stateless_revision_when_it_lists_it() {
+    for json_mode in ["0", "1"] {
+        let sdk = SdkServer::start(KEY, &[("MCP_TEST_JSON", json_mode)]);
+        run(async {
+            let server = McpServer::connect(endpoint(&sdk.url(), Some(KEY), &["fail", "add"]), McpLimits::default())
+                .await
+                .unwrap_or_else(|e| panic!("connect (json {json_mode}): {e}\n{}", sdk.stderr()));
+            assert_eq!(server.protocol_version(), "2026-07-28");
+            assert_eq!(names(&server), ["fail", "add"]);
+            assert_eq!(server.tools()[1].description, "Adds two integers.");
+            let t = Duration::from_secs(10);
+            let sum = server.call("add", json!({"a": 20, "b": 22}), t).await.unwrap();
+            assert_eq!((sum.text.as_str(), sum.is_error), ("42", false));
+            let failed = server.call("fail", Value::Null, t).await.unwrap();
+            assert!(failed.is_error, "{failed:?}");
+            let e = server.call("echo", json!({"text": "hi"}), t).await.unwrap_err();
+            assert!(e.contains("'echo' is not a tool this capsule may use"), "{e}");
+            server.close().await;
+        });
+        let log = sdk.log();
+        // server/discover, tools/list, two calls; no session, so nothing to DELETE.
+        let methods: Vec<&str> = log.iter().filter_map(|l| l.strip_prefix("http ")).collect();
+        assert_eq!(methods, ["POST"; 4], "json {json_mode}: {log:?}");
+        let calls: Vec<&str> = log.iter().filter_map(|l| l.strip_prefix("call ")).collect();
+        assert_eq!(calls, ["add", "fail"]);
+        assert!(
+            log.iter()
+                .filter(|l| l.starts_with("auth "))
+                .all(|a| a == &format!("auth Bearer {KEY}")),
+            "{log:?}"
+        );
+    }
+}
+
+/// A server of the earlier revisions does not know `server/discover`: the client goes on with
+/// the handshake, and says the stateless revision's headers only on the probe.
+#[test]
+fn a_server_without_discover_is_spoken_to_with_the_handshake() {
+    let unknown = Step::func(|r| {
+        Reply::json(
+            json!({"jsonrpc": "2.0", "id": r.json()["id"].clone(), "error": {"code": -32601, "message": "Method not found"}}),
+        )
+    });
+    let p = Provider::start(vec![
+        unknown,
+        initialize_as("2025-11-25"),
+        accepted(),
+        listing(&["go"]),
+        Step::func(|r| Reply::json(rpc(r, json!({"content": [{"type": "text", "text": "went"}]})))),
+        Reply::status(200, "").into(),
+    ]);
+    let url = format!("{}/mcp", p.url());
+    run(async {
+        let server = McpServer::connect(endpoint(&url, Some(KEY), &["go"]), quick())
+            .await
+            .unwrap();
+        assert_eq!(server.protocol_version(), "2025-11-25");
+        let r = server.call("go", json!({}), Duration::from_secs(2)).await.unwrap();
+        assert_eq!(r.text, "went");
+        server.close().await;
+    });
+    let reqs = p.requests();
+    let methods: Vec<String> = reqs
+        .iter()
+        .map(|r| r.json()["method"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "server/discover",
+            "initialize",
+            "notifications/initialized",
+            "tools/list",
+            "tools/call",
+            ""
+        ]
+    );
+    let discover = &reqs[0];
+    assert_eq!(discover.header("mcp-protocol-version"), Some("2026-07-28"));
+    assert_eq!(discover.header("mcp-method"), Some("server/discover"));
+    assert_eq!(
+        discover.json()["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
+        "2026-07-28"
+    );
+    // After the probe, nothing of the stateless revision: no _meta, no method header.
+    for r in &reqs[1..] {
+        assert_eq!(r.header("mcp-method"), None);
+        assert!(r.json()["params"].get("_meta").is_none(), "{}", r.text());
+    }
+}
+
+/// A server that lists the stateless revision but then answers as another would: a clear error
+/// within the bounds, never a hang; and each stateless request carries its method, its tool's
+/// name and the version in `_meta`.
+#[test]
+fn a_server_that_lies_about_its_revision_is_a_clear_error() {
+    let discover = Step::func(|r| {
+        Reply::json(rpc(
+            r,
+            json!({"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}, "resultType": "complete"}),
+        ))
+    });
+    let p = Provider::start(vec![
+        discover,
+        listing(&["go"]),
+        // The call is answered as if a session were needed.
+        Reply::status(
+            400,
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Bad Request: Missing session ID"}}"#,
+        )
+        .into(),
+    ]);
+    let url = format!("{}/mcp", p.url());
+    let started = Instant::now();
+    let e = run(async {
+        let server = McpServer::connect(endpoint(&url, Some(KEY), &["go"]), quick())
+            .await
+            .unwrap();
+        assert_eq!(server.protocol_version(), "2026-07-28");
+        server
+            .call("go", json!({"x": 1}), Duration::from_secs(2))
+            .await
+            .unwrap_err()
+    });
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(
+        e,
+        r#"MCP server 'calc': go: the server answered 400: {"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Bad Request: Missing session ID"}}"#
+    );
+    let reqs = p.requests();
+    let call = &reqs[2];
+    assert_eq!(call.header("mcp-method"), Some("tools/call"));
+    assert_eq!(call.header("mcp-name"), Some("go"));
+    assert_eq!(call.header("mcp-protocol-version"), Some("2026-07-28"));
+    assert_eq!(call.header("mcp-session-id"), None);
+    assert_eq!(
+        call.json()["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
+        "2026-07-28"
+    );
+    assert_eq!(reqs[1].header("mcp-method"), Some("tools/list"));
+    assert_eq!(reqs[1].header("mcp-name"), None);
 }

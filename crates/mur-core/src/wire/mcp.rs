@@ -47,6 +47,72 @@ pub const MAX_RESULT_TEXT: usize = 64 << 10;
 /// Longest `Mcp-Session-Id` kept; the specification asks visible ASCII only.
 pub const MAX_SESSION_ID: usize = 1 << 10;
 
+/// The stateless revision (2026-07-28): no `initialize` and no session; every request carries
+/// its version and the client's capabilities in `params._meta`, and says its method (and, for a
+/// call, the tool's name) in headers as well. Spoken when `server/discover` lists it.
+pub const STATELESS_VERSION: &str = "2026-07-28";
+
+/// `params._meta` keys of a stateless request.
+pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+
+/// The `server/discover` request, proposing [`STATELESS_VERSION`]: what a client sends first.
+pub fn discover_request(id: u64, client_version: &str) -> String {
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "server/discover", "params": {}}).to_string();
+    stateless_request(&body, client_version).map_or(body, |s| s.body)
+}
+
+/// Whether a `server/discover` result lists [`STATELESS_VERSION`] (`supportedVersions`). `Err`
+/// when it is not a discover result at all.
+pub fn discover_result(result: &Value) -> Result<bool, String> {
+    let Some(versions) = result.get("supportedVersions").and_then(Value::as_array) else {
+        return Err("the server/discover result lists no supportedVersions".to_string());
+    };
+    Ok(versions.iter().any(|v| v.as_str() == Some(STATELESS_VERSION)))
+}
+
+/// A request as the stateless revision sends it: its body with `params._meta` (version, no
+/// client capabilities, our client info), and the method and tool name its headers repeat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stateless {
+    pub body: String,
+    pub method: String,
+    /// `params.name` of a `tools/call`.
+    pub name: Option<String>,
+}
+
+/// Makes `body` (one of this module's requests) a stateless one. `Err` when it is not a request
+/// with an object `params`.
+pub fn stateless_request(body: &str, client_version: &str) -> Result<Stateless, String> {
+    let mut v: Value = serde_json::from_str(body).map_err(|_| "not a JSON request".to_string())?;
+    let method = v
+        .get("method")
+        .and_then(Value::as_str)
+        .ok_or("a request without a method")?
+        .to_string();
+    let params = v
+        .get_mut("params")
+        .and_then(Value::as_object_mut)
+        .ok_or("a request without params")?;
+    let name = (method == "tools/call")
+        .then(|| params.get("name").and_then(Value::as_str).map(str::to_string))
+        .flatten();
+    params.insert(
+        "_meta".into(),
+        json!({
+            META_PROTOCOL_VERSION: STATELESS_VERSION,
+            META_CLIENT_CAPABILITIES: {},
+            META_CLIENT_INFO: {"name": "mur", "version": client_version},
+        }),
+    );
+    Ok(Stateless {
+        body: v.to_string(),
+        method,
+        name,
+    })
+}
+
 /// The `initialize` request: our [`PROTOCOL_VERSION`], `clientInfo` `{name: "mur", version}`,
 /// and no capabilities (no sampling, roots or elicitation are offered to the server).
 pub fn initialize_request(id: u64, client_version: &str) -> String {
@@ -764,5 +830,41 @@ mod tests {
         }
         assert!(session_id_ok(&"a".repeat(MAX_SESSION_ID)));
         assert!(!session_id_ok(&"a".repeat(MAX_SESSION_ID + 1)));
+    }
+
+    #[test]
+    fn stateless_requests_carry_their_version_in_meta_and_name_their_method() {
+        let call = tools_call_request(7, "add", &json!({"a": 1})).unwrap();
+        let st = stateless_request(&call, "1.2.3").unwrap();
+        assert_eq!((st.method.as_str(), st.name.as_deref()), ("tools/call", Some("add")));
+        let v: Value = serde_json::from_str(&st.body).unwrap();
+        assert_eq!(v["params"]["_meta"][META_PROTOCOL_VERSION], STATELESS_VERSION);
+        assert_eq!(v["params"]["_meta"][META_CLIENT_CAPABILITIES], json!({}));
+        assert_eq!(
+            v["params"]["_meta"][META_CLIENT_INFO],
+            json!({"name": "mur", "version": "1.2.3"})
+        );
+        assert_eq!(
+            (&v["params"]["name"], &v["params"]["arguments"], &v["id"]),
+            (&json!("add"), &json!({"a": 1}), &json!(7))
+        );
+        let list = stateless_request(&tools_list_request(8, Some("c")), "1").unwrap();
+        assert_eq!((list.method.as_str(), list.name), ("tools/list", None));
+        let discover: Value = serde_json::from_str(&discover_request(1, "1")).unwrap();
+        assert_eq!(discover["method"], "server/discover");
+        assert_eq!(discover["params"]["_meta"][META_PROTOCOL_VERSION], STATELESS_VERSION);
+        assert!(
+            stateless_request(&initialized_notification(), "1").is_err(),
+            "a notification has no params"
+        );
+        assert_eq!(
+            discover_result(&json!({"supportedVersions": ["2025-11-25", "2026-07-28"]})),
+            Ok(true)
+        );
+        assert_eq!(
+            discover_result(&json!({"supportedVersions": ["2025-11-25"]})),
+            Ok(false)
+        );
+        assert!(discover_result(&json!({"protocolVersion": "2025-11-25"})).is_err());
     }
 }
