@@ -227,7 +227,7 @@ impl Actor for VirtualPeerRouter {
 impl Handler<Channel> for VirtualPeerRouter {
     type Result = ();
 
-    fn handle(&mut self, msg: Channel, _ctx: &mut Context<Self>) {
+    fn handle(&mut self, msg: Channel, ctx: &mut Context<Self>) {
         match msg.0 {
             ChannelEvent::Addresses(line) => {
                 for a in line.addresses {
@@ -258,6 +258,11 @@ impl Handler<Channel> for VirtualPeerRouter {
                 }
             }
             ChannelEvent::Closed => self.closed = true,
+        }
+        // An address that arrived while a call waited for it has its card read now.
+        let waited: Vec<String> = self.waiters.iter().map(|w| w.name.clone()).collect();
+        for name in waited {
+            self.check_card(&name, ctx);
         }
         self.wake();
     }

@@ -2165,4 +2165,20 @@ async fn a_callee_whose_card_does_not_verify_under_the_handed_key_is_never_calle
         }
     );
     assert_eq!(lock(&coder.events).len(), events_before, "the refused door got no task");
+
+    // An address that arrives while a call waits for it: its card is read then, and the route
+    // is handed out (not left waiting for the address wait to end).
+    let late = caller(&sk, &[("coder", None)], &["localhost"], &t);
+    let (r, url, key) = (late.router.clone(), coder.url.clone(), right.clone());
+    actix_rt::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        r.do_send(keyed_address("coder", &url, &key));
+    });
+    let resolved = resolve(&late.router, "coder").await;
+    assert_eq!(
+        route_url(&resolved),
+        Some(coder.url.as_str()),
+        "{:?}",
+        denial(&resolved)
+    );
 }
