@@ -681,8 +681,10 @@ fn send_answer_and_trace_show_make_control_sequences_visible_on_a_terminal_only(
 /// refusal) reaches the terminal with its control characters made visible.
 #[test]
 fn a_peers_relayed_lines_reach_a_terminal_made_visible() {
-    let mcp =
-        crate::support::provider::Provider::start(vec![crate::support::provider::Reply::status(500, HOSTILE).into()]);
+    // The same refusal to the `server/discover` probe (which falls back to the handshake) and to
+    // `initialize`, whose failure is the one reported.
+    let refusal = || crate::support::provider::Reply::status(500, HOSTILE).into();
+    let mcp = crate::support::provider::Provider::start(vec![refusal(), refusal()]);
     let sb = Sandbox::new();
     sb.install_actor("echo");
     sb.install_manifest(
