@@ -959,6 +959,12 @@ fn a_closed_lifeline_cancels_a_running_task_and_exits_0() {
     let mut m = Member::start(cmd, true);
     drop(r);
     m.wait_working();
+    // The board shows the task working a moment before the executor records taking it: the
+    // lifeline closes once the run has begun, as the test means.
+    let started = crate::support::wait_until(LONG, || {
+        events(&trace(&m.records_dir())).contains(&"task_start".to_string())
+    });
+    assert!(started.is_some(), "no task_start; stderr: {}", m.stderr());
     drop(w);
     assert_eq!(m.wait(LONG), 0, "{}", m.stderr());
     assert!(!m.stderr().contains("E-RUN-040"), "{}", m.stderr());
