@@ -1,5 +1,6 @@
-//! `mur deploy --kubernetes` through the real binary: admission refusals identical to `mur run
-//! --roster`, NetworkPolicies that carry exactly the admitted edges, Secrets that carry only their
+//! `mur deploy --kubernetes` through the real binary: every object it writes valid under the
+//! official Kubernetes schemas (strict, oldest and newest supported release, checked in
+//! [`deploy`] and on `-o DIR` files), admission refusals identical to `mur run --roster`, NetworkPolicies that carry exactly the admitted edges, Secrets that carry only their
 //! own member's tokens, YAML that round-trips through the typed structs, one snapshot per sample
 //! roster, the terminal refusal (on a real pty), owner-only files, and the member pods' own
 //! command lines running the demo formation to its answer on 127.0.0.1.
@@ -24,7 +25,7 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use mur::channel::{FirstLine, parse_address_line};
 use mur::token::{self, Verdict, VerifyKey};
 
-use crate::support::{self, Sandbox, stderr, stdout, wait_until};
+use crate::support::{self, Sandbox, kubernetes, stderr, stdout, wait_until};
 
 const FRM: &str = "frm_0199c4e2f1b7712a9d3e4f5061728394";
 const UID: &str = "2f0c6c4e-3d1a-4b7e-9d52-6a1f0e8b7c39";
@@ -101,10 +102,17 @@ fn sandbox(rosters: &[(&str, &str)]) -> Sandbox {
     sb
 }
 
+/// `mur deploy --roster DIR …`. Every object it writes to stdout is held against the official
+/// Kubernetes schemas (strict, oldest and newest supported release) before the test reads it, so
+/// no deploy test can pass on an object the API server would refuse.
 fn deploy(sb: &Sandbox, dir: &Path, extra: &[&str]) -> Output {
     let mut args = vec!["deploy", "--roster", dir.to_str().expect("utf-8")];
     args.extend_from_slice(extra);
-    sb.run(sb.dir.path(), &args)
+    let o = sb.run(sb.dir.path(), &args);
+    if o.status.success() && !o.stdout.is_empty() {
+        kubernetes::assert_valid(&stdout(&o));
+    }
+    o
 }
 
 /// One manifest object, read back into the type its `kind` names.
@@ -237,6 +245,34 @@ fn policy_edges(objs: &[(String, Obj)]) -> BTreeSet<(String, String)> {
         }
     }
     out
+}
+
+/// The schema check itself: it refuses what an API server would (a mistyped field, a field the
+/// kind does not have) for each version, so a deploy test passing it means something; and the
+/// versions it checks are the ones docs/kubernetes.md claims.
+#[test]
+fn the_schema_check_refuses_objects_the_api_server_would() {
+    let sb = sandbox(&[("rules", RULES)]);
+    let o = deploy(&sb, &sb.path("rules"), &full_args());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let good = stdout(&o);
+    let [oldest, newest] = kubernetes::versions();
+    let docs = std::fs::read_to_string(support::repo_root().join("docs/kubernetes.md")).expect("docs");
+    assert!(
+        docs.contains(&format!("Kubernetes {oldest} to {newest}")),
+        "docs/kubernetes.md names the versions the suite checks"
+    );
+    let bad = [
+        good.replacen("replicas: 1\n", "replicas: one\n", 1),
+        good.replacen("  namespace: agents\n", "  namespace: agents\n  colour: blue\n", 1),
+    ];
+    for (n, b) in bad.iter().enumerate() {
+        assert_ne!(*b, good, "case {n} planted nothing");
+        for v in [oldest, newest] {
+            let e = kubernetes::check(b, v).expect_err(&format!("case {n} passed {v}"));
+            assert!(e.contains("did not validate"), "{e}");
+        }
+    }
 }
 
 #[test]
@@ -596,6 +632,7 @@ fn credentials_are_never_printed_to_a_terminal() {
     let (code, screen, err) = run_on_pty(&["--kubernetes"]);
     assert_eq!(code, Some(0), "{err}");
     assert!(screen.contains("kind: ConfigMap"), "{screen}");
+    kubernetes::assert_valid(&screen.replace("\r\n", "\n"));
 }
 
 #[test]
@@ -635,6 +672,7 @@ fn output_directory_files_are_owner_only_and_in_apply_order() {
         secrets += usize::from(matches!(obj, Obj::Secret(_)));
     }
     assert_eq!(secrets, 3);
+    kubernetes::assert_valid_dir(&out);
     // A directory holding anything is refused: `kubectl apply -f` would apply it too.
     let again = deploy(&sb, &dir, &args);
     assert_eq!(again.status.code(), Some(1));
