@@ -24,11 +24,6 @@ use crate::token::SigningKey;
 
 pub use objects::Object;
 
-/// The oldest and newest Kubernetes releases the manifests are written for (docs/kubernetes.md);
-/// the tests validate every rendered object against both releases' schemas.
-pub const KUBERNETES_OLDEST: &str = "1.29";
-pub const KUBERNETES_NEWEST: &str = "1.37";
-
 /// The port every member's door binds inside its pod (each pod has a network of its own).
 pub const DOOR_PORT: u16 = 8080;
 /// A caller's relay to callee `i` listens on `127.0.0.1:RELAY_PORT_BASE + i`.

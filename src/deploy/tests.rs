@@ -11,6 +11,48 @@ use super::*;
 use crate::channel::line::parse_address_line;
 use crate::token::{self, Verdict};
 
+// The integration suite's schema check, compiled here too from the same files: every object a
+// test below renders passes through `manifests` (this module's, which shadows the planner's) and
+// is held against the official schemas (tests/it/support/kubernetes.rs).
+#[allow(dead_code)]
+#[path = "../../tests/it/support/kubernetes.rs"]
+mod kubernetes;
+#[allow(dead_code)]
+#[path = "../../tests/it/support/pins.rs"]
+mod pins;
+#[allow(dead_code)]
+#[path = "../../tests/it/support/python.rs"]
+mod python;
+
+fn repo_root() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The planner's `manifests`, with every object it returns validated against the schemas. Renders
+/// that differ only in their Secrets' bytes (a fresh key each time) are validated once: the
+/// schema sees a Secret's data as strings whatever they hold.
+fn manifests(f: &Formation, o: &Options, key: &SigningKey) -> Result<Manifests, Diagnostic> {
+    static SEEN: std::sync::Mutex<BTreeSet<String>> = std::sync::Mutex::new(BTreeSet::new());
+    let m = super::manifests(f, o, key)?;
+    let shape: Vec<Object> = m
+        .objects
+        .iter()
+        .cloned()
+        .map(|mut x| {
+            if let Object::Secret(s) = &mut x {
+                s.data = None;
+            }
+            x
+        })
+        .collect();
+    let shape = objects::to_yaml_stream(&shape).expect("YAML");
+    let first = SEEN.lock().unwrap_or_else(|e| e.into_inner()).insert(shape);
+    if first {
+        kubernetes::assert_valid(&objects::to_yaml_stream(&m.objects).expect("YAML"));
+    }
+    Ok(m)
+}
+
 const FRM: &str = "frm_0199c4e2f1b7712a9d3e4f5061728394";
 const UID: &str = "2f0c6c4e-3d1a-4b7e-9d52-6a1f0e8b7c39";
 

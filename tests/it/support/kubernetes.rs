@@ -14,9 +14,25 @@ use std::process::{Command, Stdio};
 use super::pins::KUBERNETES_VALIDATE;
 use super::python::python_with;
 
-/// The versions every rendered object is validated for.
-pub fn versions() -> [&'static str; 2] {
-    [mur::deploy::KUBERNETES_OLDEST, mur::deploy::KUBERNETES_NEWEST]
+/// The versions every rendered object is validated for: the oldest and the newest release
+/// docs/kubernetes.md claims.
+pub fn versions() -> [String; 2] {
+    let page = super::repo_root().join("docs/kubernetes.md");
+    let text = std::fs::read_to_string(&page).unwrap_or_else(|e| panic!("{}: {e}", page.display()));
+    let claim = text.split_once("Supported clusters: Kubernetes ").and_then(|(_, r)| {
+        let (oldest, r) = r.split_once(" to ")?;
+        let newest: String = r.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+        Some([oldest.to_string(), newest.trim_end_matches('.').to_string()])
+    });
+    let versions = claim.expect("docs/kubernetes.md says \"Supported clusters: Kubernetes A to B.\"");
+    for v in &versions {
+        let parts: Vec<&str> = v.split('.').collect();
+        assert!(
+            parts.len() == 2 && parts.iter().all(|p| p.parse::<u32>().is_ok()),
+            "docs/kubernetes.md claims version '{v}', not MAJOR.MINOR"
+        );
+    }
+    versions
 }
 
 /// Why `stream` (one or more `---` YAML documents) is not accepted by the strict schemas of
@@ -58,8 +74,20 @@ pub fn check(stream: &str, version: &str) -> Result<usize, String> {
 pub fn assert_valid(stream: &str) {
     let documents = stream.split("---\n").filter(|d| !d.trim().is_empty()).count();
     assert!(documents > 0, "no object to validate");
-    for v in versions() {
-        match check(stream, v) {
+    let versions = versions();
+    // Both releases at once: each check is a process of its own.
+    let results: Vec<(String, Result<usize, String>)> = std::thread::scope(|scope| {
+        let running: Vec<_> = versions
+            .iter()
+            .map(|v| scope.spawn(move || (v.clone(), check(stream, v))))
+            .collect();
+        running
+            .into_iter()
+            .map(|h| h.join().expect("a schema check panicked"))
+            .collect()
+    });
+    for (v, result) in results {
+        match result {
             Ok(n) => assert_eq!(n, documents, "Kubernetes {v}: not every object was checked"),
             Err(e) => panic!("a rendered object is not one the API server would accept:\n{e}"),
         }
@@ -67,6 +95,7 @@ pub fn assert_valid(stream: &str) {
 }
 
 /// [`assert_valid`] for each YAML file of a directory `mur deploy -o DIR` wrote.
+#[allow(dead_code)]
 pub fn assert_valid_dir(dir: &Path) {
     let mut stream = String::new();
     let mut names: Vec<_> = std::fs::read_dir(dir)
