@@ -117,8 +117,9 @@ pub const RUNTIME_MEMORY_MIB: u64 = 128;
 /// What a member's pod asks the scheduler for: an idle member's share.
 pub const MEMBER_MEMORY_REQUEST_MIB: u64 = 32;
 pub const MEMBER_CPU_REQUEST: &str = "50m";
-/// A relay or the entry's wait: one socat.
+/// A relay or the entry's wait: one socat, and a forked one per connection it carries.
 pub const SIDECAR_MEMORY_MIB: u64 = 16;
+pub const SIDECAR_MEMORY_LIMIT_MIB: u64 = 64;
 pub const SIDECAR_CPU_REQUEST: &str = "10m";
 
 /// A member's memory limit in MiB: the runtime's own, plus the linear memory a component

@@ -22,8 +22,8 @@ use serde::Serialize;
 use super::{
     CARD_PATH, CHANNEL_DIR, CHANNEL_FD, CHANNEL_FILE, DOOR_PORT, DRY_RUN_ANNOTATION, DRY_RUN_RESOURCE_VERSION,
     EndpointMap, Formation, HOME_DIR, MEMBER_CPU_REQUEST, MEMBER_MEMORY_REQUEST_MIB, MUR_PATH, Options, RUN_AS,
-    SIDECAR_CPU_REQUEST, SIDECAR_MEMORY_MIB, STORE_ROOT, TASK_DIR, TASK_FILE, WORK_DIR, authority, labels, map_of,
-    pod_selector, relay_port,
+    SIDECAR_CPU_REQUEST, SIDECAR_MEMORY_LIMIT_MIB, SIDECAR_MEMORY_MIB, STORE_ROOT, TASK_DIR, TASK_FILE, WORK_DIR,
+    authority, labels, map_of, pod_selector, relay_port,
 };
 
 /// One object of the output, in the order it is applied.
@@ -361,7 +361,7 @@ fn resources(request_cpu: &str, request_mib: u64, limit_mib: u64) -> ResourceReq
 }
 
 fn sidecar_resources() -> ResourceRequirements {
-    resources(SIDECAR_CPU_REQUEST, SIDECAR_MEMORY_MIB, SIDECAR_MEMORY_MIB)
+    resources(SIDECAR_CPU_REQUEST, SIDECAR_MEMORY_MIB, SIDECAR_MEMORY_LIMIT_MIB)
 }
 
 fn env(name: &str, value: &str) -> EnvVar {
