@@ -71,7 +71,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            memory_bytes: 256 << 20,
+            memory_bytes: crate::limits::COMPONENT_MEMORY_BYTES,
             time_budget: Duration::from_secs(600),
             output_bytes: 1 << 20,
         }

@@ -52,7 +52,7 @@ pub struct ToolLimits {
 impl Default for ToolLimits {
     fn default() -> Self {
         ToolLimits {
-            memory_bytes: 128 << 20,
+            memory_bytes: crate::limits::TOOL_MEMORY_BYTES,
             time_budget: Duration::from_secs(60),
             result_bytes: 64 << 10,
         }

@@ -56,6 +56,20 @@ pub struct DeployArgs {
     /// The applied formation object's uid: write every object, owned by it
     #[arg(long, value_name = "UID", requires = "formation_id")]
     pub formation_uid: Option<String>,
+    /// Write every object for review, under no real owner and marked so no API server accepts it
+    #[arg(long, conflicts_with = "formation_uid")]
+    pub dry_run: bool,
+    /// The Secret (you create it) holding the members' API keys, one key per variable name
+    #[arg(long, value_name = "NAME", default_value = deploy::DEFAULT_KEYS_SECRET)]
+    pub keys_secret: String,
+    /// Where in the cluster a loopback endpoint of a manifest is: the pod relays LOOPBACK to
+    /// TARGET (repeatable)
+    #[arg(long = "endpoint", value_name = "LOOPBACK-HOST:PORT=HOST:PORT")]
+    pub endpoints: Vec<String>,
+    /// The formation's token budget of `mur run --roster`: not carried into a cluster yet, so
+    /// refused (E-DEP-005)
+    #[arg(long, value_name = "TOKENS", allow_hyphen_values = true)]
+    pub max_tokens: Option<String>,
 }
 
 fn fail(diag: Diagnostic) -> Failure {
@@ -75,6 +89,23 @@ pub fn run(a: &DeployArgs) -> Outcome {
     for w in &admitted.warnings {
         w.eprint(PREFIX);
     }
+    if a.max_tokens.is_some() {
+        return Err(fail(deploy::refuse_uncarried(
+            "--max-tokens",
+            "the formation's token budget is kept by the launcher, which counts every member's model turns, and a formation in a cluster has no launcher",
+            "leave out --max-tokens; a model capsule's own inference.max_session_tokens still bounds each member's session in its pod",
+        )));
+    }
+    let mut endpoint_maps = Vec::new();
+    for e in &a.endpoints {
+        let map = deploy::EndpointMap::parse(e).map_err(|why| {
+            fail(Diagnostic::new(
+                diag::E_DEP_004,
+                format!("--endpoint '{}': {why}", diag::shown(e)),
+            ))
+        })?;
+        endpoint_maps.push(map);
+    }
     let id = a.formation_id.clone().unwrap_or_else(|| ids::mint(IdKind::Formation));
     let formation = Formation::from_admitted(&admitted, id);
     let task = match &a.task {
@@ -87,6 +118,9 @@ pub fn run(a: &DeployArgs) -> Outcome {
         task,
         deadline: a.deadline,
         owner_uid: a.formation_uid.clone(),
+        keys_secret: a.keys_secret.clone(),
+        endpoint_maps,
+        dry_run: a.dry_run,
     };
     // Checked before the key is drawn: a refusal mints nothing.
     deploy::check(&formation, &options).map_err(fail)?;
@@ -116,7 +150,14 @@ pub fn run(a: &DeployArgs) -> Outcome {
                 .map_err(|e| io_refusal(format!("the manifests cannot be written to stdout: {e}")))?;
         }
     }
-    if options.owner_uid.is_none() {
+    keys_note(&formation, &options);
+    if options.dry_run {
+        eprintln!(
+            "{PREFIX}formation {}: {} objects for review (--dry-run): owned by no real object, their tokens signed by a key already dropped, and each sets resourceVersion, so no API server creates or updates them",
+            formation.id,
+            manifests.objects.len()
+        );
+    } else if options.owner_uid.is_none() {
         next_step(&formation, &options, a.output.is_some());
     } else {
         eprintln!(
@@ -127,6 +168,27 @@ pub fn run(a: &DeployArgs) -> Outcome {
         );
     }
     Ok(0)
+}
+
+/// The Secret the members' keys are read from, which `mur deploy` never writes (it never sees a
+/// key): its name and the variable names it must hold, never a value.
+fn keys_note(f: &Formation, o: &Options) {
+    let needed = deploy::keys_needed(f);
+    if needed.is_empty() {
+        return;
+    }
+    let list: Vec<String> = needed
+        .iter()
+        .map(|(var, members)| format!("{var} ({})", members.join(", ")))
+        .collect();
+    // From a file, so no key passes through a command line or a shell's history.
+    eprintln!(
+        "{PREFIX}members read their keys from secret/{secret}, which mur deploy does not write, under these names: {list}. \
+         Create it before the members start, from an owner-only file of NAME=value lines:\n  kubectl create secret generic {secret} --namespace {ns} --from-env-file=FILE",
+        secret = o.keys_secret,
+        ns = o.namespace,
+        list = list.join(", "),
+    );
 }
 
 /// `--task T`: the contents of `T` when it names a file relative to the current directory, else

@@ -155,8 +155,8 @@ pub const NOTES: &[Notes] = &[
     },
     Notes {
         command: "deploy",
-        stdout: "The manifests as a YAML stream (refused on a terminal once they carry credentials, E-DEP-001), unless `-o DIR`. Without `--formation-uid` only the formation object, which carries no credential. See [kubernetes.md](../kubernetes.md).",
-        stderr: "What to run next (the second step's command line), `[mur deploy] wrote N objects into DIR` with `-o`, diagnostics behind `[mur deploy] `.",
+        stdout: "The manifests as a YAML stream (refused on a terminal once they carry credentials, E-DEP-001), unless `-o DIR`. Without `--formation-uid` only the formation object, which carries no credential; with `--dry-run` every object, marked so no API server accepts it. See [kubernetes.md](../kubernetes.md).",
+        stderr: "What to run next (the second step's command line), the Secret the members' keys are read from and the key names it must hold (never a value), `[mur deploy] wrote N objects into DIR` with `-o`, diagnostics behind `[mur deploy] `.",
         exit: "0; 1 on an admission refusal (the codes of `mur run --roster`) or E-DEP-001…003.",
         json: &[],
     },

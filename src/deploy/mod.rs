@@ -65,21 +65,148 @@ pub struct Member {
     pub version: String,
     pub sha256: String,
     pub entry: bool,
-    /// A remote capsule's agent (`remote.url`): the one origin its egress policy admits.
-    pub remote: Option<RemoteOrigin>,
+    /// Where its runtime sends requests of its own: the model's provider, each MCP server, the
+    /// remote agent. Its egress policy admits exactly these (and its callees).
+    pub endpoints: Vec<Endpoint>,
+    /// What the capsule's and its WebAssembly tools' `network.allow` rules let them reach
+    /// beyond the loopback: admitted by its egress policy too.
+    pub allowed: Vec<Destination>,
+    /// The variables its keys are read from (`Manifest::key_vars`): each is set in its pod from
+    /// the Secret `--keys-secret` names.
+    pub keys: Vec<String>,
+    /// The memory its pod may use: the runtime's own and the bounds of what the capsule runs.
+    pub memory_mib: u64,
+    /// `lifecycle.input_timeout_secs` is set: its tasks may ask their sender a question.
+    pub asks: bool,
 }
 
-/// Where a remote member's tasks go: the host as written (a name or an address) and the port.
+/// A URL a member's runtime dials, named by the manifest field it comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RemoteOrigin {
+pub struct Endpoint {
+    /// `inference.endpoint`, `tools[<name>].mcp`, `remote.url`.
+    pub field: String,
+    pub url: String,
+    pub origin: Origin,
+}
+
+impl Endpoint {
+    /// A loopback endpoint reaches the pod itself in a cluster, not the machine it was written for.
+    pub fn is_loopback(&self) -> bool {
+        crate::address::allow::is_loopback_host(&self.origin.host)
+    }
+}
+
+/// A host (a name or an address) and, when the rule names one, a port: one egress destination.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Destination {
+    pub host: String,
+    pub port: Option<u16>,
+}
+
+/// Where a URL's requests go: the host as written (a name or an address) and the port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
     pub host: String,
     pub port: u16,
 }
 
-impl RemoteOrigin {
+/// The memory the runtime of one member takes besides what its capsule runs (an idle member is
+/// about 21 MiB resident, docs/performance.md), with room for its door's connections, a model's
+/// streams and its records.
+pub const RUNTIME_MEMORY_MIB: u64 = 128;
+/// What a member's pod asks the scheduler for: an idle member's share.
+pub const MEMBER_MEMORY_REQUEST_MIB: u64 = 32;
+pub const MEMBER_CPU_REQUEST: &str = "50m";
+/// A relay or the entry's wait: one socat, and a forked one per connection it carries.
+pub const SIDECAR_MEMORY_MIB: u64 = 16;
+pub const SIDECAR_MEMORY_LIMIT_MIB: u64 = 64;
+pub const SIDECAR_CPU_REQUEST: &str = "10m";
+
+/// A member's memory limit in MiB: the runtime's own, plus the linear memory a component
+/// capsule's task may hold, plus one instance per WebAssembly tool (a model turn may call each).
+pub fn memory_mib(m: &crate::manifest::Manifest) -> u64 {
+    use crate::manifest::{Kind, ToolSource};
+    let component = match m.kind {
+        Kind::Component { .. } => crate::limits::COMPONENT_MEMORY_BYTES >> 20,
+        _ => 0,
+    };
+    let tools = m
+        .tools
+        .iter()
+        .filter(|t| matches!(t.source, ToolSource::Wasm { .. }))
+        .count() as u64;
+    RUNTIME_MEMORY_MIB
+        .saturating_add(component)
+        .saturating_add(tools.saturating_mul(crate::limits::TOOL_MEMORY_BYTES >> 20))
+}
+
+/// The URLs `m`'s runtime dials itself, in manifest order: the model's endpoint (or its
+/// provider's default), each MCP server, the remote agent.
+pub fn endpoints(m: &crate::manifest::Manifest) -> Vec<Endpoint> {
+    use crate::manifest::ToolSource;
+    let mut out = Vec::new();
+    let mut push = |field: String, url: &str| {
+        if let Some(origin) = Origin::of(url) {
+            out.push(Endpoint {
+                field,
+                url: url.to_string(),
+                origin,
+            });
+        }
+    };
+    if let Some(i) = &m.inference {
+        let field = if i.endpoint.is_some() {
+            "inference.endpoint"
+        } else {
+            "inference.provider"
+        };
+        if let Some(url) = i
+            .endpoint
+            .as_deref()
+            .or_else(|| i.provider.map(crate::manifest::Provider::default_endpoint))
+        {
+            push(field.to_string(), url);
+        }
+    }
+    for t in &m.tools {
+        if let ToolSource::Mcp { url, .. } = &t.source {
+            push(format!("tools[{}].mcp", t.name), url);
+        }
+    }
+    if let Some(r) = &m.remote {
+        push("remote.url".to_string(), &r.url);
+    }
+    out
+}
+
+/// What the capsule's and its WebAssembly tools' `network.allow` rules reach off the loopback
+/// (the loopback in a pod is the pod: relays to callees and mapped endpoints live there).
+pub fn allowed(m: &crate::manifest::Manifest) -> Vec<Destination> {
+    use crate::manifest::ToolSource;
+    let mut rules: Vec<&String> = m.network_allow.iter().collect();
+    for t in &m.tools {
+        if let ToolSource::Wasm { network_allow, .. } = &t.source {
+            rules.extend(network_allow);
+        }
+    }
+    let mut out: Vec<Destination> = rules
+        .into_iter()
+        .filter_map(|r| crate::address::allow::AllowRule::parse(r).ok())
+        .filter(|r| !crate::address::allow::is_loopback_host(r.host()))
+        .map(|r| Destination {
+            host: r.host().to_string(),
+            port: r.port(),
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+impl Origin {
     /// The origin of `url` (`https://host[:port]/…`, or `http://` to loopback); `None` for a URL
     /// that names no host and port.
-    pub fn of(url: &str) -> Option<RemoteOrigin> {
+    pub fn of(url: &str) -> Option<Origin> {
         let e = crate::manifest::endpoint::split(url)?;
         let default = if e.tls { 443 } else { 80 };
         let (host, port) = if let Some(v6) = e.authority.strip_prefix('[') {
@@ -95,7 +222,7 @@ impl RemoteOrigin {
             Some(p) => p.parse::<u16>().ok().filter(|&p| p != 0)?,
             None => default,
         };
-        (!host.is_empty()).then(|| RemoteOrigin {
+        (!host.is_empty()).then(|| Origin {
             host: host.to_ascii_lowercase(),
             port,
         })
@@ -124,7 +251,11 @@ impl Formation {
                     version: m.version.clone(),
                     sha256: m.sha256.clone(),
                     entry: m.entry,
-                    remote: m.manifest.remote.as_ref().and_then(|r| RemoteOrigin::of(&r.url)),
+                    endpoints: endpoints(&m.manifest),
+                    allowed: allowed(&m.manifest),
+                    keys: m.manifest.key_vars(),
+                    memory_mib: memory_mib(&m.manifest),
+                    asks: m.manifest.lifecycle.input_timeout_secs.is_some(),
                 })
                 .collect(),
             edges: a.edges.clone(),
@@ -184,6 +315,123 @@ pub struct Options {
     /// The formation object's uid as the API server assigned it. Without it only the formation
     /// object is written, since an owner reference needs the owner's real uid.
     pub owner_uid: Option<String>,
+    /// The Secret (not written by `mur deploy`) whose keys the members' API keys are read from.
+    pub keys_secret: String,
+    /// `--endpoint LOOPBACK=TARGET`: where, in the cluster, what a manifest names on the loopback is.
+    pub endpoint_maps: Vec<EndpointMap>,
+    /// `--dry-run`: every object, under a placeholder owner and marked so that no API server
+    /// creates or updates it.
+    pub dry_run: bool,
+}
+
+/// The default `--keys-secret`.
+pub const DEFAULT_KEYS_SECRET: &str = "mur-keys";
+
+/// The owner uid of a `--dry-run` render: no object has it (the nil UUID).
+pub const DRY_RUN_UID: &str = "00000000-0000-0000-0000-000000000000";
+/// The `resourceVersion` every `--dry-run` object carries: the API server refuses to create an
+/// object that sets one, and refuses an update from a stale one, so the render cannot be applied.
+pub const DRY_RUN_RESOURCE_VERSION: &str = "1";
+/// The annotation that marks a `--dry-run` object for a reader.
+pub const DRY_RUN_ANNOTATION: &str = "murmur.nexus/dry-run";
+
+/// One `--endpoint HOST:PORT=HOST:PORT`: a member's pod relays its own loopback `from` (where
+/// the capsule's manifest points) to `to` (where that service is in the cluster).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointMap {
+    pub from: Origin,
+    pub to: Origin,
+}
+
+impl EndpointMap {
+    /// Reads `HOST:PORT=HOST:PORT`; IPv6 hosts in brackets. The error says what is wrong.
+    pub fn parse(arg: &str) -> Result<EndpointMap, String> {
+        let (from, to) = arg
+            .split_once('=')
+            .ok_or_else(|| "it needs the form LOOPBACK-HOST:PORT=CLUSTER-HOST:PORT".to_string())?;
+        let origin = |side: &str, what: &str| {
+            Origin::of(&format!("http://{side}"))
+                .filter(|o| side.contains(':') && !side.contains(['/', '?', '#', '@']) && !o.host.is_empty())
+                .ok_or_else(|| format!("{what} '{}' is not HOST:PORT", diag::shown(side)))
+        };
+        let from = origin(from, "the loopback side")?;
+        let to = origin(to, "the cluster side")?;
+        if !crate::address::allow::is_loopback_host(&from.host) {
+            return Err(format!(
+                "the loopback side '{}' is not on the loopback",
+                diag::shown(&from.host)
+            ));
+        }
+        if crate::address::allow::is_loopback_host(&to.host) {
+            return Err(format!(
+                "the cluster side '{}' is on the loopback, which in a pod is the pod itself",
+                diag::shown(&to.host)
+            ));
+        }
+        Ok(EndpointMap { from, to })
+    }
+}
+
+/// The `--endpoint` that maps `e`, when one does: same host as written (any case) and port.
+pub fn map_of<'a>(o: &'a Options, e: &Endpoint) -> Option<&'a EndpointMap> {
+    o.endpoint_maps
+        .iter()
+        .find(|m| m.from.host.eq_ignore_ascii_case(&e.origin.host) && m.from.port == e.origin.port)
+}
+
+/// `host:port` as a URL writes it (IPv6 in brackets).
+pub fn authority(o: &Origin) -> String {
+    if o.host.contains(':') {
+        format!("[{}]:{}", o.host, o.port)
+    } else {
+        format!("{}:{}", o.host, o.port)
+    }
+}
+
+/// Where member `i`'s egress goes beyond its callees' doors: each endpoint (a mapped loopback
+/// one at its cluster side) and each `network.allow` destination, each once.
+pub fn destinations(f: &Formation, o: &Options, i: usize) -> Vec<Destination> {
+    let m = &f.members[i];
+    let mut out: Vec<Destination> = m
+        .endpoints
+        .iter()
+        .filter_map(|e| {
+            let origin = if e.is_loopback() { &map_of(o, e)?.to } else { &e.origin };
+            Some(Destination {
+                host: origin.host.clone(),
+                port: Some(origin.port),
+            })
+        })
+        .chain(m.allowed.iter().cloned())
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Each key variable the formation's members read, with the members reading it, in roster
+/// order: what the Secret `--keys-secret` names must hold.
+pub fn keys_needed(f: &Formation) -> Vec<(String, Vec<String>)> {
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    for m in &f.members {
+        for k in &m.keys {
+            match out.iter_mut().find(|(v, _)| v == k) {
+                Some((_, ms)) => ms.push(m.name.clone()),
+                None => out.push((k.clone(), vec![m.name.clone()])),
+            }
+        }
+    }
+    out
+}
+
+/// The refusal of a guarantee a render cannot carry yet (docs/kubernetes.md, "Each guarantee on
+/// the cluster"), naming it: `--max-tokens` today.
+pub fn refuse_uncarried(what: &str, why: &str, hint: &str) -> Diagnostic {
+    Diagnostic::new(
+        diag::E_DEP_005,
+        format!("{what} cannot be carried into the cluster yet: {why}"),
+    )
+    .with_hint(hint)
 }
 
 /// What one run writes.
@@ -204,6 +452,72 @@ fn is_dns_label(s: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
+}
+
+/// A DNS-1123 subdomain: what most object names must be.
+fn is_dns_subdomain(s: &str) -> bool {
+    (1..=253).contains(&s.len()) && s.split('.').all(is_dns_label)
+}
+
+/// Every loopback endpoint a member dials has its cluster side (`--endpoint`), no relay of it
+/// takes a port the pod already uses, and every `--endpoint` maps something.
+fn check_endpoints(f: &Formation, o: &Options) -> Result<(), Diagnostic> {
+    for (i, m) in f.members.iter().enumerate() {
+        for e in m.endpoints.iter().filter(|e| e.is_loopback()) {
+            if map_of(o, e).is_none() {
+                return Err(Diagnostic::new(
+                    diag::E_DEP_004,
+                    format!(
+                        "member '{}': {} '{}' is on the loopback, which in a pod is the pod itself, not this machine",
+                        m.name,
+                        e.field,
+                        diag::shown(&e.url)
+                    ),
+                )
+                .with_hint(format!(
+                    "say where that service is in the cluster: --endpoint {}=SERVICE-HOST:PORT (the pod then relays its own {} to it)",
+                    authority(&e.origin),
+                    authority(&e.origin)
+                )));
+            }
+            let taken = e.origin.port == DOOR_PORT || f.callees(i).iter().any(|&c| relay_port(c) == e.origin.port);
+            if taken {
+                return Err(Diagnostic::new(
+                    diag::E_DEP_004,
+                    format!(
+                        "member '{}': {} '{}' uses port {} of the loopback, which its pod keeps for its door or a relay to a callee",
+                        m.name,
+                        e.field,
+                        diag::shown(&e.url),
+                        e.origin.port
+                    ),
+                )
+                .with_hint(format!(
+                    "serve that endpoint on another port in the capsule's manifest (not {DOOR_PORT} nor {RELAY_PORT_BASE} to {RELAY_PORT_BASE}+members)"
+                )));
+            }
+        }
+    }
+    for map in &o.endpoint_maps {
+        let used = f.members.iter().any(|m| {
+            m.endpoints
+                .iter()
+                .any(|e| e.is_loopback() && map_of(o, e).is_some_and(|x| x == map))
+        });
+        if !used {
+            return Err(Diagnostic::new(
+                diag::E_DEP_004,
+                format!(
+                    "--endpoint {}={}: no member dials {}",
+                    authority(&map.from),
+                    authority(&map.to),
+                    authority(&map.from)
+                ),
+            )
+            .with_hint("name a loopback endpoint a member's manifest names (inference.endpoint, tools[].mcp, remote.url), as written there"));
+        }
+    }
+    Ok(())
 }
 
 /// Refuses options and member names the cluster would refuse, before anything is minted.
@@ -246,6 +560,23 @@ pub fn check(f: &Formation, o: &Options) -> Result<(), Diagnostic> {
             m.name
         ))
         .with_hint("rename the member in roster.yaml so it ends in a letter or digit"));
+    }
+    if !is_dns_subdomain(&o.keys_secret) {
+        return Err(refuse(format!(
+            "--keys-secret '{}' is not a Kubernetes object name",
+            diag::shown(&o.keys_secret)
+        ))
+        .with_hint(
+            "use at most 253 lowercase letters, digits, '-' and '.', starting and ending with a letter or digit",
+        ));
+    }
+    check_endpoints(f, o)?;
+    if o.task.is_some() && f.members.get(f.entry()).is_some_and(|m| m.asks) {
+        return Err(refuse_uncarried(
+            "--task with an entry that asks its sender questions (lifecycle.input_timeout_secs)",
+            "the entry's Job has no Service, so no operator could answer a question its task asks, and the task would wait out its input timeout",
+            "leave out --task: the entry then serves tasks behind its Service, and an operator's pod that sent a task answers its questions",
+        ));
     }
     if o.deadline.is_some() && o.task.is_none() {
         return Err(refuse("--deadline needs --task: only the entry's Job can carry a deadline".into()).without_hint());
@@ -301,7 +632,12 @@ pub fn relay_port(i: usize) -> u16 {
 pub fn manifests(f: &Formation, o: &Options, key: &SigningKey) -> Result<Manifests, Diagnostic> {
     check(f, o)?;
     let formation_object = Object::ConfigMap(objects::formation_object(f, o));
-    let Some(uid) = &o.owner_uid else {
+    let uid = if o.dry_run {
+        Some(DRY_RUN_UID.to_string())
+    } else {
+        o.owner_uid.clone()
+    };
+    let Some(uid) = &uid else {
         return Ok(Manifests {
             objects: vec![formation_object],
             carries_credentials: false,
@@ -338,9 +674,13 @@ pub fn manifests(f: &Formation, o: &Options, key: &SigningKey) -> Result<Manifes
         Some(_) => Object::Job(objects::job(f, o, &owner, entry)),
         None => Object::Deployment(objects::deployment(f, o, &owner, entry)),
     });
+    if o.dry_run {
+        out.iter_mut().for_each(objects::mark_dry_run);
+    }
     Ok(Manifests {
         objects: out,
-        carries_credentials: true,
+        // A dry run's Secrets hold tokens of a key dropped unused: no door accepts them.
+        carries_credentials: !o.dry_run,
     })
 }
 

@@ -9,17 +9,21 @@ use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy}
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
-    HTTPGetAction, KeyToPath, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SeccompProfile, Secret,
-    SecretVolumeSource, SecurityContext, Service, ServicePort, ServiceSpec, TCPSocketAction, Volume, VolumeMount,
+    EnvVarSource, HTTPGetAction, KeyToPath, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements,
+    SeccompProfile, Secret, SecretKeySelector, SecretVolumeSource, SecurityContext, Service, ServicePort, ServiceSpec,
+    TCPSocketAction, Volume, VolumeMount,
 };
 use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Serialize;
 
 use super::{
-    CARD_PATH, CHANNEL_DIR, CHANNEL_FD, CHANNEL_FILE, DOOR_PORT, Formation, HOME_DIR, MUR_PATH, Options, RUN_AS,
-    STORE_ROOT, TASK_DIR, TASK_FILE, WORK_DIR, labels, pod_selector, relay_port,
+    CARD_PATH, CHANNEL_DIR, CHANNEL_FD, CHANNEL_FILE, DOOR_PORT, DRY_RUN_ANNOTATION, DRY_RUN_RESOURCE_VERSION,
+    EndpointMap, Formation, HOME_DIR, MEMBER_CPU_REQUEST, MEMBER_MEMORY_REQUEST_MIB, MUR_PATH, Options, RUN_AS,
+    SIDECAR_CPU_REQUEST, SIDECAR_MEMORY_LIMIT_MIB, SIDECAR_MEMORY_MIB, STORE_ROOT, TASK_DIR, TASK_FILE, WORK_DIR,
+    authority, labels, map_of, pod_selector, relay_port,
 };
 
 /// One object of the output, in the order it is applied.
@@ -52,6 +56,17 @@ impl Object {
         }
     }
 
+    pub fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        match self {
+            Object::ConfigMap(o) => &mut o.metadata,
+            Object::NetworkPolicy(o) => &mut o.metadata,
+            Object::Secret(o) => &mut o.metadata,
+            Object::Service(o) => &mut o.metadata,
+            Object::Deployment(o) => &mut o.metadata,
+            Object::Job(o) => &mut o.metadata,
+        }
+    }
+
     pub fn metadata(&self) -> &ObjectMeta {
         match self {
             Object::ConfigMap(o) => &o.metadata,
@@ -81,6 +96,17 @@ impl Object {
             Object::Job(o) => yaml(o),
         }
     }
+}
+
+/// Marks an object of a `--dry-run` render: a `resourceVersion`, which the API server refuses on
+/// a create and finds stale on an update, and an annotation saying why.
+pub fn mark_dry_run(o: &mut Object) {
+    let m = o.metadata_mut();
+    m.resource_version = Some(DRY_RUN_RESOURCE_VERSION.into());
+    m.annotations.get_or_insert_with(BTreeMap::new).insert(
+        DRY_RUN_ANNOTATION.into(),
+        "a review copy from mur deploy --dry-run; no API server accepts it (it sets resourceVersion)".into(),
+    );
 }
 
 /// Every object as one multi-document YAML stream.
@@ -299,6 +325,45 @@ pub fn member_command() -> Vec<String> {
     ]
 }
 
+/// A key's variable, read from the Secret `--keys-secret` names under the variable's own name.
+/// Not optional: a pod whose Secret lacks it does not start (CreateContainerConfigError), as a
+/// local member without its key would fail its first model turn.
+fn key_env(o: &Options, var: &str) -> EnvVar {
+    EnvVar {
+        name: var.into(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: o.keys_secret.clone(),
+                key: var.into(),
+                optional: Some(false),
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn mib(n: u64) -> Quantity {
+    Quantity(format!("{n}Mi"))
+}
+
+/// Requests what an idle process holds; limits memory to what it may hold at most. No CPU
+/// limit: locally nothing throttles a member, and its task bounds are wall-clock ones.
+fn resources(request_cpu: &str, request_mib: u64, limit_mib: u64) -> ResourceRequirements {
+    ResourceRequirements {
+        requests: Some(BTreeMap::from([
+            ("cpu".to_string(), Quantity(request_cpu.into())),
+            ("memory".to_string(), mib(request_mib.min(limit_mib))),
+        ])),
+        limits: Some(BTreeMap::from([("memory".to_string(), mib(limit_mib))])),
+        ..Default::default()
+    }
+}
+
+fn sidecar_resources() -> ResourceRequirements {
+    resources(SIDECAR_CPU_REQUEST, SIDECAR_MEMORY_MIB, SIDECAR_MEMORY_LIMIT_MIB)
+}
+
 fn env(name: &str, value: &str) -> EnvVar {
     EnvVar {
         name: name.into(),
@@ -361,6 +426,48 @@ fn relay(f: &Formation, o: &Options, callee: usize) -> Container {
             period_seconds: Some(1),
             ..Default::default()
         }),
+        resources: Some(sidecar_resources()),
+        security_context: Some(locked_down()),
+        ..Default::default()
+    }
+}
+
+/// A relay for a loopback endpoint the capsule's manifest names (`--endpoint`): it listens where
+/// the manifest points, on the pod's own loopback, and forwards to the service's place in the
+/// cluster. The bytes pass as they are: TLS, if the endpoint speaks it, stays end to end.
+fn endpoint_relay(o: &Options, n: usize, map: &EndpointMap) -> Container {
+    let (listen, bind, host) = if map.from.host.contains(':') {
+        ("TCP6-LISTEN", "[::1]".to_string(), "::1".to_string())
+    } else if map
+        .from
+        .host
+        .parse::<std::net::Ipv4Addr>()
+        .is_ok_and(|a| a.is_loopback())
+    {
+        ("TCP-LISTEN", map.from.host.clone(), map.from.host.clone())
+    } else {
+        // `localhost` is dialled at 127.0.0.1, never looked up (manifest::endpoint::localhost_socket).
+        ("TCP-LISTEN", "127.0.0.1".to_string(), "127.0.0.1".to_string())
+    };
+    let port = map.from.port;
+    Container {
+        name: format!("to-endpoint-{n}"),
+        image: Some(o.image.clone()),
+        restart_policy: Some("Always".into()),
+        command: Some(vec![
+            "socat".into(),
+            format!("{listen}:{port},bind={bind},fork,reuseaddr"),
+            format!("TCP:{}", authority(&map.to)),
+        ]),
+        startup_probe: Some(Probe {
+            tcp_socket: Some(TCPSocketAction {
+                port: IntOrString::Int(i32::from(port)),
+                host: Some(host),
+            }),
+            period_seconds: Some(1),
+            ..Default::default()
+        }),
+        resources: Some(sidecar_resources()),
         security_context: Some(locked_down()),
         ..Default::default()
     }
@@ -384,6 +491,7 @@ fn wait_for_callees(f: &Formation, o: &Options, i: usize) -> Container {
         name: "wait-for-callees".into(),
         image: Some(o.image.clone()),
         command: Some(command),
+        resources: Some(sidecar_resources()),
         security_context: Some(locked_down()),
         ..Default::default()
     }
@@ -443,11 +551,17 @@ fn pod_template(f: &Formation, o: &Options, i: usize, restart: &str) -> PodTempl
         image: Some(o.image.clone()),
         command: Some(member_command()),
         args: Some(member_args(f, o, i)),
-        env: Some(vec![
-            env("MURMUR_FORMATION_ID", &f.id),
-            env("MURMUR_FORMATION_CHANNEL", CHANNEL_FD),
-            env("HOME", HOME_DIR),
-        ]),
+        env: Some(
+            [
+                env("MURMUR_FORMATION_ID", &f.id),
+                env("MURMUR_FORMATION_CHANNEL", CHANNEL_FD),
+                env("HOME", HOME_DIR),
+            ]
+            .into_iter()
+            .chain(m.keys.iter().map(|k| key_env(o, k)))
+            .collect(),
+        ),
+        resources: Some(resources(MEMBER_CPU_REQUEST, MEMBER_MEMORY_REQUEST_MIB, m.memory_mib)),
         ports: Some(vec![ContainerPort {
             name: Some("door".into()),
             container_port: i32::from(DOOR_PORT),
@@ -470,6 +584,16 @@ fn pod_template(f: &Formation, o: &Options, i: usize, restart: &str) -> PodTempl
     };
 
     let mut init: Vec<Container> = callees.iter().map(|&c| relay(f, o, c)).collect();
+    // One relay per loopback endpoint, each once (two fields may name the same one).
+    let mut maps: Vec<&EndpointMap> = Vec::new();
+    for e in m.endpoints.iter().filter(|e| e.is_loopback()) {
+        if let Some(map) = map_of(o, e)
+            && !maps.contains(&map)
+        {
+            maps.push(map);
+        }
+    }
+    init.extend(maps.iter().enumerate().map(|(n, map)| endpoint_relay(o, n, map)));
     if m.entry && !callees.is_empty() {
         init.push(wait_for_callees(f, o, i));
     }

@@ -5,10 +5,12 @@
 //! callers. Policies are additive, so a pod's allowed ingress is the union of those selecting
 //! it: for a callee, its callers; for anything else, nobody. The entry, which no member may
 //! call, is reachable only from pods labelled as the formation's operator, and only when it
-//! serves tasks (without `--task`). Egress is left open: a capsule's `network.allow` governs it,
-//! except a remote member's: its pod may reach DNS and its remote agent's port, nothing else
-//! ([`remote_egress`]). A policy cannot name a host, so a remote agent named by a host name is
-//! admitted at that port on any address; the member's runtime holds it to the one origin.
+//! serves tasks (without `--task`). Egress follows what each member actually dials
+//! ([`member_egress`]): its callees' doors, DNS, and each endpoint its manifest names (a model's
+//! provider, an MCP server, a remote agent; a loopback one at its `--endpoint` place) and each
+//! `network.allow` destination, nothing else. A policy cannot name a host, so a destination
+//! named by a host name is admitted at its port on any address; the member's runtime holds it to
+//! the one origin.
 //!
 //! [`edges_of`] reads the member edges back out of policies, so tests can hold the output
 //! against the admitted edge set.
@@ -23,8 +25,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::{
-    DOOR_PORT, Formation, LABEL_FORMATION, LABEL_MEMBER, LABEL_ROLE, Options, ROLE_OPERATOR, RemoteOrigin, labels,
-    pod_selector,
+    DOOR_PORT, Destination, Formation, LABEL_FORMATION, LABEL_MEMBER, LABEL_ROLE, Options, ROLE_OPERATOR, destinations,
+    labels, pod_selector,
 };
 
 fn selector(labels: BTreeMap<String, String>) -> LabelSelector {
@@ -119,10 +121,8 @@ pub fn network_policies(f: &Formation, o: &Options, owner: &OwnerReference) -> V
             },
         ));
     }
-    for (i, m) in f.members.iter().enumerate() {
-        if let Some(origin) = &m.remote {
-            out.push(remote_egress(f, o, owner, i, origin));
-        }
+    for i in 0..f.members.len() {
+        out.push(member_egress(f, o, owner, i));
     }
     let entry = f.entry();
     if o.task.is_none() {
@@ -151,50 +151,67 @@ fn port(protocol: &str, port: u16) -> NetworkPolicyPort {
     }
 }
 
-/// A remote member's egress: DNS (UDP and TCP 53, anywhere: where the cluster's resolver runs
-/// differs by cluster) and TCP to its remote agent's port, at the address when the URL names one
-/// and at any address when it names a host (a NetworkPolicy matches addresses, never names).
-pub fn remote_egress(
-    f: &Formation,
-    o: &Options,
-    owner: &OwnerReference,
-    member: usize,
-    origin: &RemoteOrigin,
-) -> NetworkPolicy {
-    let cidrs: Vec<String> = match origin.host.parse::<std::net::IpAddr>() {
-        Ok(std::net::IpAddr::V4(a)) => vec![format!("{a}/32")],
-        Ok(std::net::IpAddr::V6(a)) => vec![format!("{a}/128")],
-        Err(_) => vec!["0.0.0.0/0".into(), "::/0".into()],
-    };
-    let to = cidrs
-        .into_iter()
-        .map(|cidr| NetworkPolicyPeer {
-            ip_block: Some(IPBlock { cidr, except: None }),
-            ..Default::default()
-        })
-        .collect();
+/// Member `i`'s egress: DNS (UDP and TCP 53, anywhere: where the cluster's resolver runs differs
+/// by cluster) when it dials anything; each callee's pods on the door's port (its relays dial the
+/// callee's Service); and each destination, at its address when it is one and at any address
+/// when it is a name (a NetworkPolicy matches addresses, never names), on its port (every TCP
+/// port when a `network.allow` rule names none). A member that dials nothing gets no egress.
+pub fn member_egress(f: &Formation, o: &Options, owner: &OwnerReference, member: usize) -> NetworkPolicy {
+    let callees = f.callees(member);
+    let dests = destinations(f, o, member);
+    let mut rules = Vec::new();
+    if !callees.is_empty() || !dests.is_empty() {
+        rules.push(NetworkPolicyEgressRule {
+            to: None,
+            ports: Some(vec![port("UDP", 53), port("TCP", 53)]),
+        });
+    }
+    if !callees.is_empty() {
+        rules.push(NetworkPolicyEgressRule {
+            to: Some(callees.iter().map(|&c| pods(pod_selector(f, c))).collect()),
+            ports: Some(vec![port("TCP", DOOR_PORT)]),
+        });
+    }
+    rules.extend(dests.iter().map(destination_rule));
     policy(
         f,
         o,
         owner,
-        format!("{}-remote", f.member_object(member)),
+        format!("{}-egress", f.member_object(member)),
         Some(member),
         NetworkPolicySpec {
             pod_selector: Some(selector(pod_selector(f, member))),
             policy_types: Some(vec!["Egress".into()]),
-            egress: Some(vec![
-                NetworkPolicyEgressRule {
-                    to: None,
-                    ports: Some(vec![port("UDP", 53), port("TCP", 53)]),
-                },
-                NetworkPolicyEgressRule {
-                    to: Some(to),
-                    ports: Some(vec![port("TCP", origin.port)]),
-                },
-            ]),
+            egress: Some(rules),
             ..Default::default()
         },
     )
+}
+
+fn destination_rule(d: &Destination) -> NetworkPolicyEgressRule {
+    let cidrs: Vec<String> = match d.host.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(a)) => vec![format!("{a}/32")],
+        Ok(std::net::IpAddr::V6(a)) => vec![format!("{a}/128")],
+        Err(_) => vec!["0.0.0.0/0".into(), "::/0".into()],
+    };
+    NetworkPolicyEgressRule {
+        to: Some(
+            cidrs
+                .into_iter()
+                .map(|cidr| NetworkPolicyPeer {
+                    ip_block: Some(IPBlock { cidr, except: None }),
+                    ..Default::default()
+                })
+                .collect(),
+        ),
+        ports: Some(vec![match d.port {
+            Some(p) => port("TCP", p),
+            None => NetworkPolicyPort {
+                protocol: Some("TCP".into()),
+                ..Default::default()
+            },
+        }]),
+    }
 }
 
 /// `(caller, callee)` member names that the policies of `formation` let through to a door:

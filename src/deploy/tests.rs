@@ -11,6 +11,48 @@ use super::*;
 use crate::channel::line::parse_address_line;
 use crate::token::{self, Verdict};
 
+// The integration suite's schema check, compiled here too from the same files: every object a
+// test below renders passes through `manifests` (this module's, which shadows the planner's) and
+// is held against the official schemas (tests/it/support/kubernetes.rs).
+#[allow(dead_code)]
+#[path = "../../tests/it/support/kubernetes.rs"]
+mod kubernetes;
+#[allow(dead_code)]
+#[path = "../../tests/it/support/pins.rs"]
+mod pins;
+#[allow(dead_code)]
+#[path = "../../tests/it/support/python.rs"]
+mod python;
+
+fn repo_root() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The planner's `manifests`, with every object it returns validated against the schemas. Renders
+/// that differ only in their Secrets' bytes (a fresh key each time) are validated once: the
+/// schema sees a Secret's data as strings whatever they hold.
+fn manifests(f: &Formation, o: &Options, key: &SigningKey) -> Result<Manifests, Diagnostic> {
+    static SEEN: std::sync::Mutex<BTreeSet<String>> = std::sync::Mutex::new(BTreeSet::new());
+    let m = super::manifests(f, o, key)?;
+    let shape: Vec<Object> = m
+        .objects
+        .iter()
+        .cloned()
+        .map(|mut x| {
+            if let Object::Secret(s) = &mut x {
+                s.data = None;
+            }
+            x
+        })
+        .collect();
+    let shape = objects::to_yaml_stream(&shape).expect("YAML");
+    let first = SEEN.lock().unwrap_or_else(|e| e.into_inner()).insert(shape);
+    if first {
+        kubernetes::assert_valid(&objects::to_yaml_stream(&m.objects).expect("YAML"));
+    }
+    Ok(m)
+}
+
 const FRM: &str = "frm_0199c4e2f1b7712a9d3e4f5061728394";
 const UID: &str = "2f0c6c4e-3d1a-4b7e-9d52-6a1f0e8b7c39";
 
@@ -21,7 +63,11 @@ fn member(name: &str, entry: bool) -> Member {
         version: "0.1.0".into(),
         sha256: "ab".repeat(32),
         entry,
-        remote: None,
+        endpoints: Vec::new(),
+        allowed: Vec::new(),
+        keys: Vec::new(),
+        memory_mib: RUNTIME_MEMORY_MIB,
+        asks: false,
     }
 }
 
@@ -42,6 +88,17 @@ fn options(task: Option<&str>, uid: Option<&str>) -> Options {
         task: task.map(String::from),
         deadline: None,
         owner_uid: uid.map(String::from),
+        keys_secret: DEFAULT_KEYS_SECRET.into(),
+        endpoint_maps: Vec::new(),
+        dry_run: false,
+    }
+}
+
+fn remote(url: &str) -> Endpoint {
+    Endpoint {
+        field: "remote.url".into(),
+        url: url.into(),
+        origin: Origin::of(url).expect("origin"),
     }
 }
 
@@ -112,11 +169,44 @@ fn network_policies_carry_exactly_the_admitted_edges() {
             let sel = deny.pod_selector.as_ref().unwrap().match_labels.as_ref().unwrap();
             assert_eq!(sel.len(), 1);
             assert_eq!(sel[LABEL_FORMATION], FRM);
-            // One policy per callee, plus the operator's when the entry serves tasks.
+            // One policy per callee, plus the operator's when the entry serves tasks, plus one
+            // egress policy per member.
             let callees: BTreeSet<usize> = f.edges.iter().map(|e| e.1).collect();
-            assert_eq!(ps.len(), 1 + callees.len() + usize::from(task.is_none()), "{why}");
+            assert_eq!(
+                ps.len(),
+                1 + callees.len() + usize::from(task.is_none()) + f.members.len(),
+                "{why}"
+            );
+            // Egress lets each member reach exactly its callees' pods.
+            assert_eq!(egress_edges(&f, &ps), names(&f), "{why}");
         }
     }
+}
+
+/// `(caller, callee)` names read back out of the egress policies: the member each selects, and
+/// each member whose pods a rule's `to` selects.
+fn egress_edges(f: &Formation, ps: &[NetworkPolicy]) -> BTreeSet<(String, String)> {
+    let member = |sel: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector| {
+        f.members
+            .iter()
+            .position(|m| sel.match_labels.as_ref().and_then(|l| l.get(LABEL_MEMBER)) == Some(&m.name))
+    };
+    let mut out = BTreeSet::new();
+    for p in ps {
+        let spec = p.spec.as_ref().unwrap();
+        if spec.policy_types.as_deref() != Some(&["Egress".to_string()][..]) {
+            continue;
+        }
+        let from = member(spec.pod_selector.as_ref().unwrap()).expect("an egress policy selects one member");
+        for rule in spec.egress.iter().flatten() {
+            for peer in rule.to.iter().flatten() {
+                if let Some(to) = peer.pod_selector.as_ref().and_then(member) {
+                    out.insert((f.members[from].name.clone(), f.members[to].name.clone()));
+                }
+            }
+        }
+    }
+    out
 }
 
 #[test]
@@ -260,6 +350,9 @@ fn objects_per_member_and_their_order() {
                 "NetworkPolicy/frm-0199c4e2f1b7712a9d3e4f5061728394-deny",
                 "NetworkPolicy/a-4f5061728394-callers",
                 "NetworkPolicy/b-4f5061728394-callers",
+                "NetworkPolicy/lead-4f5061728394-egress",
+                "NetworkPolicy/a-4f5061728394-egress",
+                "NetworkPolicy/b-4f5061728394-egress",
                 "Secret/lead-4f5061728394-channel",
                 "Secret/a-4f5061728394-channel",
                 "Secret/b-4f5061728394-channel",
@@ -277,6 +370,9 @@ fn objects_per_member_and_their_order() {
                 "NetworkPolicy/frm-0199c4e2f1b7712a9d3e4f5061728394-deny",
                 "NetworkPolicy/a-4f5061728394-callers",
                 "NetworkPolicy/b-4f5061728394-callers",
+                "NetworkPolicy/lead-4f5061728394-egress",
+                "NetworkPolicy/a-4f5061728394-egress",
+                "NetworkPolicy/b-4f5061728394-egress",
                 "NetworkPolicy/lead-4f5061728394-operator",
                 "Secret/lead-4f5061728394-channel",
                 "Secret/a-4f5061728394-channel",
@@ -520,7 +616,7 @@ fn the_probe_path_is_the_doors_public_card() {
 }
 
 #[test]
-fn a_remote_members_egress_is_dns_and_its_agents_port() {
+fn each_members_egress_is_dns_its_callees_and_its_endpoints() {
     let origins = [
         (
             "https://agent.example/.well-known/agent-card.json",
@@ -533,13 +629,13 @@ fn a_remote_members_egress_is_dns_and_its_agents_port() {
         ("ftp://x/", None),
     ];
     for (url, want) in origins {
-        let got = RemoteOrigin::of(url);
+        let got = Origin::of(url);
         assert_eq!(got.as_ref().map(|o| (o.host.as_str(), o.port)), want, "{url}");
     }
 
     let mut f = formation(&["lead", "far", "ip"], &[("lead", "far"), ("lead", "ip")]);
-    f.members[1].remote = RemoteOrigin::of("https://agent.example/");
-    f.members[2].remote = RemoteOrigin::of("https://203.0.113.7:8443/");
+    f.members[1].endpoints = vec![remote("https://agent.example/")];
+    f.members[2].endpoints = vec![remote("https://203.0.113.7:8443/")];
     let owner = k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference::default();
     let all = policy::network_policies(&f, &options(None, Some(UID)), &owner);
     let egress: Vec<&NetworkPolicy> = all
@@ -551,11 +647,7 @@ fn a_remote_members_egress_is_dns_and_its_agents_port() {
                 .is_some_and(|t| t == &["Egress"])
         })
         .collect();
-    assert_eq!(
-        egress.len(),
-        2,
-        "one egress policy per remote member, none for the others"
-    );
+    assert_eq!(egress.len(), 3, "one egress policy per member");
     // Each rule as (its CIDRs, its (protocol, port)s).
     type Rule = (Vec<String>, Vec<(String, i32)>);
     let rules = |p: &NetworkPolicy| -> Vec<Rule> {
@@ -590,8 +682,26 @@ fn a_remote_members_egress_is_dns_and_its_agents_port() {
         Vec::<String>::new(),
         vec![("UDP".to_string(), 53), ("TCP".to_string(), 53)],
     );
+    // The lead dials its callees' doors (the rule names their pods, not addresses) and DNS.
+    let lead = rules(egress[0]);
+    assert_eq!(lead.len(), 2);
+    assert_eq!(lead[0], dns);
+    assert_eq!(lead[1], (Vec::new(), vec![("TCP".to_string(), 8080)]));
+    let callee_pods: Vec<_> = egress[0].spec.as_ref().unwrap().egress.as_ref().unwrap()[1]
+        .to
+        .iter()
+        .flatten()
+        .map(|p| p.pod_selector.clone())
+        .collect();
     assert_eq!(
-        rules(egress[0]),
+        callee_pods,
+        vec![
+            Some(policy_selector(pod_selector(&f, 1))),
+            Some(policy_selector(pod_selector(&f, 2)))
+        ]
+    );
+    assert_eq!(
+        rules(egress[1]),
         [
             dns.clone(),
             (
@@ -601,7 +711,7 @@ fn a_remote_members_egress_is_dns_and_its_agents_port() {
         ]
     );
     assert_eq!(
-        rules(egress[1]),
+        rules(egress[2]),
         [
             dns,
             (vec!["203.0.113.7/32".to_string()], vec![("TCP".to_string(), 8443)])
@@ -609,4 +719,195 @@ fn a_remote_members_egress_is_dns_and_its_agents_port() {
     );
     // The ingress policies are unchanged by it: the edges are still exactly the admitted ones.
     assert_eq!(policy::edges_of(&all, FRM), names(&f));
+}
+
+fn policy_selector(
+    labels: std::collections::BTreeMap<String, String>,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+        match_labels: Some(labels),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_loopback_endpoint_needs_its_cluster_place_and_gets_a_relay() {
+    let mut f = formation(&["lead", "model"], &[("lead", "model")]);
+    f.members[1].endpoints = vec![Endpoint {
+        field: "inference.endpoint".into(),
+        url: "http://127.0.0.1:11434/v1".into(),
+        origin: Origin::of("http://127.0.0.1:11434/v1").expect("origin"),
+    }];
+    let key = SigningKey::generate().unwrap();
+    let mut o = options(None, Some(UID));
+    let e = manifests(&f, &o, &key).err().expect("refused");
+    assert_eq!(e.code.id, "E-DEP-004");
+    assert!(
+        e.message
+            .contains("member 'model': inference.endpoint 'http://127.0.0.1:11434/v1' is on the loopback"),
+        "{}",
+        e.message
+    );
+    assert!(
+        e.hint()
+            .unwrap_or_default()
+            .contains("--endpoint 127.0.0.1:11434=SERVICE-HOST:PORT")
+    );
+
+    o.endpoint_maps = vec![EndpointMap::parse("127.0.0.1:11434=ollama.models.svc:11434").unwrap()];
+    let m = manifests(&f, &o, &key).unwrap();
+    let spec = pod_spec_of(
+        m.objects
+            .iter()
+            .find(|x| x.name() == "model-4f5061728394" && x.kind() == "Deployment")
+            .unwrap(),
+    );
+    let relay = spec
+        .init_containers
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|c| c.name == "to-endpoint-0")
+        .expect("relay");
+    assert_eq!(
+        relay.command.as_deref().unwrap(),
+        [
+            "socat",
+            "TCP-LISTEN:11434,bind=127.0.0.1,fork,reuseaddr",
+            "TCP:ollama.models.svc:11434"
+        ]
+    );
+    // Its egress admits the cluster side, not the loopback.
+    assert_eq!(
+        destinations(&f, &o, 1),
+        vec![Destination {
+            host: "ollama.models.svc".into(),
+            port: Some(11434)
+        }]
+    );
+
+    // An --endpoint nobody dials, a port the pod keeps, and malformed ones are refused too.
+    let mut unused = options(None, Some(UID));
+    unused.endpoint_maps = vec![EndpointMap::parse("127.0.0.1:1=x.svc:1").unwrap()];
+    let g = formation(&["lead"], &[]);
+    assert_eq!(manifests(&g, &unused, &key).err().map(|e| e.code.id), Some("E-DEP-004"));
+    f.members[1].endpoints[0].origin.port = 8080;
+    o.endpoint_maps = vec![EndpointMap::parse("127.0.0.1:8080=x.svc:80").unwrap()];
+    assert_eq!(manifests(&f, &o, &key).err().map(|e| e.code.id), Some("E-DEP-004"));
+    for bad in [
+        "127.0.0.1:1",
+        "example.com:1=x.svc:1",
+        "127.0.0.1:1=localhost:2",
+        "127.0.0.1=x.svc:1",
+        "127.0.0.1:0=x:1",
+    ] {
+        assert!(EndpointMap::parse(bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn keys_are_secret_key_refs_and_memory_follows_the_capsule() {
+    let mut f = formation(&["lead", "model"], &[("lead", "model")]);
+    f.members[1].keys = vec!["OPENAI_API_KEY".into(), "MCP_KEY".into()];
+    f.members[1].memory_mib = 640;
+    let key = SigningKey::generate().unwrap();
+    let m = manifests(&f, &options(None, Some(UID)), &key).unwrap();
+    let spec = pod_spec_of(
+        m.objects
+            .iter()
+            .find(|x| x.name() == "model-4f5061728394" && x.kind() == "Deployment")
+            .unwrap(),
+    );
+    let c = &spec.containers[0];
+    let refs: Vec<(String, String, String)> = c
+        .env
+        .iter()
+        .flatten()
+        .filter_map(|e| {
+            let r = e.value_from.as_ref()?.secret_key_ref.as_ref()?;
+            assert!(e.value.is_none());
+            Some((e.name.clone(), r.name.clone(), r.key.clone()))
+        })
+        .collect();
+    assert_eq!(
+        refs,
+        [
+            (
+                "OPENAI_API_KEY".to_string(),
+                "mur-keys".to_string(),
+                "OPENAI_API_KEY".to_string()
+            ),
+            ("MCP_KEY".to_string(), "mur-keys".to_string(), "MCP_KEY".to_string())
+        ]
+    );
+    let r = c.resources.as_ref().unwrap();
+    assert_eq!(r.limits.as_ref().unwrap()["memory"].0, "640Mi");
+    assert_eq!(
+        keys_needed(&f),
+        [
+            ("OPENAI_API_KEY".to_string(), vec!["model".to_string()]),
+            ("MCP_KEY".to_string(), vec!["model".to_string()])
+        ]
+    );
+    // The lead reads no key: no env from a Secret.
+    let lead = pod_spec_of(
+        m.objects
+            .iter()
+            .find(|x| x.name() == "lead-4f5061728394" && x.kind() == "Deployment")
+            .unwrap(),
+    );
+    assert!(lead.containers[0].env.iter().flatten().all(|e| e.value_from.is_none()));
+    let mut bad = options(None, Some(UID));
+    bad.keys_secret = "Keys!".into();
+    assert_eq!(manifests(&f, &bad, &key).err().map(|e| e.code.id), Some("E-DEP-002"));
+}
+
+#[test]
+fn a_dry_run_is_complete_and_marked_so_no_server_accepts_it() {
+    let f = formation(&["lead", "worker"], &[("lead", "worker")]);
+    let key = SigningKey::generate().unwrap();
+    let mut o = options(Some("t"), None);
+    o.dry_run = true;
+    let dry = manifests(&f, &o, &key).unwrap();
+    let full = manifests(&f, &options(Some("t"), Some(UID)), &key).unwrap();
+    assert_eq!(
+        layout(&dry.objects),
+        layout(&full.objects),
+        "every object of the full render"
+    );
+    assert!(!dry.carries_credentials);
+    for x in &dry.objects {
+        let meta = x.metadata();
+        assert_eq!(
+            meta.resource_version.as_deref(),
+            Some(DRY_RUN_RESOURCE_VERSION),
+            "{x:?}"
+        );
+        assert!(
+            meta.annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(DRY_RUN_ANNOTATION))
+        );
+        for r in meta.owner_references.iter().flatten() {
+            assert_eq!(r.uid, DRY_RUN_UID);
+        }
+    }
+}
+
+#[test]
+fn a_task_for_an_entry_that_asks_is_refused_by_name() {
+    let mut f = formation(&["lead", "w"], &[("lead", "w")]);
+    f.members[0].asks = true;
+    let key = SigningKey::generate().unwrap();
+    let e = manifests(&f, &options(Some("t"), Some(UID)), &key)
+        .err()
+        .expect("refused");
+    assert_eq!(e.code.id, "E-DEP-005");
+    assert!(e.message.starts_with("--task with an entry that asks"), "{}", e.message);
+    // Serving tasks, the entry is reachable by an operator who can answer.
+    assert!(manifests(&f, &options(None, Some(UID)), &key).is_ok());
+    // A peer that asks is answered by its caller, a member: nothing to refuse.
+    f.members[0].asks = false;
+    f.members[1].asks = true;
+    assert!(manifests(&f, &options(Some("t"), Some(UID)), &key).is_ok());
 }

@@ -1,5 +1,6 @@
-//! `mur deploy --kubernetes` through the real binary: admission refusals identical to `mur run
-//! --roster`, NetworkPolicies that carry exactly the admitted edges, Secrets that carry only their
+//! `mur deploy --kubernetes` through the real binary: every object it writes valid under the
+//! official Kubernetes schemas (strict, oldest and newest supported release, checked in
+//! [`deploy`] and on `-o DIR` files), admission refusals identical to `mur run --roster`, NetworkPolicies that carry exactly the admitted edges, Secrets that carry only their
 //! own member's tokens, YAML that round-trips through the typed structs, one snapshot per sample
 //! roster, the terminal refusal (on a real pty), owner-only files, and the member pods' own
 //! command lines running the demo formation to its answer on 127.0.0.1.
@@ -24,7 +25,7 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use mur::channel::{FirstLine, parse_address_line};
 use mur::token::{self, Verdict, VerifyKey};
 
-use crate::support::{self, Sandbox, stderr, stdout, wait_until};
+use crate::support::{self, Sandbox, kubernetes, stderr, stdout, wait_until};
 
 const FRM: &str = "frm_0199c4e2f1b7712a9d3e4f5061728394";
 const UID: &str = "2f0c6c4e-3d1a-4b7e-9d52-6a1f0e8b7c39";
@@ -101,11 +102,32 @@ fn sandbox(rosters: &[(&str, &str)]) -> Sandbox {
     sb
 }
 
+/// `mur deploy --roster DIR …`. Every object it writes to stdout is held against the official
+/// Kubernetes schemas (strict, oldest and newest supported release) before the test reads it, so
+/// no deploy test can pass on an object the API server would refuse.
 fn deploy(sb: &Sandbox, dir: &Path, extra: &[&str]) -> Output {
     let mut args = vec!["deploy", "--roster", dir.to_str().expect("utf-8")];
     args.extend_from_slice(extra);
-    sb.run(sb.dir.path(), &args)
+    // Keys in the environment, as a user's shell would hold them: nothing written may show one.
+    let o = sb
+        .mur(sb.dir.path())
+        .args(&args)
+        .envs(KEY_VARS.iter().map(|v| (*v, KEY_VALUE)))
+        .output()
+        .expect("run mur deploy");
+    for (what, text) in [("stdout", stdout(&o)), ("stderr", stderr(&o))] {
+        assert!(!text.contains(KEY_VALUE), "a key's value reached {what}");
+    }
+    if o.status.success() && !o.stdout.is_empty() {
+        kubernetes::assert_valid(&stdout(&o));
+    }
+    o
 }
+
+/// The key variables the model formation's manifests name, and the value each holds in the
+/// environment of every `mur deploy` run.
+const KEY_VARS: [&str; 3] = ["OPENAI_API_KEY", "TOOLS_KEY", "REMOTE_KEY"];
+const KEY_VALUE: &str = "sk-never-written-9f3a7c";
 
 /// One manifest object, read back into the type its `kind` names.
 #[derive(Clone, PartialEq)]
@@ -203,6 +225,10 @@ fn policy_edges(objs: &[(String, Obj)]) -> BTreeSet<(String, String)> {
     for (_, o) in objs {
         let Obj::NetworkPolicy(p) = o else { continue };
         let spec = p.spec.as_ref().expect("spec");
+        // Egress policies admit nothing in; `egress_edges` reads them.
+        if spec.policy_types.as_deref() == Some(&["Egress".to_string()][..]) {
+            continue;
+        }
         assert_eq!(spec.policy_types.as_deref(), Some(&["Ingress".to_string()][..]));
         let Some(callee) = selected_member(spec.pod_selector.as_ref()) else {
             // Only the default deny selects more than one member: it must admit nothing.
@@ -239,6 +265,52 @@ fn policy_edges(objs: &[(String, Obj)]) -> BTreeSet<(String, String)> {
     out
 }
 
+/// The schema check itself: it refuses what an API server would (a mistyped field, a field the
+/// kind does not have) for each version, so a deploy test passing it means something; and the
+/// versions it checks are the ones docs/kubernetes.md claims.
+#[test]
+fn the_schema_check_refuses_objects_the_api_server_would() {
+    let sb = sandbox(&[("rules", RULES)]);
+    let o = deploy(&sb, &sb.path("rules"), &full_args());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let good = stdout(&o);
+    let [oldest, newest] = kubernetes::versions();
+    assert_ne!(oldest, newest, "docs/kubernetes.md claims a range");
+    let bad = [
+        good.replacen("replicas: 1\n", "replicas: one\n", 1),
+        good.replacen("  namespace: agents\n", "  namespace: agents\n  colour: blue\n", 1),
+    ];
+    for (n, b) in bad.iter().enumerate() {
+        assert_ne!(*b, good, "case {n} planted nothing");
+        for v in [&oldest, &newest] {
+            let e = kubernetes::check(b, v).expect_err(&format!("case {n} passed {v}"));
+            assert!(e.contains("did not validate"), "{e}");
+        }
+    }
+}
+
+/// `(caller, callee)` pairs whose doors the egress policies let a caller's pods reach: each
+/// egress policy selects one member, and each rule's pod selectors name its callees.
+fn egress_edges(objs: &[(String, Obj)]) -> BTreeSet<(String, String)> {
+    let mut out = BTreeSet::new();
+    for (_, o) in objs {
+        let Obj::NetworkPolicy(p) = o else { continue };
+        let spec = p.spec.as_ref().expect("spec");
+        if spec.policy_types.as_deref() != Some(&["Egress".to_string()][..]) {
+            continue;
+        }
+        let caller = selected_member(spec.pod_selector.as_ref()).expect("an egress policy selects one member");
+        for rule in spec.egress.iter().flatten() {
+            for peer in rule.to.iter().flatten() {
+                if let Some(callee) = selected_member(peer.pod_selector.as_ref()) {
+                    out.insert((caller.clone(), callee));
+                }
+            }
+        }
+    }
+    out
+}
+
 #[test]
 fn network_policies_carry_exactly_the_admitted_edges() {
     let sb = sandbox(&[("rules", RULES), ("all", ALL), ("none", NO_EDGES)]);
@@ -249,6 +321,7 @@ fn network_policies_carry_exactly_the_admitted_edges() {
         for task in [&[][..], &["--task", "hello"][..]] {
             let objs = full(&sb, &dir, task);
             assert_eq!(policy_edges(&objs), admitted, "{name} {task:?}");
+            assert_eq!(egress_edges(&objs), admitted, "{name} {task:?}: egress");
         }
         sizes.push(admitted.len());
     }
@@ -596,6 +669,7 @@ fn credentials_are_never_printed_to_a_terminal() {
     let (code, screen, err) = run_on_pty(&["--kubernetes"]);
     assert_eq!(code, Some(0), "{err}");
     assert!(screen.contains("kind: ConfigMap"), "{screen}");
+    kubernetes::assert_valid(&screen.replace("\r\n", "\n"));
 }
 
 #[test]
@@ -635,6 +709,7 @@ fn output_directory_files_are_owner_only_and_in_apply_order() {
         secrets += usize::from(matches!(obj, Obj::Secret(_)));
     }
     assert_eq!(secrets, 3);
+    kubernetes::assert_valid_dir(&out);
     // A directory holding anything is refused: `kubectl apply -f` would apply it too.
     let again = deploy(&sb, &dir, &args);
     assert_eq!(again.status.code(), Some(1));
@@ -850,4 +925,338 @@ fn the_pods_command_lines_run_the_demo_formation_to_its_answer() {
     assert_eq!(end["state"], "TASK_STATE_COMPLETED", "{answer}");
     assert_eq!(end["answer"].as_str(), Some(crate::demo::DEFAULT_ANSWER.trim_end()));
     drop(pods);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A model formation, as a new user writes one: a model member with a provider key and an MCP tool,
+// a remote member with its own key, and a model member whose endpoint is on this machine's
+// loopback.
+
+const MODEL_ROSTER: &str = "roster_version: 1
+members:
+  - name: lead
+    capsule: local/echo
+    version: 0.1.0
+    entry: true
+  - name: model
+    capsule: local/model
+    version: 0.1.0
+  - name: far
+    capsule: local/far
+    version: 0.1.0
+  - name: local
+    capsule: local/local
+    version: 0.1.0
+reachability:
+  - from: lead
+    to: [model, far, local]
+";
+
+const ACCEPT: &str = "exports:\n  peer_tasks:\n    accept: true\nnetwork:\n  authentication:\n    scheme: bearer\n";
+
+fn model_sandbox() -> Sandbox {
+    let sb = sandbox(&[("crew", MODEL_ROSTER)]);
+    sb.install_manifest(
+        "model",
+        &format!(
+            "name: model\nversion: 0.1.0\ninference:\n  provider: openai\n  model: m\n  api_key: ${{OPENAI_API_KEY}}\n\
+             tools:\n  - name: calc\n    mcp: https://tools.example/mcp\n    api_key: ${{TOOLS_KEY}}\n    allow: [add]\n{ACCEPT}"
+        ),
+    );
+    sb.install_manifest(
+        "far",
+        &format!(
+            "name: far\nversion: 0.1.0\nremote:\n  url: https://203.0.113.7:8443/.well-known/agent-card.json\n  api_key: ${{REMOTE_KEY}}\n{ACCEPT}"
+        ),
+    );
+    sb.install_manifest(
+        "local",
+        &format!(
+            "name: local\nversion: 0.1.0\ninference:\n  provider: openai-compatible\n  endpoint: http://127.0.0.1:11434/v1\n  model: m\n  api_key: ${{OPENAI_API_KEY}}\n{ACCEPT}"
+        ),
+    );
+    sb
+}
+
+const OLLAMA: &str = "127.0.0.1:11434=ollama.models.svc.cluster.local:11434";
+
+/// The member container of member `name`'s Deployment or Job, and its init containers.
+fn member_pod(objs: &[(String, Obj)], name: &str) -> k8s_openapi::api::core::v1::PodSpec {
+    objs.iter()
+        .find_map(|(_, o)| {
+            let (labels, spec) = match o {
+                Obj::Deployment(d) => (&d.metadata.labels, d.spec.as_ref()?.template.spec.clone()?),
+                Obj::Job(j) => (&j.metadata.labels, j.spec.as_ref()?.template.spec.clone()?),
+                _ => return None,
+            };
+            (labels.as_ref()?.get("murmur.nexus/member")? == name).then_some(spec)
+        })
+        .unwrap_or_else(|| panic!("no pod for {name}"))
+}
+
+/// Each egress rule of member `name` as (its CIDRs, its TCP ports; 0 for every port).
+fn egress_of(objs: &[(String, Obj)], name: &str) -> Vec<(Vec<String>, Vec<i32>)> {
+    let p = objs
+        .iter()
+        .find_map(|(_, o)| match o {
+            Obj::NetworkPolicy(p) if p.metadata.name.as_deref() == Some(&format!("{name}-4f5061728394-egress")) => {
+                Some(p.clone())
+            }
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no egress policy for {name}"));
+    p.spec
+        .and_then(|s| s.egress)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| {
+            let cidrs =
+                r.to.iter()
+                    .flatten()
+                    .filter_map(|t| t.ip_block.as_ref().map(|b| b.cidr.clone()))
+                    .collect();
+            let ports = r
+                .ports
+                .iter()
+                .flatten()
+                .filter(|p| p.protocol.as_deref() == Some("TCP"))
+                .map(|p| match p.port {
+                    Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(n)) => n,
+                    _ => 0,
+                })
+                .collect();
+            (cidrs, ports)
+        })
+        .collect()
+}
+
+#[test]
+fn a_loopback_endpoint_is_refused_until_its_cluster_place_is_given() {
+    let sb = model_sandbox();
+    let dir = sb.path("crew");
+    let o = deploy(&sb, &dir, &full_args());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        "[mur deploy] error[E-DEP-004]: member 'local': inference.endpoint 'http://127.0.0.1:11434/v1' is on the loopback, which in a pod is the pod itself, not this machine\n  \
+         hint: say where that service is in the cluster: --endpoint 127.0.0.1:11434=SERVICE-HOST:PORT (the pod then relays its own 127.0.0.1:11434 to it)\n"
+    );
+    assert_eq!(stdout(&o), "");
+    // The first step refuses too: nothing is applied that step 2 would refuse.
+    let o = deploy(&sb, &dir, &["--kubernetes"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    for (bad, why) in [
+        ("127.0.0.1:11434", "it needs the form"),
+        ("10.0.0.1:11434=ollama:11434", "is not on the loopback"),
+        ("127.0.0.1:11434=localhost:80", "is on the loopback"),
+        ("127.0.0.1:9=ollama:11434", "no member dials 127.0.0.1:9"),
+    ] {
+        // The one endpoint the roster needs is given, so only `bad` can be refused.
+        let mut args = full_args();
+        args.extend(["--endpoint", OLLAMA, "--endpoint", bad]);
+        let o = deploy(&sb, &dir, &args);
+        assert_eq!(o.status.code(), Some(1), "{bad}");
+        assert!(
+            stderr(&o).starts_with("[mur deploy] error[E-DEP-004]: "),
+            "{bad}: {}",
+            stderr(&o)
+        );
+        assert!(stderr(&o).contains(why), "{bad}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn members_get_their_keys_from_a_named_secret_egress_to_what_they_dial_and_their_limits() {
+    let sb = model_sandbox();
+    let dir = sb.path("crew");
+    let mut args = full_args();
+    args.extend(["--endpoint", OLLAMA, "--task", "hello"]);
+    let o = deploy(&sb, &dir, &args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains(
+            "members read their keys from secret/mur-keys, which mur deploy does not write, under these names: \
+             OPENAI_API_KEY (model, local), TOOLS_KEY (model), REMOTE_KEY (far)."
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("kubectl create secret generic mur-keys --namespace agents --from-env-file=FILE"),
+        "{err}"
+    );
+    let objs = parse_stream(&stdout(&o));
+    // Each member's container reads exactly its manifest's keys, each from mur-keys.
+    for (member, want) in [
+        ("lead", vec![]),
+        ("model", vec!["OPENAI_API_KEY", "TOOLS_KEY"]),
+        ("far", vec!["REMOTE_KEY"]),
+        ("local", vec!["OPENAI_API_KEY"]),
+    ] {
+        let pod = member_pod(&objs, member);
+        let refs: Vec<String> = pod.containers[0]
+            .env
+            .iter()
+            .flatten()
+            .filter_map(|e| {
+                let r = e.value_from.as_ref()?.secret_key_ref.as_ref()?;
+                assert_eq!(
+                    (r.name.as_str(), r.key.as_str(), r.optional),
+                    ("mur-keys", e.name.as_str(), Some(false))
+                );
+                Some(e.name.clone())
+            })
+            .collect();
+        assert_eq!(refs, want, "{member}");
+        // Every container states its requests and a memory limit.
+        for c in pod.init_containers.iter().flatten().chain(&pod.containers) {
+            let r = c
+                .resources
+                .as_ref()
+                .unwrap_or_else(|| panic!("{member}/{}: no resources", c.name));
+            let req = r.requests.as_ref().expect("requests");
+            assert!(
+                req.contains_key("cpu") && req.contains_key("memory"),
+                "{member}/{}",
+                c.name
+            );
+            assert!(
+                r.limits.as_ref().is_some_and(|l| l.contains_key("memory")),
+                "{member}/{}",
+                c.name
+            );
+        }
+    }
+    // A component member holds its runtime and a task's linear memory (256 MiB); a model member
+    // without WebAssembly tools, its runtime alone.
+    let limit = |m: &str| {
+        member_pod(&objs, m).containers[0]
+            .resources
+            .clone()
+            .unwrap()
+            .limits
+            .unwrap()["memory"]
+            .0
+            .clone()
+    };
+    assert_eq!(limit("lead"), "384Mi");
+    assert_eq!(limit("model"), "128Mi");
+    // The loopback endpoint's relay, in the pod that dials it, and nowhere else.
+    let local = member_pod(&objs, "local");
+    let relay = local
+        .init_containers
+        .iter()
+        .flatten()
+        .find(|c| c.name == "to-endpoint-0")
+        .expect("relay");
+    assert_eq!(relay.restart_policy.as_deref(), Some("Always"));
+    assert_eq!(
+        relay.command.as_deref().expect("command"),
+        [
+            "socat",
+            "TCP-LISTEN:11434,bind=127.0.0.1,fork,reuseaddr",
+            "TCP:ollama.models.svc.cluster.local:11434"
+        ]
+    );
+    assert!(
+        member_pod(&objs, "model")
+            .init_containers
+            .iter()
+            .flatten()
+            .all(|c| !c.name.starts_with("to-endpoint"))
+    );
+    // Egress: DNS, then what each dials. A name is admitted at its port on any address.
+    let any = vec!["0.0.0.0/0".to_string(), "::/0".to_string()];
+    let dns = (vec![], vec![53]);
+    assert_eq!(egress_of(&objs, "lead"), [dns.clone(), (vec![], vec![8080])]);
+    assert_eq!(
+        egress_of(&objs, "model"),
+        [dns.clone(), (any.clone(), vec![443]), (any.clone(), vec![443])]
+    );
+    assert_eq!(
+        egress_of(&objs, "far"),
+        [dns.clone(), (vec!["203.0.113.7/32".to_string()], vec![8443])]
+    );
+    assert_eq!(egress_of(&objs, "local"), [dns, (any, vec![11434])]);
+    // Another Secret name, when asked.
+    let mut args = full_args();
+    args.extend(["--endpoint", OLLAMA, "--keys-secret", "crew-keys"]);
+    let o = deploy(&sb, &dir, &args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("name: crew-keys") && !stdout(&o).contains("mur-keys"));
+}
+
+#[test]
+fn a_guarantee_the_cluster_cannot_carry_is_refused_by_name() {
+    let sb = sandbox(&[("rules", RULES)]);
+    let dir = sb.path("rules");
+    for step in [&["--kubernetes"][..], &full_args()[..]] {
+        let mut args = step.to_vec();
+        args.extend(["--max-tokens", "1000"]);
+        let o = deploy(&sb, &dir, &args);
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        assert_eq!(
+            stderr(&o),
+            "[mur deploy] error[E-DEP-005]: --max-tokens cannot be carried into the cluster yet: the formation's token budget is kept by the launcher, which counts every member's model turns, and a formation in a cluster has no launcher\n  \
+             hint: leave out --max-tokens; a model capsule's own inference.max_session_tokens still bounds each member's session in its pod\n"
+        );
+        assert_eq!(stdout(&o), "");
+    }
+}
+
+#[test]
+fn a_dry_run_is_the_whole_formation_and_no_server_would_apply_it() {
+    let sb = sandbox(&[("rules", RULES)]);
+    let dir = sb.path("rules");
+    let dry = deploy(
+        &sb,
+        &dir,
+        &[
+            "--kubernetes",
+            "--namespace",
+            "agents",
+            "--image",
+            IMAGE,
+            "--formation-id",
+            FRM,
+            "--dry-run",
+            "--task",
+            "hello",
+        ],
+    );
+    assert_eq!(dry.status.code(), Some(0), "{}", stderr(&dry));
+    assert!(stderr(&dry).contains("for review (--dry-run)"), "{}", stderr(&dry));
+    let dry = parse_stream(&stdout(&dry));
+    let real = full(&sb, &dir, &["--task", "hello"]);
+    let names = |objs: &[(String, Obj)]| -> Vec<String> {
+        objs.iter()
+            .map(|(d, _)| {
+                let v: serde_yaml_ng::Value = serde_yaml_ng::from_str(d).expect("yaml");
+                format!(
+                    "{}/{}",
+                    v["kind"].as_str().unwrap_or(""),
+                    v["metadata"]["name"].as_str().unwrap_or("")
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        names(&dry),
+        names(&real),
+        "every object of the full render, in its order"
+    );
+    for (doc, _) in &dry {
+        let v: serde_yaml_ng::Value = serde_yaml_ng::from_str(doc).expect("yaml");
+        let meta = &v["metadata"];
+        assert_eq!(meta["resourceVersion"].as_str(), Some("1"), "{doc}");
+        assert!(meta["annotations"]["murmur.nexus/dry-run"].is_string(), "{doc}");
+        if let Some(owners) = meta["ownerReferences"].as_sequence() {
+            for o in owners {
+                assert_eq!(o["uid"].as_str(), Some("00000000-0000-0000-0000-000000000000"));
+            }
+        }
+    }
+    // Never together with a real owner.
+    let o = deploy(&sb, &dir, &[&full_args()[..], &["--dry-run"]].concat());
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }

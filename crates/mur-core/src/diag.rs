@@ -122,6 +122,8 @@ codes! {
     E_DEP_001 = "E-DEP-001", Error, "mur deploy: manifests carrying credentials would be written to a terminal", Some("pipe them to the cluster (`mur deploy … | kubectl apply -f -`) or write them to owner-only files with -o DIR");
     E_DEP_002 = "E-DEP-002", Error, "mur deploy: an option or member name cannot be carried into Kubernetes objects", None;
     E_DEP_003 = "E-DEP-003", Error, "mur deploy: the manifests cannot be rendered or written", None;
+    E_DEP_004 = "E-DEP-004", Error, "mur deploy: a member dials an endpoint on the loopback, and the cluster's place of it is not given (or an --endpoint is wrong)", Some("give the service's place in the cluster with --endpoint LOOPBACK-HOST:PORT=SERVICE-HOST:PORT");
+    E_DEP_005 = "E-DEP-005", Error, "mur deploy: the formation asks for a guarantee the cluster render cannot carry yet", None;
 }
 
 /// Looks a code up by its printed id, e.g. `"E-ROS-001"`.

@@ -93,6 +93,13 @@ impl DoorShares {
     }
 }
 
+/// The linear memory a component capsule's instances may hold during one task
+/// (docs/reference/capsules.md#what-the-host-grants); a member pod's memory limit counts it.
+pub const COMPONENT_MEMORY_BYTES: u64 = 256 << 20;
+
+/// The linear memory of one WebAssembly tool call's instance (docs/reference/capsules.md#tools).
+pub const TOOL_MEMORY_BYTES: u64 = 128 << 20;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -422,6 +422,7 @@ pub mod chromium;
 pub mod debian;
 pub mod debian_rust;
 pub mod foreign;
+pub mod kubernetes;
 pub mod mcp;
 pub mod needs;
 pub mod nemesis;

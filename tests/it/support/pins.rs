@@ -14,3 +14,7 @@ pub const PROVIDER_SDKS: &[&str] = &["openai==3.57.0", "anthropic==2.14.0", "pyd
 
 /// The agent card's JSON Schema validator.
 pub const JSONSCHEMA: &[&str] = &["jsonschema==4.26.0"];
+
+/// The official Kubernetes JSON schemas (1.25–1.37, strict variants included) and their checker,
+/// against which every object `mur deploy` renders in the tests is validated.
+pub const KUBERNETES_VALIDATE: &[&str] = &["kubernetes-validate==1.37.0"];

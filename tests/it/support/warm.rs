@@ -48,7 +48,13 @@ pub fn begin() {
             chromium::chromium();
         });
         spawn(|| {
-            for set in [pins::A2A_PY, mcp::MCP_SDK, pins::PROVIDER_SDKS, pins::JSONSCHEMA] {
+            for set in [
+                pins::A2A_PY,
+                mcp::MCP_SDK,
+                pins::PROVIDER_SDKS,
+                pins::JSONSCHEMA,
+                pins::KUBERNETES_VALIDATE,
+            ] {
                 python_with(set, "sys");
             }
         });

@@ -50,6 +50,16 @@ impl AllowRule {
         Ok(AllowRule { scheme, host, port })
     }
 
+    /// The host it names: lowercase, without IPv6 brackets.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The port it names; `None` for every port.
+    pub fn port(&self) -> Option<u16> {
+        self.port
+    }
+
     /// Whether this rule lets a request to `scheme://host[:port]` through. `port` is the port
     /// as written in the URL; the scheme's default port applies when it is absent.
     pub fn matches(&self, scheme: &str, host: &str, port: Option<u16>) -> bool {
