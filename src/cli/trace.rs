@@ -479,6 +479,7 @@ mod tests {
             duration_ms: ms,
             task_id: task.into(),
             member_task_id: Some(mt.into()),
+            grant: None,
         };
         let t = FormationTrace {
             sessions: vec![ses("ses_a", "planner", Some("ok")), ses("ses_b", "coder", None)],

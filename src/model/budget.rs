@@ -8,22 +8,12 @@
 //! turn's cost, or, dropped unsettled (the task was cancelled, by a caller, the operator or the
 //! formation's deadline, or its future was dropped), settled by its own `Drop`.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
-use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-use nix::fcntl::{FcntlArg, FdFlag, fcntl};
-use nix::sys::stat::{SFlag, fstat};
 
 use crate::budget::{Grant, Ledger};
-use crate::wire::budget_line::{Ask, MAX_BUDGET_LINE, Reply};
-
-/// How long a member waits for the launcher's answer: it answers in microseconds, so only a
-/// stopped launcher takes this long, and then the turn is refused rather than waited on.
-const LAUNCHER_ANSWER: Duration = Duration::from_secs(5);
+use crate::runner::authority::Authority;
+use crate::wire::budget_line::{Ask, Reply};
 
 /// Why a turn may not be sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,16 +120,8 @@ pub struct Settled {
 pub struct Spending {
     session: Option<Mutex<Ledger>>,
     session_limit: Option<u64>,
-    launcher: Option<Mutex<Link>>,
+    launcher: Option<Arc<Authority>>,
     next: AtomicU64,
-}
-
-#[derive(Debug)]
-struct Link {
-    reader: BufReader<UnixStream>,
-    /// `Err` once the link broke, saying why: a member that lost its launcher's budget sends no
-    /// more turns.
-    writer: Result<UnixStream, String>,
 }
 
 impl Spending {
@@ -150,18 +132,11 @@ impl Spending {
 
     /// The session's budget `session` (tokens), and the formation's over `launcher`, either
     /// optional.
-    pub fn new(session: Option<u64>, launcher: Option<UnixStream>) -> Spending {
+    pub fn new(session: Option<u64>, launcher: Option<Arc<Authority>>) -> Spending {
         Spending {
             session: session.map(|n| Mutex::new(Ledger::new(n, 1))),
             session_limit: session,
-            launcher: launcher.map(|s| {
-                let _ = s.set_read_timeout(Some(LAUNCHER_ANSWER));
-                let _ = s.set_write_timeout(Some(LAUNCHER_ANSWER));
-                Mutex::new(Link {
-                    writer: s.try_clone().map_err(|e| format!("its channel cannot be used: {e}")),
-                    reader: BufReader::with_capacity(MAX_BUDGET_LINE, s),
-                })
-            }),
+            launcher,
             next: AtomicU64::new(1),
         }
     }
@@ -197,7 +172,7 @@ impl Spending {
             }
         }
         if let Some(link) = &self.launcher {
-            let answer = crate::sync::lock(link).ask(Ask::Reserve { id, tokens });
+            let answer = link.budget(Ask::Reserve { id, tokens });
             let refusal = match answer {
                 Ok(Reply::Granted { id: got, .. }) if got == id => None,
                 Ok(Reply::Refused { id: got, left }) if got == id => Some(Refusal::Formation { left }),
@@ -237,7 +212,7 @@ impl Spending {
                 Some(used) => Ask::Settle { id: hold.id, used },
                 None => Ask::Return { id: hold.id },
             };
-            match crate::sync::lock(link).ask(ask) {
+            match link.budget(ask) {
                 Ok(Reply::Settled { id, left }) if id == hold.id => out.formation_left = Some(left),
                 Ok(_) | Err(_) => {}
             }
@@ -246,63 +221,11 @@ impl Spending {
     }
 }
 
-impl Link {
-    /// One line out, one line back. A failure breaks the link for good: a member that lost its
-    /// launcher's budget sends no more turns.
-    fn ask(&mut self, ask: Ask) -> Result<Reply, String> {
-        let result = self.exchange(ask);
-        if let Err(why) = &result {
-            self.writer = Err(why.clone());
-        }
-        result
-    }
-
-    fn exchange(&mut self, ask: Ask) -> Result<Reply, String> {
-        let writer = self.writer.as_mut().map_err(|why| why.clone())?;
-        writer
-            .write_all(ask.line().as_bytes())
-            .map_err(|e| format!("the launcher's channel cannot be written: {e}"))?;
-        let mut line = String::new();
-        let n = (&mut self.reader)
-            .take(MAX_BUDGET_LINE as u64)
-            .read_line(&mut line)
-            .map_err(|e| format!("the launcher did not answer: {e}"))?;
-        if n == 0 {
-            return Err("the launcher closed its channel".into());
-        }
-        let Some(text) = line.strip_suffix('\n') else {
-            return Err("the launcher's answer is not a line".into());
-        };
-        Reply::parse(text).ok_or_else(|| "the launcher's answer cannot be read".into())
-    }
-}
-
-/// The budget channel the launcher handed over (`MURMUR_FORMATION_BUDGET`): the descriptor must
-/// be a socket not claimed by the channel or the lifeline. It is made close-on-exec: nothing the
-/// member starts inherits it. `Err` says why it cannot be used; the caller refuses the start.
-pub fn take_link(raw: &std::ffi::OsStr, taken: &[Option<RawFd>]) -> Result<UnixStream, String> {
-    let fd: RawFd = raw
-        .to_str()
-        .and_then(|s| s.parse().ok())
-        .filter(|fd| *fd > 2)
-        .ok_or("it is not a descriptor number above 2")?;
-    if taken.contains(&Some(fd)) {
-        return Err(format!("descriptor {fd} is the formation channel or lifeline"));
-    }
-    let st = fstat(fd).map_err(|_| format!("descriptor {fd} is not open"))?;
-    if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFSOCK {
-        return Err(format!("descriptor {fd} is not a socket"));
-    }
-    fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))
-        .map_err(|e| format!("descriptor {fd} cannot be made close-on-exec ({e})"))?;
-    // SAFETY: `fd` is open (fstat succeeded), is a socket, and is not a standard stream, the
-    // channel or the lifeline; nothing else in this process owns it.
-    Ok(UnixStream::from(unsafe { OwnedFd::from_raw_fd(fd) }))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::net::UnixStream;
 
     /// A launcher's side on a thread: answers lines with `ledger`, as the keeper does.
     fn launcher_of(ledger: Arc<Mutex<Ledger>>) -> UnixStream {
@@ -337,7 +260,7 @@ mod tests {
     }
 
     fn spending(session: Option<u64>, launcher: UnixStream) -> Arc<Spending> {
-        Arc::new(Spending::new(session, Some(launcher)))
+        Arc::new(Spending::new(session, Some(Arc::new(Authority::new(launcher)))))
     }
 
     #[test]
@@ -408,7 +331,7 @@ mod tests {
     fn a_launcher_that_is_gone_refuses_every_turn() {
         let (member, launcher) = UnixStream::pair().unwrap();
         drop(launcher);
-        let s = Arc::new(Spending::new(None, Some(member)));
+        let s = Arc::new(Spending::new(None, Some(Arc::new(Authority::new(member)))));
         let refused = s.reserve(10).unwrap_err();
         assert!(matches!(&refused, Refusal::Unreachable(_)), "{refused:?}");
         assert!(refused.failure(10).contains("E-BUD-001"), "{}", refused.failure(10));

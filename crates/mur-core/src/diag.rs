@@ -104,6 +104,10 @@ codes! {
     E_BUD_001 = "E-BUD-001", Error, "the formation's token budget (mur run --max-tokens) has no room for the next model turn", Some("raise --max-tokens, or lower inference.max_tokens or the work a task asks for; `mur trace show` lists what each member spent");
     E_BUD_002 = "E-BUD-002", Error, "the session's token budget (inference.max_session_tokens) has no room for the next model turn", Some("raise inference.max_session_tokens in the capsule's murmur.yaml, or lower inference.max_tokens; `mur trace show` lists what the session spent");
     E_BUD_003 = "E-BUD-003", Error, "mur run --max-tokens: the value is not a number of tokens from 1 to 10^12", Some("give a whole number of tokens, e.g. --max-tokens 200000, or omit it for no formation budget");
+    // [ours] Grants: on whose behalf, until when and with how much a called task runs (docs/reference/formation.md#grants).
+    E_GRT_001 = "E-GRT-001", Error, "a door refused a call's grant (x-murmur-grant): forged, altered, another formation's or member's, or not the caller's", Some("a grant is signed by the formation's launcher for one call; only the runtime writes x-murmur-grant (`mur explain E-GRT-001`)");
+    E_GRT_002 = "E-GRT-002", Error, "a task reached the deadline of the grant it runs under and was canceled", Some("the deadline is inherited from the calling task (and the formation's --deadline); give the root task more time, or ask the callee for less work");
+    E_GRT_003 = "E-GRT-003", Error, "the launcher refused a call's grant: the calling task's own grant has passed its deadline, has no budget left, or the chain is too long", None;
     // [ours] `mur answer`: a person answers a task's question at its door.
     E_ANS_001 = "E-ANS-001", Error, "mur answer: the task id is malformed, or no running session holds the task", Some("the task id is printed with its question (`… asks …`); `mur ps` lists the running sessions");
     E_ANS_002 = "E-ANS-002", Error, "mur answer: the door refused the answer (the task waits for none, or the answer is empty or too large)", None;

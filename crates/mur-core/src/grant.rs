@@ -145,6 +145,36 @@ pub enum Refusal {
     Spent,
     #[error("a member name or task id in the request is malformed")]
     BadRequest,
+    #[error("the callee is not one the caller may call")]
+    NotACallee,
+    #[error("the launcher does not hold the grant the request narrows")]
+    UnknownParent,
+}
+
+/// Each refusal's word on the authority channel, in one table both directions read.
+const WORDS: [(Refusal, &str); 12] = [
+    (Refusal::Invalid, "invalid"),
+    (Refusal::Oversize, "oversize"),
+    (Refusal::OtherFormation, "other-formation"),
+    (Refusal::NotForThisMember, "not-for-this-member"),
+    (Refusal::NotTheCaller, "not-the-caller"),
+    (Refusal::NotTheHolder, "not-the-holder"),
+    (Refusal::TooManyHops, "too-many-hops"),
+    (Refusal::Expired, "expired"),
+    (Refusal::Spent, "spent"),
+    (Refusal::BadRequest, "bad-request"),
+    (Refusal::NotACallee, "not-a-callee"),
+    (Refusal::UnknownParent, "unknown-parent"),
+];
+
+impl Refusal {
+    pub fn word(self) -> &'static str {
+        WORDS.iter().find(|(r, _)| *r == self).map_or("invalid", |(_, w)| w)
+    }
+
+    pub fn from_word(word: &str) -> Option<Refusal> {
+        WORDS.iter().find(|(_, w)| *w == word).map(|(r, _)| *r)
+    }
 }
 
 impl Grant {

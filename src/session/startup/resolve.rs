@@ -153,7 +153,9 @@ pub(super) fn load_runner(
 /// The formation's budget channel (`MURMUR_FORMATION_BUDGET`), a formation member's only: set
 /// by the launcher when it keeps a budget. One that cannot be used refuses the start (E-RUN-046):
 /// the member would otherwise spend without the formation's limit.
-fn budget_link(membership: Option<&Membership>) -> Result<Option<std::os::unix::net::UnixStream>, Diagnostic> {
+fn budget_link(
+    membership: Option<&Membership>,
+) -> Result<Option<std::sync::Arc<crate::runner::authority::Authority>>, Diagnostic> {
     let Some(raw) = std::env::var_os("MURMUR_FORMATION_BUDGET") else {
         return Ok(None);
     };
@@ -167,8 +169,14 @@ fn budget_link(membership: Option<&Membership>) -> Result<Option<std::os::unix::
     let Some(m) = membership else {
         return Err(refuse("it is set, but MURMUR_FORMATION_ID is not".into()));
     };
-    crate::model::budget::take_link(&raw, &m.descriptors)
-        .map(Some)
+    // The launcher names the authority channel, which carries the budget's lines too.
+    if let Some((authority, fd)) = &m.authority
+        && raw.to_str() == Some(fd.to_string().as_str())
+    {
+        return Ok(Some(std::sync::Arc::clone(authority)));
+    }
+    crate::runner::authority::take_link(&raw, &m.descriptors)
+        .map(|s| Some(std::sync::Arc::new(crate::runner::authority::Authority::new(s))))
         .map_err(refuse)
 }
 
