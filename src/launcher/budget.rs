@@ -62,18 +62,24 @@ pub struct Delegation {
 struct Held {
     by_id: std::collections::HashMap<String, grant::Grant>,
     order: std::collections::VecDeque<String>,
+    /// Each grant's budget and what its subtree spent and holds.
+    tree: crate::budget::GrantTree,
+    /// The reservations made under a grant, by holder and id: the grant and the tokens held.
+    under: std::collections::HashMap<(usize, u64), (String, u64)>,
 }
 
 /// Grants the launcher remembers (about a kilobyte each).
 const MAX_HELD_GRANTS: usize = 65_536;
 
 impl Held {
-    fn keep(&mut self, g: grant::Grant) {
+    fn keep(&mut self, g: grant::Grant, parent: Option<&str>) {
         if self.order.len() >= MAX_HELD_GRANTS
             && let Some(old) = self.order.pop_front()
         {
             self.by_id.remove(&old);
+            self.tree.forget(&old);
         }
+        self.tree.add(&g.id, parent, g.budget);
         self.order.push_back(g.id.clone());
         self.by_id.insert(g.id.clone(), g);
     }
@@ -135,6 +141,16 @@ impl BudgetKeeper {
                 .ledger
                 .as_ref()
                 .map_or(0, |l| crate::sync::lock(l).release(holder));
+            {
+                let mut held = crate::sync::lock(&keeper.grants);
+                let Held { tree, under, .. } = &mut *held;
+                under.retain(|(h, _), (grant, tokens)| {
+                    if *h == holder {
+                        tree.end(grant, *tokens, None);
+                    }
+                    *h != holder
+                });
+            }
             if released > 0 {
                 tracing::debug!("member {holder} ended holding {released} reserved token(s); returned");
                 keeper.write_figures();
@@ -163,6 +179,9 @@ impl BudgetKeeper {
                         self.answer(holder, ask).map(authority_line::Reply::Budget)
                     }
                     Some(authority_line::Ask::Delegate(d)) => Some(self.delegate(holder, d).await),
+                    Some(authority_line::Ask::ReserveUnder { id, tokens, grant }) => self
+                        .reserve_under(holder, id, tokens, &grant)
+                        .map(authority_line::Reply::Budget),
                     None => None,
                 };
                 let Some(reply) = reply else {
@@ -186,21 +205,87 @@ impl BudgetKeeper {
     /// The ledger's answer to one request; `None` breaks the channel (the member did not follow
     /// the protocol: a reused or unknown id). A `return` is answered `settled`.
     pub fn answer(&self, holder: usize, ask: Ask) -> Option<Reply> {
-        let mut l = crate::sync::lock(self.ledger.as_ref()?);
-        Some(match ask {
-            Ask::Reserve { id, tokens } => match l.reserve(holder, id, tokens).ok()? {
-                Grant::Granted { left } => Reply::Granted { id, left },
-                Grant::Refused { left } => Reply::Refused { id, left },
-            },
-            Ask::Settle { id, used } => Reply::Settled {
+        match ask {
+            Ask::Reserve { id, tokens } => {
+                let mut l = crate::sync::lock(self.ledger.as_ref()?);
+                Some(match l.reserve(holder, id, tokens).ok()? {
+                    Grant::Granted { left } => Reply::Granted { id, left },
+                    Grant::Refused { left } => Reply::Refused { id, left },
+                })
+            }
+            Ask::Settle { id, used } => self.end(holder, id, Some(used)),
+            Ask::Return { id } => self.end(holder, id, None),
+        }
+    }
+
+    /// A reservation of member `holder` under `grant`, the grant its task runs under
+    /// (docs/reference/formation.md#grants): granted only when it fits every capped grant above
+    /// and the formation's budget, and counted against each. `None` breaks the channel: a grant
+    /// that is another member's, or a reused id. A grant the keeper no longer holds has no cap.
+    pub fn reserve_under(&self, holder: usize, id: u64, tokens: u64, grant: &str) -> Option<Reply> {
+        let name = self.names.get(holder)?;
+        let mut held = crate::sync::lock(&self.grants);
+        if held.by_id.get(grant).is_some_and(|g| g.callee != *name) || held.under.contains_key(&(holder, id)) {
+            return None;
+        }
+        let ledger_left = self.ledger.as_ref().map(|l| crate::sync::lock(l).left());
+        if let Err(left) = held.tree.reserve(grant, tokens) {
+            let left = i64::try_from(left).unwrap_or(i64::MAX);
+            return Some(Reply::Refused {
                 id,
-                left: l.settle(holder, id, used).ok()?,
-            },
-            Ask::Return { id } => Reply::Settled {
-                id,
-                left: l.give_back(holder, id).ok()?,
-            },
-        })
+                left: ledger_left.map_or(left, |l| l.min(left)),
+            });
+        }
+        let mut left = held
+            .tree
+            .left(grant)
+            .map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX));
+        if let Some(ledger) = &self.ledger {
+            match crate::sync::lock(ledger).reserve(holder, id, tokens) {
+                Ok(Grant::Granted { left: l }) => left = left.min(l),
+                Ok(Grant::Refused { left: l }) => {
+                    held.tree.end(grant, tokens, None);
+                    return Some(Reply::Refused { id, left: l });
+                }
+                Err(_) => {
+                    held.tree.end(grant, tokens, None);
+                    return None;
+                }
+            }
+        }
+        held.under.insert((holder, id), (grant.to_string(), tokens));
+        Some(Reply::Granted { id, left })
+    }
+
+    /// Ends reservation `id` of `holder`: settled with `used`, or returned (`None`), in the
+    /// grants above it and the formation's budget, whichever hold it.
+    fn end(&self, holder: usize, id: u64, used: Option<u64>) -> Option<Reply> {
+        let mut held = crate::sync::lock(&self.grants);
+        let under = held.under.remove(&(holder, id));
+        if let Some((grant, tokens)) = &under {
+            held.tree.end(grant, *tokens, used);
+        }
+        let tree_left = under
+            .as_ref()
+            .and_then(|(g, _)| held.tree.left(g))
+            .map(|l| i64::try_from(l).unwrap_or(i64::MAX));
+        drop(held);
+        let ledger_left = match &self.ledger {
+            Some(l) => {
+                let mut l = crate::sync::lock(l);
+                Some(match used {
+                    Some(used) => l.settle(holder, id, used),
+                    None => l.give_back(holder, id),
+                })
+            }
+            None => None,
+        };
+        let left = match (under.is_some(), ledger_left) {
+            (_, Some(Ok(left))) => left.min(tree_left.unwrap_or(i64::MAX)),
+            (true, None) => tree_left.unwrap_or(i64::MAX),
+            _ => return None,
+        };
+        Some(Reply::Settled { id, left })
     }
 
     /// The grant for member `holder`'s call (docs/reference/formation.md#grants): narrowed from
@@ -213,12 +298,16 @@ impl BudgetKeeper {
             Ok(g) => g,
             Err(why) => return refuse(why),
         };
+        let parent = match &d.parent {
+            Parent::Grant(id) => Some(id.clone()),
+            Parent::Root(_) => None,
+        };
         let Some(authority) = &self.delegation.authority else {
             return refuse(Refusal::Invalid);
         };
         match authority.send(SignGrant(grant.clone())).await {
             Ok(Some(wire)) => {
-                crate::sync::lock(&self.grants).keep(grant);
+                crate::sync::lock(&self.grants).keep(grant, parent.as_deref());
                 authority_line::Reply::Delegated { id, grant: wire }
             }
             Ok(None) | Err(_) => refuse(Refusal::Invalid),
@@ -236,8 +325,9 @@ impl BudgetKeeper {
         if !may_call {
             return Err(Refusal::NotACallee);
         }
-        // What the formation's budget has left bounds every grant's.
-        let left = self
+        // What the formation's budget has left bounds every grant's, and what the parent's
+        // subtree has left bounds its child's.
+        let formation_left = self
             .ledger
             .as_ref()
             .map(|l| u64::try_from(crate::sync::lock(l).left()).unwrap_or(0));
@@ -256,6 +346,11 @@ impl BudgetKeeper {
                 self.delegation.deadline_ms,
                 None,
             ),
+        };
+        let subtree_left = crate::sync::lock(&self.grants).tree.left(&parent.id);
+        let left = match (formation_left, subtree_left) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         };
         let ask = Request {
             caller: caller.clone(),
@@ -371,6 +466,58 @@ mod tests {
     }
 
     #[test]
+    fn a_reservation_under_a_grant_counts_against_every_grant_above_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = BudgetKeeper::new(
+            None,
+            vec!["lead".into(), "a".into(), "b".into()],
+            dir.path().join("budget.json"),
+            Delegation {
+                formation_id: FRM.into(),
+                callees: vec![vec!["a".into()], vec!["b".into()], vec![]],
+                deadline_ms: None,
+                authority: None,
+            },
+        );
+        let a = k
+            .narrowed(0, &delegate(Parent::Root(grant::Origin::Task), "a", None, Some(1000)))
+            .unwrap();
+        crate::sync::lock(&k.grants).keep(a.clone(), None);
+        let b = k
+            .narrowed(1, &delegate(Parent::Grant(a.id.clone()), "b", None, Some(5000)))
+            .unwrap();
+        assert_eq!(b.budget, Some(1000), "never more than the parent has");
+        crate::sync::lock(&k.grants).keep(b.clone(), Some(&a.id));
+        assert_eq!(
+            k.reserve_under(2, 1, 700, &b.id),
+            Some(Reply::Granted { id: 1, left: 300 })
+        );
+        assert_eq!(
+            k.answer(2, Ask::Settle { id: 1, used: 900 }),
+            Some(Reply::Settled { id: 1, left: 100 })
+        );
+        // a's own turn is counted against a, which b's spend already used.
+        assert_eq!(
+            k.reserve_under(1, 1, 200, &a.id),
+            Some(Reply::Refused { id: 1, left: 100 })
+        );
+        assert_eq!(
+            k.reserve_under(1, 2, 100, &a.id),
+            Some(Reply::Granted { id: 2, left: 0 })
+        );
+        assert_eq!(k.reserve_under(2, 1, 100, &a.id), None, "not b's grant");
+        // A new call's grant gets at most what is left: nothing.
+        assert_eq!(
+            k.narrowed(1, &delegate(Parent::Grant(a.id.clone()), "b", None, None)),
+            Err(Refusal::Spent)
+        );
+        assert_eq!(
+            k.answer(1, Ask::Return { id: 2 }),
+            Some(Reply::Settled { id: 2, left: 100 })
+        );
+    }
+
+    #[test]
     fn a_member_narrows_only_grants_it_holds_to_callees_it_may_call() {
         let dir = tempfile::tempdir().unwrap();
         let far = now_ms() + 3_600_000;
@@ -392,7 +539,7 @@ mod tests {
             (Some(far), Some(1000), "a")
         );
         assert_eq!(a.chain.len(), 1);
-        crate::sync::lock(&k.grants).keep(a.clone());
+        crate::sync::lock(&k.grants).keep(a.clone(), None);
         // `a` narrows its own grant for `b`; nobody else may use it, and `a` only towards `b`.
         let b = k
             .narrowed(1, &delegate(Parent::Grant(a.id.clone()), "b", Some(far - 1), Some(10)))

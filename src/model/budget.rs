@@ -22,6 +22,8 @@ pub enum Refusal {
     Session { limit: u64, left: i64 },
     /// The formation's budget has no room: what is left of it.
     Formation { left: i64 },
+    /// The budget of the task's grant, or the formation's, has no room: what is left of it.
+    Grant { left: i64 },
     /// The launcher's budget cannot be reached (it ended, or its channel broke).
     Unreachable(String),
 }
@@ -46,6 +48,14 @@ impl Refusal {
                 ),
             )
             .to_string(),
+            Refusal::Grant { left } => crate::diag::Diagnostic::new(
+                crate::diag::E_BUD_004,
+                format!(
+                    "the task's token budget (its grant's, narrowed along the calls above it) has {} token(s) left, and the next model turn may cost up to {asked}",
+                    left.max(&0)
+                ),
+            )
+            .to_string(),
             Refusal::Unreachable(why) => crate::diag::Diagnostic::new(
                 crate::diag::E_BUD_001,
                 format!("the formation's token budget cannot be reached ({why}), so no model turn is sent"),
@@ -58,7 +68,7 @@ impl Refusal {
     /// What is left, when the refusal says: the reserve a last turn may use.
     pub fn left(&self) -> Option<i64> {
         match self {
-            Refusal::Session { left, .. } | Refusal::Formation { left } => Some(*left),
+            Refusal::Session { left, .. } | Refusal::Formation { left } | Refusal::Grant { left } => Some(*left),
             Refusal::Unreachable(_) => None,
         }
     }
@@ -121,6 +131,8 @@ pub struct Spending {
     session: Option<Mutex<Ledger>>,
     session_limit: Option<u64>,
     launcher: Option<Arc<Authority>>,
+    /// The launcher keeps a formation budget (`--max-tokens`): every turn reserves there.
+    formation: bool,
     next: AtomicU64,
 }
 
@@ -136,19 +148,39 @@ impl Spending {
         Spending {
             session: session.map(|n| Mutex::new(Ledger::new(n, 1))),
             session_limit: session,
+            formation: launcher.is_some(),
             launcher,
             next: AtomicU64::new(1),
         }
     }
 
+    /// Whether the launcher keeps a formation budget; without one, its link still carries the
+    /// reservations of a task whose grant has a budget.
+    pub fn with_formation_budget(mut self, formation: bool) -> Spending {
+        self.formation = formation;
+        self
+    }
+
     /// Whether any budget is kept (the `inference` record then carries the reservation).
     pub fn kept(&self) -> bool {
-        self.session.is_some() || self.launcher.is_some()
+        self.session.is_some() || (self.launcher.is_some() && self.formation)
+    }
+
+    /// [`Spending::kept`] for a task under a grant with a budget (`grant`, its id).
+    pub fn kept_for(&self, grant: Option<&str>) -> bool {
+        self.kept() || (grant.is_some() && self.launcher.is_some())
     }
 
     /// Reserves `tokens` from the session's budget, then from the formation's; a refusal of the
     /// second returns the first.
     pub fn reserve(self: &Arc<Self>, tokens: u64) -> Result<Hold, Refusal> {
+        self.reserve_under(tokens, None)
+    }
+
+    /// [`Spending::reserve`] for a task under the grant `grant` with a budget: the launcher's
+    /// reservation is counted against it and every grant above it
+    /// (docs/reference/formation.md#grants).
+    pub fn reserve_under(self: &Arc<Self>, tokens: u64, grant: Option<&str>) -> Result<Hold, Refusal> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let mut hold = Hold {
             spending: Arc::clone(self),
@@ -171,10 +203,16 @@ impl Spending {
                 }
             }
         }
-        if let Some(link) = &self.launcher {
-            let answer = link.budget(Ask::Reserve { id, tokens });
+        if let Some(link) = &self.launcher
+            && (self.formation || grant.is_some())
+        {
+            let answer = match grant {
+                Some(g) => link.reserve_under(id, tokens, g),
+                None => link.budget(Ask::Reserve { id, tokens }),
+            };
             let refusal = match answer {
                 Ok(Reply::Granted { id: got, .. }) if got == id => None,
+                Ok(Reply::Refused { id: got, left }) if got == id && grant.is_some() => Some(Refusal::Grant { left }),
                 Ok(Reply::Refused { id: got, left }) if got == id => Some(Refusal::Formation { left }),
                 Ok(other) => Some(Refusal::Unreachable(format!(
                     "the launcher answered out of turn: {}",

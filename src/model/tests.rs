@@ -692,6 +692,7 @@ fn fast_retry() -> Retry {
 
 fn ctx(calls: Arc<dyn AgentCalls>, events: Arc<Events>, from_member: bool) -> TaskCtx {
     TaskCtx {
+        budget_grant: None,
         task_id: "tsk_1".into(),
         from_member,
         calls,

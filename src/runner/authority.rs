@@ -71,6 +71,20 @@ impl Authority {
         }
     }
 
+    /// A reservation of `tokens` under `grant` (the grant the task runs under), answered as a
+    /// budget reservation is.
+    pub fn reserve_under(&self, id: u64, tokens: u64, grant: &str) -> Result<budget_line::Reply, String> {
+        let ask = Ask::ReserveUnder {
+            id,
+            tokens,
+            grant: grant.to_string(),
+        };
+        match crate::sync::lock(&self.link).ask(&ask)? {
+            Reply::Budget(r) => Ok(r),
+            _ => Err("the launcher answered out of turn".into()),
+        }
+    }
+
     /// The grant for a call of task `task` to `callee`, narrowed from `parent`, optionally
     /// narrower still (`deadline_ms`, `budget`).
     pub fn delegate(

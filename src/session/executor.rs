@@ -437,7 +437,8 @@ impl TaskSetup for Setup {
 
     fn started(&self, work: &Work) {
         self.journal.task_start(&work.task_id);
-        if self.formation_id.is_some() {
+        // A launched member's (its first line names it); a hand-started one records none.
+        if self.member_name.is_some() {
             let root = work.grant.is_none().then(|| root_origin(work));
             self.journal
                 .task_grant(&work.task_id, work.grant.as_deref(), root.as_ref());
@@ -475,6 +476,7 @@ impl TaskSetup for Setup {
                 board: Arc::clone(board),
                 journal: self.journal.clone(),
             }),
+            budget_grant: work.grant.as_ref().filter(|g| g.budget.is_some()).map(|g| g.id.clone()),
             asker: self.asker(work, board),
         }
     }

@@ -179,3 +179,78 @@ fn a_deadline_narrowed_at_the_top_ends_the_task_two_levels_down_canceled_with_it
         "a canceled task has no task_end"
     );
 }
+
+#[test]
+fn a_per_call_budget_bounds_the_whole_subtree_below_it() {
+    // Every turn reports 1000 tokens. The lead gives mid 2500; mid asks deep for more than it has
+    // left, and gets at most that; once mid's subtree is out of room, mid's task fails with the
+    // grant's code while the lead goes on.
+    let sb = Sandbox::new();
+    let per_turn = |v: Value| {
+        let mut v = v;
+        v["usage"] = json!({"prompt_tokens": 1000, "completion_tokens": 0, "total_tokens": 1000});
+        v
+    };
+    let route = move |req: &Request| {
+        let member = member_of(req);
+        let text = req.last_user_text().unwrap_or_default();
+        let reply = if last_is_tool(req) {
+            openai::text("waiting")
+        } else {
+            match member.as_str() {
+                "lead" if text == "build it" => openai::tool_calls(&[(
+                    "c1",
+                    "call-member",
+                    json!({"member": "mid", "task": "part", "budget": 2500}),
+                )]),
+                "mid" if text == "part" => openai::tool_calls(&[(
+                    "c2",
+                    "call-member",
+                    json!({"member": "deep", "task": "deeper part", "budget": 1_000_000}),
+                )]),
+                _ => openai::text(&format!("{member} done")),
+            }
+        };
+        Reply::json(per_turn(reply))
+    };
+    let provider = Provider::start((0..16).map(|_| Step::func(route)).collect());
+    for name in ["lead", "mid", "deep"] {
+        let manifest = format!(
+            "name: {name}\nversion: 0.1.0\ninference:\n  provider: openai\n  endpoint: {}\n  model: test-model\n  \
+             api_key: ${{{KEY_VAR}}}\n  max_tokens: 50\n  max_turns: 6\n{TAIL}",
+            provider.url()
+        );
+        sb.install_manifest(name, &manifest);
+    }
+    let dir = sb.path("formation");
+    std::fs::write(dir.join("roster.yaml"), ROSTER).expect("roster");
+    let (code, out, err) = run(&sb, &dir, &[]);
+    assert_eq!(code, Some(0), "the lead goes on: {out}\n{err}");
+
+    let mid = one(&sb, "mid", "task_grant");
+    assert_eq!(mid["budget"], 2500, "{mid}");
+    let deep = one(&sb, "deep", "task_grant");
+    let deep_budget = deep["budget"].as_u64().expect("deep's budget");
+    assert!(
+        deep_budget <= 1500,
+        "at most what mid's grant had left after its turn: {deep}"
+    );
+    // The subtree's turns: each reserved within what was left, so at most one overran it.
+    let spent: usize = ["mid", "deep"].iter().map(|m| records(&sb, m, "inference").len()).sum();
+    assert!(
+        spent * 1000 <= 2500 + 1000,
+        "mid's subtree made {spent} turns of 1000 tokens"
+    );
+    let failed: Vec<Value> = records(&sb, "mid", "task_end")
+        .into_iter()
+        .filter(|r| r["exit_status"] != "ok")
+        .collect();
+    assert_eq!(failed.len(), 1, "mid's task ran out of its grant: {failed:?}");
+    let lead_calls = records(&sb, "lead", "member_call");
+    assert!(
+        lead_calls
+            .iter()
+            .any(|c| c["status"] == "failed" && c["output"].as_str().is_some_and(|o| o.contains("E-BUD-004"))),
+        "the lead's call to mid ended with the grant's budget error: {lead_calls:?}"
+    );
+}

@@ -122,6 +122,9 @@ pub struct TaskCtx {
     pub events: Arc<dyn TaskEvents>,
     /// How the task asks its caller, when its capsule may (`lifecycle.input_timeout_secs`).
     pub asker: Option<Asker>,
+    /// The grant the task runs under, when it has a token budget: each turn's reservation is
+    /// counted against it and every grant above it (docs/reference/formation.md#grants).
+    pub budget_grant: Option<String>,
 }
 
 impl std::fmt::Debug for TaskCtx {

@@ -136,7 +136,16 @@ pub(super) fn load_runner(
         .and_then(DateTime::from_timestamp_millis)
         .and_then(|d| std::time::Instant::now().checked_add((d - Utc::now()).to_std().unwrap_or_default()));
     let retry = crate::model::Retry::from_timing(Timing::get(), deadline);
-    let spending = crate::model::budget::Spending::new(config.max_session_tokens, budget_link(membership)?);
+    // The formation's budget when it keeps one; the authority channel in any case, for a task
+    // whose grant has a budget.
+    let formation = budget_link(membership)?;
+    let kept = formation.is_some();
+    let link = formation.or_else(|| {
+        membership
+            .and_then(|m| m.authority.as_ref())
+            .map(|(a, _)| std::sync::Arc::clone(a))
+    });
+    let spending = crate::model::budget::Spending::new(config.max_session_tokens, link).with_formation_budget(kept);
     let mut agent = crate::model::Agent::new(config, identity, callees.clone(), retry).with_spending(spending);
     let mut tools = if c.manifest.tools.is_empty() {
         crate::tools::Toolbox::runtime(&callees)

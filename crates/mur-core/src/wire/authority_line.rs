@@ -4,11 +4,13 @@
 //!
 //! ```text
 //! member → launcher   delegate <id> <parent> <task> <callee> <deadline ms|-> <budget|->
+//!                     reserve <id> <tokens> <grant>
 //! launcher → member   delegated <id> <grant>        undelegated <id> <why>
 //! ```
 //!
 //! `parent` is the grant the calling task runs under (`grt_…`), or `root-<origin>` for a task that
-//! came with none; `why` is one word (`grant::Refusal::word`). A `delegate` line is at most
+//! came with none; `reserve` with a fourth field is a model turn's reservation under the grant
+//! its task runs under (answered as a budget `reserve` is); `why` is one word (`grant::Refusal::word`). A `delegate` line is at most
 //! [`MAX_ASK_LINE`] bytes, a `delegated` one at most [`MAX_REPLY_LINE`].
 
 use super::budget_line;
@@ -46,6 +48,12 @@ pub struct Delegate {
 pub enum Ask {
     Budget(budget_line::Ask),
     Delegate(Delegate),
+    /// A reservation counted against the grant `grant` and every grant above it.
+    ReserveUnder {
+        id: u64,
+        tokens: u64,
+        grant: String,
+    },
 }
 
 /// What the launcher answers.
@@ -79,6 +87,7 @@ impl Ask {
     pub fn line(&self) -> String {
         match self {
             Ask::Budget(b) => b.line(),
+            Ask::ReserveUnder { id, tokens, grant } => format!("reserve {id} {tokens} {grant}\n"),
             Ask::Delegate(d) => {
                 let parent = match &d.parent {
                     Parent::Grant(id) => id.clone(),
@@ -98,6 +107,21 @@ impl Ask {
 
     /// Reads one line (its newline removed).
     pub fn parse(line: &str) -> Option<Ask> {
+        if line.len() >= MAX_ASK_LINE {
+            return None;
+        }
+        if let Some(rest) = line.strip_prefix("reserve ")
+            && let [id, tokens, grant] = rest.split(' ').collect::<Vec<_>>().as_slice()
+        {
+            if !ids::is(IdKind::Grant, grant) {
+                return None;
+            }
+            return Some(Ask::ReserveUnder {
+                id: unsigned(id)?,
+                tokens: unsigned(tokens)?,
+                grant: grant.to_string(),
+            });
+        }
         let Some(rest) = line.strip_prefix("delegate ") else {
             return budget_line::Ask::parse(line).map(Ask::Budget);
         };
@@ -189,6 +213,11 @@ mod tests {
                 deadline_ms: Some(1_764_000_000_000),
                 budget: None,
             }),
+            Ask::ReserveUnder {
+                id: 3,
+                tokens: u64::MAX,
+                grant: GRT.into(),
+            },
             Ask::Delegate(Delegate {
                 id: u64::MAX,
                 parent: Parent::Root(Origin::Client("c".repeat(crate::grant::MAX_CREDENTIAL))),
@@ -234,6 +263,9 @@ mod tests {
             &format!("delegate 1 {GRT} {TSK} Worker - -"),
             &format!("delegate 1 {GRT} {TSK} worker -1 -"),
             &format!("delegate 1 {GRT} {TSK} worker - - -"),
+            "reserve 1 2 tsk_0199c4e2f1b7712a9d3e4f5061728394",
+            &format!("reserve 1 -2 {GRT}"),
+            &format!("reserve 1 2 {GRT} x"),
         ] {
             assert_eq!(Ask::parse(line), None, "{line:?}");
         }
