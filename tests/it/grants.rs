@@ -254,3 +254,87 @@ fn a_per_call_budget_bounds_the_whole_subtree_below_it() {
         "the lead's call to mid ended with the grant's budget error: {lead_calls:?}"
     );
 }
+
+/// A grant's payload for a call `from → to` in `formation`, as the launcher writes it.
+fn grant_payload(formation: &str, from: &str, to: &str, deadline_ms: Option<u64>) -> String {
+    let deadline = deadline_ms.map_or("null".to_string(), |d| d.to_string());
+    format!(
+        r#"{{"budget":null,"callee":"{to}","chain":[{{"member":"{from}","task":"tsk_0199c4e2f1b7712a9d3e4f5061728394"}}],"deadline_ms":{deadline},"formation":"{formation}","id":"grt_0199c4e2f1b7712a9d3e4f5061728394","origin":"operator"}}"#
+    )
+}
+
+#[test]
+fn a_door_takes_a_genuine_grant_and_refuses_a_forged_or_altered_one_with_its_code() {
+    use crate::door::{AUTH, Door, FRM, Key, Member, PEERS, install, serve};
+    let sb = Sandbox::new();
+    let key = Key::new(21);
+    install(&sb, "echo", "reviewer", &format!("{AUTH}{PEERS}{}", serve(4)));
+    let d = Door::member(
+        &sb,
+        "reviewer",
+        &Member {
+            key: &key,
+            formation: FRM,
+            name: "reviewer",
+        },
+    );
+    let token = format!("Bearer {}", key.mint(FRM, "coder", "reviewer"));
+    let body = json!({"id": 1, "jsonrpc": "2.0", "method": "SendMessage", "params": {
+        "message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
+        "configuration": {"returnImmediately": true}}})
+    .to_string();
+    let send = |grant: &str| {
+        d.post(
+            Some(&token),
+            &[("x-murmur-task-origin", "peer"), ("x-murmur-grant", grant)],
+            &body,
+        )
+    };
+    let genuine = key.sign_grant(&grant_payload(FRM, "coder", "reviewer", Some(4_000_000_000_000)));
+    let h = send(&genuine);
+    assert_eq!(h.status, 200, "a genuine grant is taken: {}", h.body);
+    assert!(h.json()["result"]["task"].is_object(), "{}", h.body);
+
+    // The same signature over a payload with a later deadline; another key; another door's; a
+    // grant made for a caller other than the token's.
+    let (_, sig) = genuine.rsplit_once('.').expect("grant");
+    let wider = key.sign_grant(&grant_payload(
+        FRM,
+        "coder",
+        "reviewer",
+        Some(u64::from(u32::MAX) * 1000),
+    ));
+    let (wider_head, _) = wider.rsplit_once('.').expect("grant");
+    let refused = [
+        (
+            "a widened deadline under the old signature",
+            format!("{wider_head}.{sig}"),
+        ),
+        (
+            "another key's grant",
+            Key::new(22).sign_grant(&grant_payload(FRM, "coder", "reviewer", None)),
+        ),
+        (
+            "a grant for another member",
+            key.sign_grant(&grant_payload(FRM, "coder", "writer", None)),
+        ),
+        (
+            "a grant made for another caller",
+            key.sign_grant(&grant_payload(FRM, "writer", "reviewer", None)),
+        ),
+        ("not a grant", "mgr1.e30.AAAA".to_string()),
+    ];
+    for (case, grant) in &refused {
+        let h = send(grant);
+        assert_eq!(h.status, 403, "{case}: {}", h.body);
+        let v: Value = serde_json::from_str(&h.body).unwrap_or_else(|e| panic!("{case}: {e}: {}", h.body));
+        assert_eq!(v["error"], "invalid_grant", "{case}: {v}");
+        assert!(
+            v["message"].as_str().is_some_and(|m| m.contains("E-GRT-001")),
+            "{case}: {v}"
+        );
+    }
+    // A member that sends no grant is served as before.
+    let h = d.post(Some(&token), &[("x-murmur-task-origin", "peer")], &body);
+    assert_eq!(h.status, 200, "{}", h.body);
+}
