@@ -338,3 +338,31 @@ fn a_door_takes_a_genuine_grant_and_refuses_a_forged_or_altered_one_with_its_cod
     let h = d.post(Some(&token), &[("x-murmur-task-origin", "peer")], &body);
     assert_eq!(h.status, 200, "{}", h.body);
 }
+
+#[test]
+fn a_components_own_grant_on_a_virtual_address_never_reaches_the_door() {
+    // The probe writes `x-murmur-grant: mgr1.e30.AAAA` (a grant no launcher signed, which the door
+    // refuses 403) on its GET to its callee's virtual address. The host drops it and the runtime
+    // writes the call's own, so the door answers the path itself: 404 for GET /probe.
+    let sb = Sandbox::new();
+    sb.install_actor("echo");
+    sb.install_component(
+        "probe",
+        "tests/it/testdata/http_probe_grant.wat",
+        "capabilities:\n  network:\n    allow: [localhost]\n",
+    );
+    let dir = sb.path("formation");
+    std::fs::write(
+        dir.join("roster.yaml"),
+        "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/probe, version: 0.1.0, entry: true}\n  \
+         - {name: worker, capsule: local/echo, version: 0.1.0}\nreachability:\n  - {from: lead, to: [worker]}\n",
+    )
+    .expect("roster");
+    let out = sb.run(&dir, &["run", "--roster", "--task", "worker.formation.invalid"]);
+    assert_eq!(
+        (out.status.code(), stdout(&out).as_str()),
+        (Some(0), "status 404\n"),
+        "{}",
+        stderr(&out)
+    );
+}

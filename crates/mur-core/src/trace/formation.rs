@@ -263,10 +263,16 @@ impl CallLine {
         if let Some(ms) = self.duration_ms {
             out.push_str(&format!("  {ms} ms"));
         }
-        if let Some(g) = &self.grant {
-            out.push_str(&format!("  {g}"));
-        }
         out
+    }
+
+    /// [`CallLine::render`] followed by the callee task's grant, when its trace holds one:
+    /// `mur trace show frm_…`'s call line.
+    pub fn render_with_grant(&self) -> String {
+        match &self.grant {
+            Some(g) => format!("{}  {g}", self.render()),
+            None => self.render(),
+        }
     }
 }
 
@@ -451,7 +457,7 @@ mod tests {
         );
         let lines: Vec<String> = build(&[lead, mid], Some("frm_x"))
             .iter()
-            .map(CallLine::render)
+            .map(CallLine::render_with_grant)
             .collect();
         assert_eq!(lines, ["lead → mid  completed  9 ms  [operator: lead; deadline 1700]"]);
         let none = json!({"event_type": "task_grant", "task_id": "t", "grant_id": null, "origin": "member"});
