@@ -1,30 +1,64 @@
-//! The cost a formation budget adds to a model turn (docs/reference/formation.md#budgets): the
-//! member's reservation and its settlement, each a line to the launcher's keeper over a real
-//! Unix socket pair and its answer back, the keeper running on an actix system as in the
-//! launcher. The target is under 100 µs p50 for the pair.
+//! What the authority channel adds (docs/reference/formation.md#the-authority-channel), each a
+//! line to the launcher's keeper over a real Unix socket pair and its answer back, the keeper and
+//! the token authority running on an actix system as in the launcher:
+//!
+//! - to a model turn, the formation budget's reservation and settlement
+//!   (docs/reference/formation.md#budgets); target under 100 µs p50 for the pair;
+//! - to a member call, its grant (docs/reference/formation.md#grants): the delegation (narrowed
+//!   and signed by the launcher) and the callee door's verification of it; target under 100 µs
+//!   p50 for the two.
 
 // Dependencies reach this target through the library; the library's own target keeps the rule.
 #![allow(unused_crate_dependencies)]
 
+use actix::Actor as _;
 use criterion::{Criterion, criterion_group, criterion_main};
-use mur::launcher::budget::BudgetKeeper;
+use mur::grant::{Grant, Origin};
+use mur::launcher::authority::{Mint, TokenAuthority};
+use mur::launcher::budget::{BudgetKeeper, Delegation};
 use mur::model::budget::Spending;
+use mur::runner::authority::Authority;
+use mur::wire::authority_line::Parent;
+
+const FRM: &str = "frm_0199c4e2f1b7712a9d3e4f5061728394";
+const TSK: &str = "tsk_0199c4e2f1b7712a9d3e4f5061728394";
 
 fn budget(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let keeper = BudgetKeeper::new(
-        mur::budget::MAX_BUDGET_TOKENS,
-        vec!["lead".into()],
-        dir.path().join("budget.json"),
-    );
     let (member, launcher) = std::os::unix::net::UnixStream::pair().expect("socket pair");
+    let (key_tx, key_rx) = std::sync::mpsc::channel();
+    let file = dir.path().join("budget.json");
     std::thread::spawn(move || {
         actix::System::new().block_on(async move {
+            let authority = TokenAuthority::default().start();
+            let minted = authority
+                .send(Mint {
+                    formation_id: FRM.into(),
+                    members: vec!["lead".into(), "worker".into()],
+                    edges: vec![(0, 1)],
+                })
+                .await
+                .expect("the authority answers")
+                .expect("minted");
+            let keeper = BudgetKeeper::new(
+                Some(mur::budget::MAX_BUDGET_TOKENS),
+                vec!["lead".into(), "worker".into()],
+                file,
+                Delegation {
+                    formation_id: FRM.into(),
+                    callees: vec![vec!["worker".into()], vec![]],
+                    deadline_ms: None,
+                    authority: Some(authority),
+                },
+            );
             keeper.serve(0, std::os::fd::OwnedFd::from(launcher));
+            let _ = key_tx.send(minted.verify_key);
             std::future::pending::<()>().await;
         })
     });
-    let spending = std::sync::Arc::new(Spending::new(None, Some(member)));
+    let verify_key = key_rx.recv().expect("the verify key");
+    let link = std::sync::Arc::new(Authority::new(member));
+    let spending = std::sync::Arc::new(Spending::new(None, Some(std::sync::Arc::clone(&link))));
     c.bench_function("budget: reserve + settle one model turn (launcher round trips)", |b| {
         b.iter(|| {
             let hold = spending.reserve(5_000).expect("granted");
@@ -36,6 +70,29 @@ fn budget(c: &mut Criterion) {
         b.iter(|| {
             let hold = session.reserve(5_000).expect("granted");
             hold.settle(1_200)
+        })
+    });
+    c.bench_function(
+        "grant: delegate one call (launcher round trip, narrowed and signed)",
+        |b| {
+            b.iter(|| {
+                link.delegate(Parent::Root(Origin::Operator), TSK, "worker", None, None)
+                    .expect("granted")
+            })
+        },
+    );
+    let wire = link
+        .delegate(Parent::Root(Origin::Operator), TSK, "worker", None, None)
+        .expect("granted");
+    c.bench_function("grant: the callee door's verification (uncached)", |b| {
+        b.iter(|| Grant::verify(&verify_key, &wire, FRM, "worker", "lead").expect("genuine"))
+    });
+    c.bench_function("grant: delegate + verify, what a call adds", |b| {
+        b.iter(|| {
+            let wire = link
+                .delegate(Parent::Root(Origin::Operator), TSK, "worker", None, None)
+                .expect("granted");
+            Grant::verify(&verify_key, &wire, FRM, "worker", "lead").expect("genuine")
         })
     });
 }

@@ -74,6 +74,8 @@ pub(crate) struct CallSlot {
     /// and it ends with the call's `member_call` record.
     span: Mutex<Option<crate::otel::Outgoing>>,
     pub traceparent: Option<String>,
+    /// The call's grant, sent as `x-murmur-grant` (docs/reference/formation.md#grants).
+    pub grant: Option<String>,
     /// A reply: the call sends its text as the answer to this question instead of a new task.
     pub reply_to: Option<ReplyTo>,
 }
@@ -85,6 +87,7 @@ impl CallSlot {
         member: &str,
         span: Option<crate::otel::Outgoing>,
         reply_to: Option<ReplyTo>,
+        grant: Option<String>,
     ) -> CallSlot {
         CallSlot {
             call_id: call_id.to_string(),
@@ -94,6 +97,7 @@ impl CallSlot {
             give_up: watch::channel(false).0,
             traceparent: span.as_ref().map(|s| s.traceparent().to_string()),
             span: Mutex::new(span),
+            grant,
             reply_to,
         }
     }
@@ -140,6 +144,8 @@ pub(super) struct Book {
 pub(crate) struct TaskInner {
     pub task_id: String,
     pub trust: Trust,
+    /// The grant this task's calls are narrowed from.
+    pub parent: super::Parent,
     pub shared: Arc<Shared>,
     book: Mutex<Book>,
     /// Bumped whenever a call settles, so `await_all` re-checks.
@@ -157,10 +163,11 @@ impl std::fmt::Debug for TaskInner {
 }
 
 impl TaskInner {
-    pub fn new(task_id: &str, trust: Trust, shared: Arc<Shared>) -> TaskInner {
+    pub fn new(task_id: &str, trust: Trust, parent: super::Parent, shared: Arc<Shared>) -> TaskInner {
         TaskInner {
             task_id: task_id.to_string(),
             trust,
+            parent,
             shared,
             book: Mutex::new(Book::default()),
             changed: watch::channel(0).0,

@@ -61,6 +61,8 @@ pub struct DoorClient {
     trust: Trust,
     /// The call span's W3C `traceparent`, sent on every request when spans are exported.
     traceparent: Option<String>,
+    /// The call's grant, sent on every request as `x-murmur-grant`.
+    grant: Option<String>,
 }
 
 impl std::fmt::Debug for DoorClient {
@@ -85,7 +87,14 @@ impl DoorClient {
             route,
             trust,
             traceparent: None,
+            grant: None,
         }
+    }
+
+    /// Requests carry `grant` (the call's, from the launcher), when there is one.
+    pub fn with_grant(mut self, grant: Option<String>) -> DoorClient {
+        self.grant = grant;
+        self
     }
 
     /// Requests carry `traceparent` (the call span's), when there is one.
@@ -111,6 +120,10 @@ impl DoorClient {
             .insert_header(("content-type", "application/json"))
             .insert_header(("x-murmur-task-origin", "peer"))
             .insert_header(("x-murmur-task-trust", self.trust.as_str()));
+        let req = match &self.grant {
+            Some(g) => req.insert_header((crate::grant::HEADER, g.as_str())),
+            None => req,
+        };
         Ok(match &self.traceparent {
             Some(tp) => req.insert_header(("traceparent", tp.as_str())),
             None => req,

@@ -20,7 +20,7 @@ use super::book::{CallSlot, ReplyTo, TaskInner, report_ended};
 use super::wire::Ended;
 use super::{Dispatched, Shared};
 use crate::ids::{self, IdKind};
-use crate::runner::{AllowList, BoxFuture, CallOutcome, CallStatus, MemberCalls, NetworkPolicy};
+use crate::runner::{AllowList, BoxFuture, CallLimits, CallOutcome, CallStatus, MemberCalls, NetworkPolicy};
 use crate::tasks::Trust;
 
 /// The member calls of one task. Cheap to clone; every clone is the same task.
@@ -37,9 +37,9 @@ impl TaskCalls {
         super::policy::task_policy(allow, &self.inner.shared.router, self.inner.trust, &self.inner.task_id)
     }
 
-    pub(crate) fn new(task_id: &str, trust: Trust, shared: Arc<Shared>) -> TaskCalls {
+    pub(crate) fn new(task_id: &str, trust: Trust, parent: super::Parent, shared: Arc<Shared>) -> TaskCalls {
         TaskCalls {
-            inner: Arc::new(TaskInner::new(task_id, trust, shared)),
+            inner: Arc::new(TaskInner::new(task_id, trust, parent, shared)),
         }
     }
 
@@ -51,7 +51,12 @@ impl TaskCalls {
     /// (nothing was sent); otherwise the call has an id and its watcher runs until it has an
     /// outcome or the task ends.
     pub async fn dispatch(&self, member: &str, task: &str) -> Result<Dispatched, String> {
-        self.start_call(member, task, None).await
+        self.start_call(member, task, None, CallLimits::default()).await
+    }
+
+    /// [`TaskCalls::dispatch`] with the call's grant narrowed to `limits`.
+    pub async fn dispatch_within(&self, member: &str, task: &str, limits: CallLimits) -> Result<Dispatched, String> {
+        self.start_call(member, task, None, limits).await
     }
 
     /// A reply to the question call `reply_to` to `member` ended with
@@ -66,7 +71,8 @@ impl TaskCalls {
                 crate::diag::shown(reply_to)
             ));
         }
-        self.start_call(member, answer, Some(reply_to)).await
+        self.start_call(member, answer, Some(reply_to), CallLimits::default())
+            .await
     }
 
     /// Who asked the question call `call_id` ended with, innermost first, while it is open.
@@ -91,13 +97,21 @@ impl TaskCalls {
         }
     }
 
-    async fn start_call(&self, member: &str, task: &str, reply_to: Option<&str>) -> Result<Dispatched, String> {
+    async fn start_call(
+        &self,
+        member: &str,
+        task: &str,
+        reply_to: Option<&str>,
+        limits: CallLimits,
+    ) -> Result<Dispatched, String> {
         let inner = &self.inner;
         let callees = &inner.shared.callees;
         // Step 2.
         if !callees.iter().any(|c| c == member) {
             return Err(crate::runner::not_a_callee(member, callees));
         }
+        // The call's grant, narrowed by the launcher from this task's; a refusal is the call's.
+        let grant = inner.shared.grant_for(&inner.parent, &inner.task_id, member, limits)?;
         // Steps 3 and 4, under one lock so two dispatches cannot both claim the member (nor two
         // replies the one question).
         let call_id = ids::mint(IdKind::Call);
@@ -136,7 +150,7 @@ impl TaskCalls {
                 ));
             }
             let span = crate::otel::call_span(&inner.task_id, &call_id, member);
-            let slot = Arc::new(CallSlot::new(&call_id, member, span, reply));
+            let slot = Arc::new(CallSlot::new(&call_id, member, span, reply, grant));
             if let Some(r) = &slot.reply_to {
                 TaskInner::take_question(&mut book, &r.call_id);
             }

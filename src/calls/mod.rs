@@ -71,6 +71,7 @@ pub use output::{
 pub use policy::{PeerRoutes, task_policy};
 pub use router::{Channel, Denial, PeerRoute, Resolution, Resolve, VirtualPeerRouter, resolve};
 
+use crate::runner::authority::{Authority, Undelegated};
 use crate::runner::{AllowList, CallOutcome, CallStatus, HttpPolicy, MemberCalls};
 use crate::tasks::Trust;
 use crate::timing::Timing;
@@ -128,6 +129,42 @@ pub(crate) struct Shared {
     pub timing: Timing,
     /// The actix arbiter the calls' HTTP runs on (awc is not `Send`).
     pub arbiter: Option<actix_rt::ArbiterHandle>,
+    /// The launcher's authority, which grants each call (docs/reference/formation.md#grants);
+    /// `None` outside a launched formation: calls then carry no grant.
+    pub authority: Option<Arc<Authority>>,
+}
+
+/// The grant a task's calls are narrowed from: the one it runs under, or a root for a task that
+/// came with none.
+pub type Parent = crate::wire::authority_line::Parent;
+
+impl Shared {
+    /// The grant of one call of task `task_id` to `callee` (`Ok(None)` without an authority, or
+    /// when the launcher cannot be reached: the call then carries none, as a reference member's
+    /// does), or the refusal's text: the call is not made.
+    pub(crate) fn grant_for(
+        &self,
+        parent: &Parent,
+        task_id: &str,
+        callee: &str,
+        limits: crate::runner::CallLimits,
+    ) -> Result<Option<String>, String> {
+        let Some(authority) = &self.authority else {
+            return Ok(None);
+        };
+        match authority.delegate(parent.clone(), task_id, callee, limits.deadline_ms, limits.budget) {
+            Ok(grant) => Ok(Some(grant)),
+            Err(Undelegated::Unreachable(why)) => {
+                tracing::debug!("no grant for the call to {callee}: {why}");
+                Ok(None)
+            }
+            Err(Undelegated::Refused(why)) => Err(crate::diag::Diagnostic::new(
+                crate::diag::E_GRT_003,
+                format!("the launcher refused the grant of this call to {callee}: {why}"),
+            )
+            .to_string()),
+        }
+    }
 }
 
 impl std::fmt::Debug for Shared {
@@ -144,6 +181,8 @@ impl std::fmt::Debug for Shared {
 pub struct Calls {
     shared: Arc<Shared>,
     tasks: Arc<Mutex<HashMap<String, TaskCalls>>>,
+    /// Each running task's grant, set by the executor before its calls are made.
+    parents: Arc<Mutex<HashMap<String, Parent>>>,
 }
 
 impl Calls {
@@ -169,9 +208,32 @@ impl Calls {
                 trace,
                 timing: *timing,
                 arbiter: actix_rt::Arbiter::try_current(),
+                authority: None,
             }),
             tasks: Arc::new(Mutex::new(HashMap::new())),
+            parents: Arc::new(Mutex::new(HashMap::new())),
         }
+    }
+
+    /// Calls granted by the launcher's `authority` (docs/reference/formation.md#grants). Call it
+    /// before any task's calls are made.
+    pub fn with_authority(mut self, authority: Option<Arc<Authority>>) -> Calls {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.authority = authority;
+        }
+        self
+    }
+
+    /// The grant task `task_id`'s calls are narrowed from; set before the task runs.
+    pub fn set_parent(&self, task_id: &str, parent: Parent) {
+        crate::sync::lock(&self.parents).insert(task_id.to_string(), parent);
+    }
+
+    fn parent(&self, task_id: &str) -> Parent {
+        crate::sync::lock(&self.parents)
+            .get(task_id)
+            .cloned()
+            .unwrap_or(Parent::Root(crate::grant::Origin::Member))
     }
 
     fn tasks(&self) -> MutexGuard<'_, HashMap<String, TaskCalls>> {
@@ -183,14 +245,21 @@ impl Calls {
     pub fn task(&self, task_id: &str, trust: Trust) -> TaskCalls {
         self.tasks()
             .entry(task_id.to_string())
-            .or_insert_with(|| TaskCalls::new(task_id, trust, Arc::clone(&self.shared)))
+            .or_insert_with(|| TaskCalls::new(task_id, trust, self.parent(task_id), Arc::clone(&self.shared)))
             .clone()
     }
 
     /// What a task's `TaskEnv` needs: its member calls and its outgoing-HTTP policy.
     pub fn for_task(&self, task_id: &str, trust: Trust) -> (Arc<dyn MemberCalls>, Arc<dyn HttpPolicy>) {
         let calls: Arc<dyn MemberCalls> = Arc::new(self.task(task_id, trust));
-        let http: Arc<dyn HttpPolicy> = Arc::new(task_policy(&self.shared.allow, &self.shared.router, trust, task_id));
+        let granting = self.shared.authority.clone().map(|a| (a, self.parent(task_id)));
+        let http: Arc<dyn HttpPolicy> = Arc::new(policy::granted_task_policy(
+            &self.shared.allow,
+            &self.shared.router,
+            trust,
+            task_id,
+            granting,
+        ));
         (calls, http)
     }
 
@@ -199,12 +268,14 @@ impl Calls {
     /// start under this task any more. Idempotent. Returns how each of the task's calls ended,
     /// in start order; empty once the task is finished.
     pub fn finish_task(&self, task_id: &str) -> Vec<CallOutcome> {
+        crate::sync::lock(&self.parents).remove(task_id);
         let task = self.tasks().remove(task_id);
         task.map(|t| t.finish()).unwrap_or_default()
     }
 
     /// [`Calls::finish_task`] for every task (wind-down).
     pub fn finish_all(&self) {
+        crate::sync::lock(&self.parents).clear();
         let tasks: Vec<TaskCalls> = self.tasks().drain().map(|(_, t)| t).collect();
         for t in tasks {
             t.finish();

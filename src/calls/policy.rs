@@ -12,6 +12,7 @@ use std::sync::Arc;
 use actix::Addr;
 
 use super::router::{self, Resolution, VirtualPeerRouter};
+use crate::runner::authority::{Authority, Undelegated};
 use crate::runner::{AllowList, BoxFuture, NetworkPolicy, PeerResolver, Route, RouteHeader};
 use crate::tasks::Trust;
 
@@ -22,6 +23,9 @@ pub struct PeerRoutes {
     router: Addr<VirtualPeerRouter>,
     trust: Trust,
     task_id: String,
+    /// The launcher's authority and the grant the task's requests are narrowed from: each routed
+    /// request carries a grant of its own (docs/reference/formation.md#grants).
+    granting: Option<(Arc<Authority>, super::Parent)>,
 }
 
 impl PeerRoutes {
@@ -30,6 +34,7 @@ impl PeerRoutes {
             router,
             trust,
             task_id: task_id.to_string(),
+            granting: None,
         }
     }
 }
@@ -41,6 +46,19 @@ impl PeerResolver for PeerRoutes {
                 Resolution::Route(r) => {
                     let mut route = Route::peer_door(&r.url, r.token().reveal(), self.trust.as_str());
                     route.door = r.door.clone();
+                    // The runtime writes the grant; the component's own is dropped by the host
+                    // (`ROUTE_DROPPED`). A refused grant refuses the route.
+                    if let Some((authority, parent)) = &self.granting {
+                        match authority.delegate(parent.clone(), &self.task_id, member, None, None) {
+                            Ok(grant) => route.headers.push(RouteHeader {
+                                name: crate::grant::HEADER.into(),
+                                value: grant,
+                                sensitive: false,
+                            }),
+                            Err(Undelegated::Refused(_)) => return None,
+                            Err(Undelegated::Unreachable(_)) => {}
+                        }
+                    }
                     if let Some(tp) = crate::otel::task_traceparent(&self.task_id) {
                         route.headers.push(RouteHeader {
                             name: "traceparent".into(),
@@ -61,5 +79,18 @@ impl PeerResolver for PeerRoutes {
 /// through `router`, checked against `allow` too (the roster grants a name, never network
 /// access).
 pub fn task_policy(allow: &AllowList, router: &Addr<VirtualPeerRouter>, trust: Trust, task_id: &str) -> NetworkPolicy {
-    NetworkPolicy::new(allow.clone()).with_peers(Arc::new(PeerRoutes::new(router.clone(), trust, task_id)))
+    granted_task_policy(allow, router, trust, task_id, None)
+}
+
+/// [`task_policy`], each routed request granted by `granting`'s authority.
+pub(crate) fn granted_task_policy(
+    allow: &AllowList,
+    router: &Addr<VirtualPeerRouter>,
+    trust: Trust,
+    task_id: &str,
+    granting: Option<(Arc<Authority>, super::Parent)>,
+) -> NetworkPolicy {
+    let mut routes = PeerRoutes::new(router.clone(), trust, task_id);
+    routes.granting = granting;
+    NetworkPolicy::new(allow.clone()).with_peers(Arc::new(routes))
 }

@@ -112,8 +112,11 @@ pub(crate) async fn run_call(
         return;
     }
     slot.set_door_url(&route.url);
-    let client =
-        Rc::new(DoorClient::new(route, inner.trust, timing.answer_request).with_traceparent(slot.traceparent.clone()));
+    let client = Rc::new(
+        DoorClient::new(route, inner.trust, timing.answer_request)
+            .with_traceparent(slot.traceparent.clone())
+            .with_grant(slot.grant.clone()),
+    );
 
     // 2. The first offer; a reply's is the answer to the callee's waiting task.
     let body = match &slot.reply_to {

@@ -115,7 +115,12 @@ async fn send_to_door(
 
 /// The headers a component may not choose when its request is routed to a door
 /// (docs/reference/capsules.md#calls-by-address).
-const ROUTE_DROPPED: [&str; 3] = ["authorization", "x-murmur-task-origin", "x-murmur-task-trust"];
+const ROUTE_DROPPED: [&str; 4] = [
+    "authorization",
+    "x-murmur-task-origin",
+    "x-murmur-task-trust",
+    crate::grant::HEADER,
+];
 
 /// Points `request` at the door `route` names: the URI's authority is the door's socket
 /// (127.0.0.1, never a name to resolve: see [`channel::door_socket`]), `Host` is the door URL's
@@ -273,6 +278,7 @@ mod tests {
             .uri("http://coder.formation.invalid/rpc?x=1")
             .header("host", "coder.formation.invalid")
             .header("authorization", "Bearer stolen")
+            .header("x-murmur-grant", "mgr1.wider-deadline.forged")
             .body(WasiBody::default())
             .unwrap_or_else(|e| panic!("{e}"));
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -287,6 +293,10 @@ mod tests {
         assert!(head.contains(&format!("host: 127.0.0.1:{port}\r\n")), "{head}");
         assert!(head.contains("authorization: bearer mft1.p.s\r\n"), "{head}");
         assert!(!head.contains("stolen"), "{head}");
+        assert!(
+            !head.contains("x-murmur-grant"),
+            "a component's own grant never reaches the door: {head}"
+        );
         assert!(head.contains("x-murmur-task-origin: peer\r\n"), "{head}");
         assert!(head.contains("x-murmur-task-trust: trusted\r\n"), "{head}");
     }

@@ -403,7 +403,11 @@ pub fn render_formation(id: &str, roots: &[PathBuf], t: &FormationTrace, budget:
         out.push_str("calls:\n");
         for line in formation::call_tree(&t.calls) {
             let indent = "  ".repeat(line.depth + 1);
-            out.push_str(&format!("{indent}{}  {}\n", line.call_id, line.render().trim_start()));
+            out.push_str(&format!(
+                "{indent}{}  {}\n",
+                line.call_id,
+                line.render_with_grant().trim_start()
+            ));
         }
     }
     if !t.questions.is_empty() {
@@ -479,6 +483,7 @@ mod tests {
             duration_ms: ms,
             task_id: task.into(),
             member_task_id: Some(mt.into()),
+            grant: None,
         };
         let t = FormationTrace {
             sessions: vec![ses("ses_a", "planner", Some("ok")), ses("ses_b", "coder", None)],

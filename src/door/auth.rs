@@ -94,9 +94,17 @@ impl Caller {
 pub enum Refusal {
     Unauthenticated,
     InvalidToken,
-    NotPermitted { from: String },
-    InsufficientScope { credential: String, scope: String },
+    NotPermitted {
+        from: String,
+    },
+    InsufficientScope {
+        credential: String,
+        scope: String,
+    },
     PeerNotAccepted,
+    /// A calling member's `x-murmur-grant` that this door does not accept
+    /// (docs/reference/formation.md#grants).
+    InvalidGrant(crate::grant::Refusal),
 }
 
 impl Refusal {
@@ -134,6 +142,16 @@ impl Refusal {
                 "this capsule does not accept tasks from peers".to_string(),
                 None,
             ),
+            Refusal::InvalidGrant(why) => (
+                StatusCode::FORBIDDEN,
+                "invalid_grant",
+                crate::diag::Diagnostic::new(
+                    crate::diag::E_GRT_001,
+                    format!("the call's grant (x-murmur-grant) is refused: {why}"),
+                )
+                .to_string(),
+                None,
+            ),
         };
         let body = jsonrpc::to_bytes(&json!({"error": error, "message": message}));
         let mut r = HttpResponse::build(status);
@@ -169,6 +187,8 @@ pub struct DoorAuthenticator {
     door_key: DoorKey,
     formation: Option<FormationTrust>,
     cache: VerifyCache<TokenVerdict>,
+    /// Each distinct grant's verdict before its caller is compared (a call's requests repeat it).
+    grants: VerifyCache<Result<Arc<crate::grant::Grant>, crate::grant::Refusal>>,
 }
 
 impl std::fmt::Debug for DoorAuthenticator {
@@ -190,6 +210,7 @@ impl DoorAuthenticator {
             door_key,
             formation,
             cache: VerifyCache::with_lasting(CACHE_CAPACITY, |v| !matches!(v, TokenVerdict::Invalid)),
+            grants: VerifyCache::new(CACHE_CAPACITY),
         }
     }
 
@@ -218,6 +239,43 @@ impl DoorAuthenticator {
             m.remember(token, caller);
         }
         checked
+    }
+
+    /// The grant a calling member's request carries (docs/reference/formation.md#grants): `None`
+    /// when it carries none, or when the caller is not a member (only a member's call is
+    /// narrowed); genuine, of this formation, for this member and made for that caller, or the
+    /// refusal.
+    pub fn grant(&self, req: &HttpRequest, caller: &Caller) -> Result<Option<Arc<crate::grant::Grant>>, Refusal> {
+        use crate::grant::{Grant, Refusal as Why};
+        let (Some(from), Some(f)) = (caller.member_name(), &self.formation) else {
+            return Ok(None);
+        };
+        let mut values = req.headers().get_all(crate::grant::HEADER);
+        let Some(first) = values.next() else {
+            return Ok(None);
+        };
+        if values.next().is_some() {
+            return Err(Refusal::InvalidGrant(Why::Invalid));
+        }
+        let wire = first.to_str().map_err(|_| Refusal::InvalidGrant(Why::Invalid))?;
+        if wire.len() > crate::grant::MAX_GRANT_BYTES {
+            return Err(Refusal::InvalidGrant(Why::Oversize));
+        }
+        let opened = self.grants.get_or_insert_with(wire, || {
+            let g = Grant::open(&f.verify_key, wire)?;
+            if g.formation != f.formation_id {
+                return Err(Why::OtherFormation);
+            }
+            if g.callee != f.member {
+                return Err(Why::NotForThisMember);
+            }
+            Ok(Arc::new(g))
+        });
+        let g = opened.map_err(Refusal::InvalidGrant)?;
+        if g.caller().map(|h| h.member.as_str()) != Some(from) {
+            return Err(Refusal::InvalidGrant(Why::NotTheCaller));
+        }
+        Ok(Some(g))
     }
 
     /// The one bearer token of the request, or the refusal docs/reference/door.md#authentication
@@ -396,6 +454,13 @@ where
             (_, true) | (None, _) => Ok(Arc::clone(&self.public)),
             (Some(a), false) => a
                 .check_on(req.request(), req.request().conn_data::<ConnectionMemo>())
+                .and_then(|caller| Ok((a.grant(req.request(), &caller)?, caller)))
+                .map(|(grant, caller)| {
+                    if let Some(g) = grant {
+                        req.extensions_mut().insert(g);
+                    }
+                    caller
+                })
                 .map_err(|r| r.response(a.realm())),
         };
         match verdict {
@@ -444,6 +509,89 @@ mod tests {
             t = t.append_header((header::AUTHORIZATION, h.as_str()));
         }
         a.check(&t.to_http_request()).map(|c| (*c).clone())
+    }
+
+    #[test]
+    fn a_members_grant_is_accepted_only_when_genuine_for_this_door_and_that_caller() {
+        use crate::grant::{self, Grant, Origin, Refusal as Why, Request};
+        let sk = SigningKey::generate().expect("key");
+        let other = SigningKey::generate().expect("key");
+        let (a, op) = authority(&sk, true);
+        let root = Grant::root(
+            FRM,
+            "grt_0199c4e2f1b7712a9d3e4f5061728390".into(),
+            "lead",
+            Origin::Operator,
+            Some(9),
+            None,
+        );
+        let ask = |callee: &str| Request {
+            caller: "lead".into(),
+            task: "tsk_0199c4e2f1b7712a9d3e4f5061728394".into(),
+            callee: callee.into(),
+            deadline_ms: None,
+            budget: None,
+        };
+        let mint = |callee: &str| {
+            grant::narrow(
+                &root,
+                None,
+                &ask(callee),
+                0,
+                "grt_0199c4e2f1b7712a9d3e4f5061728391".into(),
+            )
+            .expect("narrowed")
+        };
+        let genuine = mint("coder").sign(&sk).expect("signed");
+        let lead = Caller::member("lead");
+        let verdict = |caller: &Caller, grants: &[&str]| {
+            let mut t = TestRequest::post();
+            for g in grants {
+                t = t.append_header((crate::grant::HEADER, *g));
+            }
+            a.grant(&t.to_http_request(), caller).map(|g| g.map(|g| g.id.clone()))
+        };
+        assert_eq!(
+            verdict(&lead, &[&genuine]),
+            Ok(Some("grt_0199c4e2f1b7712a9d3e4f5061728391".into()))
+        );
+        assert_eq!(
+            verdict(&lead, &[]),
+            Ok(None),
+            "a member that sends none is accepted as before"
+        );
+        // Altered: a later deadline under the same signature.
+        let mut wider = mint("coder");
+        wider.deadline_ms = Some(u64::from(u32::MAX));
+        let forged_payload = wider.sign(&other).expect("signed");
+        let altered = format!(
+            "mgr1.{}.{}",
+            forged_payload.split('.').nth(1).expect("payload"),
+            genuine.split('.').nth(2).expect("signature")
+        );
+        let refused = |why| Err(Refusal::InvalidGrant(why));
+        assert_eq!(verdict(&lead, &[&altered]), refused(Why::Invalid));
+        assert_eq!(verdict(&lead, &[&forged_payload]), refused(Why::Invalid), "another key");
+        assert_eq!(
+            verdict(&lead, &[&mint("tester").sign(&sk).expect("signed")]),
+            refused(Why::NotForThisMember)
+        );
+        assert_eq!(
+            verdict(&Caller::member("tester"), &[&genuine]),
+            refused(Why::NotTheCaller)
+        );
+        assert_eq!(
+            verdict(&lead, &[&genuine, &genuine]),
+            refused(Why::Invalid),
+            "two grants"
+        );
+        assert_eq!(verdict(&lead, &[&"A".repeat(5000)]), refused(Why::Oversize));
+        // Only a member's call is narrowed: the operator's header means nothing.
+        let operator = check(&a, &[format!("Bearer {op}")]).expect("operator");
+        assert_eq!(verdict(&operator, &[&altered]), Ok(None));
+        // The refusal is coded.
+        let body = Refusal::InvalidGrant(Why::Invalid).response("r");
+        assert_eq!(body.status(), StatusCode::FORBIDDEN);
     }
 
     #[test]

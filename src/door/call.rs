@@ -63,6 +63,8 @@ pub struct Call<'a> {
     pub caller: &'a Caller,
     pub provenance: Provenance,
     pub traceparent: Option<String>,
+    /// The grant FormationAuth verified for a calling member (docs/reference/formation.md#grants).
+    pub grant: Option<std::sync::Arc<crate::grant::Grant>>,
     pub card: &'a Card,
     pub push: &'a super::push::Configs,
     /// SubscribeToTask's `Last-Event-ID`, already read (docs/a2a.md, "Resuming a stream").

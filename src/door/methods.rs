@@ -62,6 +62,7 @@ async fn send(params: &Map<String, Value>, call: &Call<'_>, streaming: bool) -> 
         origin: call.provenance.origin,
         trust: call.provenance.trust,
         traceparent: call.traceparent.clone(),
+        grant: call.grant.clone(),
     });
     if let Some(p) = push_config {
         // Room was checked above, with no await since: a new task holds no config yet.

@@ -198,6 +198,7 @@ pub async fn handle(req: HttpRequest, payload: web::Payload, shared: web::Data<S
         traceparent: header_str(&req, &TRACEPARENT)
             .filter(|t| crate::trace::otel_env::well_formed_traceparent(t))
             .map(str::to_string),
+        grant: req.extensions().get::<Arc<crate::grant::Grant>>().cloned(),
         card: &shared.card,
         push: &shared.push,
     };

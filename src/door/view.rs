@@ -223,6 +223,7 @@ mod tests {
             origin: Origin::Event,
             trust: Trust::Untrusted,
             traceparent: None,
+            grant: None,
         }
     }
 

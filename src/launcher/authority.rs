@@ -27,6 +27,22 @@ impl Message for Mint {
     type Result = Result<Minted, String>;
 }
 
+/// Sign a grant the budget keeper narrowed (docs/reference/formation.md#grants): `None` once the
+/// key is gone, or for a grant over its bound.
+pub struct SignGrant(pub crate::grant::Grant);
+
+impl Message for SignGrant {
+    type Result = Option<String>;
+}
+
+impl Handler<SignGrant> for TokenAuthority {
+    type Result = Option<String>;
+
+    fn handle(&mut self, msg: SignGrant, _: &mut Context<Self>) -> Self::Result {
+        msg.0.sign(self.key.as_ref()?)
+    }
+}
+
 /// Forget the key (zeroized by `SigningKey`'s drop).
 pub struct DropKey;
 

@@ -1,9 +1,12 @@
-//! The formation's token budget (`mur run --roster --max-tokens`,
-//! docs/reference/formation.md#budgets): the launcher keeps the one [`Ledger`] of it, and each
-//! model member reaches it over a budget channel of its own, a Unix socket pair made beside its
-//! formation channel and lifeline. The launcher knows which member each socket is, so a member
-//! can reserve and settle only as itself; the channel carries the budget lines alone
-//! (`wire::budget_line`), so nothing on it can mint a token or reach another member. When a
+//! The formation's authority channel (docs/reference/formation.md#the-authority-channel): every
+//! member reaches the launcher over a channel of its own, a Unix socket pair made beside its
+//! formation channel and lifeline. On it a member asks for its calls' grants
+//! (docs/reference/formation.md#grants) and, when the formation keeps a token budget
+//! (`mur run --roster --max-tokens`, docs/reference/formation.md#budgets), reserves and settles
+//! its model turns: the launcher keeps the one [`Ledger`] of it. The launcher knows which member
+//! each socket is, so a member reserves, settles and delegates only as itself; the channel
+//! carries the authority lines alone (`wire::authority_line`), so nothing on it can mint a token
+//! or reach another member, and a grant is only ever narrowed from one its asker holds. When a
 //! member's socket ends (it exited, or broke the protocol) every reservation it held is returned.
 //!
 //! After each grant, settlement and return the figures are written to the formation's
@@ -18,17 +21,68 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::budget::{Grant, Ledger};
-use crate::wire::budget_line::{Ask, MAX_BUDGET_LINE, Reply};
+use actix::Addr;
 
-/// The formation's budget and who spent what of it.
+use super::authority::{SignGrant, TokenAuthority};
+use crate::budget::{Grant, Ledger};
+use crate::grant::{self, Refusal, Request};
+use crate::ids::{self, IdKind};
+use crate::wire::authority_line::{self, Delegate, MAX_ASK_LINE, Parent};
+use crate::wire::budget_line::{Ask, Reply};
+
+/// The formation's budget and who spent what of it, and the grants it narrowed.
 #[derive(Debug)]
 pub struct BudgetKeeper {
-    ledger: Mutex<Ledger>,
+    /// `None` when the formation keeps no token budget: a budget line then breaks the channel.
+    ledger: Option<Mutex<Ledger>>,
     names: Vec<String>,
+    delegation: Delegation,
+    /// The grants made, so a member's call is narrowed from its task's.
+    grants: Mutex<Held>,
     /// `budget.json` in the formation's directory.
     file: PathBuf,
     written: Mutex<Written>,
+}
+
+/// What narrowing needs besides the grants: the formation, who may call whom, its deadline, and
+/// the one holder of the signing key.
+#[derive(Debug)]
+pub struct Delegation {
+    pub formation_id: String,
+    /// Per member (roster order), the members it may call.
+    pub callees: Vec<Vec<String>>,
+    /// The formation's `--deadline`, Unix ms: every root's.
+    pub deadline_ms: Option<u64>,
+    pub authority: Option<Addr<TokenAuthority>>,
+}
+
+/// The grants made, oldest first, at most [`MAX_HELD_GRANTS`]: a call narrowed from one
+/// forgotten since is refused `unknown-parent`, and the member calls without a grant.
+#[derive(Debug, Default)]
+struct Held {
+    by_id: std::collections::HashMap<String, grant::Grant>,
+    order: std::collections::VecDeque<String>,
+    /// Each grant's budget and what its subtree spent and holds.
+    tree: crate::budget::GrantTree,
+    /// The reservations made under a grant, by holder and id: the grant and the tokens held.
+    under: std::collections::HashMap<(usize, u64), (String, u64)>,
+}
+
+/// Grants the launcher remembers (about a kilobyte each).
+const MAX_HELD_GRANTS: usize = 65_536;
+
+impl Held {
+    fn keep(&mut self, g: grant::Grant, parent: Option<&str>) {
+        if self.order.len() >= MAX_HELD_GRANTS
+            && let Some(old) = self.order.pop_front()
+        {
+            self.by_id.remove(&old);
+            self.tree.forget(&old);
+        }
+        self.tree.add(&g.id, parent, g.budget);
+        self.order.push_back(g.id.clone());
+        self.by_id.insert(g.id.clone(), g);
+    }
 }
 
 /// When the figures were last written, and whether they changed since: they are written at most
@@ -41,21 +95,37 @@ struct Written {
     scheduled: bool,
 }
 
+/// The time as grants' deadlines count it, Unix ms.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, crate::timing::millis)
+}
+
 /// How stale `budget.json` may be while members spend: `mur ps` is a person's view.
 const WRITE_EVERY: Duration = Duration::from_millis(50);
 
 impl BudgetKeeper {
     /// A budget of `limit` tokens for the members `names` (roster order), its figures kept in
     /// `file`.
-    pub fn new(limit: u64, names: Vec<String>, file: PathBuf) -> Arc<BudgetKeeper> {
+    /// The authority of `delegation`'s formation for the members `names` (roster order), with a
+    /// budget of `limit` tokens whose figures are kept in `file`, when it keeps one.
+    pub fn new(limit: Option<u64>, names: Vec<String>, file: PathBuf, delegation: Delegation) -> Arc<BudgetKeeper> {
         let keeper = Arc::new(BudgetKeeper {
-            ledger: Mutex::new(Ledger::new(limit, names.len())),
+            ledger: limit.map(|limit| Mutex::new(Ledger::new(limit, names.len()))),
             names,
+            delegation,
+            grants: Mutex::new(Held::default()),
             file,
             written: Mutex::new(Written::default()),
         });
         keeper.write_figures();
         keeper
+    }
+
+    /// Whether the formation keeps a token budget.
+    pub fn keeps_budget(&self) -> bool {
+        self.ledger.is_some()
     }
 
     /// Answers member `holder` on `end` until it closes; then returns what it still held. Runs on
@@ -67,7 +137,20 @@ impl BudgetKeeper {
             if let Err(why) = keeper.converse(holder, std_stream).await {
                 tracing::debug!("the budget channel of member {holder} ended: {why}");
             }
-            let released = crate::sync::lock(&keeper.ledger).release(holder);
+            let released = keeper
+                .ledger
+                .as_ref()
+                .map_or(0, |l| crate::sync::lock(l).release(holder));
+            {
+                let mut held = crate::sync::lock(&keeper.grants);
+                let Held { tree, under, .. } = &mut *held;
+                under.retain(|(h, _), (grant, tokens)| {
+                    if *h == holder {
+                        tree.end(grant, *tokens, None);
+                    }
+                    *h != holder
+                });
+            }
             if released > 0 {
                 tracing::debug!("member {holder} ended holding {released} reserved token(s); returned");
                 keeper.write_figures();
@@ -78,8 +161,8 @@ impl BudgetKeeper {
     async fn converse(self: &Arc<Self>, holder: usize, stream: std::os::unix::net::UnixStream) -> std::io::Result<()> {
         stream.set_nonblocking(true)?;
         let mut stream = tokio::net::UnixStream::from_std(stream)?;
-        let mut buf: Vec<u8> = Vec::with_capacity(MAX_BUDGET_LINE);
-        let mut chunk = [0u8; MAX_BUDGET_LINE];
+        let mut buf: Vec<u8> = Vec::with_capacity(MAX_ASK_LINE);
+        let mut chunk = [0u8; MAX_ASK_LINE];
         loop {
             let n = stream.read(&mut chunk).await?;
             if n == 0 {
@@ -88,21 +171,33 @@ impl BudgetKeeper {
             buf.extend_from_slice(&chunk[..n]);
             while let Some(at) = buf.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = buf.drain(..=at).collect();
-                let reply = std::str::from_utf8(&line[..at])
+                let ask = std::str::from_utf8(&line[..at])
                     .ok()
-                    .and_then(Ask::parse)
-                    .and_then(|ask| self.answer(holder, ask));
+                    .and_then(authority_line::Ask::parse);
+                let reply = match ask {
+                    Some(authority_line::Ask::Budget(ask)) => {
+                        self.answer(holder, ask).map(authority_line::Reply::Budget)
+                    }
+                    Some(authority_line::Ask::Delegate(d)) => Some(self.delegate(holder, d).await),
+                    Some(authority_line::Ask::ReserveUnder { id, tokens, grant }) => self
+                        .reserve_under(holder, id, tokens, &grant)
+                        .map(authority_line::Reply::Budget),
+                    None => None,
+                };
                 let Some(reply) = reply else {
-                    return Err(std::io::Error::other("a line that is not a budget request"));
+                    return Err(std::io::Error::other("a line that is not an authority request"));
                 };
                 stream.write_all(reply.line().as_bytes()).await?;
                 // After the reply, and not every time: the member never waits for the file.
-                if matches!(reply, Reply::Granted { .. } | Reply::Settled { .. }) {
+                if matches!(
+                    reply,
+                    authority_line::Reply::Budget(Reply::Granted { .. } | Reply::Settled { .. })
+                ) {
                     self.figures_changed();
                 }
             }
-            if buf.len() >= MAX_BUDGET_LINE {
-                return Err(std::io::Error::other("a line longer than a budget request"));
+            if buf.len() >= MAX_ASK_LINE {
+                return Err(std::io::Error::other("a line longer than an authority request"));
             }
         }
     }
@@ -110,21 +205,161 @@ impl BudgetKeeper {
     /// The ledger's answer to one request; `None` breaks the channel (the member did not follow
     /// the protocol: a reused or unknown id). A `return` is answered `settled`.
     pub fn answer(&self, holder: usize, ask: Ask) -> Option<Reply> {
-        let mut l = crate::sync::lock(&self.ledger);
-        Some(match ask {
-            Ask::Reserve { id, tokens } => match l.reserve(holder, id, tokens).ok()? {
-                Grant::Granted { left } => Reply::Granted { id, left },
-                Grant::Refused { left } => Reply::Refused { id, left },
-            },
-            Ask::Settle { id, used } => Reply::Settled {
+        match ask {
+            Ask::Reserve { id, tokens } => {
+                let mut l = crate::sync::lock(self.ledger.as_ref()?);
+                Some(match l.reserve(holder, id, tokens).ok()? {
+                    Grant::Granted { left } => Reply::Granted { id, left },
+                    Grant::Refused { left } => Reply::Refused { id, left },
+                })
+            }
+            Ask::Settle { id, used } => self.end(holder, id, Some(used)),
+            Ask::Return { id } => self.end(holder, id, None),
+        }
+    }
+
+    /// A reservation of member `holder` under `grant`, the grant its task runs under
+    /// (docs/reference/formation.md#grants): granted only when it fits every capped grant above
+    /// and the formation's budget, and counted against each. `None` breaks the channel: a grant
+    /// that is another member's, or a reused id. A grant the keeper no longer holds has no cap.
+    pub fn reserve_under(&self, holder: usize, id: u64, tokens: u64, grant: &str) -> Option<Reply> {
+        let name = self.names.get(holder)?;
+        let mut held = crate::sync::lock(&self.grants);
+        if held.by_id.get(grant).is_some_and(|g| g.callee != *name) || held.under.contains_key(&(holder, id)) {
+            return None;
+        }
+        let ledger_left = self.ledger.as_ref().map(|l| crate::sync::lock(l).left());
+        if let Err(left) = held.tree.reserve(grant, tokens) {
+            let left = i64::try_from(left).unwrap_or(i64::MAX);
+            return Some(Reply::Refused {
                 id,
-                left: l.settle(holder, id, used).ok()?,
-            },
-            Ask::Return { id } => Reply::Settled {
-                id,
-                left: l.give_back(holder, id).ok()?,
-            },
-        })
+                left: ledger_left.map_or(left, |l| l.min(left)),
+            });
+        }
+        let mut left = held
+            .tree
+            .left(grant)
+            .map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX));
+        if let Some(ledger) = &self.ledger {
+            match crate::sync::lock(ledger).reserve(holder, id, tokens) {
+                Ok(Grant::Granted { left: l }) => left = left.min(l),
+                Ok(Grant::Refused { left: l }) => {
+                    held.tree.end(grant, tokens, None);
+                    return Some(Reply::Refused { id, left: l });
+                }
+                Err(_) => {
+                    held.tree.end(grant, tokens, None);
+                    return None;
+                }
+            }
+        }
+        held.under.insert((holder, id), (grant.to_string(), tokens));
+        Some(Reply::Granted { id, left })
+    }
+
+    /// Ends reservation `id` of `holder`: settled with `used`, or returned (`None`), in the
+    /// grants above it and the formation's budget, whichever hold it.
+    fn end(&self, holder: usize, id: u64, used: Option<u64>) -> Option<Reply> {
+        let mut held = crate::sync::lock(&self.grants);
+        let under = held.under.remove(&(holder, id));
+        if let Some((grant, tokens)) = &under {
+            held.tree.end(grant, *tokens, used);
+        }
+        let tree_left = under
+            .as_ref()
+            .and_then(|(g, _)| held.tree.left(g))
+            .map(|l| i64::try_from(l).unwrap_or(i64::MAX));
+        drop(held);
+        let ledger_left = match &self.ledger {
+            Some(l) => {
+                let mut l = crate::sync::lock(l);
+                Some(match used {
+                    Some(used) => l.settle(holder, id, used),
+                    None => l.give_back(holder, id),
+                })
+            }
+            None => None,
+        };
+        let left = match (under.is_some(), ledger_left) {
+            (_, Some(Ok(left))) => left.min(tree_left.unwrap_or(i64::MAX)),
+            (true, None) => tree_left.unwrap_or(i64::MAX),
+            _ => return None,
+        };
+        Some(Reply::Settled { id, left })
+    }
+
+    /// The grant for member `holder`'s call (docs/reference/formation.md#grants): narrowed from
+    /// the grant its task runs under, which it must hold, or from a root for a task that came
+    /// with none, to a callee the roster lets it call; signed by the token authority.
+    pub async fn delegate(&self, holder: usize, d: Delegate) -> authority_line::Reply {
+        let id = d.id;
+        let refuse = |why: Refusal| authority_line::Reply::Undelegated { id, why };
+        let grant = match self.narrowed(holder, &d) {
+            Ok(g) => g,
+            Err(why) => return refuse(why),
+        };
+        let parent = match &d.parent {
+            Parent::Grant(id) => Some(id.clone()),
+            Parent::Root(_) => None,
+        };
+        let Some(authority) = &self.delegation.authority else {
+            return refuse(Refusal::Invalid);
+        };
+        match authority.send(SignGrant(grant.clone())).await {
+            Ok(Some(wire)) => {
+                crate::sync::lock(&self.grants).keep(grant, parent.as_deref());
+                authority_line::Reply::Delegated { id, grant: wire }
+            }
+            Ok(None) | Err(_) => refuse(Refusal::Invalid),
+        }
+    }
+
+    /// [`BudgetKeeper::delegate`]'s decision, before signing.
+    pub fn narrowed(&self, holder: usize, d: &Delegate) -> Result<grant::Grant, Refusal> {
+        let caller = self.names.get(holder).ok_or(Refusal::BadRequest)?;
+        let may_call = self
+            .delegation
+            .callees
+            .get(holder)
+            .is_some_and(|c| c.contains(&d.callee));
+        if !may_call {
+            return Err(Refusal::NotACallee);
+        }
+        // What the formation's budget has left bounds every grant's, and what the parent's
+        // subtree has left bounds its child's.
+        let formation_left = self
+            .ledger
+            .as_ref()
+            .map(|l| u64::try_from(crate::sync::lock(l).left()).unwrap_or(0));
+        let now = now_ms();
+        let parent = match &d.parent {
+            Parent::Grant(parent) => crate::sync::lock(&self.grants)
+                .by_id
+                .get(parent)
+                .cloned()
+                .ok_or(Refusal::UnknownParent)?,
+            Parent::Root(origin) => grant::Grant::root(
+                &self.delegation.formation_id,
+                ids::mint(IdKind::Grant),
+                caller,
+                origin.clone(),
+                self.delegation.deadline_ms,
+                None,
+            ),
+        };
+        let subtree_left = crate::sync::lock(&self.grants).tree.left(&parent.id);
+        let left = match (formation_left, subtree_left) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let ask = Request {
+            caller: caller.clone(),
+            task: d.task.clone(),
+            callee: d.callee.clone(),
+            deadline_ms: d.deadline_ms,
+            budget: d.budget,
+        };
+        grant::narrow(&parent, left, &ask, now, ids::mint(IdKind::Grant))
     }
 
     fn figures_changed(self: &Arc<Self>) {
@@ -160,8 +395,9 @@ impl BudgetKeeper {
     /// holds. Written whole to a temporary file at 0600 and renamed, so a reader never sees half
     /// of it.
     pub fn write_figures(&self) {
+        let Some(ledger) = &self.ledger else { return };
         let figures = {
-            let l = crate::sync::lock(&self.ledger);
+            let l = crate::sync::lock(ledger);
             let members: serde_json::Map<String, serde_json::Value> = self
                 .names
                 .iter()
@@ -206,11 +442,145 @@ impl Drop for BudgetKeeper {
 mod tests {
     use super::*;
 
+    const FRM: &str = "frm_0199c4e2f1b7712a9d3e4f5061728394";
+    const TSK: &str = "tsk_0199c4e2f1b7712a9d3e4f5061728394";
+
+    fn no_delegation() -> Delegation {
+        Delegation {
+            formation_id: FRM.into(),
+            callees: Vec::new(),
+            deadline_ms: None,
+            authority: None,
+        }
+    }
+
+    fn delegate(parent: Parent, callee: &str, deadline_ms: Option<u64>, budget: Option<u64>) -> Delegate {
+        Delegate {
+            id: 1,
+            parent,
+            task: TSK.into(),
+            callee: callee.into(),
+            deadline_ms,
+            budget,
+        }
+    }
+
+    #[test]
+    fn a_reservation_under_a_grant_counts_against_every_grant_above_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = BudgetKeeper::new(
+            None,
+            vec!["lead".into(), "a".into(), "b".into()],
+            dir.path().join("budget.json"),
+            Delegation {
+                formation_id: FRM.into(),
+                callees: vec![vec!["a".into()], vec!["b".into()], vec![]],
+                deadline_ms: None,
+                authority: None,
+            },
+        );
+        let a = k
+            .narrowed(0, &delegate(Parent::Root(grant::Origin::Task), "a", None, Some(1000)))
+            .unwrap();
+        crate::sync::lock(&k.grants).keep(a.clone(), None);
+        let b = k
+            .narrowed(1, &delegate(Parent::Grant(a.id.clone()), "b", None, Some(5000)))
+            .unwrap();
+        assert_eq!(b.budget, Some(1000), "never more than the parent has");
+        crate::sync::lock(&k.grants).keep(b.clone(), Some(&a.id));
+        assert_eq!(
+            k.reserve_under(2, 1, 700, &b.id),
+            Some(Reply::Granted { id: 1, left: 300 })
+        );
+        assert_eq!(
+            k.answer(2, Ask::Settle { id: 1, used: 900 }),
+            Some(Reply::Settled { id: 1, left: 100 })
+        );
+        // a's own turn is counted against a, which b's spend already used.
+        assert_eq!(
+            k.reserve_under(1, 1, 200, &a.id),
+            Some(Reply::Refused { id: 1, left: 100 })
+        );
+        assert_eq!(
+            k.reserve_under(1, 2, 100, &a.id),
+            Some(Reply::Granted { id: 2, left: 0 })
+        );
+        assert_eq!(k.reserve_under(2, 1, 100, &a.id), None, "not b's grant");
+        // A new call's grant gets at most what is left: nothing.
+        assert_eq!(
+            k.narrowed(1, &delegate(Parent::Grant(a.id.clone()), "b", None, None)),
+            Err(Refusal::Spent)
+        );
+        assert_eq!(
+            k.answer(1, Ask::Return { id: 2 }),
+            Some(Reply::Settled { id: 2, left: 100 })
+        );
+    }
+
+    #[test]
+    fn a_member_narrows_only_grants_it_holds_to_callees_it_may_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let far = now_ms() + 3_600_000;
+        let k = BudgetKeeper::new(
+            Some(1000),
+            vec!["lead".into(), "a".into(), "b".into()],
+            dir.path().join("budget.json"),
+            Delegation {
+                formation_id: FRM.into(),
+                callees: vec![vec!["a".into()], vec!["b".into()], vec![]],
+                deadline_ms: Some(far),
+                authority: None,
+            },
+        );
+        let root = Parent::Root(grant::Origin::Operator);
+        let a = k.narrowed(0, &delegate(root.clone(), "a", None, Some(5000))).unwrap();
+        assert_eq!(
+            (a.deadline_ms, a.budget, a.callee.as_str()),
+            (Some(far), Some(1000), "a")
+        );
+        assert_eq!(a.chain.len(), 1);
+        crate::sync::lock(&k.grants).keep(a.clone(), None);
+        // `a` narrows its own grant for `b`; nobody else may use it, and `a` only towards `b`.
+        let b = k
+            .narrowed(1, &delegate(Parent::Grant(a.id.clone()), "b", Some(far - 1), Some(10)))
+            .unwrap();
+        assert_eq!((b.deadline_ms, b.budget, b.chain.len()), (Some(far - 1), Some(10), 2));
+        assert_eq!(
+            k.narrowed(2, &delegate(Parent::Grant(a.id.clone()), "b", None, None)),
+            Err(Refusal::NotACallee)
+        );
+        assert_eq!(
+            k.narrowed(0, &delegate(Parent::Grant(a.id.clone()), "a", None, None)),
+            Err(Refusal::NotTheHolder)
+        );
+        assert_eq!(
+            k.narrowed(
+                1,
+                &delegate(
+                    Parent::Grant("grt_0199c4e2f1b7712a9d3e4f5061728394".into()),
+                    "b",
+                    None,
+                    None
+                )
+            ),
+            Err(Refusal::UnknownParent)
+        );
+        assert_eq!(
+            k.narrowed(1, &delegate(root, "lead", None, None)),
+            Err(Refusal::NotACallee)
+        );
+    }
+
     #[test]
     fn a_member_reserves_and_settles_as_itself_and_its_figures_are_written() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("budget.json");
-        let k = BudgetKeeper::new(1000, vec!["lead".into(), "worker".into()], file.clone());
+        let k = BudgetKeeper::new(
+            Some(1000),
+            vec!["lead".into(), "worker".into()],
+            file.clone(),
+            no_delegation(),
+        );
         assert_eq!(
             k.answer(0, Ask::Reserve { id: 1, tokens: 700 }),
             Some(Reply::Granted { id: 1, left: 300 })
@@ -245,7 +615,7 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("budget.json");
-        let k = BudgetKeeper::new(1000, vec!["lead".into()], file.clone());
+        let k = BudgetKeeper::new(Some(1000), vec!["lead".into()], file.clone(), no_delegation());
         let read = || -> serde_json::Value { serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap() };
         k.answer(0, Ask::Reserve { id: 1, tokens: 300 });
         k.write_figures();

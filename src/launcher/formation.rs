@@ -127,18 +127,29 @@ impl FormationActor {
             self.make_directory();
         }
         let mut pipes = Vec::with_capacity(self.plan.members.len());
-        let keeper = self.plan.max_tokens.map(|limit| {
-            super::budget::BudgetKeeper::new(
-                limit,
-                self.plan.members.iter().map(|m| m.name.clone()).collect(),
-                self.plan.home.formation(&self.plan.formation_id).join("budget.json"),
-            )
-        });
-        for m in &self.plan.members {
-            let made = match &keeper {
-                Some(k) if m.model => MemberPipes::new().and_then(|p| p.with_budget(std::sync::Arc::clone(k))),
-                _ => MemberPipes::new(),
-            };
+        // Every member reaches the launcher's authority (its calls' grants, and the budget when
+        // the formation keeps one) over a channel of its own.
+        let keeper = super::budget::BudgetKeeper::new(
+            self.plan.max_tokens,
+            self.plan.members.iter().map(|m| m.name.clone()).collect(),
+            self.plan.home.formation(&self.plan.formation_id).join("budget.json"),
+            super::budget::Delegation {
+                formation_id: self.plan.formation_id.clone(),
+                callees: (0..self.plan.members.len())
+                    .map(|i| {
+                        self.plan
+                            .callees(i)
+                            .iter()
+                            .filter_map(|&c| self.plan.members.get(c).map(|m| m.name.clone()))
+                            .collect()
+                    })
+                    .collect(),
+                deadline_ms: self.plan.deadline.as_ref().map(|d| d.unix_ms),
+                authority: Some(self.authority.clone()),
+            },
+        );
+        for _ in &self.plan.members {
+            let made = MemberPipes::new().and_then(|p| p.with_budget(std::sync::Arc::clone(&keeper)));
             match made {
                 Ok(p) => pipes.push(Some(p)),
                 Err(e) => {

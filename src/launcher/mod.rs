@@ -175,6 +175,7 @@ impl LaunchPlan {
                 .and_then(Option::as_ref)
                 .map(|h| (h.file.as_raw_fd(), h.key_id.clone())),
             budget_fd: pipes.budget.as_ref().map(|(member, _, _)| member.as_raw_fd()),
+            budget_kept: m.model && self.max_tokens.is_some(),
             terminal_stdin: !peer && std::io::IsTerminal::is_terminal(&std::io::stdin()),
         }
     }

@@ -27,8 +27,9 @@ pub struct MemberPipes {
     pub channel_write: OwnedFd,
     pub lifeline_read: OwnedFd,
     pub lifeline_write: OwnedFd,
-    /// A model member's budget channel when the formation keeps a budget
-    /// (docs/reference/formation.md#budgets): the member's end, the launcher's end and its keeper.
+    /// The member's authority channel (docs/reference/formation.md#the-authority-channel), which
+    /// carries the budget lines when the formation keeps a budget: the member's end, the
+    /// launcher's end and its keeper.
     pub budget: Option<(OwnedFd, OwnedFd, std::sync::Arc<super::budget::BudgetKeeper>)>,
 }
 
@@ -52,7 +53,7 @@ impl MemberPipes {
         })
     }
 
-    /// Adds the budget channel: a stream socket pair, both ends close-on-exec.
+    /// Adds the authority channel: a stream socket pair, both ends close-on-exec.
     pub fn with_budget(mut self, keeper: std::sync::Arc<super::budget::BudgetKeeper>) -> std::io::Result<MemberPipes> {
         use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
         let (member, launcher) = socketpair(AddressFamily::Unix, SockType::Stream, None, SockFlag::SOCK_CLOEXEC)?;
@@ -153,8 +154,10 @@ pub struct MemberCommand {
     /// The launcher's checked compiled entry of the member's component (its descriptor, open in
     /// the launcher, and its key id), handed over as `MURMUR_COMPILED_FD`/`MURMUR_COMPILED_KEY`.
     pub compiled: Option<(RawFd, String)>,
-    /// The member's end of its budget channel, as `MURMUR_FORMATION_BUDGET`.
+    /// The member's end of its authority channel, as `MURMUR_FORMATION_AUTHORITY`, and also as
+    /// `MURMUR_FORMATION_BUDGET` when the formation keeps a budget and the member is a model.
     pub budget_fd: Option<RawFd>,
+    pub budget_kept: bool,
     /// The entry reads the launcher's stdin, when that is a terminal: the person there answers
     /// the `--task` task's questions (docs/reference/door.md#asking). Every other member reads
     /// nothing.
@@ -217,7 +220,10 @@ impl MemberCommand {
                 .env("MURMUR_COMPILED_KEY", key);
         }
         if let Some(fd) = self.budget_fd {
-            cmd.env("MURMUR_FORMATION_BUDGET", fd.to_string());
+            cmd.env("MURMUR_FORMATION_AUTHORITY", fd.to_string());
+            if self.budget_kept {
+                cmd.env("MURMUR_FORMATION_BUDGET", fd.to_string());
+            }
         }
         if self.peer {
             cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);

@@ -8,22 +8,12 @@
 //! turn's cost, or, dropped unsettled (the task was cancelled, by a caller, the operator or the
 //! formation's deadline, or its future was dropped), settled by its own `Drop`.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
-use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-use nix::fcntl::{FcntlArg, FdFlag, fcntl};
-use nix::sys::stat::{SFlag, fstat};
 
 use crate::budget::{Grant, Ledger};
-use crate::wire::budget_line::{Ask, MAX_BUDGET_LINE, Reply};
-
-/// How long a member waits for the launcher's answer: it answers in microseconds, so only a
-/// stopped launcher takes this long, and then the turn is refused rather than waited on.
-const LAUNCHER_ANSWER: Duration = Duration::from_secs(5);
+use crate::runner::authority::Authority;
+use crate::wire::budget_line::{Ask, Reply};
 
 /// Why a turn may not be sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +22,8 @@ pub enum Refusal {
     Session { limit: u64, left: i64 },
     /// The formation's budget has no room: what is left of it.
     Formation { left: i64 },
+    /// The budget of the task's grant, or the formation's, has no room: what is left of it.
+    Grant { left: i64 },
     /// The launcher's budget cannot be reached (it ended, or its channel broke).
     Unreachable(String),
 }
@@ -56,6 +48,14 @@ impl Refusal {
                 ),
             )
             .to_string(),
+            Refusal::Grant { left } => crate::diag::Diagnostic::new(
+                crate::diag::E_BUD_004,
+                format!(
+                    "the task's token budget (its grant's, narrowed along the calls above it) has {} token(s) left, and the next model turn may cost up to {asked}",
+                    left.max(&0)
+                ),
+            )
+            .to_string(),
             Refusal::Unreachable(why) => crate::diag::Diagnostic::new(
                 crate::diag::E_BUD_001,
                 format!("the formation's token budget cannot be reached ({why}), so no model turn is sent"),
@@ -68,7 +68,7 @@ impl Refusal {
     /// What is left, when the refusal says: the reserve a last turn may use.
     pub fn left(&self) -> Option<i64> {
         match self {
-            Refusal::Session { left, .. } | Refusal::Formation { left } => Some(*left),
+            Refusal::Session { left, .. } | Refusal::Formation { left } | Refusal::Grant { left } => Some(*left),
             Refusal::Unreachable(_) => None,
         }
     }
@@ -130,16 +130,10 @@ pub struct Settled {
 pub struct Spending {
     session: Option<Mutex<Ledger>>,
     session_limit: Option<u64>,
-    launcher: Option<Mutex<Link>>,
+    launcher: Option<Arc<Authority>>,
+    /// The launcher keeps a formation budget (`--max-tokens`): every turn reserves there.
+    formation: bool,
     next: AtomicU64,
-}
-
-#[derive(Debug)]
-struct Link {
-    reader: BufReader<UnixStream>,
-    /// `Err` once the link broke, saying why: a member that lost its launcher's budget sends no
-    /// more turns.
-    writer: Result<UnixStream, String>,
 }
 
 impl Spending {
@@ -150,30 +144,43 @@ impl Spending {
 
     /// The session's budget `session` (tokens), and the formation's over `launcher`, either
     /// optional.
-    pub fn new(session: Option<u64>, launcher: Option<UnixStream>) -> Spending {
+    pub fn new(session: Option<u64>, launcher: Option<Arc<Authority>>) -> Spending {
         Spending {
             session: session.map(|n| Mutex::new(Ledger::new(n, 1))),
             session_limit: session,
-            launcher: launcher.map(|s| {
-                let _ = s.set_read_timeout(Some(LAUNCHER_ANSWER));
-                let _ = s.set_write_timeout(Some(LAUNCHER_ANSWER));
-                Mutex::new(Link {
-                    writer: s.try_clone().map_err(|e| format!("its channel cannot be used: {e}")),
-                    reader: BufReader::with_capacity(MAX_BUDGET_LINE, s),
-                })
-            }),
+            formation: launcher.is_some(),
+            launcher,
             next: AtomicU64::new(1),
         }
     }
 
+    /// Whether the launcher keeps a formation budget; without one, its link still carries the
+    /// reservations of a task whose grant has a budget.
+    pub fn with_formation_budget(mut self, formation: bool) -> Spending {
+        self.formation = formation;
+        self
+    }
+
     /// Whether any budget is kept (the `inference` record then carries the reservation).
     pub fn kept(&self) -> bool {
-        self.session.is_some() || self.launcher.is_some()
+        self.session.is_some() || (self.launcher.is_some() && self.formation)
+    }
+
+    /// [`Spending::kept`] for a task under a grant with a budget (`grant`, its id).
+    pub fn kept_for(&self, grant: Option<&str>) -> bool {
+        self.kept() || (grant.is_some() && self.launcher.is_some())
     }
 
     /// Reserves `tokens` from the session's budget, then from the formation's; a refusal of the
     /// second returns the first.
     pub fn reserve(self: &Arc<Self>, tokens: u64) -> Result<Hold, Refusal> {
+        self.reserve_under(tokens, None)
+    }
+
+    /// [`Spending::reserve`] for a task under the grant `grant` with a budget: the launcher's
+    /// reservation is counted against it and every grant above it
+    /// (docs/reference/formation.md#grants).
+    pub fn reserve_under(self: &Arc<Self>, tokens: u64, grant: Option<&str>) -> Result<Hold, Refusal> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let mut hold = Hold {
             spending: Arc::clone(self),
@@ -196,10 +203,16 @@ impl Spending {
                 }
             }
         }
-        if let Some(link) = &self.launcher {
-            let answer = crate::sync::lock(link).ask(Ask::Reserve { id, tokens });
+        if let Some(link) = &self.launcher
+            && (self.formation || grant.is_some())
+        {
+            let answer = match grant {
+                Some(g) => link.reserve_under(id, tokens, g),
+                None => link.budget(Ask::Reserve { id, tokens }),
+            };
             let refusal = match answer {
                 Ok(Reply::Granted { id: got, .. }) if got == id => None,
+                Ok(Reply::Refused { id: got, left }) if got == id && grant.is_some() => Some(Refusal::Grant { left }),
                 Ok(Reply::Refused { id: got, left }) if got == id => Some(Refusal::Formation { left }),
                 Ok(other) => Some(Refusal::Unreachable(format!(
                     "the launcher answered out of turn: {}",
@@ -237,7 +250,7 @@ impl Spending {
                 Some(used) => Ask::Settle { id: hold.id, used },
                 None => Ask::Return { id: hold.id },
             };
-            match crate::sync::lock(link).ask(ask) {
+            match link.budget(ask) {
                 Ok(Reply::Settled { id, left }) if id == hold.id => out.formation_left = Some(left),
                 Ok(_) | Err(_) => {}
             }
@@ -246,63 +259,11 @@ impl Spending {
     }
 }
 
-impl Link {
-    /// One line out, one line back. A failure breaks the link for good: a member that lost its
-    /// launcher's budget sends no more turns.
-    fn ask(&mut self, ask: Ask) -> Result<Reply, String> {
-        let result = self.exchange(ask);
-        if let Err(why) = &result {
-            self.writer = Err(why.clone());
-        }
-        result
-    }
-
-    fn exchange(&mut self, ask: Ask) -> Result<Reply, String> {
-        let writer = self.writer.as_mut().map_err(|why| why.clone())?;
-        writer
-            .write_all(ask.line().as_bytes())
-            .map_err(|e| format!("the launcher's channel cannot be written: {e}"))?;
-        let mut line = String::new();
-        let n = (&mut self.reader)
-            .take(MAX_BUDGET_LINE as u64)
-            .read_line(&mut line)
-            .map_err(|e| format!("the launcher did not answer: {e}"))?;
-        if n == 0 {
-            return Err("the launcher closed its channel".into());
-        }
-        let Some(text) = line.strip_suffix('\n') else {
-            return Err("the launcher's answer is not a line".into());
-        };
-        Reply::parse(text).ok_or_else(|| "the launcher's answer cannot be read".into())
-    }
-}
-
-/// The budget channel the launcher handed over (`MURMUR_FORMATION_BUDGET`): the descriptor must
-/// be a socket not claimed by the channel or the lifeline. It is made close-on-exec: nothing the
-/// member starts inherits it. `Err` says why it cannot be used; the caller refuses the start.
-pub fn take_link(raw: &std::ffi::OsStr, taken: &[Option<RawFd>]) -> Result<UnixStream, String> {
-    let fd: RawFd = raw
-        .to_str()
-        .and_then(|s| s.parse().ok())
-        .filter(|fd| *fd > 2)
-        .ok_or("it is not a descriptor number above 2")?;
-    if taken.contains(&Some(fd)) {
-        return Err(format!("descriptor {fd} is the formation channel or lifeline"));
-    }
-    let st = fstat(fd).map_err(|_| format!("descriptor {fd} is not open"))?;
-    if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFSOCK {
-        return Err(format!("descriptor {fd} is not a socket"));
-    }
-    fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))
-        .map_err(|e| format!("descriptor {fd} cannot be made close-on-exec ({e})"))?;
-    // SAFETY: `fd` is open (fstat succeeded), is a socket, and is not a standard stream, the
-    // channel or the lifeline; nothing else in this process owns it.
-    Ok(UnixStream::from(unsafe { OwnedFd::from_raw_fd(fd) }))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::net::UnixStream;
 
     /// A launcher's side on a thread: answers lines with `ledger`, as the keeper does.
     fn launcher_of(ledger: Arc<Mutex<Ledger>>) -> UnixStream {
@@ -337,7 +298,7 @@ mod tests {
     }
 
     fn spending(session: Option<u64>, launcher: UnixStream) -> Arc<Spending> {
-        Arc::new(Spending::new(session, Some(launcher)))
+        Arc::new(Spending::new(session, Some(Arc::new(Authority::new(launcher)))))
     }
 
     #[test]
@@ -408,7 +369,7 @@ mod tests {
     fn a_launcher_that_is_gone_refuses_every_turn() {
         let (member, launcher) = UnixStream::pair().unwrap();
         drop(launcher);
-        let s = Arc::new(Spending::new(None, Some(member)));
+        let s = Arc::new(Spending::new(None, Some(Arc::new(Authority::new(member)))));
         let refused = s.reserve(10).unwrap_err();
         assert!(matches!(&refused, Refusal::Unreachable(_)), "{refused:?}");
         assert!(refused.failure(10).contains("E-BUD-001"), "{}", refused.failure(10));

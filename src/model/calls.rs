@@ -47,6 +47,15 @@ impl AgentCalls for SessionCalls {
         Box::pin(async move { Ok(self.reply_of(self.task.dispatch(member, task).await?)) })
     }
 
+    fn call_within<'a>(
+        &'a self,
+        member: &'a str,
+        task: &'a str,
+        limits: crate::runner::CallLimits,
+    ) -> BoxFuture<'a, Result<CallReply, String>> {
+        Box::pin(async move { Ok(self.reply_of(self.task.dispatch_within(member, task, limits).await?)) })
+    }
+
     fn reply<'a>(
         &'a self,
         member: &'a str,

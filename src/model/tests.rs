@@ -97,10 +97,7 @@ fn tools_exist_exactly_with_callees() {
     assert_eq!(
         schemas,
         [
-            (
-                "call-member",
-                r#"{"properties":{"member":{"enum":["coder","tester"],"type":"string"},"reply_to":{"description":"the call id of a member's question this task answers","type":"string"},"task":{"type":"string"}},"required":["member","task"],"type":"object"}"#.to_string()
-            ),
+            ("call-member", SCHEMA_JSON.to_string()),
             (
                 "end-without-answer",
                 r#"{"properties":{"reason":{"type":"string"}},"required":["reason"],"type":"object"}"#.to_string()
@@ -122,7 +119,7 @@ fn tools_exist_exactly_with_callees() {
 const CALL_MEMBER_DESC: &str = "Give a task to another member of your formation. The member sees nothing but the task text you write here, so state the task in full. The tool returns immediately, before the member answers: every answer is delivered to you once your current turn is over, so end your turn when you have nothing else to do. Calling a member again while its previous answer is still pending is refused. When a member's call is waiting with a question (input-required), answer it by calling that member again with `reply_to` set to the call's id and your answer as `task`.";
 const END_DESC: &str = "End the current task without an answer, and say why. Only for a task another member sent you, once none of your member calls is still outstanding; the member that sent the task is told that you gave no answer.";
 const SYSTEM_JSON: &str = r#""[Capsule]\nname: local/planner\nmember: planner\nformation: frm_0199c4e2f1b7712a9d3e4f5061728394\n\nYou plan.""#;
-const SCHEMA_JSON: &str = r#"{"properties":{"member":{"enum":["coder","tester"],"type":"string"},"reply_to":{"description":"the call id of a member's question this task answers","type":"string"},"task":{"type":"string"}},"required":["member","task"],"type":"object"}"#;
+const SCHEMA_JSON: &str = r#"{"properties":{"budget":{"description":"the most tokens the member's task may spend (never more than your own task has left)","minimum":1,"type":"integer"},"deadline_secs":{"description":"the member's task ends, canceled, at most this many seconds from now (never later than your own task's deadline)","minimum":1,"type":"integer"},"member":{"enum":["coder","tester"],"type":"string"},"reply_to":{"description":"the call id of a member's question this task answers","type":"string"},"task":{"type":"string"}},"required":["member","task"],"type":"object"}"#;
 const REASON_JSON: &str = r#"{"properties":{"reason":{"type":"string"}},"required":["reason"],"type":"object"}"#;
 
 fn openai_first_body() -> String {
@@ -695,6 +692,7 @@ fn fast_retry() -> Retry {
 
 fn ctx(calls: Arc<dyn AgentCalls>, events: Arc<Events>, from_member: bool) -> TaskCtx {
     TaskCtx {
+        budget_grant: None,
         task_id: "tsk_1".into(),
         from_member,
         calls,

@@ -5,6 +5,31 @@
 use super::BoxFuture;
 pub use crate::task::CallStatus;
 
+/// How much narrower than its task's own grant one call's is (docs/reference/formation.md#grants):
+/// a deadline (Unix ms) and a token budget, each optional.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallLimits {
+    pub deadline_ms: Option<u64>,
+    pub budget: Option<u64>,
+}
+
+impl CallLimits {
+    /// At most `deadline_secs` from now and `budget` tokens.
+    pub fn within(deadline_secs: Option<u64>, budget: Option<u64>) -> CallLimits {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, crate::timing::millis);
+        CallLimits {
+            deadline_ms: deadline_secs.map(|s| now.saturating_add(s.saturating_mul(1000))),
+            budget,
+        }
+    }
+
+    pub fn is_none(&self) -> bool {
+        self.deadline_ms.is_none() && self.budget.is_none()
+    }
+}
+
 /// One call a task started, once it has an outcome (what `await-all` hands the component).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallOutcome {

@@ -10,9 +10,13 @@
 //!   component's or a WebAssembly tool's), [`NetworkPolicy`], the session's, and the
 //!   [`PeerResolver`] that routes a virtual peer address to a member's door.
 //!
+//! - `authority` — [`authority::Authority`], the member's link to the launcher's authority:
+//!   its calls' grants and its model's formation budget.
+//!
 //! Nothing here hosts WebAssembly, speaks to a provider or a peer, or knows the session: the
 //! session implements the traits (`calls`) and the runners consume them.
 
+pub mod authority;
 mod member_calls;
 mod network;
 
@@ -21,7 +25,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-pub use self::member_calls::{CallOutcome, CallStatus, MemberCalls, NoCallees, no_answer_below, not_a_callee};
+pub use self::member_calls::{
+    CallLimits, CallOutcome, CallStatus, MemberCalls, NoCallees, no_answer_below, not_a_callee,
+};
 pub use self::network::{
     AllowList, AllowRule, HttpDecision, HttpPolicy, NetworkPolicy, OutgoingTarget, PeerResolver, Route, RouteHeader,
 };

@@ -131,6 +131,12 @@ async fn drain(
             task_id: task_id.clone(),
         });
         setup.started(&work);
+        // The grant's deadline ends the task `canceled` (docs/reference/formation.md#grants).
+        let deadline = work
+            .grant
+            .as_ref()
+            .and_then(|g| g.deadline_ms)
+            .map(|ms| at_deadline(Arc::clone(&board), task_id.clone(), ms));
         // The board's cancellation drives a component's or a model's signal; the bridge dies with
         // the task. A remote task follows the board's cancellation itself.
         let mut bridge = None;
@@ -184,6 +190,9 @@ async fn drain(
         if let Some(bridge) = bridge {
             bridge.abort();
         }
+        if let Some(deadline) = deadline {
+            deadline.abort();
+        }
         board.finish(&task_id, outcome);
         drop(work);
         let _ = events.send(ExecEvent::Done { task_id });
@@ -193,6 +202,58 @@ async fn drain(
         }
     }
     let _ = events.send(ExecEvent::Gone);
+}
+
+/// Cancels task `task_id` on `board` at `deadline_ms` (Unix ms) with E-GRT-002, unless aborted
+/// first; a deadline already past cancels it at once.
+fn at_deadline(board: Arc<Board>, task_id: String, deadline_ms: u64) -> actix_rt::task::JoinHandle<()> {
+    actix_rt::spawn(async move {
+        let wait = deadline_ms.saturating_sub(grant_clock_ms());
+        actix_rt::time::sleep(Duration::from_millis(wait)).await;
+        let at = i64::try_from(deadline_ms)
+            .ok()
+            .and_then(chrono::DateTime::from_timestamp_millis)
+            .map_or_else(
+                || deadline_ms.to_string(),
+                |d| d.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            );
+        let reason = crate::diag::Diagnostic::new(
+            crate::diag::E_GRT_002,
+            format!("the task reached its grant's deadline ({at}) and was canceled"),
+        );
+        board.cancel(&task_id, &reason.to_string());
+    })
+}
+
+/// The time grants' deadlines count in, Unix ms.
+fn grant_clock_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, crate::timing::millis)
+}
+
+/// The grant a task's calls are narrowed from: the one it came with, else a root whose origin
+/// is who gave it (docs/reference/formation.md#grants).
+pub fn parent_of(work: &Work) -> crate::wire::authority_line::Parent {
+    use crate::wire::authority_line::Parent;
+    match &work.grant {
+        Some(g) => Parent::Grant(g.id.clone()),
+        None => Parent::Root(root_origin(work)),
+    }
+}
+
+/// Who started a task that came with no grant: `--task`, the operator, a declared client
+/// credential; a member's (or a public door's) is unverified.
+fn root_origin(work: &Work) -> crate::grant::Origin {
+    use crate::grant::Origin;
+    match (work.origin, work.owner.as_deref()) {
+        (crate::tasks::Origin::Local, _) => Origin::Task,
+        (_, Some("operator")) => Origin::Operator,
+        (_, Some(owner)) if !owner.starts_with("member:") => {
+            Origin::parse(&format!("client:{owner}")).unwrap_or(Origin::Member)
+        }
+        _ => Origin::Member,
+    }
 }
 
 /// One task on a component: its run, then its calls' ends (one not awaited ends `abandoned`,
@@ -376,6 +437,15 @@ impl TaskSetup for Setup {
 
     fn started(&self, work: &Work) {
         self.journal.task_start(&work.task_id);
+        // A launched member's (its first line names it); a hand-started one records none.
+        if self.member_name.is_some() {
+            let root = work.grant.is_none().then(|| root_origin(work));
+            self.journal
+                .task_grant(&work.task_id, work.grant.as_deref(), root.as_ref());
+        }
+        if let Some(c) = &self.calls {
+            c.set_parent(&work.task_id, parent_of(work));
+        }
         crate::otel::task_started(&work.task_id);
     }
 
@@ -406,6 +476,7 @@ impl TaskSetup for Setup {
                 board: Arc::clone(board),
                 journal: self.journal.clone(),
             }),
+            budget_grant: work.grant.as_ref().filter(|g| g.budget.is_some()).map(|g| g.id.clone()),
             asker: self.asker(work, board),
         }
     }

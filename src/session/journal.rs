@@ -178,6 +178,41 @@ impl Journal {
         self.write("task_start", None, &[("task_id", task_id.into())]);
     }
 
+    /// `task_grant` [ours] (docs/reference/formation.md#trace-records): on whose behalf, until when
+    /// and with how much the task runs: the grant its call came with, as its door verified it, or,
+    /// for a task that came with none, the root origin its own calls are granted from.
+    pub fn task_grant(&self, task_id: &str, grant: Option<&crate::grant::Grant>, root: Option<&crate::grant::Origin>) {
+        use serde_json::json;
+        let chain = |g: &crate::grant::Grant| -> serde_json::Value {
+            g.chain
+                .iter()
+                .map(|h| json!({"member": h.member, "task": h.task}))
+                .collect()
+        };
+        let fields: Vec<(&str, serde_json::Value)> = match grant {
+            Some(g) => vec![
+                ("task_id", task_id.into()),
+                ("grant_id", json!(g.id)),
+                ("origin", json!(g.origin.as_string())),
+                ("chain", chain(g)),
+                ("deadline_ms", json!(g.deadline_ms)),
+                ("budget", json!(g.budget)),
+            ],
+            None => vec![
+                ("task_id", task_id.into()),
+                ("grant_id", serde_json::Value::Null),
+                (
+                    "origin",
+                    json!(root.unwrap_or(&crate::grant::Origin::Member).as_string()),
+                ),
+                ("chain", json!([])),
+                ("deadline_ms", serde_json::Value::Null),
+                ("budget", serde_json::Value::Null),
+            ],
+        };
+        self.write("task_grant", None, &fields);
+    }
+
     /// How long the task ran, from its `task_start`; forgets it. `None` for a task that never
     /// started (cancelled in the queue).
     fn ran_ms(&self, task_id: &str) -> Option<u64> {

@@ -478,6 +478,7 @@ impl Session {
                 self.journal.writer(),
                 &self.console,
             )
+            .map(|c| c.with_authority(m.authority.as_ref().map(|(a, _)| std::sync::Arc::clone(a))))
         })
     }
 

@@ -116,6 +116,9 @@ pub struct NewTask {
     pub trust: Trust,
     /// The caller's `traceparent` header, for `a2a_task_received`.
     pub traceparent: Option<String>,
+    /// The grant the calling member's call came with, as the door verified it
+    /// (docs/reference/formation.md#grants).
+    pub grant: Option<Arc<crate::grant::Grant>>,
 }
 
 /// What the observer hook is told, in order. Every task gets `Received` once and `Ended` once.

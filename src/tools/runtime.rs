@@ -55,6 +55,8 @@ impl RuntimeTool {
                         "member": {"type": "string", "enum": callees},
                         "task": {"type": "string"},
                         "reply_to": {"type": "string", "description": "the call id of a member's question this task answers"},
+                        "deadline_secs": {"type": "integer", "minimum": 1, "description": "the member's task ends, canceled, at most this many seconds from now (never later than your own task's deadline)"},
+                        "budget": {"type": "integer", "minimum": 1, "description": "the most tokens the member's task may spend (never more than your own task has left)"},
                     },
                     "required": ["member", "task"],
                 }),

@@ -280,6 +280,16 @@ impl Key {
         format!("mft1.{payload_b64}.{}", URL_SAFE_NO_PAD.encode(signature))
     }
 
+    /// `mgr1.<B64(payload)>.<B64(signature)>`: a grant over exactly these payload bytes, under
+    /// the grants' own domain (docs/reference/formation.md#grants).
+    pub(crate) fn sign_grant(&self, payload: &str) -> String {
+        let payload_b64 = URL_SAFE_NO_PAD.encode(payload);
+        let mut input = b"murmur-grant-v1\x1fmgr1\x1f".to_vec();
+        input.extend_from_slice(payload_b64.as_bytes());
+        let signature = self.0.sign(&input).to_bytes();
+        format!("mgr1.{payload_b64}.{}", URL_SAFE_NO_PAD.encode(signature))
+    }
+
     /// The token of the edge `from → to`: compact payload, keys sorted.
     pub(crate) fn mint(&self, formation: &str, from: &str, to: &str) -> String {
         self.sign(&format!(r#"{{"formation":"{formation}","from":"{from}","to":"{to}"}}"#))

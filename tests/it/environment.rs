@@ -103,6 +103,8 @@ fn members_hold_their_declared_key_and_none_of_the_launchers_secrets() {
         "MURMUR_FORMATION_ID",
         "MURMUR_FORMATION_CHANNEL",
         "MURMUR_FORMATION_LIFELINE",
+        // The launcher's authority channel: a descriptor number, no secret.
+        "MURMUR_FORMATION_AUTHORITY",
         "MURMUR_HOST_WARNINGS_REPORTED",
         "MURMUR_TEST_TIMING",
         // A component member's compiled entry, checked once by the launcher: a descriptor number

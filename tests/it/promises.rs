@@ -231,14 +231,19 @@ fn normalised(text: &str, sandbox: &Path) -> String {
         })
         .collect::<Vec<_>>()
         .iter()
-        .map(
-            |line| match line.strip_suffix(" ms").and_then(|l| l.rsplit_once("  ")) {
+        .map(|line| {
+            // A call line may end in its callee's grant (`  [task: lead]`) after the duration.
+            let (body, grant) = match line.find(" ms  [") {
+                Some(i) => line.split_at(i + " ms".len()),
+                None => (line.as_str(), ""),
+            };
+            match body.strip_suffix(" ms").and_then(|l| l.rsplit_once("  ")) {
                 Some((head, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
-                    format!("{head}  <N> ms\n")
+                    format!("{head}  <N> ms{grant}\n")
                 }
                 _ => format!("{line}\n"),
-            },
-        )
+            }
+        })
         .collect()
 }
 

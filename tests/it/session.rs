@@ -830,6 +830,18 @@ fn start_up_refusals() {
             "error[E-RUN-046]: MURMUR_FORMATION_LIFELINE does not name this member's lifeline: descriptor 77 is not open".into(),
         ),
         (
+            vec![("MURMUR_FORMATION_AUTHORITY", "5")],
+            run_args("ok", &[]),
+            1,
+            "error[E-RUN-046]: MURMUR_FORMATION_AUTHORITY does not name this member's authority channel: it is set, but MURMUR_FORMATION_ID is not, so the launch is refused".into(),
+        ),
+        (
+            vec![("MURMUR_FORMATION_ID", FRM), ("MURMUR_FORMATION_AUTHORITY", "77")],
+            run_args("ok", &[]),
+            1,
+            "error[E-RUN-046]: MURMUR_FORMATION_AUTHORITY does not name this member's authority channel: descriptor 77 is not open".into(),
+        ),
+        (
             vec![("MURMUR_FORMATION_CHANNEL", "9")],
             run_args("ok", &[]),
             1,

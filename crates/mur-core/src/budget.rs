@@ -222,9 +222,128 @@ impl Ledger {
     }
 }
 
+/// The token budgets of grants (docs/reference/formation.md#grants): each grant's cap and what
+/// its subtree spent and holds. A reservation under a grant is made only while it fits every
+/// capped grant above it, and is counted against each of them; so no subtree spends more than its
+/// grant (within one turn's overrun, as the formation's budget).
+#[derive(Debug, Default)]
+pub struct GrantTree {
+    nodes: std::collections::HashMap<String, GrantNode>,
+}
+
+#[derive(Debug, Clone)]
+struct GrantNode {
+    parent: Option<String>,
+    cap: Option<u64>,
+    spent: u64,
+    held: u64,
+}
+
+impl GrantTree {
+    /// A grant under `parent` (which may be unknown: a root the tree does not keep), capped at
+    /// `cap` tokens when it has a budget.
+    pub fn add(&mut self, id: &str, parent: Option<&str>, cap: Option<u64>) {
+        self.nodes.insert(
+            id.to_string(),
+            GrantNode {
+                parent: parent.map(str::to_string),
+                cap,
+                spent: 0,
+                held: 0,
+            },
+        );
+    }
+
+    /// Forgets a grant (its subtree's counts stay with the grants above it).
+    pub fn forget(&mut self, id: &str) {
+        self.nodes.remove(id);
+    }
+
+    /// `id` and the grants above it that the tree knows, nearest first; bounded by the chain's
+    /// length, so a loop of ids cannot hang it.
+    fn ancestry(&self, id: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut at = Some(id.to_string());
+        while let Some(id) = at {
+            let Some(node) = self.nodes.get(&id) else { break };
+            if out.len() > crate::grant::MAX_HOPS + 1 {
+                break;
+            }
+            at = node.parent.clone();
+            out.push(id);
+        }
+        out
+    }
+
+    /// What the tightest capped grant from `id` up has left; `None` when none is capped.
+    pub fn left(&self, id: &str) -> Option<u64> {
+        self.ancestry(id)
+            .iter()
+            .filter_map(|a| {
+                let n = self.nodes.get(a)?;
+                n.cap.map(|cap| cap.saturating_sub(n.spent.saturating_add(n.held)))
+            })
+            .min()
+    }
+
+    /// Holds `tokens` under `id` and every grant above it, when they fit every cap; else what is
+    /// left of the tightest.
+    pub fn reserve(&mut self, id: &str, tokens: u64) -> Result<(), u64> {
+        if let Some(left) = self.left(id)
+            && tokens > left
+        {
+            return Err(left);
+        }
+        for a in self.ancestry(id) {
+            if let Some(n) = self.nodes.get_mut(&a) {
+                n.held = n.held.saturating_add(tokens);
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends a hold of `held` tokens under `id`: charged `used` (`None`: returned uncharged).
+    pub fn end(&mut self, id: &str, held: u64, used: Option<u64>) {
+        for a in self.ancestry(id) {
+            if let Some(n) = self.nodes.get_mut(&a) {
+                n.held = n.held.saturating_sub(held);
+                n.spent = n.spent.saturating_add(used.unwrap_or(0));
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_subtree_never_spends_more_than_its_grant() {
+        let mut t = GrantTree::default();
+        t.add("a", Some("root"), Some(1000));
+        t.add("b", Some("a"), Some(800));
+        t.add("c", Some("b"), Some(800));
+        t.add("d", Some("a"), Some(500));
+        assert_eq!(t.left("c"), Some(800));
+        assert_eq!(t.reserve("c", 600), Ok(()));
+        assert_eq!(t.left("d"), Some(400), "a's remainder bounds its other child");
+        assert_eq!(t.reserve("d", 401), Err(400));
+        t.end("c", 600, Some(700));
+        assert_eq!(
+            (t.left("a"), t.left("b"), t.left("c")),
+            (Some(300), Some(100), Some(100))
+        );
+        assert_eq!(t.reserve("c", 101), Err(100), "spend counts against every grant above");
+        assert_eq!(t.reserve("d", 300), Ok(()));
+        t.end("d", 300, None);
+        assert_eq!(t.left("d"), Some(300), "a returned hold is uncharged");
+        assert_eq!(t.left("unknown"), None);
+        assert_eq!(
+            t.reserve("unknown", u64::MAX),
+            Ok(()),
+            "a grant the tree does not keep has no cap"
+        );
+    }
 
     #[test]
     fn limits_are_whole_positive_numbers_within_the_bound() {

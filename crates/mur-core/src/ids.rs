@@ -14,6 +14,8 @@ pub enum IdKind {
     Context,
     Call,
     Event,
+    /// A delegation's grant (`crate::grant`) [ours].
+    Grant,
 }
 
 impl IdKind {
@@ -25,6 +27,7 @@ impl IdKind {
             IdKind::Context => "ctx_",
             IdKind::Call => "mcl_",
             IdKind::Event => "evt_",
+            IdKind::Grant => "grt_",
         }
     }
 }

@@ -23,6 +23,7 @@ pub mod diag;
 pub mod digest;
 pub mod fence;
 pub mod file;
+pub mod grant;
 pub mod ids;
 pub mod jcs;
 pub mod limits;

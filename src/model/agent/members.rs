@@ -119,6 +119,15 @@ impl TaskRun<'_> {
             Some(Value::String(id)) => Some(id.as_str()),
             Some(_) => return Err(format!("{CALL_MEMBER}'s `reply_to` is a call id, a string")),
         };
+        let limit = |key: &str| match input.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .filter(|n| *n > 0)
+                .map(Some)
+                .ok_or_else(|| format!("{CALL_MEMBER}'s `{key}` is a whole number above 0")),
+        };
+        let limits = crate::runner::CallLimits::within(limit("deadline_secs")?, limit("budget")?);
         // Step 2.
         let callees = &self.agent.callees;
         if !callees.iter().any(|c| c == member) {
@@ -139,7 +148,8 @@ impl TaskRun<'_> {
         }
         let r = match reply_to {
             Some(id) => self.task.calls.reply(member, id, text).await?,
-            None => self.task.calls.call(member, text).await?,
+            None if limits.is_none() => self.task.calls.call(member, text).await?,
+            None => self.task.calls.call_within(member, text, limits).await?,
         };
         if r.pending {
             self.pending.push((r.call_id.clone(), member.to_string()));

@@ -22,6 +22,16 @@ pub trait AgentCalls: Send + Sync {
     /// The dispatch of docs/reference/capsules.md#calls-between-members for `member`, which the
     /// agent has checked is a callee. `Err` is a tool error: nothing was sent.
     fn call<'a>(&'a self, member: &'a str, task: &'a str) -> BoxFuture<'a, Result<CallReply, String>>;
+    /// [`AgentCalls::call`] narrowed further than the task's own grant: the callee's deadline and
+    /// budget at most `limits` (docs/reference/formation.md#grants).
+    fn call_within<'a>(
+        &'a self,
+        member: &'a str,
+        task: &'a str,
+        _limits: crate::runner::CallLimits,
+    ) -> BoxFuture<'a, Result<CallReply, String>> {
+        self.call(member, task)
+    }
     /// Waits until every call not handed over yet has an outcome; hands them all over.
     fn await_all(&self) -> BoxFuture<'_, Vec<CallOutcome>>;
     /// Hands over the calls that have an outcome now, without waiting.
@@ -112,6 +122,9 @@ pub struct TaskCtx {
     pub events: Arc<dyn TaskEvents>,
     /// How the task asks its caller, when its capsule may (`lifecycle.input_timeout_secs`).
     pub asker: Option<Asker>,
+    /// The grant the task runs under, when it has a token budget: each turn's reservation is
+    /// counted against it and every grant above it (docs/reference/formation.md#grants).
+    pub budget_grant: Option<String>,
 }
 
 impl std::fmt::Debug for TaskCtx {

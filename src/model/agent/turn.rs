@@ -14,9 +14,10 @@ impl TaskRun<'_> {
         let asked = crate::budget::reservation(body.len(), request.max_tokens);
         // The hold ends once whatever ends the turn: settled below, or, should this future be
         // dropped first (a cancelled task), by its own drop, charged as a reply without usage is.
-        let mut hold = match agent.spending.kept() {
+        let grant = task.budget_grant.as_deref();
+        let mut hold = match agent.spending.kept_for(grant) {
             false => None,
-            true => match agent.spending.reserve(asked) {
+            true => match agent.spending.reserve_under(asked, grant) {
                 Ok(hold) => Some(hold),
                 Err(refusal) => return Err(Ended::Budget { refusal, asked }),
             },

@@ -62,6 +62,9 @@ pub(super) struct Membership {
     pub(super) has_lifeline: bool,
     /// The channel's and the lifeline's descriptors, which no other handed descriptor may name.
     pub(super) descriptors: [Option<std::os::fd::RawFd>; 2],
+    /// The launcher's authority (`MURMUR_FORMATION_AUTHORITY`) and its descriptor: the grants of
+    /// this member's calls, and its model's formation budget.
+    pub(super) authority: Option<(std::sync::Arc<crate::runner::authority::Authority>, RawFd)>,
 }
 
 /// Everything checked and resolved before the session is staged.
@@ -143,6 +146,7 @@ struct Handover {
     intake: Option<channel::Intake>,
     lifeline: Option<OwnedFd>,
     channel_fd: Option<RawFd>,
+    authority: Option<(std::sync::Arc<crate::runner::authority::Authority>, RawFd)>,
 }
 
 impl Handover {
@@ -168,12 +172,18 @@ impl Handover {
             None => None,
             Some(raw) => Some(take_lifeline(&raw, formation_id.as_deref(), channel_fd)?),
         };
+        let taken = [channel_fd, lifeline.as_ref().map(AsRawFd::as_raw_fd)];
+        let authority = match std::env::var_os("MURMUR_FORMATION_AUTHORITY") {
+            None => None,
+            Some(raw) => Some(take_authority(&raw, formation_id.as_deref(), &taken)?),
+        };
         Ok(Handover {
             formation_id,
             first,
             intake,
             lifeline,
             channel_fd,
+            authority,
         })
     }
 
@@ -197,6 +207,7 @@ impl Handover {
             first,
             intake,
             lifeline,
+            authority,
             ..
         } = self;
         formation_id.map(|formation_id| Membership {
@@ -206,8 +217,34 @@ impl Handover {
             lifeline,
             has_lifeline,
             descriptors,
+            authority,
         })
     }
+}
+
+/// The authority channel (`MURMUR_FORMATION_AUTHORITY`), a formation member's only. One that
+/// cannot be used refuses the start (E-RUN-046): the member's calls would carry no grant.
+fn take_authority(
+    raw: &std::ffi::OsStr,
+    formation_id: Option<&str>,
+    taken: &[Option<RawFd>],
+) -> Result<(std::sync::Arc<crate::runner::authority::Authority>, RawFd), Diagnostic> {
+    let refuse = |why: String| {
+        Diagnostic::new(
+            crate::diag::E_RUN_046,
+            format!("MURMUR_FORMATION_AUTHORITY does not name this member's authority channel: {why}, so the launch is refused"),
+        )
+        .with_hint("MURMUR_FORMATION_AUTHORITY is set by `mur run --roster` for its members; unset it to run a capsule on its own")
+    };
+    if formation_id.is_none() {
+        return Err(refuse("it is set, but MURMUR_FORMATION_ID is not".into()));
+    }
+    let stream = crate::runner::authority::take_link(raw, taken).map_err(refuse)?;
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+    Ok((
+        std::sync::Arc::new(crate::runner::authority::Authority::new(stream)),
+        fd,
+    ))
 }
 
 /// Step 5's resolution, from the stores `--store-root` (or else the work folder) names.

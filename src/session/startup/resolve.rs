@@ -138,7 +138,16 @@ pub(super) fn load_runner(
         .and_then(DateTime::from_timestamp_millis)
         .and_then(|d| std::time::Instant::now().checked_add((d - Utc::now()).to_std().unwrap_or_default()));
     let retry = crate::model::Retry::from_timing(Timing::get(), deadline);
-    let spending = crate::model::budget::Spending::new(config.max_session_tokens, budget_link(membership)?);
+    // The formation's budget when it keeps one; the authority channel in any case, for a task
+    // whose grant has a budget.
+    let formation = budget_link(membership)?;
+    let kept = formation.is_some();
+    let link = formation.or_else(|| {
+        membership
+            .and_then(|m| m.authority.as_ref())
+            .map(|(a, _)| std::sync::Arc::clone(a))
+    });
+    let spending = crate::model::budget::Spending::new(config.max_session_tokens, link).with_formation_budget(kept);
     let mut agent = crate::model::Agent::new(config, identity, callees.clone(), retry).with_spending(spending);
     let mut tools = if c.manifest.tools.is_empty() {
         crate::tools::Toolbox::runtime(&callees)
@@ -155,7 +164,9 @@ pub(super) fn load_runner(
 /// The formation's budget channel (`MURMUR_FORMATION_BUDGET`), a formation member's only: set
 /// by the launcher when it keeps a budget. One that cannot be used refuses the start (E-RUN-046):
 /// the member would otherwise spend without the formation's limit.
-fn budget_link(membership: Option<&Membership>) -> Result<Option<std::os::unix::net::UnixStream>, Diagnostic> {
+fn budget_link(
+    membership: Option<&Membership>,
+) -> Result<Option<std::sync::Arc<crate::runner::authority::Authority>>, Diagnostic> {
     let Some(raw) = std::env::var_os("MURMUR_FORMATION_BUDGET") else {
         return Ok(None);
     };
@@ -169,8 +180,14 @@ fn budget_link(membership: Option<&Membership>) -> Result<Option<std::os::unix::
     let Some(m) = membership else {
         return Err(refuse("it is set, but MURMUR_FORMATION_ID is not".into()));
     };
-    crate::model::budget::take_link(&raw, &m.descriptors)
-        .map(Some)
+    // The launcher names the authority channel, which carries the budget's lines too.
+    if let Some((authority, fd)) = &m.authority
+        && raw.to_str() == Some(fd.to_string().as_str())
+    {
+        return Ok(Some(std::sync::Arc::clone(authority)));
+    }
+    crate::runner::authority::take_link(&raw, &m.descriptors)
+        .map(|s| Some(std::sync::Arc::new(crate::runner::authority::Authority::new(s))))
         .map_err(refuse)
 }
 

@@ -16,6 +16,7 @@ impl Board {
             origin: Origin::Local,
             trust: Trust::Trusted,
             traceparent: None,
+            grant: None,
         };
         self.insert(new, true, false)
     }
@@ -97,6 +98,7 @@ impl Board {
             } else {
                 new.traceparent.clone()
             };
+            let grant = if refusal.is_some() { None } else { new.grant.clone() };
             ev.push(BoardEvent::Received {
                 task_id: id.clone(),
                 context_id,
@@ -138,6 +140,7 @@ impl Board {
                 snap: snap.clone(),
                 text,
                 traceparent,
+                grant,
                 created: st.seq,
                 cancel: watch::channel(false).0,
                 pins: u32::from(pinned),

@@ -62,6 +62,8 @@ struct Entry {
     text: Arc<str>,
     /// The caller's `traceparent`, until the executor takes it.
     traceparent: Option<String>,
+    /// The grant its call came with, until the executor takes it.
+    grant: Option<Arc<crate::grant::Grant>>,
     /// Change number at creation: orders a context's exchanges.
     created: u64,
     cancel: watch::Sender<bool>,

@@ -18,6 +18,9 @@ pub struct Work {
     /// The caller's W3C `traceparent` (well-formed, as the door kept it): where a task forwarded
     /// elsewhere continues the caller's trace.
     pub traceparent: Option<String>,
+    /// The grant the task runs under (docs/reference/formation.md#grants): its deadline, and
+    /// what its own calls are narrowed from. `None` for a task that came with none.
+    pub grant: Option<Arc<crate::grant::Grant>>,
     pub cancel: Cancel,
     _slot: Slot,
 }
@@ -85,6 +88,7 @@ impl Board {
                 origin: e.snap.origin,
                 owner: e.snap.owner.clone(),
                 traceparent: e.traceparent.take(),
+                grant: e.grant.take(),
                 cancel: Cancel(e.cancel.subscribe()),
                 _slot: Slot {
                     board: Arc::clone(self),

@@ -11,6 +11,7 @@ fn offer(text: &str) -> NewTask {
         origin: Origin::Event,
         trust: Trust::Untrusted,
         traceparent: None,
+        grant: None,
     }
 }
 

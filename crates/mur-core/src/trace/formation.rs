@@ -42,6 +42,9 @@ pub struct CallSummary {
     /// The caller's task that made the call, and the callee's task that served it.
     pub task_id: String,
     pub member_task_id: Option<String>,
+    /// The grant the callee's task ran under, as its `task_grant` record shows it
+    /// ([`grant_text`]); `None` when its trace holds none.
+    pub grant: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -101,6 +104,7 @@ pub fn collect(formation_id: &str, roots: &[PathBuf]) -> FormationTrace {
     let mut out = FormationTrace::default();
     let mut calls = BTreeMap::new();
     let mut questions = Vec::new();
+    let mut grants = BTreeMap::new();
     let mut seen = std::collections::HashSet::new();
     for root in roots {
         for trace in trace_files(root, 3) {
@@ -126,6 +130,7 @@ pub fn collect(formation_id: &str, roots: &[PathBuf]) -> FormationTrace {
                 usage: super::usage::Usage::of_records(&records),
             };
             add_calls(&mut calls, &records, member.as_deref().unwrap_or("-"));
+            add_grants(&mut grants, &records);
             let asked = super::questions::of_records(&records, member.as_deref().unwrap_or("-"));
             questions.push((session.started_ms, session.session_id.clone(), asked));
             out.sessions.push(session);
@@ -135,8 +140,47 @@ pub fn collect(formation_id: &str, roots: &[PathBuf]) -> FormationTrace {
         .sort_by(|a, b| (a.started_ms, &a.session_id).cmp(&(b.started_ms, &b.session_id)));
     questions.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
     out.questions = questions.into_iter().flat_map(|(_, _, q)| q).collect();
-    out.calls = calls.into_values().collect();
+    out.calls = with_grants(calls, &grants);
     out
+}
+
+/// Each task's grant in `records` (its `task_grant`), by task id, as [`grant_text`] renders it.
+pub(crate) fn add_grants(grants: &mut BTreeMap<String, String>, records: &[Value]) {
+    for r in records.iter().filter(|r| r["event_type"] == "task_grant") {
+        if let (Some(task), Some(text)) = (r["task_id"].as_str(), grant_text(r)) {
+            grants.insert(task.to_owned(), text);
+        }
+    }
+}
+
+/// A `task_grant` record on a call line: `[<origin>: <chain member> → …]`, then the deadline
+/// (Unix ms) and budget when the grant has them; `None` for a task that came with no grant.
+pub fn grant_text(r: &Value) -> Option<String> {
+    r["grant_id"].as_str()?;
+    let origin = r["origin"].as_str().unwrap_or("?");
+    let chain: Vec<&str> = r["chain"]
+        .as_array()
+        .map(|hops| hops.iter().filter_map(|h| h["member"].as_str()).collect())
+        .unwrap_or_default();
+    let mut out = format!("[{origin}: {}", chain.join(" → "));
+    if let Some(ms) = r["deadline_ms"].as_u64() {
+        out.push_str(&format!("; deadline {ms}"));
+    }
+    if let Some(b) = r["budget"].as_u64() {
+        out.push_str(&format!("; budget {b}"));
+    }
+    out.push(']');
+    Some(out)
+}
+
+fn with_grants(calls: BTreeMap<String, CallSummary>, grants: &BTreeMap<String, String>) -> Vec<CallSummary> {
+    calls
+        .into_values()
+        .map(|mut c| {
+            c.grant = c.member_task_id.as_ref().and_then(|t| grants.get(t).cloned());
+            c
+        })
+        .collect()
 }
 
 /// Merges the `member_call_start` / `member_call` records of one session (whose member is
@@ -175,6 +219,7 @@ pub(crate) fn add_calls(calls: &mut BTreeMap<String, CallSummary>, records: &[Va
 /// rather than a records directory (`mur demo`).
 pub fn build(sessions: &[Vec<Value>], formation_id: Option<&str>) -> Vec<CallLine> {
     let mut calls = BTreeMap::new();
+    let mut grants = BTreeMap::new();
     for records in sessions {
         let Some(start) = records.first().filter(|r| r["event_type"] == "session_start") else {
             continue;
@@ -186,8 +231,9 @@ pub fn build(sessions: &[Vec<Value>], formation_id: Option<&str>) -> Vec<CallLin
             continue;
         }
         add_calls(&mut calls, records, start["formation_member"].as_str().unwrap_or("-"));
+        add_grants(&mut grants, records);
     }
-    call_tree(&calls.into_values().collect::<Vec<_>>())
+    call_tree(&with_grants(calls, &grants))
 }
 
 /// One call placed in the tree.
@@ -200,6 +246,8 @@ pub struct CallLine {
     pub member: String,
     pub status: String,
     pub duration_ms: Option<u64>,
+    /// The callee task's grant ([`grant_text`]).
+    pub grant: Option<String>,
 }
 
 impl CallLine {
@@ -216,6 +264,15 @@ impl CallLine {
             out.push_str(&format!("  {ms} ms"));
         }
         out
+    }
+
+    /// [`CallLine::render`] followed by the callee task's grant, when its trace holds one:
+    /// `mur trace show frm_…`'s call line.
+    pub fn render_with_grant(&self) -> String {
+        match &self.grant {
+            Some(g) => format!("{}  {g}", self.render()),
+            None => self.render(),
+        }
     }
 }
 
@@ -260,6 +317,7 @@ fn walk<'a>(
         member: call.to.clone(),
         status: call.status.clone(),
         duration_ms: call.duration_ms,
+        grant: call.grant.clone(),
     });
     let Some(task) = call.member_task_id.as_deref() else {
         return;
@@ -363,6 +421,7 @@ mod tests {
             duration_ms: (status != "unfinished").then_some(5),
             task_id: task.into(),
             member_task_id: member_task.map(str::to_owned),
+            grant: None,
         }
     }
 
@@ -371,6 +430,38 @@ mod tests {
             .iter()
             .map(|l| format!("{} {}", l.call_id, l.render()))
             .collect()
+    }
+
+    #[test]
+    fn a_call_line_shows_the_grant_its_callee_task_ran_under() {
+        use serde_json::json;
+        let session = |member: &str, records: Vec<Value>| {
+            let mut all =
+                vec![json!({"event_type": "session_start", "formation_id": "frm_x", "formation_member": member})];
+            all.extend(records);
+            all
+        };
+        let lead = session(
+            "lead",
+            vec![
+                json!({"event_type": "member_call", "task_id": "tsk_l", "call_id": "mcl_1", "member": "mid",
+                        "member_task_id": "tsk_m", "status": "completed", "duration_ms": 9}),
+            ],
+        );
+        let mid = session(
+            "mid",
+            vec![
+                json!({"event_type": "task_grant", "task_id": "tsk_m", "grant_id": "grt_1", "origin": "operator",
+                        "chain": [{"member": "lead", "task": "tsk_l"}], "deadline_ms": 1700, "budget": null}),
+            ],
+        );
+        let lines: Vec<String> = build(&[lead, mid], Some("frm_x"))
+            .iter()
+            .map(CallLine::render_with_grant)
+            .collect();
+        assert_eq!(lines, ["lead → mid  completed  9 ms  [operator: lead; deadline 1700]"]);
+        let none = json!({"event_type": "task_grant", "task_id": "t", "grant_id": null, "origin": "member"});
+        assert_eq!(grant_text(&none), None, "a task that came with no grant shows none");
     }
 
     #[test]

@@ -28,6 +28,7 @@
 //!   and a head whose body ends with the connection, relabelled so the HTTP client reads it to the
 //!   close.
 
+pub mod authority_line;
 pub mod budget_line;
 pub mod calls;
 pub mod channel_line;

@@ -1,0 +1,170 @@
+//! A member's side of its authority channel (docs/reference/formation.md#the-authority-channel):
+//! one Unix socket to the launcher (`MURMUR_FORMATION_AUTHORITY`), in lockstep, shared by the
+//! model's budget (`model::budget`) and the grants of member calls (`calls`). The launcher
+//! answers in microseconds, so a bounded blocking exchange is all it takes; a link that broke
+//! stays broken, and every later request is refused.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+use nix::sys::stat::{SFlag, fstat};
+
+use crate::grant::Refusal;
+use crate::wire::authority_line::{Ask, Delegate, MAX_REPLY_LINE, Parent, Reply};
+use crate::wire::budget_line;
+
+/// How long a member waits for the launcher's answer: it answers in microseconds, so only a
+/// stopped launcher takes this long, and then the request is refused rather than waited on.
+const LAUNCHER_ANSWER: Duration = Duration::from_secs(5);
+
+/// The link to the launcher's authority.
+#[derive(Debug)]
+pub struct Authority {
+    link: Mutex<Link>,
+    next: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Link {
+    reader: BufReader<UnixStream>,
+    /// `Err` once the link broke, saying why.
+    writer: Result<UnixStream, String>,
+}
+
+/// Why a call got no grant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Undelegated {
+    /// The launcher refused to narrow.
+    Refused(Refusal),
+    /// The launcher cannot be reached (it ended, or its channel broke).
+    Unreachable(String),
+}
+
+impl Authority {
+    pub fn new(stream: UnixStream) -> Authority {
+        let _ = stream.set_read_timeout(Some(LAUNCHER_ANSWER));
+        let _ = stream.set_write_timeout(Some(LAUNCHER_ANSWER));
+        Authority {
+            link: Mutex::new(Link {
+                writer: stream
+                    .try_clone()
+                    .map_err(|e| format!("its channel cannot be used: {e}")),
+                reader: BufReader::with_capacity(MAX_REPLY_LINE, stream),
+            }),
+            next: AtomicU64::new(1),
+        }
+    }
+
+    /// One budget line out, its answer back.
+    pub fn budget(&self, ask: budget_line::Ask) -> Result<budget_line::Reply, String> {
+        match crate::sync::lock(&self.link).ask(&Ask::Budget(ask))? {
+            Reply::Budget(r) => Ok(r),
+            other => Err(format!(
+                "the launcher answered out of turn: {}",
+                crate::text::head(other.line().trim_end(), 64)
+            )),
+        }
+    }
+
+    /// A reservation of `tokens` under `grant` (the grant the task runs under), answered as a
+    /// budget reservation is.
+    pub fn reserve_under(&self, id: u64, tokens: u64, grant: &str) -> Result<budget_line::Reply, String> {
+        let ask = Ask::ReserveUnder {
+            id,
+            tokens,
+            grant: grant.to_string(),
+        };
+        match crate::sync::lock(&self.link).ask(&ask)? {
+            Reply::Budget(r) => Ok(r),
+            _ => Err("the launcher answered out of turn".into()),
+        }
+    }
+
+    /// The grant for a call of task `task` to `callee`, narrowed from `parent`, optionally
+    /// narrower still (`deadline_ms`, `budget`).
+    pub fn delegate(
+        &self,
+        parent: Parent,
+        task: &str,
+        callee: &str,
+        deadline_ms: Option<u64>,
+        budget: Option<u64>,
+    ) -> Result<String, Undelegated> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let ask = Ask::Delegate(Delegate {
+            id,
+            parent,
+            task: task.to_string(),
+            callee: callee.to_string(),
+            deadline_ms,
+            budget,
+        });
+        match crate::sync::lock(&self.link)
+            .ask(&ask)
+            .map_err(Undelegated::Unreachable)?
+        {
+            Reply::Delegated { id: got, grant } if got == id => Ok(grant),
+            Reply::Undelegated { id: got, why } if got == id => Err(Undelegated::Refused(why)),
+            _ => Err(Undelegated::Unreachable("the launcher answered out of turn".into())),
+        }
+    }
+}
+
+impl Link {
+    /// One line out, one line back. A failure breaks the link for good.
+    fn ask(&mut self, ask: &Ask) -> Result<Reply, String> {
+        let result = self.exchange(ask);
+        if let Err(why) = &result {
+            self.writer = Err(why.clone());
+        }
+        result
+    }
+
+    fn exchange(&mut self, ask: &Ask) -> Result<Reply, String> {
+        let writer = self.writer.as_mut().map_err(|why| why.clone())?;
+        writer
+            .write_all(ask.line().as_bytes())
+            .map_err(|e| format!("the launcher's channel cannot be written: {e}"))?;
+        let mut line = String::new();
+        let n = (&mut self.reader)
+            .take(MAX_REPLY_LINE as u64)
+            .read_line(&mut line)
+            .map_err(|e| format!("the launcher did not answer: {e}"))?;
+        if n == 0 {
+            return Err("the launcher closed its channel".into());
+        }
+        let Some(text) = line.strip_suffix('\n') else {
+            return Err("the launcher's answer is not a line".into());
+        };
+        Reply::parse(text).ok_or_else(|| "the launcher's answer cannot be read".into())
+    }
+}
+
+/// The channel the launcher handed over (`MURMUR_FORMATION_AUTHORITY`, or
+/// `MURMUR_FORMATION_BUDGET` from a launcher that hands only that): the descriptor must be a
+/// socket not claimed by the channel or the lifeline. It is made close-on-exec: nothing the
+/// member starts inherits it. `Err` says why it cannot be used; the caller refuses the start.
+pub fn take_link(raw: &std::ffi::OsStr, taken: &[Option<RawFd>]) -> Result<UnixStream, String> {
+    let fd: RawFd = raw
+        .to_str()
+        .and_then(|s| s.parse().ok())
+        .filter(|fd| *fd > 2)
+        .ok_or("it is not a descriptor number above 2")?;
+    if taken.contains(&Some(fd)) {
+        return Err(format!("descriptor {fd} is the formation channel or lifeline"));
+    }
+    let st = fstat(fd).map_err(|_| format!("descriptor {fd} is not open"))?;
+    if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFSOCK {
+        return Err(format!("descriptor {fd} is not a socket"));
+    }
+    fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))
+        .map_err(|e| format!("descriptor {fd} cannot be made close-on-exec ({e})"))?;
+    // SAFETY: `fd` is open (fstat succeeded), is a socket, and is not a standard stream, the
+    // channel or the lifeline; nothing else in this process owns it.
+    Ok(UnixStream::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+}

@@ -1,0 +1,368 @@
+//! Grants through the real binary (docs/reference/formation.md#grants): the launcher narrows a
+//! grant for every call, the callee's door verifies it, and the callee's trace records on whose
+//! behalf, until when and with how much its task ran; a deadline inherited down the chain ends
+//! the deepest task `canceled` with its code.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::provider::{Provider, Reply, Request, Step, openai};
+use crate::support::{Sandbox, stderr, stdout};
+
+const KEY_VAR: &str = "MUR_IT_PROVIDER_KEY";
+const KEY: &str = "sk-it-grants-0123456789";
+
+const ROSTER: &str = "\
+roster_version: 1
+members:
+  - name: lead
+    capsule: local/lead
+    version: 0.1.0
+    entry: true
+  - name: mid
+    capsule: local/mid
+    version: 0.1.0
+  - name: deep
+    capsule: local/deep
+    version: 0.1.0
+reachability:
+  - from: lead
+    to: [mid]
+  - from: mid
+    to: [deep]
+";
+
+const TAIL: &str = "lifecycle:\n  task_acceptance: queue\n  after_task: sleep\n  queue_depth: 4\n\
+    exports:\n  peer_tasks:\n    accept: true\ncapabilities:\n  network:\n    allow: [localhost]\nnetwork:\n  authentication:\n    scheme: bearer\n";
+
+fn member_of(req: &Request) -> String {
+    let system = req.json()["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    system
+        .lines()
+        .find_map(|l| l.strip_prefix("member: "))
+        .unwrap_or("-")
+        .to_string()
+}
+
+fn last_is_tool(req: &Request) -> bool {
+    req.json()["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .is_some_and(|m| m["role"] == "tool")
+}
+
+/// lead → mid → deep: each calls the next (the lead with `lead_args` added to its call), waits,
+/// then answers; deep answers at once, after `deep_delay`.
+fn route(lead_args: Value, deep_delay: Duration) -> impl Fn(&Request) -> Reply + Send + Sync + Clone + 'static {
+    move |req: &Request| {
+        let member = member_of(req);
+        let text = req.last_user_text().unwrap_or_default();
+        if last_is_tool(req) {
+            return Reply::json(openai::text("waiting"));
+        }
+        match member.as_str() {
+            "deep" => Reply::json(openai::text(&format!("deep did: {text}"))).delayed(deep_delay),
+            "lead" if text == "build it" => {
+                let mut args = json!({"member": "mid", "task": "part"});
+                if let (Some(a), Some(extra)) = (args.as_object_mut(), lead_args.as_object()) {
+                    a.extend(extra.clone());
+                }
+                Reply::json(openai::tool_calls(&[("c1", "call-member", args)]))
+            }
+            "mid" if text == "part" => Reply::json(openai::tool_calls(&[(
+                "c2",
+                "call-member",
+                json!({"member": "deep", "task": "deeper part"}),
+            )])),
+            _ => Reply::json(openai::text(&format!("{member} done"))),
+        }
+    }
+}
+
+fn formation(lead_args: Value, deep_delay: Duration) -> (Sandbox, PathBuf, Provider) {
+    let sb = Sandbox::new();
+    let route = route(lead_args, deep_delay);
+    let provider = Provider::start((0..16).map(|_| Step::func(route.clone())).collect());
+    for name in ["lead", "mid", "deep"] {
+        let manifest = format!(
+            "name: {name}\nversion: 0.1.0\ninference:\n  provider: openai\n  endpoint: {}\n  model: test-model\n  \
+             api_key: ${{{KEY_VAR}}}\n  max_tokens: 50\n  max_turns: 6\n{TAIL}",
+            provider.url()
+        );
+        sb.install_manifest(name, &manifest);
+    }
+    let dir = sb.path("formation");
+    std::fs::write(dir.join("roster.yaml"), ROSTER).expect("roster");
+    (sb, dir, provider)
+}
+
+fn run(sb: &Sandbox, dir: &Path, extra: &[&str]) -> (Option<i32>, String, String) {
+    let out = sb
+        .mur(dir)
+        .env(KEY_VAR, KEY)
+        .args(["run", "--roster", "--task", "build it"])
+        .args(extra)
+        .output()
+        .expect("mur run --roster");
+    (out.status.code(), stdout(&out), stderr(&out))
+}
+
+/// Every record of `event_type` in member `member`'s traces.
+fn records(sb: &Sandbox, member: &str, event_type: &str) -> Vec<Value> {
+    crate::support::member_traces(sb, member)
+        .into_iter()
+        .flatten()
+        .filter(|r| r["event_type"] == event_type)
+        .collect()
+}
+
+fn one(sb: &Sandbox, member: &str, event_type: &str) -> Value {
+    let mut all = records(sb, member, event_type);
+    assert_eq!(all.len(), 1, "{member}: one {event_type}: {all:?}");
+    all.remove(0)
+}
+
+#[test]
+fn a_three_level_chain_carries_its_origin_and_every_hop_to_the_deepest_trace() {
+    let (sb, dir, _provider) = formation(json!({}), Duration::ZERO);
+    let (code, out, err) = run(&sb, &dir, &["--deadline", "300"]);
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    let lead_task = one(&sb, "lead", "task_start")["task_id"].clone();
+    let mid_task = one(&sb, "mid", "task_start")["task_id"].clone();
+
+    // The lead's own task came with no grant: `--task` is the root of the chain.
+    let lead = one(&sb, "lead", "task_grant");
+    assert_eq!(
+        (&lead["grant_id"], &lead["origin"], &lead["chain"]),
+        (&Value::Null, &json!("task"), &json!([]))
+    );
+    // Each callee runs under a grant the launcher signed and its door verified.
+    let mid = one(&sb, "mid", "task_grant");
+    assert!(mid["grant_id"].as_str().is_some_and(|g| g.starts_with("grt_")), "{mid}");
+    assert_eq!(mid["origin"], "task", "{mid}");
+    assert_eq!(mid["chain"], json!([{"member": "lead", "task": lead_task}]), "{mid}");
+    let deep = one(&sb, "deep", "task_grant");
+    assert_eq!(deep["origin"], "task", "{deep}");
+    assert_eq!(
+        deep["chain"],
+        json!([{"member": "lead", "task": lead_task}, {"member": "mid", "task": mid_task}]),
+        "{deep}"
+    );
+    // The formation's deadline is every hop's, never wider.
+    let deadline = mid["deadline_ms"].as_u64().expect("the formation's deadline");
+    assert_eq!(deep["deadline_ms"], deadline, "{deep}");
+    assert_eq!(deep["budget"], Value::Null, "no budget was kept: {deep}");
+}
+
+#[test]
+fn a_deadline_narrowed_at_the_top_ends_the_task_two_levels_down_canceled_with_its_code() {
+    // The lead gives mid 3 s; mid's call to deep inherits it; deep's model takes far longer.
+    let (sb, dir, _provider) = formation(json!({"deadline_secs": 3}), Duration::from_secs(60));
+    let (code, out, err) = run(&sb, &dir, &[]);
+    assert_eq!(code, Some(0), "the lead goes on without the answer: {out}\n{err}");
+    let mid = one(&sb, "mid", "task_grant");
+    let deep = one(&sb, "deep", "task_grant");
+    let deadline = mid["deadline_ms"].as_u64().expect("the narrowed deadline");
+    assert_eq!(deep["deadline_ms"], deadline, "inherited: {deep}");
+    let canceled = one(&sb, "deep", "task_canceled");
+    assert!(
+        canceled["reason"].as_str().is_some_and(|r| r.contains("E-GRT-002")),
+        "deep's task ends at its grant's deadline: {canceled}"
+    );
+    assert!(
+        records(&sb, "deep", "task_end").is_empty(),
+        "a canceled task has no task_end"
+    );
+}
+
+#[test]
+fn a_per_call_budget_bounds_the_whole_subtree_below_it() {
+    // Every turn reports 1000 tokens. The lead gives mid 2500; mid asks deep for more than it has
+    // left, and gets at most that; once mid's subtree is out of room, mid's task fails with the
+    // grant's code while the lead goes on.
+    let sb = Sandbox::new();
+    let per_turn = |v: Value| {
+        let mut v = v;
+        v["usage"] = json!({"prompt_tokens": 1000, "completion_tokens": 0, "total_tokens": 1000});
+        v
+    };
+    let route = move |req: &Request| {
+        let member = member_of(req);
+        let text = req.last_user_text().unwrap_or_default();
+        let reply = if last_is_tool(req) {
+            openai::text("waiting")
+        } else {
+            match member.as_str() {
+                "lead" if text == "build it" => openai::tool_calls(&[(
+                    "c1",
+                    "call-member",
+                    json!({"member": "mid", "task": "part", "budget": 2500}),
+                )]),
+                "mid" if text == "part" => openai::tool_calls(&[(
+                    "c2",
+                    "call-member",
+                    json!({"member": "deep", "task": "deeper part", "budget": 1_000_000}),
+                )]),
+                _ => openai::text(&format!("{member} done")),
+            }
+        };
+        Reply::json(per_turn(reply))
+    };
+    let provider = Provider::start((0..16).map(|_| Step::func(route)).collect());
+    for name in ["lead", "mid", "deep"] {
+        let manifest = format!(
+            "name: {name}\nversion: 0.1.0\ninference:\n  provider: openai\n  endpoint: {}\n  model: test-model\n  \
+             api_key: ${{{KEY_VAR}}}\n  max_tokens: 50\n  max_turns: 6\n{TAIL}",
+            provider.url()
+        );
+        sb.install_manifest(name, &manifest);
+    }
+    let dir = sb.path("formation");
+    std::fs::write(dir.join("roster.yaml"), ROSTER).expect("roster");
+    let (code, out, err) = run(&sb, &dir, &[]);
+    assert_eq!(code, Some(0), "the lead goes on: {out}\n{err}");
+
+    let mid = one(&sb, "mid", "task_grant");
+    assert_eq!(mid["budget"], 2500, "{mid}");
+    let deep = one(&sb, "deep", "task_grant");
+    let deep_budget = deep["budget"].as_u64().expect("deep's budget");
+    assert!(
+        deep_budget <= 1500,
+        "at most what mid's grant had left after its turn: {deep}"
+    );
+    // The subtree's turns: each reserved within what was left, so at most one overran it.
+    let spent: usize = ["mid", "deep"].iter().map(|m| records(&sb, m, "inference").len()).sum();
+    assert!(
+        spent * 1000 <= 2500 + 1000,
+        "mid's subtree made {spent} turns of 1000 tokens"
+    );
+    let failed: Vec<Value> = records(&sb, "mid", "task_end")
+        .into_iter()
+        .filter(|r| r["exit_status"] != "ok")
+        .collect();
+    assert_eq!(failed.len(), 1, "mid's task ran out of its grant: {failed:?}");
+    let lead_calls = records(&sb, "lead", "member_call");
+    assert!(
+        lead_calls
+            .iter()
+            .any(|c| c["status"] == "failed" && c["output"].as_str().is_some_and(|o| o.contains("E-BUD-004"))),
+        "the lead's call to mid ended with the grant's budget error: {lead_calls:?}"
+    );
+}
+
+/// A grant's payload for a call `from → to` in `formation`, as the launcher writes it.
+fn grant_payload(formation: &str, from: &str, to: &str, deadline_ms: Option<u64>) -> String {
+    let deadline = deadline_ms.map_or("null".to_string(), |d| d.to_string());
+    format!(
+        r#"{{"budget":null,"callee":"{to}","chain":[{{"member":"{from}","task":"tsk_0199c4e2f1b7712a9d3e4f5061728394"}}],"deadline_ms":{deadline},"formation":"{formation}","id":"grt_0199c4e2f1b7712a9d3e4f5061728394","origin":"operator"}}"#
+    )
+}
+
+#[test]
+fn a_door_takes_a_genuine_grant_and_refuses_a_forged_or_altered_one_with_its_code() {
+    use crate::door::{AUTH, Door, FRM, Key, Member, PEERS, install, serve};
+    let sb = Sandbox::new();
+    let key = Key::new(21);
+    install(&sb, "echo", "reviewer", &format!("{AUTH}{PEERS}{}", serve(4)));
+    let d = Door::member(
+        &sb,
+        "reviewer",
+        &Member {
+            key: &key,
+            formation: FRM,
+            name: "reviewer",
+        },
+    );
+    let token = format!("Bearer {}", key.mint(FRM, "coder", "reviewer"));
+    let body = json!({"id": 1, "jsonrpc": "2.0", "method": "SendMessage", "params": {
+        "message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
+        "configuration": {"returnImmediately": true}}})
+    .to_string();
+    let send = |grant: &str| {
+        d.post(
+            Some(&token),
+            &[("x-murmur-task-origin", "peer"), ("x-murmur-grant", grant)],
+            &body,
+        )
+    };
+    let genuine = key.sign_grant(&grant_payload(FRM, "coder", "reviewer", Some(4_000_000_000_000)));
+    let h = send(&genuine);
+    assert_eq!(h.status, 200, "a genuine grant is taken: {}", h.body);
+    assert!(h.json()["result"]["task"].is_object(), "{}", h.body);
+
+    // The same signature over a payload with a later deadline; another key; another door's; a
+    // grant made for a caller other than the token's.
+    let (_, sig) = genuine.rsplit_once('.').expect("grant");
+    let wider = key.sign_grant(&grant_payload(
+        FRM,
+        "coder",
+        "reviewer",
+        Some(u64::from(u32::MAX) * 1000),
+    ));
+    let (wider_head, _) = wider.rsplit_once('.').expect("grant");
+    let refused = [
+        (
+            "a widened deadline under the old signature",
+            format!("{wider_head}.{sig}"),
+        ),
+        (
+            "another key's grant",
+            Key::new(22).sign_grant(&grant_payload(FRM, "coder", "reviewer", None)),
+        ),
+        (
+            "a grant for another member",
+            key.sign_grant(&grant_payload(FRM, "coder", "writer", None)),
+        ),
+        (
+            "a grant made for another caller",
+            key.sign_grant(&grant_payload(FRM, "writer", "reviewer", None)),
+        ),
+        ("not a grant", "mgr1.e30.AAAA".to_string()),
+    ];
+    for (case, grant) in &refused {
+        let h = send(grant);
+        assert_eq!(h.status, 403, "{case}: {}", h.body);
+        let v: Value = serde_json::from_str(&h.body).unwrap_or_else(|e| panic!("{case}: {e}: {}", h.body));
+        assert_eq!(v["error"], "invalid_grant", "{case}: {v}");
+        assert!(
+            v["message"].as_str().is_some_and(|m| m.contains("E-GRT-001")),
+            "{case}: {v}"
+        );
+    }
+    // A member that sends no grant is served as before.
+    let h = d.post(Some(&token), &[("x-murmur-task-origin", "peer")], &body);
+    assert_eq!(h.status, 200, "{}", h.body);
+}
+
+#[test]
+fn a_components_own_grant_on_a_virtual_address_never_reaches_the_door() {
+    // The probe writes `x-murmur-grant: mgr1.e30.AAAA` (a grant no launcher signed, which the door
+    // refuses 403) on its GET to its callee's virtual address. The host drops it and the runtime
+    // writes the call's own, so the door answers the path itself: 404 for GET /probe.
+    let sb = Sandbox::new();
+    sb.install_actor("echo");
+    sb.install_component(
+        "probe",
+        "tests/it/testdata/http_probe_grant.wat",
+        "capabilities:\n  network:\n    allow: [localhost]\n",
+    );
+    let dir = sb.path("formation");
+    std::fs::write(
+        dir.join("roster.yaml"),
+        "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/probe, version: 0.1.0, entry: true}\n  \
+         - {name: worker, capsule: local/echo, version: 0.1.0}\nreachability:\n  - {from: lead, to: [worker]}\n",
+    )
+    .expect("roster");
+    let out = sb.run(&dir, &["run", "--roster", "--task", "worker.formation.invalid"]);
+    assert_eq!(
+        (out.status.code(), stdout(&out).as_str()),
+        (Some(0), "status 404\n"),
+        "{}",
+        stderr(&out)
+    );
+}
