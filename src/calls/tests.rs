@@ -659,7 +659,7 @@ fn calls_line(names: &[&str]) -> Vec<Call> {
         .iter()
         .map(|n| Call {
             name: n.to_string(),
-            token: format!("mft1.token-for-{n}.sig"),
+            token: crate::secret::Secret::new(format!("mft1.token-for-{n}.sig")),
         })
         .collect()
 }
@@ -986,7 +986,7 @@ fn caller(sk: &SigningKey, callees: &[(&str, Option<&str>)], allow: &[&str], tim
         .iter()
         .map(|(n, _)| Call {
             name: n.to_string(),
-            token: sk.mint(FRM, "lead", n),
+            token: crate::secret::Secret::new(sk.mint(FRM, "lead", n)),
         })
         .collect();
     let router = VirtualPeerRouter::new(&line, timing.address_wait).start();

@@ -95,14 +95,14 @@ impl FormationActor {
         }
     }
 
-    fn minted(&mut self, minted: super::authority::Minted, ctx: &mut Context<Self>) {
+    fn minted(&mut self, mut minted: super::authority::Minted, ctx: &mut Context<Self>) {
         self.verify_key = minted.verify_key.to_b64();
         for (i, m) in self.plan.members.iter().enumerate() {
-            let calls = minted.tokens[i]
-                .iter()
+            let calls = std::mem::take(&mut minted.tokens[i])
+                .into_iter()
                 .map(|(to, token)| Call {
-                    name: self.plan.members[*to].name.clone(),
-                    token: token.clone(),
+                    name: self.plan.members[to].name.clone(),
+                    token: crate::secret::Secret::passed_on(token),
                 })
                 .collect();
             self.first_lines[i] = FirstLine {
