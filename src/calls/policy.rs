@@ -12,7 +12,7 @@ use std::sync::Arc;
 use actix::Addr;
 
 use super::router::{self, Resolution, VirtualPeerRouter};
-use crate::runner::{AllowList, BoxFuture, NetworkPolicy, PeerResolver, Route, RouteHeader};
+use crate::runner::{AllowList, BoxFuture, NetworkPolicy, PeerResolver, Route, RouteHeader, RouteValue};
 use crate::tasks::Trust;
 
 /// Resolves virtual peer addresses for one task through the router, stamping the task's trust
@@ -39,13 +39,12 @@ impl PeerResolver for PeerRoutes {
         Box::pin(async move {
             match router::resolve(&self.router, member).await {
                 Resolution::Route(r) => {
-                    let mut route = Route::peer_door(&r.url, r.token().reveal(), self.trust.as_str());
+                    let mut route = Route::peer_door(&r.url, r.token(), self.trust.as_str());
                     route.door = r.door.clone();
                     if let Some(tp) = crate::otel::task_traceparent(&self.task_id) {
                         route.headers.push(RouteHeader {
                             name: "traceparent".into(),
-                            value: tp,
-                            sensitive: false,
+                            value: RouteValue::Plain(tp),
                         });
                     }
                     Some(route)

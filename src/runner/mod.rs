@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub use self::member_calls::{CallOutcome, CallStatus, MemberCalls, NoCallees, no_answer_below, not_a_callee};
 pub use self::network::{
     AllowList, AllowRule, HttpDecision, HttpPolicy, NetworkPolicy, OutgoingTarget, PeerResolver, Route, RouteHeader,
+    RouteValue,
 };
 
 /// A boxed, sendable future: what the runners' trait objects return.
