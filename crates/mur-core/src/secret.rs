@@ -50,7 +50,15 @@ impl Secret {
     pub fn new(value: String) -> Secret {
         let inner = Arc::new(Zeroizing::new(value));
         let mut set = crate::sync::lock(&HELD);
-        set.retain(|w| w.strong_count() > 0);
+        // Dead entries are swept when the set is full, and room is kept for as many entries as
+        // are left alive: a member reading a first line of 255 tokens makes 255 secrets, and a
+        // sweep at each would be quadratic. A dead entry holds no credential (its string was
+        // zeroized and freed with its last clone), only the weak pointer's allocation.
+        if set.len() == set.capacity() {
+            set.retain(|w| w.strong_count() > 0);
+            let live = set.len();
+            set.reserve(live.max(16));
+        }
         set.push(Arc::downgrade(&inner));
         Secret(inner)
     }
