@@ -63,7 +63,7 @@ fn tokens(c: &mut Criterion) {
             .iter()
             .map(|(c, t)| mur::channel::line::Call {
                 name: c.clone(),
-                token: t.clone(),
+                token: mur::secret::Secret::new(t.clone()),
             })
             .collect(),
     }

@@ -13,7 +13,7 @@ use actix::Addr;
 
 use super::router::{self, Resolution, VirtualPeerRouter};
 use crate::runner::authority::{Authority, Undelegated};
-use crate::runner::{AllowList, BoxFuture, NetworkPolicy, PeerResolver, Route, RouteHeader};
+use crate::runner::{AllowList, BoxFuture, NetworkPolicy, PeerResolver, Route, RouteHeader, RouteValue};
 use crate::tasks::Trust;
 
 /// Resolves virtual peer addresses for one task through the router, stamping the task's trust
@@ -44,7 +44,7 @@ impl PeerResolver for PeerRoutes {
         Box::pin(async move {
             match router::resolve(&self.router, member).await {
                 Resolution::Route(r) => {
-                    let mut route = Route::peer_door(&r.url, r.token().reveal(), self.trust.as_str());
+                    let mut route = Route::peer_door(&r.url, r.token(), self.trust.as_str());
                     route.door = r.door.clone();
                     // The runtime writes the grant; the component's own is dropped by the host
                     // (`ROUTE_DROPPED`). A refused grant refuses the route.
@@ -52,8 +52,7 @@ impl PeerResolver for PeerRoutes {
                         match authority.delegate(parent.clone(), &self.task_id, member, None, None) {
                             Ok(grant) => route.headers.push(RouteHeader {
                                 name: crate::grant::HEADER.into(),
-                                value: grant,
-                                sensitive: false,
+                                value: RouteValue::Plain(grant),
                             }),
                             Err(Undelegated::Refused(_)) => return None,
                             Err(Undelegated::Unreachable(_)) => {}
@@ -62,8 +61,7 @@ impl PeerResolver for PeerRoutes {
                     if let Some(tp) = crate::otel::task_traceparent(&self.task_id) {
                         route.headers.push(RouteHeader {
                             name: "traceparent".into(),
-                            value: tp,
-                            sensitive: false,
+                            value: RouteValue::Plain(tp),
                         });
                     }
                     Some(route)

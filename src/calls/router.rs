@@ -162,10 +162,7 @@ impl VirtualPeerRouter {
     /// bounds the wait for a URL not yet known (`Timing::address_wait`, 10 s).
     pub fn new(calls: &[channel::Call], wait: Duration) -> VirtualPeerRouter {
         VirtualPeerRouter {
-            tokens: calls
-                .iter()
-                .map(|c| (c.name.clone(), Secret::new(c.token.clone())))
-                .collect(),
+            tokens: calls.iter().map(|c| (c.name.clone(), c.token.clone())).collect(),
             urls: HashMap::new(),
             withdrawn: Default::default(),
             closed: false,

@@ -659,7 +659,7 @@ fn calls_line(names: &[&str]) -> Vec<Call> {
         .iter()
         .map(|n| Call {
             name: n.to_string(),
-            token: format!("mft1.token-for-{n}.sig"),
+            token: crate::secret::Secret::new(format!("mft1.token-for-{n}.sig")),
         })
         .collect()
 }
@@ -986,7 +986,7 @@ fn caller(sk: &SigningKey, callees: &[(&str, Option<&str>)], allow: &[&str], tim
         .iter()
         .map(|(n, _)| Call {
             name: n.to_string(),
-            token: sk.mint(FRM, "lead", n),
+            token: crate::secret::Secret::new(sk.mint(FRM, "lead", n)),
         })
         .collect();
     let router = VirtualPeerRouter::new(&line, timing.address_wait).start();
@@ -2135,7 +2135,7 @@ async fn a_callee_whose_card_does_not_verify_under_the_handed_key_is_never_calle
     let n = Arc::clone(&notes);
     let line: Vec<Call> = vec![Call {
         name: "coder".into(),
-        token: sk.mint(FRM, "lead", "coder"),
+        token: crate::secret::Secret::new(sk.mint(FRM, "lead", "coder")),
     }];
     let router = VirtualPeerRouter::new(&line, t.address_wait)
         .with_notes(move |l| lock(&n).push(l.to_string()))

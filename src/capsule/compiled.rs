@@ -29,7 +29,7 @@
 //!   refreshes its record's mtime (one `futimens`), which is what "recently used" reads.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -294,14 +294,15 @@ impl CompiledCache {
         Ok((component, cost))
     }
 
-    /// Writes the entry, then its record, each through a temporary file renamed into place.
+    /// Writes the entry, then its record, each with the one atomic write, through a temporary
+    /// file named as the cache's scans know it ([`compiled::temp_name`]).
     fn store(&self, key: &Key, native: &[u8]) -> std::io::Result<()> {
-        write_atomically(&self.dir, &key.entry_name(), native)?;
-        write_atomically(
-            &self.dir,
-            &key.record_name(),
-            Integrity::of(key, native).render().as_bytes(),
-        )
+        let write = |name: &str, bytes: &[u8]| {
+            let temp = compiled::temp_name(name, &uuid::Uuid::new_v4().simple().to_string());
+            crate::file::write_atomic_via(&self.dir.join(name), &temp, bytes, 0o600)
+        };
+        write(&key.entry_name(), native)?;
+        write(&key.record_name(), Integrity::of(key, native).render().as_bytes())
     }
 
     /// Scans the directory once per process and removes what [`compiled::prune`] names, keeping
@@ -383,7 +384,8 @@ impl CompiledCache {
 }
 
 /// The host's check of a freshly compiled component (its imports and its `run` export), run
-/// before it is stored: [`super::CapsuleEngine::check`].
+/// before it is stored: the engine's (`engine.rs` gives it, with the public entry points that
+/// take the engine, so this file never names the engine).
 pub(super) type Check<'a> = dyn Fn(&Component) -> Result<(), String> + 'a;
 
 /// A compiled entry a launcher checked once and hands, open, to every member running its
@@ -528,7 +530,7 @@ pub fn component_unreadable(e: impl std::fmt::Display) -> String {
     format!("its component cannot be read: {e}")
 }
 
-/// Compiles a component, the one compile of [`super::Capsule::load`] and of a miss.
+/// Compiles a component, the one compile of `Capsule::load` and of a miss.
 pub(super) fn compile(engine: &Engine, bytes: &[u8]) -> Result<Component, String> {
     Component::new(engine, bytes)
         .map_err(|e| format!("the capsule is not a WebAssembly component this runtime can compile: {e:#}"))
@@ -591,26 +593,6 @@ fn open_trusted(path: &Path) -> Result<(File, u64), Miss> {
     Ok((file, meta.len()))
 }
 
-/// `dir/name` holding exactly `bytes`, or unchanged: written to a fresh 0600 file beside it and
-/// renamed over it.
-fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = dir.join(compiled::temp_name(name, &uuid::Uuid::new_v4().simple().to_string()));
-    let written = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        std::fs::rename(&tmp, dir.join(name))
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
-}
-
 /// Which component an entry is compiled from: the archive's sha256, as checked against the
 /// store's sidecar, and the component's path inside it.
 #[derive(Debug, Clone, Copy)]
@@ -630,40 +612,35 @@ impl<'a> Source<'a> {
 }
 
 impl CompiledCache {
-    /// Compiles `component`, the capsule.wasm of the archive hashing to `archive_sha256`, into
-    /// the cache unless a usable entry is there (what `mur install` does).
-    pub fn precompile(
+    /// [`CompiledCache::precompile`], with the engine's wasmtime engine and check.
+    pub(super) fn precompile_with(
         &self,
-        engine: &super::CapsuleEngine,
+        engine: &Engine,
+        check: &Check<'_>,
         archive_sha256: &str,
         component: &[u8],
     ) -> Result<(), String> {
         let mut bytes = Some(component.to_vec());
         let mut read = || bytes.take().ok_or_else(|| "the component was read already".to_string());
         let source = Source::capsule(archive_sha256);
-        let compiled = self
-            .component(engine.wasmtime(), &source, &mut read, &engine.check(), None)
-            .map(drop);
+        let compiled = self.component(engine, &source, &mut read, check, None).map(drop);
         // An install scans the cache even when its entry was there already (once per process).
         if self.check_dir().is_ok() {
-            self.prune(&Self::key(engine.wasmtime(), &source));
+            self.prune(&Self::key(engine, &source));
         }
         compiled
     }
 
-    /// For a launcher: the entry of the capsule.wasm of the archive hashing to `archive_sha256`,
-    /// compiled with `read` and stored first if it is missing or bad (exactly as a member would),
-    /// then checked once and held open to be handed to every member running it. `Err` when the
-    /// cache cannot be trusted or the component cannot be compiled: members then do as they
-    /// would alone (and report it).
-    pub fn hand_out(
+    /// [`CompiledCache::hand_out`], with the engine's wasmtime engine and check.
+    pub(super) fn hand_out_with(
         &self,
-        engine: &super::CapsuleEngine,
+        engine: &Engine,
+        check: &Check<'_>,
         archive_sha256: &str,
         read: &mut dyn FnMut() -> Result<Vec<u8>, String>,
     ) -> Result<Handed, String> {
         let source = Source::capsule(archive_sha256);
-        let key = Self::key(engine.wasmtime(), &source);
+        let key = Self::key(engine, &source);
         let unusable = |m: Miss| match m {
             Miss::Absent => "it was not stored".to_string(),
             Miss::Unusable(why) => why,
@@ -683,14 +660,8 @@ impl CompiledCache {
                 tracing::debug!("compiled entry of {} not used, compiling again: {why}", key.short());
             }
         }
-        self.compile_and_store(engine.wasmtime(), &key, &source, read, &engine.check(), true)?;
+        self.compile_and_store(engine, &key, &source, read, check, true)?;
         let (file, ..) = self.checked_entry(&key).map_err(unusable)?;
         Ok(Handed { file, key_id: key.id() })
-    }
-
-    /// Whether the capsule.wasm of the archive hashing to `archive_sha256` is compiled for
-    /// `engine` and this runtime version (what `mur list` shows).
-    pub fn is_compiled(&self, engine: &super::CapsuleEngine, archive_sha256: &str) -> bool {
-        self.holds(engine.wasmtime(), &Source::capsule(archive_sha256))
     }
 }

@@ -124,6 +124,37 @@ impl CapsuleEngine {
     }
 }
 
+/// The cache's entry points that take the engine (its wasmtime engine and its check). They are
+/// here, not in `compiled.rs`, so that the cache knows nothing of the engine and the two files
+/// do not depend on each other.
+impl CompiledCache {
+    /// Compiles `component`, the capsule.wasm of the archive hashing to `archive_sha256`, into
+    /// the cache unless a usable entry is there (what `mur install` does).
+    pub fn precompile(&self, engine: &CapsuleEngine, archive_sha256: &str, component: &[u8]) -> Result<(), String> {
+        self.precompile_with(engine.wasmtime(), &engine.check(), archive_sha256, component)
+    }
+
+    /// For a launcher: the entry of the capsule.wasm of the archive hashing to `archive_sha256`,
+    /// compiled with `read` and stored first if it is missing or bad (exactly as a member would),
+    /// then checked once and held open to be handed to every member running it. `Err` when the
+    /// cache cannot be trusted or the component cannot be compiled: members then do as they
+    /// would alone (and report it).
+    pub fn hand_out(
+        &self,
+        engine: &CapsuleEngine,
+        archive_sha256: &str,
+        read: &mut dyn FnMut() -> Result<Vec<u8>, String>,
+    ) -> Result<Handed, String> {
+        self.hand_out_with(engine.wasmtime(), &engine.check(), archive_sha256, read)
+    }
+
+    /// Whether the capsule.wasm of the archive hashing to `archive_sha256` is compiled for
+    /// `engine` and this runtime version (what `mur list` shows).
+    pub fn is_compiled(&self, engine: &CapsuleEngine, archive_sha256: &str) -> bool {
+        self.holds(engine.wasmtime(), &Source::capsule(archive_sha256))
+    }
+}
+
 #[cfg(test)]
 impl CapsuleEngine {
     /// Epochs counted so far.

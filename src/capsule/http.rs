@@ -10,9 +10,10 @@ use std::sync::Arc;
 
 use ::http::header::{HeaderName, HeaderValue};
 use wasmtime_wasi_http::{RequestOptions, WasiBody, WasiHttpHooks};
+use zeroize::Zeroizing;
 
 use crate::channel;
-use crate::runner::{HttpDecision, HttpPolicy, OutgoingTarget, Route};
+use crate::runner::{HttpDecision, HttpPolicy, OutgoingTarget, Route, RouteValue};
 
 /// The `WasiHttpHooks` of one task's store: every request goes through the policy.
 pub(crate) struct PolicyHooks {
@@ -145,8 +146,15 @@ fn rewrite<B>(mut request: http::Request<B>, route: &Route) -> Option<http::Requ
     headers.insert(http::header::HOST, HeaderValue::from_str(authority).ok()?);
     for h in &route.headers {
         let name = HeaderName::from_bytes(h.name.as_bytes()).ok()?;
-        let mut value = HeaderValue::from_str(&h.value).ok()?;
-        value.set_sensitive(h.sensitive);
+        let value = match &h.value {
+            RouteValue::Plain(v) => HeaderValue::from_str(v).ok()?,
+            // The one place an edge token of a routed request is revealed.
+            RouteValue::Bearer(token) => {
+                let mut v = HeaderValue::from_str(&Zeroizing::new(format!("Bearer {}", token.reveal()))).ok()?;
+                v.set_sensitive(true);
+                v
+            }
+        };
         headers.insert(name, value);
     }
     Some(request)
@@ -156,6 +164,7 @@ fn rewrite<B>(mut request: http::Request<B>, route: &Route) -> Option<http::Requ
 mod tests {
     use super::*;
     use crate::runner::{AllowList, BoxFuture, NetworkPolicy, PeerResolver};
+    use crate::secret::Secret;
 
     fn block_on<F: Future>(f: F) -> F::Output {
         tokio::runtime::Builder::new_current_thread()
@@ -175,7 +184,7 @@ mod tests {
             .header("content-type", "application/json")
             .body(())
             .unwrap_or_else(|e| panic!("{e}"));
-        let route = Route::peer_door("http://localhost:4242", "mft1.p.s", "untrusted");
+        let route = Route::peer_door("http://localhost:4242", &Secret::new("mft1.p.s".into()), "untrusted");
         let out = rewrite(request, &route).unwrap_or_else(|| panic!("rewrites"));
         // Dialled at the socket the door bound; `Host` as the door is advertised.
         assert_eq!(out.uri().to_string(), "http://127.0.0.1:4242/rpc?x=1");
@@ -215,7 +224,7 @@ mod tests {
                 .uri("http://coder.formation.invalid/")
                 .body(())
                 .unwrap_or_else(|e| panic!("{e}"));
-            let route = Route::peer_door(base, "mft1.p.s", "untrusted");
+            let route = Route::peer_door(base, &Secret::new("mft1.p.s".into()), "untrusted");
             assert!(rewrite(request, &route).is_none(), "{base}");
         }
     }
@@ -246,7 +255,7 @@ mod tests {
 
     impl PeerResolver for Door {
         fn resolve<'a>(&'a self, _member: &'a str) -> BoxFuture<'a, Option<Route>> {
-            let route = Route::peer_door(&self.0, "mft1.p.s", "trusted");
+            let route = Route::peer_door(&self.0, &Secret::new("mft1.p.s".into()), "trusted");
             Box::pin(async move { Some(route) })
         }
     }

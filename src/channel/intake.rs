@@ -280,7 +280,7 @@ mod tests {
             verify_key: key.verify_key().to_b64(),
             calls: vec![Call {
                 name: "coder".into(),
-                token: key.mint(formation, member, "coder"),
+                token: crate::secret::Secret::new(key.mint(formation, member, "coder")),
             }],
         }
     }

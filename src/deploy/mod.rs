@@ -600,7 +600,7 @@ pub fn channel_file(f: &Formation, i: usize, key: &SigningKey) -> String {
             .iter()
             .map(|&c| Call {
                 name: f.members[c].name.clone(),
-                token: key.mint(&f.id, &m.name, &f.members[c].name),
+                token: crate::secret::Secret::passed_on(key.mint(&f.id, &m.name, &f.members[c].name)),
             })
             .collect(),
     };

@@ -244,12 +244,12 @@ fn each_channel_holds_only_its_own_tokens_and_its_callees_addresses() {
             for c in &first.calls {
                 // Issued to this member for that callee, and refused at any other door.
                 assert_eq!(
-                    token::verify(&vk, &c.token, FRM, &c.name),
+                    token::verify(&vk, c.token.reveal(), FRM, &c.name),
                     Verdict::Member { from: m.name.clone() }
                 );
                 for other in f.members.iter().filter(|o| o.name != c.name) {
                     assert_ne!(
-                        token::verify(&vk, &c.token, FRM, &other.name),
+                        token::verify(&vk, c.token.reveal(), FRM, &other.name),
                         Verdict::Member { from: m.name.clone() }
                     );
                 }

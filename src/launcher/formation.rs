@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use actix::prelude::*;
 use tokio::sync::oneshot;
+use zeroize::Zeroizing;
 
 use super::authority::{DropKey, Mint, TokenAuthority};
 use super::news::{EntryExited, FormationInbox, PeerExited, PeerFailed, PeerReady, PeerStarted, PeerStopped};
@@ -58,7 +59,8 @@ pub struct FormationActor {
     gone: Vec<bool>,
     /// Every member's pipes, created before any spawn; taken as each member starts.
     pipes: Vec<Option<MemberPipes>>,
-    first_lines: Vec<String>,
+    /// Each member's first line, its edge tokens in it: wiped when written or dropped.
+    first_lines: Vec<Zeroizing<String>>,
     verify_key: String,
     /// The entry's process runs: it was started and its actor has not reported its exit.
     entry_running: bool,
@@ -84,7 +86,7 @@ impl FormationActor {
             card_keys: vec![None; n],
             gone: vec![false; n],
             pipes: Vec::new(),
-            first_lines: vec![String::new(); n],
+            first_lines: vec![Zeroizing::default(); n],
             verify_key: String::new(),
             entry_running: false,
             started: vec![None; n],
@@ -95,25 +97,27 @@ impl FormationActor {
         }
     }
 
-    fn minted(&mut self, minted: super::authority::Minted, ctx: &mut Context<Self>) {
+    fn minted(&mut self, mut minted: super::authority::Minted, ctx: &mut Context<Self>) {
         self.verify_key = minted.verify_key.to_b64();
         for (i, m) in self.plan.members.iter().enumerate() {
-            let calls = minted.tokens[i]
-                .iter()
+            let calls = std::mem::take(&mut minted.tokens[i])
+                .into_iter()
                 .map(|(to, token)| Call {
-                    name: self.plan.members[*to].name.clone(),
-                    token: token.clone(),
+                    name: self.plan.members[to].name.clone(),
+                    token: crate::secret::Secret::passed_on(token),
                 })
                 .collect();
-            self.first_lines[i] = FirstLine {
-                formation_id: self.plan.formation_id.clone(),
-                member: m.name.clone(),
-                launcher: self.plan.launcher.clone(),
-                entry: i == self.plan.entry,
-                verify_key: self.verify_key.clone(),
-                calls,
-            }
-            .to_line();
+            self.first_lines[i] = Zeroizing::new(
+                FirstLine {
+                    formation_id: self.plan.formation_id.clone(),
+                    member: m.name.clone(),
+                    launcher: self.plan.launcher.clone(),
+                    entry: i == self.plan.entry,
+                    verify_key: self.verify_key.clone(),
+                    calls,
+                }
+                .to_line(),
+            );
         }
         // Tokens now live only in the first lines (and in the authority's memory: the key).
         drop(minted);

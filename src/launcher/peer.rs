@@ -50,7 +50,7 @@ pub struct PeerSpec {
     pub dir: PathBuf,
     pub command: MemberCommand,
     /// The channel lines written before it starts (the entry's include its callees' addresses).
-    pub first_line: String,
+    pub first_line: zeroize::Zeroizing<String>,
     pub pipes: MemberPipes,
     /// Where a peer serves its door as a Unix socket: the launcher probes it there, and vouches
     /// for it to the peer's callers (`peer_door`).

@@ -22,10 +22,12 @@ use crate::wire::sse::SseReader;
 /// keep-alive connections, so a request rarely meets one the server is closing.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(4);
 
-/// One response's head: status, `retry-after`, and whether its body is an event stream.
+/// One response's head: status, the wait its `retry-after` asks for, and whether its body is an
+/// event stream.
 pub struct Head {
     pub status: u16,
-    pub retry_after: Option<String>,
+    /// Read by the one reader of every reply's `Retry-After`, `outbound::retry_after`.
+    pub retry_after: Option<Duration>,
     pub stream: bool,
     body: awc::ClientResponse,
 }
@@ -116,7 +118,7 @@ impl Client {
         let is_stream = header("content-type").is_some_and(|t| t.trim_start().starts_with("text/event-stream"));
         Ok(Head {
             status: resp.status().as_u16(),
-            retry_after: header("retry-after"),
+            retry_after: crate::outbound::retry_after(resp.headers(), std::time::SystemTime::now()),
             stream: is_stream,
             body: resp,
         })

@@ -483,7 +483,7 @@ impl Exchange<'_> {
             if head.status == 200 {
                 return Ok(head);
             }
-            match wire::refusal(head.status, head.retry_after.as_deref(), attempt) {
+            match wire::refusal(head.status, head.retry_after, attempt) {
                 Refusal::Fail(why) => return Err(Stop::Failed(why)),
                 Refusal::Reject(why) => return Err(Stop::Rejected(why)),
                 Refusal::Retry(wait) if Instant::now() + wait >= deadline => {

@@ -30,6 +30,7 @@ pub use self::member_calls::{
 };
 pub use self::network::{
     AllowList, AllowRule, HttpDecision, HttpPolicy, NetworkPolicy, OutgoingTarget, PeerResolver, Route, RouteHeader,
+    RouteValue,
 };
 
 /// A boxed, sendable future: what the runners' trait objects return.

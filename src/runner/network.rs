@@ -14,13 +14,13 @@
 //! ([`AllowList::allows_direct`]). A routed request is dialled at the door's socket, 127.0.0.1,
 //! never at a resolved name.
 
-use std::fmt;
 use std::sync::Arc;
 
 use super::BoxFuture;
 pub use crate::address::allow::{AllowList, AllowRule};
 use crate::address::virtual_peer;
 use crate::channel;
+use crate::secret::Secret;
 
 /// Where a component's request is going, as the policy sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,7 +71,7 @@ impl OutgoingTarget {
 }
 
 /// Where to send a request instead of its written address.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {
     /// The door URL of the destination, `http://localhost:P` (the request keeps its own path
     /// and query). Anything that is not a door URL is refused when the request is sent.
@@ -84,61 +84,45 @@ pub struct Route {
 }
 
 /// One header a [`Route`] sets.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RouteHeader {
     pub name: String,
-    pub value: String,
-    /// Marked sensitive on the wire (never logged, not HPACK-indexed).
-    pub sensitive: bool,
+    pub value: RouteValue,
+}
+
+/// A [`RouteHeader`]'s value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RouteValue {
+    /// Sent as written.
+    Plain(String),
+    /// `Bearer <token>`: the token is revealed only where the header is written, and the header
+    /// is marked sensitive there (never logged, not HPACK-indexed).
+    Bearer(Secret),
 }
 
 impl Route {
     /// The route to a member's door for a virtual peer address
     /// (docs/reference/capsules.md#calls-by-address): the bearer token of the edge, origin `peer`,
     /// and the trust class of the task in scope (`trusted`/`untrusted`).
-    pub fn peer_door(door_url: &str, token: &str, trust: &str) -> Route {
+    pub fn peer_door(door_url: &str, token: &Secret, trust: &str) -> Route {
         Route {
             base_url: door_url.to_string(),
             door: None,
             headers: vec![
                 RouteHeader {
                     name: "authorization".into(),
-                    value: format!("Bearer {token}"),
-                    sensitive: true,
+                    value: RouteValue::Bearer(token.clone()),
                 },
                 RouteHeader {
                     name: "x-murmur-task-origin".into(),
-                    value: "peer".into(),
-                    sensitive: false,
+                    value: RouteValue::Plain("peer".into()),
                 },
                 RouteHeader {
                     name: "x-murmur-task-trust".into(),
-                    value: trust.into(),
-                    sensitive: false,
+                    value: RouteValue::Plain(trust.into()),
                 },
             ],
         }
-    }
-}
-
-// Tokens ride in route headers, so Debug never prints a sensitive value.
-impl fmt::Debug for Route {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Route")
-            .field("base_url", &self.base_url)
-            .field("headers", &self.headers)
-            .finish()
-    }
-}
-
-impl fmt::Debug for RouteHeader {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let value = if self.sensitive {
-            "<redacted>"
-        } else {
-            self.value.as_str()
-        };
-        write!(f, "{}: {}", self.name, value)
     }
 }
 
@@ -236,7 +220,8 @@ mod tests {
     impl PeerResolver for OnePeer {
         fn resolve<'a>(&'a self, member: &'a str) -> BoxFuture<'a, Option<Route>> {
             crate::sync::lock(&self.asked).push(member.to_string());
-            let route = (member == "coder").then(|| Route::peer_door("http://localhost:4242", "mft1.x.y", "untrusted"));
+            let route = (member == "coder")
+                .then(|| Route::peer_door("http://localhost:4242", &Secret::new("mft1.x.y".into()), "untrusted"));
             Box::pin(async move { route })
         }
     }
@@ -306,7 +291,7 @@ mod tests {
             asked: Mutex::new(Vec::new()),
         });
         let with_localhost = NetworkPolicy::new(AllowList::parse(&["localhost"])).with_peers(peers.clone());
-        let route = Route::peer_door("http://localhost:4242", "mft1.x.y", "untrusted");
+        let route = Route::peer_door("http://localhost:4242", &Secret::new("mft1.x.y".into()), "untrusted");
         assert_eq!(
             block_on(with_localhost.decide(&target("http://coder.formation.invalid/"))),
             HttpDecision::Route(route)

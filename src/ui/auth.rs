@@ -14,6 +14,8 @@
 //! `file://` address of a 0600 page in the owner-only `~/.murmur/ui/` that carries a one-time
 //! launch code, traded once, from whatever site, for the same cookie.
 
+use crate::secret::Secret;
+
 /// The decision for one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
@@ -28,28 +30,25 @@ pub enum Verdict {
     Refuse(u16, &'static str),
 }
 
-/// The UI's access token, as lowercase hex.
-pub struct Token(String);
+/// The UI's access token (or its launch code), as lowercase hex: a [`Secret`], shown only in the
+/// operator's URL, the launch page and the cookie.
+#[derive(Debug, Clone)]
+pub struct Token(Secret);
 
 impl Token {
     /// A fresh token from the OS's random source.
     pub fn random() -> std::io::Result<Token> {
-        let mut bytes = [0u8; 32];
-        getrandom::getrandom(&mut bytes).map_err(std::io::Error::other)?;
-        Ok(Token(crate::digest::hex(&bytes)))
-    }
-
-    /// A token given as hex (a copy of one this server minted).
-    pub fn from_hex(hex: String) -> Token {
-        Token(hex)
+        let mut bytes = zeroize::Zeroizing::new([0u8; 32]);
+        getrandom::getrandom(&mut bytes[..]).map_err(std::io::Error::other)?;
+        Ok(Token(Secret::new(crate::digest::hex(&bytes[..]))))
     }
 
     pub fn as_str(&self) -> &str {
-        &self.0
+        self.0.reveal()
     }
 
     pub fn matches(&self, given: &str) -> bool {
-        constant_time_eq(self.0.as_bytes(), given.as_bytes())
+        constant_time_eq(self.0.reveal().as_bytes(), given.as_bytes())
     }
 }
 
@@ -162,13 +161,13 @@ mod tests {
 
     #[test]
     fn only_the_own_host_same_origin_and_the_token_pass() {
-        let token = Token("ab".repeat(32));
+        let token = Token(Secret::new("ab".repeat(32)));
         let good = token.as_str().to_owned();
         let cookie = format!("other=1; mur_ui_8080={good}");
         let wrong_port_cookie = format!("mur_ui_9090={good}");
         let query = format!("token={good}&x=1");
         let bad_query = format!("token={}", "cd".repeat(32));
-        let launch = Token("ef".repeat(32));
+        let launch = Token(Secret::new("ef".repeat(32)));
         let launch_query = format!("launch={}", launch.as_str());
         let req = |host, origin, site, cookie, query| Request {
             host,

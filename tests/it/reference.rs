@@ -938,7 +938,7 @@ mod formation {
                 verify_key: key.verify_key(),
                 calls: vec![Call {
                     name: "worker".into(),
-                    token: key.mint(FRM, "lead", "worker"),
+                    token: mur::secret::Secret::new(key.mint(FRM, "lead", "worker")),
                 }],
             };
             text = with_block(&text, n, &line.to_line());

@@ -1257,7 +1257,7 @@ fn a_member_calls_its_callee_through_its_channel() {
             "lead",
             vec![Call {
                 name: "worker".into(),
-                token: token.clone(),
+                token: mur::secret::Secret::new(token.clone()),
             }],
         )
         .to_line(),

@@ -16,6 +16,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use crate::secret::Secret;
+
 /// Bytes of a webhook URL.
 pub const MAX_URL_BYTES: usize = 2048;
 /// Bytes of a config's `token` and of its `authentication.credentials`.
@@ -365,24 +367,18 @@ pub fn check_url(url: &str) -> Result<Webhook, String> {
 }
 
 /// `AuthenticationInfo` (A2A v1.0 §4.3.2): the scheme and credentials sent as `Authorization`.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Auth {
     pub scheme: String,
-    pub credentials: String,
-}
-
-impl std::fmt::Debug for Auth {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never the credentials.
-        f.debug_struct("Auth")
-            .field("scheme", &self.scheme)
-            .finish_non_exhaustive()
-    }
+    /// The caller's, passed on to its webhook ([`Secret::passed_on`]).
+    pub credentials: Secret,
 }
 
 /// A `TaskPushNotificationConfig` as CreateTaskPushNotificationConfig (or SendMessage's
-/// `configuration.taskPushNotificationConfig`) gives it, validated.
-#[derive(Clone, PartialEq, Eq)]
+/// `configuration.taskPushNotificationConfig`) gives it, validated. Its token and credentials are
+/// [`Secret`]s: revealed where the delivery writes its headers, and to the caller that may see
+/// the config (A2A shows a config as it was given).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigParams {
     /// `taskId`; absent inside SendMessage, where the task is the new one.
     pub task_id: Option<String>,
@@ -391,20 +387,9 @@ pub struct ConfigParams {
     /// The URL as written, and as read.
     pub url: String,
     pub webhook: Webhook,
-    /// `token`, sent as `X-A2A-Notification-Token`.
-    pub token: Option<String>,
+    /// `token`, sent as `X-A2A-Notification-Token`; the caller's, passed on to its webhook.
+    pub token: Option<Secret>,
     pub auth: Option<Auth>,
-}
-
-impl std::fmt::Debug for ConfigParams {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never the token or the credentials.
-        f.debug_struct("ConfigParams")
-            .field("task_id", &self.task_id)
-            .field("id", &self.id)
-            .field("webhook", &self.webhook)
-            .finish_non_exhaustive()
-    }
 }
 
 /// A refused parameter: its JSON path and why (the door answers `-32602` naming it).
@@ -451,15 +436,14 @@ pub fn parse_config(obj: &Map<String, Value>, prefix: &str) -> Result<ConfigPara
         return Err((format!("{prefix}url"), "is required".into()));
     };
     let webhook = check_url(url).map_err(|why| (format!("{prefix}url"), why))?;
-    let token = string_field(obj, prefix, "token", MAX_SECRET_BYTES)?
-        .filter(|s| !s.is_empty())
-        .map(str::to_string);
-    if token.as_deref().is_some_and(|t| !is_header_value(t)) {
+    let token = string_field(obj, prefix, "token", MAX_SECRET_BYTES)?.filter(|s| !s.is_empty());
+    if token.is_some_and(|t| !is_header_value(t)) {
         return Err((
             format!("{prefix}token"),
             "must be printable ASCII (it is sent as a header)".into(),
         ));
     }
+    let token = token.map(|t| Secret::passed_on(t.to_string()));
     let auth = match obj.get("authentication") {
         None | Some(Value::Null) => None,
         Some(Value::Object(a)) => {
@@ -480,7 +464,7 @@ pub fn parse_config(obj: &Map<String, Value>, prefix: &str) -> Result<ConfigPara
             }
             Some(Auth {
                 scheme: scheme.to_string(),
-                credentials: credentials.to_string(),
+                credentials: Secret::passed_on(credentials.to_string()),
             })
         }
         Some(_) => return Err((format!("{prefix}authentication"), "must be an object".into())),
@@ -748,14 +732,18 @@ mod tests {
         )
         .expect("valid");
         assert_eq!(
-            (c.task_id.as_deref(), c.id.as_deref(), c.token.as_deref()),
+            (
+                c.task_id.as_deref(),
+                c.id.as_deref(),
+                c.token.as_ref().map(Secret::reveal)
+            ),
             (Some("tsk_1"), Some("c1"), Some("tok-1"))
         );
         assert_eq!(
             c.auth,
             Some(Auth {
                 scheme: "Bearer".into(),
-                credentials: "abc def".into()
+                credentials: Secret::passed_on("abc def".into())
             })
         );
         let dbg = format!("{c:?}");

@@ -1,21 +1,28 @@
 //! Credentials the runtime holds (a provider key, an MCP server's bearer, a remote agent's key,
-//! the edge tokens of calls, the operator token), and the one scrub of what foreign servers say
-//! back.
+//! the edge tokens of calls, the operator token, a push webhook's token and credentials), and the
+//! one scrub of what foreign servers say back.
 //!
 //! Invariants:
 //! - **A [`Secret`] cannot be shown by accident.** It has no `Display` and no `Serialize`, so
 //!   `format!("{}")` and `serde_json::to_string` do not compile; its `Debug` prints
 //!   `[redacted]`; its memory is zeroized when the last clone drops. [`Secret::reveal`] gives the
-//!   bytes, for writing the credential header only, and [`reveal_in_file`] for the one file that
-//!   must carry one (the owner-only running record, whose operator token `mur send` reads).
-//! - **What a member holds, it scrubs.** Every live `Secret` of the process is in one
+//!   bytes, for writing the credential header (or the formation channel's line) only, and
+//!   [`reveal_in_file`] for the one file that must carry one (the owner-only running record, whose
+//!   operator token `mur send` reads).
+//! - **What a member holds, it scrubs.** Every live `Secret` made by [`Secret::new`] is in one
 //!   member-wide set; [`scrub`] replaces each of them (of [`MIN_SCRUBBED_BYTES`] or more) in a
 //!   text with `[redacted]`. It is applied where foreign text is read — an MCP server's replies,
 //!   a remote agent's replies, a provider's replies and failures — so a server that echoes the
 //!   credential it was sent (in a tool result, an error, a failed status) cannot pass it on to the
-//!   model, a caller, a record, a log or a span.
+//!   model, a caller, a record, a log or a span. A credential this process only passes on
+//!   ([`Secret::passed_on`]: the edge tokens the launcher writes into its members' first lines, a
+//!   caller's push webhook token) is kept and shown the same way but is not in the set.
 //!
 //! A dropped `Secret` leaves the set with its last clone: the set holds weak references only.
+//!
+//! Zeroizing is `zeroize`'s: the `String`'s buffer is overwritten when the last clone drops. No
+//! test observes it (reading freed memory is undefined behaviour); copies made before it — a
+//! header value, a line written to a pipe — are the writer's, and are not covered.
 
 use std::sync::{Arc, Mutex, Weak};
 
@@ -43,9 +50,26 @@ impl Secret {
     pub fn new(value: String) -> Secret {
         let inner = Arc::new(Zeroizing::new(value));
         let mut set = crate::sync::lock(&HELD);
-        set.retain(|w| w.strong_count() > 0);
+        // Dead entries are swept when the set is full, and room is kept for as many entries as
+        // are left alive: a member reading a first line of 255 tokens makes 255 secrets, and a
+        // sweep at each would be quadratic. A dead entry holds no credential (its string was
+        // zeroized and freed with its last clone), only the weak pointer's allocation.
+        if set.len() == set.capacity() {
+            set.retain(|w| w.strong_count() > 0);
+            let live = set.len();
+            set.reserve(live.max(16));
+        }
         set.push(Arc::downgrade(&inner));
         Secret(inner)
+    }
+
+    /// Keeps `value`, a credential this process passes on rather than holds as its own, without
+    /// adding it to the set [`scrub`] reads: the edge tokens the launcher mints into its members'
+    /// first lines (each member holds its own when it reads its line), and a push webhook's token
+    /// and credentials, which a caller chose (its choice must not change what this member's
+    /// foreign text reads).
+    pub fn passed_on(value: String) -> Secret {
+        Secret(Arc::new(Zeroizing::new(value)))
     }
 
     /// The credential's bytes, for the header that carries it and nowhere else.
@@ -179,6 +203,48 @@ mod tests {
         let shown = format!("{s:?} {:?}", Some(s.clone()));
         assert_eq!(shown, "Secret([redacted]) Some(Secret([redacted]))");
         assert_eq!(s.reveal(), "sk-debug-0123456789");
+    }
+
+    #[test]
+    fn secrets_compare_by_value_and_read_back_from_json() {
+        let a = Secret::new("tok-compare-0123456".into());
+        assert_eq!(a, a.clone());
+        assert_eq!(a, Secret::passed_on("tok-compare-0123456".into()));
+        assert_ne!(a, Secret::new("tok-compare-0123457".into()));
+        assert_ne!(a, Secret::new("tok-compare-012345".into()));
+        assert_ne!(a, Secret::new(String::new()));
+        assert!(Secret::new(String::new()).is_empty() && !a.is_empty());
+
+        let read: Secret = serde_json::from_str("\"tok-read-0123456\"").expect("a JSON string");
+        assert_eq!(read.reveal(), "tok-read-0123456");
+        assert!(serde_json::from_str::<Secret>("7").is_err());
+    }
+
+    #[test]
+    fn only_the_running_record_writes_a_secret_and_it_writes_it_plain() {
+        #[derive(serde::Serialize)]
+        struct Record {
+            #[serde(serialize_with = "reveal_in_file")]
+            token: Option<Secret>,
+        }
+        let held = Record {
+            token: Some(Secret::new("mdt1.in-file-0123".into())),
+        };
+        let none = Record { token: None };
+        assert_eq!(
+            serde_json::to_string(&held).ok().as_deref(),
+            Some(r#"{"token":"mdt1.in-file-0123"}"#)
+        );
+        assert_eq!(serde_json::to_string(&none).ok().as_deref(), Some(r#"{"token":null}"#));
+    }
+
+    #[test]
+    fn a_passed_on_secret_redacts_but_is_not_scrubbed() {
+        let passed = Secret::passed_on("push-passed-token-4e1f".into());
+        assert_eq!(format!("{passed:?}"), "Secret([redacted])");
+        assert_eq!(passed.reveal(), "push-passed-token-4e1f");
+        let text = "a reply naming push-passed-token-4e1f".to_string();
+        assert_eq!(scrub(text.clone()), text);
     }
 
     #[test]

@@ -201,13 +201,17 @@ async fn post(params: &ConfigParams, body: Vec<u8>) -> Attempt {
     let mut req = http
         .post(&params.webhook.request_url())
         .insert_header((CONTENT_TYPE, HeaderValue::from_static("application/json")));
-    if let Some(v) = params.token.as_deref().and_then(crate::outbound::credential) {
+    if let Some(v) = params
+        .token
+        .as_ref()
+        .and_then(|t| crate::outbound::credential(t.reveal()))
+    {
         req = req.insert_header((TOKEN_HEADER, v));
     }
     if let Some(v) = params
         .auth
         .as_ref()
-        .and_then(|a| crate::outbound::credential(&format!("{} {}", a.scheme, a.credentials)))
+        .and_then(|a| crate::outbound::credential(&format!("{} {}", a.scheme, a.credentials.reveal())))
     {
         req = req.insert_header((AUTHORIZATION, v));
     }

@@ -50,7 +50,7 @@ pub struct Configs {
 
 impl std::fmt::Debug for Configs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never a token or credentials: only how many configs there are.
+        // How many configs there are: what a log of the door wants of them.
         let n: usize = lock(&self.by_task).values().map(Vec::len).sum();
         f.debug_struct("Configs").field("configs", &n).finish()
     }
@@ -61,10 +61,10 @@ impl std::fmt::Debug for Configs {
 fn config_json(task_id: &str, id: &str, p: &ConfigParams) -> Value {
     let mut v = json!({"id": id, "taskId": task_id, "url": p.url});
     if let Some(t) = &p.token {
-        v["token"] = Value::from(t.as_str());
+        v["token"] = Value::from(t.reveal());
     }
     if let Some(a) = &p.auth {
-        v["authentication"] = json!({"credentials": a.credentials, "scheme": a.scheme});
+        v["authentication"] = json!({"credentials": a.credentials.reveal(), "scheme": a.scheme});
     }
     v
 }

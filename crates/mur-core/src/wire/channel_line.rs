@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 
 use crate::ids::{self, IdKind};
 use crate::names;
+use crate::secret::Secret;
 use crate::token::{self, VerifyKey};
 
 /// Longest line the channel carries, without its `\n`.
@@ -21,23 +22,16 @@ pub struct LauncherId {
     pub process_start: String,
 }
 
-/// One member this member may call, with the formation token for that edge.
-#[derive(Clone, PartialEq, Eq)]
+/// One member this member may call, with the formation token for that edge: a [`Secret`],
+/// revealed only to write the line ([`FirstLine::to_line`]), check it and send it in a call's
+/// `Authorization`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Call {
     pub name: String,
-    pub token: String,
+    pub token: Secret,
 }
 
-impl std::fmt::Debug for Call {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Call")
-            .field("name", &self.name)
-            .field("token", &"<redacted>")
-            .finish()
-    }
-}
-
-/// The first line: the member's credentials. `Debug` redacts every token (through `Call`).
+/// The first line: the member's credentials (every token a [`Secret`], so `Debug` shows none).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FirstLine {
     pub formation_id: String,
@@ -45,7 +39,8 @@ pub struct FirstLine {
     /// Absent when the launcher could not read its own start time.
     pub launcher: Option<LauncherId>,
     pub entry: bool,
-    /// The formation's verify key as B64 (43 characters).
+    /// The formation's verify key as B64 (43 characters). A public key, not a credential: it
+    /// only checks tokens, and it may be shown; so it is a plain string, not a [`Secret`].
     pub verify_key: String,
     /// Callees in roster order.
     pub calls: Vec<Call>,
@@ -98,7 +93,7 @@ impl FirstLine {
             s.push_str(&format!(
                 "{{\"name\":{},\"token\":{}}}",
                 json_str(&c.name),
-                json_str(&c.token)
+                json_str(c.token.reveal())
             ));
         }
         s.push_str("]}\n");
@@ -154,9 +149,10 @@ impl FirstLine {
             let Some(Value::String(tok)) = c.get("token") else {
                 return Err(format!("its first line's `calls[{i}].token` must be a string"));
             };
+            // The member holds its tokens from here: its scrub replaces them in foreign text.
             out.push(Call {
                 name: name.clone(),
-                token: tok.clone(),
+                token: Secret::new(tok.clone()),
             });
         }
         Ok(FirstLine {
@@ -178,7 +174,7 @@ impl FirstLine {
     /// key, with `formation` = `formation_id`, `from` = `member`, `to` = the call's `name`.
     pub fn check_tokens(&self) -> Result<(), String> {
         let key = self.key().ok_or(BAD_VERIFY_KEY)?;
-        let calls = self.calls.iter().map(|c| (c.name.as_str(), c.token.as_str()));
+        let calls = self.calls.iter().map(|c| (c.name.as_str(), c.token.reveal()));
         token::formation::verify_issued(&key, &self.formation_id, &self.member, calls).map_err(|i| {
             format!(
                 "its first line's calls[{i}].token was not issued to this member for that callee under the line's own key"
@@ -459,11 +455,11 @@ mod tests {
             calls: vec![
                 Call {
                     name: "coder".into(),
-                    token: key.mint(FRM, "planner", "coder"),
+                    token: Secret::new(key.mint(FRM, "planner", "coder")),
                 },
                 Call {
                     name: "reviewer".into(),
-                    token: key.mint(FRM, "planner", "reviewer"),
+                    token: Secret::new(key.mint(FRM, "planner", "reviewer")),
                 },
             ],
         }
@@ -476,7 +472,8 @@ mod tests {
         fl.calls.truncate(1);
         let want = format!(
             r#"{{"formation_id":"{FRM}","member":"planner","launcher":{{"pid":4242,"process_start":"123456"}},"entry":true,"verify_key":"{}","calls":[{{"name":"coder","token":"{}"}}]}}"#,
-            fl.verify_key, fl.calls[0].token
+            fl.verify_key,
+            fl.calls[0].token.reveal()
         ) + "\n";
         assert_eq!(fl.to_line(), want);
         fl.launcher = None;
@@ -515,7 +512,7 @@ mod tests {
         let fl = sample(&key);
         let dbg = format!("{fl:?}");
         assert!(!dbg.contains("mft1"), "{dbg}");
-        assert!(dbg.contains("<redacted>") && dbg.contains("coder"));
+        assert!(dbg.contains("Secret([redacted])") && dbg.contains("coder"));
     }
 
     #[test]
@@ -633,11 +630,11 @@ mod tests {
         ];
         for (why, tok, i) in cases {
             let mut fl = sample(&key);
-            fl.calls[i].token = tok;
+            fl.calls[i].token = Secret::new(tok);
             assert_eq!(fl.check_tokens(), Err(reason(i)), "{why}");
         }
         let mut fl = sample(&key);
-        fl.calls[1].token = key.mint(FRM, "planner", "coder");
+        fl.calls[1].token = Secret::new(key.mint(FRM, "planner", "coder"));
         assert_eq!(fl.check_tokens(), Err(reason(1)));
     }
 

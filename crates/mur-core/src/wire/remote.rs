@@ -566,14 +566,15 @@ pub enum Refusal {
     Fail(String),
 }
 
-/// Maps an HTTP status and its `retry-after` (seconds) to what the member does, with the call
+/// Maps an HTTP status and the wait its `retry-after` asks for (read by the runtime's one
+/// reader, `outbound::retry_after`) to what the member does, with the call
 /// statuses of docs/reference/capsules.md#calls-between-members in mind: 401/403 reject the task (the
 /// credential was refused, as a door's 401/403 makes a call `rejected`); 429 and 500/502–504 are
 /// retried after `retry-after` (or [`RETRY_FIRST`] doubling with `attempt`), within
 /// [`RETRY_MAX`] and [`MAX_RETRIES`], after which a 429 rejects (the agent stayed busy, as a busy
 /// callee's call ends `rejected`) and a 5xx fails; a redirect fails (never followed: it could
 /// carry the credential elsewhere), and so does any other status.
-pub fn refusal(status: u16, retry_after: Option<&str>, attempt: u32) -> Refusal {
+pub fn refusal(status: u16, retry_after: Option<Duration>, attempt: u32) -> Refusal {
     let busy = status == 429;
     let give_up = |why: String| {
         if busy { Refusal::Reject(why) } else { Refusal::Fail(why) }
@@ -592,12 +593,7 @@ pub fn refusal(status: u16, retry_after: Option<&str>, attempt: u32) -> Refusal 
                     "the remote agent {what} (HTTP {status}) and still was after {MAX_RETRIES} retries"
                 ));
             }
-            let wait = match retry_after.map(str::trim) {
-                Some(s) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
-                    Duration::from_secs(s.parse::<u64>().unwrap_or(u64::MAX))
-                }
-                _ => RETRY_FIRST.saturating_mul(1 << attempt.min(8)),
-            };
+            let wait = retry_after.unwrap_or_else(|| RETRY_FIRST.saturating_mul(1 << attempt.min(8)));
             if wait > RETRY_MAX {
                 return give_up(format!(
                     "the remote agent {what} (HTTP {status}) and asks to wait longer than {} s",
@@ -943,14 +939,17 @@ mod tests {
     #[test]
     fn http_refusals_fail_or_wait_within_their_bounds() {
         let s = |secs: u64| Refusal::Retry(Duration::from_secs(secs));
-        let rows: [(u16, Option<&str>, u32, Refusal); 12] = [
-            (429, Some("2"), 0, s(2)),
+        let secs = |n: u64| Some(Duration::from_secs(n));
+        let rows: [(u16, Option<Duration>, u32, Refusal); 13] = [
+            (429, secs(2), 0, s(2)),
             (503, None, 0, Refusal::Retry(RETRY_FIRST)),
             (503, None, 2, Refusal::Retry(RETRY_FIRST * 4)),
-            (502, Some("Wed, 21 Oct 2015 07:28:00 GMT"), 1, Refusal::Retry(RETRY_FIRST * 2)),
-            (429, Some("61"), 0, Refusal::Reject("the remote agent is rate limiting (HTTP 429) and asks to wait longer than 60 s".into())),
-            (429, Some("1"), MAX_RETRIES, Refusal::Reject("the remote agent is rate limiting (HTTP 429) and still was after 4 retries".into())),
-            (503, Some("61"), 0, Refusal::Fail("the remote agent is unavailable (HTTP 503) and asks to wait longer than 60 s".into())),
+            // A date already past (or `0`): no wait, as the one reader reads it for every caller.
+            (502, secs(0), 1, Refusal::Retry(Duration::ZERO)),
+            (503, Some(Duration::from_millis(1500)), 0, Refusal::Retry(Duration::from_millis(1500))),
+            (429, secs(61), 0, Refusal::Reject("the remote agent is rate limiting (HTTP 429) and asks to wait longer than 60 s".into())),
+            (429, secs(1), MAX_RETRIES, Refusal::Reject("the remote agent is rate limiting (HTTP 429) and still was after 4 retries".into())),
+            (503, secs(61), 0, Refusal::Fail("the remote agent is unavailable (HTTP 503) and asks to wait longer than 60 s".into())),
             (500, None, MAX_RETRIES, Refusal::Fail("the remote agent is unavailable (HTTP 500) and still was after 4 retries".into())),
             (401, None, 0, Refusal::Reject("the remote agent refused this member's credential (HTTP 401)".into())),
             (403, None, 0, Refusal::Reject("the remote agent refused this member's credential (HTTP 403)".into())),
