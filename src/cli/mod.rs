@@ -158,11 +158,12 @@ pub struct RunArgs {
     /// Work folder (default: the current directory)
     #[arg(long, value_name = "DIR")]
     pub workdir: Option<PathBuf>,
-    /// With --roster: end every member at this many seconds after launch
-    #[arg(long, value_name = "SECS", requires = "roster", value_parser = clap::value_parser!(u64).range(1..))]
+    /// End every member (with --capsule: the session) at this many seconds after launch
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub deadline: Option<u64>,
-    /// With --roster: the formation's token budget, input plus output over every member's model turns
-    #[arg(long, value_name = "TOKENS", requires = "roster", allow_hyphen_values = true)]
+    /// The token budget, input plus output over every model turn: with --roster the formation's,
+    /// over every member; with --capsule the session's
+    #[arg(long, value_name = "TOKENS", allow_hyphen_values = true)]
     pub max_tokens: Option<String>,
     /// Resume a session (not supported together with --roster)
     #[arg(long, value_name = "SESSION")]

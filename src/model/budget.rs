@@ -28,8 +28,13 @@ const LAUNCHER_ANSWER: Duration = Duration::from_secs(5);
 /// Why a turn may not be sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
-    /// The session's own budget has no room: what is left of it.
-    Session { limit: u64, left: i64 },
+    /// The session's own budget has no room: what is left of it, and what set it
+    /// (`inference.max_session_tokens` or `--max-tokens`).
+    Session {
+        limit: u64,
+        left: i64,
+        source: &'static str,
+    },
     /// The formation's budget has no room: what is left of it.
     Formation { left: i64 },
     /// The launcher's budget cannot be reached (it ended, or its channel broke).
@@ -40,10 +45,10 @@ impl Refusal {
     /// The task's failure text (E-BUD-001 / E-BUD-002), naming the budget.
     pub fn failure(&self, asked: u64) -> String {
         match self {
-            Refusal::Session { limit, left } => crate::diag::Diagnostic::new(
+            Refusal::Session { limit, left, source } => crate::diag::Diagnostic::new(
                 crate::diag::E_BUD_002,
                 format!(
-                    "the session's token budget (inference.max_session_tokens: {limit}) has {} token(s) left, and the next model turn may cost up to {asked}",
+                    "the session's token budget ({source}: {limit}) has {} token(s) left, and the next model turn may cost up to {asked}",
                     left.max(&0)
                 ),
             )
@@ -125,11 +130,16 @@ pub struct Settled {
     pub session_left: Option<i64>,
 }
 
+/// What sets a session's budget unless a lone session's `--max-tokens` does.
+pub const SESSION_SOURCE: &str = "inference.max_session_tokens";
+
 /// Both budgets of one session; shared by its tasks.
 #[derive(Debug, Default)]
 pub struct Spending {
     session: Option<Mutex<Ledger>>,
     session_limit: Option<u64>,
+    /// What set `session_limit`, named in its refusal.
+    session_source: &'static str,
     launcher: Option<Mutex<Link>>,
     next: AtomicU64,
 }
@@ -154,6 +164,7 @@ impl Spending {
         Spending {
             session: session.map(|n| Mutex::new(Ledger::new(n, 1))),
             session_limit: session,
+            session_source: SESSION_SOURCE,
             launcher: launcher.map(|s| {
                 let _ = s.set_read_timeout(Some(LAUNCHER_ANSWER));
                 let _ = s.set_write_timeout(Some(LAUNCHER_ANSWER));
@@ -164,6 +175,13 @@ impl Spending {
             }),
             next: AtomicU64::new(1),
         }
+    }
+
+    /// Names what set the session's budget, for its refusal (`--max-tokens` for a lone session's
+    /// flag; the manifest's key otherwise).
+    pub fn session_named(mut self, source: &'static str) -> Spending {
+        self.session_source = source;
+        self
     }
 
     /// Whether any budget is kept (the `inference` record then carries the reservation).
@@ -192,6 +210,7 @@ impl Spending {
                     return Err(Refusal::Session {
                         limit: self.session_limit.unwrap_or_default(),
                         left: l.left(),
+                        source: self.session_source,
                     });
                 }
             }
@@ -352,7 +371,14 @@ mod tests {
             }
         );
         // The session's budget refuses first; the formation's is not asked.
-        assert_eq!(s.reserve(400).err(), Some(Refusal::Session { limit: 500, left: 380 }));
+        assert_eq!(
+            s.reserve(400).err(),
+            Some(Refusal::Session {
+                limit: 500,
+                left: 380,
+                source: SESSION_SOURCE
+            })
+        );
         // The formation's refuses, and the session's hold is returned.
         let s = spending(Some(10_000), launcher(100));
         assert_eq!(s.reserve(200).err(), Some(Refusal::Formation { left: 100 }));

@@ -25,6 +25,7 @@ mod faults;
 mod firsthour;
 mod formation;
 mod frontend;
+mod guards;
 mod hostile;
 mod languages;
 mod layers;

@@ -102,7 +102,7 @@ codes! {
     E_ASK_001 = "E-ASK-001", Error, "a task's question got no answer within lifecycle.input_timeout_secs", Some("answer sooner (SendMessage naming the task, `mur answer`, or at the terminal), or raise lifecycle.input_timeout_secs in the asking capsule's murmur.yaml");
     // [ours] Token budgets (docs/reference/formation.md#budgets).
     E_BUD_001 = "E-BUD-001", Error, "the formation's token budget (mur run --max-tokens) has no room for the next model turn", Some("raise --max-tokens, or lower inference.max_tokens or the work a task asks for; `mur trace show` lists what each member spent");
-    E_BUD_002 = "E-BUD-002", Error, "the session's token budget (inference.max_session_tokens) has no room for the next model turn", Some("raise inference.max_session_tokens in the capsule's murmur.yaml, or lower inference.max_tokens; `mur trace show` lists what the session spent");
+    E_BUD_002 = "E-BUD-002", Error, "the session's token budget (inference.max_session_tokens, or a lone session's --max-tokens) has no room for the next model turn", Some("raise inference.max_session_tokens in the capsule's murmur.yaml (or --max-tokens), or lower inference.max_tokens; `mur trace show` lists what the session spent");
     E_BUD_003 = "E-BUD-003", Error, "mur run --max-tokens: the value is not a number of tokens from 1 to 10^12", Some("give a whole number of tokens, e.g. --max-tokens 200000, or omit it for no formation budget");
     // [ours] `mur answer`: a person answers a task's question at its door.
     E_ANS_001 = "E-ANS-001", Error, "mur answer: the task id is malformed, or no running session holds the task", Some("the task id is printed with its question (`… asks …`); `mur ps` lists the running sessions");

@@ -99,6 +99,7 @@ pub(super) fn prepare(args: &SessionOptions, console: &Console) -> Result<Prepar
         &capsule,
         membership.as_ref(),
         args.inherited_deadline,
+        args.max_tokens,
         handed.as_ref(),
         early,
         defer,
@@ -227,6 +228,7 @@ fn runner(
     capsule: &ResolvedCapsule,
     membership: Option<&Membership>,
     deadline_ms: Option<u64>,
+    max_tokens: Option<u64>,
     handed: Option<&host::Handed>,
     early: Option<EarlyLoad>,
     defer: bool,
@@ -238,7 +240,7 @@ fn runner(
             tracing::debug!("the handed compiled entry is mapped at the first task");
             Ok(Runner::Deferred(std::sync::Arc::new(deferred)))
         }
-        (None, None) => load_runner(capsule, membership, deadline_ms, handed),
+        (None, None) => load_runner(capsule, membership, deadline_ms, max_tokens, handed),
     }
 }
 

@@ -108,6 +108,7 @@ pub(super) fn load_runner(
     c: &ResolvedCapsule,
     membership: Option<&Membership>,
     deadline_ms: Option<u64>,
+    max_tokens: Option<u64>,
     handed: Option<&host::Handed>,
 ) -> Result<Runner, Diagnostic> {
     if c.manifest.kind == Kind::Remote {
@@ -136,7 +137,8 @@ pub(super) fn load_runner(
         .and_then(DateTime::from_timestamp_millis)
         .and_then(|d| std::time::Instant::now().checked_add((d - Utc::now()).to_std().unwrap_or_default()));
     let retry = crate::model::Retry::from_timing(Timing::get(), deadline);
-    let spending = crate::model::budget::Spending::new(config.max_session_tokens, budget_link(membership)?);
+    let (limit, source) = session_budget(config.max_session_tokens, max_tokens);
+    let spending = crate::model::budget::Spending::new(limit, budget_link(membership)?).session_named(source);
     let mut agent = crate::model::Agent::new(config, identity, callees.clone(), retry).with_spending(spending);
     let mut tools = if c.manifest.tools.is_empty() {
         crate::tools::Toolbox::runtime(&callees)
@@ -148,6 +150,17 @@ pub(super) fn load_runner(
     }
     agent = agent.with_tools(tools);
     Ok(Runner::Model(std::sync::Arc::new(agent)))
+}
+
+/// The session's token budget and what set it: the smaller of the manifest's
+/// `inference.max_session_tokens` and `mur run --capsule --max-tokens`.
+fn session_budget(manifest: Option<u64>, flag: Option<u64>) -> (Option<u64>, &'static str) {
+    use crate::model::budget::SESSION_SOURCE as MANIFEST;
+    match (manifest, flag) {
+        (Some(m), Some(f)) if f < m => (Some(f), "--max-tokens"),
+        (None, Some(f)) => (Some(f), "--max-tokens"),
+        (m, _) => (m, MANIFEST),
+    }
 }
 
 /// The formation's budget channel (`MURMUR_FORMATION_BUDGET`), a formation member's only: set
