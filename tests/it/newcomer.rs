@@ -254,3 +254,33 @@ fn doctor_warns_of_an_unset_key_that_mur_run_refuses_and_of_a_grant_that_reaches
         "{text}"
     );
 }
+
+/// The scaffolded formation `crew`, built and installed as the README says.
+fn crew_installed(sb: &Sandbox) -> std::path::PathBuf {
+    let dir = crew(sb);
+    for member in ["lead", "worker"] {
+        let src = dir.join(member);
+        let out = sb.run(&dir, &["build", src.to_str().expect("utf-8")]);
+        assert!(out.status.success(), "build {member}: {}", stderr(&out));
+        let zip = stdout(&out).trim().rsplit(": ").next().expect("zip").to_string();
+        let out = sb.run(&dir, &["install", "-g", &zip]);
+        assert!(out.status.success(), "install {member}: {}", stderr(&out));
+    }
+    dir
+}
+
+#[test]
+fn a_run_that_succeeds_ends_without_lines_that_read_like_failures() {
+    let sb = Sandbox::new();
+    let dir = crew_installed(&sb);
+    let out = sb.run(&dir, &["run", "--roster", "--task", "hello"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(stdout(&out).contains("hello"), "{}", stdout(&out));
+    for alarming in ["cancelling", "lifeline closed", "error", "warning"] {
+        assert!(
+            !err.contains(alarming),
+            "{alarming:?} after a run that succeeded:\n{err}"
+        );
+    }
+}
