@@ -35,7 +35,7 @@ macro_rules! codes {
 /// The hint of an id that names nothing running (`mur stop`, `mur send`).
 const PS_HINT: &str = "`mur ps` lists what is running on this machine";
 
-const ROSTER_FIELDS_HINT: &str = "correct the key named above in roster.yaml — docs/reference/roster.md#fields lists every key, its type and whether it is required (`mur explain E-ROS-001`)";
+const ROSTER_FIELDS_HINT: &str = "correct the key named above in roster.yaml — docs/reference/roster.md#keys lists every key, its type and whether it is required (`mur explain E-ROS-001`)";
 
 codes! {
     E_ROS_001 = "E-ROS-001", Error, "roster.yaml does not read or does not have the roster shape", Some(ROSTER_FIELDS_HINT);
