@@ -16,6 +16,7 @@ pub mod deploy;
 pub mod doctor;
 pub mod doctor_env;
 pub mod explain;
+pub mod formations;
 pub mod install;
 pub mod list;
 pub mod new;
@@ -62,8 +63,8 @@ pub enum Command {
     Answer(AnswerArgs),
     /// Stop a running session or formation
     Stop(StopArgs),
-    /// List running sessions, grouped by formation
-    Ps(JsonArgs),
+    /// List running sessions, grouped by formation (-a: every formation launched, newest first)
+    Ps(PsArgs),
     /// Show traces
     Trace(TraceArgs),
     /// Serve a live view of this user's formations in the browser, on 127.0.0.1
@@ -203,6 +204,16 @@ pub struct JsonArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct PsArgs {
+    /// Machine-readable output on stdout: one JSON object
+    #[arg(long, conflicts_with = "all")]
+    pub json: bool,
+    /// Every formation launched on this machine, running or ended, newest first (as `mur trace list`)
+    #[arg(short = 'a', long)]
+    pub all: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct DoctorArgs {
     /// Machine-readable output on stdout: one JSON object
     #[arg(long, conflicts_with_all = ["graph", "dot"])]
@@ -254,7 +265,7 @@ pub struct TraceArgs {
 pub enum TraceCommand {
     /// Show a session's trace, or every session of a formation with where its time and tokens went
     Show {
-        /// A session id (ses_…) or formation id (frm_…)
+        /// A session id (ses_…), or a formation's: its id (frm_…), a prefix only it starts with, or `last`
         id: String,
         /// Print the usage summary (per member and for the formation) as one JSON object
         #[arg(long, conflicts_with = "follow")]
@@ -263,6 +274,9 @@ pub enum TraceCommand {
         #[arg(long, short = 'f')]
         follow: bool,
     },
+    /// Every formation launched on this machine, newest first: its short id, start, state, roster
+    /// directory and the task's first words
+    List,
 }
 
 #[derive(Debug, Args)]
@@ -279,6 +293,13 @@ pub struct UiArgs {
 pub struct DemoArgs {
     /// The task for the demo formation (a default one when omitted)
     pub task: Option<String>,
+}
+
+/// An id as typed (`last`, a unique `frm_` prefix) as the formation id it names; `code` is the
+/// command's own refusal of an id that names none.
+fn formation_id(text: &str, code: crate::diag::Code) -> Result<String, Failure> {
+    formations::resolve(&crate::paths::MurHome::from_env(), text)
+        .map_err(|why| Failure::from(crate::diag::Diagnostic::new(code, why)))
 }
 
 /// Installs the `RUST_LOG`-driven tracing subscriber on stderr (silent by default).
@@ -315,21 +336,30 @@ pub fn main() -> ExitCode {
         Command::Doctor(a) => doctor::run(a),
         Command::Run(a) => run::run(a),
         Command::Deploy(a) => deploy::run(a),
-        Command::Send(a) => send::run(a),
+        Command::Send(a) => formation_id(&a.id, crate::diag::E_SND_001).and_then(|id| {
+            send::run(&SendArgs {
+                id,
+                text: a.text.clone(),
+            })
+        }),
         Command::Answer(a) => answer::run(a),
-        Command::Stop(a) => stop::run(a),
+        Command::Stop(a) => {
+            formation_id(&a.id, crate::diag::E_RUN_022).and_then(|id| stop::run(&StopArgs { id, timeout: a.timeout }))
+        }
+        Command::Ps(a) if a.all => trace::list(),
         Command::Ps(a) => ps::run(a.json),
         Command::Trace(a) => match &a.command {
             TraceCommand::Show {
                 id,
                 json: _,
                 follow: true,
-            } => trace::follow(id),
+            } => formation_id(id, crate::diag::E_TRC_002).and_then(|id| trace::follow(&id)),
             TraceCommand::Show {
                 id,
                 json,
                 follow: false,
-            } => trace::show(id, *json),
+            } => formation_id(id, crate::diag::E_TRC_002).and_then(|id| trace::show(&id, *json)),
+            TraceCommand::List => trace::list(),
         },
         Command::Ui(a) => ui::run(a),
         Command::Demo(a) => demo::run(a),

@@ -22,6 +22,7 @@ mod deploy;
 mod door;
 mod environment;
 mod faults;
+mod finding;
 mod firsthour;
 mod formation;
 mod frontend;

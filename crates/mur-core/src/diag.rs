@@ -92,7 +92,7 @@ codes! {
     E_BLD_001 = "E-BLD-001", Error, "mur build: a file cannot be read or written, or the component is missing", None;
     E_BLD_002 = "E-BLD-002", Error, "mur build: the capsule's language toolchain is missing, or failed to build the component", None;
     E_INS_001 = "E-INS-001", Error, "mur install: the archive is bad, has no root murmur.yaml, or there is no project", None;
-    E_TRC_002 = "E-TRC-002", Error, "mur trace show: nothing found for the id", Some("`mur ps` lists running sessions; a session's id is printed in its readiness line");
+    E_TRC_002 = "E-TRC-002", Error, "mur trace show: nothing found for the id, or not all of a formation's trace", Some("`mur trace list` lists every formation launched here, `mur ps` the running sessions; a session's id is printed in its readiness line");
     // [ours] `mur send`: a task to a running session's or formation's door.
     E_SND_001 = "E-SND-001", Error, "mur send: the id is malformed or names no session or formation on this machine", Some(PS_HINT);
     E_SND_002 = "E-SND-002", Error, "mur send: the session or formation is not running", Some("start it again (`mur run …` without --task keeps it serving), then send the task");
