@@ -162,7 +162,10 @@ mod tests {
         assert_eq!(resolve(&home, &c).as_deref(), Ok(c.as_str()));
         let both = resolve(&home, &b[..20]).unwrap_err();
         assert!(both.contains("is the start of 2 formations' ids"), "{both}");
-        assert!(both.contains(&c[..35]) && both.contains(&b[..35]), "each named so it can be told apart: {both}");
+        assert!(
+            both.contains(&c[..35]) && both.contains(&b[..35]),
+            "each named so it can be told apart: {both}"
+        );
         assert_eq!(
             resolve(&home, "ses_1").as_deref(),
             Ok("ses_1"),

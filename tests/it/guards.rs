@@ -106,3 +106,61 @@ fn lone_capsule_limits_that_cannot_hold_are_refused() {
     assert!(err.contains("--deadline"), "{err}");
     assert!(provider.requests().is_empty(), "nothing sent");
 }
+
+/// Installs `local/looper` with `endpoint` as written (no provider of ours behind it maybe).
+fn install_at(sb: &Sandbox, endpoint: &str) {
+    sb.install_manifest(
+        "looper",
+        &format!(
+            "name: looper\nversion: 0.1.0\ninference:\n  provider: openai-compatible\n  endpoint: {endpoint}\n  model: local-model\n  \
+             api_key: ${{{KEY_VAR}}}\n  max_tokens: 50\n"
+        ),
+    );
+}
+
+#[test]
+fn a_local_model_server_that_is_not_running_is_named_at_once_with_what_to_do() {
+    let sb = Sandbox::new();
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    install_at(&sb, &format!("http://127.0.0.1:{port}"));
+    let started = std::time::Instant::now();
+    let (code, out, err) = run_capsule(&sb, &["--task", "hi"], Duration::from_secs(30));
+    assert_eq!(code, 1, "{out}\n{err}");
+    // No 15 s of retries: one refused dial ends it.
+    assert!(started.elapsed() < Duration::from_secs(8), "{:?}", started.elapsed());
+    assert!(
+        err.contains(&format!("no reply from http://127.0.0.1:{port}/v1/chat/completions: ")),
+        "names the URL: {err}"
+    );
+    assert!(err.contains("nothing listens there; start the model server"), "{err}");
+}
+
+#[test]
+fn an_endpoint_copied_with_its_api_path_is_not_doubled_and_a_wrong_path_is_named() {
+    let sb = Sandbox::new();
+    let provider = Provider::start(vec![
+        Step::func(|r| match r.path.as_str() {
+            "/v1/chat/completions" => Reply::json(openai::text("hello from the right path")),
+            other => Reply::status(404, &format!("no route {other}")),
+        }),
+        Reply::status(404, "Not Found").into(),
+    ]);
+    install_at(&sb, &format!("{}/v1/chat/completions", provider.url()));
+    let (code, out, err) = run_capsule(&sb, &["--task", "hi"], Duration::from_secs(30));
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("hello from the right path"), "{out}");
+
+    // A server whose path is elsewhere: the failure says which URL was asked, and what to check.
+    let (code, _, err) = run_capsule(&sb, &["--task", "hi"], Duration::from_secs(30));
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "inference failed: 404 Not Found \u{2014} POST {}/v1/chat/completions is not an API path of this server: inference.endpoint should be the server's base URL",
+            provider.url()
+        )),
+        "{err}"
+    );
+}
