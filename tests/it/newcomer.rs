@@ -341,3 +341,33 @@ fn a_misspelt_capsule_in_the_roster_is_answered_with_what_is_installed() {
     );
     assert!(!hint.contains("crew-lead"), "only what is close: {hint}");
 }
+
+#[test]
+fn doctor_says_each_fix_once_when_members_share_it() {
+    let sb = Sandbox::new();
+    let cwd = sb.path("work");
+    let out = sb.run(&cwd, &["new", "--roster", "chat", "--inference", "openai"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let dir = cwd.join("chat");
+    for member in ["lead", "worker"] {
+        let src = dir.join(member);
+        let out = sb.run(&dir, &["build", src.to_str().expect("utf-8")]);
+        assert!(out.status.success(), "build {member}: {}", stderr(&out));
+        let zip = stdout(&out).trim().rsplit(": ").next().expect("zip").to_string();
+        let out = sb.run(&dir, &["install", "-g", &zip]);
+        assert!(out.status.success(), "install {member}: {}", stderr(&out));
+    }
+    let out = sb
+        .mur(&dir)
+        .arg("doctor")
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .expect("doctor");
+    let text = stdout(&out);
+    let fixes: Vec<&str> = text.lines().filter(|l| l.starts_with("Fix: ")).collect();
+    assert!(!fixes.is_empty(), "both members read the unset OPENAI_API_KEY:\n{text}");
+    let mut unique = fixes.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(fixes.len(), unique.len(), "a fix said twice:\n{text}");
+}
