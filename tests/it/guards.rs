@@ -1,4 +1,4 @@
-//! A newcomer's guards (docs/guide.md#limits): every flag `mur run` accepts works in the mode it
+//! A newcomer's guards (docs/guide.md#writing-a-model-capsule): every flag `mur run` accepts works in the mode it
 //! is given in, and a model that loops is stopped by a limit, not by the operator.
 
 use std::time::Duration;
