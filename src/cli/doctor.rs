@@ -218,7 +218,9 @@ impl Report {
             .map(|d| d.hint().unwrap_or(&d.message).to_string())
             .chain(self.warning_fixes.iter().cloned())
             .collect();
-        for f in fixes {
+        // Two members reading one unset variable share one fix: it is said once.
+        let mut said = std::collections::HashSet::new();
+        for f in fixes.into_iter().filter(|f| said.insert(f.clone())) {
             self.line(&format!("Fix: {f}"));
         }
     }

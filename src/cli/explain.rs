@@ -10,7 +10,7 @@ use crate::outcome::{Failure, Outcome};
 const CODES: &str = include_str!("../../docs/reference/codes.md");
 
 pub fn run(code: &str) -> Outcome {
-    let id = code.trim().to_ascii_uppercase();
+    let id = bare_code(code).to_ascii_uppercase();
     let Some(known) = diag::lookup(&id) else {
         return Err(Failure::from(Diagnostic::new(
             diag::E_EXP_001,
@@ -32,6 +32,16 @@ pub fn run(code: &str) -> Outcome {
     }
     print!("{out}");
     Ok(0)
+}
+
+/// The code in `text` as a diagnostic prints it (`error[E-ROS-001]:`, `warning[W-SEC-019]`) or
+/// bare (`E-ROS-001`), so a pasted line's head works as well as the code alone.
+fn bare_code(text: &str) -> &str {
+    let t = text.trim().trim_end_matches(':');
+    match (t.find('['), t.strip_suffix(']')) {
+        (Some(open), Some(inner)) => &inner[open + 1..],
+        _ => t,
+    }
 }
 
 /// The body of `### <id>` in `doc`: up to the next heading of that level or above.
@@ -61,5 +71,18 @@ mod tests {
         assert_eq!(section("x\n### A-1\nbody\n## Next\n", "A-1"), Some("body"));
         assert_eq!(section("x\n### A-1\nbody", "A-1"), Some("body"));
         assert_eq!(section("x\n### A-10\nbody", "A-1"), None);
+    }
+
+    #[test]
+    fn a_code_is_taken_as_printed_or_bare() {
+        for pasted in [
+            "E-ROS-001",
+            " error[E-ROS-001]: ",
+            "error[E-ROS-001]",
+            "warning[E-ROS-001]:",
+            "e-ros-001",
+        ] {
+            assert_eq!(bare_code(pasted).to_ascii_uppercase(), "E-ROS-001", "{pasted:?}");
+        }
     }
 }

@@ -17,6 +17,7 @@ pub mod deploy;
 pub mod doctor;
 pub mod doctor_env;
 pub mod explain;
+pub mod formations;
 pub mod install;
 pub mod list;
 pub mod new;
@@ -66,8 +67,8 @@ pub enum Command {
     Answer(AnswerArgs),
     /// Stop a running session or formation
     Stop(StopArgs),
-    /// List running sessions, grouped by formation
-    Ps(JsonArgs),
+    /// List running sessions, grouped by formation (-a: every formation launched, newest first)
+    Ps(PsArgs),
     /// Show traces
     Trace(TraceArgs),
     /// Serve a live view of this user's formations in the browser, on 127.0.0.1
@@ -162,11 +163,12 @@ pub struct RunArgs {
     /// Work folder (default: the current directory)
     #[arg(long, value_name = "DIR")]
     pub workdir: Option<PathBuf>,
-    /// With --roster: end every member at this many seconds after launch
-    #[arg(long, value_name = "SECS", requires = "roster", value_parser = clap::value_parser!(u64).range(1..))]
+    /// End every member (with --capsule: the session) at this many seconds after launch
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub deadline: Option<u64>,
-    /// With --roster: the formation's token budget, input plus output over every member's model turns
-    #[arg(long, value_name = "TOKENS", requires = "roster", allow_hyphen_values = true)]
+    /// The token budget, input plus output over every model turn: with --roster the formation's,
+    /// over every member; with --capsule the session's
+    #[arg(long, value_name = "TOKENS", allow_hyphen_values = true)]
     pub max_tokens: Option<String>,
     /// Resume a session (not supported together with --roster)
     #[arg(long, value_name = "SESSION")]
@@ -203,6 +205,16 @@ pub struct JsonArgs {
     /// Machine-readable output on stdout: one JSON object
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PsArgs {
+    /// Machine-readable output on stdout: one JSON object
+    #[arg(long, conflicts_with = "all")]
+    pub json: bool,
+    /// Every formation launched on this machine, running or ended, newest first (as `mur trace list`)
+    #[arg(short = 'a', long)]
+    pub all: bool,
 }
 
 #[derive(Debug, Args)]
@@ -266,7 +278,7 @@ pub struct TraceArgs {
 pub enum TraceCommand {
     /// Show a session's trace, or every session of a formation with where its time and tokens went
     Show {
-        /// A session id (ses_…) or formation id (frm_…)
+        /// A session id (ses_…), or a formation's: its id (frm_…), a prefix only it starts with, or `last`
         id: String,
         /// Print the usage summary (per member and for the formation) as one JSON object
         #[arg(long, conflicts_with = "follow")]
@@ -275,6 +287,9 @@ pub enum TraceCommand {
         #[arg(long, short = 'f')]
         follow: bool,
     },
+    /// Every formation launched on this machine, newest first: its short id, start, state, roster
+    /// directory and the task's first words
+    List,
 }
 
 #[derive(Debug, Args)]
@@ -291,6 +306,13 @@ pub struct UiArgs {
 pub struct DemoArgs {
     /// The task for the demo formation (a default one when omitted)
     pub task: Option<String>,
+}
+
+/// An id as typed (`last`, a unique `frm_` prefix) as the formation id it names; `code` is the
+/// command's own refusal of an id that names none.
+fn formation_id(text: &str, code: crate::diag::Code) -> Result<String, Failure> {
+    formations::resolve(&crate::paths::MurHome::from_env(), text)
+        .map_err(|why| Failure::from(crate::diag::Diagnostic::new(code, why)))
 }
 
 /// Installs the `RUST_LOG`-driven tracing subscriber on stderr (silent by default).
@@ -328,21 +350,30 @@ pub fn main() -> ExitCode {
         Command::Doctor(a) => doctor::run(a),
         Command::Run(a) => run::run(a),
         Command::Deploy(a) => deploy::run(a),
-        Command::Send(a) => send::run(a),
+        Command::Send(a) => formation_id(&a.id, crate::diag::E_SND_001).and_then(|id| {
+            send::run(&SendArgs {
+                id,
+                text: a.text.clone(),
+            })
+        }),
         Command::Answer(a) => answer::run(a),
-        Command::Stop(a) => stop::run(a),
+        Command::Stop(a) => {
+            formation_id(&a.id, crate::diag::E_RUN_022).and_then(|id| stop::run(&StopArgs { id, timeout: a.timeout }))
+        }
+        Command::Ps(a) if a.all => trace::list(),
         Command::Ps(a) => ps::run(a.json),
         Command::Trace(a) => match &a.command {
             TraceCommand::Show {
                 id,
                 json: _,
                 follow: true,
-            } => trace::follow(id),
+            } => formation_id(id, crate::diag::E_TRC_002).and_then(|id| trace::follow(&id)),
             TraceCommand::Show {
                 id,
                 json,
                 follow: false,
-            } => trace::show(id, *json),
+            } => formation_id(id, crate::diag::E_TRC_002).and_then(|id| trace::show(&id, *json)),
+            TraceCommand::List => trace::list(),
         },
         Command::Ui(a) => ui::run(a),
         Command::Demo(a) => demo::run(a),

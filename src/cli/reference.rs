@@ -183,7 +183,7 @@ pub const NOTES: &[Notes] = &[
     },
     Notes {
         command: "ps",
-        stdout: "`SESSION  CAPSULE  PID  URL  STARTED` columns, plus `FORMATION` and `MEMBER` when any live session belongs to a formation; a formation's sessions are grouped under `formation <frm_id>  launcher pid <N|->  <k> member(s)`, followed by `  tokens <spent> of <limit>` when the formation keeps a token budget (`--max-tokens`); the JSON lists sessions only. Records of dead processes are removed as they are found. With `--json`, one compact JSON line.",
+        stdout: "With `-a`: what `mur trace list` prints, instead of the live sessions. Otherwise `SESSION  CAPSULE  PID  URL  STARTED` columns, plus `FORMATION` and `MEMBER` when any live session belongs to a formation; a formation's sessions are grouped under `formation <frm_id>  launcher pid <N|->  <k> member(s)`, followed by `  tokens <spent> of <limit>` when the formation keeps a token budget (`--max-tokens`); the JSON lists sessions only. Records of dead processes are removed as they are found. With `--json`, one compact JSON line.",
         stderr: "`mur ps: cannot read <dir>: …` when the running records cannot be listed.",
         exit: "0.",
         json: &[
@@ -213,7 +213,7 @@ pub const NOTES: &[Notes] = &[
         command: "trace show",
         stdout: "`ses_…`: one line per trace record, `<RFC 3339 ms>  <event_type>  <its own fields>`. `frm_…`: the formation block ([formation.md#formation-traces](formation.md#formation-traces)): the roots searched, one row per member session, one line per member call, one line per question a member's task asked (`questions:`, sizes and waits only), and the `usage:` table (per member and total: tasks, calls, model turns, model ms, other ms, tokens in and out). With `--json`, one compact JSON line: for `ses_…` the session's usage, for `frm_…` every member's, the calls, the questions and the total. With `--follow`: the records as they are appended (read again every 100 ms), each as a `ses_…` line; for `frm_…`, of every member session, as `<RFC 3339 ms>  <member>  <event_type>  <its own fields>`. It ends once the session wrote `session_end` or its process is gone; for a formation, once its launcher and every member are gone.",
         stderr: "Diagnostics only.",
-        exit: "0 (with `--follow`, once what it follows ended); 1 with E-TRC-002 when no session has that id (or belongs to that formation).",
+        exit: "0 (with `--follow`, once what it follows ended); 1 with E-TRC-002 when no session has that id (or belongs to that formation), when a prefix or `last` names no single formation, or, after the block, when the formation's trace is not whole: a member its launcher started has no trace found, or a trace found cannot be read.",
         json: &[
             ("session_id", "`ses_…` only: the session"),
             ("member", "`ses_…` only: its formation member name, or null"),
@@ -276,6 +276,13 @@ pub const NOTES: &[Notes] = &[
                 "model turns whose provider reported no token counts",
             ),
         ],
+    },
+    Notes {
+        command: "trace list",
+        stdout: "`FORMATION  STARTED  STATE  ROSTER  TASK` columns, one row per directory under `~/.murmur/formations/`, newest first: the shortest prefix of the id (at least `frm_` and 12 digits) no other formation's starts with, the mint time (local, to the minute), `running` or `ended` (the launcher's pid and start token), the roster's directory (`~` for the home directory) and the first words of `--task` (at most 60 characters, `…` when cut; `(served, no --task)` without one). `no formation was launched under <dir>` when there is none.",
+        stderr: "Nothing.",
+        exit: "0.",
+        json: &[],
     },
     Notes {
         command: "ui",

@@ -14,6 +14,24 @@ pub fn run(a: &RunArgs) -> Outcome {
     }
     if a.capsule.is_some() {
         let h = &a.hidden;
+        // --deadline and --max-tokens mean for one session what they mean for a formation: it
+        // ends at the deadline, and its model turns together spend at most the budget.
+        let max_tokens = a.max_tokens.as_deref().map(parse_max_tokens).transpose()?;
+        let deadline = match a.deadline.map(|secs| (secs, deadline_from_now(secs))) {
+            Some((secs, None)) => {
+                eprintln!(
+                    "error: invalid value '{secs}' for '--deadline <SECS>': more than {} seconds (100 years) away\n\nFor more information, try '--help'.",
+                    crate::launcher::MAX_DEADLINE_SECS
+                );
+                return Ok(2);
+            }
+            Some((_, at)) => at,
+            None => None,
+        };
+        let inherited_deadline = match (h.inherited_deadline, deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         return crate::session::run(&crate::session::SessionOptions {
             capsule: a.capsule.clone(),
             capsule_version: a.capsule_version.clone(),
@@ -25,7 +43,8 @@ pub fn run(a: &RunArgs) -> Outcome {
             capsule_sha256: h.capsule_sha256.clone(),
             store_root: h.store_root.clone(),
             readiness_tokens: h.readiness_tokens,
-            inherited_deadline: h.inherited_deadline,
+            inherited_deadline,
+            max_tokens,
             lifecycle_task_acceptance: h.lifecycle_task_acceptance.clone(),
             lifecycle_after_task: h.lifecycle_after_task.clone(),
         });
@@ -36,4 +55,21 @@ pub fn run(a: &RunArgs) -> Outcome {
         "error: `mur run` needs --capsule <scope>/<name> --capsule-version <version>, or --roster [PATH]\n\nFor more information, try '--help'."
     );
     Ok(2)
+}
+
+/// `--max-tokens` as written: a number of tokens, or E-BUD-003.
+fn parse_max_tokens(text: &str) -> Result<u64, super::Failure> {
+    crate::budget::parse_limit(text).map_err(|why| super::Failure {
+        prefix: "",
+        diag: crate::diag::Diagnostic::new(crate::diag::E_BUD_003, format!("--max-tokens {why}")),
+    })
+}
+
+/// `--deadline SECS` as the instant (Unix ms) the session ends; `None` for one no date can hold
+/// (more than 100 years away, as the formation's).
+fn deadline_from_now(secs: u64) -> Option<u64> {
+    let now = chrono::Utc::now().timestamp_millis().max(0) as u64;
+    (secs <= crate::launcher::MAX_DEADLINE_SECS)
+        .then(|| now.checked_add(secs.checked_mul(1000)?))
+        .flatten()
 }

@@ -27,6 +27,12 @@ pub fn show(id: &str, json: bool) -> Outcome {
     }
 }
 
+/// `mur trace list`: every formation launched on this machine, newest first.
+pub fn list() -> Outcome {
+    out(&super::formations::list(&MurHome::from_env()));
+    Ok(0)
+}
+
 fn not_found(message: String) -> Diagnostic {
     Diagnostic::new(diag::E_TRC_002, message)
 }
@@ -362,9 +368,10 @@ impl Tail {
 fn show_formation(home: &MurHome, id: &str, json: bool) -> Outcome {
     let roots = formation_roots(home, id);
     let t = formation::collect(id, &roots);
-    if t.sessions.is_empty() {
+    if t.sessions.is_empty() && t.unreadable.is_empty() {
         return Err(no_sessions(id, &roots).into());
     }
+    let lacking = lacking(home, id, &t);
     if json {
         println!("{}", t.usage_json(id));
     } else {
@@ -373,7 +380,38 @@ fn show_formation(home: &MurHome, id: &str, json: bool) -> Outcome {
             .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
         out(&render_formation(id, &roots, &t, budget.as_ref()));
     }
-    Ok(0)
+    match lacking.is_empty() {
+        true => Ok(0),
+        false => Err(not_found(format!(
+            "the trace of formation {id} is not whole: {}",
+            lacking.join("; ")
+        ))
+        .with_hint(
+            "a member's records are under ~/.murmur/records/<its work folder>; run the command from the roster's directory, or look there for the member's ses_… directory",
+        )
+        .into()),
+    }
+}
+
+/// What the formation's trace lacks: each member the launcher started (its marker names them)
+/// with no trace found, and each trace found but not read.
+fn lacking(home: &MurHome, id: &str, t: &formation::FormationTrace) -> Vec<String> {
+    let mut out = Vec::new();
+    #[cfg(feature = "runtime")]
+    if let Some(m) = crate::launcher::marker::read(&home.formation_marker(id)) {
+        for (i, member) in m.members.iter().enumerate() {
+            if !t.sessions.iter().any(|s| s.member.as_deref() == Some(member)) {
+                let role = if i == 0 { " (the entry)" } else { "" };
+                out.push(format!("no trace of member '{member}'{role} was found"));
+            }
+        }
+    }
+    #[cfg(not(feature = "runtime"))]
+    let _ = (home, id);
+    for (path, why) in &t.unreadable {
+        out.push(format!("{} could not be read: {why}", path.display()));
+    }
+    out
 }
 
 /// docs/reference/formation.md#formation-traces's layout: one `searched:` line per root, then one
@@ -493,6 +531,7 @@ mod tests {
                 call("mcl_3", "planner", "tester", "tsk_p", "tsk_t2", "unfinished", None),
             ],
             questions: Vec::new(),
+            unreadable: Vec::new(),
         };
         let out = render_formation(frm, &[PathBuf::from("/r/a"), PathBuf::from("/r/b")], &t, None);
         let want = format!(

@@ -127,9 +127,9 @@ impl FormationActor {
         let peer_indices: Vec<usize> = (0..self.plan.members.len()).filter(|&i| i != self.plan.entry).collect();
         // The formation's directory is made once, owner-only, with its ownership marker, before
         // anything goes in it: the peers' directories and the budget's figures.
-        if !peer_indices.is_empty() || self.plan.max_tokens.is_some() {
-            self.make_directory();
-        }
+        // Every formation has one: its marker is how `mur trace list` and `mur trace show` find
+        // it afterwards.
+        self.make_directory();
         let mut pipes = Vec::with_capacity(self.plan.members.len());
         // Every member reaches the launcher's authority (its calls' grants, and the budget when
         // the formation keeps one) over a channel of its own.
@@ -206,6 +206,11 @@ impl FormationActor {
                 .map(|l| l.process_start.clone())
                 .unwrap_or_default(),
             project_dir: self.plan.project_dir.display().to_string(),
+            members: std::iter::once(self.plan.entry)
+                .chain((0..self.plan.members.len()).filter(|&i| i != self.plan.entry))
+                .map(|i| self.plan.members[i].name.clone())
+                .collect(),
+            task: self.plan.task.as_deref().map(marker::first_words),
         };
         if let Err(e) = marker::write(&self.plan.home, &self.plan.formation_id, &m) {
             eprintln!(

@@ -12,13 +12,37 @@ use serde::{Deserialize, Serialize};
 
 use crate::paths::MurHome;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Marker {
     pub launcher_pid: u32,
     /// The launcher's start token; empty when it could not be read.
     pub launcher_start: String,
     /// The roster's project directory, symlinks resolved.
     pub project_dir: String,
+    /// The roster's members, the entry first: what `mur trace show` expects to find a trace of.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<String>,
+    /// The first words of `--task`, for `mur trace list` (absent for a formation that serves).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+}
+
+/// The most characters of a task a marker keeps: enough to tell runs apart in a listing.
+pub const TASK_WORDS_CHARS: usize = 60;
+
+/// The first words of `task`, on one line, at most [`TASK_WORDS_CHARS`] characters (`…` when cut).
+pub fn first_words(task: &str) -> String {
+    let line = task.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() <= TASK_WORDS_CHARS {
+        return line;
+    }
+    let cut: String = line.chars().take(TASK_WORDS_CHARS - 1).collect();
+    // At a word's end when there is one in the second half.
+    let at = cut
+        .rfind(' ')
+        .filter(|&i| i > TASK_WORDS_CHARS / 2)
+        .unwrap_or(cut.len());
+    format!("{}…", &cut[..at])
 }
 
 /// Makes `~/.murmur/formations/` and `<frm>/` owner-only, then writes the marker at 0600.
@@ -66,6 +90,7 @@ mod tests {
             launcher_pid: 42,
             launcher_start: "7".into(),
             project_dir: "/p".into(),
+            ..Marker::default()
         };
         write(&home, "frm_x", &m).unwrap();
         let path = home.formation_marker("frm_x");
@@ -81,6 +106,31 @@ mod tests {
     }
 
     #[test]
+    fn a_marker_names_its_members_and_the_tasks_first_words() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = MurHome::at_home(dir.path());
+        let m = Marker {
+            launcher_pid: 42,
+            launcher_start: "7".into(),
+            project_dir: "/p".into(),
+            members: vec!["lead".into(), "worker".into()],
+            task: Some(first_words("say\n  hi")),
+        };
+        write(&home, "frm_x", &m).unwrap();
+        let path = home.formation_marker("frm_x");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "{\"launcher_pid\":42,\"launcher_start\":\"7\",\"members\":[\"lead\",\"worker\"],\"project_dir\":\"/p\",\"task\":\"say hi\"}\n"
+        );
+        assert_eq!(read(&path), Some(m));
+        let long = first_words(&"word ".repeat(40));
+        assert!(
+            long.ends_with("word…") && long.chars().count() <= TASK_WORDS_CHARS,
+            "{long}"
+        );
+    }
+
+    #[test]
     fn a_file_in_place_of_the_formations_directory_is_named() {
         let dir = tempfile::tempdir().unwrap();
         let home = MurHome::at_home(dir.path());
@@ -90,6 +140,7 @@ mod tests {
             launcher_pid: 1,
             launcher_start: String::new(),
             project_dir: "/p".into(),
+            ..Marker::default()
         };
         let e = write(&home, "frm_x", &m).unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::NotADirectory);

@@ -223,7 +223,7 @@ impl LaunchPlan {
 
 /// The furthest `--deadline` accepted: far inside what an `Instant` and a member's
 /// `--inherited-deadline` (a date) can hold.
-const MAX_DEADLINE_SECS: u64 = 100 * 31_557_600;
+pub const MAX_DEADLINE_SECS: u64 = 100 * 31_557_600;
 
 fn refuse(diag: Diagnostic) -> Failure {
     Failure { prefix: "", diag }

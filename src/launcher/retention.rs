@@ -103,6 +103,7 @@ mod tests {
                 launcher_pid: 1,
                 launcher_start: String::new(),
                 project_dir: proj.display().to_string(),
+                ..Marker::default()
             };
             marker::write(&home, id, &m).unwrap();
         };

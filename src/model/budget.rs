@@ -18,8 +18,13 @@ use crate::wire::budget_line::{Ask, Reply};
 /// Why a turn may not be sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
-    /// The session's own budget has no room: what is left of it.
-    Session { limit: u64, left: i64 },
+    /// The session's own budget has no room: what is left of it, and what set it
+    /// (`inference.max_session_tokens` or `--max-tokens`).
+    Session {
+        limit: u64,
+        left: i64,
+        source: &'static str,
+    },
     /// The formation's budget has no room: what is left of it.
     Formation { left: i64 },
     /// The budget of the task's grant, or the formation's, has no room: what is left of it.
@@ -32,10 +37,10 @@ impl Refusal {
     /// The task's failure text (E-BUD-001 / E-BUD-002), naming the budget.
     pub fn failure(&self, asked: u64) -> String {
         match self {
-            Refusal::Session { limit, left } => crate::diag::Diagnostic::new(
+            Refusal::Session { limit, left, source } => crate::diag::Diagnostic::new(
                 crate::diag::E_BUD_002,
                 format!(
-                    "the session's token budget (inference.max_session_tokens: {limit}) has {} token(s) left, and the next model turn may cost up to {asked}",
+                    "the session's token budget ({source}: {limit}) has {} token(s) left, and the next model turn may cost up to {asked}",
                     left.max(&0)
                 ),
             )
@@ -125,6 +130,9 @@ pub struct Settled {
     pub session_left: Option<i64>,
 }
 
+/// What sets a session's budget unless a lone session's `--max-tokens` does.
+pub const SESSION_SOURCE: &str = "inference.max_session_tokens";
+
 /// Both budgets of one session; shared by its tasks.
 #[derive(Debug, Default)]
 pub struct Spending {
@@ -133,6 +141,8 @@ pub struct Spending {
     launcher: Option<Arc<Authority>>,
     /// The launcher keeps a formation budget (`--max-tokens`): every turn reserves there.
     formation: bool,
+    /// What set `session_limit`, named in its refusal.
+    session_source: &'static str,
     next: AtomicU64,
 }
 
@@ -150,6 +160,7 @@ impl Spending {
             session_limit: session,
             formation: launcher.is_some(),
             launcher,
+            session_source: SESSION_SOURCE,
             next: AtomicU64::new(1),
         }
     }
@@ -158,6 +169,13 @@ impl Spending {
     /// reservations of a task whose grant has a budget.
     pub fn with_formation_budget(mut self, formation: bool) -> Spending {
         self.formation = formation;
+        self
+    }
+
+    /// Names what set the session's budget, for its refusal (`--max-tokens` for a lone session's
+    /// flag; the manifest's key otherwise).
+    pub fn session_named(mut self, source: &'static str) -> Spending {
+        self.session_source = source;
         self
     }
 
@@ -199,6 +217,7 @@ impl Spending {
                     return Err(Refusal::Session {
                         limit: self.session_limit.unwrap_or_default(),
                         left: l.left(),
+                        source: self.session_source,
                     });
                 }
             }
@@ -313,7 +332,14 @@ mod tests {
             }
         );
         // The session's budget refuses first; the formation's is not asked.
-        assert_eq!(s.reserve(400).err(), Some(Refusal::Session { limit: 500, left: 380 }));
+        assert_eq!(
+            s.reserve(400).err(),
+            Some(Refusal::Session {
+                limit: 500,
+                left: 380,
+                source: SESSION_SOURCE
+            })
+        );
         // The formation's refuses, and the session's hold is returned.
         let s = spending(Some(10_000), launcher(100));
         assert_eq!(s.reserve(200).err(), Some(Refusal::Formation { left: 100 }));

@@ -93,6 +93,8 @@ pub struct ProviderClient {
     /// The credential header (`authorization`, `x-api-key`, …): its name and its value, marked
     /// sensitive.
     credential: Option<(&'static str, HeaderValue)>,
+    /// The variable `inference.api_key` names, for a refused key's failure (never its value).
+    key_var: Option<String>,
     retry: Retry,
 }
 
@@ -118,7 +120,7 @@ enum Attempt {
     },
     /// No answer: connection refused or reset, TLS failure, timeout. `sent`: the request may have
     /// reached the provider (the connection was made) before it was given up on.
-    Transport { why: String, sent: bool },
+    Transport { why: String, sent: bool, refused: bool },
     /// A 2xx streamed reply, read to its end or broken off: never retried, since part of the
     /// answer may already be out.
     Streamed(Result<Reply, String>),
@@ -170,6 +172,7 @@ impl ProviderClient {
             url: config.url.clone(),
             provider: config.provider,
             credential,
+            key_var: config.key_var.clone(),
             retry: retry.clone(),
         })
     }
@@ -202,12 +205,27 @@ impl ProviderClient {
                 } => {
                     let text = wire::failure_text(status, &body);
                     if !wire::should_retry(status, should_retry.as_deref()) {
-                        return failed(text, abandoned);
+                        let context = wire::failure_context(status, &self.url, self.key_var.as_deref());
+                        return failed(
+                            context.map_or(text.clone(), |c| format!("{text} \u{2014} {c}")),
+                            abandoned,
+                        );
                     }
                     (Some(status), wait, text)
                 }
-                Attempt::Transport { why, sent } => {
+                Attempt::Transport { why, sent, refused } => {
                     abandoned |= sent;
+                    // Nothing listens at a loopback endpoint: the server is not started, or the
+                    // port is wrong. Waiting 15 s of retries for it helps no one.
+                    if refused && self.on_this_machine() {
+                        return failed(
+                            format!(
+                                "inference failed: no reply from {}: {why}: nothing listens there; start the model server (llama-server, vLLM, Ollama, …), or correct inference.endpoint in the capsule's murmur.yaml",
+                                wire::shown_url(&self.url)
+                            ),
+                            abandoned,
+                        );
+                    }
                     (
                         None,
                         None,
@@ -230,6 +248,20 @@ impl ProviderClient {
         }
     }
 
+    /// The endpoint is this machine's loopback, where a refused connection is no passing fault.
+    fn on_this_machine(&self) -> bool {
+        let url = wire::shown_url(&self.url);
+        let host = url
+            .split_once("://")
+            .map(|(_, rest)| rest.split('/').next().unwrap_or_default())
+            .unwrap_or_default();
+        let host = match host.rsplit_once(':') {
+            Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h,
+            _ => host,
+        };
+        crate::address::allow::is_loopback_host(host.trim_start_matches('[').trim_end_matches(']'))
+    }
+
     async fn attempt(&self, body: &str, on_text: &mut dyn FnMut(&str)) -> Attempt {
         let until = Instant::now() + self.retry.request;
         let mut req = self
@@ -248,12 +280,15 @@ impl ProviderClient {
         let too_slow = || Attempt::Transport {
             why: format!("no complete reply within {:?}", self.retry.request),
             sent: true,
+            refused: false,
         };
         let mut resp = match actix_rt::time::timeout(self.retry.request, req.send_body(body.to_string())).await {
             Ok(Ok(resp)) => resp,
             Ok(Err(e)) => {
                 return Attempt::Transport {
                     sent: !matches!(e, awc::error::SendRequestError::Connect(_)),
+                    refused: matches!(&e, awc::error::SendRequestError::Connect(awc::error::ConnectError::Io(io))
+                        if io.kind() == std::io::ErrorKind::ConnectionRefused),
                     why: e.to_string(),
                 };
             }
@@ -279,6 +314,7 @@ impl ProviderClient {
             Ok(Err(e)) => Attempt::Transport {
                 why: e.to_string(),
                 sent: true,
+                refused: false,
             },
             Err(_) => too_slow(),
         }

@@ -63,6 +63,8 @@ pub struct ModelConfig {
     pub model: String,
     /// `None`: `inference.api_key` is absent, so no credential header is sent.
     pub api_key: Option<Secret>,
+    /// The variable `inference.api_key` names (`${VAR}`), for failures that concern the key.
+    pub key_var: Option<String>,
     pub max_tokens: u32,
     /// `inference.reasoning_effort` (Chat Completions providers only).
     pub reasoning_effort: Option<String>,
@@ -144,6 +146,7 @@ impl ModelConfig {
             url: wire::url(provider, inference.endpoint.as_deref()),
             model,
             api_key,
+            key_var: inference.api_key_var.clone(),
             max_tokens: inference.max_tokens,
             reasoning_effort: inference.reasoning_effort.clone(),
             max_turns: inference.max_turns,

@@ -661,6 +661,7 @@ impl Setup {
                 Api::Anthropic => "claude-test".into(),
             },
             api_key: self.key.map(|k| crate::secret::Secret::new(k.into())),
+            key_var: self.key.map(|_| "MUR_TEST_KEY".into()),
             max_tokens: self.max_tokens,
             reasoning_effort: None,
             max_turns: self.max_turns,
@@ -1081,13 +1082,18 @@ async fn a_401_fails_the_task_at_once() {
         let provider = Provider::start(vec![Reply::status(401, body).into(), text_reply(api, "never").into()]);
         let agent = Setup::new(api).agent(provider.url());
         let outcome = agent.run("Hi", ctx(Arc::new(NoCalls), Arc::default(), false)).await;
-        assert_eq!(
-            outcome,
-            AgentOutcome::Failed(
-                r#"inference failed: 401 {"error":{"message":"Incorrect API key provided: [redacted]","type":"invalid_request_error"}}"#
-                    .into()
-            )
+        let AgentOutcome::Failed(text) = &outcome else {
+            panic!("{outcome:?}")
+        };
+        assert!(
+            text.starts_with(
+                r#"inference failed: 401 {"error":{"message":"Incorrect API key provided: [redacted]","type":"invalid_request_error"}} — POST "#
+            ),
+            "{text}"
         );
+        // The key is named by its variable, never shown.
+        assert!(text.ends_with("refused the key in $MUR_TEST_KEY (inference.api_key): check that it holds a valid key for this provider"), "{text}");
+        assert!(!text.contains("sk-test-key"), "{text}");
         assert_eq!(provider.requests().len(), 1, "{api:?}: a 401 is not retried");
         assert_eq!(agent.totals().snapshot().turns, 0);
     }
@@ -1106,6 +1112,8 @@ async fn transport_errors_are_retried_then_fail() {
     };
     let head = format!("inference failed: no reply from http://127.0.0.1:{port}/v1/chat/completions: ");
     assert!(text.starts_with(&head), "{text}");
+    // Refused on this machine: said at once, with what to do, not after the retries.
+    assert!(text.ends_with("nothing listens there; start the model server (llama-server, vLLM, Ollama, …), or correct inference.endpoint in the capsule's murmur.yaml"), "{text}");
 }
 
 #[actix_rt::test]
@@ -1472,6 +1480,7 @@ async fn https_endpoints_get_a_tls_client() {
         url: wire::url(Api::Anthropic, None),
         model: "m".into(),
         api_key: Some(crate::secret::Secret::new("sk-secret".into())),
+        key_var: Some("MUR_TEST_KEY".into()),
         max_tokens: 16,
         reasoning_effort: None,
         max_turns: None,

@@ -70,6 +70,13 @@ impl ModelSettings {
         }
     }
 
+    /// The scaffold's `inference.max_turns`: room for a task's tool and member calls, not for a loop.
+    pub const SCAFFOLD_MAX_TURNS: u32 = 25;
+
+    /// The scaffold's `inference.max_session_tokens`: a session's guard, written visibly so it is
+    /// raised on purpose.
+    pub const SCAFFOLD_SESSION_TOKENS: u64 = 1_000_000;
+
     /// The environment variable the members' `api_key` names.
     pub fn key_var(&self) -> &'static str {
         key_var(self.provider)
@@ -85,6 +92,13 @@ pub fn default_model(provider: Provider) -> &'static str {
 /// The scaffold's `inference.max_tokens`: the spec's default of 4096 leaves a reasoning model
 /// too little room once it has reasoned, and a reply cut there fails the task.
 pub const SCAFFOLD_MAX_TOKENS: u32 = 16000;
+
+/// The scaffold's `inference.max_turns`: room for a task's tool and member calls, not for a loop.
+pub const SCAFFOLD_MAX_TURNS: u32 = 25;
+
+/// The scaffold's `inference.max_session_tokens`: a session's guard, written visibly so it is
+/// raised on purpose.
+pub const SCAFFOLD_SESSION_TOKENS: u64 = 1_000_000;
 
 /// The environment variable the members' `api_key` names.
 pub fn key_var(provider: Provider) -> &'static str {
@@ -592,6 +606,10 @@ fn inference_block(m: &ModelSettings, prompt: &str) -> String {
   api_key: ${{{}}}
   # Output tokens per turn; a reasoning model's reasoning counts toward them.
   max_tokens: {SCAFFOLD_MAX_TOKENS}
+  # Guards against a model that loops: model turns per task, and tokens (in + out) over the
+  # whole session. Raise them as the work needs; mur run --roster --max-tokens caps a formation.
+  max_turns: {SCAFFOLD_MAX_TURNS}
+  max_session_tokens: {SCAFFOLD_SESSION_TOKENS}
   system_prompt: {}
 ",
         m.provider.as_str(),

@@ -273,6 +273,9 @@ fn model_scaffold_declares_provider_endpoint_model_and_key() {
             assert_eq!(inf.endpoint.as_deref(), Some(endpoint));
             assert_eq!(inf.model.as_deref(), Some(default_model(provider)));
             assert_eq!(inf.max_tokens, SCAFFOLD_MAX_TOKENS);
+            // The guards are written, so a looping model stops and a person sees where to raise them.
+            assert_eq!(inf.max_turns, Some(SCAFFOLD_MAX_TURNS), "{path}");
+            assert_eq!(inf.max_session_tokens, Some(SCAFFOLD_SESSION_TOKENS), "{path}");
             assert_eq!(inf.api_key_var.as_deref(), Some(var));
             assert!(inf.system_prompt.contains("task"), "{path}");
         }

@@ -19,6 +19,9 @@ use super::recorder::{Recorder, TaskNews};
 use super::winddown::{self, Cause, Plan, Reaction, WindDown};
 use super::{Session, retention, rfc3339_ms, secs_until};
 
+/// An idle member's line, in its `logs/bootstrap.log`, when its formation ends.
+const IDLE_AT_FORMATION_END: &str =
+    "[capsule-runtime] formation lifeline closed — the formation has ended; ending the session (no task was running)";
 /// What the controller waits on.
 pub(super) struct Inbox {
     pub(super) causes: UnboundedReceiver<Cause>,
@@ -140,9 +143,14 @@ impl Controller<'_> {
             if let Some(frm) = &self.formation_id {
                 s.journal.formation_ended(&s.session_start, frm);
             }
-            s.console.note(
-                "formation lifeline closed — the formation has ended; cancelling live tasks and ending the session",
-            );
+            // An idle member's end is the formation's ordinary end: said in its log only, so a
+            // run that succeeded does not end on lines that read like failures.
+            match running {
+                Some(task) => s.console.note(&format!(
+                    "formation lifeline closed — the formation has ended; cancelling task {task}, still running, and ending the session"
+                )),
+                None => s.console.log_only(IDLE_AT_FORMATION_END),
+            }
         }
         if plan.deadline_reached()
             && let Some(d) = self.deadline

@@ -67,8 +67,11 @@ pub struct SessionOptions {
     pub store_root: Option<PathBuf>,
     /// The readiness line carries the door's tokens (the launcher's probe needs the operator's).
     pub readiness_tokens: bool,
-    /// The formation's deadline, in Unix milliseconds.
+    /// The formation's deadline, or a lone session's `--deadline`, in Unix milliseconds.
     pub inherited_deadline: Option<u64>,
+    /// A lone session's `--max-tokens`: its token budget, the smaller of this and the manifest's
+    /// `inference.max_session_tokens` (docs/reference/formation.md#budgets).
+    pub max_tokens: Option<u64>,
     /// Lifecycle overrides the launcher sets for the entry member.
     pub lifecycle_task_acceptance: Option<String>,
     pub lifecycle_after_task: Option<String>,

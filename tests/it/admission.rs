@@ -207,7 +207,8 @@ fn doctor_refusals() {
             roster: roster("", "").replace("version: 1.2.0", "version: 1.2.1"),
             code: "E-ROS-007",
             message: "roster.yaml: member 'coder' (local/coder@1.2.1) cannot be admitted: not installed in the project or global store".into(),
-            hint: e007_hint("local/coder@1.2.1"),
+            // What is installed under that name is named, not only how to build the one asked for.
+            hint: "installed under a similar name or version: local/coder@1.2.0 \u{2014} correct the member's capsule and version in roster.yaml, or build and install this one: `mur build DIR && mur install -g DIR/coder-1.2.1.mur.zip`".into(),
         },
         Case {
             roster: roster("  - {name: loner, capsule: local/loner, version: 1.0.0}\n", "reachability: [{from: planner, to: [coder, loner]}]\n"),
@@ -358,7 +359,7 @@ fn doctor_on_an_unreadable_roster_path() {
         dir.display(),
         dir.display()
     );
-    let hint = "correct the key named above in roster.yaml \u{2014} docs/reference/roster.md#fields lists every key, its type and whether it is required (`mur explain E-ROS-001`)";
+    let hint = "correct the key named above in roster.yaml \u{2014} docs/reference/roster.md#keys lists every key, its type and whether it is required (`mur explain E-ROS-001`)";
     assert_eq!(out, refused(&dir, &message, hint));
     assert_eq!(
         err,

@@ -191,7 +191,11 @@ fn a_401_fails_the_task_with_the_providers_answer() {
     assert_eq!(code, Some(1), "{err}");
     assert_eq!(answer["state"], "TASK_STATE_FAILED");
     assert_eq!(answer["answer"], Value::Null);
-    let want = format!("failed: inference failed: 401 {body}");
+    // The provider's answer, then what it most likely means: the key, named by its variable.
+    let want = format!(
+        "failed: inference failed: 401 {body} \u{2014} POST {}/v1/messages refused the key in ${KEY_VAR} (inference.api_key): check that it holds a valid key for this provider",
+        provider.url()
+    );
     assert_eq!(
         std::fs::read_to_string(records_dir(&ready).join("out/result.txt")).unwrap(),
         want
@@ -228,7 +232,10 @@ fn only_a_key_long_enough_to_be_a_secret_is_scrubbed_from_a_failure() {
         let ready: Value = serde_json::from_str(stdout(&out).lines().next().expect("readiness")).expect("json");
         assert_eq!(
             std::fs::read_to_string(records_dir(&ready).join("out/result.txt")).expect("result"),
-            format!("failed: inference failed: 401 {want}"),
+            format!(
+                "failed: inference failed: 401 {want} \u{2014} POST {}/v1/chat/completions refused the key in ${KEY_VAR} (inference.api_key): check that it holds a valid key for this provider",
+                provider.url()
+            ),
             "key {key:?}"
         );
         assert!(

@@ -254,3 +254,120 @@ fn doctor_warns_of_an_unset_key_that_mur_run_refuses_and_of_a_grant_that_reaches
         "{text}"
     );
 }
+
+/// The scaffolded formation `crew`, built and installed as the README says.
+fn crew_installed(sb: &Sandbox) -> std::path::PathBuf {
+    let dir = crew(sb);
+    for member in ["lead", "worker"] {
+        let src = dir.join(member);
+        let out = sb.run(&dir, &["build", src.to_str().expect("utf-8")]);
+        assert!(out.status.success(), "build {member}: {}", stderr(&out));
+        let zip = stdout(&out).trim().rsplit(": ").next().expect("zip").to_string();
+        let out = sb.run(&dir, &["install", "-g", &zip]);
+        assert!(out.status.success(), "install {member}: {}", stderr(&out));
+    }
+    dir
+}
+
+#[test]
+fn a_run_that_succeeds_ends_without_lines_that_read_like_failures() {
+    let sb = Sandbox::new();
+    let dir = crew_installed(&sb);
+    let out = sb.run(&dir, &["run", "--roster", "--task", "hello"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(stdout(&out).contains("hello"), "{}", stdout(&out));
+    for alarming in ["cancelling", "lifeline closed", "error", "warning"] {
+        assert!(
+            !err.contains(alarming),
+            "{alarming:?} after a run that succeeded:\n{err}"
+        );
+    }
+}
+
+#[test]
+fn a_pasted_diagnostic_head_is_explained() {
+    let sb = Sandbox::new();
+    let cwd = sb.path("work");
+    let out = sb.run(&cwd, &["explain", "error[E-ROS-001]:"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("E-ROS-001 (error): "), "{}", stdout(&out));
+}
+
+#[test]
+fn misspelt_manifest_keys_are_warned_with_the_key_meant() {
+    let sb = Sandbox::new();
+    let cwd = sb.path("work");
+    let out = sb.run(&cwd, &["new", "--capsule", "scout", "--lang", "python"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let manifest = cwd.join("scout/murmur.yaml");
+    let text = std::fs::read_to_string(&manifest).expect("manifest");
+    let typos = text
+        .replace("lifecycle:\n", "lifecycle:\n  input_timeout: 30\n")
+        .replace("build:\n", "inferance:\n  provider: openai\nbuild:\n");
+    std::fs::write(&manifest, typos).expect("write");
+    let out = sb.run(&cwd.join("scout"), &["doctor"]);
+    let err = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        err.contains("murmur.yaml: inferance: unknown key; it is ignored (did you mean `inference`?)"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "lifecycle.input_timeout: unknown key; it is ignored (did you mean `lifecycle.input_timeout_secs`?)"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_misspelt_capsule_in_the_roster_is_answered_with_what_is_installed() {
+    let sb = Sandbox::new();
+    let dir = crew_installed(&sb);
+    let roster = dir.join("roster.yaml");
+    let text = std::fs::read_to_string(&roster).expect("roster");
+    std::fs::write(&roster, text.replace("local/crew-worker", "local/crew-wokrer")).expect("write");
+    let out = sb.run(&dir, &["doctor"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let hint = err
+        .lines()
+        .skip_while(|l| !l.contains("error[E-ROS-007]"))
+        .find_map(|l| l.trim().strip_prefix("hint: "))
+        .unwrap_or_else(|| panic!("no E-ROS-007 hint: {err}"));
+    assert!(
+        hint.starts_with("installed under a similar name or version: local/crew-worker@0.1.0 "),
+        "{hint}"
+    );
+    assert!(!hint.contains("crew-lead"), "only what is close: {hint}");
+}
+
+#[test]
+fn doctor_says_each_fix_once_when_members_share_it() {
+    let sb = Sandbox::new();
+    let cwd = sb.path("work");
+    let out = sb.run(&cwd, &["new", "--roster", "chat", "--inference", "openai"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let dir = cwd.join("chat");
+    for member in ["lead", "worker"] {
+        let src = dir.join(member);
+        let out = sb.run(&dir, &["build", src.to_str().expect("utf-8")]);
+        assert!(out.status.success(), "build {member}: {}", stderr(&out));
+        let zip = stdout(&out).trim().rsplit(": ").next().expect("zip").to_string();
+        let out = sb.run(&dir, &["install", "-g", &zip]);
+        assert!(out.status.success(), "install {member}: {}", stderr(&out));
+    }
+    let out = sb
+        .mur(&dir)
+        .arg("doctor")
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .expect("doctor");
+    let text = stdout(&out);
+    let fixes: Vec<&str> = text.lines().filter(|l| l.starts_with("Fix: ")).collect();
+    assert!(!fixes.is_empty(), "both members read the unset OPENAI_API_KEY:\n{text}");
+    let mut unique = fixes.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(fixes.len(), unique.len(), "a fix said twice:\n{text}");
+}

@@ -1323,8 +1323,62 @@ mod links {
                 out.insert(if *n == 0 { s.clone() } else { format!("{s}-{n}") });
                 *n += 1;
             }
+            // An anchor of its own for a paragraph: `<a id="name"></a>`.
+            let mut rest = line;
+            while let Some(at) = rest.find("<a id=\"") {
+                rest = &rest[at + 7..];
+                if let Some(end) = rest.find('"') {
+                    out.insert(rest[..end].to_string());
+                }
+            }
         }
         out
+    }
+
+    /// Every `docs/<page>.md#<anchor>` a message, hint or comment of the sources names is an
+    /// anchor of that page, so a link someone follows from an error lands somewhere.
+    #[test]
+    fn every_docs_anchor_the_sources_name_exists() {
+        let root = repo_root();
+        let mut broken = Vec::new();
+        let mut files = Vec::new();
+        for top in ["src", "crates/mur-core/src"] {
+            let mut stack = vec![root.join(top)];
+            while let Some(dir) = stack.pop() {
+                for e in std::fs::read_dir(&dir).expect("read_dir").flatten() {
+                    let p = e.path();
+                    if p.is_dir() {
+                        stack.push(p);
+                    } else if p.extension().is_some_and(|x| x == "rs") {
+                        files.push(p);
+                    }
+                }
+            }
+        }
+        for path in files {
+            let text = std::fs::read_to_string(&path).expect("read");
+            let mut rest = text.as_str();
+            while let Some(at) = rest.find("docs/") {
+                rest = &rest[at..];
+                let end = rest
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || "/._-#".contains(c)))
+                    .unwrap_or(rest.len());
+                let link = rest[..end].trim_end_matches('.');
+                rest = &rest[end.max(1)..];
+                let Some((page, anchor)) = link.split_once(".md#") else {
+                    continue;
+                };
+                let page_text = std::fs::read_to_string(root.join(format!("{page}.md"))).unwrap_or_default();
+                if !anchors(&page_text).contains(anchor) {
+                    broken.push(format!("{}: {link}", path.display()));
+                }
+            }
+        }
+        assert!(
+            broken.is_empty(),
+            "anchors that are not on their page:\n{}",
+            broken.join("\n")
+        );
     }
 
     /// Every relative link target `](target)` outside code.

@@ -35,7 +35,7 @@ macro_rules! codes {
 /// The hint of an id that names nothing running (`mur stop`, `mur send`).
 const PS_HINT: &str = "`mur ps` lists what is running on this machine";
 
-const ROSTER_FIELDS_HINT: &str = "correct the key named above in roster.yaml — docs/reference/roster.md#fields lists every key, its type and whether it is required (`mur explain E-ROS-001`)";
+const ROSTER_FIELDS_HINT: &str = "correct the key named above in roster.yaml — docs/reference/roster.md#keys lists every key, its type and whether it is required (`mur explain E-ROS-001`)";
 
 codes! {
     E_ROS_001 = "E-ROS-001", Error, "roster.yaml does not read or does not have the roster shape", Some(ROSTER_FIELDS_HINT);
@@ -95,7 +95,7 @@ codes! {
     E_BLD_001 = "E-BLD-001", Error, "mur build: a file cannot be read or written, or the component is missing", None;
     E_BLD_002 = "E-BLD-002", Error, "mur build: the capsule's language toolchain is missing, or failed to build the component", None;
     E_INS_001 = "E-INS-001", Error, "mur install: the archive is bad, has no root murmur.yaml, or there is no project", None;
-    E_TRC_002 = "E-TRC-002", Error, "mur trace show: nothing found for the id", Some("`mur ps` lists running sessions; a session's id is printed in its readiness line");
+    E_TRC_002 = "E-TRC-002", Error, "mur trace show: nothing found for the id, or not all of a formation's trace", Some("`mur trace list` lists every formation launched here, `mur ps` the running sessions; a session's id is printed in its readiness line");
     // [ours] `mur send`: a task to a running session's or formation's door.
     E_SND_001 = "E-SND-001", Error, "mur send: the id is malformed or names no session or formation on this machine", Some(PS_HINT);
     E_SND_002 = "E-SND-002", Error, "mur send: the session or formation is not running", Some("start it again (`mur run …` without --task keeps it serving), then send the task");
@@ -105,7 +105,7 @@ codes! {
     E_ASK_001 = "E-ASK-001", Error, "a task's question got no answer within lifecycle.input_timeout_secs", Some("answer sooner (SendMessage naming the task, `mur answer`, or at the terminal), or raise lifecycle.input_timeout_secs in the asking capsule's murmur.yaml");
     // [ours] Token budgets (docs/reference/formation.md#budgets).
     E_BUD_001 = "E-BUD-001", Error, "the formation's token budget (mur run --max-tokens) has no room for the next model turn", Some("raise --max-tokens, or lower inference.max_tokens or the work a task asks for; `mur trace show` lists what each member spent");
-    E_BUD_002 = "E-BUD-002", Error, "the session's token budget (inference.max_session_tokens) has no room for the next model turn", Some("raise inference.max_session_tokens in the capsule's murmur.yaml, or lower inference.max_tokens; `mur trace show` lists what the session spent");
+    E_BUD_002 = "E-BUD-002", Error, "the session's token budget (inference.max_session_tokens, or a lone session's --max-tokens) has no room for the next model turn", Some("raise inference.max_session_tokens in the capsule's murmur.yaml (or --max-tokens), or lower inference.max_tokens; `mur trace show` lists what the session spent");
     E_BUD_003 = "E-BUD-003", Error, "mur run --max-tokens: the value is not a number of tokens from 1 to 10^12", Some("give a whole number of tokens, e.g. --max-tokens 200000, or omit it for no formation budget");
     E_BUD_004 = "E-BUD-004", Error, "a task's token budget (its grant's, narrowed along the calls above it) has no room for the next model turn", Some("the budget comes from the calling task (call-member's `budget`, what its own grant had left, and --max-tokens); give the call more, or ask the callee for less work");
     // [ours] Grants: on whose behalf, until when and with how much a called task runs (docs/reference/formation.md#grants).

@@ -4,7 +4,8 @@
 //! (`tool_pins`) and the one diagnostics registry;
 //! the small shared helpers (`text` bounds peer text, `sync` locks without panicking, `digest`
 //! spells hashes, `secret` holds credentials and scrubs them from what servers send back, `fence`
-//! fences foreign text for a model, `file` writes a file atomically);
+//! fences foreign text for a model, `file` writes a file atomically, `suggest` finds what a
+//! misspelt key or name meant);
 //! the wire formats (`wire`: channel lines, JSON-RPC, event streams, model providers) and the
 //! addresses a capsule may reach (`address`: allow rules, virtual peer addresses).
 //!
@@ -42,6 +43,7 @@ pub mod running;
 pub mod schema;
 pub mod secret;
 pub mod store;
+pub mod suggest;
 pub mod sync;
 pub mod task;
 pub mod text;

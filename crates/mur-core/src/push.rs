@@ -1,4 +1,4 @@
-//! Push notifications' pure part (A2A v1.0 §3.1.7–3.1.10, §4.3, §13.2; docs/a2a.md#push-notifications):
+//! Push notifications' pure part (A2A v1.0 §3.1.7–3.1.10, §4.3, §13.2; docs/a2a.md#push-notification-configuration-methods):
 //! the webhook URL rule, the address rule applied to every address a webhook's name resolves to,
 //! a config's params, and the delivery's retry plan. The door (`mur::door::push`) stores the
 //! configs and moves the bytes.

@@ -1,4 +1,4 @@
-//! Push notifications (A2A v1.0 §3.1.7–3.1.10, §4.3; docs/a2a.md#push-notifications): the four
+//! Push notifications (A2A v1.0 §3.1.7–3.1.10, §4.3; docs/a2a.md#push-notification-configuration-methods): the four
 //! config methods and the configs a door holds. Each config has one delivery (`deliver`) that
 //! follows its task and POSTs every update to the webhook, one at a time, in order.
 //!

@@ -101,7 +101,7 @@ pub(super) fn prepare(args: &SessionOptions, console: &Console) -> Result<Prepar
     let host = runner(
         &capsule,
         membership.as_ref(),
-        args.inherited_deadline,
+        args,
         handed.as_ref(),
         early,
         defer,
@@ -261,10 +261,11 @@ fn resolve_from_stores(
 
 /// What runs the tasks: the component the second thread loaded, when it is this capsule's; else,
 /// when `defer`, the handed entry, mapped at the first task; else a runner loaded now.
+/// `args` gives the inherited deadline and `--max-tokens`.
 fn runner(
     capsule: &ResolvedCapsule,
     membership: Option<&Membership>,
-    deadline_ms: Option<u64>,
+    args: &SessionOptions,
     handed: Option<&host::Handed>,
     early: Option<EarlyLoad>,
     defer: bool,
@@ -277,7 +278,14 @@ fn runner(
             tracing::debug!("the handed compiled entry is mapped at the first task");
             Ok(Runner::Deferred(std::sync::Arc::new(deferred)))
         }
-        (None, None) => load_runner(capsule, membership, deadline_ms, handed, console),
+        (None, None) => load_runner(
+            capsule,
+            membership,
+            args.inherited_deadline,
+            args.max_tokens,
+            handed,
+            console,
+        ),
     }
 }
 

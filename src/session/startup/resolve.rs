@@ -109,6 +109,7 @@ pub(super) fn load_runner(
     c: &ResolvedCapsule,
     membership: Option<&Membership>,
     deadline_ms: Option<u64>,
+    max_tokens: Option<u64>,
     handed: Option<&host::Handed>,
     console: &Console,
 ) -> Result<Runner, Diagnostic> {
@@ -138,6 +139,7 @@ pub(super) fn load_runner(
         .and_then(DateTime::from_timestamp_millis)
         .and_then(|d| std::time::Instant::now().checked_add((d - Utc::now()).to_std().unwrap_or_default()));
     let retry = crate::model::Retry::from_timing(Timing::get(), deadline);
+    let (limit, source) = session_budget(config.max_session_tokens, max_tokens);
     // The formation's budget when it keeps one; the authority channel in any case, for a task
     // whose grant has a budget.
     let formation = budget_link(membership)?;
@@ -147,7 +149,9 @@ pub(super) fn load_runner(
             .and_then(|m| m.authority.as_ref())
             .map(|(a, _)| std::sync::Arc::clone(a))
     });
-    let spending = crate::model::budget::Spending::new(config.max_session_tokens, link).with_formation_budget(kept);
+    let spending = crate::model::budget::Spending::new(limit, link)
+        .with_formation_budget(kept)
+        .session_named(source);
     let mut agent = crate::model::Agent::new(config, identity, callees.clone(), retry).with_spending(spending);
     let mut tools = if c.manifest.tools.is_empty() {
         crate::tools::Toolbox::runtime(&callees)
@@ -159,6 +163,17 @@ pub(super) fn load_runner(
     }
     agent = agent.with_tools(tools);
     Ok(Runner::Model(std::sync::Arc::new(agent)))
+}
+
+/// The session's token budget and what set it: the smaller of the manifest's
+/// `inference.max_session_tokens` and `mur run --capsule --max-tokens`.
+fn session_budget(manifest: Option<u64>, flag: Option<u64>) -> (Option<u64>, &'static str) {
+    use crate::model::budget::SESSION_SOURCE as MANIFEST;
+    match (manifest, flag) {
+        (Some(m), Some(f)) if f < m => (Some(f), "--max-tokens"),
+        (None, Some(f)) => (Some(f), "--max-tokens"),
+        (m, _) => (m, MANIFEST),
+    }
 }
 
 /// The formation's budget channel (`MURMUR_FORMATION_BUDGET`), a formation member's only: set

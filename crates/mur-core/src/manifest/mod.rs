@@ -261,7 +261,7 @@ pub struct Manifest {
     pub remote: Option<Remote>,
 }
 
-/// One entry of `tools` (docs/reference/manifest.md#tools).
+/// One entry of `tools` (docs/reference/manifest.md#keys).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolDecl {
     /// What the model calls a WebAssembly tool, and the prefix of an MCP server's tools

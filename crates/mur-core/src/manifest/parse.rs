@@ -91,9 +91,15 @@ impl Walker {
     fn unknown(&mut self, map: &Node, prefix: &str, known: &[&str], ignored: &[&str]) {
         for (k, _) in map.as_map().unwrap_or(&[]) {
             if !known.contains(&k.as_str()) && !ignored.contains(&k.as_str()) {
+                let guess = crate::suggest::closest(k, known.iter().copied())
+                    .map(|g| format!(" (did you mean `{}`?)", join(prefix, g)))
+                    .unwrap_or_default();
                 self.warnings.push(Diagnostic::new(
                     diag::W_SEC_019,
-                    format!("murmur.yaml: {}: unknown key; it is ignored", join(prefix, &shown(k))),
+                    format!(
+                        "murmur.yaml: {}: unknown key; it is ignored{guess}",
+                        join(prefix, &shown(k))
+                    ),
                 ));
             }
         }

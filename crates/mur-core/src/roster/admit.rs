@@ -112,7 +112,27 @@ pub fn admit(
                 })
         },
         &|full| lock.and_then(|l| l.pin(full)).cloned(),
+        &|m| installed_like(stores, m),
     )
+}
+
+/// What is installed under a name like the member's (`scope/name@version`), or under its name at
+/// another version: a misspelt capsule or version is far likelier than one never built. Names
+/// are compared without their scope, so a slip in a short name does not match another name.
+fn installed_like(stores: &crate::store::Stores, m: &MemberDecl) -> Vec<String> {
+    let listed = stores.list();
+    let names: Vec<&str> = listed.iter().map(|l| l.name.name.as_str()).collect();
+    let close = crate::suggest::similar(&m.capsule.name, names.iter().copied());
+    let mut out: Vec<String> = Vec::new();
+    for l in &listed {
+        if l.name == m.capsule || close.contains(&l.name.name.as_str()) {
+            let shown = format!("{}@{}", l.name, l.version);
+            if !out.contains(&shown) {
+                out.push(shown);
+            }
+        }
+    }
+    out
 }
 
 /// [`admit`] over any store and lock, so checks 6–8 are testable without files.
@@ -120,6 +140,7 @@ pub(crate) fn admit_with(
     r: &Roster,
     resolve: &mut dyn FnMut(&ArtifactName, &str) -> Result<Bound, String>,
     pin: &dyn Fn(&str) -> Option<PinView>,
+    installed_like: &dyn Fn(&MemberDecl) -> Vec<String>,
 ) -> Result<Admitted, Diagnostic> {
     let entry = structure(r)?;
 
@@ -140,7 +161,20 @@ pub(crate) fn admit_with(
         if crate::manifest::check_version(&m.version).is_err() {
             return Err(not_admitted(m, &crate::store::ResolveError::NotInstalled.to_string()));
         }
-        let bound = resolve(&m.capsule, &m.version).map_err(|why| not_admitted(m, &why))?;
+        let bound = resolve(&m.capsule, &m.version).map_err(|why| {
+            let d = not_admitted(m, &why);
+            let missing = why == crate::store::ResolveError::NotInstalled.to_string();
+            match if missing { installed_like(m) } else { Vec::new() } {
+                like if like.is_empty() => d,
+                like => d.with_hint(format!(
+                    "installed under a similar name or version: {} \u{2014} correct the member's capsule and version in \
+                     roster.yaml, or build and install this one: `mur build DIR && mur install -g DIR/{}-{}.mur.zip`",
+                    like.join(", "),
+                    m.capsule.name,
+                    shown(&m.version)
+                )),
+            }
+        })?;
         let manifest = crate::manifest::parse_packed(&bound.manifest)
             .map_err(|why| not_admitted(m, &why))?
             .manifest;

@@ -9,7 +9,7 @@ use super::*;
 use crate::diag::{self, Code, Diagnostic};
 use crate::manifest::Acceptance;
 
-const FIELDS_HINT: &str = "correct the key named above in roster.yaml — docs/reference/roster.md#fields lists every key, its type and whether it is required (`mur explain E-ROS-001`)";
+const FIELDS_HINT: &str = "correct the key named above in roster.yaml — docs/reference/roster.md#keys lists every key, its type and whether it is required (`mur explain E-ROS-001`)";
 
 const VALID: &str = "\
 roster_version: 1
@@ -806,7 +806,10 @@ fn structural_checks_run_in_order() {
     // Checks 1–5 refuse with no store at all: the resolver is never asked.
     for (text, code) in &table {
         let r = parse_str(text).unwrap();
-        let d = admit_with(&r, &mut |_, _| panic!("checks 1–5 read no store"), &|_| None).unwrap_err();
+        let d = admit_with(&r, &mut |_, _| panic!("checks 1–5 read no store"), &|_| None, &|_| {
+            Vec::new()
+        })
+        .unwrap_err();
         assert_eq!(d.code, *code);
     }
 }
@@ -894,6 +897,7 @@ impl Fake {
                     platforms_only: *p,
                 })
             },
+            &|_| Vec::new(),
         )
     }
 }
@@ -1033,7 +1037,7 @@ fn store_checks_run_in_order() {
     // An unsafe version is never looked up.
     let text = format!("{M0}{{name: a, capsule: local/a, version: ../../x, entry: true}}\n");
     let r = parse_str(&text).unwrap();
-    let d = admit_with(&r, &mut |_, _| panic!("never looked up"), &|_| None).unwrap_err();
+    let d = admit_with(&r, &mut |_, _| panic!("never looked up"), &|_| None, &|_| Vec::new()).unwrap_err();
     assert_eq!(
         d.message,
         "roster.yaml: member 'a' (local/a@../../x) cannot be admitted: not installed in the project or global store"
@@ -1402,6 +1406,7 @@ fn members_of_one_capsule_share_one_lookup() {
             })
         },
         &|_| None,
+        &|_| Vec::new(),
     );
     assert!(admitted.is_ok(), "{:?}", admitted.err());
     assert_eq!(lookups, ["local/w@1", "local/w@2"]);

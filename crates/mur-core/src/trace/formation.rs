@@ -53,6 +53,8 @@ pub struct FormationTrace {
     pub calls: Vec<CallSummary>,
     /// The questions the members' tasks asked, member by member in session order.
     pub questions: Vec<super::questions::QuestionSummary>,
+    /// Traces found but not read, and why: a formation's trace is whole or says what it lacks.
+    pub unreadable: Vec<(PathBuf, String)>,
 }
 
 impl FormationTrace {
@@ -111,7 +113,13 @@ pub fn collect(formation_id: &str, roots: &[PathBuf]) -> FormationTrace {
             if !seen.insert(trace.clone()) {
                 continue;
             }
-            let Ok(records) = read_records(&trace) else { continue };
+            let records = match read_records(&trace) {
+                Ok(r) => r,
+                Err(e) => {
+                    out.unreadable.push((trace, e.to_string()));
+                    continue;
+                }
+            };
             let Some(first) = records.first() else { continue };
             if first["event_type"] != "session_start" || first["formation_id"] != formation_id {
                 continue;
@@ -558,6 +566,7 @@ mod tests {
                 waited_ms: Some(40),
                 answer_bytes: Some(3),
             }],
+            unreadable: Vec::new(),
         };
         let v = t.usage_json("frm_x");
         assert_eq!(v["questions"][0]["outcome"], "answered");

@@ -35,7 +35,11 @@ pub const FAILURE_BODY_BYTES: usize = 200;
 pub fn url(provider: Provider, endpoint: Option<&str>) -> String {
     let base = endpoint.unwrap_or(provider.default_endpoint()).trim_end_matches('/');
     let tail = dialect(provider).path();
-    if base.ends_with("/v1") {
+    // An endpoint written as the whole request URL (`…/v1/chat/completions`, as many servers'
+    // own pages show it) is taken as it is, not doubled.
+    if base.ends_with(&format!("/{tail}")) {
+        base.to_string()
+    } else if base.ends_with("/v1") {
         format!("{base}/{tail}")
     } else {
         format!("{base}/v1/{tail}")
@@ -214,6 +218,40 @@ pub fn failure_text(status: u16, body: &[u8]) -> String {
     .to_string()
 }
 
+/// `url` as a failure may show it: without a userinfo part (`user:key@`) or a query, either of
+/// which may carry a credential.
+pub fn shown_url(url: &str) -> String {
+    let url = url.split(['?', '#']).next().unwrap_or(url);
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+            format!("{scheme}://{host}{path}")
+        }
+        None => url.to_string(),
+    }
+}
+
+/// What a refused request most likely means, after its failure text: a 401 or 403 is the key
+/// (named by its variable, never its value), a 404 or 405 the URL.
+pub fn failure_context(status: u16, url: &str, key_var: Option<&str>) -> Option<String> {
+    let url = shown_url(url);
+    match status {
+        401 | 403 => Some(match key_var {
+            Some(var) => format!(
+                "POST {url} refused the key in ${var} (inference.api_key): check that it holds a valid key for this provider"
+            ),
+            None => format!(
+                "POST {url} wants a key: add `api_key: ${{VAR}}` under inference, naming the variable that holds it"
+            ),
+        }),
+        404 | 405 => Some(format!(
+            "POST {url} is not an API path of this server: inference.endpoint should be the server's base URL (e.g. http://127.0.0.1:8080), and the provider the API it speaks"
+        )),
+        _ => None,
+    }
+}
+
 /// Whether a status is retried: 429 (rate limited), 5xx (Anthropic's 529 `overloaded_error`
 /// among them), and the 408 and 409 both official SDKs retry. A provider's `x-should-retry`
 /// header overrides this either way (see [`should_retry`]).
@@ -363,4 +401,47 @@ pub fn plan_retry(
         return Err(GiveUp::Deadline { wait });
     }
     Ok((wait, source))
+}
+
+#[cfg(test)]
+mod url_tests {
+    use super::*;
+
+    #[test]
+    fn an_endpoint_written_as_the_whole_url_is_not_doubled() {
+        for (endpoint, want) in [
+            ("http://127.0.0.1:8080", "http://127.0.0.1:8080/v1/chat/completions"),
+            ("http://127.0.0.1:8080/v1", "http://127.0.0.1:8080/v1/chat/completions"),
+            (
+                "http://127.0.0.1:8080/v1/chat/completions",
+                "http://127.0.0.1:8080/v1/chat/completions",
+            ),
+            (
+                "http://127.0.0.1:8080/v1/chat/completions/",
+                "http://127.0.0.1:8080/v1/chat/completions",
+            ),
+        ] {
+            assert_eq!(url(Provider::OpenAiCompatible, Some(endpoint)), want, "{endpoint}");
+        }
+        assert_eq!(
+            url(Provider::Anthropic, Some("https://a.example/v1/messages")),
+            "https://a.example/v1/messages"
+        );
+    }
+
+    #[test]
+    fn a_failure_shows_the_url_without_credentials_and_names_the_keys_variable() {
+        assert_eq!(
+            shown_url("https://u:sk-1@h.example:8443/v1/x?key=sk-2"),
+            "https://h.example:8443/v1/x"
+        );
+        let key = failure_context(401, "https://u:sk-1@h.example/v1/messages", Some("ANTHROPIC_API_KEY")).unwrap();
+        assert!(key.contains("$ANTHROPIC_API_KEY") && !key.contains("sk-1"), "{key}");
+        assert!(
+            failure_context(404, "http://127.0.0.1:1/v1/chat/completions", None)
+                .unwrap()
+                .contains("inference.endpoint")
+        );
+        assert_eq!(failure_context(500, "http://x", None), None);
+    }
 }

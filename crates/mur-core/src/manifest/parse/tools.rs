@@ -1,4 +1,4 @@
-//! `tools:` of a model capsule (docs/reference/manifest.md#tools): what its model may call
+//! `tools:` of a model capsule (docs/reference/manifest.md#keys): what its model may call
 //! besides the runtime's own tools. Every entry is a WebAssembly tool packed in the archive or an
 //! MCP server reached over Streamable HTTP, never both; an MCP entry lists the server's tools the
 //! model is offered (`allow`, required: there is no "all of them").
