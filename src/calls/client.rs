@@ -14,9 +14,32 @@ use std::time::Duration;
 use actix_web::web::Bytes;
 use futures_util::StreamExt;
 
-use super::router::PeerRoute;
 use crate::outbound;
+use crate::secret::Secret;
 use crate::tasks::Trust;
+
+/// Where a callee's door is and the credential for it.
+#[derive(Clone, Debug)]
+pub struct PeerRoute {
+    /// The door's real URL, `http://host:port`. Never shown to a component, a model or the trace.
+    pub url: String,
+    /// The door as the launcher vouched for it: when present, the only way the door is reached
+    /// (its Unix socket, served by that process; see `peer_door`).
+    pub door: Option<crate::channel::DoorIdentity>,
+    token: Secret,
+}
+
+impl PeerRoute {
+    /// The route the router hands out for a callee.
+    pub(super) fn new(url: String, door: Option<crate::channel::DoorIdentity>, token: Secret) -> PeerRoute {
+        PeerRoute { url, door, token }
+    }
+
+    /// The `mft1` of the edge: only ever the `Authorization` header of a request to `url`.
+    pub fn token(&self) -> &Secret {
+        &self.token
+    }
+}
 
 /// Largest reply body read (a callee's answer is cut to 64 KiB later; this only bounds memory).
 const MAX_BODY: usize = 32 << 20;

@@ -64,12 +64,13 @@ use std::time::Duration;
 use actix::Addr;
 use serde_json::Value;
 
+pub use client::PeerRoute;
 pub use dispatch::TaskCalls;
 pub use output::{
     ANSWER_CAP, CUT_MARKER, ToolResult, cap, continuation_message, fence, neutralise, redact, tool_result, virtual_url,
 };
 pub use policy::{PeerRoutes, task_policy};
-pub use router::{Channel, Denial, PeerRoute, Resolution, Resolve, VirtualPeerRouter, resolve};
+pub use router::{Channel, Denial, Resolution, Resolve, VirtualPeerRouter, resolve};
 
 use crate::runner::authority::{Authority, Undelegated};
 use crate::runner::{AllowList, CallOutcome, CallStatus, HttpPolicy, MemberCalls};

@@ -25,16 +25,7 @@ use tokio::sync::oneshot;
 use crate::channel::{self, ChannelEvent};
 use crate::secret::Secret;
 
-/// Where a callee's door is and the credential for it.
-#[derive(Clone, Debug)]
-pub struct PeerRoute {
-    /// The door's real URL, `http://host:port`. Never shown to a component, a model or the trace.
-    pub url: String,
-    /// The door as the launcher vouched for it: when present, the only way the door is reached
-    /// (its Unix socket, served by that process; see [`super::dial`]).
-    pub door: Option<channel::DoorIdentity>,
-    token: Secret,
-}
+use super::client::PeerRoute;
 
 /// A callee's door as its address line named it, and where the check of its card stands.
 #[derive(Debug, Clone)]
@@ -61,13 +52,6 @@ const CARD_READ: Duration = Duration::from_secs(5);
 
 /// The largest card read: a card is a few KiB.
 const MAX_CARD: usize = 64 << 10;
-
-impl PeerRoute {
-    /// The `mft1` of the edge: only ever the `Authorization` header of a request to `url`.
-    pub fn token(&self) -> &Secret {
-        &self.token
-    }
-}
 
 /// Why a name did not resolve. Every denial looks the same to a component
 /// (docs/reference/capsules.md#calls-by-address); the reason is for the caller's own diagnostics.
@@ -190,11 +174,11 @@ impl VirtualPeerRouter {
         }
         if let Some(known) = self.urls.get(name) {
             return match known.card {
-                CardCheck::NoKey | CardCheck::Verified => Some(Resolution::Route(PeerRoute {
-                    url: known.url.clone(),
-                    door: known.door.clone(),
-                    token: token.clone(),
-                })),
+                CardCheck::NoKey | CardCheck::Verified => Some(Resolution::Route(PeerRoute::new(
+                    known.url.clone(),
+                    known.door.clone(),
+                    token.clone(),
+                ))),
                 CardCheck::Refused => Some(Resolution::Denied(Denial::CardRefused)),
                 CardCheck::Unchecked(_) | CardCheck::Pending => None,
             };
@@ -299,11 +283,7 @@ impl VirtualPeerRouter {
         };
         let key = key.clone();
         known.card = CardCheck::Pending;
-        let route = PeerRoute {
-            url: known.url.clone(),
-            door: known.door.clone(),
-            token: token.clone(),
-        };
+        let route = PeerRoute::new(known.url.clone(), known.door.clone(), token.clone());
         let (name, url) = (name.to_string(), known.url.clone());
         let check = async move { read_card(route, &key).await };
         ctx.spawn(check.into_actor(self).map(move |outcome, act, _ctx| {
