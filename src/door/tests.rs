@@ -271,6 +271,16 @@ impl TestDoor {
         panic!("{task_id} never reached {state:?}");
     }
 
+    fn wait_status_text(&self, task_id: &str) {
+        for _ in 0..400 {
+            if self.board.get(task_id).is_some_and(|t| t.status_text.is_some()) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        panic!("{task_id} never noted its progress");
+    }
+
     /// Raw bytes over a fresh connection, for requests ureq will not form.
     fn raw(&self, request: &[u8]) -> String {
         let addr = self.url.replace("localhost", "127.0.0.1");
@@ -1119,6 +1129,9 @@ fn sse_streams_follow_a_task_to_its_end() {
     let task_id = first["result"]["task"]["id"].as_str().unwrap_or_default().to_string();
     assert!(crate::ids::is(crate::ids::IdKind::Task, &task_id), "{first}");
     d.wait_state(&task_id, TaskState::Working);
+    // The executor takes the task (working) a moment before it notes its progress: the
+    // subscription below is to show that note.
+    d.wait_status_text(&task_id);
     // A second stream subscribes to the same task; both then follow it to its end.
     let sub_body =
         json!({"jsonrpc": "2.0", "id": 7, "method": "SubscribeToTask", "params": {"id": task_id}}).to_string();
