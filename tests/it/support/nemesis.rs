@@ -260,7 +260,10 @@ pub struct World {
 impl World {
     /// Installs the capsules and writes one project per use.
     pub fn new() -> World {
-        let sb = Sandbox::new();
+        // Its capsules are small (WAT and the model member), so it shares no compiled cache: the
+        // file checks read every byte of HOME after each fault, and the run's shared Python and
+        // JavaScript entries (hundreds of MB by then) would be read each time for nothing.
+        let sb = Sandbox::unshared();
         let faults = Arc::new(ProviderFaults::default());
         // The script is a function of each request; it is long enough for any run's requests.
         let script: Vec<Step> = (0..200_000)
