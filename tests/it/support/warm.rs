@@ -47,17 +47,19 @@ pub fn begin() {
         spawn(|| {
             chromium::chromium();
         });
-        spawn(|| {
-            for set in [
-                pins::A2A_PY,
-                mcp::MCP_SDK,
-                pins::PROVIDER_SDKS,
-                pins::JSONSCHEMA,
-                pins::KUBERNETES_VALIDATE,
-            ] {
+        // One thread per environment: each is its own venv under its own lock, and one after
+        // another they kept the last (the deploy tests' schema checker) minutes behind the first.
+        for set in [
+            pins::A2A_PY,
+            mcp::MCP_SDK,
+            pins::PROVIDER_SDKS,
+            pins::JSONSCHEMA,
+            pins::KUBERNETES_VALIDATE,
+        ] {
+            spawn(move || {
                 python_with(set, "sys");
-            }
-        });
+            });
+        }
         spawn(|| {
             toolchains::node_with(pins::A2A_JS);
         });
