@@ -73,6 +73,11 @@ for _ in $(seq 300); do
   [ -s "$home/door.out" ] && break
   sleep 0.1
 done
+if [ ! -s "$home/door.out" ]; then
+  echo "the door did not become ready:" >&2
+  cat "$home/door.err" >&2
+  exit 1
+fi
 ready=$(head -n1 "$home/door.out")
 url=$("$python" -c 'import json,sys; print("http://" + json.loads(sys.argv[1])["url"].replace("localhost", "127.0.0.1", 1))' "$ready")
 # The token reaches the TCK only through its own process environment, as its README asks,
