@@ -418,8 +418,8 @@ fn the_js_sdk_raises_its_typed_errors_for_refused_streams() {
 /// the official SDK client: a component capsule asks its caller (`ask.request-input`,
 /// docs/reference/door.md#asking), the client sees the question as the task's status message, and
 /// continues the task with a message carrying its taskId and contextId, blocking and streamed;
-/// CancelTask ends a task that waits. The same script reproduces the A2A TCK's
-/// `test_message_send_continue_task` (the TCK is not installable here: it is not on PyPI).
+/// CancelTask ends a task that waits. (The A2A TCK's `test_message_send_continue_task` continues a
+/// task that already completed instead, which §3.1.1 refuses: docs/a2a.md#the-a2a-tck.)
 #[test]
 fn the_official_sdk_continues_a_task_that_asks() {
     let py = python_with(A2A_SDK, "a2a.client, a2a.types.a2a_pb2, httpx");
@@ -510,4 +510,81 @@ fn an_unanswered_component_question_fails_its_task_with_e_ask_001() {
         1,
         "the late answer started nothing"
     );
+}
+
+/// The A2A TCK's binary part (`test_binary_data_handling`: a text part and a `raw` part of
+/// `application/octet-stream`), as §3.1.1 and §4.1.6 judge it: accepted, and framed into the task
+/// text, by a capsule that declares the media type in `exports.input_modes`; `-32005`
+/// ContentTypeNotSupportedError from one that does not.
+#[test]
+fn the_tck_binary_part_is_accepted_where_its_media_type_is_declared() {
+    let sb = Sandbox::new();
+    sb.install_actor("echo");
+    install(
+        &sb,
+        "echo",
+        "bytes",
+        &format!(
+            "{AUTH}{}exports:\n  input_modes: ['application/octet-stream']\n",
+            serve(4)
+        ),
+    );
+    // base64 of "This is test binary data", as the TCK sends it.
+    let raw = "VGhpcyBpcyB0ZXN0IGJpbmFyeSBkYXRh";
+    let msg = json!({"message": {"messageId": "m-bin", "role": "ROLE_USER", "parts": [
+        {"text": "Processing binary data"},
+        {"raw": raw, "mediaType": "application/octet-stream"},
+    ]}});
+    let b = Door::start(&sb, "bytes", &[]);
+    let reply = b.rpc(Some(&b.op()), "SendMessage", msg.clone());
+    assert_eq!(
+        reply["result"]["task"]["artifacts"][0]["parts"][0]["text"],
+        format!("Processing binary data\n```application/octet-stream;base64\n{raw}\n```"),
+        "{reply}"
+    );
+    let d = Door::start(&sb, "echo", &[]);
+    let refused = d.rpc(Some(&d.op()), "SendMessage", msg);
+    assert_eq!(refused["error"]["code"], -32005, "{refused}");
+}
+
+/// A2A v1.0 §3.2.4 and a2a.proto `SendMessageConfiguration.history_length`: a message that
+/// continues a task (here answering the question it asked, §3.1.1) gets its reply's `history`
+/// limited by `configuration.historyLength` as a new task's reply is: the newest n messages, none
+/// for 0, all when unset.
+#[test]
+fn a_continuation_reply_honours_history_length() {
+    let sb = Sandbox::new();
+    install_asker(&sb, 60);
+    let d = Door::start(&sb, "asker", &[]);
+    let op = d.op();
+    let answer = |id: &str, n: Option<u64>| {
+        let mut params = json!({"message": {"messageId": format!("a-{id}"), "taskId": id, "role": "ROLE_USER",
+            "parts": [{"text": "blue"}]}});
+        if let Some(n) = n {
+            params["configuration"] = json!({"historyLength": n});
+        }
+        let r = d.rpc(Some(&op), "SendMessage", params);
+        assert_eq!(r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{r}");
+        r["result"]["task"].clone()
+    };
+    let ask = |text: &str| {
+        let t = d.send(Some(&op), text, false);
+        assert_eq!(t["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{t}");
+        t["id"].as_str().expect("id").to_string()
+    };
+
+    let whole = answer(&ask("which colour?"), None);
+    let history = whole["history"].as_array().cloned().unwrap_or_default();
+    assert!(history.len() >= 3, "the question, the answer, the final word: {whole}");
+    let one = answer(&ask("which colour?"), Some(1));
+    let kept = one["history"].as_array().cloned().unwrap_or_default();
+    assert_eq!(kept.len(), 1, "{one}");
+    assert_eq!(kept[0]["role"], "ROLE_AGENT", "{one}");
+    assert_eq!(
+        kept[0]["parts"],
+        history[history.len() - 1]["parts"],
+        "the newest message"
+    );
+    let none = answer(&ask("which colour?"), Some(0));
+    assert!(none.get("history").is_none(), "{none}");
 }

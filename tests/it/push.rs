@@ -181,7 +181,7 @@ fn assert_delivered(hits: &[Hit], task_id: &str, token: &str, authorization: &st
         );
         assert_eq!(
             h.headers.get("content-type").map(String::as_str),
-            Some("application/json"),
+            Some("application/a2a+json"),
             "{shown}"
         );
         let id = h
@@ -428,4 +428,95 @@ fn configs_are_bounded_paged_judged_and_hold_nothing_up() {
     assert_eq!(got["result"]["url"], silent_url.as_str(), "{got}");
     assert_eq!(d.rpc(Some(&op), "ListTasks", json!({}))["result"]["totalSize"], 2);
     drop(silent);
+}
+
+/// The config methods as the A2A TCK (a2aproject/a2a-tck) calls them, which the door serves as
+/// A2A has it: Get, List and Delete name the task by its proto field name (`task_id`), which
+/// ProtoJSON parsers accept beside the JSON name (A2A §5.5 follows ProtoJSON, ADR-001), and a
+/// config's URL names a host that does not resolve here (`.invalid` never does, RFC 6761): it is
+/// stored, to be resolved and judged at each delivery. The same field under both names is
+/// `-32602`; an unknown task under either is `-32001`.
+#[test]
+fn configs_are_read_under_proto_field_names_and_unresolved_hosts_are_stored() {
+    let sb = Sandbox::new();
+    let d = echo_door(&sb);
+    let op = d.op();
+    let msg = json!({"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "tck"}]}});
+    let task = d.rpc(Some(&op), "SendMessage", msg)["result"]["task"].clone();
+    let id = task["id"].as_str().expect("a task id").to_string();
+
+    let url = "https://hooks.example.invalid/webhook";
+    let made = d.rpc(
+        Some(&op),
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": id, "id": "tck-1", "url": url}),
+    );
+    assert_eq!(
+        made["result"],
+        json!({"id": "tck-1", "taskId": id, "url": url}),
+        "{made}"
+    );
+    let by_proto_name = d.rpc(
+        Some(&op),
+        "CreateTaskPushNotificationConfig",
+        json!({"task_id": id, "id": "tck-2", "url": url}),
+    );
+    assert_eq!(by_proto_name["result"]["taskId"], json!(id), "{by_proto_name}");
+
+    let got = d.rpc(
+        Some(&op),
+        "GetTaskPushNotificationConfig",
+        json!({"task_id": id, "id": "tck-1"}),
+    );
+    assert_eq!(got["result"], made["result"], "{got}");
+    let listed = d.rpc(
+        Some(&op),
+        "ListTaskPushNotificationConfigs",
+        json!({"task_id": id, "page_size": 1}),
+    );
+    assert_eq!(listed["result"]["configs"], json!([made["result"]]), "{listed}");
+    assert_eq!(listed["result"]["nextPageToken"], "1", "{listed}");
+    let deleted = d.rpc(
+        Some(&op),
+        "DeleteTaskPushNotificationConfig",
+        json!({"task_id": id, "id": "tck-1"}),
+    );
+    assert_eq!(deleted["result"], json!({}), "{deleted}");
+    let gone = d.rpc(
+        Some(&op),
+        "GetTaskPushNotificationConfig",
+        json!({"taskId": id, "id": "tck-1"}),
+    );
+    assert_eq!(gone["error"]["code"], -32001, "{gone}");
+
+    let twice = d.rpc(
+        Some(&op),
+        "GetTaskPushNotificationConfig",
+        json!({"taskId": id, "task_id": id, "id": "tck-2"}),
+    );
+    assert_eq!(twice["error"]["code"], -32602, "{twice}");
+    assert_eq!(
+        twice["error"]["data"][0]["fieldViolations"][0]["field"], "taskId",
+        "{twice}"
+    );
+    for method in [
+        "GetTaskPushNotificationConfig",
+        "DeleteTaskPushNotificationConfig",
+        "ListTaskPushNotificationConfigs",
+    ] {
+        let r = d.rpc(
+            Some(&op),
+            method,
+            json!({"task_id": "nonexistent-task-id", "id": "default"}),
+        );
+        assert_eq!(r["error"]["code"], -32001, "{method}: {r}");
+        assert_eq!(r["error"]["message"], "Task not found", "{method}: {r}");
+    }
+    // What the URL rule judges without resolving is still refused at once: plain http to a name.
+    let refused = d.rpc(
+        Some(&op),
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": id, "url": "http://hooks.example.invalid/"}),
+    );
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
 }

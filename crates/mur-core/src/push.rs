@@ -395,6 +395,35 @@ pub struct ConfigParams {
 /// A refused parameter: its JSON path and why (the door answers `-32602` naming it).
 pub type ParamRefusal = (String, String);
 
+/// The proto field name of a JSON field name (`taskId` → `task_id`).
+fn proto_name(json_name: &str) -> String {
+    let mut out = String::with_capacity(json_name.len() + 4);
+    for c in json_name.chars() {
+        if c.is_ascii_uppercase() {
+            out.push('_');
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The value of field `key` (its JSON name) in a request object, read under its JSON name or its
+/// proto field name: ProtoJSON, which A2A's JSON follows (§5.5, ADR-001), has parsers accept
+/// both ("Parsers accept both the lowerCamelCase name … and the original proto field name"), as
+/// the official SDKs' servers do. Both at once is refused, as a field given twice.
+pub fn field<'a>(obj: &'a Map<String, Value>, prefix: &str, key: &str) -> Result<Option<&'a Value>, ParamRefusal> {
+    let proto = proto_name(key);
+    match (obj.get(key), obj.get(&proto).filter(|_| proto != key)) {
+        (Some(_), Some(_)) => Err((
+            format!("{prefix}{key}"),
+            format!("is given twice, as {key} and as {proto}"),
+        )),
+        (v, None) | (None, v) => Ok(v),
+    }
+}
+
 fn string_field<'a>(
     obj: &'a Map<String, Value>,
     prefix: &str,
@@ -402,7 +431,7 @@ fn string_field<'a>(
     max: usize,
 ) -> Result<Option<&'a str>, ParamRefusal> {
     let path = || format!("{prefix}{key}");
-    match obj.get(key) {
+    match field(obj, prefix, key)? {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) if s.len() > max => Err((path(), format!("is over {max} bytes"))),
         Some(Value::String(s)) => Ok(Some(s)),
@@ -750,6 +779,9 @@ mod tests {
         assert!(!dbg.contains("tok-1") && !dbg.contains("abc def"), "{dbg}");
         let c = parse_config(&obj(json!({"url": "http://localhost:5", "id": "", "token": ""})), "").expect("valid");
         assert_eq!((c.id, c.token, c.auth), (None, None, None));
+        // ProtoJSON: the proto field name reads as the JSON name.
+        let c = parse_config(&obj(json!({"task_id": "tsk_2", "url": "http://localhost:5"})), "").expect("valid");
+        assert_eq!(c.task_id.as_deref(), Some("tsk_2"));
 
         let p = "configuration.taskPushNotificationConfig.";
         let table: &[(Value, &str, &str)] = &[
@@ -759,6 +791,12 @@ mod tests {
             (json!({"url": "http://example.com/hook"}), "url", "loopback"),
             (json!({"url": "http://[fe80::1]/"}), "url", "link-local"),
             (json!({"url": "http://127.0.0.1/", "taskId": 1}), "taskId", "string"),
+            (json!({"url": "http://127.0.0.1/", "task_id": 1}), "taskId", "string"),
+            (
+                json!({"url": "http://127.0.0.1/", "taskId": "a", "task_id": "b"}),
+                "taskId",
+                "twice",
+            ),
             (
                 json!({"url": "http://127.0.0.1/", "id": "x".repeat(MAX_ID_BYTES + 1)}),
                 "id",

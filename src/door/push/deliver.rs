@@ -1,7 +1,7 @@
 //! One config's delivery: it follows the task on the board and POSTs each update to the webhook
-//! as a `StreamResponse` (the object an SSE event carries in `result`: `{"task":…}` first, then
-//! `{"artifactUpdate":…}` and `{"statusUpdate":…}`), with the config's `token` as
-//! `X-A2A-Notification-Token` and its `authentication` as `Authorization`.
+//! as a `StreamResponse` in `application/a2a+json` (the object an SSE event carries in `result`:
+//! `{"task":…}` first, then `{"artifactUpdate":…}` and `{"statusUpdate":…}`), with the config's
+//! `token` as `X-A2A-Notification-Token` and its `authentication` as `Authorization`.
 //!
 //! At most one POST is in flight per config and updates go in order: the delivery reads the task
 //! only after the previous update was delivered or given up, so a webhook that falls behind gets
@@ -33,7 +33,13 @@ use crate::push::{self, Attempt, ConfigParams, Host, Next, Scheme};
 use crate::tasks::{Board, TaskSnapshot};
 
 /// The header the official SDKs' servers send the config's token in, and their webhooks read.
+/// A2A v1.0.1 (§4.3.3, a2aproject/A2A#1793) defines only `Authorization`; the token goes on
+/// being sent for the webhooks the SDKs wrote.
 const TOKEN_HEADER: HeaderName = HeaderName::from_static("x-a2a-notification-token");
+
+/// The body's media type: A2A's own, as v1.0.1's push notification example sends it (§4.3.3,
+/// a2aproject/A2A#1753).
+const A2A_JSON: &str = "application/a2a+json";
 
 /// The updates owed for a task, as an SSE stream computes them, without the streamed chunks.
 #[derive(Debug, Default)]
@@ -200,7 +206,7 @@ async fn post(params: &ConfigParams, body: Vec<u8>) -> Attempt {
     };
     let mut req = http
         .post(&params.webhook.request_url())
-        .insert_header((CONTENT_TYPE, HeaderValue::from_static("application/json")));
+        .insert_header((CONTENT_TYPE, HeaderValue::from_static(A2A_JSON)));
     if let Some(v) = params
         .token
         .as_ref()

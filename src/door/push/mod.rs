@@ -74,14 +74,18 @@ fn invalid(refusal: push::ParamRefusal) -> RpcError {
 }
 
 /// A name's addresses judged before the config is stored (they are judged again at each
-/// delivery). A literal or `localhost` was judged by the URL rule already.
+/// delivery). A literal or `localhost` was judged by the URL rule already. A name that does not
+/// resolve now has no address to judge: it is stored, and each delivery resolves and judges it
+/// (an attempt that finds no address fails and is retried), so resolution at this instant, which
+/// a passing DNS fault can deny, decides nothing.
 async fn check_resolved(p: &ConfigParams, field: &str) -> Result<(), RpcError> {
     let Host::Name(name) = &p.webhook.host else {
         return Ok(());
     };
-    let addrs = deliver::resolve(name, p.webhook.port)
-        .await
-        .map_err(|why| RpcError::invalid_param(field, &why))?;
+    let addrs = match deliver::resolve(name, p.webhook.port).await {
+        Ok(addrs) if !addrs.is_empty() => addrs,
+        _ => return Ok(()),
+    };
     match push::resolved_refusal(p.webhook.scheme, name, &addrs) {
         Some(why) => Err(RpcError::invalid_param(field, &why)),
         None => Ok(()),
@@ -197,8 +201,13 @@ fn visible(call: &Call<'_>, id: &str) -> Result<TaskSnapshot, RpcError> {
         .ok_or_else(|| A2aError::task_not_found(id))
 }
 
+/// A request field under its JSON name or its proto field name (ProtoJSON; `push::field`).
+fn field<'a>(params: &'a Map<String, Value>, key: &str) -> Result<Option<&'a Value>, RpcError> {
+    push::field(params, "", key).map_err(invalid)
+}
+
 fn required<'a>(params: &'a Map<String, Value>, key: &str) -> Result<&'a str, RpcError> {
-    match params.get(key) {
+    match field(params, key)? {
         Some(Value::String(s)) if !s.is_empty() => Ok(s),
         Some(Value::String(_)) | None | Some(Value::Null) => Err(RpcError::invalid_param(key, "is required")),
         Some(_) => Err(RpcError::invalid_param(key, "must be a string")),
@@ -249,7 +258,7 @@ pub fn get(params: &Map<String, Value>, call: &Call<'_>) -> Result<Reply, RpcErr
 /// and `pageToken` (the index to go on from, as the previous page gave it).
 pub fn list(params: &Map<String, Value>, call: &Call<'_>) -> Result<Reply, RpcError> {
     let task_id = required(params, "taskId")?;
-    let size = match params.get("pageSize") {
+    let size = match field(params, "pageSize")? {
         None | Some(Value::Null) => push::PER_TASK,
         Some(v) => match v.as_u64() {
             Some(0) => push::PER_TASK,
@@ -257,7 +266,7 @@ pub fn list(params: &Map<String, Value>, call: &Call<'_>) -> Result<Reply, RpcEr
             _ => return Err(RpcError::invalid_param("pageSize", "must be an integer from 1 to 100")),
         },
     };
-    let from = match params.get("pageToken") {
+    let from = match field(params, "pageToken")? {
         None | Some(Value::Null) => 0,
         Some(Value::String(s)) if s.is_empty() => 0,
         Some(Value::String(s)) => s
