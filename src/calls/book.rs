@@ -353,9 +353,11 @@ impl TaskInner {
         Some(outcome_of(slot, settled))
     }
 
-    /// Ends the task's calls: each without an outcome ends `abandoned` (its watcher stops, the
-    /// callee is not cancelled), and every call not handed over is traced `delivered: false`.
-    /// A callee whose question is still open has its task cancelled: nobody is left to answer.
+    /// Ends the task's calls: each without an outcome ends `abandoned` (its watcher stops, and the
+    /// callee's task, running or queued, is cancelled with CancelTask `<call id>-cancel`; it
+    /// cancels its own calls in turn as it ends), and every call not handed over is traced
+    /// `delivered: false`. A callee whose question is still open has its task cancelled too:
+    /// nobody is left to answer.
     /// Returns how every call of the task ended, in start order (for `noAnswerBelow`).
     pub fn finish(&self) -> Vec<CallOutcome> {
         let (calls, questions) = {
@@ -374,8 +376,13 @@ impl TaskInner {
                     slot.member
                 ),
             );
-            self.settle(slot, abandoned);
+            let cut = self.settle(slot, abandoned).is_some();
             slot.give_up.send_replace(true);
+            // Nobody waits for the callee's task any more: it is cancelled, running or still
+            // queued, and its own calls with it when it ends (docs/reference/capsules.md#cascading-cancellation).
+            if cut && let Some(member_task_id) = slot.member_task_id() {
+                self.cancel_callee(&slot.call_id, &slot.member, &member_task_id);
+            }
             let settled = {
                 let mut s = slot.lock();
                 if s.returned {

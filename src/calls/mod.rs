@@ -33,7 +33,7 @@
 //! let (member_calls, http) = calls.for_task(&work.task_id, work.trust);
 //! let env = TaskEnv { calls: member_calls, http, peers_env, .. };
 //! let outcome = capsule.run(&work.text, env).await;
-//! calls.finish_task(&work.task_id); // unawaited calls end `abandoned`, traced
+//! calls.finish_task(&work.task_id); // unawaited calls end `abandoned`, their callees cancelled
 //!
 //! // Wind-down, after live tasks were cancelled:
 //! calls.finish_all();
@@ -264,8 +264,9 @@ impl Calls {
         (calls, http)
     }
 
-    /// The task ended: every call without an outcome ends `abandoned` (the callee is not
-    /// cancelled), every call not handed over is traced with `delivered: false`, and no call may
+    /// The task ended: every call without an outcome ends `abandoned` and its callee's task is
+    /// cancelled (recursively, through the callee's own calls), every call not handed over is
+    /// traced with `delivered: false`, and no call may
     /// start under this task any more. Idempotent. Returns how each of the task's calls ended,
     /// in start order; empty once the task is finished.
     pub fn finish_task(&self, task_id: &str) -> Vec<CallOutcome> {

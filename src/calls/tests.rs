@@ -1468,7 +1468,7 @@ async fn a_door_that_refuses_the_connection_ends_the_call_unreachable() {
 }
 
 #[actix_rt::test]
-async fn finishing_a_task_abandons_its_unawaited_calls_without_cancelling_them() {
+async fn finishing_a_task_abandons_its_unawaited_calls_and_cancels_their_callees_tasks_queued_ones_too() {
     let sk = ok(SigningKey::generate());
     let door = callee(&sk, "coder", Acceptance::Queue, 5);
     let reviewer = callee(&sk, "reviewer", Acceptance::Queue, 5);
@@ -1479,32 +1479,81 @@ async fn finishing_a_task_abandons_its_unawaited_calls_without_cancelling_them()
         &["localhost"],
         &t,
     );
-    let task = me.calls.task("tsk_1", Trust::Untrusted);
-    let held = ok(task.dispatch("coder", "hold").await);
-    let quick = ok(task.dispatch("reviewer", "quick").await);
-    let DispatchKind::Started { member_task_id } = held.kind else {
-        panic!("started");
+    // Another task keeps coder busy, so this task's call to it waits in coder's queue.
+    let other = me.calls.task("tsk_0", Trust::Untrusted);
+    let busy = ok(other.dispatch("coder", "hold").await);
+    let DispatchKind::Started {
+        member_task_id: busy_task,
+    } = busy.kind
+    else {
+        panic!("started: {busy:?}");
     };
-    // The quick call ends, but is never collected.
-    until("the quick call to end", || task.outstanding() == 1).await;
+    until("coder to work on the other task", || {
+        door.state(&busy_task) == Some(TaskState::Working)
+    })
+    .await;
+    let task = me.calls.task("tsk_1", Trust::Untrusted);
+    let queued = ok(task.dispatch("coder", "hold").await);
+    let held = ok(task.dispatch("reviewer", "hold").await);
+    let DispatchKind::Started {
+        member_task_id: queued_task,
+    } = queued.kind.clone()
+    else {
+        panic!("started: {queued:?}");
+    };
+    let DispatchKind::Started {
+        member_task_id: held_task,
+    } = held.kind.clone()
+    else {
+        panic!("started: {held:?}");
+    };
+    until("reviewer to work on the held task", || {
+        reviewer.state(&held_task) == Some(TaskState::Working)
+    })
+    .await;
+    assert_eq!(
+        door.state(&queued_task),
+        Some(TaskState::Submitted),
+        "queued behind the other"
+    );
     me.calls.finish_task("tsk_1");
     me.calls.finish_task("tsk_1");
     let ends = me.records_of("member_call");
     assert_eq!(ends.len(), 2, "one record per call, written once");
-    let by_call = |id: &str| ends.iter().find(|r| r["call_id"] == id).cloned().unwrap_or_default();
-    let abandoned = by_call(&held.call_id);
-    assert_eq!(abandoned["status"], "abandoned");
-    assert_eq!(abandoned["delivered"], false);
-    assert_eq!(abandoned["member_task_id"], member_task_id.as_str());
-    let undelivered = by_call(&quick.call_id);
-    assert_eq!(undelivered["status"], "completed");
-    assert_eq!(undelivered["delivered"], false);
-    // The callee is not cancelled, and its end is not followed any more.
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(door.state(&member_task_id), Some(TaskState::Working));
+    for (call, member_task) in [(&queued, &queued_task), (&held, &held_task)] {
+        let rec = ends
+            .iter()
+            .find(|r| r["call_id"] == call.call_id.as_str())
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(rec["status"], "abandoned", "{rec}");
+        assert_eq!(rec["delivered"], false, "{rec}");
+        assert_eq!(rec["member_task_id"], member_task.as_str(), "{rec}");
+    }
+    // Both callees' tasks end canceled, the running one and the queued one.
+    until("the held task to be canceled", || {
+        reviewer.state(&held_task) == Some(TaskState::Canceled)
+    })
+    .await;
+    until("the queued task to be canceled", || {
+        door.state(&queued_task) == Some(TaskState::Canceled)
+    })
+    .await;
+    // The other task's call is untouched: it still runs, and completes when released.
+    assert_eq!(door.state(&busy_task), Some(TaskState::Working));
     door.release.notify_one();
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(me.records_of("member_call").len(), 2);
+    let o = other.await_all().await;
+    assert_eq!(o.len(), 1);
+    assert_eq!(o[0].status, CallStatus::Completed, "{o:?}");
+    assert_eq!(door.state(&queued_task), Some(TaskState::Canceled), "never run");
+    // The finished task's calls are not followed any more.
+    assert_eq!(
+        me.records_of("member_call")
+            .iter()
+            .filter(|r| r["task_id"] == "tsk_1")
+            .count(),
+        2
+    );
 }
 
 /// The callee's `InputSettled` outcomes, in order.

@@ -14,9 +14,10 @@
 //!    already showed the task end (its door gone with its session): then that is the outcome.
 //!    The bound ends it `timed_out` and leaves the callee's task running.
 //!
-//! The caller giving up (its task ended) stops the watcher at once. A re-offer still in flight
-//! at that moment (or when the bound passes) is let finish, and if the callee took the task after
-//! all, it is cancelled with CancelTask `<call id>-cancel`
+//! The caller giving up (its task ended) stops the watcher at once, and the callee's task is
+//! cancelled (`book`). An offer still in flight at that moment (or a re-offer when the bound
+//! passes) is let finish, and if the callee took the task after all, it is cancelled with
+//! CancelTask `<call id>-cancel`
 //! (docs/reference/capsules.md#calls-between-members).
 
 use std::future::Future;
@@ -123,16 +124,27 @@ pub(crate) async fn run_call(
         Some(r) => wire::answer_body(&slot.call_id, &r.member_task_id, &task),
         None => wire::send_message_body(&slot.call_id, &slot.call_id, &task),
     };
-    let sent = match race(client.post(body, timing.call_send), deadline, &slot).await {
-        Race::Done(r) => r,
+    // Spawned, so an offer in flight when the caller gives up can still be answered: if the
+    // callee took the task after all, it is cancelled.
+    let mut in_flight = {
+        let client = Rc::clone(&client);
+        let send = timing.call_send;
+        actix_rt::spawn(async move { client.post(body, send).await })
+    };
+    let sent = match race(&mut in_flight, deadline, &slot).await {
+        Race::Done(joined) => joined.unwrap_or_else(|e| Err(e.to_string())),
         Race::Deadline => {
+            in_flight.abort();
             let _ = report.send(ended_now(Ended::new(
                 CallStatus::Unreachable,
                 format!("{member}'s door did not answer before the call's bound"),
             )));
             return;
         }
-        Race::GaveUp => return,
+        Race::GaveUp => {
+            cancel_if_taken(&client, &slot, in_flight, timing.answer_request);
+            return;
+        }
     };
     let reply = match sent {
         Ok(reply) => wire::read_send_reply(&member, reply.status, &reply.body),
@@ -142,10 +154,19 @@ pub(crate) async fn run_call(
         }
     };
     match reply {
-        // The task ended while the reply was read: the call is already written off.
+        // The task ended while the reply was read: the call is already written off, and what
+        // the callee took is cancelled.
+        SendReply::Started { task_id } if slot.given_up() => {
+            cancel_taken(&client, &slot, &task_id, timing.answer_request).await;
+        }
         _ if slot.given_up() => {}
         SendReply::Started { task_id } => {
             slot.set_member_task(&task_id);
+            // Given up just as the task was named: the book may not have seen its id to cancel it.
+            if slot.given_up() {
+                cancel_taken(&client, &slot, &task_id, timing.answer_request).await;
+                return;
+            }
             inner.trace_start(&slot, &task_id);
             let _ = report.send(Dispatched {
                 call_id: slot.call_id.clone(),
@@ -243,13 +264,15 @@ async fn reoffer(
                 match wire::read_send_reply(member, reply.status, &reply.body) {
                     // Given up between the reply and here: cancel what the callee took.
                     SendReply::Started { task_id } if slot.given_up() => {
-                        let body =
-                            wire::task_method_body(Method::CancelTask, &format!("{}-cancel", slot.call_id), &task_id);
-                        let _ = client.post(body, timing.answer_request).await;
+                        cancel_taken(client, slot, &task_id, timing.answer_request).await;
                         return None;
                     }
                     SendReply::Started { task_id } => {
                         slot.set_member_task(&task_id);
+                        if slot.given_up() {
+                            cancel_taken(client, slot, &task_id, timing.answer_request).await;
+                            return None;
+                        }
                         inner.trace_start(slot, &task_id);
                         return Some(task_id);
                     }
@@ -264,7 +287,13 @@ async fn reoffer(
     }
 }
 
-/// Lets a re-offer in flight finish; if the callee took the task, cancels it
+/// Cancels the callee's task `task_id`, which it took for a call the caller has given up on.
+async fn cancel_taken(client: &DoorClient, slot: &CallSlot, task_id: &str, timeout: std::time::Duration) {
+    let body = wire::task_method_body(Method::CancelTask, &format!("{}-cancel", slot.call_id), task_id);
+    let _ = client.post(body, timeout).await;
+}
+
+/// Lets an offer in flight finish; if the callee took the task, cancels it
 /// (docs/reference/capsules.md#calls-between-members).
 fn cancel_if_taken(
     client: &Rc<DoorClient>,
