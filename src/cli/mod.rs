@@ -170,6 +170,10 @@ pub struct RunArgs {
     /// over every member; with --capsule the session's
     #[arg(long, value_name = "TOKENS", allow_hyphen_values = true)]
     pub max_tokens: Option<String>,
+    /// With --roster: restart a peer whose process ends while the formation runs, at most N times
+    /// within SECS seconds (then it is withdrawn); the entry member is never restarted
+    #[arg(long, value_name = "N/SECS", requires = "roster")]
+    pub restart: Option<String>,
     /// Resume a session (not supported together with --roster)
     #[arg(long, value_name = "SESSION")]
     pub resume: Option<String>,

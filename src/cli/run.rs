@@ -10,6 +10,7 @@ pub fn run(a: &RunArgs) -> Outcome {
             json: a.json,
             deadline: a.deadline,
             max_tokens: a.max_tokens.clone(),
+            restart: a.restart.clone(),
         });
     }
     if a.capsule.is_some() {

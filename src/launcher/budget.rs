@@ -30,6 +30,24 @@ use crate::ids::{self, IdKind};
 use crate::wire::authority_line::{self, Delegate, MAX_ASK_LINE, Parent};
 use crate::wire::budget_line::{Ask, Reply};
 
+/// One member's authority channel as the keeper serves it.
+#[derive(Debug)]
+pub struct Serving {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    done: tokio::task::JoinHandle<()>,
+}
+
+impl Serving {
+    /// Ends the channel and returns once everything its member held has been returned to the
+    /// ledger and the grants' tree.
+    pub async fn end(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = (&mut self.done).await;
+    }
+}
+
 /// The formation's budget and who spent what of it, and the grants it narrowed.
 #[derive(Debug)]
 pub struct BudgetKeeper {
@@ -128,13 +146,23 @@ impl BudgetKeeper {
         self.ledger.is_some()
     }
 
-    /// Answers member `holder` on `end` until it closes; then returns what it still held. Runs on
-    /// the launcher's actix system.
-    pub fn serve(self: &Arc<Self>, holder: usize, end: OwnedFd) {
+    /// Answers member `holder` on `end` until it closes or the returned handle ends it; then
+    /// returns what it still held. Runs on the launcher's actix system.
+    ///
+    /// A restarted member is served as the same `holder` on a new channel: the old channel's
+    /// release must not return what the new process reserved, so a restart starts the new process
+    /// only once [`Serving::end`] of the old channel has returned.
+    pub fn serve(self: &Arc<Self>, holder: usize, end: OwnedFd) -> Serving {
         let std_stream = std::os::unix::net::UnixStream::from(end);
         let keeper = Arc::clone(self);
-        actix::spawn(async move {
-            if let Err(why) = keeper.converse(holder, std_stream).await {
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let done = actix::spawn(async move {
+            let ended = tokio::select! {
+                ended = keeper.converse(holder, std_stream) => ended,
+                // Only when asked: a handle dropped without `end` leaves the channel served.
+                Ok(()) = stop_rx => Err(std::io::Error::other("the member's process ended")),
+            };
+            if let Err(why) = ended {
                 tracing::debug!("the budget channel of member {holder} ended: {why}");
             }
             let released = keeper
@@ -156,6 +184,10 @@ impl BudgetKeeper {
                 keeper.write_figures();
             }
         });
+        Serving {
+            stop: Some(stop_tx),
+            done,
+        }
     }
 
     async fn converse(self: &Arc<Self>, holder: usize, stream: std::os::unix::net::UnixStream) -> std::io::Result<()> {

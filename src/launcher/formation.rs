@@ -18,7 +18,7 @@ use zeroize::Zeroizing;
 
 use super::authority::{DropKey, Mint, TokenAuthority};
 use super::news::{EntryExited, FormationInbox, PeerExited, PeerFailed, PeerReady, PeerStarted, PeerStopped};
-use super::peer::{CloseLifeline, PeerActor, PeerSpec, Role, SendAddresses};
+use super::peer::{CloseLifeline, PeerActor, PeerSpec, Retire, Role, SendAddresses};
 use super::report;
 use super::spawn::MemberPipes;
 use super::{LaunchPlan, marker, retention};
@@ -71,6 +71,15 @@ pub struct FormationActor {
     pending_stops: usize,
     ending: Option<Ending>,
     done: Option<oneshot::Sender<u8>>,
+    /// The formation's authority: a restarted peer gets a new channel to it.
+    keeper: Option<std::sync::Arc<super::budget::BudgetKeeper>>,
+    /// With `--restart`: each peer's first line, kept to be written again to a restarted
+    /// process's new channel (tokens are per edge, not per process).
+    restart_lines: Vec<Zeroizing<String>>,
+    /// With `--restart`: each peer's recent restarts.
+    intensity: Vec<Option<crate::restart::Intensity>>,
+    /// Peers started again and not ready yet.
+    restarting: Vec<bool>,
 }
 
 impl FormationActor {
@@ -94,6 +103,10 @@ impl FormationActor {
             pending_stops: 0,
             ending: None,
             done: Some(done),
+            keeper: None,
+            restart_lines: vec![Zeroizing::default(); n],
+            intensity: vec![None; n],
+            restarting: vec![false; n],
         }
     }
 
@@ -165,33 +178,146 @@ impl FormationActor {
             }
         }
         self.pipes = pipes;
+        self.keeper = Some(keeper);
+        if let Some(policy) = self.plan.restart {
+            for &i in &peer_indices {
+                self.restart_lines[i] = self.first_lines[i].clone();
+                self.intensity[i] = Some(crate::restart::Intensity::new(policy));
+            }
+        }
 
         self.phase = Phase::StartingPeers;
         let me = inbox(&ctx.address());
         for i in peer_indices {
             let Some(pipes) = self.pipes[i].take() else { continue };
-            let command = self.plan.command(i, &pipes);
-            let spec = PeerSpec {
-                role: Role::Peer,
-                index: i,
-                name: self.plan.members[i].name.clone(),
-                formation_id: self.plan.formation_id.clone(),
-                dir: self
-                    .plan
-                    .home
-                    .member_dir(&self.plan.formation_id, &self.plan.members[i].name),
-                command,
-                first_line: std::mem::take(&mut self.first_lines[i]),
-                pipes,
-                socket: Some(
-                    self.plan
-                        .home
-                        .door_socket(&self.plan.formation_id, &self.plan.members[i].name),
-                ),
-            };
+            let first_line = std::mem::take(&mut self.first_lines[i]);
+            let spec = self.peer_spec(i, pipes, first_line, false);
             self.peers[i] = Some(PeerActor::new(spec, me.clone()).start());
         }
         self.maybe_start_entry(ctx);
+    }
+
+    /// What peer `i` is started with: at launch, or again after its process ended.
+    fn peer_spec(&self, i: usize, pipes: MemberPipes, first_line: Zeroizing<String>, restarted: bool) -> PeerSpec {
+        let name = &self.plan.members[i].name;
+        PeerSpec {
+            role: Role::Peer,
+            index: i,
+            name: name.clone(),
+            formation_id: self.plan.formation_id.clone(),
+            dir: self.plan.home.member_dir(&self.plan.formation_id, name),
+            command: self.plan.command(i, &pipes),
+            first_line,
+            pipes,
+            socket: Some(self.plan.home.door_socket(&self.plan.formation_id, name)),
+            restarted,
+        }
+    }
+
+    /// Peer `index` ended while the formation runs (`why`: how, for the launcher's line):
+    /// started again when the restart policy allows it, else withdrawn from its callers.
+    fn peer_ended(&mut self, index: usize, status: Option<i32>, why: String, ctx: &mut Context<Self>) {
+        let past_deadline = self.plan.deadline.as_ref().is_some_and(|d| Instant::now() >= d.instant);
+        // A peer that wound down by itself (status 0) ended normally: it is not started again.
+        let abnormal = status != Some(0);
+        let decision = match self.intensity[index].as_mut() {
+            Some(i) if abnormal && !past_deadline => Some(i.ended(Instant::now())),
+            _ => None,
+        };
+        let name = self.plan.members[index].name.clone();
+        let frm = self.plan.formation_id.clone();
+        match (decision, self.plan.restart) {
+            (Some(crate::restart::Decision::Restart { nth }), Some(policy)) => {
+                eprintln!(
+                    "[mur run] member '{name}' {why} while formation {frm} runs; restarting it (restart {nth} of at most {} within {} s)",
+                    policy.max,
+                    policy.within.as_secs()
+                );
+                // The old actor is retired first, whether its process ended or never became
+                // ready.
+                return self.restart(index, ctx);
+            }
+            (Some(crate::restart::Decision::GiveUp), Some(policy)) => {
+                let callers = self.callers_named(index);
+                crate::diag::Diagnostic::new(
+                    crate::diag::W_RST_001,
+                    format!(
+                        "member '{name}' {why} while formation {frm} runs, after {} restart(s) within {} s (--restart {policy}); it is withdrawn: {}",
+                        policy.max,
+                        policy.within.as_secs(),
+                        callers.map_or("no member calls it".to_string(), |c| format!("calls to it from {c} now end unreachable"))
+                    ),
+                )
+                .eprint("[mur run] ");
+                self.withdraw(index, None);
+            }
+            _ => self.withdraw(index, Some(why)),
+        }
+        if std::mem::take(&mut self.restarting[index]) {
+            // A restart that never became ready may still run: end it.
+            if let Some(old) = self.peers[index].take() {
+                old.do_send(Retire);
+            }
+        }
+    }
+
+    /// The members that may call peer `index`, quoted, or `None`.
+    fn callers_named(&self, index: usize) -> Option<String> {
+        let names: Vec<String> = (0..self.plan.members.len())
+            .filter(|&i| self.plan.callees(i).contains(&index))
+            .map(|c| format!("'{}'", self.plan.members[c].name))
+            .collect();
+        (!names.is_empty()).then(|| names.join(", "))
+    }
+
+    /// Starts peer `index` again once its old actor let go of the old process and its
+    /// authority channel (so the old channel's release never returns what the new process
+    /// reserves): a new process group, lifeline and channels, and its first line again. Its
+    /// callers keep the old door, which no longer answers as that process (`peer_door` checks
+    /// the pid), until the new one is ready.
+    fn restart(&mut self, index: usize, ctx: &mut Context<Self>) {
+        self.ready[index] = None;
+        self.doors[index] = None;
+        self.card_keys[index] = None;
+        self.restarting[index] = true;
+        let old = self.peers[index].take();
+        let retired = async move {
+            if let Some(old) = old {
+                let _ = old.send(Retire).await;
+            }
+        };
+        ctx.spawn(
+            retired
+                .into_actor(self)
+                .map(move |(), act, ctx| act.start_again(index, ctx)),
+        );
+    }
+
+    fn start_again(&mut self, index: usize, ctx: &mut Context<Self>) {
+        if !matches!(self.phase, Phase::StartingPeers | Phase::EntryRunning) {
+            self.restarting[index] = false;
+            return;
+        }
+        let made = MemberPipes::new().and_then(|p| match &self.keeper {
+            Some(k) => p.with_budget(std::sync::Arc::clone(k)),
+            None => Ok(p),
+        });
+        let pipes = match made {
+            Ok(p) => p,
+            Err(e) => {
+                self.restarting[index] = false;
+                return self.withdraw(
+                    index,
+                    Some(format!("could not be started again: its pipes could not be made: {e}")),
+                );
+            }
+        };
+        let mut first_line = self.restart_lines[index].clone();
+        if let Some(addr) = self.address_line_for(index) {
+            first_line.push_str(&addr);
+        }
+        let spec = self.peer_spec(index, pipes, first_line, true);
+        self.peers[index] = Some(PeerActor::new(spec, inbox(&ctx.address())).start());
     }
 
     /// `~/.murmur/formations/<frm>/`, 0700, and its ownership marker
@@ -262,6 +388,7 @@ impl FormationActor {
             first_line: lines,
             pipes,
             socket: None,
+            restarted: false,
         };
         let (actor, started) = PeerActor::start_entry(spec, inbox(&ctx.address()));
         self.peers[entry] = Some(actor);
@@ -303,30 +430,28 @@ impl FormationActor {
     /// A peer's process ended while the formation goes on: it is withdrawn from every member
     /// that may call it (the entry included), so their calls to it end `unreachable` at once
     /// instead of dialling a port that anyone may bind by now.
-    fn withdraw(&mut self, index: usize, status: Option<i32>) {
+    /// `why` completes the launcher's line about it ("exited with status 137"); `None` when a
+    /// line was printed already.
+    fn withdraw(&mut self, index: usize, why: Option<String>) {
         if self.gone[index] {
             return;
         }
         self.gone[index] = true;
         let name = &self.plan.members[index].name;
-        let status = status.map_or("an unknown status".to_string(), |s| format!("status {s}"));
         let callers: Vec<usize> = (0..self.plan.members.len())
             .filter(|&i| self.plan.callees(i).contains(&index))
             .collect();
         let line = withdrawal_line(&[], &[name.as_str()]);
-        eprintln!(
-            "[mur run] member '{name}' exited with {status} while formation {} runs; {}",
-            self.plan.formation_id,
-            if callers.is_empty() {
-                "no member calls it".to_string()
-            } else {
-                let names: Vec<String> = callers
-                    .iter()
-                    .map(|&c| format!("'{}'", self.plan.members[c].name))
-                    .collect();
-                format!("calls to it from {} now end unreachable", names.join(", "))
-            }
-        );
+        if let Some(why) = why {
+            eprintln!(
+                "[mur run] member '{name}' {why} while formation {} runs; {}",
+                self.plan.formation_id,
+                self.callers_named(index)
+                    .map_or("no member calls it".to_string(), |c| format!(
+                        "calls to it from {c} now end unreachable"
+                    ))
+            );
+        }
         for c in callers {
             if let Some(peer) = &self.peers[c] {
                 peer.do_send(SendAddresses(line.clone()));
@@ -437,22 +562,54 @@ impl Actor for FormationActor {
 impl Handler<PeerReady> for FormationActor {
     type Result = ();
     fn handle(&mut self, msg: PeerReady, ctx: &mut Context<Self>) {
-        self.plan
-            .progress
-            .show(&self.plan.members[msg.index].name, report::PeerState::Ready);
-        self.ready[msg.index] = Some((msg.readiness, msg.pid));
-        self.doors[msg.index] = msg.door;
-        self.card_keys[msg.index] = msg.card_key;
+        let i = msg.index;
+        let again = std::mem::take(&mut self.restarting[i]);
+        if !again {
+            self.plan
+                .progress
+                .show(&self.plan.members[i].name, report::PeerState::Ready);
+        }
+        self.ready[i] = Some((msg.readiness, msg.pid));
+        self.doors[i] = msg.door;
+        self.card_keys[i] = msg.card_key;
+        if again && self.phase == Phase::EntryRunning {
+            // Its callers learn its new door (docs/reference/formation.md#restarts).
+            if let Some((r, _)) = &self.ready[i] {
+                let line = withdrawal_line(
+                    &[Address {
+                        name: self.plan.members[i].name.clone(),
+                        url: r.url.clone(),
+                        door: self.doors[i].clone(),
+                        card_key: self.card_keys[i].clone(),
+                    }],
+                    &[],
+                );
+                for c in (0..self.plan.members.len()).filter(|&c| self.plan.callees(c).contains(&i)) {
+                    if let Some(peer) = &self.peers[c] {
+                        peer.do_send(SendAddresses(line.clone()));
+                    }
+                }
+            }
+            eprintln!(
+                "[mur run] member '{}' was restarted and is ready again (pid {})",
+                self.plan.members[i].name, msg.pid
+            );
+        }
         self.maybe_start_entry(ctx);
     }
 }
 
 impl Handler<PeerExited> for FormationActor {
     type Result = ();
-    fn handle(&mut self, msg: PeerExited, _: &mut Context<Self>) {
+    fn handle(&mut self, msg: PeerExited, ctx: &mut Context<Self>) {
         // Before readiness its PeerFailed tells; once stopping, nobody calls it any more.
         if matches!(self.phase, Phase::StartingPeers | Phase::EntryRunning) && self.ready[msg.index].is_some() {
-            self.withdraw(msg.index, msg.status);
+            let why = format!(
+                "exited with {}",
+                msg.status
+                    .map_or("an unknown status".to_string(), |s| format!("status {s}"))
+            );
+            self.peer_ended(msg.index, msg.status, why, ctx);
         }
     }
 }
@@ -470,6 +627,11 @@ impl Handler<PeerStarted> for FormationActor {
 impl Handler<PeerFailed> for FormationActor {
     type Result = ();
     fn handle(&mut self, msg: PeerFailed, ctx: &mut Context<Self>) {
+        if self.restarting[msg.index] && matches!(self.phase, Phase::StartingPeers | Phase::EntryRunning) {
+            // A restart that did not become ready counts as another end.
+            let why = format!("did not become ready again after its restart ({})", msg.reason);
+            return self.peer_ended(msg.index, None, why, ctx);
+        }
         if self.phase == Phase::StartingPeers || self.phase == Phase::Minting {
             self.plan
                 .progress

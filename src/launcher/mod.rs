@@ -93,6 +93,9 @@ pub struct LaunchPlan {
     pub compiled: Vec<Option<Arc<Handed>>>,
     /// `--max-tokens`: the formation's token budget (docs/reference/formation.md#budgets).
     pub max_tokens: Option<u64>,
+    /// `--restart`: how often a peer whose process ended is started again
+    /// (docs/reference/formation.md#restarts); `None`: it is withdrawn at once.
+    pub restart: Option<crate::restart::Policy>,
 }
 
 impl LaunchPlan {
@@ -217,6 +220,7 @@ impl LaunchPlan {
             traceparent: None,
             compiled: Vec::new(),
             max_tokens: None,
+            restart: None,
         }
     }
 }
@@ -242,6 +246,8 @@ pub struct LaunchOptions {
     pub deadline: Option<u64>,
     /// `--max-tokens` as written: the formation's token budget (docs/reference/formation.md#budgets).
     pub max_tokens: Option<String>,
+    /// `--restart N/SECS` as written: the peers' restart policy (docs/reference/formation.md#restarts).
+    pub restart: Option<String>,
 }
 
 /// `mur run --roster`: the front end, then the launch (docs/reference/formation.md#launch-sequence).
@@ -257,6 +263,13 @@ pub fn run_roster(args: &LaunchOptions) -> Outcome {
             "MURMUR_FORMATION_ID is set, so this process is already a member of a formation, and a formation member cannot launch a formation",
         ).with_hint("launch the formation from a shell that is not itself a formation member")));
     }
+    // A policy that cannot be read is refused before the roster is read.
+    let restart = match &args.restart {
+        None => None,
+        Some(text) => {
+            Some(crate::restart::Policy::parse(text).map_err(|why| refuse(Diagnostic::new(diag::E_RST_001, why)))?)
+        }
+    };
     // Nothing the launcher's own parent left open reaches a member.
     spawn::keep_inherited_descriptors_from_members();
     // 3–6. The project directory, stores, lock, admission. A refusal starts nothing.
@@ -280,6 +293,7 @@ pub fn run_roster(args: &LaunchOptions) -> Outcome {
     };
     let mut plan = LaunchPlan::from_admitted(&admitted, ids::mint(IdKind::Formation), home, project_dir);
     plan.max_tokens = max_tokens;
+    plan.restart = restart;
     plan.compiled = hand_out_compiled(&admitted);
     plan.task = args.task.clone();
     plan.json = args.json;

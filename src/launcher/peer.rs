@@ -55,6 +55,9 @@ pub struct PeerSpec {
     /// Where a peer serves its door as a Unix socket: the launcher probes it there, and vouches
     /// for it to the peer's callers (`peer_door`).
     pub socket: Option<PathBuf>,
+    /// A restart of a peer whose process ended (docs/reference/formation.md#restarts): its
+    /// directory, made at its first start, is its own and kept.
+    pub restarted: bool,
 }
 
 pub struct PeerActor {
@@ -70,6 +73,8 @@ pub struct PeerActor {
     lifeline: Option<OwnedFd>,
     channel: Option<OwnedFd>,
     exit: Option<watch::Receiver<Option<ExitStatus>>>,
+    /// Its authority channel as the launcher serves it.
+    authority: Option<super::budget::Serving>,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
     stopping: bool,
     stopped_sent: bool,
@@ -91,6 +96,7 @@ impl PeerActor {
             lifeline: None,
             channel: None,
             exit: None,
+            authority: None,
             stderr_tail: Arc::new(Mutex::new(VecDeque::new())),
             stopping: false,
             stopped_sent: false,
@@ -124,7 +130,11 @@ impl PeerActor {
             return Err("it was started twice".into());
         };
         let (channel_failed, spawn_failed, untracked) = if peer {
-            make_member_dir(&spec.dir)?;
+            if spec.restarted {
+                keep_member_dir(&spec.dir)?;
+            } else {
+                make_member_dir(&spec.dir)?;
+            }
             if let Some(dir) = spec.socket.as_deref().and_then(std::path::Path::parent) {
                 make_socket_dir(dir)?;
             }
@@ -153,7 +163,7 @@ impl PeerActor {
         } = spec.pipes;
         if let Some((member_end, launcher_end, keeper)) = budget {
             drop(member_end);
-            keeper.serve(self.index, launcher_end);
+            self.authority = Some(keeper.serve(self.index, launcher_end));
         }
         // The member holds its read ends now; the launcher keeps only the write ends: the
         // channel's for the lines that withdraw a callee whose process ended (the entry's too).
@@ -285,6 +295,21 @@ pub fn make_member_dir(dir: &std::path::Path) -> Result<(), String> {
     })
 }
 
+/// Finds a restarted peer's work folder as its first start made it: a directory of this user's
+/// that nobody else may enter (made again, 0700, if it was removed meanwhile).
+fn keep_member_dir(dir: &std::path::Path) -> Result<(), String> {
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => make_member_dir(dir),
+        _ if crate::peer_door::usable_dir(dir) => Ok(()),
+        _ => {
+            let p = dir.display();
+            Err(format!(
+                "its directory {p} is no longer an owner-only directory of this user's, so it is not used again"
+            ))
+        }
+    }
+}
+
 /// Makes the formation's owner-only directory of door sockets, or finds it made by an earlier
 /// peer of this launch; the error is the peer's E-RUN-045 reason text.
 fn make_socket_dir(dir: &std::path::Path) -> Result<(), String> {
@@ -384,6 +409,46 @@ impl Handler<CloseLifeline> for PeerActor {
             }
         });
         self.finish_if_exited();
+    }
+}
+
+/// The peer's process ended and it is started again by a new actor
+/// (docs/reference/formation.md#restarts): this one lets go of everything of the old process —
+/// kills its group if it still runs (a restart that never became ready), waits for it to be
+/// reaped, and ends its authority channel, returning what it held — then stops. It reports
+/// nothing more to the formation.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Retire;
+
+impl Handler<Retire> for PeerActor {
+    type Result = ResponseActFuture<Self, ()>;
+    fn handle(&mut self, _: Retire, _: &mut Context<Self>) -> Self::Result {
+        self.stopping = true;
+        self.stopped_sent = true;
+        self.spec = None;
+        self.lifeline = None;
+        self.channel = None;
+        let mut exit = self.exit.clone();
+        if let (Some(m), Some(rx)) = (self.member, exit.as_ref())
+            && rx.borrow().is_none()
+        {
+            // Still registered until it is reaped, so the group is still its own.
+            registry::kill(m);
+        }
+        let authority = self.authority.take();
+        Box::pin(
+            async move {
+                if let Some(exit) = exit.as_mut() {
+                    let _ = exit.wait_for(|s| s.is_some()).await;
+                }
+                if let Some(authority) = authority {
+                    authority.end().await;
+                }
+            }
+            .into_actor(self)
+            .map(|(), _, ctx| ctx.stop()),
+        )
     }
 }
 

@@ -44,6 +44,7 @@ mod push;
 mod records;
 mod reference;
 mod remote;
+mod restarts;
 mod send;
 mod session;
 mod streaming;

@@ -129,6 +129,9 @@ codes! {
     E_DEP_003 = "E-DEP-003", Error, "mur deploy: the manifests cannot be rendered or written", None;
     E_DEP_004 = "E-DEP-004", Error, "mur deploy: a member dials an endpoint on the loopback, and the cluster's place of it is not given (or an --endpoint is wrong)", Some("give the service's place in the cluster with --endpoint LOOPBACK-HOST:PORT=SERVICE-HOST:PORT");
     E_DEP_005 = "E-DEP-005", Error, "mur deploy: the formation asks for a guarantee the cluster render cannot carry yet", None;
+    // [ours] Supervised restarts of a formation's peers (docs/reference/formation.md#restarts).
+    E_RST_001 = "E-RST-001", Error, "mur run --restart: the policy is not N/SECS with N from 1 to 1000 and SECS from 1 to 86400", Some("give at most how many restarts within how many seconds, e.g. --restart 3/60, or leave it out so a peer that ends is withdrawn");
+    W_RST_001 = "W-RST-001", Warning, "a peer ended more often than the formation's restart policy allows and was withdrawn", Some("its stderr above says why it ended; raise --restart N/SECS if it may end that often");
 }
 
 /// Looks a code up by its printed id, e.g. `"E-ROS-001"`.

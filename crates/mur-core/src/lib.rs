@@ -37,6 +37,7 @@ pub mod procinfo;
 pub mod push;
 pub mod question;
 pub mod readiness;
+pub mod restart;
 pub mod retention;
 pub mod roster;
 pub mod running;
