@@ -10,6 +10,9 @@
 # runs `mur run --capsule S/N --capsule-version V --capsule-sha256 H --store-root /opt/murmur`,
 # so an image whose bytes differ from what `mur deploy` admitted refuses to start the member
 # (E-RUN-047) rather than run something else. `--target base` builds mur alone.
+#
+# Where the base images cannot be pulled, deploy/formation-image.sh builds the same image from
+# this machine's mur, socat and busybox with `docker import` (docs/kubernetes.md, "The image").
 
 ARG RUST_VERSION=1.95
 

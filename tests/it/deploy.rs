@@ -27,9 +27,9 @@ use mur::token::{self, Verdict, VerifyKey};
 
 use crate::support::{self, Sandbox, kubernetes, stderr, stdout, wait_until};
 
-const FRM: &str = "frm_0199c4e2f1b7712a9d3e4f5061728394";
+pub(crate) const FRM: &str = "frm_0199c4e2f1b7712a9d3e4f5061728394";
 const UID: &str = "2f0c6c4e-3d1a-4b7e-9d52-6a1f0e8b7c39";
-const IMAGE: &str = "registry.example/mur-formation:1";
+pub(crate) const IMAGE: &str = "registry.example/mur-formation:1";
 
 /// The full manifests' arguments after `--roster DIR`.
 fn full_args() -> Vec<&'static str> {
@@ -131,7 +131,7 @@ const KEY_VALUE: &str = "sk-never-written-9f3a7c";
 
 /// One manifest object, read back into the type its `kind` names.
 #[derive(Clone, PartialEq)]
-enum Obj {
+pub(crate) enum Obj {
     ConfigMap(ConfigMap),
     NetworkPolicy(NetworkPolicy),
     Secret(Secret),
@@ -182,7 +182,7 @@ fn parse_doc(doc: &str) -> Obj {
     typed.unwrap_or_else(|e| panic!("{kind} does not read as its struct: {e}"))
 }
 
-fn full(sb: &Sandbox, dir: &Path, extra: &[&str]) -> Vec<(String, Obj)> {
+pub(crate) fn full(sb: &Sandbox, dir: &Path, extra: &[&str]) -> Vec<(String, Obj)> {
     let mut args = full_args();
     args.extend_from_slice(extra);
     let o = deploy(sb, dir, &args);
@@ -496,7 +496,7 @@ fn snapshot(name: &str, actual: &str) {
 
 /// Installs the demo formation's members (as `mur demo` builds them) into the sandbox's global
 /// store and writes its roster; returns the formation directory.
-fn demo_formation(sb: &Sandbox) -> PathBuf {
+pub(crate) fn demo_formation(sb: &Sandbox) -> PathBuf {
     for m in ["planner", "analyst", "writer"] {
         sb.install_actor(&format!("demo/{m}"));
     }

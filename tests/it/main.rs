@@ -17,6 +17,7 @@ mod budget;
 mod calls;
 mod capsules;
 mod compiled;
+mod containers;
 mod demo;
 mod deploy;
 mod door;

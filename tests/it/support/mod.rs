@@ -421,6 +421,7 @@ impl Drop for Sandbox {
 pub mod chromium;
 pub mod debian;
 pub mod debian_rust;
+pub mod engine;
 pub mod foreign;
 pub mod kubernetes;
 pub mod mcp;
