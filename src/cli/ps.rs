@@ -95,20 +95,20 @@ pub fn render(records: &[RunningRecord], budgets: &Budgets) -> String {
     formations.sort_unstable();
     formations.dedup();
 
-    let mut header = vec!["SESSION", "CAPSULE", "PID", "URL", "STARTED"];
+    // Within 100 columns: a formation's rows follow its summary line, which names it, and the
+    // door's URL is in `--json`.
+    let mut header = vec!["SESSION", "CAPSULE", "PID", "STARTED (UTC)"];
     if with_formation {
-        header.extend(["FORMATION", "MEMBER"]);
+        header.push("MEMBER");
     }
     let row = |r: &RunningRecord| -> Vec<String> {
         let mut cells = vec![
             r.session_id.clone(),
             format!("{}@{}", r.capsule_name, r.capsule_version),
             r.pid.to_string(),
-            r.url.clone(),
-            r.started_at.clone(),
+            started(&r.started_at),
         ];
         if with_formation {
-            cells.push(r.formation_id.clone().unwrap_or_else(|| "-".into()));
             cells.push(r.formation_member.clone().unwrap_or_else(|| "-".into()));
         }
         cells
@@ -134,14 +134,14 @@ pub fn render(records: &[RunningRecord], budgets: &Budgets) -> String {
             .find_map(|r| r.formation_launcher.as_ref())
             .map(|l| l.pid.to_string())
             .unwrap_or_else(|| "-".into());
-        let tokens = budgets
-            .get(frm)
-            .map(|(spent, limit)| format!("  tokens {spent} of {limit}"))
-            .unwrap_or_default();
         lines.push(Line::Summary(format!(
-            "formation {frm}  launcher pid {launcher}  {} member(s){tokens}",
+            "formation {frm}  launcher pid {launcher}  {} member(s)",
             members.len()
         )));
+        // Its own line, so the summary stays within 100 columns.
+        if let Some((spent, limit)) = budgets.get(frm) {
+            lines.push(Line::Summary(format!("  tokens {spent} of {limit}")));
+        }
         for r in members {
             lines.push(Line::Row(row(r)));
         }
@@ -154,10 +154,6 @@ pub fn render(records: &[RunningRecord], budgets: &Budgets) -> String {
                 *w = (*w).max(c.chars().count());
             }
         }
-    }
-    if with_formation {
-        // The formation column is always an id's width, so the member column lines up.
-        widths[5] = widths[5].max(36);
     }
     let mut out = String::new();
     for line in lines {
@@ -177,6 +173,15 @@ pub fn render(records: &[RunningRecord], budgets: &Budgets) -> String {
         out.push('\n');
     }
     out
+}
+
+/// A record's `started_at` to the second: `2026-01-01 00:00:00` for `2026-01-01T00:00:00.000Z`;
+/// anything else as written.
+fn started(at: &str) -> String {
+    match at.split_once('.') {
+        Some((secs, _)) if secs.len() == 19 && secs.as_bytes().get(10) == Some(&b'T') => secs.replacen('T', " ", 1),
+        _ => at.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -230,14 +235,40 @@ mod tests {
     }
 
     #[test]
-    fn standalone_sessions_have_five_columns() {
+    fn standalone_sessions_have_four_columns() {
         let out = render(&[rec("ses_b", None, None), rec("ses_a", None, None)], &Budgets::new());
         assert_eq!(
             out,
-            "SESSION  CAPSULE           PID  URL             STARTED\n\
-             ses_a    local/echo@0.1.0  77   localhost:4000  2026-01-01T00:00:00.000Z\n\
-             ses_b    local/echo@0.1.0  77   localhost:4000  2026-01-01T00:00:00.000Z\n"
+            "SESSION  CAPSULE           PID  STARTED (UTC)\n\
+             ses_a    local/echo@0.1.0  77   2026-01-01 00:00:00\n\
+             ses_b    local/echo@0.1.0  77   2026-01-01 00:00:00\n"
         );
+    }
+
+    #[test]
+    fn a_formation_of_real_ids_fits_100_columns() {
+        let frm = "frm_0199c4e2f1b7712a9d3e4f5061728394";
+        let mut r = rec("ses_0199c4e2f1b7712a9d3e4f5061728395", Some(frm), Some("reviewer-2"));
+        r.capsule_name = "local/reviewer".into();
+        r.pid = 4_194_304;
+        let budgets = Budgets::from([(frm.to_string(), (999_999_999, 1_000_000_000))]);
+        let out = render(&[r, rec("ses_0199c4e2f1b7712a9d3e4f5061728396", None, None)], &budgets);
+        for line in out.lines() {
+            assert!(line.chars().count() <= 100, "{} columns: {line}", line.chars().count());
+        }
+    }
+
+    #[test]
+    fn started_is_shown_to_the_second() {
+        let cases = [
+            ("2026-01-01T00:00:00.000Z", "2026-01-01 00:00:00"),
+            ("2026-12-05T17:05:09.123456Z", "2026-12-05 17:05:09"),
+            ("yesterday", "yesterday"),
+            ("2026-01-01 00:00:00.000Z", "2026-01-01 00:00:00.000Z"),
+        ];
+        for (at, want) in cases {
+            assert_eq!(started(at), want, "{at}");
+        }
     }
 
     #[test]
@@ -254,15 +285,14 @@ mod tests {
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), 5, "{out}");
         assert!(lines[0].starts_with("SESSION  CAPSULE"), "{out}");
+        assert!(lines[0].ends_with("STARTED (UTC)        MEMBER"), "{out}");
         assert!(
-            lines[0].ends_with(&format!("FORMATION{}MEMBER", " ".repeat(36 - 9 + 2))),
+            lines[1].starts_with("ses_a ") && lines[1].ends_with("00:00:00  -"),
             "{out}"
         );
-        assert!(lines[1].starts_with("ses_a "), "{out}");
-        assert!(lines[1].contains(&format!("-{}-", " ".repeat(35 + 2))), "{out}");
         assert_eq!(lines[2], format!("formation {frm}  launcher pid 4242  2 member(s)"));
         assert!(
-            lines[3].starts_with("ses_b ") && lines[3].ends_with(&format!("{frm}  planner")),
+            lines[3].starts_with("ses_b ") && lines[3].ends_with("00:00:00  planner"),
             "{out}"
         );
         assert!(lines[4].starts_with("ses_c ") && lines[4].ends_with("coder"), "{out}");
@@ -271,8 +301,11 @@ mod tests {
         let recs = [rec("ses_b", Some(frm), Some("planner"))];
         let out = render(&recs, &budgets);
         assert_eq!(
-            out.lines().nth(1),
-            Some(format!("formation {frm}  launcher pid 4242  1 member(s)  tokens 1200 of 5000").as_str())
+            out.lines().skip(1).take(2).collect::<Vec<_>>(),
+            [
+                format!("formation {frm}  launcher pid 4242  1 member(s)").as_str(),
+                "  tokens 1200 of 5000"
+            ]
         );
     }
 
