@@ -40,7 +40,7 @@ pub fn run(args: &DoctorArgs) -> Outcome {
             cwd.display()
         ));
         report.line("");
-        roster_block(&mut report, &here, &MurHome::from_env());
+        roster_block(&mut report, &here, &MurHome::from_env(), !args.offline);
     } else {
         let project = paths::find_project_root(&cwd, &["murmur.yaml"]).ok_or_else(|| {
             fail(Diagnostic::new(
@@ -48,9 +48,9 @@ pub fn run(args: &DoctorArgs) -> Outcome {
                 "no project root found (no murmur.yaml in current or parent directories)",
             ))
         })?;
-        member_checks(&mut report, &project);
+        member_checks(&mut report, &project, !args.offline);
         if exists(&project.roster()) {
-            roster_block(&mut report, &project, &MurHome::from_env());
+            roster_block(&mut report, &project, &MurHome::from_env(), !args.offline);
         }
     }
     report.tally();
@@ -226,14 +226,16 @@ impl Report {
     }
 }
 
-/// Member mode [ours]: the manifest parses (with its W-SEC-019 warnings) and its kind is sound.
-fn member_checks(report: &mut Report, project: &Project) {
+/// Member mode [ours]: the manifest parses (with its W-SEC-019 warnings), its kind is sound and
+/// written as meant (E-DOC-002), and, when `dial`, each endpoint it names answers (E-DOC-001).
+fn member_checks(report: &mut Report, project: &Project, dial: bool) {
     report.line(&format!("Member sources in {}", project.root().display()));
     report.member_dir = Some(project.root().display().to_string());
     match manifest::load_file(&project.manifest()) {
         Err(d) => report.refuse(d),
         Ok(parsed) => {
             let m = &parsed.manifest;
+            let text = std::fs::read_to_string(project.manifest()).ok();
             report.pass(&format!("murmur.yaml parses: {}@{}", m.name, m.version));
             for w in &parsed.warnings {
                 let fix = format!(
@@ -244,7 +246,24 @@ fn member_checks(report: &mut Report, project: &Project) {
                 report.warn(w, fix);
             }
             match &m.kind {
-                Kind::Model => report.pass("kind: model capsule (inference)"),
+                Kind::Model => {
+                    report.pass("kind: model capsule (inference)");
+                    // What the session checks at its start (E-RUN-002), the key read as set: an
+                    // unset key is the launch's to refuse, and doctor sends no request.
+                    if let Some(inference) = &m.inference {
+                        let key = inference.api_key_var.clone();
+                        let env = |v: &str| match &key {
+                            Some(k) if k == v => Some("set".to_string()),
+                            _ => std::env::var(v).ok(),
+                        };
+                        if let Err(mut d) =
+                            crate::model::ModelConfig::resolve(&m.name.to_string(), &m.version, inference, env)
+                        {
+                            d.message = format!("murmur.yaml: {}", d.message);
+                            report.refuse(d);
+                        }
+                    }
+                }
                 Kind::Remote => report.pass(&remote_kind(m)),
                 Kind::ManifestOnly => report
                     .pass("kind: manifest-only capsule (it builds, installs and is admitted; there is nothing to run)"),
@@ -269,9 +288,61 @@ fn member_checks(report: &mut Report, project: &Project) {
                     }
                 }
             }
+            if let Some(d) = misspelt_kind(m, &parsed.warnings, text.as_deref(), "") {
+                report.refuse(d);
+            }
+            for d in crate::checkup::dials(m, text.as_deref()).into_iter().filter(|_| dial) {
+                match crate::outbound::reach::reach(&d.url, DIAL_WITHIN) {
+                    Ok(()) => report.pass(&format!(
+                        "{} answers: {}{}",
+                        d.key,
+                        d.url,
+                        crate::checkup::at_line(d.line)
+                    )),
+                    Err(why) => report.refuse(unreachable(&d, &why, "")),
+                }
+            }
         }
     }
     report.line("");
+}
+
+/// How long doctor waits for each endpoint's connection.
+const DIAL_WITHIN: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// E-DOC-001: `d` did not answer (`why`); `whose` prefixes the message (`roster.yaml: member …: `).
+fn unreachable(d: &crate::checkup::Dial, why: &str, whose: &str) -> Diagnostic {
+    let then = match d.key.as_str() {
+        "inference.endpoint" => "its model turns would fail",
+        "remote.url" => "`mur run` would refuse it (its agent's card cannot be read)",
+        _ => "`mur run` would refuse it (its MCP server cannot be reached)",
+    };
+    Diagnostic::new(
+        diag::E_DOC_001,
+        format!(
+            "{whose}{} {}{} does not answer: {why}, so {then}",
+            d.key,
+            d.url,
+            crate::checkup::at_line(d.line)
+        ),
+    )
+}
+
+/// E-DOC-002 for a kind key written wrong (crate::checkup::misspelt_kind).
+fn misspelt_kind(
+    m: &manifest::Manifest,
+    warnings: &[Diagnostic],
+    text: Option<&str>,
+    whose: &str,
+) -> Option<Diagnostic> {
+    let (written, meant, line) = crate::checkup::misspelt_kind(m, warnings, text)?;
+    Some(Diagnostic::new(
+        diag::E_DOC_002,
+        format!(
+            "{whose}murmur.yaml{}: `{written}:` is not a key; `{meant}:` was meant, so the capsule has nothing to run and `mur run` refuses it",
+            line.map(|n| format!(" line {n}")).unwrap_or_default()
+        ),
+    ))
 }
 
 /// A remote capsule's kind line: the host that receives its tasks and the variable its
@@ -289,7 +360,7 @@ fn remote_kind(m: &manifest::Manifest) -> String {
 
 /// The Roster block of docs/reference/cli.md#mur-doctor, for the roster of `project`, against its
 /// stores and lock.
-fn roster_block(report: &mut Report, project: &Project, home: &MurHome) {
+fn roster_block(report: &mut Report, project: &Project, home: &MurHome, dial: bool) {
     report.line("Roster");
     report.line(&format!("  file: {}", project.roster().display()));
     let file = project.roster().display().to_string();
@@ -322,6 +393,9 @@ fn roster_block(report: &mut Report, project: &Project, home: &MurHome) {
                 .warning_fixes
                 .extend(roster::overflows(&a).iter().map(|o| o.fix()));
             launch_checks(report, &a);
+            if dial {
+                dial_checks(report, &a);
+            }
         }
     }
     report.line("");
@@ -392,6 +466,30 @@ fn launch_checks(report: &mut Report, a: &Admitted) {
                 w.head()
             );
             report.warn(&w, fix);
+        }
+    }
+}
+
+/// What a member's session dials, dialled (E-DOC-001), and a kind key written wrong in a member's
+/// manifest (E-DOC-002), each naming the member and the line of its murmur.yaml. Only failures
+/// are shown: the Roster block keeps its layout.
+fn dial_checks(report: &mut Report, a: &Admitted) {
+    for m in &a.members {
+        let text = std::fs::read(&m.zip_path)
+            .ok()
+            .and_then(|zip| crate::store::archive::read_named(&zip, "murmur.yaml").ok())
+            .and_then(|b| String::from_utf8(b).ok());
+        let whose = format!("roster.yaml: member '{}' ({}@{}): ", m.name, m.capsule, m.version);
+        if let Some(text) = &text
+            && let Ok(parsed) = manifest::parse(text.as_bytes())
+            && let Some(d) = misspelt_kind(&parsed.manifest, &parsed.warnings, Some(text), &whose)
+        {
+            report.refuse(d);
+        }
+        for d in crate::checkup::dials(&m.manifest, text.as_deref()) {
+            if let Err(why) = crate::outbound::reach::reach(&d.url, DIAL_WITHIN) {
+                report.refuse(unreachable(&d, &why, &whose));
+            }
         }
     }
 }

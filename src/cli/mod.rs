@@ -167,13 +167,18 @@ pub struct RunArgs {
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub deadline: Option<u64>,
     /// The token budget, input plus output over every model turn: with --roster the formation's,
-    /// over every member; with --capsule the session's
+    /// over every member; with --capsule the session's. Default 1000000 for a model formation or
+    /// session; `unlimited` lifts the default
     #[arg(long, value_name = "TOKENS", allow_hyphen_values = true)]
     pub max_tokens: Option<String>,
     /// With --roster: restart a peer whose process ends while the formation runs, at most N times
     /// within SECS seconds (then it is withdrawn); the entry member is never restarted
     #[arg(long, value_name = "N/SECS", requires = "roster")]
     pub restart: Option<String>,
+    /// Model turns per task, for every model member (with --capsule: the session's); a capsule's
+    /// inference.max_turns still holds. Default 50; `unlimited` lifts the default
+    #[arg(long, value_name = "TURNS", allow_hyphen_values = true)]
+    pub max_turns: Option<String>,
     /// Resume a session (not supported together with --roster)
     #[arg(long, value_name = "SESSION")]
     pub resume: Option<String>,
@@ -232,6 +237,9 @@ pub struct DoctorArgs {
     /// Print the admitted reachability graph in Graphviz DOT
     #[arg(long)]
     pub dot: bool,
+    /// Do not dial the endpoints members will use (model servers, MCP servers, remote agents)
+    #[arg(long)]
+    pub offline: bool,
 }
 
 #[derive(Debug, Args)]

@@ -183,7 +183,7 @@ pub const NOTES: &[Notes] = &[
     },
     Notes {
         command: "ps",
-        stdout: "With `-a`: what `mur trace list` prints, instead of the live sessions. Otherwise `SESSION  CAPSULE  PID  URL  STARTED` columns, plus `FORMATION` and `MEMBER` when any live session belongs to a formation; a formation's sessions are grouped under `formation <frm_id>  launcher pid <N|->  <k> member(s)`, followed by `  tokens <spent> of <limit>` when the formation keeps a token budget (`--max-tokens`); the JSON lists sessions only. Records of dead processes are removed as they are found. With `--json`, one compact JSON line.",
+        stdout: "With `-a`: what `mur trace list` prints, instead of the live sessions. Otherwise `SESSION  CAPSULE  PID  STARTED (UTC)` columns (the start to the second), plus `MEMBER` when any live session belongs to a formation, within 100 columns; a formation's sessions are grouped under `formation <frm_id>  launcher pid <N|->  <k> member(s)`, followed by a line `  tokens <spent> of <limit>` when the formation keeps a token budget (`--max-tokens`, or the default guard of a formation with a model member); the JSON lists sessions only, with each door's `url`. Records of dead processes are removed as they are found. With `--json`, one compact JSON line.",
         stderr: "`mur ps: cannot read <dir>: …` when the running records cannot be listed.",
         exit: "0.",
         json: &[

@@ -11,13 +11,15 @@ pub fn run(a: &RunArgs) -> Outcome {
             deadline: a.deadline,
             max_tokens: a.max_tokens.clone(),
             restart: a.restart.clone(),
+            max_turns: a.max_turns.clone(),
         });
     }
     if a.capsule.is_some() {
         let h = &a.hidden;
         // --deadline and --max-tokens mean for one session what they mean for a formation: it
         // ends at the deadline, and its model turns together spend at most the budget.
-        let max_tokens = a.max_tokens.as_deref().map(parse_max_tokens).transpose()?;
+        let max_tokens = limit(a.max_tokens.as_deref(), "--max-tokens", crate::guard::parse_tokens)?;
+        let max_turns = limit(a.max_turns.as_deref(), "--max-turns", crate::guard::parse_turns)?;
         let deadline = match a.deadline.map(|secs| (secs, deadline_from_now(secs))) {
             Some((secs, None)) => {
                 eprintln!(
@@ -46,6 +48,7 @@ pub fn run(a: &RunArgs) -> Outcome {
             readiness_tokens: h.readiness_tokens,
             inherited_deadline,
             max_tokens,
+            max_turns,
             lifecycle_task_acceptance: h.lifecycle_task_acceptance.clone(),
             lifecycle_after_task: h.lifecycle_after_task.clone(),
         });
@@ -58,11 +61,18 @@ pub fn run(a: &RunArgs) -> Outcome {
     Ok(2)
 }
 
-/// `--max-tokens` as written: a number of tokens, or E-BUD-003.
-fn parse_max_tokens(text: &str) -> Result<u64, super::Failure> {
-    crate::budget::parse_limit(text).map_err(|why| super::Failure {
+/// `--max-tokens` / `--max-turns` as written (a number, or `unlimited`), or E-BUD-003.
+fn limit(
+    text: Option<&str>,
+    flag: &str,
+    parse: fn(&str) -> Result<crate::guard::Limit, String>,
+) -> Result<crate::guard::Limit, super::Failure> {
+    let Some(text) = text else {
+        return Ok(crate::guard::Limit::Default);
+    };
+    parse(text).map_err(|why| super::Failure {
         prefix: "",
-        diag: crate::diag::Diagnostic::new(crate::diag::E_BUD_003, format!("--max-tokens {why}")),
+        diag: crate::diag::Diagnostic::new(crate::diag::E_BUD_003, format!("{flag} {why}")),
     })
 }
 

@@ -91,11 +91,14 @@ pub struct LaunchPlan {
     /// handed to it open (`MURMUR_COMPILED_FD`); `None` for a model capsule, or when the launcher
     /// could not provide one (the member then checks the cache itself).
     pub compiled: Vec<Option<Arc<Handed>>>,
-    /// `--max-tokens`: the formation's token budget (docs/reference/formation.md#budgets).
+    /// `--max-tokens`: the formation's token budget (docs/reference/formation.md#budgets); the
+    /// default guard's for a formation with a model member unless `unlimited`.
     pub max_tokens: Option<u64>,
     /// `--restart`: how often a peer whose process ended is started again
     /// (docs/reference/formation.md#restarts); `None`: it is withdrawn at once.
     pub restart: Option<crate::restart::Policy>,
+    /// `--max-turns`, handed to every member as written (crate::guard).
+    pub max_turns: crate::guard::Limit,
 }
 
 impl LaunchPlan {
@@ -159,6 +162,10 @@ impl LaunchPlan {
                 args.push("--json".into());
             }
         }
+        if let Some(turns) = self.max_turns.arg() {
+            args.push("--max-turns".into());
+            args.push(turns.into());
+        }
         if let Some(d) = &self.deadline {
             args.push("--inherited-deadline".into());
             args.push(d.unix_ms.to_string().into());
@@ -221,6 +228,7 @@ impl LaunchPlan {
             compiled: Vec::new(),
             max_tokens: None,
             restart: None,
+            max_turns: crate::guard::Limit::Default,
         }
     }
 }
@@ -248,6 +256,8 @@ pub struct LaunchOptions {
     pub max_tokens: Option<String>,
     /// `--restart N/SECS` as written: the peers' restart policy (docs/reference/formation.md#restarts).
     pub restart: Option<String>,
+    /// `--max-turns` as written: model turns per task of every model member (crate::guard).
+    pub max_turns: Option<String>,
 }
 
 /// `mur run --roster`: the front end, then the launch (docs/reference/formation.md#launch-sequence).
@@ -284,16 +294,27 @@ pub fn run_roster(args: &LaunchOptions) -> Outcome {
     // usual soft limit. Refused here, before anything starts.
     descriptors_for(admitted.members.len()).map_err(refuse)?;
 
-    let max_tokens = match &args.max_tokens {
-        None => None,
-        Some(text) => Some(
-            crate::budget::parse_limit(text)
-                .map_err(|why| refuse(Diagnostic::new(diag::E_BUD_003, format!("--max-tokens {why}"))))?,
-        ),
+    let limit = |text: &Option<String>, flag: &str, parse: fn(&str) -> Result<crate::guard::Limit, String>| {
+        text.as_deref().map_or(Ok(crate::guard::Limit::Default), |t| {
+            parse(t).map_err(|why| refuse(Diagnostic::new(diag::E_BUD_003, format!("{flag} {why}"))))
+        })
     };
+    let max_tokens = limit(&args.max_tokens, "--max-tokens", crate::guard::parse_tokens)?;
+    let max_turns = limit(&args.max_turns, "--max-turns", crate::guard::parse_turns)?;
     let mut plan = LaunchPlan::from_admitted(&admitted, ids::mint(IdKind::Formation), home, project_dir);
-    plan.max_tokens = max_tokens;
     plan.restart = restart;
+    // A formation with a model member keeps the default guard's budget unless told otherwise.
+    if plan.members.iter().any(|m| m.model) {
+        let tokens = crate::guard::tokens(max_tokens, None);
+        plan.max_tokens = tokens.0;
+        eprintln!(
+            "[mur run] {}",
+            crate::guard::describe(crate::guard::turns(max_turns, None), tokens, "formation")
+        );
+    } else if let crate::guard::Limit::Set(n) = max_tokens {
+        plan.max_tokens = Some(n);
+    }
+    plan.max_turns = max_turns;
     plan.compiled = hand_out_compiled(&admitted);
     plan.task = args.task.clone();
     plan.json = args.json;

@@ -48,7 +48,8 @@ impl Refusal {
             Refusal::Formation { left } => crate::diag::Diagnostic::new(
                 crate::diag::E_BUD_001,
                 format!(
-                    "the formation's token budget (--max-tokens) has {} token(s) left, and the next model turn may cost up to {asked}",
+                    "the formation's token budget (--max-tokens, or the default guard of {} tokens) has {} token(s) left, and the next model turn may cost up to {asked}",
+                    crate::guard::DEFAULT_MAX_TOKENS,
                     left.max(&0)
                 ),
             )

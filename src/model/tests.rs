@@ -934,7 +934,11 @@ async fn max_turns_with_calls_outstanding_does_not_wait() {
         assert_eq!(
             outcome,
             AgentOutcome::MaxTurns(
-                "the model asked for a tool call after its last turn (inference.max_turns: 2)".into()
+                crate::diag::Diagnostic::new(
+                    crate::diag::E_BUD_005,
+                    "the model asked for a tool call after its last turn (inference.max_turns: 2)"
+                )
+                .to_string()
             )
         );
         assert_eq!(outcome.status(), "max_turns_reached");

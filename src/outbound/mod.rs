@@ -25,6 +25,7 @@ pub mod blocking;
 mod connect;
 pub mod framing;
 pub mod owner;
+pub mod reach;
 
 use std::cell::RefCell;
 use std::collections::HashMap;

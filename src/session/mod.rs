@@ -70,8 +70,12 @@ pub struct SessionOptions {
     /// The formation's deadline, or a lone session's `--deadline`, in Unix milliseconds.
     pub inherited_deadline: Option<u64>,
     /// A lone session's `--max-tokens`: its token budget, the smaller of this and the manifest's
-    /// `inference.max_session_tokens` (docs/reference/formation.md#budgets).
-    pub max_tokens: Option<u64>,
+    /// `inference.max_session_tokens` (docs/reference/formation.md#budgets); the default guard
+    /// (crate::guard) when neither is given, none with `unlimited`.
+    pub max_tokens: crate::guard::Limit,
+    /// `--max-turns`: model turns per task, the smaller of this and `inference.max_turns`; the
+    /// default guard when neither is given.
+    pub max_turns: crate::guard::Limit,
     /// Lifecycle overrides the launcher sets for the entry member.
     pub lifecycle_task_acceptance: Option<String>,
     pub lifecycle_after_task: Option<String>,

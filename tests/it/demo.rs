@@ -266,7 +266,8 @@ Next:
     // As the scaffold's "Next:" says: doctor checks the key variable is set, as a launch would.
     let doctor = sb
         .mur(&cwd.join("team"))
-        .arg("doctor")
+        // The scaffold's endpoint is a placeholder nothing listens on: the key check, not the dial.
+        .args(["doctor", "--offline"])
         .env("OPENAI_API_KEY", "sk-scaffold-0123456789")
         .output()
         .expect("mur doctor");

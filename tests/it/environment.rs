@@ -111,6 +111,9 @@ fn members_hold_their_declared_key_and_none_of_the_launchers_secrets() {
         // and a key id, no secret.
         "MURMUR_COMPILED_FD",
         "MURMUR_COMPILED_KEY",
+        // A model member's channel to the formation's budget (the default guard's when no
+        // --max-tokens is given): a descriptor number, no secret.
+        "MURMUR_FORMATION_BUDGET",
     ];
     for (cmd, env) in &seen {
         let planner = cmd.contains("local/planner");
@@ -271,7 +274,8 @@ reachability:
     .expect("roster");
     let out = sb
         .mur(&dir)
-        .arg("doctor")
+        // The endpoints are placeholders: this checks what each member reads, not that they answer.
+        .args(["doctor", "--offline"])
         .env(KEY_VAR, "sk-doctor-0123456789")
         .output()
         .expect("doctor");

@@ -164,3 +164,176 @@ fn an_endpoint_copied_with_its_api_path_is_not_doubled_and_a_wrong_path_is_named
         "{err}"
     );
 }
+
+/// A model turn that asks for a tool nobody has, reporting `tokens` spent (half in, half out).
+fn looping_turn(tokens: u64) -> Reply {
+    let mut v = openai::tool_calls(&[("c1", "no-such-tool", json!({}))]);
+    v["usage"] = json!({"prompt_tokens": tokens / 2, "completion_tokens": tokens / 2, "total_tokens": tokens});
+    Reply::json(v)
+}
+
+#[test]
+fn a_looping_model_run_alone_without_limits_is_stopped_by_the_default_guard_shown_at_launch() {
+    let sb = Sandbox::new();
+    let provider = looping_provider();
+    install_looper(&sb, &provider, "");
+    let (code, out, err) = run_capsule(&sb, &["--task", "loop"], Duration::from_secs(120));
+    assert_ne!(code, 0, "{out}\n{err}");
+    assert!(
+        err.contains(
+            "guard: model turns per task: 50 (the default; raise with --max-turns N, lift with --max-turns unlimited); \
+             tokens per session: 1000000 (the default"
+        ),
+        "the guard is shown at launch: {err}"
+    );
+    assert!(err.contains("error[E-BUD-005]"), "{err}");
+    assert!(err.contains("(the default guard: 50 model turns per task)"), "{err}");
+    assert_eq!(provider.requests().len(), 50, "{err}");
+}
+
+#[test]
+fn max_turns_narrows_the_turns_and_unlimited_lifts_only_the_default() {
+    let sb = Sandbox::new();
+    let provider = looping_provider();
+    install_looper(&sb, &provider, "");
+    let (code, out, err) = run_capsule(&sb, &["--task", "loop", "--max-turns", "3"], Duration::from_secs(60));
+    assert_ne!(code, 0, "{out}\n{err}");
+    assert!(err.contains("guard: model turns per task: 3 (--max-turns)"), "{err}");
+    assert!(
+        err.contains("error[E-BUD-005]: the model asked for a tool call after its last turn (--max-turns: 3)"),
+        "{err}"
+    );
+    assert_eq!(provider.requests().len(), 3, "{err}");
+
+    // The capsule's own limit holds under `unlimited`.
+    let sb = Sandbox::new();
+    let provider = looping_provider();
+    install_looper(&sb, &provider, "  max_turns: 2\n");
+    let (code, out, err) = run_capsule(
+        &sb,
+        &[
+            "--task",
+            "loop",
+            "--max-turns",
+            "unlimited",
+            "--max-tokens",
+            "unlimited",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_ne!(code, 0, "{out}\n{err}");
+    assert!(
+        err.contains("guard: model turns per task: 2 (inference.max_turns); tokens per session: unlimited (--max-tokens unlimited)"),
+        "{err}"
+    );
+    assert!(err.contains("(inference.max_turns: 2)"), "{err}");
+    assert_eq!(provider.requests().len(), 2, "{err}");
+
+    let (code, _, err) = run_capsule(&sb, &["--task", "x", "--max-turns", "0"], Duration::from_secs(20));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("error[E-BUD-003]: --max-turns '0' is zero"), "{err}");
+    assert_eq!(provider.requests().len(), 2, "nothing more sent");
+}
+
+#[test]
+fn the_default_token_guard_stops_a_lone_model_and_unlimited_lifts_it() {
+    // 300 000 tokens a turn: the fourth turn still fits its reservation, the fifth cannot.
+    let turns = || Provider::start((0..8).map(|_| Step::func(|_| looping_turn(300_000))).collect());
+    let sb = Sandbox::new();
+    let provider = turns();
+    install_looper(&sb, &provider, "");
+    let (code, out, err) = run_capsule(&sb, &["--task", "loop"], Duration::from_secs(60));
+    assert_ne!(code, 0, "{out}\n{err}");
+    assert!(err.contains("error[E-BUD-002]"), "{err}");
+    assert!(
+        err.contains("(the default guard: 1000000)"),
+        "names the default guard: {err}"
+    );
+    assert_eq!(provider.requests().len(), 4, "{err}");
+
+    let sb = Sandbox::new();
+    let provider = turns();
+    install_looper(&sb, &provider, "");
+    let (code, out, err) = run_capsule(
+        &sb,
+        &["--task", "loop", "--max-tokens", "unlimited", "--max-turns", "6"],
+        Duration::from_secs(60),
+    );
+    assert_ne!(code, 0, "{out}\n{err}");
+    assert!(!err.contains("E-BUD-002"), "no token budget: {err}");
+    assert!(err.contains("(--max-turns: 6)"), "{err}");
+    assert_eq!(provider.requests().len(), 6, "{err}");
+}
+
+#[test]
+fn a_model_formation_launched_without_limits_keeps_the_default_budget_and_mur_ps_shows_its_spend() {
+    let sb = Sandbox::new();
+    // Two turns of 6000 tokens, then a third the provider holds, so the formation is seen running.
+    let provider = Provider::start(vec![
+        Step::func(|_| looping_turn(6000)),
+        Step::func(|_| looping_turn(6000)),
+        Step::func(|_| looping_turn(6000).delayed(Duration::from_secs(60))),
+    ]);
+    install_looper(&sb, &provider, "");
+    let dir = sb.path("formation");
+    std::fs::write(
+        dir.join("roster.yaml"),
+        "roster_version: 1\nmembers:\n  - name: lead\n    capsule: local/looper\n    version: 0.1.0\n    entry: true\n",
+    )
+    .expect("roster");
+    let launcher = Launcher::start(&sb, &dir, &["--task", "loop"], &[(KEY_VAR, KEY)]);
+    let mut ps = String::new();
+    let seen = crate::support::wait_until(Duration::from_secs(60), || {
+        ps = crate::support::stdout(&sb.run(&dir, &["ps"]));
+        ps.contains("tokens 12000 of 1000000")
+    });
+    assert!(seen.is_some(), "mur ps:\n{ps}\nstderr:\n{}", launcher.stderr());
+    assert!(
+        launcher
+            .stderr()
+            .contains("[mur run] guard: model turns per task: 50 (the default; raise with --max-turns N, lift with --max-turns unlimited); tokens per formation: 1000000 (the default"),
+        "{}",
+        launcher.stderr()
+    );
+}
+
+#[test]
+fn retries_are_shown_on_a_terminal_as_they_happen_and_not_on_a_pipe() {
+    let busy = || Reply::status(503, r#"{"error":{"message":"overloaded"}}"#);
+    let sb = Sandbox::new();
+    let provider = Provider::start(vec![
+        busy().into(),
+        Reply::json(openai::text("done")).into(),
+        busy().into(),
+        Reply::json(openai::text("done")).into(),
+    ]);
+    install_looper(&sb, &provider, "");
+    let command = || {
+        let mut cmd = sb.mur(&sb.path("work"));
+        cmd.args([
+            "run",
+            "--capsule",
+            "local/looper",
+            "--capsule-version",
+            "0.1.0",
+            "--task",
+            "hi",
+        ])
+        .env(KEY_VAR, KEY)
+        .env("MURMUR_TEST_TIMING", "inference_retry=10ms");
+        cmd
+    };
+    let mut term = crate::terminal::OnTerminal::start(command());
+    assert_eq!(term.wait(Duration::from_secs(60)), 0, "{}", term.output());
+    assert!(
+        term.output()
+            .contains("[capsule-runtime] the model provider answered 503; retry 1 in "),
+        "{}",
+        term.output()
+    );
+    let out = command().stdin(std::process::Stdio::null()).output().expect("mur run");
+    let err = crate::support::stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("retry 1 in"), "a pipe gets the trace only: {err}");
+    assert_eq!(provider.requests().len(), 4);
+}

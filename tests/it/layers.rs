@@ -26,8 +26,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "cli",
         &[
-            "capsule", "deploy", "door", "launcher", "model", "operator", "progress", "scaffold", "session", "tools",
-            "ui",
+            "capsule", "deploy", "door", "launcher", "model", "operator", "outbound", "progress", "scaffold",
+            "session", "tools", "ui",
         ],
     ),
     ("deploy", &["channel"]),

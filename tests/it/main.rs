@@ -16,6 +16,7 @@ mod bounds;
 mod budget;
 mod calls;
 mod capsules;
+mod checkup;
 mod compiled;
 mod containers;
 mod demo;

@@ -272,9 +272,12 @@ fn a_tool_call_on_the_last_turn_ends_max_turns_reached() {
     assert_eq!(code, Some(1), "{err}");
     assert_eq!(answer["state"], "TASK_STATE_FAILED");
     let dir = records_dir(&ready);
-    assert_eq!(
-        std::fs::read_to_string(dir.join("out/result.txt")).unwrap(),
-        "failed: the model asked for a tool call after its last turn (inference.max_turns: 1)"
+    let result = std::fs::read_to_string(dir.join("out/result.txt")).unwrap();
+    assert!(
+        result.starts_with(
+            "failed: error[E-BUD-005]: the model asked for a tool call after its last turn (inference.max_turns: 1)\n  hint: "
+        ),
+        "{result}"
     );
     let recs = trace(&dir);
     assert_eq!(of_type(&recs, "task_end")[0]["exit_status"], "max_turns_reached");

@@ -181,7 +181,8 @@ fn doctor_warns_of_an_unset_key_that_mur_run_refuses_and_of_a_grant_that_reaches
     }
     let doctor = |key: Option<&str>| {
         let mut cmd = sb.mur(&dir);
-        cmd.arg("doctor");
+        // The suite has no network, so the guide's offline form: api.openai.com cannot be dialled.
+        cmd.args(["doctor", "--offline"]);
         match key {
             Some(k) => cmd.env("OPENAI_API_KEY", k),
             None => cmd.env_remove("OPENAI_API_KEY"),
@@ -205,7 +206,7 @@ fn doctor_warns_of_an_unset_key_that_mur_run_refuses_and_of_a_grant_that_reaches
     );
     let json = sb
         .mur(&dir)
-        .args(["doctor", "--json"])
+        .args(["doctor", "--json", "--offline"])
         .env_remove("OPENAI_API_KEY")
         .output()
         .expect("mur doctor --json");

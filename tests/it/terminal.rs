@@ -22,7 +22,7 @@ use crate::faults::{all_members_gone, members_of_home, nothing_claims_to_run};
 use crate::support::{Launcher, Sandbox, door_rpc, member_sessions, running_record, stderr, stdout, wait_until};
 
 /// A process whose controlling terminal is a pseudo-terminal only this test holds the master of.
-struct OnTerminal {
+pub(crate) struct OnTerminal {
     child: Child,
     master: Option<File>,
     out: Arc<Mutex<Vec<u8>>>,
@@ -33,7 +33,7 @@ struct OnTerminal {
 impl OnTerminal {
     /// Starts `cmd` with stdin, stdout and stderr on a new terminal, as the leader of a new
     /// session whose controlling terminal it is.
-    fn start(mut cmd: Command) -> OnTerminal {
+    pub(crate) fn start(mut cmd: Command) -> OnTerminal {
         // Both sides close-on-exec from the start: a copy of the master in any other process
         // (a parallel test's, or a member) would keep the terminal from hanging up.
         let pty = nix::pty::posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC).expect("posix_openpt");
@@ -98,7 +98,7 @@ impl OnTerminal {
         }
     }
 
-    fn output(&self) -> String {
+    pub(crate) fn output(&self) -> String {
         String::from_utf8_lossy(&self.out.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
     }
 
@@ -119,7 +119,7 @@ impl OnTerminal {
     }
 
     /// The exit code (128 + N for signal N), failing the test after `limit`.
-    fn wait(&mut self, limit: Duration) -> i32 {
+    pub(crate) fn wait(&mut self, limit: Duration) -> i32 {
         use std::os::unix::process::ExitStatusExt;
         let start = Instant::now();
         loop {

@@ -60,7 +60,7 @@ pub fn parse_limit(text: &str) -> Result<u64, String> {
     }
     match digits.parse::<u64>() {
         Ok(0) => Err(format!(
-            "'{}' is zero: a budget of no tokens would refuse every model turn; omit --max-tokens for no budget",
+            "'{}' is zero: a budget of no tokens would refuse every model turn; write `unlimited` for no budget",
             crate::diag::shown(text)
         )),
         Ok(n) if n <= MAX_BUDGET_TOKENS => Ok(n),

@@ -106,8 +106,9 @@ codes! {
     // [ours] Token budgets (docs/reference/formation.md#budgets).
     E_BUD_001 = "E-BUD-001", Error, "the formation's token budget (mur run --max-tokens) has no room for the next model turn", Some("raise --max-tokens, or lower inference.max_tokens or the work a task asks for; `mur trace show` lists what each member spent");
     E_BUD_002 = "E-BUD-002", Error, "the session's token budget (inference.max_session_tokens, or a lone session's --max-tokens) has no room for the next model turn", Some("raise inference.max_session_tokens in the capsule's murmur.yaml (or --max-tokens), or lower inference.max_tokens; `mur trace show` lists what the session spent");
-    E_BUD_003 = "E-BUD-003", Error, "mur run --max-tokens: the value is not a number of tokens from 1 to 10^12", Some("give a whole number of tokens, e.g. --max-tokens 200000, or omit it for no formation budget");
+    E_BUD_003 = "E-BUD-003", Error, "mur run --max-tokens or --max-turns: the value is not a number from 1 to 10^12 (turns: 2^32-1), nor `unlimited`", Some("give a whole number, e.g. --max-tokens 200000 or --max-turns 100; `unlimited` lifts the default guard");
     E_BUD_004 = "E-BUD-004", Error, "a task's token budget (its grant's, narrowed along the calls above it) has no room for the next model turn", Some("the budget comes from the calling task (call-member's `budget`, what its own grant had left, and --max-tokens); give the call more, or ask the callee for less work");
+    E_BUD_005 = "E-BUD-005", Error, "a task reached its limit of model turns (inference.max_turns, --max-turns, or the default guard of 50) and the model still asked for a tool call", Some("raise the limit with `mur run --max-turns N` or inference.max_turns in the capsule's murmur.yaml (`--max-turns unlimited` lifts the default guard), or ask for less work; `mur trace show` lists each turn");
     // [ours] Grants: on whose behalf, until when and with how much a called task runs (docs/reference/formation.md#grants).
     E_GRT_001 = "E-GRT-001", Error, "a door refused a call's grant (x-murmur-grant): forged, altered, another formation's or member's, or not the caller's", Some("a grant is signed by the formation's launcher for one call; only the runtime writes x-murmur-grant (`mur explain E-GRT-001`)");
     E_GRT_002 = "E-GRT-002", Error, "a task reached the deadline of the grant it runs under and was canceled", Some("the deadline is inherited from the calling task (and the formation's --deadline); give the root task more time, or ask the callee for less work");
@@ -132,6 +133,9 @@ codes! {
     // [ours] Supervised restarts of a formation's peers (docs/reference/formation.md#restarts).
     E_RST_001 = "E-RST-001", Error, "mur run --restart: the policy is not N/SECS with N from 1 to 1000 and SECS from 1 to 86400", Some("give at most how many restarts within how many seconds, e.g. --restart 3/60, or leave it out so a peer that ends is withdrawn");
     W_RST_001 = "W-RST-001", Warning, "a peer ended more often than the formation's restart policy allows and was withdrawn", Some("its stderr above says why it ended; raise --restart N/SECS if it may end that often");
+    // [ours] `mur doctor`: what the launch would refuse, found before it.
+    E_DOC_001 = "E-DOC-001", Error, "mur doctor: an endpoint a member will use (its model server, an MCP server, its remote agent) does not answer, or is another user's listener", Some("start the server, or correct the URL on the manifest line named; `mur doctor --offline` skips this check");
+    E_DOC_002 = "E-DOC-002", Error, "mur doctor: a key that gives a capsule something to run (inference, component, remote) is misspelt, so the capsule has nothing to run and `mur run` refuses it", Some("correct the key's spelling on the line named in murmur.yaml, then rebuild and reinstall the capsule");
 }
 
 /// Looks a code up by its printed id, e.g. `"E-ROS-001"`.

@@ -19,12 +19,14 @@
 pub mod address;
 pub mod budget;
 pub mod card_sig;
+pub mod checkup;
 pub mod compiled;
 pub mod diag;
 pub mod digest;
 pub mod fence;
 pub mod file;
 pub mod grant;
+pub mod guard;
 pub mod ids;
 pub mod jcs;
 pub mod limits;

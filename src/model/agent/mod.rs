@@ -66,6 +66,8 @@ pub struct Agent {
     totals: Arc<Totals>,
     /// The session's and the formation's token budgets (docs/reference/formation.md#budgets).
     spending: Arc<Spending>,
+    /// What set `config.max_turns`, named when a task reaches it (E-BUD-005).
+    turns_source: crate::guard::Source,
 }
 
 impl Agent {
@@ -88,7 +90,16 @@ impl Agent {
             retry,
             totals: Arc::new(Totals::default()),
             spending: Arc::new(Spending::unlimited()),
+            turns_source: crate::guard::Source::Manifest,
         }
+    }
+
+    /// This agent with at most `turns` model turns per task, set by `source` (the default guard,
+    /// `--max-turns`, or `inference.max_turns`).
+    pub fn with_turns(mut self, (turns, source): (Option<u32>, crate::guard::Source)) -> Agent {
+        self.config.max_turns = turns;
+        self.turns_source = source;
+        self
     }
 
     /// This agent reserving every turn from `spending` before it is sent.
@@ -227,8 +238,13 @@ impl Agent {
     }
 }
 
-/// The `inference_retry` record of one retry.
+/// The `inference_retry` record of one retry, and on a terminal (a lone session's, or the entry
+/// member's) a line saying so as it happens, so a slow turn is not silent.
 fn trace_retry(task: &TaskCtx, note: &RetryNote) {
+    use std::io::IsTerminal;
+    if std::io::stderr().is_terminal() {
+        eprintln!("{}", retry_line(note));
+    }
     task.events.record(
         "inference_retry",
         &[
@@ -239,6 +255,19 @@ fn trace_retry(task: &TaskCtx, note: &RetryNote) {
             ("wait", json!(note.source.as_str())),
         ],
     );
+}
+
+/// The line a terminal shows for one retry: what the provider did and when the next try goes.
+fn retry_line(note: &RetryNote) -> String {
+    let what = match note.status {
+        Some(s) => format!("the model provider answered {s}"),
+        None => "no reply from the model provider".to_string(),
+    };
+    format!(
+        "[capsule-runtime] {what}; retry {} in {:.1} s",
+        note.attempt,
+        note.delay.as_secs_f64()
+    )
 }
 
 /// The turn's `inference` record completed and reported: how long it took and, when a reply was

@@ -48,10 +48,19 @@ impl TaskRun<'_> {
     /// ends the task: no turn is left to show the results, or `end-without-answer`.
     pub(super) async fn tools(&mut self, calls: &[ToolCall]) -> Result<(), AgentOutcome> {
         if !self.turn_left() {
-            return Err(AgentOutcome::MaxTurns(format!(
-                "the model asked for a tool call after its last turn (inference.max_turns: {})",
-                self.agent.config.max_turns.unwrap_or_default()
-            )));
+            let n = self.agent.config.max_turns.unwrap_or_default();
+            let limit = match self.agent.turns_source {
+                crate::guard::Source::Manifest => format!("inference.max_turns: {n}"),
+                crate::guard::Source::Flag => format!("--max-turns: {n}"),
+                crate::guard::Source::Default => format!("the default guard: {n} model turns per task"),
+            };
+            return Err(AgentOutcome::MaxTurns(
+                crate::diag::Diagnostic::new(
+                    crate::diag::E_BUD_005,
+                    format!("the model asked for a tool call after its last turn ({limit})"),
+                )
+                .to_string(),
+            ));
         }
         // The runtime's tools change the task's state, so they run first, one by one, in order;
         // the others run at once, a few at a time, and every result keeps its call's place.

@@ -282,7 +282,7 @@ fn runner(
             capsule,
             membership,
             args.inherited_deadline,
-            args.max_tokens,
+            (args.max_tokens, args.max_turns),
             handed,
             console,
         ),

@@ -109,7 +109,7 @@ pub(super) fn load_runner(
     c: &ResolvedCapsule,
     membership: Option<&Membership>,
     deadline_ms: Option<u64>,
-    max_tokens: Option<u64>,
+    (max_tokens, max_turns): (crate::guard::Limit, crate::guard::Limit),
     handed: Option<&host::Handed>,
     console: &Console,
 ) -> Result<Runner, Diagnostic> {
@@ -139,10 +139,23 @@ pub(super) fn load_runner(
         .and_then(DateTime::from_timestamp_millis)
         .and_then(|d| std::time::Instant::now().checked_add((d - Utc::now()).to_std().unwrap_or_default()));
     let retry = crate::model::Retry::from_timing(Timing::get(), deadline);
-    let (limit, source) = session_budget(config.max_session_tokens, max_tokens);
     // The formation's budget when it keeps one; the authority channel in any case, for a task
     // whose grant has a budget.
     let formation = budget_link(membership)?;
+    // A formation member's default token guard is the formation's, kept by the launcher.
+    let max_tokens = match (max_tokens, membership) {
+        (crate::guard::Limit::Default, Some(_)) => crate::guard::Limit::Unlimited,
+        (flag, _) => flag,
+    };
+    let (limit, source) = session_budget(config.max_session_tokens, max_tokens);
+    let turns = crate::guard::turns(max_turns, config.max_turns);
+    if membership.is_none() {
+        console.note(&crate::guard::describe(
+            turns,
+            crate::guard::tokens(max_tokens, config.max_session_tokens),
+            "session",
+        ));
+    }
     let kept = formation.is_some();
     let link = formation.or_else(|| {
         membership
@@ -152,7 +165,9 @@ pub(super) fn load_runner(
     let spending = crate::model::budget::Spending::new(limit, link)
         .with_formation_budget(kept)
         .session_named(source);
-    let mut agent = crate::model::Agent::new(config, identity, callees.clone(), retry).with_spending(spending);
+    let mut agent = crate::model::Agent::new(config, identity, callees.clone(), retry)
+        .with_spending(spending)
+        .with_turns(turns);
     let mut tools = if c.manifest.tools.is_empty() {
         crate::tools::Toolbox::runtime(&callees)
     } else {
@@ -166,13 +181,14 @@ pub(super) fn load_runner(
 }
 
 /// The session's token budget and what set it: the smaller of the manifest's
-/// `inference.max_session_tokens` and `mur run --capsule --max-tokens`.
-fn session_budget(manifest: Option<u64>, flag: Option<u64>) -> (Option<u64>, &'static str) {
-    use crate::model::budget::SESSION_SOURCE as MANIFEST;
-    match (manifest, flag) {
-        (Some(m), Some(f)) if f < m => (Some(f), "--max-tokens"),
-        (None, Some(f)) => (Some(f), "--max-tokens"),
-        (m, _) => (m, MANIFEST),
+/// `inference.max_session_tokens` and `mur run --capsule --max-tokens`, the default guard when
+/// neither is given (crate::guard).
+fn session_budget(manifest: Option<u64>, flag: crate::guard::Limit) -> (Option<u64>, &'static str) {
+    use crate::guard::Source;
+    match crate::guard::tokens(flag, manifest) {
+        (n, Source::Manifest) => (n, crate::model::budget::SESSION_SOURCE),
+        (n, Source::Flag) => (n, "--max-tokens"),
+        (n, Source::Default) => (n, "the default guard"),
     }
 }
 
