@@ -35,11 +35,13 @@ use futures_util::StreamExt;
 use serde_json::Value;
 use zeroize::Zeroizing;
 
+use crate::diag::{self, Code, Diagnostic};
 use crate::outbound;
 use crate::secret::{Secret, scrub, scrub_json};
 
 use crate::text::head;
 use crate::wire::mcp as wire;
+use crate::wire::mcp_tasks as tasks;
 use crate::wire::sse::SseReader;
 
 pub use crate::wire::mcp::{CallResult, McpTool};
@@ -54,6 +56,36 @@ const METHOD_HEADER: &str = "mcp-method";
 const NAME_HEADER: &str = "mcp-name";
 /// Bytes of a refused request's body quoted in its error.
 const QUOTED_BODY: usize = 200;
+/// Most questions one call may ask in all, across its rounds and its task's polls.
+pub const MAX_QUESTIONS_PER_CALL: usize = 8;
+
+/// A question for whoever gave the task (the runtime's own input-required path): the answer's
+/// text, or why there is none.
+pub type Ask<'a> = dyn Fn(String) -> futures_util::future::LocalBoxFuture<'static, Result<String, String>> + 'a;
+
+/// What a call carries besides its tool and arguments.
+#[derive(Default)]
+pub struct CallContext<'a> {
+    /// The W3C `traceparent` of the span the call runs under: sent in the request's
+    /// `params._meta`, so the server's spans join the trace.
+    pub traceparent: Option<String>,
+    /// How a question the server asks (an elicitation form) is put to a person; `None` refuses
+    /// every question.
+    pub ask: Option<&'a Ask<'a>>,
+}
+
+/// A task or input request that cannot be read: a flood of questions has its code.
+fn fault(f: tasks::Fault) -> Failure {
+    match f {
+        tasks::Fault::Flood(t) => Failure::Coded(diag::E_MCP_003, t),
+        tasks::Fault::Malformed(t) => Failure::Other(t),
+    }
+}
+
+/// `error[CODE]: text` and the code's hint, as one message.
+fn coded(code: Code, text: String) -> String {
+    Diagnostic::new(code, text).render("")
+}
 
 /// One `tools:` entry of kind `mcp`, as the manifest gives it.
 #[derive(Clone, Debug)]
@@ -137,6 +169,8 @@ enum Failure {
     SessionGone(String),
     /// The time bound passed.
     TimedOut(String),
+    /// A fault the registry has a code for.
+    Coded(Code, String),
     Other(String),
 }
 
@@ -144,7 +178,7 @@ impl Failure {
     fn text(self) -> String {
         match self {
             Failure::SessionGone(_) => "the server ended the session".to_string(),
-            Failure::TimedOut(t) | Failure::Other(t) => t,
+            Failure::TimedOut(t) | Failure::Other(t) | Failure::Coded(_, t) => t,
         }
     }
 }
@@ -309,7 +343,10 @@ impl McpServer {
         };
         // The stateless revision when the server lists it; else the initialize handshake.
         if revisions == Revisions::Handshake || !server.discover().await {
-            server.handshake(None).await.map_err(fail)?;
+            server.handshake(None).await.map_err(|f| match f {
+                Failure::Coded(code, t) => coded(code, fail(t)),
+                f => fail(f.text()),
+            })?;
         }
         let mut allowed: Vec<String> = Vec::new();
         for a in allow {
@@ -317,7 +354,7 @@ impl McpServer {
                 allowed.push(a);
             }
         }
-        let tools = match server.list_tools().await {
+        let tools = match server.list_tools(&fail).await {
             Ok(listed) => select_allowed(&allowed, listed),
             Err(e) => Err(e),
         };
@@ -331,7 +368,7 @@ impl McpServer {
                 // The session begun is of no use: ended now rather than left to the server's
                 // idle timeout.
                 server.close().await;
-                Err(fail(e))
+                Err(if e.starts_with("error[") { e } else { fail(e) })
             }
         }
     }
@@ -356,7 +393,28 @@ impl McpServer {
     /// is a call that produced no result: a tool not allowed (nothing sent), the server refusing
     /// the request, a transport failure, the timeout (the server is told the call is cancelled).
     pub async fn call(&self, tool: &str, arguments: Value, timeout: Duration) -> Result<CallResult, String> {
+        self.call_in(tool, arguments, timeout, &CallContext::default()).await
+    }
+
+    /// [`McpServer::call`] with the trace context and the asking path of `cx`. In the stateless
+    /// revision a call may be answered with a task handle (the tasks extension): it is polled,
+    /// at the pace the server suggests within clamps, until it ends or the bound passes, when it
+    /// is cancelled (`tasks/cancel`, E-MCP-002); dropping the call's future cancels it too. A
+    /// call or task that asks for input has each question put through `cx.ask`, at most
+    /// [`MAX_QUESTIONS_PER_CALL`] in all (E-MCP-003); the time a question waits for its answer
+    /// does not count against the bound.
+    pub async fn call_in(
+        &self,
+        tool: &str,
+        arguments: Value,
+        timeout: Duration,
+        cx: &CallContext<'_>,
+    ) -> Result<CallResult, String> {
         let fail = |why: String| format!("MCP server '{}': {why}", self.name);
+        let say = |f: Failure| match f {
+            Failure::Coded(code, t) => coded(code, fail(format!("{tool}: {t}"))),
+            f => fail(format!("{tool}: {}", f.text())),
+        };
         if !self.allow.iter().any(|a| a == tool) {
             return Err(fail(format!(
                 "'{}' is not a tool this capsule may use; it may use {}",
@@ -364,19 +422,202 @@ impl McpServer {
                 self.allow.join(", ")
             )));
         }
-        let id = self.take_id();
-        let body = wire::tools_call_request(id, tool, &arguments).map_err(fail)?;
-        match self.request(id, body, Deadline::after(timeout)).await {
-            Ok(answer) => {
-                let result = answer.result.unwrap_or(Value::Null);
-                wire::call_result(&result, self.limits.max_result_text).map_err(fail)
+        let mut until = Deadline::after(timeout);
+        let mut asked = 0usize;
+        let mut rounds = 0usize;
+        let mut answers: Option<(serde_json::Map<String, Value>, Option<String>)> = None;
+        loop {
+            let id = self.take_id();
+            let mut body = wire::tools_call_request(id, tool, &arguments).map_err(fail)?;
+            if let Some(tp) = &cx.traceparent {
+                body = tasks::with_meta(&body, "traceparent", Value::String(tp.clone())).map_err(fail)?;
             }
-            Err(Failure::TimedOut(why)) => {
-                self.cancel(id, "the caller stopped waiting");
-                Err(fail(format!("{tool}: {why}")))
+            if let Some((responses, state)) = answers.take() {
+                body = tasks::with_input_responses(&body, responses, state.as_deref()).map_err(fail)?;
             }
-            Err(f) => Err(fail(format!("{tool}: {}", f.text()))),
+            let result = match self.request(id, body, until).await {
+                Ok(answer) => answer.result.unwrap_or(Value::Null),
+                Err(f @ Failure::TimedOut(_)) => {
+                    self.cancel(id, "the caller stopped waiting");
+                    return Err(say(f));
+                }
+                Err(f) => return Err(say(f)),
+            };
+            if !self.session.borrow().is_stateless() {
+                return wire::call_result(&result, self.limits.max_result_text).map_err(fail);
+            }
+            match tasks::call_reply(&result).map_err(|f| say(fault(f)))? {
+                tasks::CallReply::Complete(r) => {
+                    return wire::call_result(&r, self.limits.max_result_text).map_err(fail);
+                }
+                tasks::CallReply::Task(t) => {
+                    let result = self
+                        .follow_task(tool, t, &mut until, cx, &mut asked)
+                        .await
+                        .map_err(say)?;
+                    return wire::call_result(&result, self.limits.max_result_text).map_err(fail);
+                }
+                tasks::CallReply::InputRequired(ir) => {
+                    rounds += 1;
+                    if rounds > MAX_QUESTIONS_PER_CALL {
+                        return Err(say(Failure::Coded(
+                            diag::E_MCP_003,
+                            format!("it asked for input more than {MAX_QUESTIONS_PER_CALL} times"),
+                        )));
+                    }
+                    let responses = self
+                        .answer(tool, ir.requests, cx, &mut asked, &mut until)
+                        .await
+                        .map_err(say)?;
+                    answers = Some((responses, ir.request_state));
+                }
+            }
         }
+    }
+
+    /// Polls task `t` until it ends: its result when it completed; `Err` when it failed, was
+    /// cancelled, asked what cannot be answered, or outlived `until` (then cancelled). The task
+    /// is cancelled as well should this future be dropped before it ends.
+    /// At the call's bound the server's task is cancelled before the call fails, so the server
+    /// has been told by the time the caller learns it (a dropped call can only send it detached,
+    /// [`TaskGuard`]). The cancel is bounded by the request bound; its answer is not needed.
+    async fn cancel_at_bound(&self, guard: &mut TaskGuard<'_>) {
+        if let Some(task_id) = guard.task_id.take() {
+            let id = self.take_id();
+            tracing::info!(server = %self.name, task = %task_id, "cancelling the MCP server's task at the call's bound");
+            let _ = self
+                .request(
+                    id,
+                    tasks::tasks_cancel_request(id, &task_id),
+                    Deadline::after(self.limits.request),
+                )
+                .await;
+        }
+    }
+
+    async fn follow_task(
+        &self,
+        tool: &str,
+        mut t: tasks::Task,
+        until: &mut Deadline,
+        cx: &CallContext<'_>,
+        asked: &mut usize,
+    ) -> Result<Value, Failure> {
+        let mut guard = TaskGuard {
+            server: self,
+            task_id: Some(t.id.clone()),
+        };
+        let mut answered: Vec<String> = Vec::new();
+        loop {
+            match t.status {
+                tasks::Status::Completed => {
+                    guard.task_id = None;
+                    return Ok(t.result.unwrap_or(Value::Null));
+                }
+                tasks::Status::Failed => {
+                    guard.task_id = None;
+                    return Err(Failure::Other(format!(
+                        "its task failed: {}",
+                        t.error.unwrap_or_default()
+                    )));
+                }
+                tasks::Status::Cancelled => {
+                    guard.task_id = None;
+                    let why = if t.message.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", t.message)
+                    };
+                    return Err(Failure::Other(format!("the server cancelled its task{why}")));
+                }
+                tasks::Status::InputRequired => {
+                    let new: Vec<tasks::InputRequest> =
+                        t.input.into_iter().filter(|r| !answered.contains(&r.key)).collect();
+                    if !new.is_empty() {
+                        answered.extend(new.iter().map(|r| r.key.clone()));
+                        let responses = self.answer(tool, new, cx, asked, until).await?;
+                        let id = self.take_id();
+                        let body = tasks::tasks_update_request(id, &t.id, responses);
+                        self.request(id, body, *until).await?;
+                    }
+                }
+                tasks::Status::Working => {}
+            }
+            let timed_out = || {
+                Failure::Coded(
+                    diag::E_MCP_002,
+                    format!(
+                        "its task {} timed out: it did not end within {:?}, and was cancelled",
+                        t.id, until.bound
+                    ),
+                )
+            };
+            let left = until.left();
+            if !left.is_zero() {
+                actix_rt::time::sleep(Duration::from_millis(t.poll_ms).min(left)).await;
+            }
+            if until.left().is_zero() {
+                self.cancel_at_bound(&mut guard).await;
+                return Err(timed_out());
+            }
+            let id = self.take_id();
+            let result = match self.request(id, tasks::tasks_get_request(id, &t.id), *until).await {
+                Ok(a) => a.result.unwrap_or(Value::Null),
+                Err(Failure::TimedOut(_)) => {
+                    self.cancel_at_bound(&mut guard).await;
+                    return Err(timed_out());
+                }
+                Err(f) => return Err(f),
+            };
+            let next = tasks::task(&result).map_err(fault)?;
+            if next.id != t.id {
+                return Err(Failure::Other(format!(
+                    "tasks/get for task {} answered task {}",
+                    t.id, next.id
+                )));
+            }
+            t = next;
+        }
+    }
+
+    /// Puts each question of `requests` through `cx.ask` and makes the answers the server's
+    /// `inputResponses`. The time waited for answers is added to `until`.
+    async fn answer(
+        &self,
+        tool: &str,
+        requests: Vec<tasks::InputRequest>,
+        cx: &CallContext<'_>,
+        asked: &mut usize,
+        until: &mut Deadline,
+    ) -> Result<serde_json::Map<String, Value>, Failure> {
+        let refuse = |t: String| Failure::Coded(diag::E_MCP_003, t);
+        if requests.is_empty() {
+            return Ok(serde_json::Map::new());
+        }
+        let Some(ask) = cx.ask else {
+            return Err(refuse(
+                "it asks for input, and this task cannot ask (its capsule sets no lifecycle.input_timeout_secs)"
+                    .to_string(),
+            ));
+        };
+        let mut responses = serde_json::Map::new();
+        for r in requests {
+            *asked += 1;
+            if *asked > MAX_QUESTIONS_PER_CALL {
+                return Err(refuse(format!(
+                    "it asked more than the {MAX_QUESTIONS_PER_CALL} questions a call may ask"
+                )));
+            }
+            let Some(form) = &r.form else {
+                return Err(refuse(r.question));
+            };
+            let question = format!("MCP server '{}' ({tool}) asks: {}", self.name, r.question);
+            let started = Instant::now();
+            let answer = ask(question).await.map_err(Failure::Other)?;
+            until.at += started.elapsed();
+            responses.insert(r.key, tasks::elicit_result(form, &answer));
+        }
+        Ok(responses)
     }
 
     /// Ends the session (`DELETE` with its id, bounded by [`McpLimits::request`]) and waits for
@@ -421,15 +662,16 @@ impl McpServer {
     /// `initialize` and `notifications/initialized`, each bounded by [`McpLimits::request`] and
     /// by `within` (the request that found its session gone); the session they settle replaces
     /// the one before.
-    async fn handshake(&self, within: Option<Deadline>) -> Result<(), String> {
+    async fn handshake(&self, within: Option<Deadline>) -> Result<(), Failure> {
         let id = self.take_id();
         let body = wire::initialize_request(id, env!("CARGO_PKG_VERSION"));
         let fresh = Session::default();
         let answer = self
             .post(body, Some(id), &fresh, Deadline::after(self.limits.request).min(within))
             .await
-            .map_err(|f| format!("initialize failed: {}", f.text()))?;
-        let init = wire::initialize_result(&answer.result.unwrap_or(Value::Null))?;
+            .map_err(|f| Failure::Other(format!("initialize failed: {}", f.text())))?;
+        let init = wire::initialize_result(&answer.result.unwrap_or(Value::Null))
+            .map_err(|t| Failure::Coded(diag::E_MCP_001, t))?;
         let session = Session {
             id: answer.session_id,
             version: Some(init.protocol_version),
@@ -437,14 +679,15 @@ impl McpServer {
         let until = Deadline::after(self.limits.request).min(within);
         self.post(wire::initialized_notification(), None, &session, until)
             .await
-            .map_err(|f| format!("notifications/initialized failed: {}", f.text()))?;
+            .map_err(|f| Failure::Other(format!("notifications/initialized failed: {}", f.text())))?;
         *self.session.borrow_mut() = session;
         Ok(())
     }
 
     /// Every page of `tools/list`, bounded in pages and bytes, each request bounded by
     /// [`McpLimits::request`].
-    async fn list_tools(&self) -> Result<wire::ToolsPage, String> {
+    /// `Err` is the reason, or (a coded fault) the whole message: `fail` names the server.
+    async fn list_tools(&self, fail: impl Fn(String) -> String) -> Result<wire::ToolsPage, String> {
         let mut all = wire::ToolsPage::default();
         let mut cursor: Option<String> = None;
         let mut seen: Vec<String> = Vec::new();
@@ -455,7 +698,10 @@ impl McpServer {
             let answer = self
                 .request(id, body, Deadline::after(self.limits.request))
                 .await
-                .map_err(|f| format!("tools/list failed: {}", f.text()))?;
+                .map_err(|f| match f {
+                    Failure::Coded(code, t) => coded(code, fail(format!("tools/list failed: {t}"))),
+                    f => format!("tools/list failed: {}", f.text()),
+                })?;
             bytes = bytes.saturating_add(answer.bytes);
             if bytes > self.limits.max_list_bytes {
                 return Err(format!(
@@ -493,9 +739,12 @@ impl McpServer {
                 // A concurrent request may have begun the new session already.
                 if self.session.borrow().id.as_deref() == Some(gone.as_str()) {
                     tracing::info!(server = %self.name, "the MCP server ended the session; initializing again");
-                    self.handshake(Some(until))
-                        .await
-                        .map_err(|why| Failure::Other(format!("the server ended the session; {why}")))?;
+                    self.handshake(Some(until)).await.map_err(|f| match f {
+                        Failure::Coded(code, why) => {
+                            Failure::Coded(code, format!("the server ended the session; {why}"))
+                        }
+                        f => Failure::Other(format!("the server ended the session; {}", f.text())),
+                    })?;
                 }
                 let session = self.session.borrow().clone();
                 match self.post(body, Some(id), &session, until).await {
@@ -522,6 +771,7 @@ impl McpServer {
                 Ok(answer)
             }
             Err(Failure::TimedOut(t)) => Err(Failure::TimedOut(scrub(t))),
+            Err(Failure::Coded(c, t)) => Err(Failure::Coded(c, scrub(t))),
             Err(Failure::Other(t)) => Err(Failure::Other(scrub(t))),
             Err(gone @ Failure::SessionGone(_)) => Err(gone),
         }
@@ -534,27 +784,7 @@ impl McpServer {
         session: &Session,
         until: Deadline,
     ) -> Result<Answer, Failure> {
-        let mut req = base_request(
-            &self.http,
-            awc::http::Method::POST,
-            &self.url,
-            self.credential.as_ref(),
-            session,
-        )
-        .insert_header((CONTENT_TYPE, "application/json"))
-        .insert_header((ACCEPT, "application/json, text/event-stream"));
-        let mut body = body;
-        if session.is_stateless() && id.is_some() {
-            let st = wire::stateless_request(&body, env!("CARGO_PKG_VERSION")).map_err(Failure::Other)?;
-            req = req.insert_header((METHOD_HEADER, st.method.as_str()));
-            if let Some(name) = &st.name {
-                // A tool name the server listed: visible ASCII, or the header cannot carry it.
-                let value = HeaderValue::from_str(name)
-                    .map_err(|_| Failure::Other("the tool's name cannot be carried in a header".to_string()))?;
-                req = req.insert_header((NAME_HEADER, value));
-            }
-            body = st.body;
-        }
+        let (req, body) = self.prepared(body, id.is_some(), session)?;
         let too_slow = || Failure::TimedOut(format!("no answer within {:?}", until.bound));
         let mut resp = match actix_rt::time::timeout(until.left(), req.send_body(body)).await {
             Ok(Ok(resp)) => resp,
@@ -573,14 +803,35 @@ impl McpServer {
                 401 | 403 => format!("the server refused the credentials ({status})"),
                 _ => format!("the server answered {status}"),
             };
-            return Err(Failure::Other(if quoted.is_empty() {
+            let text = if quoted.is_empty() {
                 what
             } else {
                 format!("{what}: {quoted}")
-            }));
+            };
+            // A server that listed the stateless revision and then finds a request of it
+            // malformed (as one asking for a session would) does not speak it.
+            if status == 400 && session.is_stateless() && id.is_some() {
+                return Err(Failure::Coded(
+                    diag::E_MCP_001,
+                    format!(
+                        "it listed MCP {} in server/discover, yet refused a request of that revision: {text}",
+                        wire::STATELESS_VERSION
+                    ),
+                ));
+            }
+            return Err(Failure::Other(text));
         }
         let session_id = match resp.headers().get(SESSION_HEADER) {
             None => None,
+            Some(_) if session.is_stateless() && id.is_some() => {
+                return Err(Failure::Coded(
+                    diag::E_MCP_001,
+                    format!(
+                        "it listed MCP {} in server/discover, yet answered with a session id, which that revision has none of",
+                        wire::STATELESS_VERSION
+                    ),
+                ));
+            }
             Some(v) => match v.to_str().ok().filter(|s| wire::session_id_ok(s)) {
                 Some(s) => Some(s.to_string()),
                 None => {
@@ -636,6 +887,52 @@ impl McpServer {
             bytes,
             session_id,
         })
+    }
+
+    /// A POST of `body` in `session`, with the headers every request carries, and the body as it
+    /// goes out: a request of the stateless revision gets its `_meta` and its method (and tool
+    /// name) headers.
+    fn prepared(
+        &self,
+        body: String,
+        is_request: bool,
+        session: &Session,
+    ) -> Result<(awc::ClientRequest, String), Failure> {
+        let mut req = base_request(
+            &self.http,
+            awc::http::Method::POST,
+            &self.url,
+            self.credential.as_ref(),
+            session,
+        )
+        .insert_header((CONTENT_TYPE, "application/json"))
+        .insert_header((ACCEPT, "application/json, text/event-stream"));
+        let mut body = body;
+        if session.is_stateless() && is_request {
+            let st = wire::stateless_request(&body, env!("CARGO_PKG_VERSION")).map_err(Failure::Other)?;
+            req = req.insert_header((METHOD_HEADER, st.method.as_str()));
+            if let Some(name) = &st.name {
+                // A tool name the server listed: visible ASCII, or the header cannot carry it.
+                let value = HeaderValue::from_str(name)
+                    .map_err(|_| Failure::Other("the tool's name cannot be carried in a header".to_string()))?;
+                req = req.insert_header((NAME_HEADER, value));
+            }
+            body = st.body;
+        }
+        Ok((req, body))
+    }
+
+    /// Sends `body` without waiting for its answer, bounded by [`McpLimits::request`].
+    fn send_detached(&self, body: String, is_request: bool) {
+        let session = self.session.borrow().clone();
+        let Ok((req, body)) = self.prepared(body, is_request, &session) else {
+            return;
+        };
+        let send = req.send_body(body);
+        let bound = self.limits.request;
+        actix_rt::spawn(async move {
+            let _ = actix_rt::time::timeout(bound, send).await;
+        });
     }
 
     /// Reads an event stream until the response to `id`, skipping the server's notifications and
@@ -706,26 +1003,12 @@ impl McpServer {
 
     /// Tells the server, without waiting, that request `id` is given up on.
     fn cancel(&self, id: u64, reason: &str) {
-        let session = self.session.borrow().clone();
-        if session.is_stateless() {
+        if self.session.borrow().is_stateless() {
             // The revision has no client notifications: the request's own stream, closed when
             // its future was dropped, is the cancellation.
             return;
         }
-        let send = base_request(
-            &self.http,
-            awc::http::Method::POST,
-            &self.url,
-            self.credential.as_ref(),
-            &session,
-        )
-        .insert_header((CONTENT_TYPE, "application/json"))
-        .insert_header((ACCEPT, "application/json, text/event-stream"))
-        .send_body(wire::cancelled_notification(id, reason));
-        let bound = self.limits.request;
-        actix_rt::spawn(async move {
-            let _ = actix_rt::time::timeout(bound, send).await;
-        });
+        self.send_detached(wire::cancelled_notification(id, reason), false);
     }
 
     /// What the closing `DELETE` needs; `None` without a session id (nothing to end).
@@ -739,6 +1022,26 @@ impl McpServer {
             connect: self.limits.connect,
             request: self.limits.request,
         })
+    }
+}
+
+/// A task of the server this client follows: cancelled (`tasks/cancel`, not waited for) when
+/// dropped while it has not ended, as when the call's future is dropped because the model's
+/// turn or the task was cancelled, or the call's bound passed.
+struct TaskGuard<'a> {
+    server: &'a McpServer,
+    /// `None` once the task ended.
+    task_id: Option<String>,
+}
+
+impl Drop for TaskGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(task_id) = self.task_id.take() {
+            let id = self.server.take_id();
+            tracing::info!(server = %self.server.name, task = %task_id, "cancelling the MCP server's task");
+            self.server
+                .send_detached(tasks::tasks_cancel_request(id, &task_id), true);
+        }
     }
 }
 

@@ -160,6 +160,11 @@ pub struct CallEnv<'a> {
     pub cancel: &'a CancelSignal,
     /// The bound of the call.
     pub timeout: Duration,
+    /// The task's span as a W3C `traceparent`, sent to an MCP server in each call's `_meta`.
+    pub traceparent: Option<String>,
+    /// How an MCP server's question reaches whoever gave the task (the path `request-input`
+    /// takes); `None` when the task cannot ask.
+    pub ask: Option<&'a mcp::Ask<'a>>,
 }
 
 /// How an external call went, as the model and the `tool_call` record see it.
@@ -211,7 +216,11 @@ pub async fn call_external(tool: &Tool, input: &Value, env: &CallEnv<'_>) -> Cal
                 Ok(s) => s,
                 Err(why) => return done(why, true, "failed"),
             };
-            let call = session.call(name, input.clone(), env.timeout);
+            let cx = mcp::CallContext {
+                traceparent: env.traceparent.clone(),
+                ask: env.ask,
+            };
+            let call = session.call_in(name, input.clone(), env.timeout, &cx);
             let outcome = tokio::select! {
                 biased;
                 _ = env.cancel.canceled() => return done("the call was canceled".into(), true, "canceled"),

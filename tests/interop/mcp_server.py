@@ -3,8 +3,8 @@
 Serves Streamable HTTP on 127.0.0.1 at a port of its own choosing and prints that port on stdout.
 Every request must carry `Authorization: Bearer $MCP_TEST_KEY`, else 401. Each request's HTTP
 method and Authorization header, and each tool call's name, are appended to $MCP_TEST_LOG, one
-line each (`http <method>`, `auth <value>`, `call <name>`), so a test can check what reached the
-server.
+line each (`http <method>`, `auth <value>`, `call <name>`, and `traceparent <method> <value>` for
+a request whose `params._meta` carries one), so a test can check what reached the server.
 
 Environment: MCP_TEST_KEY, MCP_TEST_LOG (required); MCP_TEST_JSON=1 answers with plain JSON
 instead of event streams; MCP_TEST_STATELESS=1 serves without sessions; MCP_TEST_PAGE=n lists
@@ -115,7 +115,32 @@ def bearer_only(inner):
             })
             await send({"type": "http.response.body", "body": body})
             return
-        await inner(scope, receive, send)
+        # The body is read whole, so the trace context its _meta carries can be logged, and
+        # handed on unchanged.
+        chunks = []
+        while True:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            if message["type"] != "http.request" or not message.get("more_body"):
+                break
+        body = b"".join(chunks)
+        try:
+            request = json.loads(body) if body else None
+        except ValueError:
+            request = None
+        if isinstance(request, dict) and isinstance(request.get("params"), dict):
+            meta = request["params"].get("_meta")
+            if isinstance(meta, dict) and "traceparent" in meta:
+                log("traceparent " + str(request.get("method")) + " " + str(meta["traceparent"]))
+        sent = [False]
+
+        async def replay():
+            if not sent[0]:
+                sent[0] = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await inner(scope, replay, send)
 
     return handle
 

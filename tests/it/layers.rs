@@ -36,7 +36,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "launcher",
         &["capsule", "channel", "otel", "outbound", "peer_door", "progress"],
     ),
-    ("model", &["calls", "outbound", "runner", "tasks", "tools"]),
+    // otel: an MCP tool call carries its task's trace context to the server.
+    ("model", &["calls", "otel", "outbound", "runner", "tasks", "tools"]),
     ("operator", &["outbound"]),
     ("otel", &["outbound"]),
     // The one way out to the network: TLS, owner-checked dials, framing, Retry-After.

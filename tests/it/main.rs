@@ -36,6 +36,7 @@ mod layers;
 mod load;
 mod loopback;
 mod mcp;
+mod mcp_tasks;
 mod model;
 mod nemesis;
 mod newcomer;

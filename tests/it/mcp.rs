@@ -559,8 +559,9 @@ fn a_server_speaking_another_protocol_version_is_refused() {
         assert_eq!(
             e,
             format!(
-                "MCP server 'calc': the server speaks MCP version \"{version}\"; \
-                 this client speaks 2025-11-25, 2025-06-18, 2025-03-26"
+                "error[E-MCP-001]: MCP server 'calc': the server speaks MCP version \"{version}\"; \
+                 this client speaks 2025-11-25, 2025-06-18, 2025-03-26\n  hint: {}",
+                mur::diag::E_MCP_001.default_hint.unwrap()
             )
         );
         // Refused after initialize: no initialized notification, nothing more.
@@ -757,7 +758,12 @@ fn a_server_that_lies_about_its_revision_is_a_clear_error() {
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(
         e,
-        r#"MCP server 'calc': go: the server answered 400: {"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Bad Request: Missing session ID"}}"#
+        format!(
+            "error[E-MCP-001]: MCP server 'calc': go: it listed MCP 2026-07-28 in server/discover, yet refused a request \
+             of that revision: the server answered 400: {}\n  hint: {}",
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Bad Request: Missing session ID"}}"#,
+            mur::diag::E_MCP_001.default_hint.unwrap()
+        )
     );
     let reqs = p.requests();
     let call = &reqs[2];

@@ -121,7 +121,11 @@ fn model_turns_tasks_and_their_durations_are_traced_without_any_text() {
             "finish_reason",
             "retries",
             "streamed",
-            "status"
+            "status",
+            // The default guard keeps a token budget for a session run without one.
+            "budget_reserved",
+            "budget_charged",
+            "budget_left"
         ]
     );
     assert_eq!(

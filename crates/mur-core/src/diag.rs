@@ -136,6 +136,11 @@ codes! {
     // [ours] `mur doctor`: what the launch would refuse, found before it.
     E_DOC_001 = "E-DOC-001", Error, "mur doctor: an endpoint a member will use (its model server, an MCP server, its remote agent) does not answer, or is another user's listener", Some("start the server, or correct the URL on the manifest line named; `mur doctor --offline` skips this check");
     E_DOC_002 = "E-DOC-002", Error, "mur doctor: a key that gives a capsule something to run (inference, component, remote) is misspelt, so the capsule has nothing to run and `mur run` refuses it", Some("correct the key's spelling on the line named in murmur.yaml, then rebuild and reinstall the capsule");
+    // [ours] A model capsule's MCP tool server (docs/reference/capsules.md#tools) that does not
+    // keep to the protocol revision it speaks: the call (or the session's start) fails with the code.
+    E_MCP_001 = "E-MCP-001", Error, "an MCP server speaks no protocol version this client does, or answers otherwise than the revision it said it speaks", Some("run a server of MCP 2025-03-26 to 2026-07-28; a server that lists 2026-07-28 in server/discover must serve requests without a session");
+    E_MCP_002 = "E-MCP-002", Error, "an MCP tool call's task did not end within the call's bound, and was cancelled (tasks/cancel)", Some("the bound is the runtime's tool-call timeout; a tool that works longer should report progress and finish sooner, or be split into shorter calls");
+    E_MCP_003 = "E-MCP-003", Error, "an MCP server asked more questions in one tool call than it may, or asked what cannot be answered", Some("a call may ask at most 4 questions at once and 8 in all, each an elicitation form; sampling and roots are not offered");
 }
 
 /// Looks a code up by its printed id, e.g. `"E-ROS-001"`.

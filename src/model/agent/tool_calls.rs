@@ -15,11 +15,17 @@ pub(super) async fn external_call(agent: &Agent, task: &TaskCtx, tool: &Tool, ca
         },
         Ok(input) => {
             let http = |allow: &AllowList| task.calls.tool_http(allow);
+            let asker = task.asker.clone();
+            let ask = move |question: String| -> futures_util::future::LocalBoxFuture<'static, Result<String, String>> {
+                Box::pin(mcp_question(asker.clone(), question))
+            };
             let env = crate::tools::CallEnv {
                 peers_env: crate::address::virtual_peer::peers_env(&agent.callees),
                 http: &http,
                 cancel: &task.cancel,
                 timeout: crate::timing::Timing::get().tool_call,
+                traceparent: crate::otel::task_traceparent(&task.task_id),
+                ask: task.asker.as_ref().map(|_| &ask as &crate::tools::mcp::Ask<'_>),
             };
             crate::tools::call_external(tool, input, &env).await
         }
@@ -40,6 +46,19 @@ pub(super) async fn external_call(agent: &Agent, task: &TaskCtx, tool: &Tool, ca
         id: call.id.clone(),
         text: crate::tools::fenced(name, &report.text),
         is_error: report.is_error,
+    }
+}
+
+/// An MCP server's question, asked the way `request-input` asks: the answer's text, or why
+/// there is none (no answer in time: E-ASK-001).
+async fn mcp_question(asker: Option<crate::tasks::ask::Asker>, question: String) -> Result<String, String> {
+    let Some(asker) = asker else {
+        return Err("this task cannot ask: its capsule's murmur.yaml sets no lifecycle.input_timeout_secs".into());
+    };
+    match asker.ask(&question, &[]).await {
+        crate::tasks::Asked::Answered { text, .. } => Ok(text),
+        crate::tasks::Asked::TimedOut => Err(crate::tasks::ask::no_answer_text(asker.timeout())),
+        crate::tasks::Asked::Ended => Err("the task ended while the question waited for an answer".into()),
     }
 }
 

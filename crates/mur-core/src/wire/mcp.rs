@@ -72,7 +72,7 @@ pub fn discover_result(result: &Value) -> Result<bool, String> {
     Ok(versions.iter().any(|v| v.as_str() == Some(STATELESS_VERSION)))
 }
 
-/// A request as the stateless revision sends it: its body with `params._meta` (version, no
+/// A request as the stateless revision sends it: its body with `params._meta` (version, the
 /// client capabilities, our client info), and the method and tool name its headers repeat.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stateless {
@@ -98,18 +98,37 @@ pub fn stateless_request(body: &str, client_version: &str) -> Result<Stateless, 
     let name = (method == "tools/call")
         .then(|| params.get("name").and_then(Value::as_str).map(str::to_string))
         .flatten();
-    params.insert(
-        "_meta".into(),
-        json!({
-            META_PROTOCOL_VERSION: STATELESS_VERSION,
-            META_CLIENT_CAPABILITIES: {},
-            META_CLIENT_INFO: {"name": "mur", "version": client_version},
-        }),
-    );
+    // Keys the request already carries (its trace context) stay beside the revision's own.
+    let meta = params.entry("_meta").or_insert_with(|| json!({}));
+    if !meta.is_object() {
+        *meta = json!({});
+    }
+    if let Some(meta) = meta.as_object_mut() {
+        meta.insert(META_PROTOCOL_VERSION.into(), json!(STATELESS_VERSION));
+        meta.insert(META_CLIENT_CAPABILITIES.into(), client_capabilities());
+        meta.insert(
+            META_CLIENT_INFO.into(),
+            json!({"name": "mur", "version": client_version}),
+        );
+    }
     Ok(Stateless {
         body: v.to_string(),
         method,
         name,
+    })
+}
+
+/// The tasks extension's identifier, declared in each stateless request's client capabilities
+/// (`wire::mcp_tasks` reads what it brings).
+pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// What a stateless request says the client can do: the tasks extension (a call may be
+/// answered with a task handle, polled until it ends), and form elicitation (a question for a
+/// person, asked the way a member asks one).
+pub fn client_capabilities() -> Value {
+    json!({
+        "elicitation": {"form": {}},
+        "extensions": {TASKS_EXTENSION: {}},
     })
 }
 
@@ -192,7 +211,7 @@ pub fn response_for(message: &Value, id: u64) -> Option<Result<Value, String>> {
 }
 
 /// `error <code>: <message>` of a JSON-RPC error object, the message cut to [`MAX_ERROR_TEXT`].
-fn error_text(error: &Value) -> String {
+pub(crate) fn error_text(error: &Value) -> String {
     let code = error.get("code").and_then(Value::as_i64);
     let message = error.get("message").and_then(Value::as_str).unwrap_or("");
     let mut text = match code {
@@ -467,7 +486,7 @@ pub fn session_id_ok(id: &str) -> bool {
 }
 
 /// A JSON value's kind, for error texts (never its content).
-fn kind(v: &Value) -> &'static str {
+pub(crate) fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -839,7 +858,16 @@ mod tests {
         assert_eq!((st.method.as_str(), st.name.as_deref()), ("tools/call", Some("add")));
         let v: Value = serde_json::from_str(&st.body).unwrap();
         assert_eq!(v["params"]["_meta"][META_PROTOCOL_VERSION], STATELESS_VERSION);
-        assert_eq!(v["params"]["_meta"][META_CLIENT_CAPABILITIES], json!({}));
+        assert_eq!(
+            v["params"]["_meta"][META_CLIENT_CAPABILITIES],
+            json!({"elicitation": {"form": {}}, "extensions": {"io.modelcontextprotocol/tasks": {}}})
+        );
+        // A trace context already in _meta stays.
+        let mut traced: Value = serde_json::from_str(&call).unwrap();
+        traced["params"]["_meta"] = json!({"traceparent": "00-a-b-01"});
+        let v: Value = serde_json::from_str(&stateless_request(&traced.to_string(), "1.2.3").unwrap().body).unwrap();
+        assert_eq!(v["params"]["_meta"]["traceparent"], "00-a-b-01");
+        assert_eq!(v["params"]["_meta"][META_PROTOCOL_VERSION], STATELESS_VERSION);
         assert_eq!(
             v["params"]["_meta"][META_CLIENT_INFO],
             json!({"name": "mur", "version": "1.2.3"})

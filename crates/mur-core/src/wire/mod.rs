@@ -10,6 +10,8 @@
 //!   docs/reference/door.md#errors).
 //! - `live_task` — what `mur ui` shows of a task as its door reports it (state, question,
 //!   the answer text as it streams), bounded.
+//! - `mcp_tasks` — the MCP tasks extension (`io.modelcontextprotocol/tasks`) and input requests:
+//!   a tool call's task handle, its polling and cancel requests, the questions it asks.
 //! - `mcp` — the Model Context Protocol's lifecycle and tools messages, as a model capsule's
 //!   runtime reads a tool server's answers.
 //! - `sse` — event-stream framing, as a caller reads SubscribeToTask
@@ -36,6 +38,7 @@ pub mod http1;
 pub mod jsonrpc;
 pub mod live_task;
 pub mod mcp;
+pub mod mcp_tasks;
 pub mod model;
 pub mod model_stream;
 pub mod provider;
