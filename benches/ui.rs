@@ -3,8 +3,8 @@
 //! - render: a synthetic formation of 64 members and 1 000 calls (each member calls the next
 //!   three, calls spread over those edges, a model turn and a task per call), its traces written
 //!   by the real `TraceWriter` into a temporary home; timed are the records read and the view
-//!   built (`records::view_of`, as a page request does) and the HTML rendered from the view
-//!   (`page::formation`), apart.
+//!   built with each task's timeline (`records::view_with_timelines`, as a page request does)
+//!   and the HTML rendered from the view (`page::formation`), apart.
 //! - memory: 100 recorded formations of 3 members and 5 calls each, in one home; the server's
 //!   index is filled as the formation list fills it (`Index::formations`); reported are the heap
 //!   bytes the index then holds and the most that were live while it read the traces (a counting
@@ -74,7 +74,7 @@ fn main() {
     let index = records::Index::default();
     let files = index.formation_traces(&home, &frm);
     assert_eq!(files.len(), 64);
-    let view = records::view_of(&frm, &files);
+    let view = records::view_with_timelines(&frm, &files);
     assert_eq!((view.members.len(), view.calls.len()), (64, 1000));
     let html = page::formation(&view, false, 1_700_000_010_000);
     println!(
@@ -82,7 +82,7 @@ fn main() {
         html.len() / 1024
     );
     c.bench_function("ui/read_and_build_64x1000", |b| {
-        b.iter(|| records::view_of(&frm, &files))
+        b.iter(|| records::view_with_timelines(&frm, &files))
     });
     c.bench_function("ui/render_64x1000", |b| {
         b.iter(|| page::formation(&view, false, 1_700_000_010_000))

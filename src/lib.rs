@@ -9,8 +9,8 @@
 
 pub use mur_core::{
     address, budget, card_sig, checkup, compiled, diag, digest, fence, file, grant, guard, ids, jcs, limits, manifest,
-    member_env, names, outcome, paths, procinfo, push, question, readiness, restart, retention, roster, running,
-    schema, secret, store, sync, task, text, timing, token, tool_pins, trace, wire, yaml,
+    marker, member_env, names, outcome, paths, procinfo, push, question, readiness, restart, retention, roster,
+    running, schema, secret, store, sync, task, text, timing, token, tool_pins, trace, wire, yaml,
 };
 
 pub mod channel;

@@ -3,7 +3,7 @@
 //! person types them: the whole id, a unique prefix of it (as git takes a commit's), or `last`.
 
 use crate::ids::{self, IdKind};
-use crate::launcher::marker::{self, Marker};
+use crate::marker::{self, Marker};
 use crate::paths::MurHome;
 
 /// One formation's directory and what its marker says.
@@ -60,19 +60,12 @@ pub fn resolve(home: &MurHome, text: &str) -> Result<String, String> {
             "'{}' is the start of {} formations' ids ({}); give more of it",
             crate::diag::shown(text),
             many.len(),
-            many.iter().map(|id| short(id, many)).collect::<Vec<_>>().join(", ")
+            many.iter()
+                .map(|id| crate::ids::shortest_prefix(id, many))
+                .collect::<Vec<_>>()
+                .join(", ")
         )),
     }
-}
-
-/// The shortest prefix of `id`, at least `frm_` and 12 digits, that no other of `all` starts with.
-pub fn short(id: &str, all: &[String]) -> String {
-    let min = IdKind::Formation.prefix().len() + 12;
-    (min..id.len())
-        .map(|n| &id[..n])
-        .find(|p| !all.iter().any(|other| other != id && other.starts_with(p)))
-        .unwrap_or(id)
-        .to_string()
 }
 
 /// `mur trace list` / `mur ps -a`: one line per formation, newest first: its short id, when it
@@ -97,12 +90,18 @@ pub fn list(home: &MurHome) -> String {
                     } else {
                         "ended"
                     },
-                    tilde(&m.project_dir),
+                    crate::paths::tilde(&m.project_dir),
                     m.task.clone().unwrap_or_else(|| "(served, no --task)".into()),
                 ),
                 None => ("?", "-".into(), "-".into()),
             };
-            [short(&k.id, &ids), started, state.into(), roster, task]
+            [
+                crate::ids::shortest_prefix(&k.id, &ids),
+                started,
+                state.into(),
+                roster,
+                task,
+            ]
         })
         .collect();
     let header = ["FORMATION", "STARTED", "STATE", "ROSTER", "TASK"];
@@ -127,18 +126,6 @@ pub fn list(home: &MurHome) -> String {
         out.push_str(&line([&r[0], &r[1], &r[2], &r[3], &r[4]]));
     }
     out
-}
-
-/// `path` with the home directory written `~`, as a person reads it.
-fn tilde(path: &str) -> String {
-    match std::env::var("HOME").ok().filter(|h| !h.is_empty() && h != "/") {
-        Some(home) if path == home => "~".into(),
-        Some(home) => match path.strip_prefix(&format!("{home}/")) {
-            Some(rest) => format!("~/{rest}"),
-            None => path.to_string(),
-        },
-        None => path.to_string(),
-    }
 }
 
 #[cfg(test)]
@@ -177,8 +164,11 @@ mod tests {
             "no match: the command says so"
         );
         let ids = vec![a.clone(), b.clone(), c.clone()];
-        assert_eq!(short(&a, &ids), &a[..16]);
-        assert!(c.starts_with(&short(&c, &ids)) && !b.starts_with(&short(&c, &ids)));
+        assert_eq!(crate::ids::shortest_prefix(&a, &ids), &a[..16]);
+        assert!(
+            c.starts_with(&crate::ids::shortest_prefix(&c, &ids))
+                && !b.starts_with(&crate::ids::shortest_prefix(&c, &ids))
+        );
     }
 
     #[test]

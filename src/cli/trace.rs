@@ -171,7 +171,7 @@ fn formation_roots(home: &MurHome, id: &str) -> Vec<PathBuf> {
         roots.push(home.records_group(&cwd));
     }
     #[cfg(feature = "runtime")]
-    if let Some(m) = crate::launcher::marker::read(&home.formation_marker(id)) {
+    if let Some(m) = crate::marker::read(&home.formation_marker(id)) {
         roots.push(home.records_group(std::path::Path::new(&m.project_dir)));
     }
     if let Ok(entries) = std::fs::read_dir(home.formation(id)) {
@@ -281,7 +281,7 @@ fn follow_formation(home: &MurHome, id: &str) -> Outcome {
 /// The formation's launcher is gone (or there was none) and no member of it runs.
 fn formation_over(home: &MurHome, id: &str) -> bool {
     #[cfg(feature = "runtime")]
-    if let Some(m) = crate::launcher::marker::read(&home.formation_marker(id))
+    if let Some(m) = crate::marker::read(&home.formation_marker(id))
         && running(m.launcher_pid, &m.launcher_start)
     {
         return false;
@@ -398,7 +398,7 @@ fn show_formation(home: &MurHome, id: &str, json: bool) -> Outcome {
 fn lacking(home: &MurHome, id: &str, t: &formation::FormationTrace) -> Vec<String> {
     let mut out = Vec::new();
     #[cfg(feature = "runtime")]
-    if let Some(m) = crate::launcher::marker::read(&home.formation_marker(id)) {
+    if let Some(m) = crate::marker::read(&home.formation_marker(id)) {
         for (i, member) in m.members.iter().enumerate() {
             if !t.sessions.iter().any(|s| s.member.as_deref() == Some(member)) {
                 let role = if i == 0 { " (the entry)" } else { "" };

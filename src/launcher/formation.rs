@@ -21,8 +21,9 @@ use super::news::{EntryExited, FormationInbox, PeerExited, PeerFailed, PeerReady
 use super::peer::{CloseLifeline, PeerActor, PeerSpec, Retire, Role, SendAddresses};
 use super::report;
 use super::spawn::MemberPipes;
-use super::{LaunchPlan, marker, retention};
+use super::{LaunchPlan, retention};
 use crate::channel::line::{Address, Call, DoorIdentity, FirstLine, withdrawal_line};
+use crate::marker;
 use crate::readiness::Reported;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

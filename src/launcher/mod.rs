@@ -11,7 +11,6 @@
 pub mod authority;
 pub mod budget;
 pub mod formation;
-pub mod marker;
 pub mod news;
 pub mod peer;
 pub mod probe;

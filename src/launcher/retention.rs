@@ -4,8 +4,8 @@
 //! finds the candidates — directories whose marker names this project — and applies it.
 
 use crate::ids::{self, IdKind};
-use crate::launcher::marker::{self, Marker};
 use crate::manifest::Retain;
+use crate::marker::{self, Marker};
 use crate::paths::MurHome;
 use std::path::Path;
 

@@ -437,6 +437,7 @@ impl TaskSetup for Setup {
 
     fn started(&self, work: &Work) {
         self.journal.task_start(&work.task_id);
+        self.journal.task_text(&work.task_id, &work.text);
         // A launched member's (its first line names it); a hand-started one records none.
         if self.member_name.is_some() {
             let root = work.grant.is_none().then(|| root_origin(work));

@@ -39,6 +39,10 @@ struct Inner {
     /// When each running task started, until its end is written (`duration_ms`). Only tasks
     /// that run are here, and the board runs one at a time.
     started: Mutex<HashMap<String, Instant>>,
+    /// `texts.jsonl` beside the trace (`trace::texts`): opened at the first text kept.
+    texts_path: std::path::PathBuf,
+    texts: OnceLock<Option<TraceWriter>>,
+    budget: Mutex<crate::trace::texts::Budget>,
 }
 
 impl std::fmt::Debug for Journal {
@@ -83,6 +87,9 @@ impl Journal {
                 usage: OnceLock::new(),
                 max_turns: Mutex::new(HashSet::new()),
                 started: Mutex::new(HashMap::new()),
+                texts_path: path.with_file_name(crate::trace::texts::FILE),
+                texts: OnceLock::new(),
+                budget: Mutex::new(crate::trace::texts::Budget::default()),
             }),
         })
     }
@@ -176,6 +183,28 @@ impl Journal {
     pub fn task_start(&self, task_id: &str) {
         crate::sync::lock(&self.inner.started).insert(task_id.to_string(), Instant::now());
         self.write("task_start", None, &[("task_id", task_id.into())]);
+    }
+
+    /// `task_text` [ours], in `texts.jsonl` beside the trace, never in the trace: the task's text,
+    /// every credential the member holds scrubbed, within the bounds of `trace::texts`.
+    pub fn task_text(&self, task_id: &str, text: &str) {
+        let scrubbed = crate::secret::scrub(text.to_owned());
+        let kept = crate::sync::lock(&self.inner.budget).take(task_id, &scrubbed);
+        let writer = self.inner.texts.get_or_init(|| {
+            TraceWriter::create_bounded(
+                &self.inner.texts_path,
+                self.inner.writer.session_id(),
+                crate::trace::texts::SESSION_BYTES as u64 + (64 << 10),
+            )
+            .ok()
+        });
+        let Some(writer) = writer else {
+            return;
+        };
+        let mut fields: Vec<(&str, Value)> = vec![("task_id", task_id.into())];
+        fields.extend(kept.fields());
+        // A text that cannot be kept is no reason to stop the task: the page says it has none.
+        let _ = writer.write(crate::trace::texts::TASK_TEXT, None, &fields);
     }
 
     /// `task_grant` [ours] (docs/reference/formation.md#trace-records): on whose behalf, until when

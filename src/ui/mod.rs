@@ -1,13 +1,15 @@
-//! `mur ui`: a read-only view of this user's formations in the browser. It serves, on 127.0.0.1
-//! only, the formation list and each formation (graph, calls, members' tasks, turns and tool
-//! calls), rendered on the server from the trace records (`records.rs` finds and reads them,
-//! `page.rs` renders them), and an event stream per page (`sse.rs`) that says when records were
-//! appended, so the page's small script reloads what it shows. What the records cannot hold (a
-//! running task's answer text as it streams, an open question) `live.rs` reads from the
-//! member's door with the running record's operator token, which stays on this side: the page
-//! gets the text, never the token. Every request passes `auth.rs` first. It changes nothing: no
-//! record is written, pruned or answered from here, and no task is sent, answered or canceled.
+//! `mur ui`: this user's formations in the browser. It serves, on 127.0.0.1 only, the formation
+//! list and each formation (graph, calls, members' tasks, turns and tool calls), rendered on the
+//! server from the trace records (`records.rs` finds and reads them, `page.rs` renders them),
+//! and an event stream per page (`sse.rs`) that says when records were appended, so the page's
+//! small script reloads what it shows. What the records cannot hold (a running task's answer
+//! text as it streams, an open question) `live.rs` reads from the member's door with the running
+//! record's operator token, which stays on this side: the page gets the text, never the token.
+//! Every request passes `auth.rs` first. The operator acts from the page through `act.rs`
+//! (`POST /act/…`: start a task, answer a question, cancel a task, stop a formation), each
+//! action also carrying the page token; no record is written or pruned from here.
 
+pub mod act;
 pub mod auth;
 pub mod live;
 pub mod page;
@@ -48,6 +50,8 @@ pub struct State {
     pub home: MurHome,
     pub port: u16,
     pub token: auth::Token,
+    /// The page token (`act.rs`): written into every page, carried by every action.
+    pub page_token: auth::Token,
     pub index: records::Index,
     pub streams: AtomicUsize,
     /// What the doors of running formations say of their open tasks (`live.rs`).
@@ -136,6 +140,7 @@ impl Bound {
         let serving = serve::Serving::start(self.listener, None, limits, move || {
             App::new()
                 .app_data(data)
+                .app_data(web::PayloadConfig::new(act::BODY_BYTES))
                 .wrap(conn::InFlight::default())
                 .default_service(web::to(handle))
         })?;
@@ -177,6 +182,7 @@ pub fn bind(opts: UiOptions) -> std::io::Result<Bound> {
         home: opts.home,
         port,
         token: auth::Token::random()?,
+        page_token: auth::Token::random()?,
         index: records::Index::default(),
         streams: AtomicUsize::new(0),
         live: Arc::default(),
@@ -208,6 +214,20 @@ fn text(status: StatusCode, body: String) -> HttpResponse {
         .body(body)
 }
 
+fn json_reply(status: StatusCode, body: &serde_json::Value) -> HttpResponse {
+    secured(HttpResponse::build(status))
+        .content_type("application/json")
+        .body(body.to_string())
+}
+
+/// An action's refusal as the page shows it: its code, message and hint.
+fn refusal(status: StatusCode, d: &crate::diag::Diagnostic) -> HttpResponse {
+    json_reply(
+        status,
+        &serde_json::json!({"ok": false, "code": d.code.id, "message": d.message, "hint": d.hint()}),
+    )
+}
+
 fn html(body: String) -> HttpResponse {
     secured(HttpResponse::Ok())
         .content_type("text/html; charset=utf-8")
@@ -222,8 +242,10 @@ fn now_ms() -> u64 {
     )
 }
 
-/// The one handler: the checks of `auth.rs`, then the route. Only GET and HEAD are served.
-async fn handle(req: HttpRequest, state: web::Data<State>) -> HttpResponse {
+/// The one handler: the checks of `auth.rs`, then the route. GET and HEAD are served, and POST
+/// for the actions of `act.rs`.
+async fn handle(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -> HttpResponse {
+    let posting = req.method() == actix_web::http::Method::POST;
     let launch = crate::sync::lock(&state.launch).clone();
     let verdict = auth::decide(
         &auth::Request {
@@ -238,8 +260,16 @@ async fn handle(req: HttpRequest, state: web::Data<State>) -> HttpResponse {
         &state.token,
         launch.as_ref(),
     );
+    let refused = matches!(verdict, auth::Verdict::Refuse(..));
     match verdict {
         auth::Verdict::Allow => {}
+        // An action never trades a token or a launch code: only the cookie admits it.
+        _ if posting && !refused => {
+            return text(
+                StatusCode::FORBIDDEN,
+                "an action is admitted by the cookie alone\n".into(),
+            );
+        }
         auth::Verdict::Launch { location } => {
             // Taken under the lock: of two requests with the code, one gets in.
             let used = crate::sync::lock(&state.launch).take();
@@ -265,8 +295,14 @@ async fn handle(req: HttpRequest, state: web::Data<State>) -> HttpResponse {
             return text(status, format!("{why}\n"));
         }
     }
+    if posting && req.path().starts_with("/act/") {
+        return action(&req, state.into_inner(), body).await;
+    }
     if req.method() != actix_web::http::Method::GET && req.method() != actix_web::http::Method::HEAD {
-        return text(StatusCode::METHOD_NOT_ALLOWED, "mur ui is read-only\n".into());
+        return text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "mur ui serves GET, HEAD and its actions' POST\n".into(),
+        );
     }
     let path = req.path().to_owned();
     let state = state.into_inner();
@@ -286,6 +322,7 @@ async fn handle(req: HttpRequest, state: web::Data<State>) -> HttpResponse {
                 "mur ui: formations",
                 &page::list(&rows, now_ms()),
                 Some(("/events", "/fragment/list")),
+                state.page_token.as_str(),
             ))
         }
         "/fragment/list" => {
@@ -313,13 +350,14 @@ async fn route_formation(state: Arc<State>, path: &str) -> HttpResponse {
         return sse::stream(state, Some(id));
     }
     let wanted = id.clone();
+    let page_token = state.page_token.clone();
     let found = blocking(state, move |s| {
         let files = s.index.formation_traces(&s.home, &wanted);
         if files.is_empty() {
             return None;
         }
         let running = records::alive_formations(&s.home).contains(&wanted);
-        let view = records::view_of(&wanted, &files);
+        let view = records::view_with_timelines(&wanted, &files);
         if running {
             // The page is being looked at: its open tasks' texts are followed at their doors.
             s.live.watch(&s.home, &view);
@@ -341,7 +379,53 @@ async fn route_formation(state: Arc<State>, path: &str) -> HttpResponse {
     }
     let events = format!("/events/{id}");
     let fragment = format!("/fragment/{id}");
-    html(page::shell(&format!("mur ui: {id}"), &body, Some((&events, &fragment))))
+    html(page::shell(
+        &format!("mur ui: {id}"),
+        &body,
+        Some((&events, &fragment)),
+        page_token.as_str(),
+    ))
+}
+
+/// `POST /act/…` (`act.rs`): the page token and this origin, then the action, off the event loop.
+async fn action(req: &HttpRequest, state: Arc<State>, body: web::Bytes) -> HttpResponse {
+    use crate::diag::{Diagnostic, E_UI_002};
+    let Some(action) = act::Action::parse(req.path()) else {
+        return text(StatusCode::NOT_FOUND, "no such action\n".into());
+    };
+    let own = format!("http://127.0.0.1:{}", state.port);
+    if header(req, "origin") != Some(own.as_str()) {
+        let d = Diagnostic::new(E_UI_002, "the action does not name this server's origin");
+        return refusal(StatusCode::FORBIDDEN, &d);
+    }
+    let given = header(req, act::PAGE_TOKEN_HEADER);
+    if !given.is_some_and(|g| state.page_token.matches(g)) {
+        let d = Diagnostic::new(
+            E_UI_002,
+            match given {
+                None => "the action carries no page token of this server",
+                Some(_) => "the action's page token is not this server's",
+            },
+        );
+        return refusal(StatusCode::FORBIDDEN, &d);
+    }
+    let words = if action.takes_text() {
+        match act::text_of(&body) {
+            Ok(t) => Some(t),
+            Err(f) => return refusal(StatusCode::BAD_REQUEST, &f.diag),
+        }
+    } else {
+        None
+    };
+    let home = state.home.clone();
+    match web::block(move || act::run(&home, &action, words.as_deref())).await {
+        Ok(Ok(done)) => json_reply(StatusCode::OK, &done),
+        Ok(Err(f)) => refusal(StatusCode::CONFLICT, &f.diag),
+        Err(e) => text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the action could not finish: {e}\n"),
+        ),
+    }
 }
 
 /// Runs file reads off the server's event loop; `Err` is the 500 to answer when the read could

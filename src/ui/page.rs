@@ -22,8 +22,9 @@ fn e(s: &str) -> String {
 }
 
 /// The whole page around `body`; `live` names the event stream and the fragment the script
-/// reloads when it reports a change.
-pub fn shell(title: &str, body: &str, live: Option<(&str, &str)>) -> String {
+/// reloads when it reports a change; `page_token` is what the script sends with an action
+/// (`act.rs`). The status line outside `main` says how the last action went.
+pub fn shell(title: &str, body: &str, live: Option<(&str, &str)>, page_token: &str) -> String {
     let live_attrs = match live {
         Some((events, fragment)) => format!(" data-events=\"{}\" data-fragment=\"{}\"", e(events), e(fragment)),
         None => String::new(),
@@ -31,9 +32,12 @@ pub fn shell(title: &str, body: &str, live: Option<(&str, &str)>) -> String {
     format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <meta name=\"mur-page-token\" content=\"{}\">\
          <title>{}</title><link rel=\"stylesheet\" href=\"/assets/app.css\">\
          <script src=\"/assets/app.js\" defer></script></head>\
-         <body><header><a href=\"/\">mur ui</a></header><main id=\"live\"{live_attrs}>{body}</main></body></html>\n",
+         <body><header><a href=\"/\">mur ui</a> <output id=\"act-status\" role=\"status\" aria-live=\"polite\"></output>\
+         </header><main id=\"live\"{live_attrs}>{body}</main></body></html>\n",
+        e(page_token),
         e(title)
     )
 }
@@ -67,7 +71,9 @@ fn time(ms: u64) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
-/// The formation list: running first.
+/// The formation list: running first, then newest first. Each row: the short id (the whole one
+/// in its link), the roster's directory, the task's first words, status, when, how long, members
+/// and tokens. The filter above it (the script's) hides rows whose text lacks a word typed.
 pub fn list(rows: &[FormationRow], now_ms: u64) -> String {
     let mut out = String::from("<h1>Formations</h1>");
     if rows.is_empty() {
@@ -75,17 +81,28 @@ pub fn list(rows: &[FormationRow], now_ms: u64) -> String {
         return out;
     }
     out.push_str(
-        "<table class=\"formations\"><thead><tr><th>formation</th><th>status</th><th>started</th>\
-         <th>duration</th><th>members</th><th>tokens</th></tr></thead><tbody>",
+        "<p class=\"filter\"><label for=\"filter\">Filter</label> <input type=\"search\" id=\"filter\" \
+         placeholder=\"id, roster, task, status…\" autocomplete=\"off\"> <span id=\"filter-count\"></span></p>\
+         <table class=\"formations\"><thead><tr><th>formation</th><th>roster</th><th>task</th><th>status</th>\
+         <th>started</th><th>duration</th><th>members</th><th>tokens</th></tr></thead><tbody>",
     );
     for r in rows {
         let end = r.ended_ms.unwrap_or(now_ms);
+        let short = if r.short_id.is_empty() {
+            &r.formation_id
+        } else {
+            &r.short_id
+        };
         let _ = write!(
             out,
-            "<tr class=\"formation\" data-formation=\"{id}\"><td><a href=\"/formation/{id}\">{id}</a></td>\
+            "<tr class=\"formation\" data-formation=\"{id}\"><td><a href=\"/formation/{id}\" title=\"{id}\"><code>{short}</code></a></td>\
+             <td class=\"roster\">{roster}</td><td class=\"task-words\">{words}</td>\
              <td><span class=\"status s-{st}\">{st}</span></td><td>{started}</td><td>{dur}</td>\
              <td class=\"members\">{n}: {names}</td><td class=\"num\">{tokens}</td></tr>",
             id = e(&r.formation_id),
+            short = e(short),
+            roster = e(r.roster_dir.as_deref().unwrap_or("-")),
+            words = e(r.task_words.as_deref().unwrap_or("-")),
             st = e(&r.status),
             started = e(&time(r.started_ms)),
             dur = e(&duration(end.saturating_sub(r.started_ms))),
@@ -131,11 +148,105 @@ pub fn formation_live(v: &FormationView, running: bool, now_ms: u64, live: &BTre
         tin = v.usage.input_tokens,
         tout = v.usage.output_tokens,
     );
+    if running {
+        out.push_str(&controls(v));
+    }
     out.push_str(&graph(v));
     out.push_str(&calls(v));
     for m in &v.members {
-        out.push_str(&member(m, running, live));
+        out.push_str(&member(&v.formation_id, m, running, live));
     }
+    out
+}
+
+/// What the operator does to a running formation (`act.rs`): a task for its entry, and stop.
+/// The script sends each; stop asks for a second press first.
+fn controls(v: &FormationView) -> String {
+    let frm = e(&v.formation_id);
+    let entry = v.members.iter().find(|m| m.entry).map(|m| m.name.as_str());
+    let send = match entry {
+        Some(name) => format!(
+            "<form class=\"act-send\" data-act=\"/act/send/{frm}\"><label for=\"send-text\">A task for {name}</label>\
+             <textarea id=\"send-text\" name=\"text\" rows=\"2\" required \
+             aria-describedby=\"send-keys\"></textarea><button type=\"submit\">Send</button>\
+             <small id=\"send-keys\">Ctrl+Enter sends</small></form>",
+            name = e(name)
+        ),
+        None => String::new(),
+    };
+    format!(
+        "<section class=\"controls\" aria-label=\"act on the formation\">{send}\
+         <button type=\"button\" class=\"act-stop danger\" data-act=\"/act/stop/{frm}\" data-confirm=\"Press again to stop\">\
+         Stop formation</button></section>"
+    )
+}
+
+/// A task's steps in order (`trace::timeline`), folded: a row under the task's. Its `id` lets
+/// the script keep it open across the fragment's reloads.
+fn timeline(t: &TaskRow) -> String {
+    if t.timeline.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "<tr class=\"timeline-row\"><td colspan=\"5\"><details class=\"timeline\" id=\"tl-{id}\" data-task=\"{id}\">\
+         <summary>timeline: {n} steps</summary><ol class=\"steps\">",
+        id = e(&t.task_id),
+        n = t.timeline.len() + t.timeline_more,
+    );
+    for s in &t.timeline {
+        let _ = write!(
+            out,
+            "<li class=\"step k-{kind}{failed}\" data-kind=\"{kind}\"><span class=\"at\">+{at}</span> \
+             <strong>{title}</strong> <span class=\"detail\">{detail}</span>{dur}",
+            kind = e(s.kind),
+            failed = if s.failed { " failed" } else { "" },
+            at = e(&duration(s.at_ms)),
+            title = e(&s.title),
+            detail = e(&s.detail),
+            dur = s
+                .duration_ms
+                .map(|d| format!(" <span class=\"took\">{}</span>", e(&duration(d))))
+                .unwrap_or_default(),
+        );
+        if let Some(text) = &s.text {
+            let _ = write!(out, "<pre class=\"text\">{}</pre>", e(text));
+        }
+        if let Some(note) = s.note {
+            let _ = write!(out, "<p class=\"note\">{}</p>", e(note));
+        }
+        out.push_str("</li>");
+    }
+    if t.timeline_more > 0 {
+        let _ = write!(
+            out,
+            "<li class=\"step more\">{} more steps are not shown</li>",
+            t.timeline_more
+        );
+    }
+    out.push_str("</ol></details></td></tr>");
+    out
+}
+
+/// An open task's actions: the answer to its question, where the question is shown, and cancel.
+fn task_actions(frm: &str, t: &TaskRow, running: bool) -> String {
+    if !running || t.exit_status.is_some() {
+        return String::new();
+    }
+    let id = e(&t.task_id);
+    let frm = e(frm);
+    let mut out = String::new();
+    if t.state == "input-required" || t.asking.is_some() {
+        let _ = write!(
+            out,
+            "<form class=\"act-answer\" data-act=\"/act/answer/{frm}/{id}\"><label for=\"answer-{id}\">Answer</label>\
+             <textarea id=\"answer-{id}\" name=\"text\" rows=\"2\" required></textarea>\
+             <button type=\"submit\">Answer</button></form>"
+        );
+    }
+    let _ = write!(
+        out,
+        "<button type=\"button\" class=\"act-cancel\" data-act=\"/act/cancel/{frm}/{id}\">Cancel task</button>"
+    );
     out
 }
 
@@ -282,7 +393,7 @@ fn live_part(t: &TaskRow, running: bool, live: &BTreeMap<String, Shown>) -> Stri
     )
 }
 
-fn member(m: &MemberNode, running: bool, live: &BTreeMap<String, Shown>) -> String {
+fn member(frm: &str, m: &MemberNode, running: bool, live: &BTreeMap<String, Shown>) -> String {
     let mut out = String::new();
     let _ = write!(
         out,
@@ -341,7 +452,7 @@ fn member(m: &MemberNode, running: bool, live: &BTreeMap<String, Shown>) -> Stri
                     )
                 })
                 .unwrap_or_default();
-            let asking = asking + &answer + &live_part(t, running, live);
+            let asking = asking + &answer + &live_part(t, running, live) + &task_actions(frm, t, running);
             let _ = write!(
                 out,
                 "<tr class=\"task\" data-state=\"{st}\"><td><code>{id}</code></td><td><span class=\"status s-{st}\">{st}</span></td>\
@@ -351,6 +462,7 @@ fn member(m: &MemberNode, running: bool, live: &BTreeMap<String, Shown>) -> Stri
                 from = e(t.caller.as_deref().unwrap_or("operator")),
                 dur = t.duration_ms.map(duration).unwrap_or_default(),
             );
+            out.push_str(&timeline(t));
         }
         out.push_str("</tbody></table>");
     }
@@ -429,7 +541,7 @@ mod tests {
                 diagnostics: vec![format!("error[E-X-001]: {evil}")],
             }],
         );
-        let page = shell(evil, &formation(&v, false, 10), None);
+        let page = shell(evil, &formation(&v, false, 10), None, "ab");
         assert!(!page.contains("<script>alert"), "{page}");
         assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
         // The page's one script is the served file.
@@ -511,6 +623,57 @@ mod tests {
         };
         assert_eq!(live_part(&filed, false, &BTreeMap::new()), "");
         assert_eq!(state_word(TaskState::InputRequired), "input-required");
+    }
+
+    #[test]
+    fn actions_show_only_where_they_can_act_and_timelines_are_escaped() {
+        let frm = "frm_0199c4e2f1b7712a9d3e4f5061728394";
+        let records = vec![
+            json!({"event_type":"session_start","session_id":"ses_1","timestamp":1,"capsule_name":"c",
+                   "formation_id":frm,"formation_member":"lead","formation_callees":[]}),
+            json!({"event_type":"task_start","task_id":"tsk_ask","timestamp":2}),
+            json!({"event_type":"input_requested","task_id":"tsk_ask","timestamp":3,"asked_by":[],"question_bytes":4}),
+            json!({"event_type":"task_start","task_id":"tsk_work","timestamp":4}),
+            json!({"event_type":"task_start","task_id":"tsk_done","timestamp":5}),
+            json!({"event_type":"task_end","task_id":"tsk_done","timestamp":6,"exit_status":"ok","duration_ms":1}),
+        ];
+        let mut v = build(
+            frm,
+            &[SessionRecords {
+                records,
+                entry: true,
+                diagnostics: vec![],
+            }],
+        );
+        for t in &mut v.members[0].tasks {
+            t.timeline = vec![crate::trace::timeline::Step {
+                kind: "task",
+                title: "task".into(),
+                text: Some("<img src=x onerror=alert(1)>".into()),
+                ..Default::default()
+            }];
+        }
+        let running = formation(&v, true, 10);
+        // (what the running page holds, and how many times)
+        let table: Vec<(String, usize)> = vec![
+            (format!("data-act=\"/act/send/{frm}\""), 1),
+            (format!("data-act=\"/act/stop/{frm}\""), 1),
+            (format!("data-act=\"/act/answer/{frm}/tsk_ask\""), 1),
+            (format!("data-act=\"/act/cancel/{frm}/tsk_ask\""), 1),
+            (format!("data-act=\"/act/cancel/{frm}/tsk_work\""), 1),
+            (format!("data-act=\"/act/answer/{frm}/tsk_work\""), 0),
+            (format!("/act/cancel/{frm}/tsk_done"), 0),
+            ("&lt;img src=x onerror=alert(1)&gt;".into(), 3),
+            ("<img".into(), 0),
+        ];
+        for (has, n) in table {
+            assert_eq!(running.matches(has.as_str()).count(), n, "{has} in {running}");
+        }
+        let ended = formation(&v, false, 10);
+        assert!(!ended.contains("data-act"), "an ended formation offers no action");
+        let page = shell("t", &running, None, "00ff");
+        assert!(page.contains("<meta name=\"mur-page-token\" content=\"00ff\">"));
+        assert!(!page.contains("<form action"), "no form submits itself");
     }
 
     #[test]

@@ -52,6 +52,12 @@ pub struct FormationRow {
     pub ended_ms: Option<u64>,
     pub members: Vec<String>,
     pub tokens: u64,
+    /// The roster's directory (`~` for the home directory), from the formation's marker.
+    pub roster_dir: Option<String>,
+    /// The first words of its task: `--task`'s, else the entry's first task's (`texts.jsonl`).
+    pub task_words: Option<String>,
+    /// The shortest prefix of the id no other listed formation's id starts with.
+    pub short_id: String,
 }
 
 /// The index: first records by path (`None`: not a formation member's), and formation rows by
@@ -105,6 +111,13 @@ impl Index {
                         ended_ms: v.ended_ms,
                         members: v.members.iter().map(|m| m.name.clone()).collect(),
                         tokens: v.usage.input_tokens + v.usage.output_tokens,
+                        ..FormationRow::default()
+                    };
+                    let marker = crate::marker::read(&home.formation_marker(&id));
+                    let row = FormationRow {
+                        roster_dir: marker.as_ref().map(|m| crate::paths::tilde(&m.project_dir)),
+                        task_words: marker.and_then(|m| m.task).or_else(|| first_task_words(&files)),
+                        ..row
                     };
                     // The exit status of a formation that ended does not change.
                     let mut cached = row.clone();
@@ -122,6 +135,10 @@ impl Index {
         rows.sort_by(|a, b| {
             (!a.running, std::cmp::Reverse(a.started_ms)).cmp(&(!b.running, std::cmp::Reverse(b.started_ms)))
         });
+        let ids: Vec<String> = rows.iter().map(|r| r.formation_id.clone()).collect();
+        for r in &mut rows {
+            r.short_id = crate::ids::shortest_prefix(&r.formation_id, &ids);
+        }
         rows
     }
 
@@ -134,8 +151,36 @@ impl Index {
     }
 }
 
+/// The first words of the entry's first task, from the `texts.jsonl` beside its trace (its
+/// first line, read to at most 64 KiB).
+fn first_task_words(files: &[TraceFile]) -> Option<String> {
+    let entry = files.iter().find(|f| f.entry)?;
+    let mut head = Vec::new();
+    std::fs::File::open(entry.path.with_file_name(crate::trace::texts::FILE))
+        .ok()?
+        .take(64 << 10)
+        .read_to_end(&mut head)
+        .ok()?;
+    let line = &head[..head.iter().position(|&b| b == b'\n')?];
+    let v: serde_json::Value = serde_json::from_slice(line).ok()?;
+    let text = v["text"]
+        .as_str()
+        .filter(|_| v["event_type"] == crate::trace::texts::TASK_TEXT)?;
+    Some(crate::marker::first_words(text))
+}
+
 /// The view of one formation from its traces (each read within its bound).
 pub fn view_of(formation_id: &str, files: &[TraceFile]) -> FormationView {
+    view_with(formation_id, files, false)
+}
+
+/// As [`view_of`], each task with its timeline (`trace::timeline`), its texts read from the
+/// `texts.jsonl` beside each trace (within [`TRACE_BYTES`]).
+pub fn view_with_timelines(formation_id: &str, files: &[TraceFile]) -> FormationView {
+    view_with(formation_id, files, true)
+}
+
+fn view_with(formation_id: &str, files: &[TraceFile], timelines: bool) -> FormationView {
     let sessions: Vec<SessionRecords> = files
         .iter()
         .map(|f| {
@@ -153,6 +198,26 @@ pub fn view_of(formation_id: &str, files: &[TraceFile]) -> FormationView {
         })
         .collect();
     let mut v = view::build(formation_id, &sessions);
+    if timelines {
+        for (f, mut session) in files.iter().zip(sessions) {
+            let Some(m) = v.members.iter_mut().find(|m| m.session_id == f.session_id) else {
+                continue;
+            };
+            let texts = f.path.with_file_name(crate::trace::texts::FILE);
+            session.records.extend(read_bounded(&texts).0);
+            // One pass to group the records by task: a member of many tasks stays linear.
+            let mut by_task: HashMap<&str, Vec<&serde_json::Value>> = HashMap::new();
+            for r in &session.records {
+                if let Some(id) = r["task_id"].as_str() {
+                    by_task.entry(id).or_default().push(r);
+                }
+            }
+            for t in &mut m.tasks {
+                let mine = by_task.get(t.task_id.as_str()).map(Vec::as_slice).unwrap_or_default();
+                (t.timeline, t.timeline_more) = crate::trace::timeline::build(&t.task_id, mine.iter().copied());
+            }
+        }
+    }
     // Each ended task's answer, as its session filed it, within the page's budget.
     let mut budget = PAGE_ANSWER_BYTES;
     for m in &mut v.members {

@@ -55,5 +55,6 @@ mod takeover;
 mod terminal;
 mod tools;
 mod ui;
+mod ui_act;
 mod usage;
 mod wear;

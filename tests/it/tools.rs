@@ -170,6 +170,8 @@ fn a_webassembly_tool_answers_the_model_and_its_faults_come_back_as_tool_errors(
         [
             (&json!("c1"), &json!("wasm"), &json!("ok")),
             (&json!("c2"), &json!("wasm"), &json!("error")),
+            // A name no tool has is refused, and recorded: every call the model made is counted.
+            (&json!("c3"), &json!("unknown"), &json!("refused")),
             (&json!("c4"), &json!("wasm"), &json!("timeout")),
         ]
     );
@@ -179,6 +181,46 @@ fn a_webassembly_tool_answers_the_model_and_its_faults_come_back_as_tool_errors(
         !recs.iter().any(|r| r.to_string().contains("one two three")),
         "no tool input in the trace"
     );
+    // The records count what the session's end counts.
+    let end = &of_type(&recs, "session_end")[0];
+    assert_eq!(end["total_tool_calls"], json!(records.len()), "{end}");
+}
+
+/// The task's text is kept beside the trace (`texts.jsonl`, owner-only), never in it.
+#[test]
+fn a_tasks_text_is_kept_beside_the_trace_and_never_in_it() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let sb = Sandbox::new();
+    let provider = Provider::start(vec![answer_with_results()]);
+    install(&sb, "counter", provider.url(), WORDS_ENTRY, &[WORDS]);
+    let task = format!("count the words of {PROVIDER_KEY} please");
+    let (code, lines, err) = run(&sb, "counter", &task, &[]);
+    assert_eq!(code, Some(0), "{err}");
+    let (dir, recs) = trace(&lines[0]);
+    assert!(
+        !recs.iter().any(|r| r.to_string().contains("count the words")),
+        "the trace holds the text"
+    );
+    let path = dir.join("texts.jsonl");
+    let mode = std::fs::metadata(&path).expect("texts.jsonl").permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let texts: Vec<Value> = std::fs::read_to_string(&path)
+        .expect("texts")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a record"))
+        .collect();
+    let task_id = &of_type(&recs, "task_start")[0]["task_id"];
+    let kept = of_type(&texts, "task_text");
+    assert_eq!(kept.len(), 1, "{texts:?}");
+    assert_eq!(&kept[0]["task_id"], task_id);
+    // The member's own credential is scrubbed from what is kept.
+    let text = kept[0]["text"].as_str().expect("text");
+    assert!(
+        text.starts_with("count the words of ") && text.ends_with(" please"),
+        "{text}"
+    );
+    assert!(!text.contains(PROVIDER_KEY), "{text}");
+    assert_eq!(kept[0]["text_bytes"], json!(text.len()), "kept whole");
 }
 
 #[test]
@@ -264,13 +306,18 @@ fn an_mcp_server_is_offered_only_its_allowed_tools_and_its_key_goes_to_it_alone(
     // The two calls run at once, so their records come in the order they ended.
     let mut mcp: Vec<&Value> = of_type(&recs, "tool_call");
     mcp.sort_by_key(|r| r["call_id"].as_str().unwrap_or_default().to_string());
-    assert_eq!(mcp.len(), 2, "{mcp:?}");
+    assert_eq!(mcp.len(), 3, "{mcp:?}");
     assert_eq!(
         (&mcp[0]["call_id"], &mcp[0]["kind"], &mcp[0]["status"]),
         (&json!("c1"), &json!("mcp"), &json!("ok"))
     );
     assert_eq!(mcp[0]["server"], format!("127.0.0.1:{}", sdk.port()));
-    assert_eq!((&mcp[1]["call_id"], &mcp[1]["status"]), (&json!("c3"), &json!("error")));
+    // The call outside `allow` is refused before any server, and has its record.
+    assert_eq!(
+        (&mcp[1]["call_id"], &mcp[1]["kind"], &mcp[1]["status"]),
+        (&json!("c2"), &json!("unknown"), &json!("refused"))
+    );
+    assert_eq!((&mcp[2]["call_id"], &mcp[2]["status"]), (&json!("c3"), &json!("error")));
     let session = dir.parent().expect("session dir");
     assert!(
         !all_text(session).contains(MCP_KEY),

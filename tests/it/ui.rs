@@ -22,16 +22,16 @@ use crate::support::provider::{Gate, Piece, Provider, Reply, Step, openai};
 use crate::support::{Launcher, Sandbox, stderr, stdout};
 
 /// A `mur ui` serving a sandbox's home; killed when dropped.
-struct Ui {
+pub(crate) struct Ui {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
     /// The URL it printed, token included.
     url: String,
     stderr: std::sync::Arc<Mutex<String>>,
 }
 
 impl Ui {
-    fn start(sb: &Sandbox) -> Ui {
+    pub(crate) fn start(sb: &Sandbox) -> Ui {
         Ui::start_with(sb, |_| {})
     }
 
@@ -85,12 +85,12 @@ impl Ui {
         self.stderr.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    fn token(&self) -> &str {
+    pub(crate) fn token(&self) -> &str {
         self.url.rsplit_once("token=").map(|(_, t)| t).unwrap_or_default()
     }
 
     /// The address of `path` carrying the token (the browser trades it for the cookie).
-    fn with_token(&self, path: &str) -> String {
+    pub(crate) fn with_token(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}?token={}", self.port, self.token())
     }
 }
@@ -284,8 +284,8 @@ fn the_demo_formation_shows_its_three_members_and_three_call_edges() {
     }
 }
 
-const KEY_VAR: &str = "MUR_IT_UI_KEY";
-const KEY: &str = "sk-it-ui-0123456789";
+pub(crate) const KEY_VAR: &str = "MUR_IT_UI_KEY";
+pub(crate) const KEY: &str = "sk-it-ui-0123456789";
 /// A model name the provider reports: record text that must stay text.
 const EVIL: &str = "<script>document.title='pwned'</script>";
 

@@ -123,6 +123,8 @@ codes! {
     E_DEMO_001 = "E-DEMO-001", Error, "mur demo: the demo formation cannot be prepared or launched", None;
     // [ours] `mur ui`: the live view in the browser.
     E_UI_001 = "E-UI-001", Error, "mur ui: the page cannot be served on 127.0.0.1 (the port is taken or cannot be bound)", Some("leave out --port to take a free port, or name another one");
+    E_UI_002 = "E-UI-002", Error, "mur ui: an action was refused: it did not come from a page of this server (its page token or origin is missing or wrong)", Some("act from the page `mur ui` serves; reload it if the server was restarted");
+    E_UI_003 = "E-UI-003", Error, "mur ui: an action could not be carried out (the formation or task is not running, or its door refused)", None;
     E_EXP_001 = "E-EXP-001", Error, "mur explain: no such diagnostic code", Some("codes look like E-ROS-007 or W-RUN-008; docs/reference/codes.md lists every one");
     // [ours] `mur deploy --kubernetes`.
     E_DEP_001 = "E-DEP-001", Error, "mur deploy: manifests carrying credentials would be written to a terminal", Some("pipe them to the cluster (`mur deploy … | kubectl apply -f -`) or write them to owner-only files with -o DIR");

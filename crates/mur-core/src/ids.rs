@@ -72,6 +72,17 @@ pub fn mint_time_ms(kind: IdKind, s: &str) -> Option<u64> {
     u64::from_str_radix(&s[kind.prefix().len()..kind.prefix().len() + 12], 16).ok()
 }
 
+/// The shortest prefix of formation id `id`, at least `frm_` and 12 digits, that no other of
+/// `all` starts with: the short id listings print and commands resolve.
+pub fn shortest_prefix(id: &str, all: &[String]) -> String {
+    let min = IdKind::Formation.prefix().len() + 12;
+    (min..id.len())
+        .filter_map(|n| id.get(..n))
+        .find(|p| !all.iter().any(|other| other != id && other.starts_with(p)))
+        .unwrap_or(id)
+        .to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -31,6 +31,7 @@ pub mod ids;
 pub mod jcs;
 pub mod limits;
 pub mod manifest;
+pub mod marker;
 pub mod member_env;
 pub mod names;
 pub mod outcome;

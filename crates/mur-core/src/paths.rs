@@ -191,6 +191,24 @@ pub fn tool_pins_beside(zip: &Path) -> PathBuf {
     zip.with_file_name(crate::tool_pins::FILE)
 }
 
+/// `path` with the home directory written `~`, as a person reads it (listings of `mur ps -a`
+/// and `mur ui`).
+pub fn tilde(path: &str) -> String {
+    tilde_under(path, std::env::var("HOME").ok().as_deref())
+}
+
+/// [`tilde`] with `home` given; a home of `/` or empty shortens nothing.
+pub fn tilde_under(path: &str, home: Option<&str>) -> String {
+    match home.filter(|h| !h.is_empty() && *h != "/") {
+        Some(home) if path == home => "~".into(),
+        Some(home) => match path.strip_prefix(&format!("{home}/")) {
+            Some(rest) => format!("~/{rest}"),
+            None => path.to_string(),
+        },
+        None => path.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -238,5 +256,26 @@ mod tests {
             MurHome::at_home(&real).records_group(&real.join(".murmur/formations/frm_1")),
             "the launcher's records of a formation are where its members write them"
         );
+    }
+}
+
+#[cfg(test)]
+mod tilde_tests {
+    use super::tilde_under;
+
+    #[test]
+    fn the_home_directory_is_written_as_a_tilde() {
+        let cases = [
+            ("/home/ann/work/team", Some("/home/ann"), "~/work/team"),
+            ("/home/ann", Some("/home/ann"), "~"),
+            ("/home/anna/x", Some("/home/ann"), "/home/anna/x"),
+            ("/srv/x", Some("/home/ann"), "/srv/x"),
+            ("/srv/x", Some("/"), "/srv/x"),
+            ("/srv/x", Some(""), "/srv/x"),
+            ("/srv/x", None, "/srv/x"),
+        ];
+        for (path, home, want) in cases {
+            assert_eq!(tilde_under(path, home), want, "{path} under {home:?}");
+        }
     }
 }

@@ -118,7 +118,9 @@ impl TaskRun<'_> {
         Ok(())
     }
 
-    /// A call to a name the table does not hold: a tool error naming the tools there are.
+    /// A call to a name the table does not hold: a tool error naming the tools there are, and a
+    /// `tool_call` record of its own (`kind: unknown`, `status: refused`), so the records count
+    /// every call the model asked for.
     pub(super) fn unknown_tool(&self, call: &ToolCall) -> ToolOutput {
         let names = self.agent.tools.names();
         let text = match names.split_last() {
@@ -130,6 +132,18 @@ impl TaskRun<'_> {
                 rest.join(", ")
             ),
         };
+        let input_bytes = call.input.as_ref().map_or(0, |v| v.to_string().len());
+        self.task.events.tool_call(&ToolCallRecord {
+            task_id: self.task.task_id.clone(),
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            kind: "unknown".to_string(),
+            server: None,
+            duration_ms: 0,
+            status: "refused".to_string(),
+            input_bytes: u64::try_from(input_bytes).unwrap_or(u64::MAX),
+            output_bytes: u64::try_from(text.len()).unwrap_or(u64::MAX),
+        });
         ToolOutput {
             id: call.id.clone(),
             text,

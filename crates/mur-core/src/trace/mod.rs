@@ -3,6 +3,8 @@
 //! `turn` is one model turn (the `inference` record, and the names its OpenTelemetry span uses);
 //! `otel_env` decides from the `OTEL_*` variables whether spans are exported.
 //! `questions` reads the questions tasks asked (`input_requested`/`input_received`).
+//! `texts` bounds the texts a session keeps beside its trace (`texts.jsonl`) for `mur ui`.
+//! `timeline` is one task's steps in order with their timing, as `mur ui` shows them.
 //! `usage` sums a session's tasks, calls, model time and tokens for `mur trace show`.
 //! `view` is what `mur ui` shows of a formation: its members, edges, calls, tasks and turns.
 //! `writer` appends records with the key order of docs/reference/cli.md#conventions (common keys
@@ -14,6 +16,8 @@ pub mod formation;
 pub mod otel_env;
 pub mod questions;
 pub mod read;
+pub mod texts;
+pub mod timeline;
 pub mod tool_call;
 pub mod turn;
 pub mod usage;

@@ -17,12 +17,12 @@ pub struct ToolCallRecord {
     pub call_id: String,
     /// The name the model called.
     pub tool: String,
-    /// `wasm` or `mcp`.
+    /// `wasm` or `mcp`; `unknown` for a name no tool has (refused).
     pub kind: String,
     /// An MCP tool's server, `host[:port]`.
     pub server: Option<String>,
     pub duration_ms: u64,
-    /// `ok`, `error`, `timeout`, `failed`, `canceled`.
+    /// `ok`, `error`, `timeout`, `failed`, `canceled`; `refused` when no tool has the name.
     pub status: String,
     pub input_bytes: u64,
     pub output_bytes: u64,

@@ -39,6 +39,9 @@ pub struct TaskRow {
     pub answer: Option<String>,
     /// It came in at the door (`a2a_task_received`).
     pub door: bool,
+    /// Its steps (`timeline.rs`), when the caller built them, and how many were left out.
+    pub timeline: Vec<super::timeline::Step>,
+    pub timeline_more: usize,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -4,6 +4,11 @@
 //! the whole stream. `mur send`, `mur answer` (`cli/send.rs`, `cli/answer.rs`) and `mur ui`'s
 //! live text (`ui/live.rs`) all reach a door through it. The token is never printed, nor put in
 //! argv, the environment or an error message; the request holding it is wiped once written.
+//!
+//! `stop` ends what runs (a session, or a formation's launcher and its members), for `mur stop`
+//! and `mur ui` alike, signalling a process only while its pid still names the same start.
+
+pub mod stop;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
