@@ -64,6 +64,31 @@ pub(crate) fn closed_within(s: &mut TcpStream, limit: Duration) -> Option<Durati
     None
 }
 
+/// How often [`serve_until_closed`] serves the operator.
+const SERVE_EVERY: Duration = Duration::from_millis(100);
+
+/// Serves the operator (`serve`, which asserts that it was) again and again until the door closes
+/// `held`, so the operator is shown served all the while another client holds a connection;
+/// returns how long `held` stayed open, or `None` if it still is after `limit`.
+pub(crate) fn serve_until_closed(
+    held: &mut TcpStream,
+    limit: Duration,
+    mut serve: impl FnMut(usize),
+) -> Option<Duration> {
+    let start = Instant::now();
+    let mut served = 0;
+    loop {
+        serve(served);
+        served += 1;
+        if closed_within(held, SERVE_EVERY).is_some() {
+            return Some(start.elapsed());
+        }
+        if start.elapsed() >= limit {
+            return None;
+        }
+    }
+}
+
 #[test]
 fn a_slow_and_a_stalled_second_request_head_are_closed_in_bounded_time() {
     let sb = Sandbox::new();
@@ -101,13 +126,12 @@ fn a_slow_and_a_stalled_second_request_head_are_closed_in_bounded_time() {
     // An idle keep-alive connection that sends nothing more.
     let mut idle = first_request(&addr);
 
-    // The operator is served meanwhile.
-    for i in 0..3 {
+    // The operator is served meanwhile, until the stalled head is cut off.
+    let stalled_after = serve_until_closed(&mut stalled, Duration::from_secs(10), |i| {
         let h = d.call(Some(&d.op()), "ListTasks", json!({}));
         assert_eq!(h.status, 200, "operator request {i}: {}", h.body);
-        std::thread::sleep(Duration::from_millis(300));
-    }
-    let stalled_after = closed_within(&mut stalled, Duration::from_secs(10)).expect("the stalled head is cut off");
+    })
+    .expect("the stalled head is cut off");
     let idle_after = closed_within(&mut idle, Duration::from_secs(10)).expect("the idle connection is closed");
     let slow_after = slow.join().expect("slow writer");
     eprintln!("closed after: stalled {stalled_after:?}, idle {idle_after:?}, slow {slow_after:?}");
@@ -172,7 +196,7 @@ fn stalled_heads_under_a_low_descriptor_limit_do_not_lock_the_operator_out() {
 }
 
 /// Open sockets of a process.
-fn sockets(pid: u32) -> usize {
+pub(crate) fn sockets(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
         .map(|d| {
             d.flatten()
@@ -237,10 +261,15 @@ fn replies_nobody_reads_are_dropped_with_their_tasks_and_the_member_stays_bounde
     assert_eq!(h.status, 200, "{}", h.body);
 }
 
+/// How late the caller below reads the end of a task: the lateness is what is tested, well
+/// inside the linger.
+const READ_LATE: Duration = Duration::from_millis(700);
+
 /// Nothing lost when a member ends after its task: its door stays until the task's end was
-/// shown to its caller (`answer_linger`), so a caller that reads it late (here 700 ms after the
-/// task ended, as a GetTask poll after a SubscribeToTask that found the task over) still gets
-/// the answer; and once it has, the member ends at once. Before, the door was gone.
+/// shown to its caller (`answer_linger`, here 30 s), so a caller that reads it late
+/// ([`READ_LATE`] after the task ended, as a GetTask poll after a SubscribeToTask that found the
+/// task over) still gets the answer; and once it has, the member ends at once. Before, the door
+/// was gone.
 #[test]
 fn a_member_that_ends_after_its_task_keeps_its_door_until_the_answer_is_read() {
     let sb = Sandbox::new();
@@ -250,19 +279,25 @@ fn a_member_that_ends_after_its_task_keeps_its_door_until_the_answer_is_read() {
         "once",
         "lifecycle:\n  task_acceptance: single\n  after_task: exit\n",
     );
-    let mut d = Door::start(&sb, "once", &[]);
+    let mut d = Door::start(&sb, "once", &[("MURMUR_TEST_TIMING", "answer_linger=30s")]);
     let task = d.send(None, "read me late", true);
     let id = task["id"].as_str().expect("task id").to_string();
     // The task ends at once (echo); nobody has looked at its end yet.
-    std::thread::sleep(Duration::from_millis(700));
+    wait_until(Duration::from_secs(10), || {
+        d.trace().iter().any(|r| r["event_type"] == "task_end")
+    })
+    .unwrap_or_else(|| panic!("the task did not end: {:?}", d.trace()));
+    std::thread::sleep(READ_LATE);
+    assert!(!d.exited(), "the member ended before its answer was read");
     let got = d.task(None, &id);
     assert_eq!(got["status"]["state"], "TASK_STATE_COMPLETED", "{got}");
     assert_eq!(got["artifacts"][0]["parts"][0]["text"], "read me late", "{got}");
     let shown = Instant::now();
     let ended = wait_until(Duration::from_secs(10), || d.exited());
     assert!(ended.is_some(), "the member did not end after its answer was read");
+    // At once: well under the 30 s linger it would otherwise wait out.
     assert!(
-        shown.elapsed() < Duration::from_secs(3),
+        shown.elapsed() < Duration::from_secs(10),
         "it lingered {:?} after the read",
         shown.elapsed()
     );
