@@ -870,7 +870,7 @@ fn another_user_replaying_what_open_shows_gets_no_cookie_and_the_operators_brows
 /// and the operator is answered meanwhile. Before, a second head was never timed.
 #[test]
 fn a_slow_and_a_stalled_second_request_head_to_mur_ui_are_closed_in_bounded_time() {
-    use crate::wear::{closed_within, first_request_of};
+    use crate::wear::{closed_within, first_request_of, serve_until_closed};
     use std::time::Instant;
     let sb = Sandbox::new();
     let ui = Ui::start_with(&sb, |c| {
@@ -911,13 +911,12 @@ fn a_slow_and_a_stalled_second_request_head_to_mur_ui_are_closed_in_bounded_time
     // An idle keep-alive connection that sends nothing more.
     let mut idle = first_request_of(&host, first.as_bytes());
 
-    // The operator is served meanwhile.
-    for i in 0..3 {
+    // The operator is served meanwhile, until the stalled head is cut off.
+    let stalled_after = serve_until_closed(&mut stalled, Duration::from_secs(10), |i| {
         let (status, reply) = raw(ui.port, "GET", "/", &[("Host", &host), ("Cookie", &cookie)]);
         assert_eq!(status, 200, "operator request {i}: {reply}");
-        std::thread::sleep(Duration::from_millis(300));
-    }
-    let stalled_after = closed_within(&mut stalled, Duration::from_secs(10)).expect("the stalled head is cut off");
+    })
+    .expect("the stalled head is cut off");
     let idle_after = closed_within(&mut idle, Duration::from_secs(10)).expect("the idle connection is closed");
     let slow_after = slow.join().expect("slow writer");
     eprintln!("closed after: stalled {stalled_after:?}, idle {idle_after:?}, slow {slow_after:?}");
