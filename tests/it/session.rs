@@ -135,6 +135,21 @@ impl Member {
         self.ready["session_id"].as_str().expect("session_id").to_string()
     }
 
+    /// The member's process, as its readiness line gives it.
+    fn pid(&self) -> u32 {
+        u32::try_from(self.ready["pid"].as_u64().expect("pid")).expect("a pid")
+    }
+
+    /// The port of the door's URL.
+    fn port(&self) -> u16 {
+        let url = self.ready["url"].as_str().expect("url");
+        url.trim_end_matches('/')
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no port in {url}"))
+    }
+
     fn records_dir(&self) -> PathBuf {
         PathBuf::from(self.ready["records_dir"].as_str().expect("records_dir"))
     }
@@ -493,6 +508,11 @@ fn with_no_task_the_idle_wait_ends_the_session_ok() {
     assert!(m.rest().is_empty(), "no answer line without --task");
 }
 
+/// How long a test that proves a session has no idle timeout watches it serve on: past the 1 s
+/// idle wait `MURMUR_A2A_TIMEOUT_SECS=1` sets. Nothing can be waited for here, since what is
+/// checked is that nothing happens.
+const PAST_THE_IDLE_WAIT: Duration = Duration::from_millis(1500);
+
 #[test]
 fn queue_and_sleep_serve_until_stopped_without_a_task() {
     let sb = Sandbox::new();
@@ -505,8 +525,9 @@ fn queue_and_sleep_serve_until_stopped_without_a_task() {
     for text in ["a", "b"] {
         assert_eq!(m.send(text)["status"]["state"], "TASK_STATE_COMPLETED");
     }
-    // Past the idle wait, still serving.
-    std::thread::sleep(Duration::from_millis(1500));
+    // Both tasks answered, so the session is serving; a negative window past the idle wait
+    // (which, had it one, would have ended the session within a second of its start).
+    std::thread::sleep(PAST_THE_IDLE_WAIT);
     assert!(m.running(), "queue+sleep has no idle timeout");
     m.term();
     assert_eq!(m.wait(LONG), 0, "SIGTERM while idle ends ok: {}", m.stderr());
@@ -636,13 +657,33 @@ fn sigterm_while_running_cancels_the_task_with_e_run_040() {
     assert!(read(&m.records_dir().join("logs/bootstrap.log")).contains("error[E-RUN-040]"));
 }
 
-/// Opens a request the door cannot finish (its body never completes), so stopping the door waits.
+/// Opens a request the door cannot finish (its body never completes), so stopping the door waits;
+/// returns once the door has accepted it (the member holds one more socket).
 fn stall_door(m: &Member) -> std::net::TcpStream {
+    let pid = m.pid();
+    let before = crate::wear::sockets(pid);
     let addr = m.ready["url"].as_str().expect("url").replace("localhost", "127.0.0.1");
     let mut s = std::net::TcpStream::connect(addr).expect("connect");
     s.write_all(b"POST / HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\na2a-version: 1.0\r\ncontent-length: 1000\r\n\r\n{")
         .expect("write");
+    crate::support::wait_until(LONG, || crate::wear::sockets(pid) > before)
+        .unwrap_or_else(|| panic!("the door did not accept the stalled request; stderr: {}", m.stderr()));
     s
+}
+
+/// Whether anything listens on TCP `port` here, from the kernel's tables (asking the port itself
+/// would open a connection the door then has to serve).
+fn listening(port: u16) -> bool {
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|table| {
+        std::fs::read_to_string(table).is_ok_and(|t| {
+            t.lines().skip(1).any(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.len() > 3
+                    && f[3] == "0A"
+                    && f[1].rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok()) == Some(port)
+            })
+        })
+    })
 }
 
 #[test]
@@ -655,13 +696,17 @@ fn a_second_sigterm_exits_143_at_once() {
         .env("MURMUR_TEST_TIMING", "member_teardown=20s");
     let mut m = Member::start(cmd, true);
     let _held = stall_door(&m);
-    std::thread::sleep(Duration::from_millis(200));
+    assert!(listening(m.port()), "the door listens before the first SIGTERM");
     m.term();
-    std::thread::sleep(Duration::from_millis(300));
+    // The first SIGTERM is under way once the door stops listening: it now waits for the stalled
+    // request, which only the second one cuts short.
+    crate::support::wait_until(LONG, || !listening(m.port()))
+        .unwrap_or_else(|| panic!("the first SIGTERM did not stop the door; stderr: {}", m.stderr()));
     m.term();
     let started = Instant::now();
     assert_eq!(m.wait(LONG), 143);
-    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    // At once: well under the 20 s teardown backstop, the only other way to exit 143 here.
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
     assert!(
         !sb.home()
             .join(format!(".murmur/running/{}.json", m.session_id()))
@@ -679,7 +724,6 @@ fn the_teardown_backstop_exits_143() {
         .env("MURMUR_TEST_TIMING", "member_teardown=300ms");
     let mut m = Member::start(cmd, true);
     let _held = stall_door(&m);
-    std::thread::sleep(Duration::from_millis(200));
     m.term();
     assert_eq!(m.wait(LONG), 143, "{}", m.stderr());
 }
