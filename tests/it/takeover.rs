@@ -6,6 +6,7 @@
 
 use std::net::TcpListener;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -31,12 +32,17 @@ fn formation(worker_manifest: &str) -> (Sandbox, PathBuf) {
     (sb, dir)
 }
 
-/// Everything any client sends to a listener, connection by connection.
+/// Everything any client sends to a listener, connection by connection (each once it has ended),
+/// and how many connections it accepted.
 #[derive(Clone, Default)]
-struct Heard(Arc<Mutex<Vec<Vec<u8>>>>);
+struct Heard {
+    got: Arc<Mutex<Vec<Vec<u8>>>>,
+    dials: Arc<AtomicUsize>,
+}
 
 impl Heard {
     fn record(&self, mut conn: impl std::io::Read + Send + 'static) {
+        self.dials.fetch_add(1, Ordering::SeqCst);
         let heard = self.clone();
         std::thread::spawn(move || {
             let mut got = Vec::new();
@@ -47,12 +53,17 @@ impl Heard {
                 }
                 got.extend_from_slice(&buf[..n]);
             }
-            heard.0.lock().unwrap_or_else(|e| e.into_inner()).push(got);
+            heard.got.lock().unwrap_or_else(|e| e.into_inner()).push(got);
         });
     }
 
     fn bytes(&self) -> Vec<Vec<u8>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.got.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Connections accepted so far, ended or not.
+    fn dials(&self) -> usize {
+        self.dials.load(Ordering::SeqCst)
     }
 }
 
@@ -69,6 +80,10 @@ fn alive(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
         && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
 }
+
+/// How long a test watches for a dial that must not come, after the call that could have made it
+/// has ended: nothing can be waited for, since what is checked is that nothing happens.
+const LATE_DIAL_WINDOW: Duration = Duration::from_millis(300);
 
 #[test]
 fn a_dead_peers_port_taken_by_another_process_gets_no_token_and_no_task() {
@@ -108,12 +123,14 @@ fn a_dead_peers_port_taken_by_another_process_gets_no_token_and_no_task() {
         status_text(&second),
         "worker's door could not be reached: its process has ended, and the launcher withdrew its door"
     );
-    std::thread::sleep(Duration::from_millis(300));
+    // The failure is in; a late dial would come within this negative window.
+    std::thread::sleep(LATE_DIAL_WINDOW);
     assert!(
         heard.bytes().is_empty(),
         "the port's new owner was dialled: {:?}",
         heard.bytes()
     );
+    assert_eq!(heard.dials(), 0, "the port's new owner was dialled");
     assert!(
         launch.child.try_wait().expect("try_wait").is_none(),
         "the formation goes on without the worker"
