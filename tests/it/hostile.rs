@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::door::{AUTH, Door, FRM, Key, Member, PEERS, install, serve};
-use crate::support::Sandbox;
+use crate::support::{Sandbox, wait_until};
 
 const OTHER_FRM: &str = "frm_0199c4e2f1b7712a9d3e4f50617283ff";
 const REALM: &str = "local/reviewer";
@@ -375,10 +375,14 @@ fn oversized_and_trickled_http_neither_blocks_the_door_nor_grows_its_memory() {
             (started.elapsed(), String::from_utf8_lossy(&reply).into_owned())
         })
     };
-    for i in 0..5 {
-        std::thread::sleep(Duration::from_millis(500));
+    // Served promptly again and again, until the trickling request is over.
+    let mut i = 0;
+    wait_until(Duration::from_secs(30), || {
         assert_responsive(&d, &format!("slowloris, request {i}"));
-    }
+        i += 1;
+        trickler.is_finished()
+    })
+    .expect("the trickling connection is bounded by the thread itself");
     let (lasted, reply) = trickler.join().expect("trickler");
     eprintln!("the trickling connection lasted {lasted:?}; the door wrote {reply:?}");
     assert!(
@@ -479,12 +483,15 @@ fn a_request_body_that_trickles_in_is_cut_off() {
             (started.elapsed(), String::from_utf8_lossy(&reply).into_owned())
         })
     };
-    // Others are served meanwhile, whole bodies included.
-    for i in 0..3 {
-        std::thread::sleep(Duration::from_millis(500));
+    // Others are served meanwhile, whole bodies included, until the trickle is over.
+    let mut i = 0;
+    wait_until(Duration::from_secs(30), || {
         let h = d.call(None, "ListTasks", json!({}));
         assert_eq!(h.status, 200, "request {i} beside the trickle: {}", h.body);
-    }
+        i += 1;
+        trickler.is_finished()
+    })
+    .expect("the trickling body is bounded by the thread itself");
     let (lasted, reply) = trickler.join().expect("trickler");
     eprintln!("the trickling body lasted {lasted:?}; the door wrote {reply:?}");
     assert!(reply.starts_with("HTTP/1.1 408"), "{reply:?}");
