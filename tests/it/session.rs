@@ -55,6 +55,8 @@ struct Member {
     child: Child,
     lines: Receiver<String>,
     err: Arc<Mutex<String>>,
+    /// Ends once stderr is read to its end.
+    err_reader: std::thread::JoinHandle<()>,
     ready: Value,
     status: Option<ExitStatus>,
 }
@@ -89,7 +91,7 @@ impl Member {
         });
         let err = Arc::new(Mutex::new(String::new()));
         let sink = Arc::clone(&err);
-        std::thread::spawn(move || {
+        let err_reader = std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
             while let Ok(n) = errs.read(&mut buf) {
                 if n == 0 {
@@ -104,6 +106,7 @@ impl Member {
             child,
             lines,
             err,
+            err_reader,
             ready: Value::Null,
             status: None,
         };
@@ -233,8 +236,7 @@ impl Member {
             }
             if let Some(s) = self.child.try_wait().expect("try_wait") {
                 self.status = Some(s);
-                // Let the reader threads drain.
-                std::thread::sleep(Duration::from_millis(50));
+                crate::support::wait_until(crate::support::DRAIN, || self.err_reader.is_finished());
                 continue;
             }
             if Instant::now() > until {

@@ -375,6 +375,8 @@ struct Sent {
     child: std::process::Child,
     out: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
     err: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    /// Each ends once its pipe is read to its end.
+    readers: [std::thread::JoinHandle<()>; 2],
 }
 
 impl Sent {
@@ -390,7 +392,9 @@ impl Sent {
         let until = std::time::Instant::now() + limit;
         loop {
             if let Some(status) = self.child.try_wait().expect("try_wait") {
-                std::thread::sleep(std::time::Duration::from_millis(100));
+                crate::support::wait_until(crate::support::DRAIN, || {
+                    self.readers.iter().all(std::thread::JoinHandle::is_finished)
+                });
                 return (status.code().unwrap_or(-1), self.stdout(), self.stderr());
             }
             assert!(
@@ -410,10 +414,12 @@ impl Drop for Sent {
     }
 }
 
-fn collect(mut r: impl std::io::Read + Send + 'static) -> std::sync::Arc<std::sync::Mutex<Vec<u8>>> {
+fn collect(
+    mut r: impl std::io::Read + Send + 'static,
+) -> (std::sync::Arc<std::sync::Mutex<Vec<u8>>>, std::thread::JoinHandle<()>) {
     let into = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let sink = std::sync::Arc::clone(&into);
-    std::thread::spawn(move || {
+    let reader = std::thread::spawn(move || {
         let mut buf = [0u8; 4096];
         while let Ok(n) = r.read(&mut buf) {
             if n == 0 {
@@ -424,7 +430,7 @@ fn collect(mut r: impl std::io::Read + Send + 'static) -> std::sync::Arc<std::sy
                 .extend_from_slice(&buf[..n]);
         }
     });
-    into
+    (into, reader)
 }
 
 fn send(sb: &Sandbox, d: &Door, text: &str) -> Sent {
@@ -435,9 +441,14 @@ fn send(sb: &Sandbox, d: &Door, text: &str) -> Sent {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("spawn mur send");
-    let out = collect(child.stdout.take().expect("stdout"));
-    let err = collect(child.stderr.take().expect("stderr"));
-    Sent { child, out, err }
+    let (out, out_reader) = collect(child.stdout.take().expect("stdout"));
+    let (err, err_reader) = collect(child.stderr.take().expect("stderr"));
+    Sent {
+        child,
+        out,
+        err,
+        readers: [out_reader, err_reader],
+    }
 }
 
 /// `mur send` prints each piece of a streamed answer before the provider sends the next.

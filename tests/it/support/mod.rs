@@ -223,7 +223,12 @@ pub struct Launcher {
     pub child: std::process::Child,
     out: std::sync::Arc<std::sync::Mutex<String>>,
     err: std::sync::Arc<std::sync::Mutex<String>>,
+    readers: [std::thread::JoinHandle<()>; 2],
 }
+
+/// How long, once a process has exited, its output readers are given to reach the end of its
+/// pipes: they end when every holder is gone, which a peer still winding down may be a moment.
+pub const DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Launcher {
     /// Starts `mur run --roster args…` in `dir` with `env` added.
@@ -246,9 +251,22 @@ impl Launcher {
         let mut child = cmd.spawn().expect("spawn launcher");
         let out = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         let err = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-        collect_lines(child.stdout.take().expect("stdout piped"), out.clone());
-        collect_lines(child.stderr.take().expect("stderr piped"), err.clone());
-        Launcher { child, out, err }
+        let readers = [
+            collect_lines(child.stdout.take().expect("stdout piped"), out.clone()),
+            collect_lines(child.stderr.take().expect("stderr piped"), err.clone()),
+        ];
+        Launcher {
+            child,
+            out,
+            err,
+            readers,
+        }
+    }
+
+    /// Waits (at most `limit`) until the launcher's stdout and stderr are read to their end;
+    /// whether they were.
+    pub fn drained(&self, limit: std::time::Duration) -> bool {
+        wait_until(limit, || self.readers.iter().all(std::thread::JoinHandle::is_finished)).is_some()
     }
 
     pub fn pid(&self) -> u32 {
@@ -288,8 +306,7 @@ impl Launcher {
         let start = std::time::Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().expect("try_wait") {
-                // The readers end when every holder of the pipes is gone.
-                std::thread::sleep(std::time::Duration::from_millis(100));
+                self.drained(DRAIN);
                 let code = status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
                 return (code, self.stdout(), self.stderr());
             }
@@ -309,7 +326,10 @@ impl Drop for Launcher {
     }
 }
 
-fn collect_lines(r: impl std::io::Read + Send + 'static, into: std::sync::Arc<std::sync::Mutex<String>>) {
+fn collect_lines(
+    r: impl std::io::Read + Send + 'static,
+    into: std::sync::Arc<std::sync::Mutex<String>>,
+) -> std::thread::JoinHandle<()> {
     use std::io::BufRead;
     std::thread::spawn(move || {
         for line in std::io::BufReader::new(r).lines().map_while(Result::ok) {
@@ -317,7 +337,7 @@ fn collect_lines(r: impl std::io::Read + Send + 'static, into: std::sync::Arc<st
             s.push_str(&line);
             s.push('\n');
         }
-    });
+    })
 }
 
 /// Every running record under this sandbox's HOME that parses, live or not.

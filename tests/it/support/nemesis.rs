@@ -1105,8 +1105,7 @@ impl<'w> Nemesis<'w> {
         let start = Instant::now();
         let code = loop {
             if let Some(status) = live.launcher.child.try_wait().map_err(|e| e.to_string())? {
-                // The output readers end once every holder of the pipes is gone.
-                std::thread::sleep(Duration::from_millis(100));
+                live.launcher.drained(crate::support::DRAIN);
                 break status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
             }
             if start.elapsed() > Duration::from_secs(60) {
