@@ -1224,7 +1224,9 @@ async fn a_callee_that_stays_busy_until_the_bound_ends_the_call_rejected() {
     assert_eq!(ok(task.dispatch("coder", "x").await).kind, DispatchKind::Busy);
     let started = Instant::now();
     let outcomes = task.await_all().await;
-    assert!(started.elapsed() < Duration::from_secs(2));
+    // The bound ended it: the callee stays busy for good, so nothing else would have. Loose
+    // enough for a loaded machine; the output below names the 300 ms bound.
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
     assert_eq!(outcomes[0].status, CallStatus::Rejected);
     let busy = me.records_of("member_call_busy").len();
     assert!(busy >= 2, "{busy}");
