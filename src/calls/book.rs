@@ -26,6 +26,8 @@ pub(crate) struct Settled {
     pub duration_ms: u64,
     /// Who asked, innermost first, for an `input_required` outcome.
     pub asked_by: Vec<String>,
+    /// What the callee's subtree spent, as its door reported it (docs/reference/formation.md#cost-roll-up).
+    pub subtree_cost: Option<crate::cost::Cost>,
 }
 
 /// Open questions one task may hold at once [ours]: each is a callee task waiting for an answer,
@@ -223,6 +225,7 @@ impl TaskInner {
                 no_answer_below: ended.no_answer_below,
                 duration_ms: millis_since(slot.started),
                 asked_by: ended.asked_by,
+                subtree_cost: ended.subtree_cost,
             };
             s.settled = Some(settled.clone());
             settled
@@ -303,7 +306,7 @@ impl TaskInner {
     /// false`).
     fn trace_end(&self, slot: &CallSlot, settled: &Settled, delivered: bool) {
         if let Some(span) = crate::sync::lock(&slot.span).take() {
-            span.end(settled.status.as_str());
+            span.end_with_cost(settled.status.as_str(), settled.subtree_cost.as_ref());
         }
         let below: Vec<Value> = settled
             .no_answer_below
@@ -323,6 +326,10 @@ impl TaskInner {
                 ("truncated", json!(settled.truncated)),
                 ("delivered", json!(delivered)),
                 ("no_answer_below", Value::Array(below)),
+                (
+                    "subtree_cost",
+                    settled.subtree_cost.map_or(Value::Null, |c| c.to_record()),
+                ),
             ],
         );
     }

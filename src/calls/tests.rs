@@ -260,6 +260,7 @@ fn a_callee_asking_is_read_as_an_input_required_outcome() {
             output: "which colour?".into(),
             no_answer_below: vec![],
             asked_by: kept,
+            subtree_cost: None,
         });
         assert_eq!(got, want, "{sent}");
     }

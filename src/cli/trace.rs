@@ -522,6 +522,7 @@ mod tests {
             task_id: task.into(),
             member_task_id: Some(mt.into()),
             grant: None,
+            subtree_cost: None,
         };
         let t = FormationTrace {
             sessions: vec![ses("ses_a", "planner", Some("ok")), ses("ses_b", "coder", None)],

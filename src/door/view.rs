@@ -57,13 +57,18 @@ impl TaskObject for TaskSnapshot {
                 })
                 .collect(),
             id: &self.id,
-            metadata: match (self.no_answer_below.as_deref(), self.asked_by.as_slice()) {
-                (None, []) => None,
-                (below, asked_by) => Some(Metadata {
+            metadata: match (
+                self.no_answer_below.as_deref(),
+                self.asked_by.as_slice(),
+                self.cost.as_deref(),
+            ) {
+                (None, [], None) => None,
+                (below, asked_by, cost) => Some(Metadata {
                     murmur: Murmur {
                         asked_by,
                         no_answer: below.map(|_| true),
                         no_answer_below: below,
+                        subtree_cost: cost.map(|c| c.to_wire()),
                     },
                 }),
             },
@@ -166,6 +171,8 @@ struct Murmur<'a> {
     no_answer: Option<bool>,
     #[serde(rename = "noAnswerBelow", skip_serializing_if = "Option::is_none")]
     no_answer_below: Option<&'a [NoAnswerBelow]>,
+    #[serde(rename = "subtreeCost", skip_serializing_if = "Option::is_none")]
+    subtree_cost: Option<Value>,
 }
 
 #[derive(Debug, Serialize)]

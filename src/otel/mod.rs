@@ -355,7 +355,21 @@ impl Outgoing {
 
     /// Ends the span with `status` (`ok`, `failed`, a call's status, …).
     pub fn end(self, status: &str) {
+        self.end_with_cost(status, None);
+    }
+
+    /// [`Outgoing::end`] for a member call, with what the callee's subtree spent when its door
+    /// said: the tokens as the GenAI conventions name usage, the rest under `mur.subtree.*`.
+    pub fn end_with_cost(self, status: &str, cost: Option<&crate::cost::Cost>) {
         let span = self.cx.span();
+        if let Some(c) = cost {
+            let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+            span.set_attribute(KeyValue::new("gen_ai.usage.input_tokens", n(c.input_tokens)));
+            span.set_attribute(KeyValue::new("gen_ai.usage.output_tokens", n(c.output_tokens)));
+            span.set_attribute(KeyValue::new("mur.subtree.model_turns", n(c.model_turns)));
+            span.set_attribute(KeyValue::new("mur.subtree.tool_calls", n(c.tool_calls)));
+            span.set_attribute(KeyValue::new("mur.subtree.wall_ms", n(c.wall_ms)));
+        }
         span.set_attribute(KeyValue::new("mur.status", status.to_string()));
         if !matches!(status, "ok" | "completed") {
             span.set_status(Status::error(status.to_string()));

@@ -91,6 +91,11 @@ pub trait TaskSetup: Send + Sync {
     }
     /// The task left the queue and is about to run (`task_start`, its span).
     fn started(&self, _work: &Work) {}
+    /// What the task and its calls spent, its run having taken `wall_ms`; forgotten here once
+    /// asked (docs/reference/formation.md#cost-roll-up).
+    fn cost(&self, _task_id: &str, _wall_ms: u64) -> Option<crate::cost::Cost> {
+        None
+    }
 }
 
 /// How long a member whose callee was cut off waits for its own lifeline to close, in case the
@@ -131,6 +136,7 @@ async fn drain(
             task_id: task_id.clone(),
         });
         setup.started(&work);
+        let began = std::time::Instant::now();
         // The grant's deadline ends the task `canceled` (docs/reference/formation.md#grants).
         let deadline = work
             .grant
@@ -192,6 +198,13 @@ async fn drain(
         }
         if let Some(deadline) = deadline {
             deadline.abort();
+        }
+        // A member that asked for the task reads what its subtree spent with the outcome.
+        let wall_ms = u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX);
+        if let Some(cost) = setup.cost(&task_id, wall_ms)
+            && work.owner.as_deref().is_some_and(|o| o.starts_with("member:"))
+        {
+            board.set_cost(&task_id, cost);
         }
         board.finish(&task_id, outcome);
         drop(work);
@@ -448,6 +461,10 @@ impl TaskSetup for Setup {
             c.set_parent(&work.task_id, parent_of(work));
         }
         crate::otel::task_started(&work.task_id);
+    }
+
+    fn cost(&self, task_id: &str, wall_ms: u64) -> Option<crate::cost::Cost> {
+        Some(self.journal.task_cost(task_id, wall_ms))
     }
 
     fn finished(&self, task_id: &str) -> Vec<CallOutcome> {

@@ -115,6 +115,11 @@ impl Journal {
         }
     }
 
+    /// What `task_id` and its calls spent, from the records written for it (`crate::cost`).
+    pub fn task_cost(&self, task_id: &str, wall_ms: u64) -> crate::cost::Cost {
+        self.inner.writer.meter().take(task_id, wall_ms)
+    }
+
     /// The usage counters `session_end` reports (a model capsule's agent).
     pub fn set_usage(&self, totals: Arc<Totals>) {
         let _ = self.inner.usage.set(totals);

@@ -45,6 +45,10 @@ pub struct TaskSnapshot {
     /// While the task is `INPUT_REQUIRED`: who asked, innermost first (the asking member, then
     /// each member the question came up through); empty otherwise, or when no member is named.
     pub asked_by: Vec<String>,
+    /// What the task and every call below it spent, set as it ends for a task a member asked
+    /// for (`metadata.murmur.subtreeCost`, docs/reference/formation.md#cost-roll-up).
+    /// Boxed: most tasks have none, and a snapshot is copied into every reply.
+    pub cost: Option<Box<crate::cost::Cost>>,
 }
 
 /// Who sent a history message.

@@ -369,3 +369,136 @@ fn a_components_own_grant_on_a_virtual_address_never_reaches_the_door() {
         stderr(&out)
     );
 }
+
+/// What `member`'s traces record of its own spending: (tokens in, tokens out, model turns, tool calls).
+fn own_spending(sb: &Sandbox, member: &str) -> (u64, u64, u64, u64) {
+    let turns = records(sb, member, "inference");
+    let sum = |k: &str| turns.iter().map(|r| r[k].as_u64().unwrap_or(0)).sum::<u64>();
+    (
+        sum("input_tokens"),
+        sum("output_tokens"),
+        turns.len() as u64,
+        records(sb, member, "tool_call").len() as u64,
+    )
+}
+
+#[test]
+fn every_calls_answer_brings_back_what_its_whole_subtree_spent() {
+    let (sb, dir, provider) = formation(json!({}), Duration::ZERO);
+    let (code, out, err) = run(&sb, &dir, &[]);
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    let (mid, deep) = (own_spending(&sb, "mid"), own_spending(&sb, "deep"));
+    // The scripted provider reports 10 in and 5 out for an answer, 20 and 7 for a tool call:
+    // deep answered once, mid called (a tool call) and answered.
+    assert_eq!(
+        (deep.0, deep.1, deep.2),
+        (10, 5, 1),
+        "deep's turns as the provider reported them"
+    );
+    assert!(mid.2 >= 2 && mid.0 >= 30, "{mid:?}");
+    let cost = |member: &str| one(&sb, member, "member_call")["subtree_cost"].clone();
+    let figures = |c: &Value| {
+        (
+            c["input_tokens"].as_u64().unwrap_or(u64::MAX),
+            c["output_tokens"].as_u64().unwrap_or(u64::MAX),
+            c["model_turns"].as_u64().unwrap_or(u64::MAX),
+            c["tool_calls"].as_u64().unwrap_or(u64::MAX),
+        )
+    };
+    // mid's call to deep brought back deep's spending; the lead's call to mid, mid's and deep's.
+    let below_mid = cost("mid");
+    assert_eq!(figures(&below_mid), deep, "{below_mid}");
+    let below_lead = cost("lead");
+    assert_eq!(
+        figures(&below_lead),
+        (mid.0 + deep.0, mid.1 + deep.1, mid.2 + deep.2, mid.3 + deep.3),
+        "{below_lead}"
+    );
+    // A subtree's wall time is its root task's, which holds the call below it.
+    let wall = |c: &Value| c["wall_ms"].as_u64().expect("wall_ms");
+    assert!(wall(&below_lead) >= wall(&below_mid), "{below_lead} {below_mid}");
+    // Every provider request came from one member's turn: the roll-up plus the lead's own
+    // turns are all the provider answered.
+    let lead = own_spending(&sb, "lead");
+    assert_eq!(
+        (lead.2 + below_lead["model_turns"].as_u64().unwrap_or(0)) as usize,
+        provider.requests().len()
+    );
+
+    // `mur trace show` draws the call tree with each subtree's total.
+    let frm = one(&sb, "lead", "session_start")["formation_id"]
+        .as_str()
+        .expect("formation id")
+        .to_string();
+    let show = stdout(&sb.run(&dir, &["trace", "show", &frm]));
+    let line = |caller: &str, callee: &str| {
+        show.lines()
+            .find(|l| l.contains(&format!("{caller} → {callee}  completed")))
+            .unwrap_or_else(|| panic!("no {caller} → {callee} call in:\n{show}"))
+            .to_string()
+    };
+    assert!(
+        line("lead", "mid").contains(&format!(
+            "[subtree: {} tokens in, {} out, {} model turns, ",
+            mid.0 + deep.0,
+            mid.1 + deep.1,
+            mid.2 + deep.2
+        )),
+        "{show}"
+    );
+    assert!(
+        line("mid", "deep").contains("[subtree: 10 tokens in, 5 out, 1 model turn, "),
+        "{show}"
+    );
+}
+
+#[test]
+fn an_operators_cancel_of_the_root_task_reaches_every_level_of_its_calls() {
+    // deep's model holds its answer for a minute: only a cancel that reaches it ends its task.
+    let (sb, dir, _provider) = formation(json!({}), Duration::from_secs(60));
+    let launcher = crate::support::Launcher::start(&sb, &dir, &[], &[(KEY_VAR, KEY)]);
+    let lead = crate::support::running_record(&sb, "lead");
+    let reply = crate::support::door_rpc(
+        &lead,
+        "SendMessage",
+        json!({"configuration": {"returnImmediately": true},
+               "message": {"messageId": "msg-root", "role": "ROLE_USER", "parts": [{"text": "build it"}]}}),
+    );
+    let root = reply["result"]["task"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{reply}"))
+        .to_string();
+    let started = crate::support::wait_until(Duration::from_secs(60), || {
+        !records(&sb, "deep", "task_start").is_empty()
+    });
+    assert!(started.is_some(), "deep never started: {}", launcher.stderr());
+
+    let canceled = crate::support::door_rpc(&lead, "CancelTask", json!({"id": root}));
+    assert_eq!(
+        canceled["result"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{canceled}"
+    );
+    // mid's task and deep's end canceled: the cancel went down level by level, though the
+    // formation goes on serving.
+    let reached = crate::support::wait_until(Duration::from_secs(20), || {
+        ["mid", "deep"]
+            .iter()
+            .all(|m| !records(&sb, m, "task_canceled").is_empty())
+    });
+    assert!(
+        reached.is_some(),
+        "mid: {:?}\ndeep: {:?}",
+        records(&sb, "mid", "task_canceled"),
+        records(&sb, "deep", "task_canceled")
+    );
+    for m in ["mid", "deep"] {
+        assert_eq!(records(&sb, m, "task_end").len(), 0, "{m} ended its task otherwise");
+    }
+    assert!(
+        crate::support::formation_pids(&launcher.formation_id()).len() >= 3,
+        "the formation still serves"
+    );
+    launcher.signal(nix::sys::signal::Signal::SIGTERM);
+    let (code, _, err) = launcher.wait(Duration::from_secs(30));
+    assert_eq!(code, 143, "{err}");
+}

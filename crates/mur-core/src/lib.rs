@@ -21,6 +21,7 @@ pub mod budget;
 pub mod card_sig;
 pub mod checkup;
 pub mod compiled;
+pub mod cost;
 pub mod diag;
 pub mod digest;
 pub mod fence;

@@ -249,6 +249,7 @@ mod tests {
             changed,
             history: Vec::new(),
             asked_by: Vec::new(),
+            cost: None,
         }
     }
 

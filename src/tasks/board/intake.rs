@@ -78,6 +78,7 @@ impl Board {
                 changed: st.seq,
                 history: Vec::new(),
                 asked_by: Vec::new(),
+                cost: None,
             };
             // A refused offer is never run: keep none of it, in the history neither (A2A v1.0
             // §3.2.4 lets a server return fewer messages than asked).

@@ -118,6 +118,15 @@ impl Board {
         });
     }
 
+    /// Sets what a task and its calls spent, before it ends (`metadata.murmur.subtreeCost`).
+    pub fn set_cost(&self, task_id: &str, cost: crate::cost::Cost) {
+        self.mutate(|st, _, _| {
+            if let Some(e) = st.tasks.get_mut(task_id) {
+                e.snap.cost = Some(Box::new(cost));
+            }
+        });
+    }
+
     /// Ends a task with the executor's outcome and frees the running slot. A task already ended
     /// (e.g. cancelled meanwhile) keeps its state. Returns the task as it ends.
     pub fn finish(&self, task_id: &str, outcome: TaskOutcome) -> Option<TaskSnapshot> {

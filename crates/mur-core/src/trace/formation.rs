@@ -45,6 +45,8 @@ pub struct CallSummary {
     /// The grant the callee's task ran under, as its `task_grant` record shows it
     /// ([`grant_text`]); `None` when its trace holds none.
     pub grant: Option<String>,
+    /// What the callee's subtree spent, as the `member_call` record carries it.
+    pub subtree_cost: Option<crate::cost::Cost>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -218,6 +220,7 @@ pub(crate) fn add_calls(calls: &mut BTreeMap<String, CallSummary>, records: &[Va
         if kind == "member_call" {
             c.status = r["status"].as_str().unwrap_or("?").to_owned();
             c.duration_ms = r["duration_ms"].as_u64();
+            c.subtree_cost = crate::cost::Cost::from_record(&r["subtree_cost"]);
         }
     }
 }
@@ -256,6 +259,8 @@ pub struct CallLine {
     pub duration_ms: Option<u64>,
     /// The callee task's grant ([`grant_text`]).
     pub grant: Option<String>,
+    /// What the callee's subtree spent (docs/reference/formation.md#cost-roll-up).
+    pub subtree_cost: Option<crate::cost::Cost>,
 }
 
 impl CallLine {
@@ -274,13 +279,17 @@ impl CallLine {
         out
     }
 
-    /// [`CallLine::render`] followed by the callee task's grant, when its trace holds one:
-    /// `mur trace show frm_…`'s call line.
+    /// [`CallLine::render`] followed by what the callee's subtree spent and the callee task's
+    /// grant, each when its trace holds it: `mur trace show frm_…`'s call line.
     pub fn render_with_grant(&self) -> String {
-        match &self.grant {
-            Some(g) => format!("{}  {g}", self.render()),
-            None => self.render(),
+        let mut out = self.render();
+        if let Some(c) = &self.subtree_cost {
+            out.push_str(&format!("  [subtree: {}]", c.summary()));
         }
+        if let Some(g) = &self.grant {
+            out.push_str(&format!("  {g}"));
+        }
+        out
     }
 }
 
@@ -326,6 +335,7 @@ fn walk<'a>(
         status: call.status.clone(),
         duration_ms: call.duration_ms,
         grant: call.grant.clone(),
+        subtree_cost: call.subtree_cost,
     });
     let Some(task) = call.member_task_id.as_deref() else {
         return;
@@ -430,6 +440,7 @@ mod tests {
             task_id: task.into(),
             member_task_id: member_task.map(str::to_owned),
             grant: None,
+            subtree_cost: None,
         }
     }
 

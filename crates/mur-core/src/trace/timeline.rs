@@ -142,16 +142,8 @@ fn step_of(kind: &str, r: &Value) -> Option<(Option<u64>, Step)> {
         },
         "member_call" => {
             let mut detail = s(r, "status");
-            if let Some(cost) = r.get("subtree_cost").filter(|c| !c.is_null()) {
-                let shown = match cost {
-                    Value::Object(o) => o
-                        .iter()
-                        .map(|(k, v)| format!("{k} {}", v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    other => other.to_string(),
-                };
-                detail.push_str(&format!(" · subtree cost: {}", crate::text::head(&shown, 256)));
+            if let Some(cost) = crate::cost::Cost::from_record(&r["subtree_cost"]) {
+                detail.push_str(&format!(" · subtree: {}", cost.summary()));
             }
             Step {
                 kind: "call",
@@ -264,7 +256,7 @@ mod tests {
                 "member_call",
                 2000,
                 json!({"member": "coder", "status": "completed", "duration_ms": 500,
-                 "subtree_cost": {"tokens": 120}}),
+                 "subtree_cost": {"input_tokens": 100, "output_tokens": 20, "model_turns": 2, "tool_calls": 0, "wall_ms": 480}}),
             ),
             rec("input_requested", 2100, json!({"asked_by": [], "question_bytes": 13})),
             rec(
@@ -286,7 +278,14 @@ mod tests {
             ("turn", 0, Some(300), "turn 1 · m", "20 tokens in · 7 tokens out", false),
             ("tool", 350, Some(0), "tool nope (unknown)", "refused", true),
             ("tool", 350, Some(50), "tool words (wasm)", "ok · 24 B in", false),
-            ("call", 500, Some(500), "call coder", "subtree cost: tokens 120", false),
+            (
+                "call",
+                500,
+                Some(500),
+                "call coder",
+                "subtree: 100 tokens in, 20 out, 2 model turns, 0 tool calls, 480 ms",
+                false,
+            ),
             ("question", 1100, None, "asks", "13 B", false),
             ("answer", 1600, Some(500), "answer: answered", "5 B", false),
             ("end", 1700, None, "ended: ok", "", false),

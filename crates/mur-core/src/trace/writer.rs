@@ -54,6 +54,9 @@ const ALWAYS: [&str; 2] = ["session_start", "session_end"];
 pub struct TraceWriter {
     file: Mutex<Appender>,
     session_id: String,
+    /// Each running task's cost, from the records written for it (`crate::cost`): counted
+    /// before the byte bound, so a trace cut short still reports what was spent.
+    meter: crate::cost::Meter,
 }
 
 /// The file and what the bound has let through so far.
@@ -94,11 +97,17 @@ impl TraceWriter {
                 ended: false,
             }),
             session_id: session_id.to_string(),
+            meter: crate::cost::Meter::default(),
         })
     }
 
     pub fn session_id(&self) -> &str {
         &self.session_id
+    }
+
+    /// What each running task has spent so far (`crate::cost::Meter::take` at its end).
+    pub fn meter(&self) -> &crate::cost::Meter {
+        &self.meter
     }
 
     /// Writes `{"event_type":…,"event_id":"evt_…","parent_id":…,"session_id":…,"timestamp":<unix
@@ -127,6 +136,7 @@ impl TraceWriter {
                 format!("trace field `{k}` would repeat a common key"),
             ));
         }
+        self.meter.note(event_type, fields);
         let event_id = ids::mint(IdKind::Event);
         let line = render_record(event_type, &event_id, parent_id, &self.session_id, timestamp_ms, fields);
         // A panic while holding the lock cannot leave a half line behind: write_all is the only

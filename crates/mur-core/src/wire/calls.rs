@@ -175,6 +175,9 @@ pub struct CalleeTask {
     /// `metadata.murmur.askedBy` while the task asks: member names, innermost first, at most
     /// [`MAX_ASKED_BY`]; anything that is not a member name is dropped.
     pub asked_by: Vec<String>,
+    /// `metadata.murmur.subtreeCost`: what the task and every call below it spent, as its door
+    /// reports it (docs/reference/formation.md#cost-roll-up).
+    pub subtree_cost: Option<crate::cost::Cost>,
 }
 
 impl CalleeTask {
@@ -242,6 +245,9 @@ impl CalleeTask {
             no_answer,
             no_answer_below,
             asked_by,
+            subtree_cost: murmur
+                .and_then(|m| m.get("subtreeCost"))
+                .and_then(crate::cost::Cost::from_wire),
         }
     }
 }
@@ -255,6 +261,8 @@ pub struct Ended {
     pub no_answer_below: Vec<NoAnswerBelow>,
     /// Who asked, innermost first (`metadata.murmur.askedBy`), for an input-required outcome.
     pub asked_by: Vec<String>,
+    /// What the callee's task and its calls spent, when its door said (`metadata.murmur.subtreeCost`).
+    pub subtree_cost: Option<crate::cost::Cost>,
 }
 
 impl Ended {
@@ -264,6 +272,7 @@ impl Ended {
             output: output.into(),
             no_answer_below: Vec::new(),
             asked_by: Vec::new(),
+            subtree_cost: None,
         }
     }
 }
@@ -304,6 +313,7 @@ fn task_outcome(member: &str, task: &Value) -> Poll {
             output: text(format!("{member} asked a question without text")),
             no_answer_below: Vec::new(),
             asked_by: view.asked_by.clone(),
+            subtree_cost: None,
         },
         Some(s) if !s.is_terminal() => return Poll::Live,
         Some(TaskState::Completed) => Ended::new(CallStatus::Completed, view.answer.clone().unwrap_or_default()),
@@ -312,12 +322,15 @@ fn task_outcome(member: &str, task: &Value) -> Poll {
             output: text(format!("{member} ended its task without an answer")),
             no_answer_below: view.no_answer_below.clone(),
             asked_by: Vec::new(),
+            subtree_cost: None,
         },
         Some(TaskState::Failed) => Ended::new(CallStatus::Failed, text(format!("{member}'s task failed"))),
         Some(TaskState::Canceled) => Ended::new(CallStatus::Canceled, text(format!("{member}'s task was canceled"))),
         Some(_) => Ended::new(CallStatus::Rejected, text(format!("{member} rejected the task"))),
     };
-    Poll::Ended(ended)
+    // A task that asks has not ended: its cost comes with its end.
+    let subtree_cost = view.subtree_cost.filter(|_| ended.status != CallStatus::InputRequired);
+    Poll::Ended(Ended { subtree_cost, ..ended })
 }
 
 /// What one stream event says about the followed task.
