@@ -232,19 +232,44 @@ fn normalised(text: &str, sandbox: &Path) -> String {
         .collect::<Vec<_>>()
         .iter()
         .map(|line| {
-            // A call line may end in its callee's grant (`  [task: lead]`) after the duration.
-            let (body, grant) = match line.find(" ms  [") {
+            // A call line may end in its subtree's cost (`  [subtree: 0 tokens in, …, 2 ms]`)
+            // and its callee's grant (`  [task: lead]`) after the duration.
+            let (body, tail) = match line.find(" ms  [") {
                 Some(i) => line.split_at(i + " ms".len()),
                 None => (line.as_str(), ""),
             };
+            let tail = numbers_in_subtree_cost(tail);
             match body.strip_suffix(" ms").and_then(|l| l.rsplit_once("  ")) {
                 Some((head, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
-                    format!("{head}  <N> ms{grant}\n")
+                    format!("{head}  <N> ms{tail}\n")
                 }
                 _ => format!("{line}\n"),
             }
         })
         .collect()
+}
+
+/// The numbers of a `[subtree: …]` bracket (its time varies by run) shown as `<N>`; the rest of
+/// the line as it is.
+fn numbers_in_subtree_cost(tail: &str) -> String {
+    let Some(start) = tail.find("[subtree: ") else {
+        return tail.to_string();
+    };
+    let end = tail[start..].find(']').map_or(tail.len(), |e| start + e);
+    let mut cost = String::new();
+    let mut in_number = false;
+    for ch in tail[start..end].chars() {
+        if ch.is_ascii_digit() {
+            if !in_number {
+                cost.push_str("<N>");
+            }
+            in_number = true;
+        } else {
+            in_number = false;
+            cost.push(ch);
+        }
+    }
+    format!("{}{cost}{}", &tail[..start], &tail[end..])
 }
 
 fn snapshot(rel: &str, actual: &str) {
