@@ -121,6 +121,8 @@ impl CardFacts {
                 "uri": CAPSULE_EXTENSION,
             }));
         }
+        // [ours] Every door takes a client's deadline and budget, which only narrow.
+        extensions.push(crate::wire::limits::card_entry());
         let mut card = json!({
             "capabilities": {
                 "extendedAgentCard": self.authenticating,
@@ -241,7 +243,8 @@ mod tests {
         let want_public = concat!(
             r#"{"capabilities":{"extendedAgentCard":false,"extensions":["#,
             r#"{"params":{"methods":["SendMessage","GetTask"],"peerTasks":true},"uri":"https://docs.murmur.nexus/reference/agent-card/#murmur-door-v1"},"#,
-            r#"{"params":{"network":["localhost"],"planes":[],"sessionId":"ses_0199c4e2f1b7712a9d3e4f5061728394","shell":false,"tools":[]},"uri":"https://docs.murmur.nexus/reference/agent-card/#murmur-capsule-v1"}"#,
+            r#"{"params":{"network":["localhost"],"planes":[],"sessionId":"ses_0199c4e2f1b7712a9d3e4f5061728394","shell":false,"tools":[]},"uri":"https://docs.murmur.nexus/reference/agent-card/#murmur-capsule-v1"},"#,
+            r#"{"description":"a task's deadline (Unix ms) and token budget; they only narrow what the formation grants","required":false,"uri":"urn:mur:a2a:limits:v1"}"#,
             r#"],"pushNotifications":true,"streaming":true},"defaultInputModes":["text/plain","application/json"],"defaultOutputModes":["text/plain"],"description":"writes code","name":"local/coder","#,
             r#""skills":[{"description":"writes code","id":"coder","name":"local/coder","tags":["coder"]}],"#,
             r#""supportedInterfaces":[{"protocolBinding":"JSONRPC","protocolVersion":"1.0","url":"http://localhost:4242"}],"version":"1.2.0"}"#
@@ -260,7 +263,7 @@ mod tests {
         let auth = facts(true);
         let public = auth.card(false);
         assert_eq!(public["capabilities"]["extendedAgentCard"], true);
-        assert_eq!(public["capabilities"]["extensions"].as_array().map(Vec::len), Some(1));
+        assert_eq!(public["capabilities"]["extensions"].as_array().map(Vec::len), Some(2));
         let ext = auth.card(true);
         assert_eq!(ext["capabilities"]["extensions"][1]["uri"], CAPSULE_EXTENSION);
     }

@@ -52,6 +52,16 @@ async fn send(params: &Map<String, Value>, call: &Call<'_>, streaming: bool) -> 
     if push_config.is_some() {
         call.push.check_room(call.board)?;
     }
+    // A client outside the formation may narrow the task's deadline and budget; a member's call
+    // is bounded by its grant alone, so what it writes in metadata is not read
+    // (docs/reference/formation.md#limits-across-the-formations-edge).
+    let limits = match call.caller.member_name() {
+        Some(_) => None,
+        None => {
+            let metadata = params.get("message").and_then(|m| m.get("metadata"));
+            crate::wire::limits::read(metadata).map_err(|why| RpcError::invalid_param("message.metadata", &why))?
+        }
+    };
     // Pinned until the reply is built: the task's end must not be forgotten before it is shown.
     let (snap, pin) = call.board.submit_pinned(NewTask {
         text: offer.text,
@@ -63,6 +73,7 @@ async fn send(params: &Map<String, Value>, call: &Call<'_>, streaming: bool) -> 
         trust: call.provenance.trust,
         traceparent: call.traceparent.clone(),
         grant: call.grant.clone(),
+        limits,
     });
     if let Some(p) = push_config {
         // Room was checked above, with no await since: a new task holds no config yet.

@@ -345,7 +345,7 @@ fn card_is_public_and_extended_card_needs_a_token() {
     let port = d.url.trim_start_matches("localhost:");
     let want = format!(
         concat!(
-            r#"{{"capabilities":{{"extendedAgentCard":true,"extensions":[{{"params":{{"methods":["SendMessage","SendStreamingMessage","GetTask","ListTasks","CancelTask","SubscribeToTask","GetExtendedAgentCard","CreateTaskPushNotificationConfig","GetTaskPushNotificationConfig","ListTaskPushNotificationConfigs","DeleteTaskPushNotificationConfig"],"peerTasks":true}},"uri":"https://docs.murmur.nexus/reference/agent-card/#murmur-door-v1"}}],"pushNotifications":true,"streaming":true}},"#,
+            r#"{{"capabilities":{{"extendedAgentCard":true,"extensions":[{{"params":{{"methods":["SendMessage","SendStreamingMessage","GetTask","ListTasks","CancelTask","SubscribeToTask","GetExtendedAgentCard","CreateTaskPushNotificationConfig","GetTaskPushNotificationConfig","ListTaskPushNotificationConfigs","DeleteTaskPushNotificationConfig"],"peerTasks":true}},"uri":"https://docs.murmur.nexus/reference/agent-card/#murmur-door-v1"}},{{"description":"a task's deadline (Unix ms) and token budget; they only narrow what the formation grants","required":false,"uri":"urn:mur:a2a:limits:v1"}}],"pushNotifications":true,"streaming":true}},"#,
             r#""defaultInputModes":["text/plain","application/json"],"defaultOutputModes":["text/plain"],"description":"writes code","name":"local/coder","#,
             r#""securityRequirements":[{{"schemes":{{"bearer":{{"list":[]}}}}}}],"#,
             r#""securitySchemes":{{"bearer":{{"httpAuthSecurityScheme":{{"description":"minted by this door's runtime: for its operator, or for a formation member that may call it","scheme":"Bearer"}}}}}},"#,
@@ -1574,4 +1574,28 @@ fn a_resume_past_the_log_gets_a_marked_snapshot() {
 
 fn replay_catch_up(board: &Board, id: &str, log: &mut tasks::StreamLog) {
     super::replay::catch_up(board, id, log, None).expect("the task");
+}
+
+/// docs/reference/formation.md#limits-across-the-formations-edge: a client's limits are read
+/// (malformed ones refused before a task exists); a member's metadata is not read at all, so
+/// nothing it writes there can bound or widen its callee's task (its grant does).
+#[test]
+fn only_a_clients_limits_are_read() {
+    let sk = SigningKey::generate().expect("key");
+    let d = start(member_config(&sk, true));
+    let planner = format!("Bearer {}", sk.mint(FRM, "planner", "coder"));
+    let send = |auth: &str, limits: Value| {
+        let params = json!({"message": {"messageId": "m-l", "role": "ROLE_USER", "parts": [{"text": "op task"}],
+                            "metadata": {crate::wire::limits::URI: limits}},
+                            "configuration": {"returnImmediately": true}});
+        d.rpc(Some(auth), "SendMessage", params)
+    };
+    let malformed = json!({"budgetTokens": 0});
+    let refused = send(&d.op(), malformed.clone());
+    assert_eq!(code(&refused), -32602, "{refused}");
+    assert!(refused.to_string().contains("budgetTokens"), "{refused}");
+    let fine = send(&d.op(), json!({"budgetTokens": 10}));
+    assert!(fine["result"]["task"]["id"].is_string(), "{fine}");
+    let from_member = send(&planner, malformed);
+    assert!(from_member["result"]["task"]["id"].is_string(), "{from_member}");
 }

@@ -231,6 +231,7 @@ mod tests {
             trust: Trust::Untrusted,
             traceparent: None,
             grant: None,
+            limits: None,
         }
     }
 

@@ -349,6 +349,33 @@ impl BudgetKeeper {
     /// [`BudgetKeeper::delegate`]'s decision, before signing.
     pub fn narrowed(&self, holder: usize, d: &Delegate) -> Result<grant::Grant, Refusal> {
         let caller = self.names.get(holder).ok_or(Refusal::BadRequest)?;
+        // A member's own root, for a task a client sent with limits of its own
+        // (docs/reference/formation.md#limits-across-the-formations-edge): the formation's root,
+        // narrowed to them, with no hop.
+        if let Parent::Root(origin) = &d.parent
+            && d.callee == *caller
+        {
+            let formation_left = self
+                .ledger
+                .as_ref()
+                .map(|l| u64::try_from(crate::sync::lock(l).left()).unwrap_or(0));
+            let root = grant::Grant::root(
+                &self.delegation.formation_id,
+                ids::mint(IdKind::Grant),
+                caller,
+                origin.clone(),
+                self.delegation.deadline_ms,
+                None,
+            );
+            let ask = Request {
+                caller: caller.clone(),
+                task: d.task.clone(),
+                callee: d.callee.clone(),
+                deadline_ms: d.deadline_ms,
+                budget: d.budget,
+            };
+            return grant::own_root(root, formation_left, &ask, now_ms());
+        }
         let may_call = self
             .delegation
             .callees

@@ -272,11 +272,29 @@ pub async fn run_task(agent: &RemoteAgent, work: &Work, board: &Arc<Board>, aske
     // Every request carries the task's trace context, whether or not spans are exported.
     let traceparent = crate::otel::task_traceparent(&work.task_id)
         .or_else(|| wire::forwarded_traceparent(work.traceparent.as_deref(), &work.task_id, span_id()));
-    let headers = agent.headers(traceparent.as_deref());
+    // The task's deadline and budget go with it, under the limits extension; the deadline is
+    // this member's to keep whatever the agent does (the executor cancels the task at it, and
+    // the cancel is forwarded).
+    let limits = match &work.grant {
+        Some(g) => Some(crate::wire::limits::Limits {
+            deadline_ms: g.deadline_ms,
+            budget: g.budget,
+        }),
+        None => work.limits,
+    }
+    .filter(|l| !l.is_none());
+    let mut headers = agent.headers(traceparent.as_deref());
+    if limits.is_some() {
+        headers.push((
+            HeaderName::from_static("a2a-extensions"),
+            HeaderValue::from_static(crate::wire::limits::URI),
+        ));
+    }
     let x = Exchange {
         agent,
         client: &client,
         headers: &headers,
+        limits: limits.as_ref(),
         board,
         task_id: &work.task_id,
         poll: Timing::get().answer_poll,
@@ -354,6 +372,8 @@ struct Exchange<'a> {
     agent: &'a RemoteAgent,
     client: &'a Client,
     headers: &'a [(HeaderName, HeaderValue)],
+    /// The task's deadline and budget, sent with each message.
+    limits: Option<&'a crate::wire::limits::Limits>,
     board: &'a Arc<Board>,
     task_id: &'a str,
     poll: Duration,
@@ -368,13 +388,13 @@ impl Exchange<'_> {
         let streaming = self.agent.streaming();
         let request_id = format!("{}-{round}", self.task_id);
         let message_id = format!("msg_{}-{round}", self.task_id);
-        let body = wire::message_body(
+        let body = wire::message_body_within(
             streaming,
             &request_id,
             &message_id,
             text,
-            remote.task_id.as_deref(),
-            remote.context_id.as_deref(),
+            (remote.task_id.as_deref(), remote.context_id.as_deref()),
+            self.limits,
         );
         let head = self.send(body, streaming, deadline).await?;
         if head.stream {

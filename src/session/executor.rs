@@ -24,6 +24,7 @@ use crate::runner::{
 use crate::tasks::{Board, TaskOutcome, Work};
 use crate::timing::Timing;
 use crate::trace::TraceWriter;
+use crate::wire::limits::Limits;
 
 use super::journal::Journal;
 use super::records::Console;
@@ -89,6 +90,14 @@ pub trait TaskSetup: Send + Sync {
     fn formation_ends_within(&self, _grace: Duration) -> crate::runner::BoxFuture<'_, bool> {
         Box::pin(async { false })
     }
+    /// The grant a task that came with no grant but with a client's `limits` runs under: the
+    /// launcher's root for it, narrowed to them
+    /// (docs/reference/formation.md#limits-across-the-formations-edge). `Ok(None)` without a
+    /// launcher to ask (the limits then bound the task's deadline alone); `Err(why)` when the
+    /// launcher refuses (the task then fails before it runs).
+    fn root_grant(&self, _work: &Work, _limits: Limits) -> Result<Option<Arc<crate::grant::Grant>>, String> {
+        Ok(None)
+    }
     /// The task left the queue and is about to run (`task_start`, its span).
     fn started(&self, _work: &Work) {}
     /// What the task and its calls spent, its run having taken `wall_ms`; forgotten here once
@@ -130,19 +139,38 @@ async fn drain(
     only_one: bool,
     events: UnboundedSender<ExecEvent>,
 ) {
-    while let Some(work) = board.next_work().await {
+    while let Some(mut work) = board.next_work().await {
         let task_id = work.task_id.clone();
         let _ = events.send(ExecEvent::Started {
             task_id: task_id.clone(),
         });
+        // A client's limits narrow the root the task's calls and turns are granted under.
+        if work.grant.is_none()
+            && let Some(limits) = work.limits
+        {
+            match setup.root_grant(&work, limits) {
+                Ok(grant) => work.grant = grant,
+                Err(why) => {
+                    board.finish(&task_id, TaskOutcome::Failed(why));
+                    drop(work);
+                    let _ = events.send(ExecEvent::Done { task_id });
+                    if only_one {
+                        wait_closed(&board).await;
+                        break;
+                    }
+                    continue;
+                }
+            }
+        }
         setup.started(&work);
         let began = std::time::Instant::now();
-        // The grant's deadline ends the task `canceled` (docs/reference/formation.md#grants).
-        let deadline = work
-            .grant
-            .as_ref()
-            .and_then(|g| g.deadline_ms)
-            .map(|ms| at_deadline(Arc::clone(&board), task_id.clone(), ms));
+        // The grant's deadline (or, with no launcher to grant, the client's) ends the task
+        // `canceled` (docs/reference/formation.md#grants).
+        let deadline = match &work.grant {
+            Some(g) => g.deadline_ms,
+            None => work.limits.and_then(|l| l.deadline_ms),
+        }
+        .map(|ms| at_deadline(Arc::clone(&board), task_id.clone(), ms));
         // The board's cancellation drives a component's or a model's signal; the bridge dies with
         // the task. A remote task follows the board's cancellation itself.
         let mut bridge = None;
@@ -392,6 +420,8 @@ pub fn task_setup(
             .map(|s| Duration::from_secs(s).min(crate::timing::MAX_KNOB)),
         journal,
         lifeline,
+        authority: None,
+        verify_key: first.and_then(FirstLine::key),
     }
 }
 
@@ -411,6 +441,18 @@ pub struct Setup {
     journal: Journal,
     /// The member's lifeline, when it has one: whether its formation has ended.
     lifeline: Option<LifelineProbe>,
+    /// The launcher's authority, which grants a client's task its narrowed root.
+    authority: Option<Arc<crate::runner::authority::Authority>>,
+    /// The formation's verify key, which the launcher's grants are opened with.
+    verify_key: Option<crate::token::VerifyKey>,
+}
+
+impl Setup {
+    /// Tasks a client sent with limits are granted their root by the launcher's `authority`.
+    pub fn with_authority(mut self, authority: Option<Arc<crate::runner::authority::Authority>>) -> Setup {
+        self.authority = authority;
+        self
+    }
 }
 
 impl TaskSetup for Setup {
@@ -446,6 +488,31 @@ impl TaskSetup for Setup {
                 None => false,
             }
         })
+    }
+
+    fn root_grant(&self, work: &Work, limits: Limits) -> Result<Option<Arc<crate::grant::Grant>>, String> {
+        use crate::runner::authority::Undelegated;
+        let (Some(authority), Some(key), Some(member)) = (&self.authority, &self.verify_key, &self.member_name) else {
+            return Ok(None);
+        };
+        let refused = |why: String| {
+            crate::diag::Diagnostic::new(
+                crate::diag::E_GRT_003,
+                format!("the launcher refused the task's grant under the limits its client sent: {why}"),
+            )
+            .to_string()
+        };
+        let parent = crate::wire::authority_line::Parent::Root(root_origin(work));
+        match authority.delegate(parent, &work.task_id, member, limits.deadline_ms, limits.budget) {
+            Ok(wire) => crate::grant::Grant::open(key, &wire)
+                .map(|g| Some(Arc::new(g)))
+                .map_err(|why| refused(why.to_string())),
+            Err(Undelegated::Unreachable(why)) => {
+                tracing::debug!("no root grant for task {}: {why}", work.task_id);
+                Ok(None)
+            }
+            Err(Undelegated::Refused(why)) => Err(refused(why.to_string())),
+        }
     }
 
     fn started(&self, work: &Work) {

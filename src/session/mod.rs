@@ -500,15 +500,22 @@ impl Session {
     ) -> (mpsc::UnboundedReceiver<ExecEvent>, actix_rt::Arbiter) {
         let (exec_tx, exec) = mpsc::unbounded_channel();
         let arbiter = actix_rt::Arbiter::new();
-        let setup = Arc::new(executor::task_setup(
-            p.membership.as_ref().map(|m| m.formation_id.clone()),
-            p.membership.as_ref().and_then(|m| m.first.as_ref()),
-            &p.capsule.manifest,
-            member_calls,
-            &self.records.bootstrap_log(),
-            self.journal.clone(),
-            lifeline_probe,
-        ));
+        let setup = Arc::new(
+            executor::task_setup(
+                p.membership.as_ref().map(|m| m.formation_id.clone()),
+                p.membership.as_ref().and_then(|m| m.first.as_ref()),
+                &p.capsule.manifest,
+                member_calls,
+                &self.records.bootstrap_log(),
+                self.journal.clone(),
+                lifeline_probe,
+            )
+            .with_authority(
+                p.membership
+                    .as_ref()
+                    .and_then(|m| m.authority.as_ref().map(|(a, _)| Arc::clone(a))),
+            ),
+        );
         if !executor::spawn(
             &arbiter.handle(),
             Arc::clone(board),

@@ -123,6 +123,9 @@ pub struct NewTask {
     /// The grant the calling member's call came with, as the door verified it
     /// (docs/reference/formation.md#grants).
     pub grant: Option<Arc<crate::grant::Grant>>,
+    /// The deadline and budget a client outside the formation sent with the task
+    /// (docs/reference/formation.md#limits-across-the-formations-edge); they only narrow.
+    pub limits: Option<crate::wire::limits::Limits>,
 }
 
 /// What the observer hook is told, in order. Every task gets `Received` once and `Ended` once.

@@ -502,3 +502,73 @@ fn an_operators_cancel_of_the_root_task_reaches_every_level_of_its_calls() {
     let (code, _, err) = launcher.wait(Duration::from_secs(30));
     assert_eq!(code, 143, "{err}");
 }
+
+/// The limits extension's key in a message's metadata.
+const LIMITS: &str = "urn:mur:a2a:limits:v1";
+
+fn limited_task(text: &str, limits: Value) -> Value {
+    json!({"message": {"messageId": format!("msg-{text}"), "role": "ROLE_USER", "parts": [{"text": text}],
+           "metadata": {LIMITS: limits}}})
+}
+
+/// A client's deadline and budget sent with the entry's task (the limits extension) narrow the
+/// root it runs under and every call below it; a budget wider than what the formation has left
+/// is cut to it; a member's own metadata is not read (its call carries a grant).
+#[test]
+fn a_clients_limits_narrow_its_task_and_every_call_below_and_never_widen() {
+    let (sb, dir, _provider) = formation(json!({}), Duration::ZERO);
+    let launcher = crate::support::Launcher::start(&sb, &dir, &["--max-tokens", "100000"], &[(KEY_VAR, KEY)]);
+    let lead = crate::support::running_record(&sb, "lead");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(0));
+    let deadline_ms = now + 600_000;
+    let reply = crate::support::door_rpc(
+        &lead,
+        "SendMessage",
+        limited_task("build it", json!({"budgetTokens": 5000, "deadlineMs": deadline_ms})),
+    );
+    assert_eq!(
+        reply["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED",
+        "{reply}\n{}",
+        launcher.stderr()
+    );
+    let root = one(&sb, "lead", "task_grant");
+    assert!(
+        root["grant_id"].as_str().is_some_and(|g| g.starts_with("grt_")),
+        "{root}"
+    );
+    assert_eq!(root["origin"], "operator", "{root}");
+    assert_eq!(root["chain"], json!([]), "{root}");
+    assert_eq!(
+        (&root["deadline_ms"], &root["budget"]),
+        (&json!(deadline_ms), &json!(5000))
+    );
+    for member in ["mid", "deep"] {
+        let g = one(&sb, member, "task_grant");
+        assert_eq!(g["deadline_ms"], deadline_ms, "{member}: {g}");
+        assert!(g["budget"].as_u64().is_some_and(|b| b <= 5000), "{member}: {g}");
+        assert_eq!(g["origin"], "operator", "{member}: {g}");
+    }
+
+    // Wider than the formation's budget: only what it has left.
+    let reply = crate::support::door_rpc(
+        &lead,
+        "SendMessage",
+        limited_task("build it", json!({"budgetTokens": 1_000_000_000_000u64})),
+    );
+    assert_eq!(
+        reply["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{reply}"
+    );
+    let roots = records(&sb, "lead", "task_grant");
+    assert_eq!(roots.len(), 2, "{roots:?}");
+    let budget = roots[1]["budget"].as_u64().expect("a budget");
+    assert!(budget <= 100_000, "never wider than the formation's: {}", roots[1]);
+    assert_eq!(roots[1]["deadline_ms"], Value::Null, "{}", roots[1]);
+
+    launcher.signal(nix::sys::signal::Signal::SIGTERM);
+    let (code, _, err) = launcher.wait(Duration::from_secs(30));
+    assert_eq!(code, 143, "{err}");
+}

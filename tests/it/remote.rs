@@ -909,3 +909,102 @@ fn a_remote_member_trusts_only_a_card_signed_by_the_key_it_pins() {
     );
     assert_eq!(tasks(), 1, "the agent got no task from a member that does not trust it");
 }
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+const LIMITS: &str = "urn:mur:a2a:limits:v1";
+
+/// A client's deadline and budget reach the remote agent under the limits extension the card
+/// declares, and the member ends the task at the deadline itself, though the agent would go on,
+/// forwarding the cancel. Malformed limits are refused before a task exists; a task without any
+/// sends none.
+#[test]
+fn a_remote_member_forwards_its_tasks_limits_and_keeps_their_deadline_itself() {
+    let far = hostile_agent();
+    let sb = Sandbox::new();
+    let manifest = format!(
+        "name: hostile\nversion: 0.1.0\nremote:\n  url: {}/\n  timeout: 60\n{AUTH}{}",
+        far.url(),
+        serve(8)
+    );
+    sb.install_manifest("hostile", &manifest);
+    let d = Door::start(&sb, "hostile", &[]);
+    let op = d.op();
+    let card: Value = serde_json::from_str(&d.get("/.well-known/agent-card.json", None).body).expect("card");
+    let declared = card["capabilities"]["extensions"]
+        .as_array()
+        .expect("extensions")
+        .iter()
+        .any(|e| e["uri"] == LIMITS && e["required"] == false);
+    assert!(declared, "the card declares the extension: {card}");
+
+    // "endless" streams `working` and then nothing for 8 s; remote.timeout is 60 s: only the
+    // client's deadline can end it in time.
+    let deadline_ms = now_ms() + 1500;
+    let reply = d.rpc(
+        Some(&op),
+        "SendMessage",
+        json!({"message": {"messageId": "m-lim", "role": "ROLE_USER", "parts": [{"text": "endless"}],
+               "metadata": {LIMITS: {"budgetTokens": 700, "deadlineMs": deadline_ms}}}}),
+    );
+    let task = &reply["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_CANCELED", "{reply}");
+    let sent = far
+        .requests()
+        .into_iter()
+        .find(|r| r.json()["params"]["message"]["parts"][0]["text"] == "endless")
+        .expect("the task reached the agent");
+    assert_eq!(sent.header("a2a-extensions"), Some(LIMITS));
+    assert_eq!(
+        sent.json()["params"]["message"]["metadata"][LIMITS],
+        json!({"budgetTokens": 700, "deadlineMs": deadline_ms})
+    );
+    let forwarded = crate::support::wait_until(Duration::from_secs(10), || {
+        far.requests().iter().any(|r| r.json()["method"] == "CancelTask")
+    });
+    assert!(forwarded.is_some(), "the cancel at the deadline was forwarded");
+    let canceled = d
+        .trace()
+        .into_iter()
+        .find(|r| r["event_type"] == "task_canceled")
+        .expect("task_canceled");
+    assert!(
+        canceled["reason"].as_str().is_some_and(|r| r.contains("E-GRT-002")),
+        "{canceled}"
+    );
+
+    for (bad, field) in [
+        (json!({"budgetTokens": 0}), "budgetTokens"),
+        (json!({"deadlineMs": "soon"}), "deadlineMs"),
+        (json!(7), "must be an object"),
+    ] {
+        let before = far.requests().len();
+        let refused = d.rpc(
+            Some(&op),
+            "SendMessage",
+            json!({"message": {"messageId": "m-bad", "role": "ROLE_USER", "parts": [{"text": "busy"}],
+                   "metadata": {LIMITS: bad}}}),
+        );
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+        assert!(refused.to_string().contains(field), "{refused}");
+        assert_eq!(far.requests().len(), before, "no task was forwarded");
+    }
+
+    let plain = d.send(Some(&op), "busy", false);
+    assert_eq!(plain["status"]["state"], "TASK_STATE_COMPLETED", "{plain}");
+    let last = far
+        .requests()
+        .into_iter()
+        .rfind(|r| r.json()["params"]["message"]["parts"][0]["text"] == "busy")
+        .expect("busy");
+    assert_eq!(last.header("a2a-extensions"), None);
+    assert!(
+        last.json()["params"]["message"].get("metadata").is_none(),
+        "{}",
+        last.text()
+    );
+}

@@ -331,6 +331,36 @@ pub fn narrow(
     })
 }
 
+/// A member's own root for a task a client outside the formation sent with limits
+/// (docs/reference/formation.md#limits-across-the-formations-edge): `root`, the formation's root
+/// at that member, narrowed to `ask`'s deadline and budget and to what the formation's budget
+/// has left (`formation_left`), with no hop. Only the member itself may ask for it.
+pub fn own_root(root: Grant, formation_left: Option<u64>, ask: &Request, now_ms: u64) -> Result<Grant, Refusal> {
+    let hop = Hop {
+        member: ask.caller.clone(),
+        task: ask.task.clone(),
+    };
+    if !hop.valid() {
+        return Err(Refusal::BadRequest);
+    }
+    if ask.callee != ask.caller || root.callee != ask.caller {
+        return Err(Refusal::NotTheHolder);
+    }
+    let deadline_ms = min_some(root.deadline_ms, ask.deadline_ms);
+    if deadline_ms.is_some_and(|d| d <= now_ms) {
+        return Err(Refusal::Expired);
+    }
+    let budget = min_some(min_some(root.budget, formation_left), ask.budget);
+    if budget == Some(0) {
+        return Err(Refusal::Spent);
+    }
+    Ok(Grant {
+        deadline_ms,
+        budget,
+        ..root
+    })
+}
+
 /// The lesser of two optional limits, `None` meaning none.
 fn min_some(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     match (a, b) {
@@ -427,6 +457,46 @@ mod tests {
                 }]
             );
         }
+    }
+
+    #[test]
+    fn a_clients_limits_only_narrow_a_members_own_root() {
+        // (formation deadline, formation left, asked deadline, asked budget) → (deadline, budget) or refusal
+        type Row = (
+            Option<u64>,
+            Option<u64>,
+            Option<u64>,
+            Option<u64>,
+            Result<(Option<u64>, Option<u64>), Refusal>,
+        );
+        let table: &[Row] = &[
+            (None, None, None, None, Ok((None, None))),
+            (None, None, Some(5000), Some(30), Ok((Some(5000), Some(30)))),
+            (Some(4000), None, Some(5000), None, Ok((Some(4000), None))),
+            (Some(6000), None, Some(5000), None, Ok((Some(5000), None))),
+            (None, Some(20), None, Some(30), Ok((None, Some(20)))),
+            (None, Some(40), None, Some(30), Ok((None, Some(30)))),
+            (None, Some(40), None, None, Ok((None, Some(40)))),
+            (None, None, Some(1000), None, Err(Refusal::Expired)),
+            (Some(900), None, Some(5000), None, Err(Refusal::Expired)),
+            (None, Some(0), None, Some(30), Err(Refusal::Spent)),
+        ];
+        for (i, &(fd, left, ad, ab, want)) in table.iter().enumerate() {
+            let got = own_root(root(fd, None), left, &ask("lead", "lead", ad, ab), 1000).map(|g| {
+                assert!(g.chain.is_empty(), "row {i}: a root has no hop");
+                assert_eq!((g.callee.as_str(), &g.origin), ("lead", &Origin::Operator), "row {i}");
+                (g.deadline_ms, g.budget)
+            });
+            assert_eq!(got, want, "row {i}");
+        }
+        // Only for the member itself, and a well-formed task.
+        assert_eq!(
+            own_root(root(None, None), None, &ask("lead", "a", None, Some(5)), 1000),
+            Err(Refusal::NotTheHolder)
+        );
+        let mut bad = ask("lead", "lead", None, Some(5));
+        bad.task = "tsk_nope".into();
+        assert_eq!(own_root(root(None, None), None, &bad, 1000), Err(Refusal::BadRequest));
     }
 
     #[test]

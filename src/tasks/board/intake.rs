@@ -17,6 +17,7 @@ impl Board {
             trust: Trust::Trusted,
             traceparent: None,
             grant: None,
+            limits: None,
         };
         self.insert(new, true, false)
     }
@@ -142,6 +143,7 @@ impl Board {
                 text,
                 traceparent,
                 grant,
+                limits: new.limits,
                 created: st.seq,
                 cancel: watch::channel(false).0,
                 pins: u32::from(pinned),

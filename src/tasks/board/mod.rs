@@ -64,6 +64,8 @@ struct Entry {
     traceparent: Option<String>,
     /// The grant its call came with, until the executor takes it.
     grant: Option<Arc<crate::grant::Grant>>,
+    /// A client's limits sent with the task, until the executor takes them.
+    limits: Option<crate::wire::limits::Limits>,
     /// Change number at creation: orders a context's exchanges.
     created: u64,
     cancel: watch::Sender<bool>,

@@ -21,6 +21,9 @@ pub struct Work {
     /// The grant the task runs under (docs/reference/formation.md#grants): its deadline, and
     /// what its own calls are narrowed from. `None` for a task that came with none.
     pub grant: Option<Arc<crate::grant::Grant>>,
+    /// A client's limits sent with the task (docs/reference/formation.md#limits-across-the-formations-edge):
+    /// what its grant is narrowed to when it came with none.
+    pub limits: Option<crate::wire::limits::Limits>,
     pub cancel: Cancel,
     _slot: Slot,
 }
@@ -89,6 +92,7 @@ impl Board {
                 owner: e.snap.owner.clone(),
                 traceparent: e.traceparent.take(),
                 grant: e.grant.take(),
+                limits: e.limits.take(),
                 cancel: Cancel(e.cancel.subscribe()),
                 _slot: Slot {
                     board: Arc::clone(self),

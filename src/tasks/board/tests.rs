@@ -12,6 +12,7 @@ fn offer(text: &str) -> NewTask {
         trust: Trust::Untrusted,
         traceparent: None,
         grant: None,
+        limits: None,
     }
 }
 

@@ -8,6 +8,8 @@
 //!   (docs/reference/formation.md#the-formation-channel).
 //! - `jsonrpc` — the door's JSON-RPC 2.0 framing (docs/reference/door.md#request-pipeline,
 //!   docs/reference/door.md#errors).
+//! - `limits` — the limits extension [ours]: a task's deadline and token budget across the
+//!   formation's edge (from clients, to remote agents), which only narrow.
 //! - `live_task` — what `mur ui` shows of a task as its door reports it (state, question,
 //!   the answer text as it streams), bounded.
 //! - `mcp_tasks` — the MCP tasks extension (`io.modelcontextprotocol/tasks`) and input requests:
@@ -36,6 +38,7 @@ pub mod calls;
 pub mod channel_line;
 pub mod http1;
 pub mod jsonrpc;
+pub mod limits;
 pub mod live_task;
 pub mod mcp;
 pub mod mcp_tasks;

@@ -315,6 +315,19 @@ pub fn message_body(
     task_id: Option<&str>,
     context_id: Option<&str>,
 ) -> String {
+    message_body_within(streaming, request_id, message_id, text, (task_id, context_id), None)
+}
+
+/// [`message_body`] carrying the task's `limits` in the message's metadata under the limits
+/// extension (`wire::limits`), when it has any.
+pub fn message_body_within(
+    streaming: bool,
+    request_id: &str,
+    message_id: &str,
+    text: &str,
+    (task_id, context_id): (Option<&str>, Option<&str>),
+    limits: Option<&crate::wire::limits::Limits>,
+) -> String {
     let mut message = format!(
         "{{\"messageId\":{},\"parts\":[{{\"text\":{}}}],\"role\":\"ROLE_USER\"",
         lit(message_id),
@@ -322,6 +335,13 @@ pub fn message_body(
     );
     if let Some(c) = context_id {
         message.push_str(&format!(",\"contextId\":{}", lit(c)));
+    }
+    if let Some(l) = limits.filter(|l| !l.is_none()) {
+        message.push_str(&format!(
+            ",\"metadata\":{{{}:{}}}",
+            lit(crate::wire::limits::URI),
+            l.to_json()
+        ));
     }
     if let Some(t) = task_id {
         message.push_str(&format!(",\"taskId\":{}", lit(t)));
@@ -780,6 +800,20 @@ mod tests {
             r#"{"id":"r1","jsonrpc":"2.0","method":"SendStreamingMessage","params":{"message":{"messageId":"m1","parts":[{"text":"hi \"x\""}],"role":"ROLE_USER"}}}"#
         );
         let b: Value = serde_json::from_str(&message_body(false, "r2", "m2", "yes", Some("t9"), Some("c9"))).unwrap();
+        assert!(b["params"]["message"].get("metadata").is_none());
+        let limits = crate::wire::limits::Limits {
+            deadline_ms: Some(1_800_000_000_000),
+            budget: Some(250),
+        };
+        let within = message_body_within(false, "r3", "m3", "go", (None, None), Some(&limits));
+        let w: Value = serde_json::from_str(&within).unwrap();
+        assert_eq!(
+            crate::wire::limits::read(w["params"]["message"].get("metadata")),
+            Ok(Some(limits))
+        );
+        assert!(
+            within.contains(r#""metadata":{"urn:mur:a2a:limits:v1":{"budgetTokens":250,"deadlineMs":1800000000000}}"#)
+        );
         assert_eq!(b["method"], "SendMessage");
         assert!(
             b["params"].get("configuration").is_none(),
