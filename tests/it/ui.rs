@@ -424,6 +424,19 @@ fn a_running_model_formation_updates_live_and_shows_its_turns_and_tokens() {
         !html.as_str().unwrap_or("").contains("mdt1"),
         "no door token reaches the page"
     );
+    // The lead's timeline shows its call with what the callee's whole subtree spent (the echo
+    // peer: no model, no tool).
+    b.goto(&ui.with_token(&format!("/formation/{frm}")));
+    let calls = b.eval(
+        "[...document.querySelectorAll('section[data-member=\"lead\"] li.step[data-kind=\"call\"]')].map(li => li.textContent)",
+    );
+    let shown = calls.as_array().cloned().unwrap_or_default();
+    assert_eq!(shown.len(), 1, "{calls}");
+    assert!(
+        shown[0].as_str().is_some_and(|t| t.contains("call coder")
+            && t.contains("completed · subtree: 0 tokens in, 0 out, 0 model turns, 0 tool calls, ")),
+        "{calls}"
+    );
 }
 
 #[test]
