@@ -607,6 +607,10 @@ impl TaskEvents for ModelEvents {
             .write(crate::trace::tool_call::RECORD, None, &call.fields());
         crate::otel::tool_call(call, std::time::SystemTime::now());
     }
+
+    fn step_text(&self, step: &str, key: &str, part: &str, text: &str) {
+        self.journal.step_text(&self.task_id, step, key, part, text);
+    }
 }
 
 #[cfg(test)]

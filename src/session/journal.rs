@@ -193,6 +193,17 @@ impl Journal {
     /// `task_text` [ours], in `texts.jsonl` beside the trace, never in the trace: the task's text,
     /// every credential the member holds scrubbed, within the bounds of `trace::texts`.
     pub fn task_text(&self, task_id: &str, text: &str) {
+        self.keep_text(crate::trace::texts::TASK_TEXT, task_id, Vec::new(), text);
+    }
+
+    /// A step's words beside the trace (`step_text`, `trace::texts`): `step` and `key` name the
+    /// step, `part` which of its words; scrubbed and bounded as a task's text is.
+    pub fn step_text(&self, task_id: &str, step: &str, key: &str, part: &str, text: &str) {
+        let naming = vec![("step", step.into()), ("key", key.into()), ("part", part.into())];
+        self.keep_text(crate::trace::texts::STEP_TEXT, task_id, naming, text);
+    }
+
+    fn keep_text(&self, event: &str, task_id: &str, naming: Vec<(&str, Value)>, text: &str) {
         let scrubbed = crate::secret::scrub(text.to_owned());
         let kept = crate::sync::lock(&self.inner.budget).take(task_id, &scrubbed);
         let writer = self.inner.texts.get_or_init(|| {
@@ -207,9 +218,10 @@ impl Journal {
             return;
         };
         let mut fields: Vec<(&str, Value)> = vec![("task_id", task_id.into())];
+        fields.extend(naming);
         fields.extend(kept.fields());
         // A text that cannot be kept is no reason to stop the task: the page says it has none.
-        let _ = writer.write(crate::trace::texts::TASK_TEXT, None, &fields);
+        let _ = writer.write(event, None, &fields);
     }
 
     /// `task_grant` [ours] (docs/reference/formation.md#trace-records): on whose behalf, until when

@@ -120,9 +120,11 @@ impl Recorder {
                 task_id,
                 asked_by,
                 question_bytes,
+                question,
             } => {
                 crate::otel::input_requested(task_id, asked_by, *question_bytes);
                 self.journal.input_requested(task_id, asked_by, *question_bytes);
+                self.journal.step_text(task_id, "question", "", "question", question);
                 if self.is_local(task_id) {
                     self.questions.asked(task_id, asked_by);
                 }
@@ -132,10 +134,14 @@ impl Recorder {
                 waited_ms,
                 answer_bytes,
                 outcome,
+                answer,
             } => {
                 crate::otel::input_received(task_id, outcome.as_str(), *waited_ms, *answer_bytes);
                 self.journal
                     .input_received(task_id, *waited_ms, *answer_bytes, *outcome);
+                if let Some(answer) = answer {
+                    self.journal.step_text(task_id, "question", "", "answer", answer);
+                }
                 if self.is_local(task_id) {
                     self.questions.settled(task_id, *outcome);
                 }

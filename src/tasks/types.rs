@@ -159,6 +159,8 @@ pub enum BoardEvent {
         task_id: String,
         asked_by: Vec<String>,
         question_bytes: usize,
+        /// The question, for the texts kept beside the trace (never the trace itself).
+        question: Arc<str>,
     },
     /// The question is over: answered (the task works again), timed out, or abandoned with its
     /// task (cancelled, the session closing, the caller gone).
@@ -167,6 +169,8 @@ pub enum BoardEvent {
         waited_ms: u64,
         answer_bytes: Option<usize>,
         outcome: InputOutcome,
+        /// The answer, when one came: for the texts kept beside the trace.
+        answer: Option<Arc<str>>,
     },
 }
 

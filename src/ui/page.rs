@@ -211,6 +211,20 @@ fn timeline(t: &TaskRow) -> String {
         if let Some(text) = &s.text {
             let _ = write!(out, "<pre class=\"text\">{}</pre>", e(text));
         }
+        for p in &s.parts {
+            let _ = write!(
+                out,
+                "<div class=\"part\" data-part=\"{label}\"><span class=\"label\">{label}</span>",
+                label = e(&p.label)
+            );
+            if p.note != Some(crate::trace::timeline::TEXT_WITHHELD) {
+                let _ = write!(out, "<pre class=\"text\">{}</pre>", e(&p.text));
+            }
+            if let Some(note) = p.note {
+                let _ = write!(out, "<p class=\"note\">{}</p>", e(note));
+            }
+            out.push_str("</div>");
+        }
         if let Some(note) = s.note {
             let _ = write!(out, "<p class=\"note\">{}</p>", e(note));
         }

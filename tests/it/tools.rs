@@ -191,7 +191,10 @@ fn a_webassembly_tool_answers_the_model_and_its_faults_come_back_as_tool_errors(
 fn a_tasks_text_is_kept_beside_the_trace_and_never_in_it() {
     use std::os::unix::fs::PermissionsExt as _;
     let sb = Sandbox::new();
-    let provider = Provider::start(vec![answer_with_results()]);
+    let provider = Provider::start(vec![
+        calls(&[("c1", "words", json!({"text": format!("{PROVIDER_KEY} one two")}))]),
+        answer_with_results(),
+    ]);
     install(&sb, "counter", provider.url(), WORDS_ENTRY, &[WORDS]);
     let task = format!("count the words of {PROVIDER_KEY} please");
     let (code, lines, err) = run(&sb, "counter", &task, &[]);
@@ -221,6 +224,42 @@ fn a_tasks_text_is_kept_beside_the_trace_and_never_in_it() {
     );
     assert!(!text.contains(PROVIDER_KEY), "{text}");
     assert_eq!(kept[0]["text_bytes"], json!(text.len()), "kept whole");
+
+    // Each step's words too: the turns' new input and output, the tool call's arguments and
+    // result, scrubbed alike, and none of them in the trace.
+    let words: Vec<(String, String, String, String)> = of_type(&texts, "step_text")
+        .iter()
+        .map(|r| {
+            assert_eq!(&r["task_id"], task_id);
+            let s = |k: &str| r[k].as_str().unwrap_or_default().to_string();
+            (s("step"), s("key"), s("part"), s("text"))
+        })
+        .collect();
+    let of = |step: &str, key: &str, part: &str| -> String {
+        words
+            .iter()
+            .find(|w| (w.0.as_str(), w.1.as_str(), w.2.as_str()) == (step, key, part))
+            .map(|w| w.3.clone())
+            .unwrap_or_else(|| panic!("no {step} {key} {part}: {words:?}"))
+    };
+    assert_eq!(of("turn", "1", "input"), text);
+    let called = of("turn", "1", "output");
+    assert!(
+        called.starts_with("words {\"text\":") && called.ends_with(" one two\"}"),
+        "{called}"
+    );
+    let arguments = of("tool", "c1", "arguments");
+    assert!(arguments.ends_with(" one two\"}"), "{arguments}");
+    assert!(of("tool", "c1", "result").contains('3'), "{words:?}");
+    assert!(of("turn", "2", "input").starts_with("result of c1: "), "{words:?}");
+    assert!(!of("turn", "2", "output").is_empty());
+    for w in &words {
+        assert!(!w.3.contains(PROVIDER_KEY), "a credential is kept: {w:?}");
+    }
+    assert!(
+        !recs.iter().any(|r| r.to_string().contains(" one two")),
+        "the trace holds a tool's arguments"
+    );
 }
 
 #[test]

@@ -437,6 +437,21 @@ fn a_running_model_formation_updates_live_and_shows_its_turns_and_tokens() {
             && t.contains("completed · subtree: 0 tokens in, 0 out, 0 model turns, 0 tool calls, ")),
         "{calls}"
     );
+    // Its first turn's words: the task it was given and the call it asked for.
+    let first_turn = b.eval(
+        "[...document.querySelector('section[data-member=\"lead\"] li.step[data-kind=\"turn\"]').querySelectorAll('.part')].map(p => [p.dataset.part, p.querySelector('pre').textContent])",
+    );
+    let parts = first_turn.as_array().cloned().unwrap_or_default();
+    assert_eq!(parts.first(), Some(&json!(["input", "Ship it"])), "{first_turn}");
+    assert!(
+        parts
+            .get(1)
+            .and_then(|p| p[1].as_str())
+            .and_then(|o| o.strip_prefix("call-member "))
+            .and_then(|args| serde_json::from_str::<serde_json::Value>(args).ok())
+            .is_some_and(|args| args == json!({"member": "coder", "task": CALLED})),
+        "{first_turn}"
+    );
 }
 
 #[test]

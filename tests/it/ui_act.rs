@@ -257,8 +257,8 @@ fn the_operator_sends_answers_cancels_and_stops_from_the_page_and_no_other_origi
     );
     assert_eq!(b.eval("document.querySelectorAll('form.act-answer').length"), json!(0));
 
-    // The task's timeline: its text first (kept beside the trace), the turns, the question and
-    // its answer (sizes only, and the page says their texts are not recorded), the end last.
+    // The task's timeline: its text first (kept beside the trace), the turns with their words,
+    // the question and its answer with theirs, the end last.
     b.eval("document.querySelector('details.timeline').open = true; 1");
     let kinds = b.eval("[...document.querySelectorAll('details.timeline li.step')].map(l => l.dataset.kind)");
     let kinds: Vec<&str> = kinds
@@ -279,10 +279,15 @@ fn the_operator_sends_answers_cancels_and_stops_from_the_page_and_no_other_origi
         b.eval("document.querySelector('details.timeline li.step[data-kind=\"task\"] pre.text').textContent"),
         json!("Paint the fence")
     );
-    assert_eq!(
-        b.eval("document.querySelector('details.timeline li.step[data-kind=\"turn\"] .note').textContent"),
-        json!(mur::trace::timeline::TURN_NOT_RECORDED)
-    );
+    let mut part = |kind: &str, part: &str| {
+        b.eval(&format!(
+            "(() => {{ const p = document.querySelector('details.timeline li.step[data-kind=\"{kind}\"] .part[data-part=\"{part}\"] pre'); return p ? p.textContent : null; }})()"
+        ))
+    };
+    assert_eq!(part("turn", "input"), json!("Paint the fence"));
+    assert_eq!(part("answer", "answer"), json!("blue"));
+    let question = part("question", "question");
+    assert_eq!(question, json!(QUESTION), "shown as text");
 
     // (c) A second task, canceled while its turn waits.
     b.eval(

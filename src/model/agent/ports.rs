@@ -99,6 +99,9 @@ pub trait TaskEvents: Send + Sync {
     /// A WebAssembly or MCP tool call is over: the `tool_call` record (and its span). It names the
     /// call, never its input or output.
     fn tool_call(&self, _call: &ToolCallRecord) {}
+    /// A step's words for the operator, kept beside the trace (never in it): `step` `turn` or
+    /// `tool`, `key` the turn's number or the call's id, `part` which words.
+    fn step_text(&self, _step: &str, _key: &str, _part: &str, _text: &str) {}
 }
 
 /// Reports nothing.

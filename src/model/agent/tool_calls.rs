@@ -31,6 +31,7 @@ pub(super) async fn external_call(agent: &Agent, task: &TaskCtx, tool: &Tool, ca
         }
     };
     let input_bytes = call.input.as_ref().map_or(0, |v| v.to_string().len());
+    tool_texts(task, call, &report.text);
     task.events.tool_call(&ToolCallRecord {
         task_id: task.task_id.clone(),
         call_id: call.id.clone(),
@@ -47,6 +48,16 @@ pub(super) async fn external_call(agent: &Agent, task: &TaskCtx, tool: &Tool, ca
         text: crate::tools::fenced(name, &report.text),
         is_error: report.is_error,
     }
+}
+
+/// A tool call's words beside the trace: its arguments as the model wrote them and its result.
+fn tool_texts(task: &TaskCtx, call: &ToolCall, result: &str) {
+    let arguments = match &call.input {
+        Ok(v) => v.to_string(),
+        Err(why) => format!("<not JSON: {why}>"),
+    };
+    task.events.step_text("tool", &call.id, "arguments", &arguments);
+    task.events.step_text("tool", &call.id, "result", result);
 }
 
 /// An MCP server's question, asked the way `request-input` asks: the answer's text, or why
@@ -133,6 +144,7 @@ impl TaskRun<'_> {
             ),
         };
         let input_bytes = call.input.as_ref().map_or(0, |v| v.to_string().len());
+        tool_texts(self.task, call, &text);
         self.task.events.tool_call(&ToolCallRecord {
             task_id: self.task.task_id.clone(),
             call_id: call.id.clone(),

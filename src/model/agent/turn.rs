@@ -75,12 +75,25 @@ impl TaskRun<'_> {
             Ok(reply) => reply,
             Err(text) => {
                 report_turn(task.events.as_ref(), record, began, None);
+                self.turn_texts(turn, None);
                 return Err(Ended::Outcome(AgentOutcome::Failed(text)));
             }
         };
         report_turn(task.events.as_ref(), record, began, Some(&reply));
+        self.turn_texts(turn, Some(&reply));
         agent.totals.add_tokens(&reply.usage);
         Ok(reply)
+    }
+
+    /// The turn's words beside the trace: what it was newly given and, once read, what it answered.
+    fn turn_texts(&self, turn: u32, reply: Option<&Reply>) {
+        let events = self.task.events.as_ref();
+        let key = turn.to_string();
+        events.step_text("turn", &key, "input", &crate::trace::texts::turn_input(&self.messages));
+        if let Some(r) = reply {
+            let output = crate::trace::texts::turn_output(&r.text, &r.tool_calls);
+            events.step_text("turn", &key, "output", &output);
+        }
     }
 
     /// A turn the budgets refused (docs/reference/formation.md#budgets). A task that has member

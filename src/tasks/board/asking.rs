@@ -34,6 +34,7 @@ impl Board {
                 task_id: task_id.to_string(),
                 asked_by: asked_by.to_vec(),
                 question_bytes: question.len(),
+                question: Arc::from(question),
             });
             true
         });
@@ -53,6 +54,7 @@ impl Board {
                         waited_ms: e.asked_at.take().map_or(0, |t| crate::timing::millis(t.elapsed())),
                         answer_bytes: None,
                         outcome: InputOutcome::TimedOut,
+                        answer: None,
                     });
                     Some(())
                 });
@@ -117,6 +119,7 @@ impl Board {
                 waited_ms: e.asked_at.take().map_or(0, |t| crate::timing::millis(t.elapsed())),
                 answer_bytes: Some(text.len()),
                 outcome: InputOutcome::Answered,
+                answer: Some(Arc::from(text)),
             });
             Ok(e.snap.clone())
         })

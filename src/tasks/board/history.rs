@@ -28,6 +28,7 @@ pub(super) fn end(
             waited_ms: e.asked_at.take().map_or(0, |t| crate::timing::millis(t.elapsed())),
             answer_bytes: None,
             outcome: InputOutcome::Abandoned,
+            answer: None,
         });
     }
 }

@@ -1,6 +1,7 @@
 //! The texts a session keeps for its operator beside its trace (`texts.jsonl`, 0600, in the same
 //! records directory): what the trace itself never holds, so that `mur ui` can show a task's
-//! steps with their words. Today: each task's text (`task_text`).
+//! steps with their words: each task's text (`task_text`), and each step's (`step_text`): a model
+//! turn's new input and its output, a tool call's arguments and result, a question and its answer.
 //!
 //! Bounded three ways: one field holds at most [`FIELD_BYTES`], one task's texts at most
 //! [`TASK_BYTES`], one session's at most [`SESSION_BYTES`]; a text cut at a bound says so
@@ -15,6 +16,10 @@ use serde_json::Value;
 pub const FILE: &str = "texts.jsonl";
 /// The record of a task's text.
 pub const TASK_TEXT: &str = "task_text";
+/// The record of a step's words: `step` (`turn`, `tool`, `question`), `key` (a turn's number, a
+/// tool call's id; empty for a question, which is matched by its order), `part` (`input`,
+/// `output`, `arguments`, `result`, `question`, `answer`) and the kept text.
+pub const STEP_TEXT: &str = "step_text";
 /// One text field, at most.
 pub const FIELD_BYTES: usize = 8 << 10;
 /// One task's texts, at most.
@@ -98,9 +103,93 @@ impl Budget {
     }
 }
 
+/// What a model turn was given that the turn before it was not: the messages after the last
+/// assistant message (the task text, tool results, member answers), one block each.
+pub fn turn_input(messages: &[crate::wire::model::Msg]) -> String {
+    use crate::wire::model::Msg;
+    let since = messages
+        .iter()
+        .rposition(|m| matches!(m, Msg::Assistant(_)))
+        .map_or(0, |i| i + 1);
+    let mut blocks = Vec::new();
+    for m in &messages[since..] {
+        match m {
+            Msg::User(text) => blocks.push(text.clone()),
+            Msg::ToolResults(results) => {
+                for r in results {
+                    let error = if r.is_error { " (error)" } else { "" };
+                    blocks.push(format!("result of {}{error}: {}", r.id, r.text));
+                }
+            }
+            Msg::Assistant(_) => {}
+        }
+    }
+    blocks.join("\n\n")
+}
+
+/// What a model turn answered: its text, then each tool call it asked for with its arguments.
+pub fn turn_output(text: &str, calls: &[crate::wire::model::ToolCall]) -> String {
+    let mut out = text.to_owned();
+    for c in calls {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        let args = match &c.input {
+            Ok(v) => v.to_string(),
+            Err(why) => format!("<not JSON: {why}>"),
+        };
+        out.push_str(&format!("{} {args}", c.name));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_turns_words_are_what_it_was_newly_given_and_what_it_answered() {
+        use crate::wire::model::{Msg, ToolCall, ToolOutput};
+        let first = vec![Msg::User("earlier".into()), Msg::User("the task".into())];
+        assert_eq!(turn_input(&first), "earlier\n\nthe task");
+        let later = vec![
+            Msg::User("the task".into()),
+            Msg::Assistant(serde_json::json!({"role": "assistant"})),
+            Msg::ToolResults(vec![
+                ToolOutput {
+                    id: "c1".into(),
+                    text: "4".into(),
+                    is_error: false,
+                },
+                ToolOutput {
+                    id: "c2".into(),
+                    text: "no such tool".into(),
+                    is_error: true,
+                },
+            ]),
+        ];
+        assert_eq!(
+            turn_input(&later),
+            "result of c1: 4\n\nresult of c2 (error): no such tool"
+        );
+        let calls = [
+            ToolCall {
+                id: "c1".into(),
+                name: "add".into(),
+                input: Ok(serde_json::json!({"a": 2})),
+            },
+            ToolCall {
+                id: "c2".into(),
+                name: "nope".into(),
+                input: Err("expected value".into()),
+            },
+        ];
+        assert_eq!(
+            turn_output("", &calls),
+            "add {\"a\":2}\nnope <not JSON: expected value>"
+        );
+        assert_eq!(turn_output("Done.", &[]), "Done.");
+    }
 
     #[test]
     fn texts_are_kept_within_field_task_and_session_bounds() {

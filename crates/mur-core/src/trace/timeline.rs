@@ -4,8 +4,12 @@
 //! ones too), each member call (`member_call`, with the callee's subtree cost when the record
 //! carries `subtree_cost`), each question and its answer (`input_requested`, `input_received`),
 //! and the end. A record is written when its step ends, so a step's start is its timestamp less
-//! its duration. Where the records hold no text by design (a turn's messages, a tool's
-//! arguments and result, a question), the step says so. Pure: the caller reads the records.
+//! its duration. A step's words come from `texts.jsonl`'s `step_text` records: a turn's new
+//! input and its output (by turn number), a tool call's arguments and result (by call id), a
+//! question and its answer (by order). Where a session kept none (its records predate them, or
+//! the text budget was spent), the step says so. Pure: the caller reads the records.
+
+use std::collections::HashMap;
 
 use serde_json::Value;
 
@@ -13,9 +17,9 @@ use serde_json::Value;
 pub const MAX_STEPS: usize = 2_000;
 
 /// What a step without its text says instead.
-pub const TURN_NOT_RECORDED: &str = "the turn's messages are not recorded: the trace keeps sizes and tokens";
-pub const TOOL_NOT_RECORDED: &str = "the call's arguments and result are not recorded: the trace keeps their sizes";
-pub const QUESTION_NOT_RECORDED: &str = "questions and answers are not recorded: a question shows above while it waits";
+pub const TURN_NOT_RECORDED: &str = "no words were kept for this turn: the trace keeps sizes and tokens";
+pub const TOOL_NOT_RECORDED: &str = "no words were kept for this call: the trace keeps their sizes";
+pub const QUESTION_NOT_RECORDED: &str = "no words were kept for this question: the trace keeps its size";
 pub const TEXT_WITHHELD: &str = "the text was not kept: the session's text budget was spent";
 pub const TEXT_CUT: &str = "the text stops where the kept bytes did";
 
@@ -34,6 +38,33 @@ pub struct Step {
     pub note: Option<&'static str>,
     /// It failed, was refused or canceled.
     pub failed: bool,
+    /// The step's words, each labelled (`input`, `output`, `arguments`, `result`, `question`,
+    /// `answer`), from `step_text` records.
+    pub parts: Vec<Part>,
+    /// What `step_text` records name the step by: a turn's number, a tool call's id.
+    pub key: String,
+}
+
+/// One labelled piece of a step's words.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Part {
+    pub label: String,
+    /// Empty when withheld.
+    pub text: String,
+    /// [`TEXT_WITHHELD`] or [`TEXT_CUT`].
+    pub note: Option<&'static str>,
+}
+
+/// A `step_text` (or `task_text`) record's kept text and its note.
+fn kept(r: &Value) -> (Option<String>, Option<&'static str>) {
+    let note = if r["withheld"].as_bool() == Some(true) {
+        Some(TEXT_WITHHELD)
+    } else if r["cut"].as_bool() == Some(true) {
+        Some(TEXT_CUT)
+    } else {
+        None
+    };
+    (r["text"].as_str().map(str::to_owned), note)
 }
 
 /// The task's timeline, and how many steps past [`MAX_STEPS`] were left out. `records` are a
@@ -42,11 +73,32 @@ pub fn build<'a>(task_id: &str, records: impl IntoIterator<Item = &'a Value>) ->
     let mut steps: Vec<(u64, Step)> = Vec::new();
     let mut started: Option<u64> = None;
     let mut more = 0usize;
+    // Words by (step, key), and a question's by the order it was asked.
+    let mut words: HashMap<(String, String), Vec<Part>> = HashMap::new();
+    let mut asked: Vec<(Option<Part>, Option<Part>)> = Vec::new();
     for r in records.into_iter().filter(|r| r["task_id"].as_str() == Some(task_id)) {
         let ts = r["timestamp"].as_u64().unwrap_or(0);
         let kind = r["event_type"].as_str().unwrap_or("");
         if kind == "task_start" {
             started = Some(started.map_or(ts, |s| s.min(ts)));
+            continue;
+        }
+        if kind == super::texts::STEP_TEXT {
+            let (text, note) = kept(r);
+            let part = Part {
+                label: s(r, "part"),
+                text: text.unwrap_or_default(),
+                note,
+            };
+            match (r["step"].as_str(), r["part"].as_str()) {
+                (Some("question"), Some("question")) => asked.push((Some(part), None)),
+                (Some("question"), Some("answer")) => match asked.last_mut() {
+                    Some((_, answer @ None)) => *answer = Some(part),
+                    _ => asked.push((None, Some(part))),
+                },
+                (Some(step), _) => words.entry((step.to_owned(), s(r, "key"))).or_default().push(part),
+                _ => {}
+            }
             continue;
         }
         let Some((took, step)) = step_of(kind, r) else {
@@ -57,6 +109,38 @@ pub fn build<'a>(task_id: &str, records: impl IntoIterator<Item = &'a Value>) ->
             continue;
         }
         steps.push((ts.saturating_sub(took.unwrap_or(0)), step));
+    }
+    // Each step's words: turns and tool calls by key, questions and answers in the order asked.
+    let (mut questions, mut answers) = (0usize, 0usize);
+    for (_, step) in &mut steps {
+        let found: Vec<Part> = match step.kind {
+            "turn" => words.remove(&("turn".to_owned(), step.key.clone())).unwrap_or_default(),
+            "tool" => words.remove(&("tool".to_owned(), step.key.clone())).unwrap_or_default(),
+            "question" => {
+                questions += 1;
+                asked
+                    .get_mut(questions - 1)
+                    .and_then(|q| q.0.take())
+                    .into_iter()
+                    .collect()
+            }
+            "answer" => {
+                answers += 1;
+                asked
+                    .get_mut(answers - 1)
+                    .and_then(|q| q.1.take())
+                    .into_iter()
+                    .collect()
+            }
+            _ => Vec::new(),
+        };
+        if !found.is_empty() {
+            step.parts = found;
+            // The words are there: nothing to say of their absence.
+            if step.note.is_some_and(|n| n != TEXT_WITHHELD && n != TEXT_CUT) {
+                step.note = None;
+            }
+        }
     }
     steps.sort_by_key(|(begin, s)| (order(s.kind), *begin));
     let base = started.or_else(|| steps.first().map(|(b, _)| *b)).unwrap_or(0);
@@ -92,20 +176,13 @@ fn step_of(kind: &str, r: &Value) -> Option<(Option<u64>, Step)> {
     let dur = r["duration_ms"].as_u64();
     let step = match kind {
         super::texts::TASK_TEXT => {
-            let withheld = r["withheld"].as_bool() == Some(true);
-            let cut = r["cut"].as_bool() == Some(true);
+            let (text, note) = kept(r);
             Step {
                 kind: "task",
                 title: "task".into(),
                 detail: format!("{} B", n(r, "text_bytes")),
-                text: r["text"].as_str().map(str::to_owned),
-                note: if withheld {
-                    Some(TEXT_WITHHELD)
-                } else if cut {
-                    Some(TEXT_CUT)
-                } else {
-                    None
-                },
+                text,
+                note,
                 ..Step::default()
             }
         }
@@ -123,6 +200,7 @@ fn step_of(kind: &str, r: &Value) -> Option<(Option<u64>, Step)> {
                 note: Some(TURN_NOT_RECORDED),
                 failed: r["status"] != "ok",
                 duration_ms: dur,
+                key: n(r, "turn"),
                 ..Step::default()
             }
         }
@@ -138,6 +216,7 @@ fn step_of(kind: &str, r: &Value) -> Option<(Option<u64>, Step)> {
             note: Some(TOOL_NOT_RECORDED),
             failed: r["status"] != "ok",
             duration_ms: dur,
+            key: s(r, "call_id"),
             ..Step::default()
         },
         "member_call" => {
@@ -249,7 +328,7 @@ mod tests {
             rec(
                 "tool_call",
                 1400,
-                json!({"tool": "words", "kind": "wasm", "duration_ms": 50,
+                json!({"tool": "words", "call_id": "c7", "kind": "wasm", "duration_ms": 50,
                  "status": "ok", "input_bytes": 24, "output_bytes": 1}),
             ),
             rec(
@@ -266,8 +345,38 @@ mod tests {
             ),
             rec("task_end", 2700, json!({"exit_status": "ok", "duration_ms": 1700})),
             json!({"event_type": "tool_call", "task_id": "tsk_other", "timestamp": 1200, "tool": "x"}),
-            // The texts file's record comes after the trace's records.
+            // The texts file's records come after the trace's records.
             rec("task_text", 1000, json!({"text": "Paint it", "text_bytes": 8})),
+            rec(
+                "step_text",
+                1300,
+                json!({"step": "turn", "key": "1", "part": "input", "text": "Paint it", "text_bytes": 8}),
+            ),
+            rec(
+                "step_text",
+                1300,
+                json!({"step": "turn", "key": "1", "part": "output", "text": "words {}", "text_bytes": 8}),
+            ),
+            rec(
+                "step_text",
+                1400,
+                json!({"step": "tool", "key": "c7", "part": "arguments", "text": "{\"s\":1}", "text_bytes": 7}),
+            ),
+            rec(
+                "step_text",
+                1400,
+                json!({"step": "tool", "key": "c7", "part": "result", "text_bytes": 9000, "withheld": true}),
+            ),
+            rec(
+                "step_text",
+                2100,
+                json!({"step": "question", "key": "", "part": "question", "text": "Which colour?", "text_bytes": 13}),
+            ),
+            rec(
+                "step_text",
+                2600,
+                json!({"step": "question", "key": "", "part": "answer", "text": "green", "text_bytes": 5}),
+            ),
         ];
         let (steps, more) = build("tsk_1", &records);
         assert_eq!(more, 0);
@@ -300,8 +409,30 @@ mod tests {
             assert!(s.detail.contains(w.4), "step {i}: {s:?}");
         }
         assert_eq!(steps[0].text.as_deref(), Some("Paint it"));
-        assert_eq!(steps[1].note, Some(TURN_NOT_RECORDED));
-        assert_eq!(steps[2].note, Some(TOOL_NOT_RECORDED));
+        let parts = |i: usize| -> Vec<(String, String, Option<&str>)> {
+            steps[i]
+                .parts
+                .iter()
+                .map(|p| (p.label.clone(), p.text.clone(), p.note))
+                .collect()
+        };
+        let part = |l: &str, t: &str, n: Option<&'static str>| (l.to_owned(), t.to_owned(), n);
+        assert_eq!(
+            parts(1),
+            [part("input", "Paint it", None), part("output", "words {}", None)]
+        );
+        assert_eq!(steps[1].note, None, "the turn's words are there");
+        // A call whose words this session did not keep says so.
+        assert_eq!((parts(2), steps[2].note), (vec![], Some(TOOL_NOT_RECORDED)));
+        assert_eq!(
+            parts(3),
+            [
+                part("arguments", "{\"s\":1}", None),
+                part("result", "", Some(TEXT_WITHHELD))
+            ]
+        );
+        assert_eq!(parts(5), [part("question", "Which colour?", None)]);
+        assert_eq!(parts(6), [part("answer", "green", None)]);
     }
 
     #[test]
