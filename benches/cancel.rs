@@ -68,7 +68,9 @@ fn roster() -> String {
     let mut r = String::from("roster_version: 1\nmembers:\n");
     for (i, m) in MEMBERS.iter().enumerate() {
         let entry = if i == 0 { ", entry: true" } else { "" };
-        r.push_str(&format!("  - {{name: {m}, capsule: local/agent, version: 0.1.0{entry}}}\n"));
+        r.push_str(&format!(
+            "  - {{name: {m}, capsule: local/agent, version: 0.1.0{entry}}}\n"
+        ));
     }
     r.push_str("reachability:\n");
     for (from, to) in CALLS {
@@ -240,7 +242,11 @@ impl Drop for Launched {
 
 fn main() -> Result<()> {
     let bench = std::env::args().any(|a| a == "--bench");
-    let reps: usize = if bench { support::env_or("MUR_BENCH_REPS", 20) } else { 1 };
+    let reps: usize = if bench {
+        support::env_or("MUR_BENCH_REPS", 20)
+    } else {
+        1
+    };
 
     let held = Arc::new(AtomicUsize::new(0));
     let waiting = Arc::new(AtomicUsize::new(0));
@@ -312,9 +318,11 @@ fn main() -> Result<()> {
             s.push('\n');
         }
     });
-    wait_for(Duration::from_secs(60), "the formation line with every peer ready", || {
-        launched.stderr().contains("  entry  ")
-    })
+    wait_for(
+        Duration::from_secs(60),
+        "the formation line with every peer ready",
+        || launched.stderr().contains("  entry  "),
+    )
     .with_context(|| launched.stderr())?;
     let frm = launched
         .stderr()
@@ -361,7 +369,12 @@ fn main() -> Result<()> {
         })
         .with_context(|| format!("round {rep}: {last:?}"))?;
         observed.push(start.elapsed().as_secs_f64() * 1000.0);
-        let latest = last.iter().filter_map(|(_, ts)| ts.get(rep - 1)).max().copied().unwrap_or(at);
+        let latest = last
+            .iter()
+            .filter_map(|(_, ts)| ts.get(rep - 1))
+            .max()
+            .copied()
+            .unwrap_or(at);
         recorded.push(latest.saturating_sub(at) as f64);
         // Every task ended canceled, none otherwise.
         if let Some((m, _)) = stamps(&home, "task_end").into_iter().find(|(_, ts)| !ts.is_empty()) {
