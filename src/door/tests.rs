@@ -1529,6 +1529,54 @@ fn the_probe_learns_the_card_key_and_a_changed_byte_fails() {
     );
 }
 
+/// docs/reference/door.md#agent-card: the card is signed once, when the door starts, and every
+/// request is answered with those bytes; nothing it says changes while the door runs. A door
+/// started again (a restarted member's, on another port) signs a card of its own that names its
+/// new address, under a key of its own.
+#[test]
+fn the_card_is_signed_at_start_and_served_as_stored_bytes() {
+    let get = |d: &TestDoor| response(agent().get(&d.http_url("/.well-known/agent-card.json")).call());
+    let d = start(config(Acceptance::Queue, 2, true));
+    let first = get(&d);
+    // Requests between the two GETs (a task, a refused call) do not change the card.
+    d.rpc(Some(&d.op()), "GetExtendedAgentCard", json!({}));
+    let h = d.post(
+        None,
+        &[],
+        r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}}"#,
+    );
+    assert_eq!(h.status, 401);
+    let second = get(&d);
+    assert_eq!((first.status, second.status), (200, 200));
+    assert_eq!(first.body, second.body, "two GETs, byte for byte");
+    assert_eq!(first.content_length, second.content_length);
+    let card: Value = serde_json::from_str(&first.body).expect("card json");
+    let key = crate::card_sig::named_key(&card).expect("the card names its key");
+    assert_eq!(crate::card_sig::verify(&card, &key), Ok(()));
+    let url = |c: &Value| {
+        c["supportedInterfaces"][0]["url"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(url(&card), format!("http://{}", d.url));
+
+    // The same session's door started again, as after a restart: another port, so another card.
+    let again = start(config(Acceptance::Queue, 2, true));
+    assert_ne!(again.url, d.url);
+    let theirs: Value = serde_json::from_str(&get(&again).body).expect("card json");
+    assert_eq!(url(&theirs), format!("http://{}", again.url));
+    let their_key = crate::card_sig::named_key(&theirs).expect("the card names its key");
+    assert_eq!(crate::card_sig::verify(&theirs, &their_key), Ok(()));
+    assert_eq!(
+        crate::card_sig::verify(&theirs, &key),
+        Err(crate::card_sig::CardSigError::OtherKey)
+    );
+    assert_eq!(get(&again).body, serde_json::to_string(&theirs).expect("json"));
+    // The first door still serves what it signed at its start.
+    assert_eq!(get(&d).body, first.body);
+}
+
 /// docs/a2a.md "Resuming a stream": a `Last-Event-ID` whose events the task's log no longer holds
 /// gets the task as it stands first, marked `metadata.murmur.resumed`, then the live stream.
 #[test]
