@@ -145,7 +145,10 @@ def bearer_only(inner):
     return handle
 
 
-sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+# IPPROTO_TCP named, not left 0: asyncio turns Nagle off (TCP_NODELAY) only on accepted sockets
+# whose listener says TCP, as uvicorn's own bind does. Without it a kept-alive client (the SDK's)
+# waited ~40 ms per answer for a delayed ACK: uvicorn writes the head and the body apart.
+sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 sock.bind(("127.0.0.1", int(os.environ.get("MCP_TEST_PORT", "0"))))
 # Listening before the port is printed: a client may connect at once, and waits in the backlog
