@@ -15,8 +15,11 @@
 //!   and through the SDK's own client (`benches/support/mcp_sdk_client.py`: connects once and
 //!   times its calls), in alternating rounds, with the server answering in event streams (its
 //!   default; `MUR_BENCH_MCP_MODES=sse,json` adds a server answering in plain JSON). Both
-//!   figures include the server's own time; their difference is what mur adds over the official
-//!   client. Beside them, the part of mur's call that reads who owns the server's socket
+//!   clients speak MCP 2026-07-28, stateless (mur settles on it through `server/discover`, the
+//!   SDK's `Client` in its default `mode="auto"` does the same; both are checked);
+//!   `MUR_BENCH_MCP_SDK_PROTOCOL=2025-11-25` has the SDK client use the handshake and a session
+//!   instead, as the runs before 2026-07-28 did. Both figures include the server's own time;
+//!   their difference is what mur adds over the official client. Beside them, the part of mur's call that reads who owns the server's socket
 //!   (`outbound::owner::verify_stream`: `/proc/net/tcp`, once per connection; mur's plain-http MCP
 //!   requests carry one response per connection).
 //!
@@ -287,8 +290,9 @@ fn tcp_rows() -> usize {
     std::fs::read_to_string("/proc/net/tcp").map_or(0, |t| t.lines().count().saturating_sub(1))
 }
 
-/// One SDK client round: `calls` timed calls after a warm-up, in a process of its own.
-fn sdk_round(python: &Path, url: &str, calls: usize) -> Result<Vec<f64>, String> {
+/// One SDK client round: `calls` timed calls after a warm-up, in a process of its own, speaking
+/// `protocol`.
+fn sdk_round(python: &Path, url: &str, calls: usize, protocol: &str) -> Result<Vec<f64>, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let file = dir.path().join("samples");
     let out = Command::new(python)
@@ -300,6 +304,7 @@ fn sdk_round(python: &Path, url: &str, calls: usize) -> Result<Vec<f64>, String>
         // Not the repository: nothing there may shadow the SDK's modules.
         .current_dir(dir.path())
         .env("MCP_BENCH_KEY", KEY)
+        .env("MCP_BENCH_PROTOCOL", protocol)
         .stdin(Stdio::null())
         .output()
         .map_err(|e| format!("run the SDK client: {e}"))?;
@@ -322,7 +327,13 @@ fn sdk_round(python: &Path, url: &str, calls: usize) -> Result<Vec<f64>, String>
 
 /// mur's and the SDK client's rows against one SDK server answering in `mode`, and the owner
 /// check that each of mur's calls makes.
-fn mcp_rows(c: &mut Criterion, mode: &str, calls: usize, rounds: usize) -> Result<(Row, Row, Row), String> {
+fn mcp_rows(
+    c: &mut Criterion,
+    mode: &str,
+    sdk_protocol: &str,
+    calls: usize,
+    rounds: usize,
+) -> Result<(Row, Row, Row), String> {
     let json_flag = match mode {
         "sse" => "0",
         "json" => "1",
@@ -342,6 +353,13 @@ fn mcp_rows(c: &mut Criterion, mode: &str, calls: usize, rounds: usize) -> Resul
     let server = sys
         .block_on(McpServer::connect(endpoint, McpLimits::default()))
         .map_err(|e| format!("{e}\n{}", sdk.stderr()))?;
+    // The official server lists 2026-07-28 in `server/discover`, so mur speaks it: stateless
+    // requests, the version in each one's `_meta`.
+    let ours_protocol = server.protocol_version();
+    if ours_protocol != "2026-07-28" {
+        return Err(format!("mur settled on MCP {ours_protocol}, not 2026-07-28"));
+    }
+    println!("mcp ({mode}): mur speaks MCP {ours_protocol}, the SDK client {sdk_protocol}");
     let timeout = Duration::from_secs(10);
     let call = || {
         sys.block_on(server.call("add", json!({"a": 2, "b": 3}), timeout))
@@ -360,9 +378,10 @@ fn mcp_rows(c: &mut Criterion, mode: &str, calls: usize, rounds: usize) -> Resul
     } else {
         "event-stream answers"
     };
-    c.bench_function(&format!("mcp tools/call add, {label}: mur McpServer::call"), |b| {
-        b.iter(call)
-    });
+    c.bench_function(
+        &format!("mcp {ours_protocol} tools/call add, {label}: mur McpServer::call"),
+        |b| b.iter(call),
+    );
     let per_round = calls.div_ceil(rounds.max(1));
     let (mut ours, mut theirs, mut owner) = (Vec::new(), Vec::new(), Vec::new());
     // mur's p50 minus the SDK client's, round by round: the two series of a round run back to
@@ -373,15 +392,15 @@ fn mcp_rows(c: &mut Criterion, mode: &str, calls: usize, rounds: usize) -> Resul
         // Alternating which client goes first, so neither always follows the other.
         for first in [round % 2 == 0, round % 2 == 1] {
             if first {
-                for _ in 0..WARMUP {
-                    check(call())?;
+                for i in 0..WARMUP {
+                    check(call()).map_err(|e| format!("{e} (warm-up call {i})\n{}", sdk.stderr()))?;
                 }
                 let mut round = Vec::with_capacity(per_round);
-                for _ in 0..per_round {
+                for i in 0..per_round {
                     let started = Instant::now();
                     let r = call();
                     round.push(micros(started.elapsed()));
-                    check(r)?;
+                    check(r).map_err(|e| format!("{e} (timed call {i})\n{}", sdk.stderr()))?;
                 }
                 round.sort_by(f64::total_cmp);
                 let mut checks = owner_checks(sdk.port(), per_round.div_ceil(5))?;
@@ -399,7 +418,7 @@ fn mcp_rows(c: &mut Criterion, mode: &str, calls: usize, rounds: usize) -> Resul
                 ours.extend(round);
                 owner.extend(checks);
             } else {
-                let mut round = sdk_round(&python, &sdk.url(), per_round)?;
+                let mut round = sdk_round(&python, &sdk.url(), per_round, sdk_protocol)?;
                 round.sort_by(f64::total_cmp);
                 their_p50 = percentile(&round, 50);
                 theirs.extend(round);
@@ -419,11 +438,11 @@ fn mcp_rows(c: &mut Criterion, mode: &str, calls: usize, rounds: usize) -> Resul
     sys.block_on(server.close());
     Ok((
         Row {
-            what: format!("mcp, {label}: mur `McpServer::call`"),
+            what: format!("mcp, {label}: mur `McpServer::call` ({ours_protocol})"),
             samples: ours,
         },
         Row {
-            what: format!("mcp, {label}: the SDK's `ClientSession.call_tool`"),
+            what: format!("mcp, {label}: the SDK's `call_tool` ({sdk_protocol})"),
             samples: theirs,
         },
         Row {
@@ -481,8 +500,11 @@ fn main() {
 
     if wants("mcp") {
         let modes = std::env::var("MUR_BENCH_MCP_MODES").unwrap_or_else(|_| "sse".into());
+        let sdk_protocol = std::env::var("MUR_BENCH_MCP_SDK_PROTOCOL").unwrap_or_else(|_| "2026-07-28".into());
         for mode in modes.split(',').map(str::trim).filter(|m| !m.is_empty()) {
-            match std::panic::catch_unwind(AssertUnwindSafe(|| mcp_rows(&mut c, mode, calls, rounds))) {
+            match std::panic::catch_unwind(AssertUnwindSafe(|| {
+                mcp_rows(&mut c, mode, &sdk_protocol, calls, rounds)
+            })) {
                 Ok(Ok((ours, theirs, owner))) => {
                     println!(
                         "mcp ({mode}): mur p50 {:.0} µs, the SDK client's {:.0} µs: mur adds {:.0} µs",
