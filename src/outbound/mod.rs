@@ -33,7 +33,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
-use awc::http::header::{CONNECTION, HeaderMap};
+use awc::http::header::HeaderMap;
 
 use crate::channel::DoorIdentity;
 
@@ -184,7 +184,12 @@ impl Client {
             req = req.address(a);
         }
         if self.close_each {
-            req = req.insert_header((CONNECTION, "close"));
+            // Not a `Connection` header: actix-http's encoder drops any the caller sets and writes
+            // its own from the head's connection type, so such a header never went out and awc
+            // kept the connection in its pool for its default 15 s. A server that closed it sooner
+            // (uvicorn's 5 s keep-alive) left the next request a dead connection: "connector has
+            // been disconnected".
+            req = req.force_close();
         }
         req
     }
@@ -375,6 +380,53 @@ mod tests {
                 );
             }
             assert_eq!(retry_after(&map, now), *want, "{headers:?}");
+        }
+    }
+
+    /// Plain `http://` to loopback is one response per connection: each request says
+    /// `connection: close` on the wire and the next one dials again, so no request is ever sent
+    /// on a kept connection the server may have closed meanwhile.
+    #[test]
+    fn each_loopback_request_closes_its_connection() {
+        use std::io::{Read as _, Write as _};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (heads_tx, heads) = std::sync::mpsc::channel::<String>();
+        // A server that keeps every connection open after answering, as a keep-alive one does:
+        // a client that reused one would wait on it for an answer that never comes.
+        std::thread::spawn(move || {
+            let mut kept = Vec::new();
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).is_ok_and(|n| n == 1) {
+                    head.push(byte[0]);
+                }
+                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
+                kept.push(stream);
+                if heads_tx.send(String::from_utf8_lossy(&head).to_lowercase()).is_err() {
+                    return;
+                }
+            }
+        });
+        actix_rt::System::new().block_on(async {
+            let url = format!("http://127.0.0.1:{port}/x");
+            let c = Client::new(Route::Origin(&url), Bounds::connect(Duration::from_secs(2))).unwrap();
+            for i in 0..2 {
+                let sent = actix_rt::time::timeout(Duration::from_secs(5), async {
+                    let mut resp = c.get(&url).send().await.map_err(|e| e.to_string())?;
+                    resp.body().await.map_err(|e| e.to_string())
+                })
+                .await;
+                assert!(matches!(&sent, Ok(Ok(b)) if &b[..] == b"ok"), "request {i}: {sent:?}");
+            }
+        });
+        for i in 0..2 {
+            let head = heads
+                .recv_timeout(Duration::from_secs(5))
+                .unwrap_or_else(|_| panic!("connection {i}"));
+            assert!(head.contains("\r\nconnection: close\r\n"), "request {i}: {head}");
         }
     }
 
