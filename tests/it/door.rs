@@ -687,6 +687,8 @@ fn the_card_is_public_and_the_extended_card_needs_a_valid_token() {
         r#"{{"params":{{"network":[],"planes":[],"sessionId":"{}","shell":false,"tools":[]}},"uri":"{CAPSULE_EXT}"}}"#,
         d.session_id()
     );
+    // [ours] Every door declares the limits extension, last.
+    let limits_ext = r#"{"description":"a task's deadline (Unix ms) and token budget; they only narrow what the formation grants","required":false,"uri":"urn:mur:a2a:limits:v1"}"#;
     let card = |extensions: &str| {
         format!(
             r#"{{"capabilities":{{"extendedAgentCard":true,"extensions":[{extensions}],"pushNotifications":true,"streaming":true}},"defaultInputModes":["text/plain","application/json"],"defaultOutputModes":["text/plain"],"description":"local/echo@0.1.0","name":"local/echo","securityRequirements":[{{"schemes":{{"bearer":{{"list":[]}}}}}}],"securitySchemes":{{"bearer":{{"httpAuthSecurityScheme":{{"description":"minted by this door's runtime: for its operator, or for a formation member that may call it","scheme":"Bearer"}}}}}},"skills":[{{"description":"local/echo@0.1.0","id":"echo","name":"local/echo","tags":["echo"]}}],"supportedInterfaces":[{{"protocolBinding":"JSONRPC","protocolVersion":"1.0","url":"http://{port_url}"}}],"version":"0.1.0"}}"#
@@ -694,7 +696,7 @@ fn the_card_is_public_and_the_extended_card_needs_a_valid_token() {
     };
 
     // The public card: never authenticated, whatever Authorization says; no capsule extension.
-    let public = card(&door_ext);
+    let public = card(&format!("{door_ext},{limits_ext}"));
     for auth in [None, Some("Bearer nonsense"), Some("Basic x")] {
         let h = d.get("/.well-known/agent-card.json", auth);
         assert_eq!((h.status, strip_signatures(&h.body)), (200, public.clone()), "{auth:?}");
@@ -708,7 +710,7 @@ fn the_card_is_public_and_the_extended_card_needs_a_valid_token() {
     let ext = d.call(Some(&d.op()), "GetExtendedAgentCard", json!({}));
     let want = format!(
         r#"{{"id":1,"jsonrpc":"2.0","result":{}}}"#,
-        card(&format!("{door_ext},{capsule_ext}"))
+        card(&format!("{door_ext},{capsule_ext},{limits_ext}"))
     );
     assert_eq!((ext.status, strip_signatures(&ext.body)), (200, want));
     // Signed (A2A v1.0 §8.4), by the key the public card names too.
@@ -723,7 +725,7 @@ fn the_card_is_public_and_the_extended_card_needs_a_valid_token() {
     assert_eq!(p.ready.get("auth"), None);
     assert_eq!(p.ready.get("tokens"), None, "a public door has no operator token");
     let want = format!(
-        r#"{{"capabilities":{{"extendedAgentCard":false,"extensions":[{{"params":{{"methods":["SendMessage","SendStreamingMessage","GetTask","ListTasks","CancelTask","SubscribeToTask","CreateTaskPushNotificationConfig","GetTaskPushNotificationConfig","ListTaskPushNotificationConfigs","DeleteTaskPushNotificationConfig"],"peerTasks":false}},"uri":"{DOOR_EXT}"}},{{"params":{{"network":["localhost"],"planes":[],"sessionId":"{}","shell":false,"tools":[]}},"uri":"{CAPSULE_EXT}"}}],"pushNotifications":true,"streaming":true}},"defaultInputModes":["text/plain","application/json"],"defaultOutputModes":["text/plain"],"description":"local/open@0.1.0","name":"local/open","skills":[{{"description":"local/open@0.1.0","id":"open","name":"local/open","tags":["open"]}}],"supportedInterfaces":[{{"protocolBinding":"JSONRPC","protocolVersion":"1.0","url":"http://{}"}}],"version":"0.1.0"}}"#,
+        r#"{{"capabilities":{{"extendedAgentCard":false,"extensions":[{{"params":{{"methods":["SendMessage","SendStreamingMessage","GetTask","ListTasks","CancelTask","SubscribeToTask","CreateTaskPushNotificationConfig","GetTaskPushNotificationConfig","ListTaskPushNotificationConfigs","DeleteTaskPushNotificationConfig"],"peerTasks":false}},"uri":"{DOOR_EXT}"}},{{"params":{{"network":["localhost"],"planes":[],"sessionId":"{}","shell":false,"tools":[]}},"uri":"{CAPSULE_EXT}"}},{limits_ext}],"pushNotifications":true,"streaming":true}},"defaultInputModes":["text/plain","application/json"],"defaultOutputModes":["text/plain"],"description":"local/open@0.1.0","name":"local/open","skills":[{{"description":"local/open@0.1.0","id":"open","name":"local/open","tags":["open"]}}],"supportedInterfaces":[{{"protocolBinding":"JSONRPC","protocolVersion":"1.0","url":"http://{}"}}],"version":"0.1.0"}}"#,
         p.session_id(),
         p.local_url()
     );
