@@ -8,9 +8,9 @@
 #![cfg_attr(test, allow(unused_crate_dependencies))]
 
 pub use mur_core::{
-    address, budget, card_sig, checkup, compiled, cost, diag, digest, fence, file, grant, guard, ids, jcs, limits,
-    manifest, marker, member_env, names, outcome, paths, procinfo, push, question, readiness, restart, retention,
-    roster, running, schema, secret, store, sync, task, text, timing, token, tool_pins, trace, wire, yaml,
+    address, budget, build_stamp, card_sig, checkup, compiled, cost, diag, digest, fence, file, grant, guard, ids, jcs,
+    limits, manifest, marker, member_env, names, outcome, paths, procinfo, push, question, readiness, restart,
+    retention, roster, running, schema, secret, store, sync, task, text, timing, token, tool_pins, trace, wire, yaml,
 };
 
 pub mod channel;

@@ -7,13 +7,20 @@
 //!
 //! The archive holds `murmur.yaml` exactly as written and, for a component capsule, the file that
 //! `component:` names, as root `capsule.wasm`; a model capsule's WebAssembly tools go at the paths
-//! their `tools:` entries name, each built first from its sources when it has `build.language`. A component written as WAT text is packed as is:
-//! wasmtime compiles component-model WAT text as readily as the binary encoding, so no conversion
-//! happens here.
+//! their `tools:` entries name, each built first from its sources when it has `build.language`.
+//! A component written as WAT text is packed as is: wasmtime compiles component-model WAT text as
+//! readily as the binary encoding, so no conversion happens here.
+//!
+//! A component built from sources is built again only when something it is made from changed:
+//! its directory's input files, its build settings, the toolchain or mur itself
+//! ([`crate::build_stamp`], a stamp per component under the capsule's `.murmur/build/`).
+//! Otherwise the toolchain does not run, the component keeps its bytes and mtime, and stderr
+//! says `Unchanged <component>`.
 
 use std::path::Path;
 
 use super::{BuildArgs, Outcome};
+use crate::build_stamp;
 use crate::diag::{self, Diagnostic};
 use crate::manifest::{self, Kind, ToolSource};
 use crate::paths::Project;
@@ -33,7 +40,8 @@ pub fn run(a: &BuildArgs) -> Outcome {
     // The packed manifest is the source bytes, so re-read them rather than re-serialising.
     let source = std::fs::read(&manifest_path).map_err(|e| io_error("read", &manifest_path, &e))?;
     if let Some((lang, rel)) = m.check_build()? {
-        toolchain::build(lang, World::Capsule, &a.dir, rel)?;
+        let stamp = build_stamp::stamp_path(rel).map(|s| a.dir.join(s));
+        toolchain::build(lang, World::Capsule, &a.dir, rel, stamp.as_deref())?;
     }
     let component = match &m.kind {
         Kind::Component { path } => Some(read_component(&a.dir, path)?),
@@ -63,7 +71,8 @@ fn build_tools(dir: &Path, m: &manifest::Manifest) -> Result<Vec<(String, Vec<u8
             let (Some(parent), Some(file)) = (rel.parent(), rel.file_name().and_then(|f| f.to_str())) else {
                 continue;
             };
-            toolchain::build(*lang, World::Tool, &dir.join(parent), file)?;
+            let stamp = build_stamp::stamp_path(component).map(|s| dir.join(s));
+            toolchain::build(*lang, World::Tool, &dir.join(parent), file, stamp.as_deref())?;
         }
         out.push((component.clone(), read_component(dir, component)?));
     }

@@ -1,7 +1,8 @@
 //! mur's pure core: everything a formation is made of that needs no runtime. Roster parsing and
 //! admission, the manifest subset, archives, stores and the lock, tokens, the readiness line,
 //! trace records, ids, paths under `~/.murmur`, timing constants, MCP tools' pinned definitions
-//! (`tool_pins`) and the one diagnostics registry;
+//! (`tool_pins`), what `mur build` records to skip an unchanged toolchain run (`build_stamp`) and
+//! the one diagnostics registry;
 //! the small shared helpers (`text` bounds peer text, `sync` locks without panicking, `digest`
 //! spells hashes, `secret` holds credentials and scrubs them from what servers send back, `fence`
 //! fences foreign text for a model, `file` writes a file atomically, `suggest` finds what a
@@ -18,6 +19,7 @@
 
 pub mod address;
 pub mod budget;
+pub mod build_stamp;
 pub mod card_sig;
 pub mod checkup;
 pub mod compiled;

@@ -1,9 +1,11 @@
 //! Runs a language's toolchain for `mur build` (the plan is `crate::scaffold::toolchain`).
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use crate::build_stamp::{self, Stamp, Verdict, Why};
 use crate::diag::{self, Diagnostic};
 use crate::manifest::Language;
 use crate::scaffold::toolchain::{self as plan, RustToolchain, Sysroot, Toolchain, World};
@@ -14,8 +16,10 @@ const TAIL_BYTES: usize = 8 << 10;
 const MAX_LINE_BYTES: u64 = 1 << 20;
 
 /// Builds `dir`'s `lang` sources of a `world` component into `dir/rel` (E-BLD-002 when the tool
-/// is missing or fails).
-pub fn build(lang: Language, world: World, dir: &Path, rel: &str) -> Result<(), Diagnostic> {
+/// is missing or fails). With `stamp` (the file [`mur_core::build_stamp`] keeps for this
+/// component), the tool runs only when the component, its input files, its build settings or the
+/// toolchain differ from what the stamp recorded, and a successful run records them.
+pub fn build(lang: Language, world: World, dir: &Path, rel: &str, stamp: Option<&Path>) -> Result<(), Diagnostic> {
     // The tool runs in `dir`, so every path it is given is absolute.
     let dir = &std::path::absolute(dir)
         .map_err(|e| Diagnostic::new(diag::E_BLD_001, format!("cannot resolve {}: {e}", dir.display())))?;
@@ -48,11 +52,37 @@ pub fn build(lang: Language, world: World, dir: &Path, rel: &str) -> Result<(), 
     }
     let (program, toolchain) = find(lang, dir)?;
     let target = dir.join(rel);
+    // What this build would use, and what the last one recorded.
+    let recipe = recipe(lang, world, rel, &program, &toolchain);
+    let before = stamp.and_then(|_| inputs(dir, rel));
+    let why = match (stamp, &before) {
+        (Some(stamp), Some(files)) => {
+            let recorded = read_small(stamp);
+            let output = read_small_bytes(&target).map(|b| crate::digest::sha256_hex(&b));
+            match build_stamp::judge(recorded.as_deref(), &recipe, files, output.as_deref()) {
+                Verdict::Unchanged => {
+                    // Progress goes to stderr: stdout stays the one `Built …` line scripts read.
+                    eprintln!(
+                        "Unchanged {} (its sources, build settings and toolchain are as when it was built)",
+                        target.display()
+                    );
+                    return Ok(());
+                }
+                Verdict::Build(Why::First) => None,
+                Verdict::Build(why) => Some(why.describe()),
+            }
+        }
+        _ => None,
+    };
     let staged = staged_path(&target);
     let wit = WitDir::write(world)?;
     let args = plan::args(&toolchain, world, dir, &wit.0, &staged);
     // Progress goes to stderr: stdout stays the one `Built …` line scripts read.
-    eprintln!("Building {} with {}", entry.display(), program.display());
+    match why {
+        Some(why) => eprintln!("Building {} with {} ({why})", entry.display(), program.display()),
+        None => eprintln!("Building {} with {}", entry.display(), program.display()),
+    }
+    let started = std::time::Instant::now();
     let mut cmd = Command::new(&program);
     cmd.args(&args).current_dir(dir).env_clear().stdin(Stdio::null());
     for var in plan::PASSED_ENV {
@@ -87,8 +117,128 @@ pub fn build(lang: Language, world: World, dir: &Path, rel: &str) -> Result<(), 
     if result.is_err() {
         // Best effort: a partial output of ours, never the previous component.
         let _ = std::fs::remove_file(&staged);
+        if let Some(stamp) = stamp {
+            // The previous component stays, but it is no longer what the sources make.
+            let _ = std::fs::remove_file(stamp);
+        }
+        return result;
+    }
+    eprintln!("Built {} in {:.1} s", target.display(), started.elapsed().as_secs_f64());
+    if let (Some(stamp), Some(before)) = (stamp, before) {
+        record(stamp, &target, recipe, &before, dir, rel);
     }
     result
+}
+
+/// Writes the stamp of a successful build, when its inputs held still while the tool ran;
+/// otherwise removes the old one, so the next build runs. Never fails the build: a build without
+/// a stamp only runs again next time.
+fn record(stamp: &Path, target: &Path, recipe: String, before: &BTreeMap<String, String>, dir: &Path, rel: &str) {
+    let written = (|| {
+        let files = inputs(dir, rel)
+            .and_then(|after| build_stamp::settled(before, after))
+            .ok_or_else(|| "a source changed while it was built".to_string())?;
+        let output = std::fs::read(target).map_err(|e| format!("{} cannot be read: {e}", target.display()))?;
+        let text = Stamp::new(recipe, files, crate::digest::sha256_hex(&output)).render();
+        if let Some(parent) = stamp.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+        }
+        crate::file::write_atomic(stamp, text.as_bytes(), 0o644).map_err(|e| format!("{}: {e}", stamp.display()))
+    })();
+    if let Err(why) = written {
+        tracing::debug!("no build stamp written, the next build runs again: {why}");
+        let _ = std::fs::remove_file(stamp);
+    }
+}
+
+/// The facts of a build besides its files: what is made, against which WIT, by which mur, and
+/// the toolchain's identity (each program's path, size and modification time: an upgrade
+/// rewrites them).
+fn recipe(lang: Language, world: World, rel: &str, program: &Path, toolchain: &Toolchain) -> String {
+    let wit: String = world
+        .wit_files()
+        .iter()
+        .map(|(p, text)| format!("{p}\n{}\n", crate::digest::sha256_hex(text.as_bytes())))
+        .collect();
+    let wit = crate::digest::sha256_hex(wit.as_bytes());
+    let mut facts = vec![
+        ("mur", env!("CARGO_PKG_VERSION").to_string()),
+        ("language", lang.as_str().to_string()),
+        ("world", world.noun().to_string()),
+        ("output", rel.to_string()),
+        ("wit", wit),
+        ("program", program.display().to_string()),
+        ("program-file", file_identity(program)),
+        ("toolchain", format!("{toolchain:?}")),
+    ];
+    if let Toolchain::Rust(rust) = toolchain {
+        facts.push(("rustc-file", file_identity(&rust.rustc)));
+    }
+    let facts: Vec<(&str, &str)> = facts.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    build_stamp::recipe(&facts)
+}
+
+/// A program's size and modification time (through links), or `absent`.
+fn file_identity(p: &Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::metadata(p) {
+        Ok(m) => format!("{} {}.{:09}", m.len(), m.mtime(), m.mtime_nsec()),
+        Err(_) => "absent".to_string(),
+    }
+}
+
+/// The stamp's text, if it is a small file.
+fn read_small(p: &Path) -> Option<String> {
+    const MAX: u64 = 4 << 20;
+    let meta = std::fs::metadata(p).ok()?;
+    (meta.is_file() && meta.len() <= MAX).then(|| std::fs::read_to_string(p).ok())?
+}
+
+/// The component's bytes, if it is a file an archive could hold.
+fn read_small_bytes(p: &Path) -> Option<Vec<u8>> {
+    let meta = std::fs::metadata(p).ok()?;
+    (meta.is_file() && meta.len() <= crate::store::archive::MAX_ENTRY_BYTES).then(|| std::fs::read(p).ok())?
+}
+
+/// The sha256 of every input file under `dir` ([`build_stamp::is_input`]) by its `/`-separated
+/// relative path; a symlink counts as its target's name. `None` when the directory cannot be
+/// read whole or holds more than the stamp compares ([`build_stamp::MAX_FILES`],
+/// [`build_stamp::MAX_BYTES`]): the component is then built every time.
+fn inputs(dir: &Path, rel: &str) -> Option<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    let mut bytes: u64 = 0;
+    let mut stack = vec![PathBuf::new()];
+    while let Some(sub) = stack.pop() {
+        for entry in std::fs::read_dir(dir.join(&sub)).ok()? {
+            let entry = entry.ok()?;
+            let rel_path = sub.join(entry.file_name());
+            let kind = entry.file_type().ok()?;
+            if !build_stamp::is_input(&rel_path, kind.is_dir(), rel) {
+                continue;
+            }
+            let key = rel_path.to_str()?.to_string();
+            let digest = if kind.is_dir() {
+                stack.push(rel_path);
+                continue;
+            } else if kind.is_symlink() {
+                let to = std::fs::read_link(entry.path()).ok()?;
+                crate::digest::sha256_hex(format!("symlink {}", to.display()).as_bytes())
+            } else if kind.is_file() {
+                bytes += entry.metadata().ok()?.len();
+                if bytes > build_stamp::MAX_BYTES {
+                    return None;
+                }
+                crate::digest::sha256_hex(&std::fs::read(entry.path()).ok()?)
+            } else {
+                continue;
+            };
+            out.insert(key, digest);
+            if out.len() > build_stamp::MAX_FILES {
+                return None;
+            }
+        }
+    }
+    Some(out)
 }
 
 /// `<component>.tmp-<uuid>` beside the component, so the final rename stays on one file system.
