@@ -617,12 +617,12 @@ impl CompiledCache {
         &self,
         engine: &Engine,
         check: &Check<'_>,
-        archive_sha256: &str,
+        source: &Source<'_>,
         component: &[u8],
     ) -> Result<(), String> {
         let mut bytes = Some(component.to_vec());
         let mut read = || bytes.take().ok_or_else(|| "the component was read already".to_string());
-        let source = Source::capsule(archive_sha256);
+        let source = *source;
         let compiled = self.component(engine, &source, &mut read, check, None).map(drop);
         // An install scans the cache even when its entry was there already (once per process).
         if self.check_dir().is_ok() {

@@ -131,7 +131,12 @@ impl CompiledCache {
     /// Compiles `component`, the capsule.wasm of the archive hashing to `archive_sha256`, into
     /// the cache unless a usable entry is there (what `mur install` does).
     pub fn precompile(&self, engine: &CapsuleEngine, archive_sha256: &str, component: &[u8]) -> Result<(), String> {
-        self.precompile_with(engine.wasmtime(), &engine.check(), archive_sha256, component)
+        self.precompile_with(
+            engine.wasmtime(),
+            &engine.check(),
+            &Source::capsule(archive_sha256),
+            component,
+        )
     }
 
     /// For a launcher: the entry of the capsule.wasm of the archive hashing to `archive_sha256`,
@@ -146,12 +151,6 @@ impl CompiledCache {
         read: &mut dyn FnMut() -> Result<Vec<u8>, String>,
     ) -> Result<Handed, String> {
         self.hand_out_with(engine.wasmtime(), &engine.check(), archive_sha256, read)
-    }
-
-    /// Whether the capsule.wasm of the archive hashing to `archive_sha256` is compiled for
-    /// `engine` and this runtime version (what `mur list` shows).
-    pub fn is_compiled(&self, engine: &CapsuleEngine, archive_sha256: &str) -> bool {
-        self.holds(engine.wasmtime(), &Source::capsule(archive_sha256))
     }
 }
 

@@ -125,6 +125,25 @@ pub enum ToolRun {
     Canceled,
 }
 
+/// The cache's entry points for a model capsule's WebAssembly tools: compiled and checked against
+/// the tool world's linker, keyed by the archive and the tool's path in it, exactly as a session
+/// start loads them ([`WasmTool::load`]).
+impl CompiledCache {
+    /// Compiles the tool `component` at `source` into the cache unless a usable entry is there
+    /// (what `mur install` does for each tool).
+    pub fn precompile_tool(&self, engine: &CapsuleEngine, source: &Source<'_>, component: &[u8]) -> Result<(), String> {
+        let linker = linker(engine)?;
+        let check = |c: &Component| checked(&linker, c).map(drop);
+        self.precompile_with(engine.wasmtime(), &check, source, component)
+    }
+
+    /// Whether the component at `source` (a capsule's or a tool's) is compiled for `engine` and
+    /// this runtime version (what `mur list` shows).
+    pub fn is_compiled_at(&self, engine: &CapsuleEngine, source: &Source<'_>) -> bool {
+        self.holds(engine.wasmtime(), source)
+    }
+}
+
 impl WasmTool {
     /// Loads the tool at `source` (its bytes read with `read` only on a cache miss), checks it
     /// exports the tool world, and describes it in a fresh instance under `grant`: its name must

@@ -2,13 +2,14 @@
 //!
 //! Without `-g` the project is the nearest directory at or above the current one holding
 //! `murmur.yaml`; its store receives the archive and its `murmur.lock` pins the new bytes. A
-//! component capsule's component is then compiled into the user's own compiled-component cache
-//! (whichever store received the archive), so the first launch loads native code.
+//! component capsule's component, and each WebAssembly tool of a model capsule, is then compiled
+//! into the user's own compiled-component cache (whichever store received the archive), so the
+//! first launch loads native code.
 
 use super::{InstallArgs, Outcome};
-use crate::capsule::{CapsuleEngine, CompiledCache};
+use crate::capsule::{CapsuleEngine, CompiledCache, Source};
 use crate::diag::{self, Diagnostic};
-use crate::manifest;
+use crate::manifest::{self, ToolSource};
 use crate::names::ArtifactName;
 use crate::paths::{self, MurHome};
 use crate::store::{self, archive, lock::Lock};
@@ -99,31 +100,82 @@ pub fn run(a: &InstallArgs) -> Outcome {
         Some(_) => println!("Installed {name}@{} from {file} (the same bytes as before)", m.version),
         None => println!("Installed {name}@{} from {file}", m.version),
     }
-    if let Some(component) = &packed.component {
-        precompile(&format!("{name}@{}", m.version), &sha, component);
-    }
+    precompile(
+        &format!("{name}@{}", m.version),
+        &sha,
+        &bytes,
+        packed.component.as_deref(),
+        &m,
+    );
     Ok(0)
 }
 
-/// Compiles the component into the user's compiled-component cache now, so that no launch
-/// waits for it (with a spinner on a terminal: a Python runtime takes seconds). The archive is
-/// installed either way: a component that does not compile is refused, with its reason, when a
-/// session starts.
-fn precompile(what: &str, archive_sha256: &str, component: &[u8]) {
-    let compiled = CapsuleEngine::new().and_then(|engine| {
-        let cache = CompiledCache::user();
-        if cache.is_compiled(&engine, archive_sha256) {
-            return cache.precompile(&engine, archive_sha256, component);
+/// Compiles the capsule's component and each of its WebAssembly tools into the user's
+/// compiled-component cache now, so that no launch waits for them (with a spinner on a terminal:
+/// a Python runtime takes seconds). The archive is installed either way: a component that does
+/// not compile is refused, with its reason, when a session starts.
+fn precompile(what: &str, archive_sha256: &str, zip: &[u8], component: Option<&[u8]>, m: &manifest::Manifest) {
+    let tools: Vec<(&str, &str)> = m
+        .tools
+        .iter()
+        .filter_map(|t| match &t.source {
+            ToolSource::Wasm { component, .. } => Some((t.name.as_str(), component.as_str())),
+            ToolSource::Mcp { .. } => None,
+        })
+        .collect();
+    if component.is_none() && tools.is_empty() {
+        return;
+    }
+    let engine = match CapsuleEngine::new() {
+        Ok(e) => e,
+        Err(why) => {
+            tracing::debug!("the installed components were not compiled: {why}");
+            return;
         }
+    };
+    let cache = CompiledCache::user();
+    if let Some(component) = component {
+        let source = Source::capsule(archive_sha256);
+        compile_one(&cache, &engine, &source, what.to_string(), component, |c| {
+            cache.precompile(&engine, archive_sha256, c)
+        });
+    }
+    for (tool, entry) in tools {
+        let bytes = match archive::read_named(zip, entry) {
+            Ok(b) => b,
+            Err(why) => {
+                tracing::debug!("the tool {tool} ({entry}) was not compiled: {why}");
+                continue;
+            }
+        };
+        let source = Source { archive_sha256, entry };
+        compile_one(&cache, &engine, &source, format!("{what} tool {tool}"), &bytes, |c| {
+            cache.precompile_tool(&engine, &source, c)
+        });
+    }
+}
+
+/// Compiles one component with `compile`, with a spinner when it is not in the cache yet.
+fn compile_one(
+    cache: &CompiledCache,
+    engine: &CapsuleEngine,
+    source: &Source<'_>,
+    what: String,
+    component: &[u8],
+    compile: impl FnOnce(&[u8]) -> Result<(), String>,
+) {
+    let done = if cache.is_compiled_at(engine, source) {
+        compile(component)
+    } else {
         let size = component.len() as f64 / (1024.0 * 1024.0);
         let spinner = crate::progress::Spinner::start("", format!("compiling {what} ({size:.1} MiB component)"));
-        let done = cache.precompile(&engine, archive_sha256, component);
+        let done = compile(component);
         if done.is_ok() {
             spinner.finish(&format!("compiled {what}"));
         }
         done
-    });
-    if let Err(why) = compiled {
-        tracing::debug!("the installed component was not compiled: {why}");
+    };
+    if let Err(why) = done {
+        tracing::debug!("{what} was not compiled: {why}");
     }
 }

@@ -1,17 +1,21 @@
 //! `mur list`: installed artifacts, the project store's first, then the global store's, and
-//! whether each component capsule is compiled for this runtime.
+//! whether what each one runs (a component capsule's component, a model capsule's WebAssembly
+//! tools) is compiled for this runtime.
 
 use super::Outcome;
-use crate::capsule::{CapsuleEngine, CompiledCache};
+use crate::capsule::{CapsuleEngine, CompiledCache, Source};
+use crate::manifest::{self, ToolSource};
 use crate::paths::{self, MurHome};
 use crate::store::{self, Listed, StoreKind, Stores, archive};
 
-/// Whether an artifact's component is in the compiled-component cache [ours].
+/// Whether an artifact's component and WebAssembly tools are all in the compiled-component
+/// cache [ours].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Compiled {
     Yes,
     No,
-    /// Not a component capsule (or its archive does not open): nothing to compile.
+    /// Neither a component nor a WebAssembly tool (or its archive does not open): nothing to
+    /// compile.
     NotApplicable,
 }
 
@@ -33,17 +37,29 @@ impl Compiled {
     }
 }
 
-/// The sha256 of an installed artifact's archive, if it holds a component: what names the
-/// component's compiled entry (hashed here, like a launch does, not taken from the sidecar).
-fn component_of(stores: &Stores, l: &Listed) -> Option<String> {
+/// The sha256 of an installed artifact's archive and the paths in it of what a launch compiles:
+/// its capsule.wasm and its WebAssembly tools. `None` when it holds none (or does not open).
+/// The sha256 names the compiled entries (hashed here, like a launch does, not taken from the
+/// sidecar).
+fn components_of(stores: &Stores, l: &Listed) -> Option<(String, Vec<String>)> {
     let root = match l.store {
         StoreKind::Project => stores.project()?,
         StoreKind::Global => stores.global(),
     };
     let zip = paths::artifact_zip(root, &l.name.scope, &l.name.name, &l.version);
     let bytes = store::read_archive_file(&zip).ok()?;
-    archive::open_index(&bytes).ok()?.component?;
-    Some(crate::digest::sha256_hex(&bytes))
+    let index = archive::open_index(&bytes).ok()?;
+    let mut entries: Vec<String> = Vec::new();
+    if index.component.is_some() {
+        entries.push(archive::COMPONENT_ENTRY.to_string());
+    }
+    if let Ok(parsed) = manifest::parse_packed(&index.manifest) {
+        entries.extend(parsed.manifest.tools.iter().filter_map(|t| match &t.source {
+            ToolSource::Wasm { component, .. } => Some(component.clone()),
+            ToolSource::Mcp { .. } => None,
+        }));
+    }
+    (!entries.is_empty()).then(|| (crate::digest::sha256_hex(&bytes), entries))
 }
 
 pub fn run(json: bool) -> Outcome {
@@ -60,10 +76,22 @@ pub fn run(json: bool) -> Outcome {
     let rows: Vec<(Listed, Compiled)> = listed
         .into_iter()
         .map(|l| {
-            let compiled = match component_of(&stores, &l) {
+            let compiled = match components_of(&stores, &l) {
                 None => Compiled::NotApplicable,
-                Some(sha) => match engine.get_or_insert_with(CapsuleEngine::new) {
-                    Ok(e) if cache.is_compiled(e, &sha) => Compiled::Yes,
+                Some((sha, entries)) => match engine.get_or_insert_with(CapsuleEngine::new) {
+                    Ok(e)
+                        if entries.iter().all(|entry| {
+                            cache.is_compiled_at(
+                                e,
+                                &Source {
+                                    archive_sha256: &sha,
+                                    entry,
+                                },
+                            )
+                        }) =>
+                    {
+                        Compiled::Yes
+                    }
                     _ => Compiled::No,
                 },
             };
