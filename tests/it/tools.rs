@@ -543,19 +543,33 @@ fn scaffolded_tool_runs_in_a_formation(
         stderr(&again)
     );
 
-    let mut build = sb.mur(&dir);
-    build
-        .env("PATH", crate::support::toolchains::path_with(tools))
-        .args(["build", "."]);
-    prepare(&dir.join("tools/words"), &mut build);
-    let out = build.output().expect("mur build");
-    assert!(out.status.success(), "mur build: {}", stderr(&out));
-    let built = stderr(&out);
-    let component = std::fs::read(dir.join("tools/words/tool.wasm")).expect("the built tool");
+    let build = || {
+        let mut build = sb.mur(&dir);
+        build
+            .env("PATH", crate::support::toolchains::path_with(tools))
+            .args(["build", "."]);
+        prepare(&dir.join("tools/words"), &mut build);
+        let out = build.output().expect("mur build");
+        assert!(out.status.success(), "mur build: {}", stderr(&out));
+        stderr(&out)
+    };
+    let built = build();
+    let tool = dir.join("tools/words/tool.wasm");
+    let component = std::fs::read(&tool).expect("the built tool");
     assert!(
         mur::scaffold::toolchain::is_component(&component),
         "{lang}: not a component"
     );
+    // Built again with nothing changed, the toolchain does not run: the tool keeps its bytes
+    // and its mtime.
+    let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).expect("mtime");
+    let before = mtime(&tool);
+    let again = build();
+    assert!(
+        again.contains(&format!("Unchanged {} (", tool.display())) && !again.contains("Building "),
+        "{lang}: {again}"
+    );
+    assert_eq!((mtime(&tool), std::fs::read(&tool).expect("tool")), (before, component));
     let out = sb.run(
         &dir,
         &[
@@ -565,6 +579,9 @@ fn scaffolded_tool_runs_in_a_formation(
         ],
     );
     assert!(out.status.success(), "{}", stderr(&out));
+    // Installing compiled the tool: list says so, and the run below compiles nothing.
+    assert_eq!(listed_compiled(&sb, &dir), ["compiled"], "{lang}");
+    let cache = compiled_entries(&sb);
 
     let formation = sb.path("formation");
     std::fs::write(formation.join("roster.yaml"), SOLO_ROSTER).expect("roster");
@@ -584,6 +601,11 @@ fn scaffolded_tool_runs_in_a_formation(
         stdout(&out).contains("<untrusted-content source=tool:words>"),
         "{}",
         stdout(&out)
+    );
+    assert_eq!(
+        compiled_entries(&sb),
+        cache,
+        "{lang}: the run compiled and stored an entry"
     );
     built
 }
@@ -891,4 +913,193 @@ fn an_mcp_tool_whose_definition_changed_after_approval_is_not_offered_until_appr
     assert!(!err.contains("E-RUN-055"), "{err}");
     assert_eq!(provider.requests()[2].tool_names(), ["calc__add", "calc__echo"]);
     drop(pulled);
+}
+
+/// A stand-in for componentize-py that logs the directory of each build it is asked for and
+/// writes the words tool (component-model WAT, which the runtime compiles as it does a binary)
+/// under the directory's name (five letters, as `words`: the name's data keeps its length): what
+/// `mur build` does around a toolchain, without the toolchain's seconds.
+fn logging_componentize_py(sb: &Sandbox) -> (PathBuf, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = sb.path("logging-bin");
+    let log = sb.dir.path().join("builds.log");
+    let script = format!(
+        "#!/bin/sh\npwd -P >> '{}'\nwhile [ \"$1\" != -o ]; do shift; done\n\
+         sed \"s/\\\"words\\\"/\\\"$(basename \"$(pwd -P)\")\\\"/\" '{}' > \"$2\"\n",
+        log.display(),
+        repo_root().join(WORDS.1).display()
+    );
+    let program = bin.join("componentize-py");
+    std::fs::write(&program, script).expect("script");
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    (bin, log)
+}
+
+/// The lines of the stand-in's log: one directory per build it ran.
+fn builds(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// The compiled entries (`.cwasm`) in HOME's cache, with their modification times.
+fn compiled_entries(sb: &Sandbox) -> Vec<(String, std::time::SystemTime)> {
+    let mut found: Vec<_> = std::fs::read_dir(sb.home().join(".murmur/compiled"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".cwasm"))
+        .map(|e| {
+            let mtime = e.metadata().and_then(|m| m.modified()).expect("mtime");
+            (e.file_name().to_string_lossy().into_owned(), mtime)
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// The last column of each `mur list` line.
+fn listed_compiled(sb: &Sandbox, cwd: &Path) -> Vec<String> {
+    let out = sb.run(cwd, &["list"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    stdout(&out)
+        .lines()
+        .map(|l| l.rsplit("  ").next().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// The newcomer's loop: `mur new --tool` twice, `mur build .` again and again, `mur install`,
+/// `mur list`, `mur run`. A build with nothing changed runs no toolchain and leaves each
+/// component's bytes and mtime; a changed source rebuilds its tool alone; `mur install` compiles
+/// both tools, `mur list` says so, and the first run loads them from the cache, compiling nothing.
+#[test]
+fn an_unchanged_tool_is_not_rebuilt_and_install_compiles_every_tool_for_the_first_run() {
+    let sb = Sandbox::unshared();
+    let provider = Provider::start(vec![
+        calls(&[("c1", "words", json!({"text": "one two three"}))]),
+        answer_with_results(),
+    ]);
+    let dir = sb.path("src/counter").canonicalize().expect("dir");
+    std::fs::write(
+        dir.join("murmur.yaml"),
+        format!(
+            "name: counter\nversion: 0.1.0\ninference:\n  provider: openai\n  endpoint: {}\n  model: test-model\n  \
+             api_key: ${{{PROVIDER_KEY_VAR}}}\n",
+            provider.url()
+        ),
+    )
+    .expect("manifest");
+    for tool in ["words", "other"] {
+        let out = sb.run(&dir, &["new", "--tool", tool, "--lang", "python"]);
+        assert!(out.status.success(), "mur new --tool {tool}: {}", stderr(&out));
+    }
+    let (bin, log) = logging_componentize_py(&sb);
+    let build = || {
+        let out = sb
+            .mur(&dir)
+            .env("PATH", crate::support::toolchains::path_with(&bin))
+            .args(["build", "."])
+            .output()
+            .expect("mur build");
+        assert!(out.status.success(), "mur build: {}", stderr(&out));
+        assert!(stdout(&out).starts_with("Built counter@0.1.0: "), "{}", stdout(&out));
+        stderr(&out)
+    };
+    let words = dir.join("tools/words");
+    let other = dir.join("tools/other");
+    let state = |tool: &Path| {
+        let p = tool.join("tool.wasm");
+        let mtime = std::fs::metadata(&p).and_then(|m| m.modified()).expect("built");
+        (mtime, std::fs::read(&p).expect("built"))
+    };
+
+    let first = build();
+    assert_eq!(
+        builds(&log),
+        // In the manifest's order: each `mur new --tool` entry goes first.
+        [other.display().to_string(), words.display().to_string()],
+        "{first}"
+    );
+    for tool in [&words, &other] {
+        assert!(
+            first.contains(&format!("Building {}/app.py with ", tool.display())),
+            "{first}"
+        );
+    }
+    assert!(dir.join(".murmur/build/tools/words/tool.wasm.stamp").is_file());
+    let (words_before, other_before) = (state(&words), state(&other));
+
+    // Nothing changed: no toolchain runs, and each component keeps its bytes and mtime.
+    let again = build();
+    assert_eq!(builds(&log).len(), 2, "{again}");
+    for tool in [&words, &other] {
+        assert!(
+            again.contains(&format!("Unchanged {}/tool.wasm (", tool.display())),
+            "{again}"
+        );
+    }
+    assert!(!again.contains("Building "), "{again}");
+    assert_eq!(
+        (state(&words), state(&other)),
+        (words_before.clone(), other_before.clone())
+    );
+
+    // One tool's source changes: that tool alone is built, and the output says why.
+    let app = words.join("app.py");
+    let mut source = std::fs::read_to_string(&app).expect("app.py");
+    source.push_str("\n# counts words\n");
+    std::fs::write(&app, source).expect("edit app.py");
+    let edited = build();
+    assert_eq!(builds(&log)[2..], [words.display().to_string()], "{edited}");
+    assert!(
+        edited.contains(&format!("Building {}/app.py with ", words.display()))
+            && edited.contains(" (app.py changed)\n"),
+        "{edited}"
+    );
+    assert!(
+        edited.contains(&format!("Unchanged {}/tool.wasm (", other.display())),
+        "{edited}"
+    );
+    assert_eq!(state(&other), other_before);
+
+    // A component removed by hand is built again, even with its sources unchanged.
+    std::fs::remove_file(other.join("tool.wasm")).expect("rm");
+    let rebuilt = build();
+    assert_eq!(builds(&log)[3..], [other.display().to_string()], "{rebuilt}");
+    assert!(rebuilt.contains(" (the component is missing)\n"), "{rebuilt}");
+
+    // Install compiles both tools; list says so.
+    let work = sb.path("work");
+    assert!(compiled_entries(&sb).is_empty());
+    let zip = dir.join("counter-0.1.0.mur.zip");
+    let out = sb.run(&work, &["install", "-g", zip.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let compiled = compiled_entries(&sb);
+    assert_eq!(compiled.len(), 2, "one entry per tool: {compiled:?}");
+    assert_eq!(listed_compiled(&sb, &work), ["compiled"]);
+
+    // The first run loads both tools from the cache: it compiles and stores nothing.
+    let out = sb
+        .mur(&work)
+        .args(["run", "--capsule", "local/counter", "--capsule-version", "0.1.0"])
+        .args(["--task", "count"])
+        .env(PROVIDER_KEY_VAR, PROVIDER_KEY)
+        .env("RUST_LOG", "mur=debug")
+        .output()
+        .expect("mur run");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(
+        tool_results(&provider.requests()[1]),
+        ["<untrusted-content source=tool:words>\n3\n</untrusted-content>"]
+    );
+    assert_eq!(err.matches("loaded compiled ").count(), 2, "{err}");
+    assert!(!err.contains("compiled component "), "{err}");
+    assert_eq!(compiled_entries(&sb), compiled, "the run wrote no entry");
+
+    // Without the cache, list says so.
+    std::fs::remove_dir_all(sb.home().join(".murmur/compiled")).expect("rm cache");
+    assert_eq!(listed_compiled(&sb, &work), ["not-compiled"]);
 }
