@@ -36,27 +36,27 @@ pub const NOTES: &[Notes] = &[
     Notes {
         command: "build",
         stdout: "`Built <name>@<version>: <path of the .mur.zip>`. The archive is written next to `murmur.yaml` as `<name>-<version>.mur.zip` (an existing one is replaced); it is deterministic, so unchanged sources rebuild to the same sha256.",
-        stderr: "W-SEC-019 for each unknown `murmur.yaml` key; diagnostics.",
+        stderr: "W-SEC-019 for each unknown `murmur.yaml` key; for each component built from sources (`build.language`, the capsule's or a tool's), `Building <entry file> with <toolchain>` (with why in parentheses when an earlier build was recorded, e.g. `(app.py changed)`) then `Built <component> in <S> s`, or `Unchanged <component> (…)` when its input files, build settings, toolchain and mur are those its stamp under `.murmur/build/` recorded and the component is the one that build wrote: the toolchain does not run and the component keeps its bytes and mtime (`target/`, `node_modules/`, `.venv/` and other tool directories are not inputs; remove `.murmur/build/` to build everything again); diagnostics.",
         exit: "0 built; 1 with E-MAN-001/E-MAN-003 (the manifest), E-BLD-001 (I/O, or the component named by `component:` is missing) or E-BLD-002 (the `build.language` toolchain is missing or failed; its progress line and output tail go to stderr).",
         json: &[],
     },
     Notes {
         command: "install",
         stdout: "`Installed local/<name>@<version> from <FILE>`; ` (the same bytes as before)` after it when that version was installed with these bytes already; `Replaced local/<name>@<version> from <FILE> (sha256 <old> → <new>; sessions already running keep the old bytes)` when other bytes were installed at that version (the first 12 hex digits of each).",
-        stderr: "Diagnostics only; on a terminal, while the component compiles into the compiled cache, a spinner naming it, then `compiled local/<name>@<version> in <S> s` (nothing when stderr is not a terminal).",
+        stderr: "Diagnostics only; on a terminal, while the capsule's component and each WebAssembly tool compile into the compiled cache, a spinner naming it, then `compiled local/<name>@<version> in <S> s` (`compiled local/<name>@<version> tool <tool> in <S> s` for a tool; nothing when stderr is not a terminal).",
         exit: "0 installed; 1 with E-INS-001 (a bad archive, no root `murmur.yaml`, or no project directory above the current one without `-g`). Without `-g` the project's `murmur.lock` gets the entry for `local/<name>` (added or replaced).",
         json: &[],
     },
     Notes {
         command: "list",
-        stdout: "One line per artifact, project store first then global, sorted by name and version: `<scope>/<name>  <version>  <project|global>  <first 12 hex of sha256>  <compiled|not-compiled|->`, each column padded to its widest cell (the last column: whether this user's cache holds the component's native code for this mur and engine; `-` for a capsule without a component); `No artifacts installed.` when there are none. With `--json`, one compact JSON line.",
+        stdout: "One line per artifact, project store first then global, sorted by name and version: `<scope>/<name>  <version>  <project|global>  <first 12 hex of sha256>  <compiled|not-compiled|->`, each column padded to its widest cell (the last column: whether this user's cache holds the native code of the capsule's component and of each of its WebAssembly tools for this mur and engine; `-` for a capsule with neither); `No artifacts installed.` when there are none. With `--json`, one compact JSON line.",
         stderr: "Nothing, except W-CMP-001 when the compiled-component cache cannot be trusted.",
         exit: "0.",
         json: &[
             ("artifacts[]", "one object per artifact, in the table's order"),
             (
                 "artifacts[].compiled",
-                "`true` when the component is compiled in this user's cache, `false` when not, `null` for a capsule without a component",
+                "`true` when the component and every WebAssembly tool are compiled in this user's cache, `false` when one is not, `null` for a capsule with neither",
             ),
             ("artifacts[].name", "full artifact name, `<scope>/<name>`"),
             ("artifacts[].sha256", "64 lowercase hex, the sidecar's digest"),
