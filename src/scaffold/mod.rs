@@ -467,19 +467,25 @@ fn sources(name: &str, lang: Language, prefix: &str) -> Vec<File> {
             ("app.py", fill(PYTHON_APP)),
             (
                 ".gitignore",
-                b"__pycache__/\n.venv/\ncapsule.wasm\n*.mur.zip\n".to_vec(),
+                b"__pycache__/\n.venv/\ncapsule.wasm\n*.mur.zip\n.murmur/\n".to_vec(),
             ),
         ],
         Language::JavaScript => vec![
             ("app.js", fill(JAVASCRIPT_APP)),
             ("package.json", fill(JAVASCRIPT_PACKAGE)),
-            (".gitignore", b"node_modules/\ncapsule.wasm\n*.mur.zip\n".to_vec()),
+            (
+                ".gitignore",
+                b"node_modules/\ncapsule.wasm\n*.mur.zip\n.murmur/\n".to_vec(),
+            ),
         ],
         Language::Rust => vec![
             ("Cargo.toml", fill(RUST_CARGO)),
             ("src/lib.rs", fill(RUST_LIB)),
             ("wit/capsule.wit", CAPSULE_WIT.as_bytes().to_vec()),
-            (".gitignore", b"target/\nCargo.lock\ncapsule.wasm\n*.mur.zip\n".to_vec()),
+            (
+                ".gitignore",
+                b"target/\nCargo.lock\ncapsule.wasm\n*.mur.zip\n.murmur/\n".to_vec(),
+            ),
         ],
     };
     files

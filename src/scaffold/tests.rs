@@ -584,10 +584,13 @@ fn each_capsule_scaffold_ignores_what_its_toolchain_installs_and_builds() {
         // The guide creates .venv in the capsule directory for componentize-py.
         (
             Language::Python,
-            &["__pycache__/", ".venv/", "capsule.wasm", "*.mur.zip"],
+            &["__pycache__/", ".venv/", "capsule.wasm", "*.mur.zip", ".murmur/"],
         ),
-        (Language::JavaScript, &["node_modules/", "capsule.wasm", "*.mur.zip"]),
-        (Language::Rust, &["target/", "capsule.wasm", "*.mur.zip"]),
+        (
+            Language::JavaScript,
+            &["node_modules/", "capsule.wasm", "*.mur.zip", ".murmur/"],
+        ),
+        (Language::Rust, &["target/", "capsule.wasm", "*.mur.zip", ".murmur/"]),
     ];
     for (lang, want) in table {
         let files = capsule("scout", *lang);
