@@ -330,6 +330,29 @@ fn a_toolchain_runs_with_a_minimal_environment_and_its_failure_shows_a_bounded_t
     );
     assert!(dir.join("tool-probe-0.1.0.mur.zip").exists());
 
+    // Built again with the same tool and sources: the tool does not run, the component stays.
+    let bin = sb.path("fake-bin");
+    let argv_log = sb.dir.path().join("tool.log").with_extension("log.argv");
+    std::fs::remove_file(&argv_log).expect("reset");
+    let out = build(&bin);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.starts_with("Unchanged ") && err.contains("/tool-probe/capsule.wasm ("),
+        "{err}"
+    );
+    assert!(!argv_log.exists(), "the tool ran: {err}");
+    // An edited source builds again, and the progress line says why.
+    std::fs::write(dir.join("app.py"), "# edited\n").expect("edit");
+    let out = build(&bin);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.lines().next().is_some_and(|l| l.ends_with(" (app.py changed)")),
+        "{err}"
+    );
+    assert!(argv_log.exists(), "the tool did not run: {err}");
+
     // The tool saw a fixed argv and none of the caller's secrets or runtime variables.
     let log = sb.dir.path().join("tool.log");
     let env = std::fs::read_to_string(log.with_extension("log.env")).expect("env");

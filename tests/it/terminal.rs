@@ -336,6 +336,33 @@ fn compiling_at_install_shows_progress_on_a_terminal_and_nothing_when_piped() {
     assert!(shown.contains("compiling local/echo@0.1.0 ("), "{shown:?}");
     assert!(shown.contains("compiled local/echo@0.1.0 in "), "{shown:?}");
 
+    // A model capsule's WebAssembly tool is compiled at install too, and says so.
+    let counter = sb.path("src/counter");
+    std::fs::create_dir_all(counter.join("tools/words")).expect("tool dir");
+    std::fs::copy(
+        crate::support::repo_root().join("src/capsule/testdata/words-tool.wat"),
+        counter.join("tools/words/tool.wat"),
+    )
+    .expect("tool");
+    std::fs::write(
+        counter.join("murmur.yaml"),
+        "name: counter\nversion: 0.1.0\ninference:\n  provider: openai\n  endpoint: http://127.0.0.1:9/v1\n  \
+         model: test-model\ntools:\n  - name: words\n    component: tools/words/tool.wat\n",
+    )
+    .expect("manifest");
+    let out = sb.run(&counter, &["build", "."]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let zip = counter.join("counter-0.1.0.mur.zip");
+    let shown = on_terminal(&["install", "-g", zip.to_str().expect("utf-8 path")], sb.dir.path());
+    assert!(
+        shown.contains("compiling local/counter@0.1.0 tool words ("),
+        "{shown:?}"
+    );
+    assert!(
+        shown.contains("compiled local/counter@0.1.0 tool words in "),
+        "{shown:?}"
+    );
+
     // A cold lone run and a cold launch compile too, and say so.
     let compiled = sb.home().join(".murmur/compiled");
     std::fs::remove_dir_all(&compiled).expect("empty the compiled cache");
