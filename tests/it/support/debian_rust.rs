@@ -40,8 +40,11 @@ pub struct DebianRust {
 impl DebianRust {
     /// Makes `dir/target`, where `mur build` has cargo build the crate in `dir`, the shared target
     /// directory (a symbolic link), so the standard library and the dependencies built for
-    /// earlier tests are reused.
+    /// earlier tests are reused. A second call for the same directory (a second build) finds it.
     pub fn share_target(&self, dir: &Path) {
+        if std::fs::read_link(dir.join("target")).is_ok_and(|to| to == self.target) {
+            return;
+        }
         std::os::unix::fs::symlink(&self.target, dir.join("target")).expect("link the shared target directory");
     }
 }
