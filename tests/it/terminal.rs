@@ -363,6 +363,39 @@ fn compiling_at_install_shows_progress_on_a_terminal_and_nothing_when_piped() {
         "{shown:?}"
     );
 
+    // A toolchain's run is counted in place on a terminal, then cleared for the line saying it
+    // was built; built again unchanged, nothing runs.
+    let out = sb.run(sb.dir.path(), &["new", "--capsule", "probe", "--lang", "python"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let bin = sb.path("fake-bin");
+    let tool = bin.join("componentize-py");
+    std::fs::write(
+        &tool,
+        "#!/bin/sh\nwhile [ \"$1\" != -o ]; do shift; done; printf '(component)' > \"$2\"\n",
+    )
+    .expect("fake tool");
+    std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    let build = || {
+        let mut cmd = sb.mur(sb.dir.path());
+        cmd.args(["build", "probe"])
+            .env("TERM", "xterm")
+            .env("PATH", crate::support::toolchains::path_with(&bin));
+        let mut t = OnTerminal::start(cmd);
+        assert_eq!(t.wait(Duration::from_secs(60)), 0, "{}", t.output());
+        t.output()
+    };
+    let shown = build();
+    assert!(
+        shown.contains(" building ") && shown.contains("/probe/capsule.wasm 0s"),
+        "{shown:?}"
+    );
+    assert!(shown.contains("\r\x1b[2KBuilt "), "{shown:?}");
+    let shown = build();
+    assert!(
+        shown.contains("Unchanged ") && !shown.contains(" building "),
+        "{shown:?}"
+    );
+
     // A cold lone run and a cold launch compile too, and say so.
     let compiled = sb.home().join(".murmur/compiled");
     std::fs::remove_dir_all(&compiled).expect("empty the compiled cache");

@@ -91,7 +91,11 @@ pub fn build(lang: Language, world: World, dir: &Path, rel: &str, stamp: Option<
         }
     }
     cmd.envs(plan::env(&toolchain));
-    let result = run(lang, &program, cmd).and_then(|artifact| {
+    // On a terminal, the seconds a toolchain takes are counted in place (cleared when it ends).
+    let spinner = crate::progress::Spinner::start("", format!("building {}", target.display()));
+    let ran = run(lang, &program, cmd);
+    drop(spinner);
+    let result = ran.and_then(|artifact| {
         if let Some(a) = artifact {
             if !starts_as_component(&a) {
                 return Err(failed(
