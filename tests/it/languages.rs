@@ -80,6 +80,20 @@ fn the_guides_python_and_javascript_formation_runs_and_is_traced() {
     if let Some(frm) = err.lines().find_map(|l| l.strip_prefix("formation: ")) {
         assert!(formation_pids(frm).is_empty(), "members of {frm} still running");
     }
+    // Built again with nothing changed, scout ran no toolchain; every installed capsule was
+    // compiled at install.
+    assert!(
+        err.contains(&format!("Unchanged {}/scout/capsule.wasm (", cwd.display())),
+        "{err}"
+    );
+    for name in ["local/helper", "local/scout", "local/trio-worker"] {
+        assert!(
+            out_text
+                .lines()
+                .any(|l| l.starts_with(&format!("{name} ")) && l.ends_with("  compiled")),
+            "{name}: {out_text}"
+        );
+    }
 
     // The trace holds each call on both sides.
     let calls = |member: &str| -> Vec<(String, String)> {
