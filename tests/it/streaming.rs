@@ -45,6 +45,21 @@ impl Api {
 /// reply waits at `gates[k]`, and right after that of the last text at the gate after it, if
 /// there is one. With `cut`, the connection is cut once the last gate opens.
 fn gated(api: Api, texts: &[&str], gates: &[Gate], cut: bool) -> Reply {
+    let mut pieces = gated_pieces(api, texts, gates);
+    // Cut right after the last gate's wait, when the pieces have one.
+    let waits = pieces.iter().filter(|p| matches!(p, Piece::Wait(_))).count();
+    if cut
+        && waits == gates.len()
+        && let Some(at) = pieces.iter().rposition(|p| matches!(p, Piece::Wait(_)))
+    {
+        pieces.truncate(at + 1);
+        pieces.push(Piece::Drop);
+    }
+    Reply::pieces(pieces)
+}
+
+/// [`gated`]'s pieces, uncut.
+fn gated_pieces(api: Api, texts: &[&str], gates: &[Gate]) -> Vec<Piece> {
     let events = api.events(texts);
     let at = |t: &str| {
         events
@@ -62,20 +77,24 @@ fn gated(api: Api, texts: &[&str], gates: &[Gate], cut: bool) -> Reply {
     for (i, e) in events.into_iter().enumerate() {
         if let Some(k) = holds.iter().position(|h| *h == i) {
             pieces.push(Piece::Wait(gates[k].clone()));
-            if cut && k + 1 == gates.len() {
-                pieces.push(Piece::Drop);
-                return Reply::pieces(pieces);
-            }
         }
         pieces.push(Piece::Bytes(e));
     }
-    Reply::pieces(pieces)
+    pieces
 }
 
 /// The answer [`PIECES`], held before the second piece until `gates[0]` opens and before the
 /// third until `gates[1]` does.
 fn gated_answer(api: Api, gates: &[Gate; 2]) -> Reply {
     gated(api, &PIECES, gates, false)
+}
+
+/// [`gated_answer`], with nothing sent before `start` opens either: a stream opened first sees
+/// the task as created before any of its events.
+fn gated_answer_after(api: Api, start: &Gate, gates: &[Gate; 2]) -> Reply {
+    let mut pieces = vec![Piece::Wait(start.clone())];
+    pieces.extend(gated_pieces(api, &PIECES, gates));
+    Reply::pieces(pieces)
 }
 
 /// A serving model capsule `local/<name>` (a door with an operator token) pointed at `provider`.
@@ -572,7 +591,8 @@ fn a_subscriber_that_reconnects_with_last_event_id_sees_every_event_once() {
     let api = Api::OpenAi;
     let sb = Sandbox::new();
     let gates = [Gate::new(), Gate::new()];
-    let provider = Provider::start(vec![gated_answer(api, &gates).into()]);
+    let start = Gate::new();
+    let provider = Provider::start(vec![gated_answer_after(api, &start, &gates).into()]);
     let d = start_model(&sb, "resumer", api, &provider);
     let op = d.op();
     let chunk_text = |v: &Value| v["result"]["artifactUpdate"]["artifact"]["parts"][0]["text"].clone();
@@ -583,6 +603,7 @@ fn a_subscriber_that_reconnects_with_last_event_id_sees_every_event_once() {
     let (zero, opening) = whole.next().expect("the task");
     assert_eq!(zero, 0, "{opening}");
     let id = opening["result"]["task"]["id"].as_str().expect("task id").to_string();
+    start.open();
     let mut seen_whole = whole.until(is_chunk(PIECES[0]));
 
     // A subscriber from the start (Last-Event-ID 0: it has seen nothing) reads as far, then drops.
