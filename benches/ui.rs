@@ -10,8 +10,8 @@
 //!   bytes the index then holds and the most that were live while it read the traces (a counting
 //!   global allocator), with the list's time.
 //!
-//! The first render in a browser (the figure in docs/performance.md §8) is measured by the test
-//! `ui::a_large_formation_renders_in_the_browser_quickly` in headless Chromium.
+//! The first render in a browser (the figure in docs/performance.md §8) is measured by
+//! `benches/ui_paint.rs` in headless Chromium.
 
 // Dependencies reach this target through the library; the library's own target keeps the rule.
 #![allow(unused_crate_dependencies)]

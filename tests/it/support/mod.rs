@@ -453,4 +453,5 @@ pub mod python;
 pub mod shared_compiled;
 pub mod toolchains;
 pub mod ui_records;
+pub mod ui_server;
 pub mod warm;
