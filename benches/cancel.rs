@@ -27,13 +27,13 @@
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 mod support;
-use support::{formation_pids, median, mur_binary};
+use support::{build_and_install, formation_pids, median, member_door, mur_binary, mur_in};
 
 #[path = "../tests/it/support/provider.rs"]
 mod provider;
@@ -94,52 +94,6 @@ fn last_is_tool(req: &Request) -> bool {
         .as_array()
         .and_then(|m| m.last())
         .is_some_and(|m| m["role"] == "tool")
-}
-
-/// A `mur` command in an environment of its own: this HOME, the search path and the temp
-/// directory of the shell, the provider key.
-fn mur(home: &Path, cwd: &Path) -> Command {
-    let mut c = Command::new(mur_binary());
-    c.current_dir(cwd).env_clear();
-    for var in ["PATH", "TMPDIR"] {
-        if let Some(v) = std::env::var_os(var) {
-            c.env(var, v);
-        }
-    }
-    c.env("HOME", home).env(KEY_VAR, KEY);
-    c
-}
-
-fn install(home: &Path, root: &Path, manifest: &str) -> Result<()> {
-    let src = root.join("src").join("agent");
-    std::fs::create_dir_all(&src)?;
-    std::fs::write(src.join("murmur.yaml"), manifest)?;
-    let out = mur(home, root).arg("build").arg(&src).output()?;
-    if !out.status.success() {
-        bail!("mur build: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    let built = String::from_utf8_lossy(&out.stdout).to_string();
-    let zip = built
-        .trim()
-        .rsplit(": ")
-        .next()
-        .ok_or_else(|| anyhow!("no zip: {built}"))?;
-    let out = mur(home, root).args(["install", "-g", zip]).output()?;
-    if !out.status.success() {
-        bail!("mur install: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    Ok(())
-}
-
-/// The lead's running record: its door's address and operator token.
-fn lead_door(home: &Path) -> Option<(String, String)> {
-    std::fs::read_dir(home.join(".murmur/running"))
-        .ok()?
-        .flatten()
-        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
-        .filter_map(|t| serde_json::from_str::<Value>(&t).ok())
-        .find(|r| r["formation_member"] == "lead")
-        .and_then(|r| Some((r["url"].as_str()?.to_string(), r["door_token"].as_str()?.to_string())))
 }
 
 fn door_rpc(door: &(String, String), method: &str, params: Value) -> Result<Value> {
@@ -283,6 +237,7 @@ fn main() -> Result<()> {
     let turns = (reps + 1) * (2 * CALLERS + LEAVES) + 64;
     let provider = Provider::start((0..turns).map(|_| Step::func(route.clone())).collect());
 
+    let bin = mur_binary();
     let tmp = tempfile::Builder::new().prefix("mur-bench-").tempdir()?;
     let home = tmp.path().join("home");
     std::fs::create_dir_all(&home)?;
@@ -291,13 +246,17 @@ fn main() -> Result<()> {
          api_key: ${{{KEY_VAR}}}\n  max_tokens: 50\n  max_turns: 6\n{TAIL}",
         provider.url()
     );
-    install(&home, tmp.path(), &manifest)?;
+    let src = tmp.path().join("src").join("agent");
+    std::fs::create_dir_all(&src)?;
+    std::fs::write(src.join("murmur.yaml"), &manifest)?;
+    build_and_install(&bin, &home, tmp.path(), &src).map_err(|e| anyhow!(e))?;
     let project = tmp.path().join("project");
     std::fs::create_dir_all(&project)?;
     std::fs::write(project.join("roster.yaml"), roster())?;
 
     // Serving (no --task); no formation budget, so repetitions never run out of tokens.
-    let mut child = mur(&home, &project)
+    let mut child = mur_in(&bin, &home, &project)
+        .env(KEY_VAR, KEY)
         .args(["run", "--roster", "--max-tokens", "unlimited"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -332,7 +291,7 @@ fn main() -> Result<()> {
         .ok_or_else(|| anyhow!("no formation line"))?;
     let mut door = None;
     wait_for(Duration::from_secs(30), "the lead's running record", || {
-        door = lead_door(&home);
+        door = member_door(&home, "lead");
         door.is_some()
     })?;
     let door = door.ok_or_else(|| anyhow!("no lead door"))?;

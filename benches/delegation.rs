@@ -20,12 +20,12 @@
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod support;
-use support::{env_or, median, mur_binary};
+use support::{env_or, install_wat, median, member_door, mur_binary, mur_in};
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use serde_json::{Value, json};
@@ -36,40 +36,6 @@ const RELAY_MANIFEST: &str = "name: relay\nversion: 0.1.0\ncomponent: capsule.wa
 const ECHO_MANIFEST: &str = "name: echo\nversion: 0.1.0\ncomponent: capsule.wat\nnetwork:\n  \
      authentication:\n    scheme: bearer\nexports:\n  peer_tasks:\n    accept: true\n";
 const ROSTER: &str = "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/relay, version: 0.1.0, entry: true}\n  - {name: worker, capsule: local/echo, version: 0.1.0}\nreachability:\n  - {from: lead, to: [worker]}\n";
-
-fn mur(bin: &Path, home: &Path, cwd: &Path) -> Command {
-    let mut c = Command::new(bin);
-    c.current_dir(cwd).env_clear();
-    for var in ["PATH", "TMPDIR"] {
-        if let Some(v) = std::env::var_os(var) {
-            c.env(var, v);
-        }
-    }
-    c.env("HOME", home);
-    c
-}
-
-fn install(bin: &Path, home: &Path, root: &Path, name: &str, wat: &str, manifest: &str) -> Result<()> {
-    let src = root.join("src").join(name);
-    std::fs::create_dir_all(&src)?;
-    std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join(wat), src.join("capsule.wat"))?;
-    std::fs::write(src.join("murmur.yaml"), format!("{manifest}{LIFECYCLE}"))?;
-    let out = mur(bin, home, root).arg("build").arg(&src).output()?;
-    if !out.status.success() {
-        bail!("mur build: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    let built = String::from_utf8_lossy(&out.stdout).to_string();
-    let zip = built
-        .trim()
-        .rsplit(": ")
-        .next()
-        .ok_or_else(|| anyhow!("no zip: {built}"))?;
-    let out = mur(bin, home, root).args(["install", "-g", zip]).output()?;
-    if !out.status.success() {
-        bail!("mur install: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    Ok(())
-}
 
 /// A serving formation of one binary; SIGTERM to its launcher when dropped.
 struct Formation {
@@ -86,19 +52,17 @@ impl Formation {
         let tmp = tempfile::Builder::new().prefix("mur-bench-").tempdir()?;
         let home = tmp.path().join("home");
         std::fs::create_dir_all(&home)?;
-        install(bin, &home, tmp.path(), "echo", "actors/echo/capsule.wat", ECHO_MANIFEST)?;
-        install(
-            bin,
-            &home,
-            tmp.path(),
-            "relay",
-            "src/capsule/testdata/relay.wat",
-            RELAY_MANIFEST,
-        )?;
+        for (name, wat, manifest) in [
+            ("echo", "actors/echo/capsule.wat", ECHO_MANIFEST),
+            ("relay", "src/capsule/testdata/relay.wat", RELAY_MANIFEST),
+        ] {
+            let manifest = format!("{manifest}{LIFECYCLE}");
+            install_wat(bin, &home, tmp.path(), (name, wat, &manifest)).map_err(|e| anyhow!(e))?;
+        }
         let project = tmp.path().join("project");
         std::fs::create_dir_all(&project)?;
         std::fs::write(project.join("roster.yaml"), ROSTER)?;
-        let mut child = mur(bin, &home, &project)
+        let mut child = mur_in(bin, &home, &project)
             .args(["run", "--roster"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -119,7 +83,7 @@ impl Formation {
         let start = Instant::now();
         let door = loop {
             let ready = err.lock().unwrap_or_else(|e| e.into_inner()).contains("  entry  ");
-            if let Some(door) = ready.then(|| lead_door(&home)).flatten() {
+            if let Some(door) = ready.then(|| member_door(&home, "lead")).flatten() {
                 break door;
             }
             if start.elapsed() > Duration::from_secs(60) {
@@ -172,16 +136,6 @@ impl Drop for Formation {
         );
         let _ = self.child.wait();
     }
-}
-
-fn lead_door(home: &Path) -> Option<(String, String)> {
-    std::fs::read_dir(home.join(".murmur/running"))
-        .ok()?
-        .flatten()
-        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
-        .filter_map(|t| serde_json::from_str::<Value>(&t).ok())
-        .find(|r| r["formation_member"] == "lead")
-        .and_then(|r| Some((r["url"].as_str()?.to_string(), r["door_token"].as_str()?.to_string())))
 }
 
 fn main() -> Result<()> {

@@ -13,13 +13,12 @@
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt as _;
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 mod support;
-use support::{env_or, formation_pids, median, mur_binary};
+use support::{env_or, formation_pids, install_wat, median, mur_binary, mur_in, running_record};
 
 use anyhow::{Context as _, Result, anyhow, bail};
 
@@ -30,69 +29,23 @@ const ECHO_MANIFEST: &str = "name: echo\nversion: 0.1.0\ncomponent: capsule.wat\
      task_acceptance: queue\n  after_task: sleep\nexports:\n  peer_tasks:\n    accept: true\n";
 const ROSTER: &str = "roster_version: 1\nmembers:\n  - {name: lead, capsule: local/relay, version: 0.1.0, entry: true}\n  - {name: worker, capsule: local/echo, version: 0.1.0}\nreachability:\n  - {from: lead, to: [worker]}\n";
 
-fn mur(home: &Path, cwd: &Path) -> Command {
-    let mut c = Command::new(mur_binary());
-    c.current_dir(cwd)
-        .env("HOME", home)
-        .env_remove("MURMUR_FORMATION_ID")
-        .env_remove("MURMUR_FORMATION_CHANNEL")
-        .env_remove("MURMUR_FORMATION_LIFELINE")
-        .env_remove("RUST_LOG");
-    c
-}
-
-fn install(home: &Path, root: &Path, name: &str, wat: &str, manifest: &str) -> Result<()> {
-    let src = root.join("src").join(name);
-    std::fs::create_dir_all(&src)?;
-    std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join(wat), src.join("capsule.wat"))?;
-    std::fs::write(src.join("murmur.yaml"), manifest)?;
-    let out = mur(home, root).arg("build").arg(&src).output()?;
-    if !out.status.success() {
-        bail!("mur build: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    let built = String::from_utf8_lossy(&out.stdout).to_string();
-    let zip = built
-        .trim()
-        .rsplit(": ")
-        .next()
-        .ok_or_else(|| anyhow!("no zip: {built}"))?;
-    let out = mur(home, root).args(["install", "-g", zip]).output()?;
-    if !out.status.success() {
-        bail!("mur install: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    Ok(())
-}
-
-/// The pid the worker's running record names.
-fn worker_pid(home: &Path) -> Option<u32> {
-    std::fs::read_dir(home.join(".murmur/running"))
-        .ok()?
-        .flatten()
-        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
-        .filter_map(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .find(|r| r["formation_member"] == "worker")
-        .and_then(|r| r["pid"].as_u64())
-        .map(|p| p as u32)
-}
-
 fn main() -> Result<()> {
     let reps: usize = env_or("MUR_BENCH_REPS", 20);
     let tmp = tempfile::Builder::new().prefix("mur-bench-").tempdir()?;
     let home = tmp.path().join("home");
     std::fs::create_dir_all(&home)?;
-    install(&home, tmp.path(), "echo", "actors/echo/capsule.wat", ECHO_MANIFEST)?;
-    install(
-        &home,
-        tmp.path(),
-        "relay",
-        "src/capsule/testdata/relay.wat",
-        RELAY_MANIFEST,
-    )?;
+    let bin = mur_binary();
+    for capsule in [
+        ("echo", "actors/echo/capsule.wat", ECHO_MANIFEST),
+        ("relay", "src/capsule/testdata/relay.wat", RELAY_MANIFEST),
+    ] {
+        install_wat(&bin, &home, tmp.path(), capsule).map_err(|e| anyhow!(e))?;
+    }
     let project = tmp.path().join("project");
     std::fs::create_dir_all(&project)?;
     std::fs::write(project.join("roster.yaml"), ROSTER)?;
 
-    let mut child = mur(&home, &project)
+    let mut child = mur_in(&bin, &home, &project)
         .args(["run", "--roster", "--restart", "1000/86400"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -124,7 +77,10 @@ fn main() -> Result<()> {
     let mut pid = {
         let start = Instant::now();
         loop {
-            if let Some(p) = worker_pid(&home) {
+            if let Some(p) = running_record(&home, "worker")
+                .and_then(|r| r["pid"].as_u64())
+                .map(|p| p as u32)
+            {
                 break p;
             }
             if start.elapsed() > Duration::from_secs(30) {

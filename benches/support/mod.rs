@@ -48,3 +48,81 @@ pub fn median(mut v: Vec<f64>) -> f64 {
 pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
+
+/// `bin` run from `cwd` in the private HOME `home`, with only `PATH` and `TMPDIR` of this
+/// environment: no formation's variables and no developer's `RUST_LOG` reach it.
+pub fn mur_in(bin: &std::path::Path, home: &std::path::Path, cwd: &std::path::Path) -> std::process::Command {
+    let mut c = std::process::Command::new(bin);
+    c.current_dir(cwd).env_clear();
+    for var in ["PATH", "TMPDIR"] {
+        if let Some(v) = std::env::var_os(var) {
+            c.env(var, v);
+        }
+    }
+    c.env("HOME", home);
+    c
+}
+
+/// `mur build` of the capsule sources `src`, then `mur install -g` of the archive it built; the
+/// failing step's stderr otherwise.
+pub fn build_and_install(
+    bin: &std::path::Path,
+    home: &std::path::Path,
+    root: &std::path::Path,
+    src: &std::path::Path,
+) -> Result<(), String> {
+    let out = mur_in(bin, home, root)
+        .arg("build")
+        .arg(src)
+        .output()
+        .map_err(|e| format!("mur build: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("mur build: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let built = String::from_utf8_lossy(&out.stdout).to_string();
+    let zip = built.trim().rsplit(": ").next().unwrap_or_default();
+    if zip.is_empty() {
+        return Err(format!("mur build named no archive: {built}"));
+    }
+    let out = mur_in(bin, home, root)
+        .args(["install", "-g", zip])
+        .output()
+        .map_err(|e| format!("mur install: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("mur install: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    Ok(())
+}
+
+/// A capsule `name` made of a test component: `<root>/src/<name>/` holding `wat` (a path in the
+/// repository) as `capsule.wat` and `manifest` as `murmur.yaml`, built and installed.
+pub fn install_wat(
+    bin: &std::path::Path,
+    home: &std::path::Path,
+    root: &std::path::Path,
+    (name, wat, manifest): (&str, &str, &str),
+) -> Result<(), String> {
+    let src = root.join("src").join(name);
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::create_dir_all(&src)
+        .and_then(|()| std::fs::copy(repo.join(wat), src.join("capsule.wat")).map(drop))
+        .and_then(|()| std::fs::write(src.join("murmur.yaml"), manifest))
+        .map_err(|e| format!("{name}'s sources: {e}"))?;
+    build_and_install(bin, home, root, &src)
+}
+
+/// Member `member`'s running record under HOME `home`.
+pub fn running_record(home: &std::path::Path, member: &str) -> Option<serde_json::Value> {
+    std::fs::read_dir(home.join(".murmur/running"))
+        .ok()?
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .filter_map(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .find(|r| r["formation_member"] == member)
+}
+
+/// Member `member`'s door: its address and operator token, from its running record.
+pub fn member_door(home: &std::path::Path, member: &str) -> Option<(String, String)> {
+    let r = running_record(home, member)?;
+    Some((r["url"].as_str()?.to_string(), r["door_token"].as_str()?.to_string()))
+}
