@@ -241,7 +241,7 @@ impl TaskInner {
     /// session's arbiter, without waiting: a question nobody will answer must not hold the
     /// callee until its timeout. Best effort: a door gone already has nothing left to cancel.
     pub(super) fn cancel_callee(&self, call_id: &str, member: &str, member_task_id: &str) {
-        let Some(arbiter) = &self.shared.arbiter else {
+        let Some(arbiter) = self.shared.arbiter.as_ref().filter(|_| cancels_go_out()) else {
             return;
         };
         let (router, trust, timeout) = (
@@ -439,6 +439,21 @@ pub(crate) fn report_ended(slot: &CallSlot) -> Dispatched {
         member: slot.member.clone(),
         kind: DispatchKind::Ended { status, output },
     }
+}
+
+/// The member's formation has ended: its callees hear that end through their own lifelines, so
+/// no CancelTask goes to them (their tasks end `canceled` by the formation's end, as
+/// docs/reference/formation.md#how-a-member-ends says, not by a caller's cancel racing it).
+static FORMATION_OVER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Marks this process's formation as ended (its lifeline closed): see [`FORMATION_OVER`].
+pub fn formation_over() {
+    FORMATION_OVER.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Whether a callee's task is still this member's to cancel.
+pub(super) fn cancels_go_out() -> bool {
+    !FORMATION_OVER.load(std::sync::atomic::Ordering::SeqCst)
 }
 
 /// CancelTask requests a task's end sent to its callees and not answered yet, in this process.

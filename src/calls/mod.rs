@@ -50,7 +50,7 @@ mod policy;
 mod router;
 mod watcher;
 
-pub use book::cancels_sent;
+pub use book::{cancels_sent, formation_over};
 // The bodies and replies of a call are pure, and the core's.
 use mur_core::wire::calls as wire;
 

@@ -289,6 +289,9 @@ async fn reoffer(
 
 /// Cancels the callee's task `task_id`, which it took for a call the caller has given up on.
 async fn cancel_taken(client: &DoorClient, slot: &CallSlot, task_id: &str, timeout: std::time::Duration) {
+    if !super::book::cancels_go_out() {
+        return;
+    }
     let body = wire::task_method_body(Method::CancelTask, &format!("{}-cancel", slot.call_id), task_id);
     let _ = client.post(body, timeout).await;
 }
@@ -307,7 +310,9 @@ fn cancel_if_taken(
         let Ok(Ok(reply)) = in_flight.await else {
             return;
         };
-        if let SendReply::Started { task_id } = wire::read_send_reply(&member, reply.status, &reply.body) {
+        if let SendReply::Started { task_id } = wire::read_send_reply(&member, reply.status, &reply.body)
+            && super::book::cancels_go_out()
+        {
             let body = wire::task_method_body(Method::CancelTask, &format!("{call_id}-cancel"), &task_id);
             let _ = client.post(body, timeout).await;
         }

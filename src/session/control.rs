@@ -140,6 +140,8 @@ impl Controller<'_> {
         let (home, id) = (s.home.clone(), s.id.clone());
         winddown::arm_backstop(Timing::get().member_teardown, move || running::remove(&home, &id));
         if plan.formation_ended() {
+            // Callees are members of the same formation: they hear its end themselves.
+            crate::calls::formation_over();
             if let Some(frm) = &self.formation_id {
                 s.journal.formation_ended(&s.session_start, frm);
             }
