@@ -247,7 +247,7 @@ mod tests {
             r#"{"capabilities":{"extendedAgentCard":false,"extensions":["#,
             r#"{"params":{"methods":["SendMessage","GetTask"],"peerTasks":true},"uri":"https://docs.murmur.nexus/reference/agent-card/#murmur-door-v1"},"#,
             r#"{"params":{"network":["localhost"],"planes":[],"sessionId":"ses_0199c4e2f1b7712a9d3e4f5061728394","shell":false,"tools":[]},"uri":"https://docs.murmur.nexus/reference/agent-card/#murmur-capsule-v1"},"#,
-            r#"{"description":"a task's deadline (Unix ms) and token budget; they only narrow what the formation grants","required":false,"uri":"urn:mur:a2a:limits:v1"}"#,
+            r#"{"description":"a task's deadline (Unix ms) and budget; they only narrow what the formation grants","required":false,"uri":"urn:mur:a2a:limits:v1"}"#,
             r#"],"pushNotifications":true,"streaming":true},"defaultInputModes":["text/plain","application/json"],"defaultOutputModes":["text/plain"],"description":"writes code","name":"local/coder","#,
             r#""skills":[{"description":"writes code","id":"coder","name":"local/coder","tags":["coder"]}],"#,
             r#""supportedInterfaces":[{"protocolBinding":"JSONRPC","protocolVersion":"1.0","url":"http://localhost:4242"}],"version":"1.2.0"}"#

