@@ -186,11 +186,7 @@ impl Launched {
 
 impl Drop for Launched {
     fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let _ = self.child.wait();
+        support::stop_launcher(&mut self.child);
     }
 }
 

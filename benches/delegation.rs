@@ -130,11 +130,7 @@ impl Formation {
 
 impl Drop for Formation {
     fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let _ = self.child.wait();
+        support::stop_launcher(&mut self.child);
     }
 }
 

@@ -105,11 +105,7 @@ fn main() -> Result<()> {
             .parse()
             .context("the new pid")?;
     }
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    );
-    let _ = child.wait();
+    support::stop_launcher(&mut child);
     if !formation_pids(&frm).is_empty() {
         bail!("members of {frm} still running");
     }

@@ -126,3 +126,12 @@ pub fn member_door(home: &std::path::Path, member: &str) -> Option<(String, Stri
     let r = running_record(home, member)?;
     Some((r["url"].as_str()?.to_string(), r["door_token"].as_str()?.to_string()))
 }
+
+/// Ends a launcher the bench started: SIGTERM (the formation winds down as an operator's stop
+/// would), then reaps it.
+pub fn stop_launcher(child: &mut std::process::Child) {
+    if let Ok(pid) = i32::try_from(child.id()) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
+    }
+    let _ = child.wait();
+}

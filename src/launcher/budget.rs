@@ -349,32 +349,36 @@ impl BudgetKeeper {
     /// [`BudgetKeeper::delegate`]'s decision, before signing.
     pub fn narrowed(&self, holder: usize, d: &Delegate) -> Result<grant::Grant, Refusal> {
         let caller = self.names.get(holder).ok_or(Refusal::BadRequest)?;
-        // A member's own root, for a task a client sent with limits of its own
-        // (docs/reference/formation.md#limits-across-the-formations-edge): the formation's root,
-        // narrowed to them, with no hop.
-        if let Parent::Root(origin) = &d.parent
-            && d.callee == *caller
-        {
-            let formation_left = self
-                .ledger
-                .as_ref()
-                .map(|l| u64::try_from(crate::sync::lock(l).left()).unwrap_or(0));
-            let root = grant::Grant::root(
+        // What the formation's budget has left bounds every grant's, and what the parent's
+        // subtree has left bounds its child's.
+        let formation_left = self
+            .ledger
+            .as_ref()
+            .map(|l| u64::try_from(crate::sync::lock(l).left()).unwrap_or(0));
+        let root_of = |origin: &grant::Origin| {
+            grant::Grant::root(
                 &self.delegation.formation_id,
                 ids::mint(IdKind::Grant),
                 caller,
                 origin.clone(),
                 self.delegation.deadline_ms,
                 None,
-            );
-            let ask = Request {
-                caller: caller.clone(),
-                task: d.task.clone(),
-                callee: d.callee.clone(),
-                deadline_ms: d.deadline_ms,
-                budget: d.budget,
-            };
-            return grant::own_root(root, formation_left, &ask, now_ms());
+            )
+        };
+        let ask = Request {
+            caller: caller.clone(),
+            task: d.task.clone(),
+            callee: d.callee.clone(),
+            deadline_ms: d.deadline_ms,
+            budget: d.budget,
+        };
+        // A member's own root, for a task a client sent with limits of its own
+        // (docs/reference/formation.md#limits-across-the-formations-edge): the formation's root,
+        // narrowed to them, with no hop.
+        if let Parent::Root(origin) = &d.parent
+            && d.callee == *caller
+        {
+            return grant::own_root(root_of(origin), formation_left, &ask, now_ms());
         }
         let may_call = self
             .delegation
@@ -384,41 +388,20 @@ impl BudgetKeeper {
         if !may_call {
             return Err(Refusal::NotACallee);
         }
-        // What the formation's budget has left bounds every grant's, and what the parent's
-        // subtree has left bounds its child's.
-        let formation_left = self
-            .ledger
-            .as_ref()
-            .map(|l| u64::try_from(crate::sync::lock(l).left()).unwrap_or(0));
-        let now = now_ms();
         let parent = match &d.parent {
             Parent::Grant(parent) => crate::sync::lock(&self.grants)
                 .by_id
                 .get(parent)
                 .cloned()
                 .ok_or(Refusal::UnknownParent)?,
-            Parent::Root(origin) => grant::Grant::root(
-                &self.delegation.formation_id,
-                ids::mint(IdKind::Grant),
-                caller,
-                origin.clone(),
-                self.delegation.deadline_ms,
-                None,
-            ),
+            Parent::Root(origin) => root_of(origin),
         };
         let subtree_left = crate::sync::lock(&self.grants).tree.left(&parent.id);
         let left = match (formation_left, subtree_left) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let ask = Request {
-            caller: caller.clone(),
-            task: d.task.clone(),
-            callee: d.callee.clone(),
-            deadline_ms: d.deadline_ms,
-            budget: d.budget,
-        };
-        grant::narrow(&parent, left, &ask, now, ids::mint(IdKind::Grant))
+        grant::narrow(&parent, left, &ask, now_ms(), ids::mint(IdKind::Grant))
     }
 
     fn figures_changed(self: &Arc<Self>) {
