@@ -113,25 +113,20 @@ pub fn build<'a>(task_id: &str, records: impl IntoIterator<Item = &'a Value>) ->
     // Each step's words: turns and tool calls by key, questions and answers in the order asked.
     let (mut questions, mut answers) = (0usize, 0usize);
     for (_, step) in &mut steps {
+        // The k-th question step takes the k-th question's words, the k-th answer step its answer.
+        let mut nth = |seen: &mut usize, answer: bool| -> Vec<Part> {
+            *seen += 1;
+            let q = asked.get_mut(*seen - 1);
+            q.and_then(|(question, reply)| if answer { reply.take() } else { question.take() })
+                .into_iter()
+                .collect()
+        };
         let found: Vec<Part> = match step.kind {
-            "turn" => words.remove(&("turn".to_owned(), step.key.clone())).unwrap_or_default(),
-            "tool" => words.remove(&("tool".to_owned(), step.key.clone())).unwrap_or_default(),
-            "question" => {
-                questions += 1;
-                asked
-                    .get_mut(questions - 1)
-                    .and_then(|q| q.0.take())
-                    .into_iter()
-                    .collect()
-            }
-            "answer" => {
-                answers += 1;
-                asked
-                    .get_mut(answers - 1)
-                    .and_then(|q| q.1.take())
-                    .into_iter()
-                    .collect()
-            }
+            "turn" | "tool" => words
+                .remove(&(step.kind.to_owned(), step.key.clone()))
+                .unwrap_or_default(),
+            "question" => nth(&mut questions, false),
+            "answer" => nth(&mut answers, true),
             _ => Vec::new(),
         };
         if !found.is_empty() {
