@@ -298,6 +298,35 @@ impl Session {
         crate::peer_door::usable_dir(&dir).then(|| self.home.door_socket(&first.formation_id, &first.member))
     }
 
+    /// A formation's peer keeps its door's tasks in its task store and, when the launcher
+    /// restarted it, takes back what the process before it kept
+    /// (docs/reference/formation.md#tasks-across-a-restart). The entry is never restarted, and a
+    /// session alone has nothing to come back to: neither keeps a store.
+    fn take_back_tasks(&self, p: &Prepared, board: &Board) -> Result<(), Diagnostic> {
+        let peer = p
+            .membership
+            .as_ref()
+            .and_then(|m| m.first.as_ref())
+            .is_some_and(|f| !f.entry);
+        if !peer {
+            return Ok(());
+        }
+        let path = self.home.task_store(&p.workdir);
+        let (store, kept) =
+            crate::tasks::store::TaskStore::open(&path).map_err(|why| Diagnostic::new(diag::E_RST_003, why))?;
+        let r = board.restore(store, kept, p.capsule.manifest.lifecycle.repeatable_tasks);
+        if r != crate::tasks::board::Restored::default() {
+            self.console.note(&format!(
+                "took back {} task(s) from the task store: {} ended, {} queued again, {} failed as they ran when the member restarted (E-RST-002)",
+                r.ended + r.queued + r.failed,
+                r.ended,
+                r.queued,
+                r.failed
+            ));
+        }
+        Ok(())
+    }
+
     /// docs/reference/formation.md#member-intake steps 7–8 and the life of the session, on one
     /// actix system.
     fn serve(self, args: &SessionOptions, p: Prepared) -> u8 {
@@ -324,6 +353,9 @@ impl Session {
         let config = self.door_config(&p);
         let bind = args.bind.as_deref().unwrap_or("127.0.0.1");
         let board = Board::new(p.policy.acceptance, p.policy.queue_depth);
+        if let Err(d) = self.take_back_tasks(&p, &board) {
+            return self.fail_early(d);
+        }
         let (news_tx, news) = mpsc::unbounded_channel();
         let questions = questions::Questions::new(self.console.clone(), p.capsule.name.to_string());
         questions.set_board(&board);

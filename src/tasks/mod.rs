@@ -9,7 +9,9 @@
 //! - `retention` — how many ended tasks and bytes a board keeps and pins, and which to forget:
 //!   books of ids and sizes the board consults, so it never grows for the session's life;
 //! - `stream_log` — the events a task's streams sent, kept with the task for streams that
-//!   resume.
+//!   resume;
+//! - `store` — a peer's task store: the board's tasks in an SQLite database, so a restarted
+//!   process of the member answers for them.
 //!
 //! Task states, trust, origins, outcomes and the refusal texts are pure, and the core's
 //! (`mur_core::task`).
@@ -17,6 +19,7 @@
 pub mod ask;
 pub mod board;
 pub mod retention;
+pub mod store;
 pub mod stream_log;
 pub mod types;
 

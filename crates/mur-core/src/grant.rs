@@ -240,11 +240,30 @@ impl Grant {
             return Err(Refusal::Oversize);
         }
         let payload = key.open_tagged(DOMAIN, TAG, wire).ok_or(Refusal::Invalid)?;
+        Grant::from_payload(&payload)
+    }
+
+    /// The grant as a member keeps it with a task in its task store (its payload, unsigned: the
+    /// store is the member's own, and the door verified the grant when the task came).
+    pub fn kept(&self) -> Vec<u8> {
+        self.payload()
+    }
+
+    /// A grant read back from [`Grant::kept`], held to the same shape and bounds as one that
+    /// came signed; `None` for anything else.
+    pub fn from_kept(bytes: &[u8]) -> Option<Grant> {
+        if bytes.len() > MAX_GRANT_BYTES {
+            return None;
+        }
+        Grant::from_payload(bytes).ok()
+    }
+
+    fn from_payload(payload: &[u8]) -> Result<Grant, Refusal> {
         // serde would also read a struct from a JSON array; the payload must be an object.
         if payload.first() != Some(&b'{') {
             return Err(Refusal::Invalid);
         }
-        let p: Payload = serde_json::from_slice(&payload).map_err(|_| Refusal::Invalid)?;
+        let p: Payload = serde_json::from_slice(payload).map_err(|_| Refusal::Invalid)?;
         let grant = Grant {
             origin: Origin::parse(&p.origin).ok_or(Refusal::Invalid)?,
             chain: p
@@ -712,6 +731,25 @@ mod tests {
         let wire = g.sign(&key).expect("fits");
         assert!(wire.len() <= MAX_GRANT_BYTES, "{}", wire.len());
         assert_eq!(Grant::open(&key.verify_key(), &wire), Ok(g));
+    }
+
+    #[test]
+    fn a_kept_grant_reads_back_as_it_was_and_nothing_else_does() {
+        let parent = root(Some(9_000), Some(500));
+        let g = narrow(
+            &parent,
+            Some(400),
+            &ask("lead", "worker", Some(8_000), Some(300)),
+            1_000,
+            grant_id(2),
+        )
+        .expect("narrows");
+        assert_eq!(Grant::from_kept(&g.kept()), Some(g.clone()));
+        for bad in [&b""[..], b"[]", b"{}", b"not json", &vec![b' '; MAX_GRANT_BYTES + 1]] {
+            assert_eq!(Grant::from_kept(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+        let other = String::from_utf8(g.kept()).expect("utf-8").replace(FRM, "frm_nope");
+        assert_eq!(Grant::from_kept(other.as_bytes()), None);
     }
 
     #[test]

@@ -108,6 +108,12 @@ impl MurHome {
         self.records().join(rel)
     }
 
+    /// A peer's task store [ours]: beside its sessions' records directories, in its records
+    /// group, so each process the launcher starts for the member finds the one before's tasks.
+    pub fn task_store(&self, workdir: &Path) -> PathBuf {
+        self.records_group(workdir).join("tasks.db")
+    }
+
     /// One session's records directory.
     pub fn session_records(&self, workdir: &Path, session_id: &str) -> PathBuf {
         self.records_group(workdir).join(session_id)

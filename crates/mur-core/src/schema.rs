@@ -227,6 +227,10 @@ pub fn manifest() -> Value {
                                 1,
                             ),
                         ),
+                        (
+                            "repeatable_tasks",
+                            flag("A task running when its member restarted may run again from its start."),
+                        ),
                     ],
                 ),
             ),

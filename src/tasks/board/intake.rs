@@ -81,20 +81,23 @@ impl Board {
                 asked_by: Vec::new(),
                 cost: None,
             };
-            // A refused offer is never run: keep none of it, in the history neither (A2A v1.0
-            // §3.2.4 lets a server return fewer messages than asked).
-            let text: Arc<str> = if refusal.is_some() {
-                Arc::from("")
-            } else {
-                Arc::from(new.text)
-            };
+            let mut refusal = refusal;
+            let offered: Arc<str> = Arc::from(new.text);
             if refusal.is_none() {
                 snap.history.push(HistoryMessage {
                     role: Role::User,
                     message_id: new.message_id.clone(),
-                    text: HistoryText::Own(Arc::clone(&text)),
+                    text: HistoryText::Own(Arc::clone(&offered)),
                 });
+                // Kept before it is acknowledged, or not taken at all.
+                if let Some(why) = keep_offer(st, &snap, &offered, &new.traceparent, &new.grant, new.limits) {
+                    snap.history.clear();
+                    refusal = Some(why);
+                }
             }
+            // A refused offer is never run: keep none of it, in the history neither (A2A v1.0
+            // §3.2.4 lets a server return fewer messages than asked).
+            let text: Arc<str> = if refusal.is_some() { Arc::from("") } else { offered };
             let traceparent = if refusal.is_some() {
                 None
             } else {
@@ -152,10 +155,44 @@ impl Board {
                 streamed: None,
                 question: None,
                 asked_at: None,
+                stored: if refusal.is_none() && st.store.is_some() {
+                    st.seq
+                } else {
+                    0
+                },
             };
             st.order.insert(st.seq, id.clone());
             st.tasks.insert(id, entry);
             snap
         })
+    }
+}
+
+/// Keeps an admitted task's offer and first snapshot in the board's store, if it has one; the
+/// refusal text when it cannot (E-RST-003), so the task is refused rather than taken unkept.
+fn keep_offer(
+    st: &mut State,
+    snap: &TaskSnapshot,
+    text: &Arc<str>,
+    traceparent: &Option<String>,
+    grant: &Option<Arc<crate::grant::Grant>>,
+    limits: Option<crate::wire::limits::Limits>,
+) -> Option<&'static str> {
+    let store = st.store.as_mut()?;
+    if st.store_fault.is_some() {
+        return Some(super::super::store::REJECT_UNKEPT);
+    }
+    let offer = super::super::store::Offer {
+        text: Arc::clone(text),
+        traceparent: traceparent.clone(),
+        grant: grant.clone(),
+        limits,
+    };
+    match store.admit(snap, st.seq, &offer) {
+        Ok(()) => None,
+        Err(why) => {
+            st.store_fault = Some(why);
+            Some(super::super::store::REJECT_UNKEPT)
+        }
     }
 }

@@ -38,6 +38,7 @@ mod history;
 mod intake;
 mod pins;
 mod read;
+mod restore;
 mod run;
 mod streamed;
 #[cfg(test)]
@@ -47,6 +48,7 @@ pub use cancel::Cancel;
 use history::{end, note_history, push_history};
 pub use pins::Pinned;
 use read::context_turns;
+pub use restore::{Restored, restart_failure};
 pub use run::Work;
 use streamed::Streamed;
 
@@ -87,6 +89,8 @@ struct Entry {
     log: Arc<Mutex<StreamLog>>,
     /// What `log` holds, for the books.
     log_bytes: Arc<AtomicUsize>,
+    /// The change number of the snapshot the task store last kept (0: none yet).
+    stored: u64,
 }
 
 struct State {
@@ -101,6 +105,11 @@ struct State {
     slot_used: bool,
     closing: bool,
     seq: u64,
+    /// A peer's task store (`tasks::store`): every change of a task is kept there before the
+    /// mutation that made it returns.
+    store: Option<super::store::TaskStore>,
+    /// Why the store last failed a write: from then on nothing new is admitted (E-RST-003).
+    store_fault: Option<String>,
 }
 
 /// What an ended task holds, roughly, in bytes: the entry, its id three times (map key, snapshot,
@@ -138,8 +147,9 @@ fn footprint(e: &Entry) -> usize {
 }
 
 impl State {
-    /// Files the tasks `events` ended for forgetting, then forgets what `keep` does not cover.
-    fn settle(&mut self, events: &[BoardEvent], keep: Retention) {
+    /// Files the tasks `events` ended for forgetting, then forgets what `keep` does not cover;
+    /// returns the ids forgotten.
+    fn settle(&mut self, events: &[BoardEvent], keep: Retention) -> Vec<String> {
         for ev in events {
             if let BoardEvent::Ended { task_id, state, .. } = ev
                 && let Some(e) = self.tasks.get_mut(task_id)
@@ -150,18 +160,55 @@ impl State {
                 self.books.file(task_id.clone(), bytes, *state == TaskState::Rejected);
             }
         }
-        self.evict(keep);
+        self.evict(keep)
     }
 
     /// Forgets the ended tasks the books give up to `keep`. A pinned task, or one whose executor
-    /// still holds the running slot, is passed over.
-    fn evict(&mut self, keep: Retention) {
+    /// still holds the running slot, is passed over. Returns the ids forgotten.
+    fn evict(&mut self, keep: Retention) -> Vec<String> {
         let (tasks, running) = (&self.tasks, &self.running);
         let held = |id: &str| running.as_deref() == Some(id) || tasks.get(id).is_some_and(|e| e.pins > 0);
-        for id in self.books.evict(keep, held) {
-            if let Some(e) = self.tasks.remove(&id) {
+        let forgotten = self.books.evict(keep, held);
+        for id in &forgotten {
+            if let Some(e) = self.tasks.remove(id) {
                 self.order.remove(&e.snap.changed);
             }
+        }
+        forgotten
+    }
+
+    /// Keeps in the store every task whose status changed since change number `since` and
+    /// forgets there what the board forgot, in one commit. A failed write stops admission.
+    fn keep(&mut self, since: u64, forgotten: &[String]) {
+        let Some(store) = self.store.as_mut() else {
+            return;
+        };
+        let mut changed = Vec::new();
+        for (_, id) in self.order.range(since + 1..) {
+            if let Some(e) = self.tasks.get(id)
+                && e.stored != e.snap.changed
+            {
+                changed.push(id.clone());
+            }
+        }
+        if changed.is_empty() && forgotten.is_empty() {
+            return;
+        }
+        let tasks = &self.tasks;
+        let rows = changed
+            .iter()
+            .filter_map(|id| tasks.get(id))
+            .map(|e| (&e.snap, e.created));
+        match store.update(rows, forgotten) {
+            Ok(()) => {
+                self.store_fault = None;
+                for id in &changed {
+                    if let Some(e) = self.tasks.get_mut(id) {
+                        e.stored = e.snap.changed;
+                    }
+                }
+            }
+            Err(why) => self.store_fault = Some(why),
         }
     }
 }
@@ -228,6 +275,8 @@ impl Board {
                 slot_used: false,
                 closing: false,
                 seq: 0,
+                store: None,
+                store_fault: None,
             }),
             observer: Mutex::new(None),
             changes: watch::channel(0).0,
@@ -263,8 +312,10 @@ impl Board {
             // Kept to the millisecond the wire shows, so `statusTimestampAfter` set to a time a
             // client was shown includes that very change (A2A v1.0 `a2a.proto`: "greater than or
             // equal to").
+            let since = st.seq;
             let r = f(&mut st, &mut events, (self.clock)().trunc_subsecs(3));
-            st.settle(&events, self.retention);
+            let forgotten = st.settle(&events, self.retention);
+            st.keep(since, &forgotten);
             // A task's end is recorded (its `task_end`, its result file) before any reader can
             // see it: a caller told `completed` must find the answer in the records, even if the
             // session is killed the next moment. So a mutation that ends a task tells the

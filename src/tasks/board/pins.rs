@@ -100,7 +100,8 @@ impl Board {
                 st.books.release_pin(std::mem::take(&mut e.pin_charge));
             }
         }
-        st.evict(self.retention);
+        let forgotten = st.evict(self.retention);
+        st.keep(st.seq, &forgotten);
     }
 
     /// Tasks pinned now, and the bytes charged for them.

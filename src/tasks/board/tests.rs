@@ -820,3 +820,127 @@ async fn a_question_ends_at_its_bound_with_the_task_or_before_it_was_asked() {
     assert_eq!(asked, Asked::Ended);
     drop(w);
 }
+
+/// A board kept in a store at `path`, as a peer's session makes it.
+fn kept_board(path: &std::path::Path, repeatable: bool) -> (Arc<Board>, Restored) {
+    let (store, kept) = crate::tasks::store::TaskStore::open(path).expect("the store opens");
+    let b = Board::new(Acceptance::Queue, 4);
+    let r = b.restore(store, kept, repeatable);
+    (b, r)
+}
+
+#[actix_rt::test]
+async fn a_restarted_board_takes_back_its_tasks_from_the_store() {
+    for repeatable in [false, true] {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("group/tasks.db");
+        let (b, r) = kept_board(&path, repeatable);
+        assert_eq!(r, Restored::default());
+        let done = b.submit(offer("done"));
+        let w = b.next_work().await.expect("work");
+        b.finish(&w.task_id, TaskOutcome::Completed("D".into()));
+        drop(w);
+        let running = b.submit(offer("running"));
+        let first = b.submit(offer("q1"));
+        let second = b.submit(offer("q2"));
+        let w = b.next_work().await.expect("work");
+        assert_eq!(w.task_id, running.id);
+        // The process dies with the task running: nothing after this reaches the store.
+        b.drop_store();
+        std::mem::forget(w);
+
+        let (b, r) = kept_board(&path, repeatable);
+        let done_now = b.get(&done.id).expect("the ended task is known");
+        assert_eq!(
+            (done_now.state, done_now.answer.as_deref()),
+            (TaskState::Completed, Some("D"))
+        );
+        assert_eq!(done_now.history.len(), 2, "its history came back");
+        let ran = b.get(&running.id).expect("the running task is known");
+        let mut order = vec![first.id.clone(), second.id.clone()];
+        if repeatable {
+            assert_eq!(
+                r,
+                Restored {
+                    ended: 1,
+                    queued: 3,
+                    failed: 0
+                }
+            );
+            assert_eq!(ran.state, TaskState::Submitted);
+            order.insert(0, running.id.clone());
+        } else {
+            assert_eq!(
+                r,
+                Restored {
+                    ended: 1,
+                    queued: 2,
+                    failed: 1
+                }
+            );
+            assert_eq!(ran.state, TaskState::Failed);
+            let why = ran.status_text.unwrap_or_default();
+            assert!(why.contains("E-RST-002"), "{why}");
+        }
+        let mut taken = Vec::new();
+        for _ in 0..order.len() {
+            let w = b.next_work().await.expect("work");
+            assert!(w.text.starts_with('q') || w.text == "running", "{}", w.text);
+            taken.push(w.task_id.clone());
+            b.finish(&w.task_id, TaskOutcome::Completed(format!("answer to {}", w.text)));
+        }
+        assert_eq!(taken, order, "waiting tasks run in the order they came");
+
+        // What the second process did is kept as well.
+        b.drop_store();
+        let (b, r) = kept_board(&path, repeatable);
+        assert_eq!(r.ended, 4);
+        for id in &order {
+            let t = b.get(id).expect("known");
+            assert_eq!(t.state, TaskState::Completed);
+        }
+        // And a new task's id never meets an old one's: the change numbers go on.
+        let fresh = b.submit(offer("fresh"));
+        assert!(fresh.changed > b.get(&second.id).map_or(0, |t| t.changed));
+    }
+}
+
+#[test]
+fn a_task_the_store_cannot_keep_is_refused_and_admission_resumes_once_it_can() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("tasks.db");
+    let (store, kept) = crate::tasks::store::TaskStore::open_within(&path, 64 * 1024).expect("opens");
+    let b = Board::with_retention(
+        Acceptance::Queue,
+        1000,
+        fixed_clock(),
+        Retention {
+            tasks: 1000,
+            bytes: 1 << 30,
+        },
+    );
+    b.restore(store, kept, false);
+    let big = "x".repeat(8 * 1024);
+    let mut taken = Vec::new();
+    let refused = loop {
+        let t = b.submit(offer(&big));
+        if t.state == TaskState::Rejected {
+            break t;
+        }
+        taken.push(t.id);
+        assert!(taken.len() < 64, "a 64 KiB store took {} tasks of 8 KiB", taken.len());
+    };
+    assert!(!taken.is_empty());
+    assert_eq!(refused.status_text.as_deref(), Some(crate::tasks::store::REJECT_UNKEPT));
+    assert!(
+        refused
+            .history
+            .iter()
+            .all(|m| !matches!(&m.text, HistoryText::Own(t) if t.len() > 100))
+    );
+    // The waiting tasks cancelled and their offers gone, the store has room again.
+    for id in &taken {
+        b.cancel(id, "made room");
+    }
+    assert_eq!(b.submit(offer("small")).state, TaskState::Submitted);
+}

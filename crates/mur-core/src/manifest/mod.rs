@@ -77,6 +77,9 @@ pub struct Lifecycle {
     /// `lifecycle.input_timeout_secs`: how long a task may wait for an answer to a question it
     /// asked (`request-input`); `None`, the capsule never asks.
     pub input_timeout_secs: Option<u64>,
+    /// `lifecycle.repeatable_tasks` [ours]: a task that was running when its member restarted
+    /// may be run again from its start (docs/reference/formation.md#tasks-across-a-restart).
+    pub repeatable_tasks: bool,
 }
 
 impl Default for Lifecycle {
@@ -87,6 +90,7 @@ impl Default for Lifecycle {
             queue_depth: 1,
             delegation_deadline_secs: DEFAULT_DELEGATION_DEADLINE_SECS,
             input_timeout_secs: None,
+            repeatable_tasks: false,
         }
     }
 }

@@ -482,6 +482,7 @@ fn lifecycle(w: &mut Walker, root: &Node) -> R<Lifecycle> {
             "queue_depth",
             "delegation_deadline_secs",
             "input_timeout_secs",
+            "repeatable_tasks",
         ],
         &[],
     );
@@ -503,6 +504,7 @@ fn lifecycle(w: &mut Walker, root: &Node) -> R<Lifecycle> {
     l.delegation_deadline_secs = integer(lc, p, "delegation_deadline_secs", 1, u64::MAX.into())?
         .map_or(DEFAULT_DELEGATION_DEADLINE_SECS, |d| d as u64);
     l.input_timeout_secs = integer(lc, p, "input_timeout_secs", 1, u64::MAX.into())?.map(|d| d as u64);
+    l.repeatable_tasks = boolean(lc, p, "repeatable_tasks")?.unwrap_or(false);
     Ok(l)
 }
 

@@ -31,6 +31,7 @@ fn defaults() {
             queue_depth: 1,
             delegation_deadline_secs: 600,
             input_timeout_secs: None,
+            repeatable_tasks: false,
         }
     );
     let inf = ok("inference: {}\n").manifest.inference.unwrap();
@@ -46,7 +47,7 @@ fn full_manifest() {
     let m = ok("component: capsule.wat\n\
          exports: {peer_tasks: {accept: true}}\n\
          network: {authentication: {scheme: bearer}}\n\
-         lifecycle: {task_acceptance: queue, after_task: sleep, queue_depth: 3, delegation_deadline_secs: 30, input_timeout_secs: 90}\n\
+         lifecycle: {task_acceptance: queue, after_task: sleep, queue_depth: 3, delegation_deadline_secs: 30, input_timeout_secs: 90, repeatable_tasks: true}\n\
          capabilities: {network: {allow: [localhost, 'https://api.example.com:443']}, spawn: {allow: []}}\n\
          trace: {retain: {max_sessions: 5, max_age: 7d}}\n")
     .manifest;
@@ -65,6 +66,7 @@ fn full_manifest() {
             queue_depth: 3,
             delegation_deadline_secs: 30,
             input_timeout_secs: Some(90),
+            repeatable_tasks: true,
         }
     );
     assert_eq!(m.network_allow, ["localhost", "https://api.example.com:443"]);
