@@ -10,7 +10,7 @@ use nix::sys::signal::Signal;
 use serde_json::Value;
 
 use crate::faults::{all_members_gone, send, status_text, terminal_task};
-use crate::support::{Launcher, Sandbox, formation_pids, member_traces, running_record, wait_until};
+use crate::support::{Launcher, Sandbox, door_rpc, formation_pids, member_traces, running_record, wait_until};
 
 const GRANT: &str = "capabilities:\n  network:\n    allow: [localhost]\n";
 
@@ -182,4 +182,155 @@ fn a_policy_that_is_not_n_per_secs_is_refused_before_anything_starts() {
             "{policy}: a formation was made"
         );
     }
+}
+
+/// A relay lead and a `stall` worker (echoes, but works on a task beginning with `w` until it is
+/// cancelled), its tasks declared repeatable or not.
+fn relay_and_stall(repeatable: bool) -> (Sandbox, PathBuf) {
+    let sb = Sandbox::new();
+    sb.install_component("relay", "src/capsule/testdata/relay.wat", GRANT);
+    let lifecycle = format!(
+        "lifecycle:\n  task_acceptance: queue\n  after_task: sleep\n  queue_depth: 4\n  repeatable_tasks: {repeatable}\nexports:\n  peer_tasks:\n    accept: true\n"
+    );
+    sb.install_component("stall", "src/capsule/testdata/stall.wat", &lifecycle);
+    let dir = sb.path("formation");
+    let roster = RELAY_TO_ECHO.replace("local/echo", "local/stall");
+    std::fs::write(dir.join("roster.yaml"), roster).expect("roster");
+    (sb, dir)
+}
+
+/// The running record of the process `pid` (a restarted member's: the old one's may remain).
+fn record_of(sb: &Sandbox, pid: u32) -> Value {
+    let mut found = None;
+    wait_until(Duration::from_secs(30), || {
+        found = crate::support::running_records(sb)
+            .into_iter()
+            .find(|r| r["pid"].as_u64() == Some(u64::from(pid)));
+        found.is_some()
+    });
+    found.unwrap_or_else(|| panic!("no running record of pid {pid}"))
+}
+
+fn state_of(rec: &Value, id: &str) -> String {
+    let task = door_rpc(rec, "GetTask", serde_json::json!({"id": id}));
+    task["result"]["status"]["state"]
+        .as_str()
+        .unwrap_or_else(|| panic!("GetTask {id}: {task}"))
+        .to_string()
+}
+
+/// Tasks at the worker's door before its kill: one ended, one running, two waiting.
+struct Taken {
+    done: String,
+    running: String,
+    waiting: [String; 2],
+}
+
+fn take_four(rec: &Value) -> Taken {
+    let done = send(rec, "done before");
+    assert_eq!(terminal_task(rec, &done)["status"]["state"], "TASK_STATE_COMPLETED");
+    let running = send(rec, "wait for ever");
+    wait_until(Duration::from_secs(30), || {
+        state_of(rec, &running) == "TASK_STATE_WORKING"
+    })
+    .expect("the stalling task runs");
+    let waiting = [send(rec, "queued one"), send(rec, "queued two")];
+    for id in &waiting {
+        assert_eq!(state_of(rec, id), "TASK_STATE_SUBMITTED");
+    }
+    Taken { done, running, waiting }
+}
+
+#[test]
+fn a_restarted_peer_answers_for_every_task_it_took_and_fails_the_one_it_ran() {
+    let (sb, dir) = relay_and_stall(false);
+    let launch = Launcher::start(&sb, &dir, &["--restart", "3/60"], &[]);
+    let frm = launch.formation_id();
+    let before = running_record(&sb, "worker");
+    let t = take_four(&before);
+    let store = sb
+        .home()
+        .join(".murmur/records")
+        .join(
+            sb.home()
+                .join(".murmur/formations")
+                .join(&frm)
+                .join("worker")
+                .strip_prefix("/")
+                .expect("absolute"),
+        )
+        .join("tasks.db");
+    let mode = std::os::unix::fs::MetadataExt::mode(&std::fs::metadata(&store).expect("the worker's task store"));
+    assert_eq!(mode & 0o777, 0o600);
+
+    kill(first_pid(&sb));
+    let after = record_of(&sb, ready_again(&launch, "worker", 1));
+    let done = terminal_task(&after, &t.done);
+    assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+    assert_eq!(done["artifacts"][0]["parts"][0]["text"], "done before", "{done}");
+    let ran = terminal_task(&after, &t.running);
+    assert_eq!(ran["status"]["state"], "TASK_STATE_FAILED", "{ran}");
+    assert!(status_text(&ran).starts_with("error[E-RST-002]: "), "{ran}");
+    for (id, text) in t.waiting.iter().zip(["queued one", "queued two"]) {
+        let task = terminal_task(&after, id);
+        assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+        assert_eq!(task["artifacts"][0]["parts"][0]["text"], text, "{task}");
+    }
+    let listed = door_rpc(&after, "ListTasks", serde_json::json!({}));
+    let mut ids: Vec<&str> = listed["result"]["tasks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .filter_map(|t| t["id"].as_str())
+        .collect();
+    ids.sort_unstable();
+    let mut want = vec![
+        t.done.as_str(),
+        t.running.as_str(),
+        t.waiting[0].as_str(),
+        t.waiting[1].as_str(),
+    ];
+    want.sort_unstable();
+    assert_eq!(ids, want, "ListTasks answers for every task the store holds");
+    let err = launch.stderr();
+    assert!(
+        err.contains("took back 4 task(s) from the task store: 1 ended, 2 queued again, 1 failed"),
+        "{err}"
+    );
+
+    launch.signal(Signal::SIGTERM);
+    let (code, _, err) = launch.wait(Duration::from_secs(30));
+    assert_eq!(code, 143, "{err}");
+    assert!(formation_pids(&frm).is_empty(), "members still running");
+}
+
+#[test]
+fn a_repeatable_task_runs_again_after_a_restart_before_those_that_waited() {
+    let (sb, dir) = relay_and_stall(true);
+    let launch = Launcher::start(&sb, &dir, &["--restart", "3/60"], &[]);
+    let frm = launch.formation_id();
+    let t = take_four(&running_record(&sb, "worker"));
+    kill(first_pid(&sb));
+    let after = record_of(&sb, ready_again(&launch, "worker", 1));
+    wait_until(Duration::from_secs(30), || {
+        state_of(&after, &t.running) == "TASK_STATE_WORKING"
+    })
+    .expect("the running task runs again");
+    assert_eq!(state_of(&after, &t.done), "TASK_STATE_COMPLETED");
+    for id in &t.waiting {
+        assert_eq!(
+            state_of(&after, id),
+            "TASK_STATE_SUBMITTED",
+            "they wait behind it, in order"
+        );
+    }
+    let cancel = door_rpc(&after, "CancelTask", serde_json::json!({"id": t.running}));
+    assert_eq!(cancel["result"]["status"]["state"], "TASK_STATE_CANCELED", "{cancel}");
+    for id in &t.waiting {
+        assert_eq!(terminal_task(&after, id)["status"]["state"], "TASK_STATE_COMPLETED");
+    }
+    launch.signal(Signal::SIGTERM);
+    let (code, _, err) = launch.wait(Duration::from_secs(30));
+    assert_eq!(code, 143, "{err}");
+    assert!(formation_pids(&frm).is_empty(), "members still running");
 }
