@@ -114,6 +114,19 @@ impl DoorClient {
         }
     }
 
+    /// The door this client reaches: its URL and the identity the launcher vouched for.
+    pub fn door(&self) -> (String, Option<crate::channel::DoorIdentity>) {
+        (self.route.url.clone(), self.route.door.clone())
+    }
+
+    /// A client like this one (trust, traceparent, grant) for another door of the same callee:
+    /// a restarted process's (docs/reference/formation.md#calls-across-a-restart).
+    pub fn moved(&self, route: PeerRoute, connect: Duration) -> DoorClient {
+        DoorClient::new(route, self.trust, connect)
+            .with_traceparent(self.traceparent.clone())
+            .with_grant(self.grant.clone())
+    }
+
     /// Requests carry `grant` (the call's, from the launcher), when there is one.
     pub fn with_grant(mut self, grant: Option<String>) -> DoorClient {
         self.grant = grant;

@@ -107,8 +107,22 @@ pub struct Resolve {
 #[rtype(result = "()")]
 pub struct Channel(pub ChannelEvent);
 
+/// Resolves a callee once its door is another than the one a call followed its task at (the
+/// launcher restarted it: docs/reference/formation.md#calls-across-a-restart), or it is denied;
+/// waits at most `wait`, then denies with [`Denial::TimedOut`].
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Resolution")]
+pub struct ResolveMoved {
+    pub name: String,
+    /// The door the call lost: its URL and its identity.
+    pub from: (String, Option<channel::DoorIdentity>),
+    pub wait: Duration,
+}
+
 struct Waiter {
     name: String,
+    /// For a [`ResolveMoved`]: the door that does not count.
+    moved_from: Option<(String, Option<channel::DoorIdentity>)>,
     tx: oneshot::Sender<Resolution>,
 }
 
@@ -186,11 +200,28 @@ impl VirtualPeerRouter {
         self.closed.then_some(Resolution::Denied(Denial::Closed))
     }
 
+    /// As [`VirtualPeerRouter::lookup`], except that the door `from` is not an answer yet: a
+    /// newer address is awaited, unless none can come any more.
+    fn lookup_moved(&self, name: &str, from: &(String, Option<channel::DoorIdentity>)) -> Option<Resolution> {
+        let same = self.urls.get(name).is_some_and(|k| k.url == from.0 && k.door == from.1);
+        if same && !self.withdrawn.contains(name) {
+            return self.closed.then_some(Resolution::Denied(Denial::Closed));
+        }
+        self.lookup(name)
+    }
+
+    fn answer_for(&self, w: &Waiter) -> Option<Resolution> {
+        match &w.moved_from {
+            Some(from) => self.lookup_moved(&w.name, from),
+            None => self.lookup(&w.name),
+        }
+    }
+
     /// Answers every waiter whose answer is now known.
     fn wake(&mut self) {
         let waiters = std::mem::take(&mut self.waiters);
         for w in waiters {
-            match self.lookup(&w.name) {
+            match self.answer_for(&w) {
                 Some(r) => {
                     let _ = w.tx.send(r);
                 }
@@ -259,10 +290,39 @@ impl Handler<Resolve> for VirtualPeerRouter {
         self.check_card(&msg.name, ctx);
         let (tx, rx) = oneshot::channel();
         self.waiters.retain(|w| !w.tx.is_closed());
-        self.waiters.push(Waiter { name: msg.name, tx });
+        self.waiters.push(Waiter {
+            name: msg.name,
+            moved_from: None,
+            tx,
+        });
         let wait = self.wait;
         Box::pin(async move {
             match tokio::time::timeout(wait, rx).await {
+                Ok(Ok(r)) => r,
+                Ok(Err(_)) => Resolution::Denied(Denial::Gone),
+                Err(_) => Resolution::Denied(Denial::TimedOut),
+            }
+        })
+    }
+}
+
+impl Handler<ResolveMoved> for VirtualPeerRouter {
+    type Result = ResponseFuture<Resolution>;
+
+    fn handle(&mut self, msg: ResolveMoved, ctx: &mut Context<Self>) -> Self::Result {
+        if let Some(r) = self.lookup_moved(&msg.name, &msg.from) {
+            return Box::pin(std::future::ready(r));
+        }
+        self.check_card(&msg.name, ctx);
+        let (tx, rx) = oneshot::channel();
+        self.waiters.retain(|w| !w.tx.is_closed());
+        self.waiters.push(Waiter {
+            name: msg.name,
+            moved_from: Some(msg.from),
+            tx,
+        });
+        Box::pin(async move {
+            match tokio::time::timeout(msg.wait, rx).await {
                 Ok(Ok(r)) => r,
                 Ok(Err(_)) => Resolution::Denied(Denial::Gone),
                 Err(_) => Resolution::Denied(Denial::TimedOut),
@@ -336,6 +396,23 @@ async fn read_card(route: PeerRoute, key: &str) -> Result<(), String> {
 pub async fn resolve(router: &Addr<VirtualPeerRouter>, name: &str) -> Resolution {
     router
         .send(Resolve { name: name.to_string() })
+        .await
+        .unwrap_or(Resolution::Denied(Denial::Gone))
+}
+
+/// Asks `router` for `name`'s door once it is another than `from`, waiting at most `wait`.
+pub async fn resolve_moved(
+    router: &Addr<VirtualPeerRouter>,
+    name: &str,
+    from: (String, Option<channel::DoorIdentity>),
+    wait: Duration,
+) -> Resolution {
+    router
+        .send(ResolveMoved {
+            name: name.to_string(),
+            from,
+            wait,
+        })
         .await
         .unwrap_or(Resolution::Denied(Denial::Gone))
 }

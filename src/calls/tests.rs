@@ -1272,6 +1272,11 @@ async fn a_callee_killed_mid_task_ends_the_call_unreachable() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     let killed = Instant::now();
     door.kill();
+    // The launcher withdraws a member whose process ended (no restart follows).
+    me.router.do_send(Channel(ChannelEvent::Addresses(AddressLine {
+        addresses: vec![],
+        withdrawn: vec!["coder".into()],
+    })));
     let outcomes = task.await_all().await;
     // Two transport failures in a row (the stream, then GetTask) without a poll between.
     assert!(killed.elapsed() < timing().answer_poll, "{:?}", killed.elapsed());

@@ -10,9 +10,11 @@
 //! 4. Started: follow the callee's task with SubscribeToTask, so its end (or its question:
 //!    `TASK_STATE_INPUT_REQUIRED` is an outcome of the call too) is seen the moment it
 //!    happens, then read the outcome with GetTask; when the stream fails, poll GetTask every
-//!    500 ms. Two consecutive transport failures end the call `unreachable`, unless the stream
+//!    500 ms. Two consecutive transport failures mean the door is lost, unless the stream
 //!    already showed the task end (its door gone with its session): then that is the outcome.
-//!    The bound ends it `timed_out` and leaves the callee's task running.
+//!    A lost door waits for the launcher's word: the new door of a restarted process, where
+//!    the call follows the same task, or the member's withdrawal, which ends the call
+//!    `unreachable`. The bound ends it `timed_out` and leaves the callee's task running.
 //!
 //! The caller giving up (its task ended) stops the watcher at once, and the callee's task is
 //! cancelled (`book`). An offer still in flight at that moment (or a re-offer when the bound
@@ -175,7 +177,7 @@ pub(crate) async fn run_call(
                     member_task_id: task_id.clone(),
                 },
             });
-            follow(&inner, &slot, &client, &task_id, deadline).await;
+            follow(&inner, &slot, client, &task_id, deadline).await;
         }
         SendReply::Busy => {
             inner.trace_busy(&slot, 1);
@@ -185,7 +187,7 @@ pub(crate) async fn run_call(
                 kind: DispatchKind::Busy,
             });
             if let Some(task_id) = reoffer(&inner, &slot, &client, &task, deadline).await {
-                follow(&inner, &slot, &client, &task_id, deadline).await;
+                follow(&inner, &slot, client, &task_id, deadline).await;
             }
         }
         SendReply::Refused { status, output } => {
@@ -319,29 +321,86 @@ fn cancel_if_taken(
     });
 }
 
-/// Follows the callee's task `task_id` until the call has an outcome.
-async fn follow(inner: &TaskInner, slot: &CallSlot, client: &DoorClient, task_id: &str, deadline: Instant) {
+/// A call ended `timed_out`: the bound passed while the callee worked.
+fn timed_out(member: &str, bound: std::time::Duration) -> Ended {
+    Ended::new(
+        CallStatus::TimedOut,
+        format!(
+            "{member} did not answer within the call's bound of {}; its task was left running",
+            span(bound)
+        ),
+    )
+}
+
+/// How following the task at one door ended.
+enum Followed {
+    /// The call has its outcome (or the caller gave up).
+    Settled,
+    /// The door stopped answering: the transport error.
+    Lost(String),
+}
+
+/// Follows the callee's task `task_id` until the call has an outcome. When its door stops
+/// answering, the call waits for the launcher's word: a new door of a restarted process, where it
+/// follows the same task (its store kept it), or the member's withdrawal, which ends the call
+/// `unreachable` (docs/reference/formation.md#calls-across-a-restart).
+async fn follow(inner: &TaskInner, slot: &CallSlot, client: Rc<DoorClient>, task_id: &str, deadline: Instant) {
     let timing = inner.shared.timing;
     let member = &slot.member;
-    let timed_out = || {
-        Ended::new(
-            CallStatus::TimedOut,
-            format!(
-                "{member} did not answer within the call's bound of {}; its task was left running",
-                span(timing.call_bound)
-            ),
-        )
-    };
-    let mut failures = 0u32;
+    let mut client = client;
     let mut streamed = StreamedTask::default();
+    loop {
+        let lost = match follow_at(inner, slot, &client, task_id, deadline, &mut streamed).await {
+            Followed::Settled => return,
+            Followed::Lost(e) => e,
+        };
+        let wait = deadline.saturating_duration_since(Instant::now());
+        let moved = router::resolve_moved(&inner.shared.router, member, client.door(), wait);
+        match race(moved, deadline, slot).await {
+            Race::GaveUp => return,
+            Race::Deadline => {
+                inner.settle(slot, timed_out(member, timing.call_bound));
+                return;
+            }
+            Race::Done(Resolution::Route(route)) if inner.shared.allow.allows_url(&route.url) => {
+                slot.set_door_url(&route.url);
+                client = Rc::new(client.moved(route, timing.answer_request));
+            }
+            Race::Done(_) => {
+                inner.settle(
+                    slot,
+                    Ended::new(
+                        CallStatus::Unreachable,
+                        format!("{member}'s door stopped answering while it worked on the task: {lost}"),
+                    ),
+                );
+                return;
+            }
+        }
+    }
+}
+
+/// Follows `task_id` at one door: a stream, then GetTask polls.
+async fn follow_at(
+    inner: &TaskInner,
+    slot: &CallSlot,
+    client: &DoorClient,
+    task_id: &str,
+    deadline: Instant,
+    streamed: &mut StreamedTask,
+) -> Followed {
+    let timing = inner.shared.timing;
+    let member = &slot.member;
+    let timed_out = || timed_out(member, timing.call_bound);
+    let mut failures = 0u32;
 
     // The stream first: its terminal event is the signal to read the outcome.
     let body = wire::task_method_body(Method::SubscribeToTask, &slot.call_id, task_id);
     match race(client.subscribe(body, timing.answer_request), deadline, slot).await {
-        Race::GaveUp => return,
+        Race::GaveUp => return Followed::Settled,
         Race::Deadline => {
             inner.settle(slot, timed_out());
-            return;
+            return Followed::Settled;
         }
         Race::Done(Err(_)) => failures += 1,
         // A refusal (e.g. the task already ended): GetTask tells the rest.
@@ -350,10 +409,10 @@ async fn follow(inner: &TaskInner, slot: &CallSlot, client: &DoorClient, task_id
             let mut sse = SseReader::default();
             'stream: loop {
                 match race(stream.chunk(), deadline, slot).await {
-                    Race::GaveUp => return,
+                    Race::GaveUp => return Followed::Settled,
                     Race::Deadline => {
                         inner.settle(slot, timed_out());
-                        return;
+                        return Followed::Settled;
                     }
                     // The door closes a stream only after a terminal state, so an end or a read
                     // error before one means the connection was lost.
@@ -382,43 +441,36 @@ async fn follow(inner: &TaskInner, slot: &CallSlot, client: &DoorClient, task_id
     let body = wire::task_method_body(Method::GetTask, &slot.call_id, task_id);
     loop {
         match race(client.post(body.clone(), timing.answer_request), deadline, slot).await {
-            Race::GaveUp => return,
+            Race::GaveUp => return Followed::Settled,
             Race::Deadline => {
                 inner.settle(slot, timed_out());
-                return;
+                return Followed::Settled;
             }
             Race::Done(Err(e)) => {
                 // The stream showed the task end: its outcome stands even though the door has
                 // gone (a callee whose session ended with that task).
                 if let Some(ended) = streamed.ended(member) {
                     inner.settle(slot, ended);
-                    return;
+                    return Followed::Settled;
                 }
                 failures += 1;
                 if failures >= 2 {
-                    inner.settle(
-                        slot,
-                        Ended::new(
-                            CallStatus::Unreachable,
-                            format!("{member}'s door stopped answering while it worked on the task: {e}"),
-                        ),
-                    );
-                    return;
+                    return Followed::Lost(e);
                 }
             }
             Race::Done(Ok(reply)) => {
                 failures = 0;
                 if let Poll::Ended(ended) = wire::read_get_task(member, reply.status, &reply.body) {
                     inner.settle(slot, ended);
-                    return;
+                    return Followed::Settled;
                 }
             }
         }
         match race(tokio::time::sleep(timing.answer_poll), deadline, slot).await {
-            Race::GaveUp => return,
+            Race::GaveUp => return Followed::Settled,
             Race::Deadline => {
                 inner.settle(slot, timed_out());
-                return;
+                return Followed::Settled;
             }
             Race::Done(()) => {}
         }

@@ -334,3 +334,38 @@ fn a_repeatable_task_runs_again_after_a_restart_before_those_that_waited() {
     assert_eq!(code, 143, "{err}");
     assert!(formation_pids(&frm).is_empty(), "members still running");
 }
+
+#[test]
+fn a_call_in_flight_follows_its_callee_to_the_new_door_and_ends_once() {
+    let (sb, dir) = relay_and_stall(false);
+    let launch = Launcher::start(&sb, &dir, &["--restart", "3/60"], &[]);
+    let frm = launch.formation_id();
+    let lead = running_record(&sb, "lead");
+    let worker = running_record(&sb, "worker");
+    let asked = send(&lead, "wait for the worker");
+    let mut taken = String::new();
+    wait_until(Duration::from_secs(30), || {
+        let listed = door_rpc(&worker, "ListTasks", serde_json::json!({}));
+        taken = listed["result"]["tasks"][0]["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        !taken.is_empty() && state_of(&worker, &taken) == "TASK_STATE_WORKING"
+    })
+    .expect("the worker runs the lead's call");
+
+    kill(first_pid(&sb));
+    let after = record_of(&sb, ready_again(&launch, "worker", 1));
+    // The lead's call followed its task to the new door and ended with what that process says.
+    let task = terminal_task(&lead, &asked);
+    assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{task}");
+    assert!(status_text(&task).contains("E-RST-002"), "{task}");
+    assert!(!status_text(&task).contains("stopped answering"), "{task}");
+    assert_eq!(state_of(&after, &taken), "TASK_STATE_FAILED");
+    assert_eq!(call_statuses(&sb), ["failed"], "exactly one outcome of the one call");
+
+    launch.signal(Signal::SIGTERM);
+    let (code, _, err) = launch.wait(Duration::from_secs(30));
+    assert_eq!(code, 143, "{err}");
+    assert!(formation_pids(&frm).is_empty(), "members still running");
+}
