@@ -450,6 +450,7 @@ pub mod nemesis;
 pub mod pins;
 pub mod provider;
 pub mod python;
+pub mod restart_nemesis;
 pub mod shared_compiled;
 pub mod toolchains;
 pub mod ui_records;
