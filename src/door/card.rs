@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use actix_web::HttpResponse;
+use actix_web::http::header::{self, HttpDate};
 use serde_json::{Value, json};
 
 use crate::card_sig::CardKey;
@@ -65,22 +67,60 @@ pub struct Card {
     pub facts: CardFacts,
     public: actix_web::web::Bytes,
     extended: Value,
+    /// The public card's `ETag`: a hash of its bytes (A2A v1.0 §8.6.1).
+    etag: String,
+    /// When it was signed: its `Last-Modified`.
+    signed_at: HttpDate,
 }
+
+/// How long a client may keep the public card without asking again (A2A v1.0 §8.6.1: "a
+/// `max-age` directive appropriate for the agent's expected update frequency"). The card holds
+/// while the door runs, but a restarted door signs a new one with a new key.
+pub const CARD_MAX_AGE_SECS: u32 = 60;
 
 impl Card {
     pub fn sign(facts: CardFacts) -> Card {
-        let public = crate::wire::jsonrpc::to_bytes(&facts.card(false)).into();
+        let public: actix_web::web::Bytes = crate::wire::jsonrpc::to_bytes(&facts.card(false)).into();
         let extended = facts.card(true);
+        let etag = format!("\"{}\"", &crate::digest::sha256_hex(&public)[..32]);
         Card {
             facts,
             public,
             extended,
+            etag,
+            signed_at: HttpDate::from(std::time::SystemTime::now()),
         }
     }
 
     /// The public card's bytes (`GET /.well-known/agent-card.json`).
     pub fn public_bytes(&self) -> actix_web::web::Bytes {
         self.public.clone()
+    }
+
+    /// The answer to `GET /.well-known/agent-card.json`: the public card with `Cache-Control`,
+    /// `ETag` and `Last-Modified` (A2A v1.0 §8.6.1), or `304 Not Modified` to a request whose
+    /// `If-None-Match` names this card (§8.6.2: clients "SHOULD use conditional requests").
+    pub fn public_response(&self, if_none_match: Option<&str>) -> HttpResponse {
+        let current = if_none_match.is_some_and(|tags| {
+            tags.split(',')
+                .map(|t| t.trim().trim_start_matches("W/"))
+                .any(|t| t == "*" || t == self.etag)
+        });
+        let mut answer = if current {
+            HttpResponse::NotModified()
+        } else {
+            HttpResponse::Ok()
+        };
+        answer
+            .insert_header((header::CACHE_CONTROL, format!("max-age={CARD_MAX_AGE_SECS}")))
+            .insert_header((header::ETAG, self.etag.as_str()))
+            .insert_header((header::LAST_MODIFIED, self.signed_at));
+        if current {
+            return answer.finish();
+        }
+        answer
+            .insert_header((header::CONTENT_TYPE, "application/json"))
+            .body(self.public_bytes())
     }
 
     /// The extended card GetExtendedAgentCard returns.

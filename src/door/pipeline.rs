@@ -93,7 +93,7 @@ pub async fn handle(req: HttpRequest, payload: web::Payload, shared: web::Data<S
     let provenance = Provenance::from_headers(header_str(&req, &TASK_ORIGIN), header_str(&req, &TASK_TRUST));
     // Step 2.
     if req.method() == HttpMethod::GET && req.path() == CARD_PATH {
-        return bytes_response(shared.card.public_bytes());
+        return shared.card.public_response(header_str(&req, &header::IF_NONE_MATCH));
     }
     // Step 3 ran in FormationAuth; a request it did not mark is refused, never served as public.
     let Some(caller) = req.extensions().get::<Arc<Caller>>().cloned() else {

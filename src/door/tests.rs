@@ -330,6 +330,59 @@ fn sse_events(resp: ureq::Response) -> Vec<Value> {
     Sse::new(resp).rest()
 }
 
+/// A2A v1.0 §8.6.1: the card endpoint SHOULD send `Cache-Control` with `max-age` and an `ETag`,
+/// MAY send `Last-Modified`; §8.6.2: clients SHOULD revalidate with conditional requests.
+#[test]
+fn the_public_card_carries_cache_headers_and_answers_a_conditional_get() {
+    let d = start(config(Acceptance::Queue, 2, true));
+    let get = |if_none_match: Option<&str>| {
+        let mut r = agent().get(&d.http_url("/.well-known/agent-card.json"));
+        if let Some(tag) = if_none_match {
+            r = r.set("if-none-match", tag);
+        }
+        match r.call() {
+            Ok(r) | Err(ureq::Error::Status(_, r)) => r,
+            Err(e) => panic!("transport: {e}"),
+        }
+    };
+    let first = get(None);
+    assert_eq!(first.status(), 200);
+    assert_eq!(
+        first.header("cache-control"),
+        Some(format!("max-age={}", card::CARD_MAX_AGE_SECS).as_str())
+    );
+    let etag = first.header("etag").expect("etag").to_string();
+    assert!(
+        etag.len() == 34 && etag.starts_with('"') && etag.ends_with('"'),
+        "{etag}"
+    );
+    let modified = first.header("last-modified").expect("last-modified").to_string();
+    assert!(modified.ends_with(" GMT"), "{modified}");
+    let body = first.into_string().expect("body");
+    // The same card, the same validators.
+    let again = get(None);
+    assert_eq!(again.header("etag"), Some(etag.as_str()));
+    assert_eq!(again.header("last-modified"), Some(modified.as_str()));
+    assert_eq!(again.into_string().expect("body"), body);
+    // A client holding it is told so, without the body; a weak or listed tag matches too.
+    for tag in [
+        etag.clone(),
+        format!("W/{etag}"),
+        format!("\"other\", {etag}"),
+        "*".into(),
+    ] {
+        let cached = get(Some(&tag));
+        assert_eq!(cached.status(), 304, "{tag}");
+        assert_eq!(cached.header("etag"), Some(etag.as_str()));
+        assert_eq!(cached.header("cache-control"), Some("max-age=60"));
+        assert_eq!(cached.into_string().expect("body"), "");
+    }
+    // Another tag gets the card.
+    let stale = get(Some("\"other\""));
+    assert_eq!(stale.status(), 200);
+    assert_eq!(stale.into_string().expect("body"), body);
+}
+
 #[test]
 fn card_is_public_and_extended_card_needs_a_token() {
     let d = start(config(Acceptance::Queue, 2, true));
