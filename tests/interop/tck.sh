@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the official A2A TCK (a2aproject/a2a-tck, mandatory + capabilities) against a real door.
+# Runs the official A2A TCK (a2aproject/a2a-tck) against a real door.
 #
 #   tests/interop/tck.sh TCK_DIR [PYTHON]
 #
@@ -7,12 +7,17 @@
 # it is kept here); PYTHON is an interpreter with the TCK's requirements installed (default:
 # TCK_DIR/.venv/bin/python, else python3). MUR names the binary (default target/debug/mur).
 #
+# Two lines of the TCK are told apart by their layout. Of its `main` branch (tests/mandatory/)
+# this runs the mandatory and capabilities categories. Of its `1.0-dev` branch
+# (tests/compatibility/), which has no categories, it runs what its runner runs by default,
+# every level (MUST, SHOULD, MAY), on JSON-RPC, the one binding the door serves.
+#
 # The system under test is a model capsule on an authenticating door whose scripted provider
 # (tests/interop/tck_provider.py, 127.0.0.1) answers each turn after TCK_DELAY seconds (1.2), so
 # a task is seen working before it completes. Everything it makes lives in a temporary HOME that
-# is removed at the end; only loopback addresses are used. The failures are printed, then one
-# line "N passed, N failed" for both categories together; the logs and JSON reports stay in
-# TCK_DIR/reports/tck-*.
+# is removed at the end; only loopback addresses are used. The failures and pytest's summary
+# lines are printed, then one line "tck: N passed, N failed" for the whole run; the logs and
+# reports stay in TCK_DIR/reports/.
 set -euo pipefail
 
 tck=${1:?usage: tests/interop/tck.sh TCK_DIR [PYTHON]}
@@ -80,17 +85,37 @@ if [ ! -s "$home/door.out" ]; then
 fi
 ready=$(head -n1 "$home/door.out")
 url=$("$python" -c 'import json,sys; print("http://" + json.loads(sys.argv[1])["url"].replace("localhost", "127.0.0.1", 1))' "$ready")
-# The token reaches the TCK only through its own process environment, as its README asks,
-# beside `A2A-Version: 1.0`, which this snapshot of the TCK (written for v1.0) does not send by
-# itself: without it the door must read the request as v0.3 (§3.2.6) and refuses it (-32009).
-A2A_AUTH_HEADERS=$("$python" -c '
-import json, sys
-token = json.loads(sys.argv[1])["tokens"]["operator"]
-print(json.dumps({"Authorization": "Bearer " + token, "A2A-Version": "1.0"}))' "$ready")
-export A2A_AUTH_HEADERS
+token=$("$python" -c 'import json,sys; print(json.loads(sys.argv[1])["tokens"]["operator"])' "$ready")
 
 cd "$tck"
 mkdir -p reports
+
+if [ -d tests/compatibility ]; then
+  # The 1.0-dev line sends `A2A-Version: 1.0` itself but has no way to authenticate, so the
+  # plugin tck_headers.py gives its HTTP clients the operator token from A2A_AUTH_HEADERS. Its
+  # webhook receiver is reached on loopback.
+  A2A_AUTH_HEADERS=$("$python" -c 'import json,sys; print(json.dumps({"Authorization": "Bearer " + sys.argv[1]}))' "$token")
+  export A2A_AUTH_HEADERS
+  # Its own runner; its reports (compatibility.json and .html, junitreport.xml) go to reports/.
+  PYTHONPATH="$repo/tests/interop${PYTHONPATH:+:$PYTHONPATH}" "$python" run_tck.py \
+    --sut-host "$url" --transport jsonrpc -- -p tck_headers -p no:cacheprovider \
+    --webhook-host=127.0.0.1 -rfE >reports/tck-dev.log 2>&1 || true
+  grep -E '^(FAILED|ERROR) tests/|(passed|failed).* in [0-9.]+s' reports/tck-dev.log || true
+  "$python" -c '
+import sys, xml.etree.ElementTree as et
+s = et.parse(sys.argv[1]).getroot()
+s = s if s.tag == "testsuite" else s[0]
+failed = int(s.get("failures", 0)) + int(s.get("errors", 0))
+passed = int(s.get("tests", 0)) - failed - int(s.get("skipped", 0))
+print(f"tck: {passed} passed, {failed} failed")' reports/junitreport.xml
+  exit 0
+fi
+
+# The token reaches the TCK only through its own process environment, as its README asks,
+# beside `A2A-Version: 1.0`, which this snapshot of the TCK (written for v1.0) does not send by
+# itself: without it the door must read the request as v0.3 (§3.2.6) and refuses it (-32009).
+A2A_AUTH_HEADERS=$("$python" -c 'import json,sys; print(json.dumps({"Authorization": "Bearer " + sys.argv[1], "A2A-Version": "1.0"}))' "$token")
+export A2A_AUTH_HEADERS
 passed=0
 failed=0
 # The selections run_tck.py makes for --category mandatory --transports jsonrpc and for
