@@ -4,9 +4,10 @@
 //! A serving formation `lead` (relay) → `worker` (echo) is launched with `--restart 1000/86400`;
 //! then, `MUR_BENCH_REPS` times (default 20), the worker's process is killed with SIGKILL and the
 //! time is taken from the kill to the launcher's `… was restarted and is ready again (pid N)`
-//! line: the old process reaped, its authority channel released, the new one spawned, its
-//! readiness line read and its door probed as that session. `MUR_BENCH_MUR` measures another
-//! `mur` binary.
+//! line: the old process reaped, its authority channel released, the new one spawned, its task
+//! store read back (first filled with `MUR_BENCH_STORE_TASKS` tasks, default 1000, each taken or
+//! refused as busy: both are kept), its readiness line read and its door probed as that session.
+//! `MUR_BENCH_MUR` measures another `mur` binary.
 
 // Dependencies reach this target through the library; the library's own target keeps the rule.
 #![allow(unused_crate_dependencies)]
@@ -89,6 +90,24 @@ fn main() -> Result<()> {
             std::thread::sleep(Duration::from_millis(10));
         }
     };
+    // A store that holds tasks, as a serving peer's does: each restart reads them back.
+    let kept: usize = env_or("MUR_BENCH_STORE_TASKS", 1000);
+    if kept > 0 {
+        let (url, token) = support::member_door(&home, "worker").ok_or_else(|| anyhow!("no worker door"))?;
+        let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(30)).build();
+        for i in 0..kept {
+            let body = serde_json::json!({"id": i, "jsonrpc": "2.0", "method": "SendMessage", "params": {
+                "configuration": {"returnImmediately": true},
+                "message": {"messageId": format!("m{i}"), "role": "ROLE_USER", "parts": [{"text": format!("task {i} for the store")}]}}});
+            agent
+                .post(&format!("http://{url}/"))
+                .set("authorization", &format!("Bearer {token}"))
+                .set("a2a-version", "1.0")
+                .set("content-type", "application/json")
+                .send_string(&body.to_string())
+                .map_err(|e| anyhow!("SendMessage: {e}"))?;
+        }
+    }
     let prefix = "[mur run] member 'worker' was restarted and is ready again (pid ";
     let mut took = Vec::with_capacity(reps);
     for _ in 0..reps {
@@ -112,7 +131,7 @@ fn main() -> Result<()> {
     let min = took.iter().copied().fold(f64::INFINITY, f64::min);
     let max = took.iter().copied().fold(0.0, f64::max);
     println!(
-        "restart to ready (kill of the worker to its ready-again line), {reps} restarts: median {:.1} ms, min {min:.1} ms, max {max:.1} ms",
+        "restart to ready (kill of the worker to its ready-again line, {kept} tasks sent to its store first), {reps} restarts: median {:.1} ms, min {min:.1} ms, max {max:.1} ms",
         median(took)
     );
     Ok(())

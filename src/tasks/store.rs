@@ -134,6 +134,15 @@ impl TaskStore {
             .map_err(|e| {
                 format!("the task store {shown} cannot be used (another process of this member may hold it): {e}")
             })?;
+        // The durability above rests on WAL; a file system that cannot give it is refused.
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .map_err(|e| format!("the task store {shown}: {e}"))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(format!(
+                "the task store {shown} cannot keep a write-ahead log (journal mode {mode})"
+            ));
+        }
         let store = TaskStore { conn };
         let kept = store
             .read_all()

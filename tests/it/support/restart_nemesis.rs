@@ -204,7 +204,9 @@ pub fn run(seed: u64, rounds: usize, repeatable: bool) -> RestartFigures {
             // wasmtime's handler hands a SIGSEGV that is not a wasm trap to the default action
             // and returns: a real fault re-executes and meets it, a sent signal only on its
             // second delivery.
-            let gone = wait_until(Duration::from_millis(300), || nix::sys::signal::kill(target, None).is_err());
+            let gone = wait_until(Duration::from_millis(300), || {
+                nix::sys::signal::kill(target, None).is_err()
+            });
             if gone.is_none() {
                 let _ = nix::sys::signal::kill(target, kind.signal());
             }
@@ -322,6 +324,10 @@ pub fn run(seed: u64, rounds: usize, repeatable: bool) -> RestartFigures {
             *outcomes
                 .entry(r["call_id"].as_str().unwrap_or_default().to_string())
                 .or_default() += 1;
+            // A call that was following a task the worker took follows it to the new door.
+            if r["status"] == "unreachable" && !r["member_task_id"].is_null() {
+                broken(format!("a call lost the task it followed: {r}"));
+            }
         }
         fig.calls += outcomes.len() as u64;
         if let Some((call, n)) = outcomes.iter().find(|(_, n)| **n != 1) {
