@@ -646,6 +646,14 @@ fn retention_keeps_the_newest_formation_directories() {
         "its records went with it"
     );
     assert!(formations.join(&ids[1]).exists() && formations.join(&ids[2]).exists());
+    let store_of = |frm: &str| {
+        sb.home()
+            .join(".murmur/records")
+            .join(formations.join(frm).join("worker").strip_prefix("/").unwrap())
+            .join("tasks.db")
+    };
+    assert!(store_of(&ids[1]).exists(), "a peer keeps a task store");
+    assert!(!store_of(&ids[0]).exists(), "retention removed it with its formation");
 }
 
 /// Scans a directory tree for a byte string.

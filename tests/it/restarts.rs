@@ -324,8 +324,16 @@ fn a_repeatable_task_runs_again_after_a_restart_before_those_that_waited() {
             "they wait behind it, in order"
         );
     }
+    // The new door streams the task it took back, from its state now to its end.
+    let mut events = subscribe(&after, &t.running);
+    assert!(events.next_data().contains("TASK_STATE_WORKING"));
     let cancel = door_rpc(&after, "CancelTask", serde_json::json!({"id": t.running}));
     assert_eq!(cancel["result"]["status"]["state"], "TASK_STATE_CANCELED", "{cancel}");
+    let mut last = String::new();
+    while !last.contains("TASK_STATE_CANCELED") {
+        last = events.next_data();
+        assert!(!last.is_empty(), "the stream ended before the task's end");
+    }
     for id in &t.waiting {
         assert_eq!(terminal_task(&after, id)["status"]["state"], "TASK_STATE_COMPLETED");
     }
@@ -368,4 +376,40 @@ fn a_call_in_flight_follows_its_callee_to_the_new_door_and_ends_once() {
     let (code, _, err) = launch.wait(Duration::from_secs(30));
     assert_eq!(code, 143, "{err}");
     assert!(formation_pids(&frm).is_empty(), "members still running");
+}
+
+/// An open SubscribeToTask stream at a door a running record names.
+struct Events(std::io::BufReader<Box<dyn std::io::Read + Send + Sync>>);
+
+impl Events {
+    /// The next event's `data:` line ("" once the stream ends).
+    fn next_data(&mut self) -> String {
+        use std::io::BufRead as _;
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if self.0.read_line(&mut line).unwrap_or(0) == 0 {
+                return String::new();
+            }
+            if let Some(data) = line.strip_prefix("data:") {
+                return data.trim().to_string();
+            }
+        }
+    }
+}
+
+fn subscribe(rec: &Value, id: &str) -> Events {
+    let body = serde_json::json!({"id": 1, "jsonrpc": "2.0", "method": "SubscribeToTask", "params": {"id": id}});
+    let resp = ureq::post(&format!("http://{}/", rec["url"].as_str().expect("url")))
+        .set(
+            "authorization",
+            &format!("Bearer {}", rec["door_token"].as_str().expect("door token")),
+        )
+        .set("a2a-version", "1.0")
+        .set("content-type", "application/json")
+        .timeout(Duration::from_secs(30))
+        .send_string(&body.to_string())
+        .expect("SubscribeToTask");
+    assert_eq!(resp.content_type(), "text/event-stream");
+    Events(std::io::BufReader::new(resp.into_reader()))
 }
