@@ -179,20 +179,15 @@ fn keep_offer(
     limits: Option<crate::wire::limits::Limits>,
 ) -> Option<&'static str> {
     let store = st.store.as_mut()?;
-    if st.store_fault.is_some() {
-        return Some(super::super::store::REJECT_UNKEPT);
-    }
     let offer = super::super::store::Offer {
         text: Arc::clone(text),
         traceparent: traceparent.clone(),
         grant: grant.clone(),
         limits,
     };
-    match store.admit(snap, st.seq, &offer) {
-        Ok(()) => None,
-        Err(why) => {
-            st.store_fault = Some(why);
-            Some(super::super::store::REJECT_UNKEPT)
-        }
-    }
+    // Tried every time: a store that was full takes tasks again once it has room.
+    store
+        .admit(snap, st.seq, &offer)
+        .err()
+        .map(|_| super::super::store::REJECT_UNKEPT)
 }

@@ -108,8 +108,9 @@ struct State {
     /// A peer's task store (`tasks::store`): every change of a task is kept there before the
     /// mutation that made it returns.
     store: Option<super::store::TaskStore>,
-    /// Why the store last failed a write: from then on nothing new is admitted (E-RST-003).
-    store_fault: Option<String>,
+    /// Tasks whose last change the store failed to keep (a full disk): written again with the
+    /// next change of any task, so the store catches up once it can.
+    unkept: std::collections::BTreeSet<String>,
 }
 
 /// What an ended task holds, roughly, in bytes: the entry, its id three times (map key, snapshot,
@@ -177,18 +178,20 @@ impl State {
         forgotten
     }
 
-    /// Keeps in the store every task whose status changed since change number `since` and
-    /// forgets there what the board forgot, in one commit. A failed write stops admission.
+    /// Keeps in the store every task whose status changed since change number `since` (and
+    /// those an earlier write failed to keep), and forgets there what the board forgot, in one
+    /// commit.
     fn keep(&mut self, since: u64, forgotten: &[String]) {
         let Some(store) = self.store.as_mut() else {
             return;
         };
-        let mut changed = Vec::new();
+        let mut changed = std::mem::take(&mut self.unkept);
+        changed.retain(|id| self.tasks.contains_key(id));
         for (_, id) in self.order.range(since + 1..) {
             if let Some(e) = self.tasks.get(id)
                 && e.stored != e.snap.changed
             {
-                changed.push(id.clone());
+                changed.insert(id.clone());
             }
         }
         if changed.is_empty() && forgotten.is_empty() {
@@ -201,14 +204,13 @@ impl State {
             .map(|e| (&e.snap, e.created));
         match store.update(rows, forgotten) {
             Ok(()) => {
-                self.store_fault = None;
                 for id in &changed {
                     if let Some(e) = self.tasks.get_mut(id) {
                         e.stored = e.snap.changed;
                     }
                 }
             }
-            Err(why) => self.store_fault = Some(why),
+            Err(_) => self.unkept = changed,
         }
     }
 }
@@ -276,7 +278,7 @@ impl Board {
                 closing: false,
                 seq: 0,
                 store: None,
-                store_fault: None,
+                unkept: Default::default(),
             }),
             observer: Mutex::new(None),
             changes: watch::channel(0).0,

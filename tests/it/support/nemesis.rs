@@ -1623,6 +1623,8 @@ fn prlimit(pid: u32, soft: u64, hard: u64) -> Check {
 /// The tmpfs the full-disk round mounts over `~/.murmur/records`: room for the sessions' starts,
 /// not for one task's results.
 const DISK_SIZE: &str = "160k";
+/// What it is grown to once full: room for the tasks after it.
+const DISK_GROWN: &str = "4m";
 /// A task text that fills it: the relay and the echo each record it twice.
 const DISK_TASK_BYTES: usize = 48 * 1024;
 
@@ -1729,7 +1731,9 @@ fn full_disk_round(n: &mut Nemesis<'_>) -> Result<bool, String> {
             live.launcher.stderr()
         ));
     }
-    // The operator frees space; the members go on recording.
+    // The operator frees space; the members go on recording. The worker's task store keeps
+    // the tasks it took on the same disk (they are its to answer for), so deleting old results
+    // is not room enough: the disk is grown as well.
     let _ = in_namespace(
         &ns,
         &[
@@ -1742,6 +1746,22 @@ fn full_disk_round(n: &mut Nemesis<'_>) -> Result<bool, String> {
             "-delete",
         ],
     )?;
+    let grown = in_namespace(
+        &ns,
+        &[
+            "mount",
+            "-o",
+            &format!("remount,size={DISK_GROWN}"),
+            &records.display().to_string(),
+        ],
+    )?;
+    if !grown.status.success() {
+        return Err(format!(
+            "{}: the disk could not be grown: {}",
+            live.frm,
+            String::from_utf8_lossy(&grown.stderr)
+        ));
+    }
     n.expect_completed(&live, "once space was freed")?;
     n.note(format!("{}: space freed, end by SIGTERM", live.frm));
     signal(live.launcher.pid(), Signal::SIGTERM);
