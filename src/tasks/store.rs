@@ -222,6 +222,16 @@ impl TaskStore {
     }
 }
 
+#[cfg(test)]
+impl TaskStore {
+    /// Lets the database grow to `max_bytes`: a full disk given room.
+    pub(crate) fn allow(&self, max_bytes: u64) {
+        let _ = self
+            .conn
+            .execute_batch(&format!("PRAGMA max_page_count = {};", max_bytes / PAGE_BYTES));
+    }
+}
+
 /// The kept form of a snapshot: plain JSON, the states and classes by their names.
 #[derive(Serialize, Deserialize)]
 struct SnapRow {

@@ -125,4 +125,11 @@ impl Board {
     pub(super) fn drop_store(&self) {
         drop(self.lock().store.take());
     }
+
+    /// Gives the store room up to `max_bytes`, as an operator who grows a full disk.
+    pub(super) fn grow_store(&self, max_bytes: u64) {
+        if let Some(store) = self.lock().store.as_ref() {
+            store.allow(max_bytes);
+        }
+    }
 }

@@ -938,9 +938,13 @@ fn a_task_the_store_cannot_keep_is_refused_and_admission_resumes_once_it_can() {
             .iter()
             .all(|m| !matches!(&m.text, HistoryText::Own(t) if t.len() > 100))
     );
-    // The waiting tasks cancelled and their offers gone, the store has room again.
-    for id in &taken {
-        b.cancel(id, "made room");
-    }
+    // Given room, the very next task is kept and taken; the refused one's end, which the store
+    // could not keep either, is kept with it.
+    b.grow_store(1 << 20);
     assert_eq!(b.submit(offer("small")).state, TaskState::Submitted);
+    b.drop_store();
+    let (_, kept) = crate::tasks::store::TaskStore::open(&path).expect("opens again");
+    let state_of = |id: &str| kept.iter().find(|k| k.snap.id == id).map(|k| k.snap.state);
+    assert_eq!(state_of(&refused.id), Some(TaskState::Rejected));
+    assert_eq!(kept.len(), taken.len() + 2);
 }
