@@ -210,10 +210,11 @@ impl VirtualPeerRouter {
         self.lookup(name)
     }
 
-    fn answer_for(&self, w: &Waiter) -> Option<Resolution> {
-        match &w.moved_from {
-            Some(from) => self.lookup_moved(&w.name, from),
-            None => self.lookup(&w.name),
+    /// The answer for `name` now, if any: a door other than `moved_from`, when given.
+    fn answer(&self, name: &str, moved_from: Option<&(String, Option<channel::DoorIdentity>)>) -> Option<Resolution> {
+        match moved_from {
+            Some(from) => self.lookup_moved(name, from),
+            None => self.lookup(name),
         }
     }
 
@@ -221,7 +222,7 @@ impl VirtualPeerRouter {
     fn wake(&mut self) {
         let waiters = std::mem::take(&mut self.waiters);
         for w in waiters {
-            match self.answer_for(&w) {
+            match self.answer(&w.name, w.moved_from.as_ref()) {
                 Some(r) => {
                     let _ = w.tx.send(r);
                 }
@@ -284,25 +285,8 @@ impl Handler<Resolve> for VirtualPeerRouter {
     type Result = ResponseFuture<Resolution>;
 
     fn handle(&mut self, msg: Resolve, ctx: &mut Context<Self>) -> Self::Result {
-        if let Some(r) = self.lookup(&msg.name) {
-            return Box::pin(std::future::ready(r));
-        }
-        self.check_card(&msg.name, ctx);
-        let (tx, rx) = oneshot::channel();
-        self.waiters.retain(|w| !w.tx.is_closed());
-        self.waiters.push(Waiter {
-            name: msg.name,
-            moved_from: None,
-            tx,
-        });
         let wait = self.wait;
-        Box::pin(async move {
-            match tokio::time::timeout(wait, rx).await {
-                Ok(Ok(r)) => r,
-                Ok(Err(_)) => Resolution::Denied(Denial::Gone),
-                Err(_) => Resolution::Denied(Denial::TimedOut),
-            }
-        })
+        self.answer_or_wait(msg.name, None, wait, ctx)
     }
 }
 
@@ -310,19 +294,29 @@ impl Handler<ResolveMoved> for VirtualPeerRouter {
     type Result = ResponseFuture<Resolution>;
 
     fn handle(&mut self, msg: ResolveMoved, ctx: &mut Context<Self>) -> Self::Result {
-        if let Some(r) = self.lookup_moved(&msg.name, &msg.from) {
+        self.answer_or_wait(msg.name, Some(msg.from), msg.wait, ctx)
+    }
+}
+
+impl VirtualPeerRouter {
+    /// The answer for `name` (a door other than `moved_from`, when given) now, or once an
+    /// address line (or a card check) gives it, waiting at most `wait`.
+    fn answer_or_wait(
+        &mut self,
+        name: String,
+        moved_from: Option<(String, Option<channel::DoorIdentity>)>,
+        wait: Duration,
+        ctx: &mut Context<Self>,
+    ) -> ResponseFuture<Resolution> {
+        if let Some(r) = self.answer(&name, moved_from.as_ref()) {
             return Box::pin(std::future::ready(r));
         }
-        self.check_card(&msg.name, ctx);
+        self.check_card(&name, ctx);
         let (tx, rx) = oneshot::channel();
         self.waiters.retain(|w| !w.tx.is_closed());
-        self.waiters.push(Waiter {
-            name: msg.name,
-            moved_from: Some(msg.from),
-            tx,
-        });
+        self.waiters.push(Waiter { name, moved_from, tx });
         Box::pin(async move {
-            match tokio::time::timeout(msg.wait, rx).await {
+            match tokio::time::timeout(wait, rx).await {
                 Ok(Ok(r)) => r,
                 Ok(Err(_)) => Resolution::Denied(Denial::Gone),
                 Err(_) => Resolution::Denied(Denial::TimedOut),

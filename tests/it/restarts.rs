@@ -10,7 +10,9 @@ use nix::sys::signal::Signal;
 use serde_json::Value;
 
 use crate::faults::{all_members_gone, send, status_text, terminal_task};
-use crate::support::{Launcher, Sandbox, door_rpc, formation_pids, member_traces, running_record, wait_until};
+use crate::support::{
+    Launcher, Sandbox, door_rpc, formation_pids, member_traces, running_record, running_record_of_pid, wait_until,
+};
 
 const GRANT: &str = "capabilities:\n  network:\n    allow: [localhost]\n";
 
@@ -199,18 +201,6 @@ fn relay_and_stall(repeatable: bool) -> (Sandbox, PathBuf) {
     (sb, dir)
 }
 
-/// The running record of the process `pid` (a restarted member's: the old one's may remain).
-fn record_of(sb: &Sandbox, pid: u32) -> Value {
-    let mut found = None;
-    wait_until(Duration::from_secs(30), || {
-        found = crate::support::running_records(sb)
-            .into_iter()
-            .find(|r| r["pid"].as_u64() == Some(u64::from(pid)));
-        found.is_some()
-    });
-    found.unwrap_or_else(|| panic!("no running record of pid {pid}"))
-}
-
 fn state_of(rec: &Value, id: &str) -> String {
     let task = door_rpc(rec, "GetTask", serde_json::json!({"id": id}));
     task["result"]["status"]["state"]
@@ -264,7 +254,7 @@ fn a_restarted_peer_answers_for_every_task_it_took_and_fails_the_one_it_ran() {
     assert_eq!(mode & 0o777, 0o600);
 
     kill(first_pid(&sb));
-    let after = record_of(&sb, ready_again(&launch, "worker", 1));
+    let after = running_record_of_pid(&sb, ready_again(&launch, "worker", 1));
     let done = terminal_task(&after, &t.done);
     assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
     assert_eq!(done["artifacts"][0]["parts"][0]["text"], "done before", "{done}");
@@ -311,7 +301,7 @@ fn a_repeatable_task_runs_again_after_a_restart_before_those_that_waited() {
     let frm = launch.formation_id();
     let t = take_four(&running_record(&sb, "worker"));
     kill(first_pid(&sb));
-    let after = record_of(&sb, ready_again(&launch, "worker", 1));
+    let after = running_record_of_pid(&sb, ready_again(&launch, "worker", 1));
     wait_until(Duration::from_secs(30), || {
         state_of(&after, &t.running) == "TASK_STATE_WORKING"
     })
@@ -363,7 +353,7 @@ fn a_call_in_flight_follows_its_callee_to_the_new_door_and_ends_once() {
     .expect("the worker runs the lead's call");
 
     kill(first_pid(&sb));
-    let after = record_of(&sb, ready_again(&launch, "worker", 1));
+    let after = running_record_of_pid(&sb, ready_again(&launch, "worker", 1));
     // The lead's call followed its task to the new door and ended with what that process says.
     let task = terminal_task(&lead, &asked);
     assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{task}");

@@ -364,6 +364,19 @@ pub fn running_record(sb: &Sandbox, member: &str) -> serde_json::Value {
     found.unwrap_or_else(|| panic!("no running record for {member}"))
 }
 
+/// The running record of the process `pid` once it exists (30 s at most): a restarted
+/// member's, where the old process's may remain.
+pub fn running_record_of_pid(sb: &Sandbox, pid: u32) -> serde_json::Value {
+    let mut found = None;
+    wait_until(std::time::Duration::from_secs(30), || {
+        found = running_records(sb)
+            .into_iter()
+            .find(|r| r["pid"].as_u64() == Some(u64::from(pid)));
+        found.is_some()
+    });
+    found.unwrap_or_else(|| panic!("no running record of pid {pid}"))
+}
+
 /// One JSON-RPC call at the door a running record names, with its operator token.
 pub fn door_rpc(rec: &serde_json::Value, method: &str, params: serde_json::Value) -> serde_json::Value {
     let url = format!("http://{}/", rec["url"].as_str().expect("url"));

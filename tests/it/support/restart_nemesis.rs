@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::nemesis::{Rng, trace_valid};
 use super::{
-    Launcher, Sandbox, door_rpc, formation_pids, member_sessions, running_record, running_records, wait_until,
+    Launcher, Sandbox, door_rpc, formation_pids, member_sessions, running_record, running_record_of_pid, wait_until,
 };
 
 const GRANT: &str = "capabilities:\n  network:\n    allow: [localhost]\n";
@@ -133,17 +133,6 @@ fn ready_pids(launch: &Launcher) -> Vec<u32> {
         .collect()
 }
 
-fn record_of(sb: &Sandbox, pid: u32) -> Value {
-    let mut found = None;
-    wait_until(Duration::from_secs(30), || {
-        found = running_records(sb)
-            .into_iter()
-            .find(|r| r["pid"].as_u64() == Some(u64::from(pid)));
-        found.is_some()
-    });
-    found.unwrap_or_else(|| panic!("no running record of pid {pid}"))
-}
-
 /// Runs `rounds` faults against one formation and checks the invariants; panics with the seed
 /// when one breaks.
 pub fn run(seed: u64, rounds: usize, repeatable: bool) -> RestartFigures {
@@ -226,7 +215,7 @@ pub fn run(seed: u64, rounds: usize, repeatable: bool) -> RestartFigures {
             ))
         });
         fig.restarts = pids.len() as u64;
-        worker = record_of(&sb, pids[nth - 1]);
+        worker = running_record_of_pid(&sb, pids[nth - 1]);
 
         // Every task acknowledged so far ends, and its caller sees the end.
         for s in &sent {
