@@ -103,14 +103,17 @@ pub fn parse_offer(params: &Map<String, Value>, file_modes: &[String]) -> Result
     }
     let (return_immediately, history_length) = match params.get("configuration") {
         None | Some(Value::Null) => (false, None),
-        Some(Value::Object(c)) => (
-            match c.get("returnImmediately") {
-                None | Some(Value::Null) => false,
-                Some(Value::Bool(b)) => *b,
-                Some(_) => return Err(bad()),
-            },
-            history_length(c, "configuration.historyLength")?,
-        ),
+        Some(Value::Object(c)) => {
+            accepts_our_output(c)?;
+            (
+                match c.get("returnImmediately") {
+                    None | Some(Value::Null) => false,
+                    Some(Value::Bool(b)) => *b,
+                    Some(_) => return Err(bad()),
+                },
+                history_length(c, "configuration.historyLength")?,
+            )
+        }
         Some(_) => return Err(bad()),
     };
     let task_id = match msg.get("taskId") {
@@ -140,6 +143,46 @@ pub fn parse_offer(params: &Map<String, Value>, file_modes: &[String]) -> Result
         return_immediately,
         history_length,
     })
+}
+
+/// What every answer's artifact is: text (the card's `defaultOutputModes`).
+const OUTPUT_MODE: &str = "text/plain";
+
+/// `configuration.acceptedOutputModes` (A2A v1.0 `SendMessageConfiguration`): a client whose
+/// list names only media types that exclude text could not take any answer, so the task is
+/// refused before it runs with `ContentTypeNotSupportedError` (-32005; §3.3.2: "a Media Type …
+/// implied for an artifact is not supported by the agent"). An entry that is not a media range
+/// (an older client's `"text"`) is no refusal: the door cannot tell what it excludes.
+fn accepts_our_output(c: &Map<String, Value>) -> Result<(), RpcError> {
+    let modes = match c.get("acceptedOutputModes") {
+        None | Some(Value::Null) => return Ok(()),
+        Some(Value::Array(m)) => m,
+        Some(_) => {
+            return Err(RpcError::invalid_param(
+                "configuration.acceptedOutputModes",
+                "must be a list of media types",
+            ));
+        }
+    };
+    let mut ranges = Vec::with_capacity(modes.len());
+    for m in modes {
+        let Value::String(m) = m else {
+            return Err(RpcError::invalid_param(
+                "configuration.acceptedOutputModes",
+                "must be a list of media types",
+            ));
+        };
+        let essence = m.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        if !crate::manifest::media_range_ok(&essence) {
+            return Ok(());
+        }
+        ranges.push(essence);
+    }
+    if ranges.is_empty() || crate::manifest::accepts_media(&ranges, OUTPUT_MODE) {
+        return Ok(());
+    }
+    Err(A2aError::ContentTypeNotSupported
+        .with(&[("acceptedOutputModes", &ranges.join(", ")), ("mediaType", OUTPUT_MODE)]))
 }
 
 /// One part as task text (see [`parse_offer`]).
@@ -361,6 +404,18 @@ mod tests {
             (msg(json!([{"raw": "AAAA", "mediaType": "application/pdf"}])), -32005),
             (msg(json!([{"raw": "AAAA"}])), -32005),
             (msg(json!([{"mediaType": "text/plain"}])), -32602),
+            (
+                json!({"message": {"messageId": "m", "parts": [{"text": "a"}]}, "configuration": {"acceptedOutputModes": ["image/png", "application/x-unknown"]}}),
+                -32005,
+            ),
+            (
+                json!({"message": {"messageId": "m", "parts": [{"text": "a"}]}, "configuration": {"acceptedOutputModes": "text/plain"}}),
+                -32602,
+            ),
+            (
+                json!({"message": {"messageId": "m", "parts": [{"text": "a"}]}, "configuration": {"acceptedOutputModes": [7]}}),
+                -32602,
+            ),
             (msg(json!([{"text": "a", "data": 1}])), -32602),
             (msg(json!([{"data": 1, "filename": 7}])), -32602),
         ];
@@ -370,6 +425,19 @@ mod tests {
                 Err(*code),
                 "{params}"
             );
+        }
+        // Output modes that take text, or that the door cannot read as media types, are no refusal.
+        for modes in [
+            json!([]),
+            json!(["text/plain"]),
+            json!(["image/png", "TEXT/Plain; charset=utf-8"]),
+            json!(["text/*"]),
+            json!(["*/*"]),
+            json!(["text"]),
+            json!(["application/json", "data"]),
+        ] {
+            let params = json!({"message": {"messageId": "m", "parts": [{"text": "a"}]}, "configuration": {"acceptedOutputModes": modes}});
+            assert!(parse_offer(&obj(params), &[]).is_ok(), "{modes}");
         }
         let o = parse_offer(&obj(json!({"message": {"messageId": "m", "contextId": "ctx_a", "taskId": "tsk_1", "parts": [{"text": "x"}]}, "configuration": {"returnImmediately": true, "historyLength": 3}})), &[]).expect("ok");
         assert_eq!(

@@ -106,7 +106,7 @@ fn file_parts_are_refused_unless_their_media_type_is_declared() {
     ]}});
     let refused = |mt: &str| {
         format!(
-            r#"{{"error":{{"code":-32005,"data":[{{"@type":"type.googleapis.com/google.rpc.ErrorInfo","domain":"a2a-protocol.org","metadata":{{"mediaType":"{mt}"}},"reason":"CONTENT_TYPE_NOT_SUPPORTED"}}],"message":"Content type not supported"}},"id":1,"jsonrpc":"2.0"}}"#
+            r#"{{"error":{{"code":-32005,"data":[{{"@type":"type.googleapis.com/google.rpc.ErrorInfo","domain":"a2a-protocol.org","metadata":{{"mediaType":"{mt}"}},"reason":"CONTENT_TYPE_NOT_SUPPORTED"}}],"message":"Incompatible content types: a media type is not supported"}},"id":1,"jsonrpc":"2.0"}}"#
         )
     };
 
@@ -315,9 +315,20 @@ fn streaming_methods_refused_before_the_stream_answer_with_a_json_error() {
                 "messageId": "m", "parts": [{"url": "https://example.invalid/x.png", "mediaType": "image/png"}]}}}),
             info(
                 -32005,
-                "Content type not supported",
+                "Incompatible content types: a media type is not supported",
                 "CONTENT_TYPE_NOT_SUPPORTED",
                 r#"{"mediaType":"image/png"}"#,
+            ),
+        ),
+        (
+            json!({"id": "s1", "jsonrpc": "2.0", "method": "SendStreamingMessage", "params": {
+                "message": {"messageId": "m", "parts": [{"text": "draw it"}]},
+                "configuration": {"acceptedOutputModes": ["image/png", "image/svg+xml"]}}}),
+            info(
+                -32005,
+                "Incompatible content types: a media type is not supported",
+                "CONTENT_TYPE_NOT_SUPPORTED",
+                r#"{"acceptedOutputModes":"image/png, image/svg+xml","mediaType":"text/plain"}"#,
             ),
         ),
     ];

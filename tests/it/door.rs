@@ -1389,7 +1389,7 @@ fn every_json_rpc_error_a_door_emits_and_the_http_fallbacks() {
         a2a_error(
             "1",
             -32005,
-            "Content type not supported",
+            "Incompatible content types: a media type is not supported",
             "CONTENT_TYPE_NOT_SUPPORTED",
             metadata,
         )

@@ -62,7 +62,7 @@ impl A2aError {
             A2aError::TaskNotFound => "Task not found",
             A2aError::TaskNotCancelable => "Task cannot be canceled",
             A2aError::UnsupportedOperation => "This operation is not supported",
-            A2aError::ContentTypeNotSupported => "Content type not supported",
+            A2aError::ContentTypeNotSupported => "Incompatible content types: a media type is not supported",
             A2aError::VersionNotSupported => "A2A protocol version not supported",
         }
     }
