@@ -17,7 +17,7 @@
 # a task is seen working before it completes. Everything it makes lives in a temporary HOME that
 # is removed at the end; only loopback addresses are used. The failures and pytest's summary
 # lines are printed, then one line "tck: N passed, N failed" for the whole run; the logs and
-# reports stay in TCK_DIR/reports/.
+# reports stay in TCK_DIR/reports/ (each main-branch log ends with its skipped tests and why).
 set -euo pipefail
 
 tck=${1:?usage: tests/interop/tck.sh TCK_DIR [PYTHON]}
@@ -123,7 +123,7 @@ failed=0
 run() {
   local name=$1
   shift
-  "$python" -m pytest "$@" --sut-url="$url" --test-scope=all --tb=short -q -p no:cacheprovider \
+  "$python" -m pytest "$@" --sut-url="$url" --test-scope=all --tb=short -q -rs -p no:cacheprovider \
     --json-report --json-report-file="reports/tck-$name.json" >"reports/tck-$name.log" 2>&1 || true
   grep -E '^(FAILED|ERROR) |(passed|failed).* in [0-9.]+s' "reports/tck-$name.log" || true
   read -r p f < <("$python" -c '
