@@ -148,6 +148,8 @@ pub(crate) struct TaskInner {
     pub trust: Trust,
     /// The grant this task's calls are narrowed from.
     pub parent: super::Parent,
+    /// The grants asked for ahead of this task's calls.
+    pub prepared: Option<Arc<super::prepared::TaskGrants>>,
     pub shared: Arc<Shared>,
     book: Mutex<Book>,
     /// Bumped whenever a call settles, so `await_all` re-checks.
@@ -165,11 +167,18 @@ impl std::fmt::Debug for TaskInner {
 }
 
 impl TaskInner {
-    pub fn new(task_id: &str, trust: Trust, parent: super::Parent, shared: Arc<Shared>) -> TaskInner {
+    pub fn new(
+        task_id: &str,
+        trust: Trust,
+        parent: super::Parent,
+        prepared: Option<Arc<super::prepared::TaskGrants>>,
+        shared: Arc<Shared>,
+    ) -> TaskInner {
         TaskInner {
             task_id: task_id.to_string(),
             trust,
             parent,
+            prepared,
             shared,
             book: Mutex::new(Book::default()),
             changed: watch::channel(0).0,
@@ -232,6 +241,10 @@ impl TaskInner {
         };
         if let Some(member_task_id) = cancel {
             self.cancel_callee(&slot.call_id, &slot.member, &member_task_id);
+        }
+        // The callee may be called again once this call is handed back: its next grant.
+        if let Some(prepared) = &self.prepared {
+            prepared.replenish(&slot.member);
         }
         self.changed.send_modify(|v| *v = v.wrapping_add(1));
         Some(settled)

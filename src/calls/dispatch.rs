@@ -37,9 +37,15 @@ impl TaskCalls {
         super::policy::task_policy(allow, &self.inner.shared.router, self.inner.trust, &self.inner.task_id)
     }
 
-    pub(crate) fn new(task_id: &str, trust: Trust, parent: super::Parent, shared: Arc<Shared>) -> TaskCalls {
+    pub(crate) fn new(
+        task_id: &str,
+        trust: Trust,
+        parent: super::Parent,
+        prepared: Option<Arc<super::prepared::TaskGrants>>,
+        shared: Arc<Shared>,
+    ) -> TaskCalls {
         TaskCalls {
-            inner: Arc::new(TaskInner::new(task_id, trust, parent, shared)),
+            inner: Arc::new(TaskInner::new(task_id, trust, parent, prepared, shared)),
         }
     }
 
@@ -111,7 +117,9 @@ impl TaskCalls {
             return Err(crate::runner::not_a_callee(member, callees));
         }
         // The call's grant, narrowed by the launcher from this task's; a refusal is the call's.
-        let grant = inner.shared.grant_for(&inner.parent, &inner.task_id, member, limits)?;
+        let grant = inner
+            .shared
+            .grant_for(&inner.parent, &inner.task_id, member, limits, inner.prepared.as_deref())?;
         // Steps 3 and 4, under one lock so two dispatches cannot both claim the member (nor two
         // replies the one question).
         let call_id = ids::mint(IdKind::Call);

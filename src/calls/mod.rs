@@ -47,6 +47,7 @@ mod client;
 mod dispatch;
 mod output;
 mod policy;
+mod prepared;
 mod router;
 mod watcher;
 
@@ -133,6 +134,8 @@ pub(crate) struct Shared {
     /// The launcher's authority, which grants each call (docs/reference/formation.md#grants);
     /// `None` outside a launched formation: calls then carry no grant.
     pub authority: Option<Arc<Authority>>,
+    /// Asks the authority for grants ahead of the calls that use them.
+    pub preparer: Option<Arc<prepared::Preparer>>,
 }
 
 /// The grant a task's calls are narrowed from: the one it runs under, or a root for a task that
@@ -142,17 +145,24 @@ pub type Parent = crate::wire::authority_line::Parent;
 impl Shared {
     /// The grant of one call of task `task_id` to `callee` (`Ok(None)` without an authority, or
     /// when the launcher cannot be reached: the call then carries none, as a reference member's
-    /// does), or the refusal's text: the call is not made.
+    /// does), or the refusal's text: the call is not made. A call with no limits of its own
+    /// takes a grant `prepared` for its callee when there is one.
     pub(crate) fn grant_for(
         &self,
         parent: &Parent,
         task_id: &str,
         callee: &str,
         limits: crate::runner::CallLimits,
+        prepared: Option<&prepared::TaskGrants>,
     ) -> Result<Option<String>, String> {
         let Some(authority) = &self.authority else {
             return Ok(None);
         };
+        if limits == crate::runner::CallLimits::default()
+            && let Some(grant) = prepared.and_then(|p| p.take(callee))
+        {
+            return Ok(Some(grant));
+        }
         match authority.delegate(parent.clone(), task_id, callee, limits.deadline_ms, limits.budget) {
             Ok(grant) => Ok(Some(grant)),
             Err(Undelegated::Unreachable(why)) => {
@@ -177,13 +187,17 @@ impl std::fmt::Debug for Shared {
     }
 }
 
+/// A running task's grant and the grants prepared for its calls.
+type Started = (Parent, Option<Arc<prepared::TaskGrants>>);
+
 /// The member calls of a session: one per process, cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Calls {
     shared: Arc<Shared>,
     tasks: Arc<Mutex<HashMap<String, TaskCalls>>>,
-    /// Each running task's grant, set by the executor before its calls are made.
-    parents: Arc<Mutex<HashMap<String, Parent>>>,
+    /// Each running task's grant, set by the executor before its calls are made, and the grants
+    /// prepared for its calls.
+    parents: Arc<Mutex<HashMap<String, Started>>>,
 }
 
 impl Calls {
@@ -210,6 +224,7 @@ impl Calls {
                 timing: *timing,
                 arbiter: actix_rt::Arbiter::try_current(),
                 authority: None,
+                preparer: None,
             }),
             tasks: Arc::new(Mutex::new(HashMap::new())),
             parents: Arc::new(Mutex::new(HashMap::new())),
@@ -220,21 +235,35 @@ impl Calls {
     /// before any task's calls are made.
     pub fn with_authority(mut self, authority: Option<Arc<Authority>>) -> Calls {
         if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.preparer = authority.clone().map(prepared::Preparer::new);
             shared.authority = authority;
         }
         self
     }
 
-    /// The grant task `task_id`'s calls are narrowed from; set before the task runs.
+    /// The grant task `task_id`'s calls are narrowed from; set before the task runs. A member
+    /// with callees starts asking for its calls' grants now (`prepared`).
     pub fn set_parent(&self, task_id: &str, parent: Parent) {
-        crate::sync::lock(&self.parents).insert(task_id.to_string(), parent);
+        let prepared = match &self.shared.preparer {
+            Some(p) if !self.shared.callees.is_empty() => Some(prepared::TaskGrants::start(
+                p,
+                task_id,
+                parent.clone(),
+                &self.shared.callees,
+            )),
+            _ => None,
+        };
+        let old = crate::sync::lock(&self.parents).insert(task_id.to_string(), (parent, prepared));
+        if let Some((_, Some(old))) = old {
+            old.end();
+        }
     }
 
-    fn parent(&self, task_id: &str) -> Parent {
+    fn parent(&self, task_id: &str) -> Started {
         crate::sync::lock(&self.parents)
             .get(task_id)
             .cloned()
-            .unwrap_or(Parent::Root(crate::grant::Origin::Member))
+            .unwrap_or((Parent::Root(crate::grant::Origin::Member), None))
     }
 
     fn tasks(&self) -> MutexGuard<'_, HashMap<String, TaskCalls>> {
@@ -246,14 +275,22 @@ impl Calls {
     pub fn task(&self, task_id: &str, trust: Trust) -> TaskCalls {
         self.tasks()
             .entry(task_id.to_string())
-            .or_insert_with(|| TaskCalls::new(task_id, trust, self.parent(task_id), Arc::clone(&self.shared)))
+            .or_insert_with(|| {
+                let (parent, prepared) = self.parent(task_id);
+                TaskCalls::new(task_id, trust, parent, prepared, Arc::clone(&self.shared))
+            })
             .clone()
     }
 
     /// What a task's `TaskEnv` needs: its member calls and its outgoing-HTTP policy.
     pub fn for_task(&self, task_id: &str, trust: Trust) -> (Arc<dyn MemberCalls>, Arc<dyn HttpPolicy>) {
-        let calls: Arc<dyn MemberCalls> = Arc::new(self.task(task_id, trust));
-        let granting = self.shared.authority.clone().map(|a| (a, self.parent(task_id)));
+        let calls = self.task(task_id, trust);
+        let granting = self
+            .shared
+            .authority
+            .clone()
+            .map(|a| (a, calls.inner.parent.clone(), calls.inner.prepared.clone()));
+        let calls: Arc<dyn MemberCalls> = Arc::new(calls);
         let http: Arc<dyn HttpPolicy> = Arc::new(policy::granted_task_policy(
             &self.shared.allow,
             &self.shared.router,
@@ -270,14 +307,20 @@ impl Calls {
     /// start under this task any more. Idempotent. Returns how each of the task's calls ended,
     /// in start order; empty once the task is finished.
     pub fn finish_task(&self, task_id: &str) -> Vec<CallOutcome> {
-        crate::sync::lock(&self.parents).remove(task_id);
+        if let Some((_, Some(prepared))) = crate::sync::lock(&self.parents).remove(task_id) {
+            prepared.end();
+        }
         let task = self.tasks().remove(task_id);
         task.map(|t| t.finish()).unwrap_or_default()
     }
 
     /// [`Calls::finish_task`] for every task (wind-down).
     pub fn finish_all(&self) {
-        crate::sync::lock(&self.parents).clear();
+        for (_, (_, prepared)) in crate::sync::lock(&self.parents).drain() {
+            if let Some(p) = prepared {
+                p.end();
+            }
+        }
         let tasks: Vec<TaskCalls> = self.tasks().drain().map(|(_, t)| t).collect();
         for t in tasks {
             t.finish();

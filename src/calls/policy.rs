@@ -25,8 +25,12 @@ pub struct PeerRoutes {
     task_id: String,
     /// The launcher's authority and the grant the task's requests are narrowed from: each routed
     /// request carries a grant of its own (docs/reference/formation.md#grants).
-    granting: Option<(Arc<Authority>, super::Parent)>,
+    granting: Option<Granting>,
 }
+
+/// The authority, the grant a task's requests are narrowed from, and the grants prepared for
+/// them.
+pub(crate) type Granting = (Arc<Authority>, super::Parent, Option<Arc<super::prepared::TaskGrants>>);
 
 impl PeerRoutes {
     pub fn new(router: Addr<VirtualPeerRouter>, trust: Trust, task_id: &str) -> PeerRoutes {
@@ -48,8 +52,14 @@ impl PeerResolver for PeerRoutes {
                     route.door = r.door.clone();
                     // The runtime writes the grant; the component's own is dropped by the host
                     // (`ROUTE_DROPPED`). A refused grant refuses the route.
-                    if let Some((authority, parent)) = &self.granting {
-                        match authority.delegate(parent.clone(), &self.task_id, member, None, None) {
+                    if let Some((authority, parent, prepared)) = &self.granting {
+                        let ready = prepared.as_ref().and_then(|p| p.take(member)).map(Ok);
+                        let got = ready
+                            .unwrap_or_else(|| authority.delegate(parent.clone(), &self.task_id, member, None, None));
+                        if let Some(p) = prepared {
+                            p.replenish(member);
+                        }
+                        match got {
                             Ok(grant) => route.headers.push(RouteHeader {
                                 name: crate::grant::HEADER.into(),
                                 value: RouteValue::Plain(grant),
@@ -86,7 +96,7 @@ pub(crate) fn granted_task_policy(
     router: &Addr<VirtualPeerRouter>,
     trust: Trust,
     task_id: &str,
-    granting: Option<(Arc<Authority>, super::Parent)>,
+    granting: Option<Granting>,
 ) -> NetworkPolicy {
     let mut routes = PeerRoutes::new(router.clone(), trust, task_id);
     routes.granting = granting;

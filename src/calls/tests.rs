@@ -2246,3 +2246,137 @@ async fn a_callee_whose_card_does_not_verify_under_the_handed_key_is_never_calle
         denial(&resolved)
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Grants prepared ahead of a task's calls
+
+/// What one `delegate` asked for: callee, deadline, budget.
+type Asked = (String, Option<u64>, Option<u64>);
+
+/// A launcher's authority channel that grants every `delegate` (grant `mgr1.g<n>`, n counting from
+/// 1) and keeps what each asked for: callee, deadline and budget.
+fn granting_launcher() -> (Arc<crate::runner::authority::Authority>, Arc<Mutex<Vec<Asked>>>) {
+    use crate::wire::authority_line::{Ask, Reply};
+    use std::io::BufRead;
+    let (member, launcher) = ok(std::os::unix::net::UnixStream::pair());
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let kept = Arc::clone(&asked);
+    std::thread::spawn(move || {
+        let mut writer = ok(launcher.try_clone());
+        let reader = std::io::BufReader::new(launcher);
+        for line in reader.lines() {
+            let Ok(line) = line else { return };
+            let Some(Ask::Delegate(d)) = Ask::parse(&line) else {
+                return;
+            };
+            let n = {
+                let mut asked = lock(&kept);
+                asked.push((d.callee.clone(), d.deadline_ms, d.budget));
+                asked.len()
+            };
+            let reply = Reply::Delegated {
+                id: d.id,
+                grant: format!("mgr1.g{n}"),
+            };
+            if writer.write_all(reply.line().as_bytes()).is_err() {
+                return;
+            }
+        }
+    });
+    (Arc::new(crate::runner::authority::Authority::new(member)), asked)
+}
+
+#[actix_rt::test]
+async fn a_prepared_grant_is_used_by_one_call_and_never_by_one_with_limits_of_its_own() {
+    let sk = ok(SigningKey::generate());
+    let (authority, asked) = granting_launcher();
+    let lead = caller(&sk, &[("a", None), ("b", None)], &[], &timing());
+    let calls = lead.calls.with_authority(Some(authority));
+    let parent = Parent::Root(crate::grant::Origin::Operator);
+    let id = crate::ids::mint(crate::ids::IdKind::Task);
+    calls.set_parent(&id, parent.clone());
+    let task = calls.task(&id, Trust::Trusted);
+    let prepared = task.inner.prepared.clone();
+    let prepared = prepared.as_deref();
+    assert!(prepared.is_some(), "a task of a member with callees prepares grants");
+    // One grant per callee, asked for as the task started, with no limits of their own.
+    until("both callees' grants", || lock(&asked).len() == 2).await;
+    let mut first = lock(&asked).clone();
+    first.sort();
+    assert_eq!(first, [("a".into(), None, None), ("b".into(), None, None)]);
+
+    let shared = &task.inner.shared;
+    let grant = |callee: &str, limits: crate::runner::CallLimits| {
+        ok(shared.grant_for(&parent, &id, callee, limits, prepared)).unwrap_or_default()
+    };
+    // (a) A call with a budget or a deadline of its own asks the launcher itself, with them,
+    // and leaves the prepared grant to another call.
+    let limited = crate::runner::CallLimits {
+        deadline_ms: None,
+        budget: Some(700),
+    };
+    assert_eq!(grant("a", limited), "mgr1.g3");
+    let until_ms = crate::runner::CallLimits {
+        deadline_ms: Some(4_000_000_000_000),
+        budget: None,
+    };
+    assert_eq!(grant("a", until_ms), "mgr1.g4");
+    assert_eq!(
+        lock(&asked)[2..],
+        [
+            ("a".into(), None, Some(700)),
+            ("a".into(), Some(4_000_000_000_000), None)
+        ]
+    );
+    // (b) A call with none takes the prepared one, once: the next call to the same callee asks.
+    let prepared_a = grant("a", crate::runner::CallLimits::default());
+    assert!(["mgr1.g1", "mgr1.g2"].contains(&prepared_a.as_str()), "{prepared_a}");
+    assert_eq!(lock(&asked).len(), 4, "the prepared grant cost no round trip");
+    let next = grant("a", crate::runner::CallLimits::default());
+    assert_eq!(next, "mgr1.g5", "a prepared grant is never used twice");
+    assert_eq!(lock(&asked).len(), 5);
+
+    // At most one per callee: `b`'s is still there; the task's end drops it.
+    assert_eq!(prepared.map(|p| p.outstanding()), Some(1));
+    calls.finish_task(&id);
+    assert_eq!(prepared.map(|p| p.outstanding()), Some(0));
+    assert_eq!(
+        prepared.and_then(|p| p.take("b")),
+        None,
+        "nothing is taken after the task ended"
+    );
+}
+
+#[actix_rt::test]
+async fn a_member_with_no_callees_prepares_nothing_and_many_callees_only_after_a_call() {
+    let sk = ok(SigningKey::generate());
+    let (authority, asked) = granting_launcher();
+    let none = caller(&sk, &[], &[], &timing());
+    let calls = none.calls.with_authority(Some(Arc::clone(&authority)));
+    calls.set_parent("tsk_1", Parent::Root(crate::grant::Origin::Operator));
+    assert!(calls.task("tsk_1", Trust::Trusted).inner.prepared.is_none());
+
+    let names: Vec<String> = (0..9).map(|i| format!("m{i}")).collect();
+    let many: Vec<(&str, Option<&str>)> = names.iter().map(|n| (n.as_str(), None)).collect();
+    let nine = caller(&sk, &many, &[], &timing());
+    let calls = nine.calls.with_authority(Some(authority));
+    let id = crate::ids::mint(crate::ids::IdKind::Task);
+    calls.set_parent(&id, Parent::Root(crate::grant::Origin::Operator));
+    let task = calls.task(&id, Trust::Trusted);
+    let prepared = task.inner.prepared.clone();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        lock(&asked).is_empty(),
+        "more callees than it prepares for: none up front"
+    );
+    // After a call to a callee settles, its next grant is prepared, at most eight in all.
+    for n in &names {
+        if let Some(p) = &prepared {
+            p.replenish(n);
+        }
+    }
+    until("eight prepared", || lock(&asked).len() == 8).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(lock(&asked).len(), 8, "never more than eight outstanding");
+    calls.finish_task(&id);
+}

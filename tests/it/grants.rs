@@ -572,3 +572,75 @@ fn a_clients_limits_narrow_its_task_and_every_call_below_and_never_widen() {
     let (code, _, err) = launcher.wait(Duration::from_secs(30));
     assert_eq!(code, 143, "{err}");
 }
+
+/// The budget a callee runs under comes from its caller's grant, not a cap of the call: mid's
+/// call to deep asks for nothing narrower, so it may take a grant prepared when mid's task
+/// started (its budget then what mid had left before its first turn). deep calls nobody it may
+/// and keeps trying, turn after turn; whatever cap deep's grant carries, every reservation must
+/// also fit mid's grant, so mid's subtree still stops within its 2500 tokens.
+#[test]
+fn a_budget_from_the_callers_grant_stops_a_looping_callee_whatever_grant_it_was_given() {
+    let sb = Sandbox::new();
+    let per_turn = |v: Value| {
+        let mut v = v;
+        v["usage"] = json!({"prompt_tokens": 1000, "completion_tokens": 0, "total_tokens": 1000});
+        v
+    };
+    let route = move |req: &Request| {
+        let member = member_of(req);
+        let text = req.last_user_text().unwrap_or_default();
+        let reply = match member.as_str() {
+            // Loops: a call it may not make, every turn, until its budget stops it.
+            "deep" => openai::tool_calls(&[("c9", "call-member", json!({"member": "lead", "task": "again"}))]),
+            _ if last_is_tool(req) => openai::text("waiting"),
+            "lead" if text == "build it" => openai::tool_calls(&[(
+                "c1",
+                "call-member",
+                json!({"member": "mid", "task": "part", "budget": 2500}),
+            )]),
+            "mid" if text == "part" => {
+                openai::tool_calls(&[("c2", "call-member", json!({"member": "deep", "task": "deeper part"}))])
+            }
+            _ => openai::text(&format!("{member} done")),
+        };
+        Reply::json(per_turn(reply))
+    };
+    let provider = Provider::start((0..32).map(|_| Step::func(route)).collect());
+    for name in ["lead", "mid", "deep"] {
+        let manifest = format!(
+            "name: {name}\nversion: 0.1.0\ninference:\n  provider: openai\n  endpoint: {}\n  model: test-model\n  \
+             api_key: ${{{KEY_VAR}}}\n  max_tokens: 50\n  max_turns: 12\n{TAIL}",
+            provider.url()
+        );
+        sb.install_manifest(name, &manifest);
+    }
+    let dir = sb.path("formation");
+    std::fs::write(dir.join("roster.yaml"), ROSTER).expect("roster");
+    let (code, out, err) = run(&sb, &dir, &[]);
+    assert_eq!(code, Some(0), "the lead goes on: {out}\n{err}");
+
+    let mid = one(&sb, "mid", "task_grant");
+    assert_eq!(mid["budget"], 2500, "{mid}");
+    let deep = one(&sb, "deep", "task_grant");
+    let deep_budget = deep["budget"].as_u64().expect("deep's budget");
+    assert!(deep_budget <= 2500, "never more than mid's grant: {deep}");
+    // Narrowed before mid's first turn was charged (a grant narrowed at the call would have at
+    // most 1500): deep runs under a prepared grant whose cap is more than mid has left.
+    assert!(
+        deep_budget > 1500,
+        "deep's grant was prepared as mid's task started: {deep}"
+    );
+    assert_eq!(deep["chain"].as_array().map(Vec::len), Some(2), "{deep}");
+    // Without the budget deep would make 12 turns; each reserved within what mid's grant had
+    // left, so at most one overran it.
+    let spent: usize = ["mid", "deep"].iter().map(|m| records(&sb, m, "inference").len()).sum();
+    assert!(
+        spent * 1000 <= 2500 + 1000,
+        "mid's subtree made {spent} turns of 1000 tokens (deep's grant: {deep})"
+    );
+    let deep_ends = records(&sb, "deep", "task_end");
+    assert!(
+        deep_ends.iter().any(|r| r["exit_status"] != "ok"),
+        "deep's task ran out of mid's grant: {deep_ends:?}"
+    );
+}

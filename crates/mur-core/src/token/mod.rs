@@ -76,6 +76,11 @@ fn split_token<'t>(token: &'t str, tag: &str) -> Option<(&'t str, Vec<u8>, Vec<u
     Some((payload_b64, payload, sig))
 }
 
+/// The payload of `<tag>.<B64(payload)>.<B64(signature)>`, its signature not checked.
+pub(crate) fn payload_unchecked(signed: &str, tag: &str) -> Option<Vec<u8>> {
+    split_token(signed, tag).map(|(_, payload, _)| payload)
+}
+
 /// `"<domain>" 0x1F ["<tag>" 0x1F] <B64(payload)>`: the bytes a signature or MAC covers.
 fn signing_input(domain: &str, tag: Option<&str>, payload_b64: &str) -> Vec<u8> {
     let mut v = Vec::with_capacity(domain.len() + payload_b64.len() + 8);
