@@ -516,6 +516,11 @@ impl TaskSetup for Setup {
     }
 
     fn started(&self, work: &Work) {
+        // First, so the grants prepared for the task's calls are asked for while the rest of
+        // its start (the journal's records, the capsule's set-up) runs.
+        if let Some(c) = &self.calls {
+            c.set_parent(&work.task_id, parent_of(work));
+        }
         self.journal.task_start(&work.task_id);
         self.journal.task_text(&work.task_id, &work.text);
         // A launched member's (its first line names it); a hand-started one records none.
@@ -523,9 +528,6 @@ impl TaskSetup for Setup {
             let root = work.grant.is_none().then(|| root_origin(work));
             self.journal
                 .task_grant(&work.task_id, work.grant.as_deref(), root.as_ref());
-        }
-        if let Some(c) = &self.calls {
-            c.set_parent(&work.task_id, parent_of(work));
         }
         crate::otel::task_started(&work.task_id);
     }
