@@ -134,8 +134,6 @@ pub(crate) struct Shared {
     /// The launcher's authority, which grants each call (docs/reference/formation.md#grants);
     /// `None` outside a launched formation: calls then carry no grant.
     pub authority: Option<Arc<Authority>>,
-    /// Asks the authority for grants ahead of the calls that use them.
-    pub preparer: Option<Arc<prepared::Preparer>>,
 }
 
 /// The grant a task's calls are narrowed from: the one it runs under, or a root for a task that
@@ -224,7 +222,6 @@ impl Calls {
                 timing: *timing,
                 arbiter: actix_rt::Arbiter::try_current(),
                 authority: None,
-                preparer: None,
             }),
             tasks: Arc::new(Mutex::new(HashMap::new())),
             parents: Arc::new(Mutex::new(HashMap::new())),
@@ -235,7 +232,6 @@ impl Calls {
     /// before any task's calls are made.
     pub fn with_authority(mut self, authority: Option<Arc<Authority>>) -> Calls {
         if let Some(shared) = Arc::get_mut(&mut self.shared) {
-            shared.preparer = authority.clone().map(prepared::Preparer::new);
             shared.authority = authority;
         }
         self
@@ -244,9 +240,10 @@ impl Calls {
     /// The grant task `task_id`'s calls are narrowed from; set before the task runs. A member
     /// with callees starts asking for its calls' grants now (`prepared`).
     pub fn set_parent(&self, task_id: &str, parent: Parent) {
-        let prepared = match &self.shared.preparer {
-            Some(p) if !self.shared.callees.is_empty() => Some(prepared::TaskGrants::start(
-                p,
+        let prepared = match &self.shared.authority {
+            Some(a) if !self.shared.callees.is_empty() => Some(prepared::TaskGrants::start(
+                a,
+                self.shared.arbiter.clone(),
                 task_id,
                 parent.clone(),
                 &self.shared.callees,

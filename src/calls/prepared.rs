@@ -17,16 +17,17 @@
 //! holds every reservation to every capped grant above it and to the formation's budget, so a
 //! stale cap cannot spend more than a fresh one would.
 //!
-//! The launcher is asked on a thread of its own (the authority channel is a blocking lockstep
-//! exchange), at most [`MAX_PREPARED`] grants outstanding per task.
+//! The asks are written to the authority channel at once and their answers read when a call
+//! needs them (the launcher answers in order; an answer read by another asker meanwhile is kept
+//! for its own), so the launcher narrows while the task starts and nothing waits for it but the
+//! call. At most [`MAX_PREPARED`] grants are outstanding per task.
 
 use std::collections::HashMap;
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use super::Parent;
-use crate::runner::authority::Authority;
+use crate::runner::authority::{Ahead, Authority};
 
 /// The most grants prepared and not yet used per task, and the most callees whose grants are
 /// all prepared when the task starts.
@@ -36,99 +37,15 @@ pub(crate) const MAX_PREPARED: usize = 8;
 /// that ends with its call (most do) asks for none, short beside a model's turn.
 const REPLENISH_AFTER: Duration = Duration::from_millis(2);
 
-/// How long a call waits for a grant already asked for: the launcher answers in microseconds,
-/// so only a stopped one takes this long (the call then asks itself, and is refused).
-const WAIT_FOR_ASKED: Duration = Duration::from_secs(5);
-
-/// The session's asker: one thread, started on first use, that asks the launcher for prepared
-/// grants.
-#[derive(Debug)]
-pub(crate) struct Preparer {
-    authority: Arc<Authority>,
-    jobs: Mutex<Option<mpsc::Sender<Job>>>,
-    /// The thread could not be started: nothing is prepared.
-    broken: std::sync::atomic::AtomicBool,
-}
-
-struct Job {
-    task: Arc<TaskGrants>,
-    callee: String,
-    not_before: Instant,
-}
-
-impl Preparer {
-    pub fn new(authority: Arc<Authority>) -> Arc<Preparer> {
-        Arc::new(Preparer {
-            authority,
-            jobs: Mutex::new(None),
-            broken: std::sync::atomic::AtomicBool::new(false),
-        })
-    }
-
-    /// Queues `job`; `false` when there is no thread to run it.
-    fn send(&self, job: Job) -> bool {
-        if self.broken.load(std::sync::atomic::Ordering::Relaxed) {
-            return false;
-        }
-        let mut jobs = crate::sync::lock(&self.jobs);
-        if jobs.is_none() {
-            let (tx, rx) = mpsc::channel::<Job>();
-            let authority = Arc::clone(&self.authority);
-            let started = std::thread::Builder::new()
-                .name("mur-grants".into())
-                .spawn(move || run(&authority, &rx));
-            if let Err(e) = started {
-                tracing::debug!("grants cannot be prepared: {e}");
-                self.broken.store(true, std::sync::atomic::Ordering::Relaxed);
-                return false;
-            }
-            *jobs = Some(tx);
-        }
-        jobs.as_ref().is_some_and(|tx| tx.send(job).is_ok())
-    }
-}
-
-/// The thread: runs jobs as they are due, until every sender is gone and nothing waits.
-fn run(authority: &Authority, rx: &mpsc::Receiver<Job>) {
-    let mut later: Vec<Job> = Vec::new();
-    loop {
-        let now = Instant::now();
-        if let Some(i) = later.iter().position(|j| j.not_before <= now) {
-            let job = later.swap_remove(i);
-            job.task.ask(authority, &job.callee);
-            continue;
-        }
-        let wait = later.iter().map(|j| j.not_before.saturating_duration_since(now)).min();
-        let job = match wait {
-            None => match rx.recv() {
-                Ok(job) => job,
-                Err(_) => return,
-            },
-            Some(wait) => match rx.recv_timeout(wait) {
-                Ok(job) => job,
-                Err(RecvTimeoutError::Timeout) => continue,
-                Err(RecvTimeoutError::Disconnected) => {
-                    std::thread::sleep(wait);
-                    continue;
-                }
-            },
-        };
-        if job.not_before > Instant::now() {
-            later.push(job);
-        } else {
-            job.task.ask(authority, &job.callee);
-        }
-    }
-}
-
 /// One task's prepared grants, by callee.
 #[derive(Debug)]
 pub(crate) struct TaskGrants {
-    preparer: Arc<Preparer>,
+    authority: Arc<Authority>,
+    /// Where a replacement is asked for a moment later; without it none is.
+    arbiter: Option<actix_rt::ArbiterHandle>,
     task_id: String,
     parent: Parent,
     state: Mutex<State>,
-    answered: Condvar,
 }
 
 #[derive(Debug, Default)]
@@ -140,121 +57,93 @@ struct State {
 
 #[derive(Debug)]
 enum Slot {
-    /// Asked for, not answered yet.
-    Asking,
-    /// Ready for one call.
-    Ready(String),
+    /// Asked for; the answer is read when a call takes it.
+    Asked(Ahead),
 }
 
 impl TaskGrants {
     /// The prepared grants of task `task_id`, narrowed from `parent`: every callee's asked for
     /// now when there are at most [`MAX_PREPARED`].
-    pub fn start(preparer: &Arc<Preparer>, task_id: &str, parent: Parent, callees: &[String]) -> Arc<TaskGrants> {
+    pub fn start(
+        authority: &Arc<Authority>,
+        arbiter: Option<actix_rt::ArbiterHandle>,
+        task_id: &str,
+        parent: Parent,
+        callees: &[String],
+    ) -> Arc<TaskGrants> {
         let task = Arc::new(TaskGrants {
-            preparer: Arc::clone(preparer),
+            authority: Arc::clone(authority),
+            arbiter,
             task_id: task_id.to_string(),
             parent,
             state: Mutex::new(State::default()),
-            answered: Condvar::new(),
         });
         if callees.len() <= MAX_PREPARED {
             for callee in callees {
-                task.prepare(callee, Instant::now());
+                task.prepare(callee);
             }
         }
         task
     }
 
-    /// Asks for a grant for `callee` at `not_before`, unless one is ready or asked for, the task
-    /// already has [`MAX_PREPARED`], or it stopped.
-    fn prepare(self: &Arc<Self>, callee: &str, not_before: Instant) {
-        {
-            let mut st = crate::sync::lock(&self.state);
-            if st.stopped || st.slots.contains_key(callee) || st.slots.len() >= MAX_PREPARED {
-                return;
-            }
-            st.slots.insert(callee.to_string(), Slot::Asking);
-        }
-        let job = Job {
-            task: Arc::clone(self),
-            callee: callee.to_string(),
-            not_before,
-        };
-        if !self.preparer.send(job) {
-            let mut st = crate::sync::lock(&self.state);
-            st.slots.remove(callee);
-            st.stopped = true;
-            drop(st);
-            self.answered.notify_all();
-        }
-    }
-
-    /// A call to `callee` settled: its next grant is asked for a moment later.
-    pub fn replenish(self: &Arc<Self>, callee: &str) {
-        self.prepare(callee, Instant::now() + REPLENISH_AFTER);
-    }
-
-    /// On the preparer's thread: asks the launcher, unless the task stopped meanwhile.
-    fn ask(&self, authority: &Authority, callee: &str) {
-        if crate::sync::lock(&self.state).stopped {
+    /// Asks for a grant for `callee`, unless one is asked for already, the task has
+    /// [`MAX_PREPARED`], or it stopped.
+    fn prepare(&self, callee: &str) {
+        let mut st = crate::sync::lock(&self.state);
+        if st.stopped || st.slots.contains_key(callee) || st.slots.len() >= MAX_PREPARED {
             return;
         }
-        let got = authority.delegate(self.parent.clone(), &self.task_id, callee, None, None);
-        let mut st = crate::sync::lock(&self.state);
-        if !st.stopped {
-            match got {
-                Ok(wire) => {
-                    st.slots.insert(callee.to_string(), Slot::Ready(wire));
-                }
-                // The call asks itself and reports the refusal; nothing more is prepared.
-                Err(_) => {
-                    st.slots.remove(callee);
-                    st.stopped = true;
-                }
+        match self
+            .authority
+            .delegate_ahead(self.parent.clone(), &self.task_id, callee)
+        {
+            Ok(ahead) => {
+                st.slots.insert(callee.to_string(), Slot::Asked(ahead));
             }
+            Err(_) => st.stopped = true,
         }
-        drop(st);
-        self.answered.notify_all();
     }
 
-    /// The prepared grant for a call to `callee`, taken for it alone; waits for one already
-    /// asked for. `None`: none (or one that has expired since), and the call asks itself.
+    /// A call to `callee` was made: its next grant is asked for a moment later.
+    pub fn replenish(self: &Arc<Self>, callee: &str) {
+        let Some(arbiter) = &self.arbiter else { return };
+        let (task, callee) = (Arc::clone(self), callee.to_string());
+        arbiter.spawn_fn(move || {
+            actix_rt::spawn(async move {
+                actix_rt::time::sleep(REPLENISH_AFTER).await;
+                task.prepare(&callee);
+            });
+        });
+    }
+
+    /// The prepared grant for a call to `callee`, taken for it alone; waits for the launcher's
+    /// answer when it has not come yet. `None`: none, one the launcher refused (the call then
+    /// asks itself and reports the refusal; nothing more is prepared), or one that has expired
+    /// since.
     pub fn take(&self, callee: &str) -> Option<String> {
-        let until = Instant::now() + WAIT_FOR_ASKED;
-        let mut st = crate::sync::lock(&self.state);
-        loop {
-            match st.slots.get(callee) {
-                None => return None,
-                Some(Slot::Ready(_)) => {
-                    let Some(Slot::Ready(wire)) = st.slots.remove(callee) else {
-                        return None;
-                    };
-                    return (!expired(&wire)).then_some(wire);
-                }
-                Some(Slot::Asking) => {
-                    let left = until.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return None;
-                    }
-                    st = match self.answered.wait_timeout(st, left) {
-                        Ok((st, _)) => st,
-                        Err(poisoned) => poisoned.into_inner().0,
-                    };
-                }
+        let Slot::Asked(ahead) = crate::sync::lock(&self.state).slots.remove(callee)?;
+        match self.authority.collect(ahead) {
+            Ok(wire) => (!expired(&wire)).then_some(wire),
+            Err(_) => {
+                crate::sync::lock(&self.state).stopped = true;
+                None
             }
         }
     }
 
     /// The task ended: unused grants are dropped and nothing more is asked.
     pub fn end(&self) {
-        let mut st = crate::sync::lock(&self.state);
-        st.stopped = true;
-        st.slots.clear();
-        drop(st);
-        self.answered.notify_all();
+        let slots: Vec<Slot> = {
+            let mut st = crate::sync::lock(&self.state);
+            st.stopped = true;
+            st.slots.drain().map(|(_, s)| s).collect()
+        };
+        for Slot::Asked(ahead) in slots {
+            self.authority.drop_ahead(ahead);
+        }
     }
 
-    /// How many grants are ready or asked for.
+    /// How many grants are asked for and not taken.
     #[cfg(test)]
     pub fn outstanding(&self) -> usize {
         crate::sync::lock(&self.state).slots.len()

@@ -2380,3 +2380,22 @@ async fn a_member_with_no_callees_prepares_nothing_and_many_callees_only_after_a
     assert_eq!(lock(&asked).len(), 8, "never more than eight outstanding");
     calls.finish_task(&id);
 }
+
+#[test]
+fn answers_to_asks_sent_ahead_are_kept_for_their_askers_in_any_order() {
+    let (authority, asked) = granting_launcher();
+    let task = crate::ids::mint(crate::ids::IdKind::Task);
+    let root = || Parent::Root(crate::grant::Origin::Operator);
+    let a = ok(authority.delegate_ahead(root(), &task, "a"));
+    let b = ok(authority.delegate_ahead(root(), &task, "b"));
+    let c = ok(authority.delegate_ahead(root(), &task, "c"));
+    // A lockstep ask after them reads their answers first and keeps them.
+    assert_eq!(ok(authority.delegate(root(), &task, "d", None, None)), "mgr1.g4");
+    assert_eq!(ok(authority.collect(b)), "mgr1.g2");
+    authority.drop_ahead(a);
+    assert_eq!(ok(authority.collect(c)), "mgr1.g3");
+    let e = ok(authority.delegate_ahead(root(), &task, "e"));
+    authority.drop_ahead(e);
+    assert_eq!(ok(authority.delegate(root(), &task, "f", None, None)), "mgr1.g6");
+    assert_eq!(lock(&asked).len(), 6);
+}

@@ -4,6 +4,7 @@
 //! answers in microseconds, so a bounded blocking exchange is all it takes; a link that broke
 //! stays broken, and every later request is refused.
 
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
@@ -34,6 +35,21 @@ struct Link {
     reader: BufReader<UnixStream>,
     /// `Err` once the link broke, saying why.
     writer: Result<UnixStream, String>,
+    /// The lines sent and not answered yet, by sequence, oldest first: the launcher answers in
+    /// order, so the next line read answers the first.
+    sent: VecDeque<u64>,
+    /// Answers read while waiting for a later one, kept for whoever asked.
+    stash: HashMap<u64, Reply>,
+    /// Lines whose answers nobody will collect: read and dropped.
+    dropped: HashSet<u64>,
+    seq: u64,
+}
+
+/// A delegation sent ahead and not collected yet ([`Authority::delegate_ahead`]).
+#[derive(Debug)]
+pub struct Ahead {
+    seq: u64,
+    id: u64,
 }
 
 /// Why a call got no grant.
@@ -55,6 +71,10 @@ impl Authority {
                     .try_clone()
                     .map_err(|e| format!("its channel cannot be used: {e}")),
                 reader: BufReader::with_capacity(MAX_REPLY_LINE, stream),
+                sent: VecDeque::new(),
+                stash: HashMap::new(),
+                dropped: HashSet::new(),
+                seq: 0,
             }),
             next: AtomicU64::new(1),
         }
@@ -115,21 +135,104 @@ impl Authority {
     }
 }
 
-impl Link {
-    /// One line out, one line back. A failure breaks the link for good.
-    fn ask(&mut self, ask: &Ask) -> Result<Reply, String> {
-        let result = self.exchange(ask);
-        if let Err(why) = &result {
-            self.writer = Err(why.clone());
-        }
-        result
+impl Authority {
+    /// [`Authority::delegate`] with no limits of its own, sent now and collected later with
+    /// [`Authority::collect`] (or dropped with [`Authority::drop_ahead`]), so the launcher
+    /// narrows while the member goes on.
+    pub fn delegate_ahead(&self, parent: Parent, task: &str, callee: &str) -> Result<Ahead, Undelegated> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let ask = Ask::Delegate(Delegate {
+            id,
+            parent,
+            task: task.to_string(),
+            callee: callee.to_string(),
+            deadline_ms: None,
+            budget: None,
+        });
+        let seq = crate::sync::lock(&self.link)
+            .send(&ask)
+            .map_err(Undelegated::Unreachable)?;
+        Ok(Ahead { seq, id })
     }
 
-    fn exchange(&mut self, ask: &Ask) -> Result<Reply, String> {
-        let writer = self.writer.as_mut().map_err(|why| why.clone())?;
-        writer
-            .write_all(ask.line().as_bytes())
-            .map_err(|e| format!("the launcher's channel cannot be written: {e}"))?;
+    /// The grant a [`Authority::delegate_ahead`] asked for; waits for it when it has not come.
+    pub fn collect(&self, ahead: Ahead) -> Result<String, Undelegated> {
+        match crate::sync::lock(&self.link)
+            .collect(ahead.seq)
+            .map_err(Undelegated::Unreachable)?
+        {
+            Reply::Delegated { id, grant } if id == ahead.id => Ok(grant),
+            Reply::Undelegated { id, why } if id == ahead.id => Err(Undelegated::Refused(why)),
+            _ => Err(Undelegated::Unreachable("the launcher answered out of turn".into())),
+        }
+    }
+
+    /// A [`Authority::delegate_ahead`] whose grant nobody will use: its answer is dropped when
+    /// it comes.
+    pub fn drop_ahead(&self, ahead: Ahead) {
+        crate::sync::lock(&self.link).drop_answer(ahead.seq);
+    }
+}
+
+impl Link {
+    /// One line out, its answer back. A failure breaks the link for good.
+    fn ask(&mut self, ask: &Ask) -> Result<Reply, String> {
+        let seq = self.send(ask)?;
+        self.collect(seq)
+    }
+
+    /// One line out; its answer is [`Link::collect`]ed later.
+    fn send(&mut self, ask: &Ask) -> Result<u64, String> {
+        let result = match self.writer.as_mut() {
+            Err(why) => Err(why.clone()),
+            Ok(writer) => writer
+                .write_all(ask.line().as_bytes())
+                .map_err(|e| format!("the launcher's channel cannot be written: {e}")),
+        };
+        if let Err(why) = result {
+            self.writer = Err(why.clone());
+            return Err(why);
+        }
+        self.seq += 1;
+        self.sent.push_back(self.seq);
+        Ok(self.seq)
+    }
+
+    /// The answer to line `seq`, reading (and keeping for their askers) the answers before it.
+    fn collect(&mut self, seq: u64) -> Result<Reply, String> {
+        loop {
+            if let Some(reply) = self.stash.remove(&seq) {
+                return Ok(reply);
+            }
+            let Some(first) = self.sent.pop_front() else {
+                return Err("the launcher was asked nothing under this line".into());
+            };
+            let reply = match self.read() {
+                Ok(reply) => reply,
+                Err(why) => {
+                    self.writer = Err(why.clone());
+                    self.sent.clear();
+                    return Err(why);
+                }
+            };
+            if first == seq {
+                return Ok(reply);
+            }
+            if !self.dropped.remove(&first) {
+                self.stash.insert(first, reply);
+            }
+        }
+    }
+
+    /// Line `seq`'s answer will not be collected.
+    fn drop_answer(&mut self, seq: u64) {
+        if self.stash.remove(&seq).is_none() && self.sent.contains(&seq) {
+            self.dropped.insert(seq);
+        }
+    }
+
+    fn read(&mut self) -> Result<Reply, String> {
+        self.writer.as_ref().map_err(|why| why.clone())?;
         let mut line = String::new();
         let n = (&mut self.reader)
             .take(MAX_REPLY_LINE as u64)
