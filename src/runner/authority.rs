@@ -1,8 +1,10 @@
 //! A member's side of its authority channel (docs/reference/formation.md#the-authority-channel):
-//! one Unix socket to the launcher (`MURMUR_FORMATION_AUTHORITY`), in lockstep, shared by the
-//! model's budget (`model::budget`) and the grants of member calls (`calls`). The launcher
-//! answers in microseconds, so a bounded blocking exchange is all it takes; a link that broke
-//! stays broken, and every later request is refused.
+//! one Unix socket to the launcher (`MURMUR_FORMATION_AUTHORITY`), shared by the model's budget
+//! (`model::budget`) and the grants of member calls (`calls`). The launcher answers in
+//! microseconds and in order, so a bounded blocking exchange is all most requests take; a
+//! grant prepared ahead of a call is sent at once and its answer read when the call needs it
+//! (answers read meanwhile by another asker are kept for theirs). A link that broke stays
+//! broken, and every later request is refused.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
