@@ -591,6 +591,9 @@ impl Handler<PeerReady> for FormationActor {
                     }
                 }
             }
+        }
+        // Also while the launch still runs: the entry then learns the new door with the rest.
+        if again {
             eprintln!(
                 "[mur run] member '{}' was restarted and is ready again (pid {})",
                 self.plan.members[i].name, msg.pid
