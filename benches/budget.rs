@@ -5,8 +5,8 @@
 //! - to a model turn, the formation budget's reservation and settlement
 //!   (docs/reference/formation.md#budgets); target under 100 µs p50 for the pair;
 //! - to a member call, its grant (docs/reference/formation.md#grants): the delegation (narrowed
-//!   and signed by the launcher) and the callee door's verification of it; target under 100 µs
-//!   p50 for the two.
+//!   and sealed with the callee's grant key by the launcher) and the callee door's check of it;
+//!   target under 100 µs p50 for the two.
 
 // Dependencies reach this target through the library; the library's own target keeps the rule.
 #![allow(unused_crate_dependencies)]
@@ -26,12 +26,14 @@ const TSK: &str = "tsk_0199c4e2f1b7712a9d3e4f5061728394";
 fn budget(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
     let (member, launcher) = std::os::unix::net::UnixStream::pair().expect("socket pair");
-    let (key_tx, key_rx) = std::sync::mpsc::channel();
+    // The callee's own channel, which brings it its grant key.
+    let (worker, worker_end) = std::os::unix::net::UnixStream::pair().expect("socket pair");
+    let (served_tx, served_rx) = std::sync::mpsc::channel();
     let file = dir.path().join("budget.json");
     std::thread::spawn(move || {
         actix::System::new().block_on(async move {
             let authority = TokenAuthority::default().start();
-            let minted = authority
+            authority
                 .send(Mint {
                     formation_id: FRM.into(),
                     members: vec!["lead".into(), "worker".into()],
@@ -52,11 +54,13 @@ fn budget(c: &mut Criterion) {
                 },
             );
             keeper.serve(0, std::os::fd::OwnedFd::from(launcher));
-            let _ = key_tx.send(minted.verify_key);
+            keeper.serve(1, std::os::fd::OwnedFd::from(worker_end));
+            let _ = served_tx.send(());
             std::future::pending::<()>().await;
         })
     });
-    let verify_key = key_rx.recv().expect("the verify key");
+    served_rx.recv().expect("served");
+    let workers_key = Authority::new(worker).grant_key().expect("the worker's grant key");
     let link = std::sync::Arc::new(Authority::new(member));
     let spending = std::sync::Arc::new(Spending::new(None, Some(std::sync::Arc::clone(&link))));
     c.bench_function("budget: reserve + settle one model turn (launcher round trips)", |b| {
@@ -73,7 +77,7 @@ fn budget(c: &mut Criterion) {
         })
     });
     c.bench_function(
-        "grant: delegate one call (launcher round trip, narrowed and signed)",
+        "grant: delegate one call (launcher round trip, narrowed and sealed)",
         |b| {
             b.iter(|| {
                 link.delegate(Parent::Root(Origin::Operator), TSK, "worker", None, None)
@@ -84,15 +88,15 @@ fn budget(c: &mut Criterion) {
     let wire = link
         .delegate(Parent::Root(Origin::Operator), TSK, "worker", None, None)
         .expect("granted");
-    c.bench_function("grant: the callee door's verification (uncached)", |b| {
-        b.iter(|| Grant::verify(&verify_key, &wire, FRM, "worker", "lead").expect("genuine"))
+    c.bench_function("grant: the callee door's check (uncached)", |b| {
+        b.iter(|| Grant::verify(&workers_key, &wire, FRM, "worker", "lead").expect("genuine"))
     });
     c.bench_function("grant: delegate + verify, what a call adds", |b| {
         b.iter(|| {
             let wire = link
                 .delegate(Parent::Root(Origin::Operator), TSK, "worker", None, None)
                 .expect("granted");
-            Grant::verify(&verify_key, &wire, FRM, "worker", "lead").expect("genuine")
+            Grant::verify(&workers_key, &wire, FRM, "worker", "lead").expect("genuine")
         })
     });
 }

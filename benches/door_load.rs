@@ -545,6 +545,7 @@ fn main() -> Result<()> {
         formation_id: FRM.into(),
         member: "coder".into(),
         verify_key: key.verify_key(),
+        grant_key: None,
     })))?;
     let token = key.mint(FRM, "planner", "coder");
     let operator = authed

@@ -4,6 +4,7 @@
 //! FormationAuth on a door for a remembered token (header, `Bearer` parse, cache key, lookup): the
 //! only work an authenticated request does that a public one does not. And the per-edge costs
 //! of a launch: one `mft1` minted, and a member's first line of 255 calls checked in one batch.
+//! And a call's grant: sealed at the launcher, opened at the callee's door.
 
 // Dependencies reach this target through the library; the library's own target keeps the rule.
 #![allow(unused_crate_dependencies)]
@@ -84,6 +85,7 @@ fn tokens(c: &mut Criterion) {
         formation_id: FRM.into(),
         member: "coder".into(),
         verify_key: vk.clone(),
+        grant_key: None,
     };
     let authority = DoorAuthenticator::new("local/coder", door, Some(trust));
     let req = TestRequest::post()
@@ -92,6 +94,33 @@ fn tokens(c: &mut Criterion) {
     let _ = authority.check(&req);
     c.bench_function("door FormationAuth check, remembered mft1 (per request)", |b| {
         b.iter(|| authority.check(black_box(&req)))
+    });
+    // A call's grant at its callee: sealed by the launcher with the callee's key, opened by the
+    // callee's door (HMAC-SHA256 and the payload's checks), on every call's path once.
+    let grant_key = mur::token::GrantKey::generate().expect("grant key");
+    let root = mur::grant::Grant::root(
+        FRM,
+        "grt_0199c4e2f1b7712a9d3e4f5061728390".into(),
+        "planner",
+        mur::grant::Origin::Operator,
+        None,
+        None,
+    );
+    let ask = mur::grant::Request {
+        caller: "planner".into(),
+        task: "tsk_0199c4e2f1b7712a9d3e4f5061728394".into(),
+        callee: "coder".into(),
+        deadline_ms: None,
+        budget: None,
+    };
+    let grant =
+        mur::grant::narrow(&root, None, &ask, 0, "grt_0199c4e2f1b7712a9d3e4f5061728391".into()).expect("narrowed");
+    c.bench_function("grant seal (the launcher's, HMAC-SHA256)", |b| {
+        b.iter(|| black_box(&grant).seal(&grant_key))
+    });
+    let sealed = grant.seal(&grant_key).expect("sealed");
+    c.bench_function("grant open at the callee's door (HMAC-SHA256 + payload checks)", |b| {
+        b.iter(|| mur::grant::Grant::verify(&grant_key, black_box(&sealed), FRM, "coder", "planner"))
     });
     // Before the cached caller was shared, each remembered request also cloned it twice (cache,
     // then pipeline): a name and five scope strings each time.

@@ -888,6 +888,7 @@ fn callee(sk: &SigningKey, member: &str, acceptance: Acceptance, depth: u32) -> 
             formation_id: FRM.into(),
             member: member.into(),
             verify_key: sk.verify_key(),
+            grant_key: None,
         }),
         network_allow: vec![],
         tools: vec![],
@@ -2253,7 +2254,7 @@ async fn a_callee_whose_card_does_not_verify_under_the_handed_key_is_never_calle
 /// What one `delegate` asked for: callee, deadline, budget.
 type Asked = (String, Option<u64>, Option<u64>);
 
-/// A launcher's authority channel that grants every `delegate` (grant `mgr1.g<n>`, n counting from
+/// A launcher's authority channel that grants every `delegate` (grant `mgr2.g<n>`, n counting from
 /// 1) and keeps what each asked for: callee, deadline and budget.
 fn granting_launcher() -> (Arc<crate::runner::authority::Authority>, Arc<Mutex<Vec<Asked>>>) {
     use crate::wire::authority_line::{Ask, Reply};
@@ -2276,7 +2277,7 @@ fn granting_launcher() -> (Arc<crate::runner::authority::Authority>, Arc<Mutex<V
             };
             let reply = Reply::Delegated {
                 id: d.id,
-                grant: format!("mgr1.g{n}"),
+                grant: format!("mgr2.g{n}"),
             };
             if writer.write_all(reply.line().as_bytes()).is_err() {
                 return;
@@ -2315,12 +2316,12 @@ async fn a_prepared_grant_is_used_by_one_call_and_never_by_one_with_limits_of_it
         deadline_ms: None,
         budget: Some(700),
     };
-    assert_eq!(grant("a", limited), "mgr1.g3");
+    assert_eq!(grant("a", limited), "mgr2.g3");
     let until_ms = crate::runner::CallLimits {
         deadline_ms: Some(4_000_000_000_000),
         budget: None,
     };
-    assert_eq!(grant("a", until_ms), "mgr1.g4");
+    assert_eq!(grant("a", until_ms), "mgr2.g4");
     assert_eq!(
         lock(&asked)[2..],
         [
@@ -2330,10 +2331,10 @@ async fn a_prepared_grant_is_used_by_one_call_and_never_by_one_with_limits_of_it
     );
     // (b) A call with none takes the prepared one, once: the next call to the same callee asks.
     let prepared_a = grant("a", crate::runner::CallLimits::default());
-    assert!(["mgr1.g1", "mgr1.g2"].contains(&prepared_a.as_str()), "{prepared_a}");
+    assert!(["mgr2.g1", "mgr2.g2"].contains(&prepared_a.as_str()), "{prepared_a}");
     assert_eq!(lock(&asked).len(), 4, "the prepared grant cost no round trip");
     let next = grant("a", crate::runner::CallLimits::default());
-    assert_eq!(next, "mgr1.g5", "a prepared grant is never used twice");
+    assert_eq!(next, "mgr2.g5", "a prepared grant is never used twice");
     assert_eq!(lock(&asked).len(), 5);
 
     // At most one per callee: `b`'s is still there; the task's end drops it.
@@ -2390,12 +2391,12 @@ fn answers_to_asks_sent_ahead_are_kept_for_their_askers_in_any_order() {
     let b = ok(authority.delegate_ahead(root(), &task, "b"));
     let c = ok(authority.delegate_ahead(root(), &task, "c"));
     // A lockstep ask after them reads their answers first and keeps them.
-    assert_eq!(ok(authority.delegate(root(), &task, "d", None, None)), "mgr1.g4");
-    assert_eq!(ok(authority.collect(b)), "mgr1.g2");
+    assert_eq!(ok(authority.delegate(root(), &task, "d", None, None)), "mgr2.g4");
+    assert_eq!(ok(authority.collect(b)), "mgr2.g2");
     authority.drop_ahead(a);
-    assert_eq!(ok(authority.collect(c)), "mgr1.g3");
+    assert_eq!(ok(authority.collect(c)), "mgr2.g3");
     let e = ok(authority.delegate_ahead(root(), &task, "e"));
     authority.drop_ahead(e);
-    assert_eq!(ok(authority.delegate(root(), &task, "f", None, None)), "mgr1.g6");
+    assert_eq!(ok(authority.delegate(root(), &task, "f", None, None)), "mgr2.g6");
     assert_eq!(lock(&asked).len(), 6);
 }

@@ -287,7 +287,7 @@ mod tests {
             .uri("http://coder.formation.invalid/rpc?x=1")
             .header("host", "coder.formation.invalid")
             .header("authorization", "Bearer stolen")
-            .header("x-murmur-grant", "mgr1.wider-deadline.forged")
+            .header("x-murmur-grant", "mgr2.wider-deadline.forged")
             .body(WasiBody::default())
             .unwrap_or_else(|e| panic!("{e}"));
         let rt = tokio::runtime::Builder::new_current_thread()

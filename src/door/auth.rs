@@ -170,6 +170,9 @@ pub struct FormationTrust {
     /// This member's roster name.
     pub member: String,
     pub verify_key: VerifyKey,
+    /// This member's grant key (docs/reference/formation.md#grants); without one every grant is
+    /// refused.
+    pub grant_key: Option<crate::token::GrantKey>,
 }
 
 /// What one token verified to, cached per token. The caller is shared, so answering a
@@ -262,7 +265,7 @@ impl DoorAuthenticator {
             return Err(Refusal::InvalidGrant(Why::Oversize));
         }
         let opened = self.grants.get_or_insert_with(wire, || {
-            let g = Grant::open(&f.verify_key, wire)?;
+            let g = Grant::open(f.grant_key.as_ref().ok_or(Why::Invalid)?, wire)?;
             if g.formation != f.formation_id {
                 return Err(Why::OtherFormation);
             }
@@ -486,19 +489,25 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::token::SigningKey;
+    use crate::token::{GrantKey, SigningKey};
     use actix_web::test::TestRequest;
 
     const FRM: &str = "frm_0199c4e2f1b7712a9d3e4f5061728394";
     const OTHER_FRM: &str = "frm_0199c4e2f1b7712a9d3e4f5061728395";
 
     fn authority(sk: &SigningKey, formation: bool) -> (DoorAuthenticator, String) {
+        authority_with(sk, formation, None)
+    }
+
+    /// A door of member `coder`, opening grants with `grant_key`.
+    fn authority_with(sk: &SigningKey, formation: bool, grant_key: Option<GrantKey>) -> (DoorAuthenticator, String) {
         let dk = DoorKey::generate().expect("door key");
         let op = dk.mint_operator();
         let trust = formation.then(|| FormationTrust {
             formation_id: FRM.into(),
             member: "coder".into(),
             verify_key: sk.verify_key(),
+            grant_key,
         });
         (DoorAuthenticator::new("local/coder", dk, trust), op)
     }
@@ -515,8 +524,9 @@ mod tests {
     fn a_members_grant_is_accepted_only_when_genuine_for_this_door_and_that_caller() {
         use crate::grant::{self, Grant, Origin, Refusal as Why, Request};
         let sk = SigningKey::generate().expect("key");
-        let other = SigningKey::generate().expect("key");
-        let (a, op) = authority(&sk, true);
+        let coders = GrantKey::generate().expect("key");
+        let testers = GrantKey::generate().expect("key");
+        let (a, op) = authority_with(&sk, true, Some(coders.clone()));
         let root = Grant::root(
             FRM,
             "grt_0199c4e2f1b7712a9d3e4f5061728390".into(),
@@ -542,7 +552,7 @@ mod tests {
             )
             .expect("narrowed")
         };
-        let genuine = mint("coder").sign(&sk).expect("signed");
+        let genuine = mint("coder").seal(&coders).expect("sealed");
         let lead = Caller::member("lead");
         let verdict = |caller: &Caller, grants: &[&str]| {
             let mut t = TestRequest::post();
@@ -560,20 +570,29 @@ mod tests {
             Ok(None),
             "a member that sends none is accepted as before"
         );
-        // Altered: a later deadline under the same signature.
+        // Altered: a later deadline under the same MAC.
         let mut wider = mint("coder");
         wider.deadline_ms = Some(u64::from(u32::MAX));
-        let forged_payload = wider.sign(&other).expect("signed");
+        let forged_payload = wider.seal(&testers).expect("sealed");
         let altered = format!(
-            "mgr1.{}.{}",
+            "mgr2.{}.{}",
             forged_payload.split('.').nth(1).expect("payload"),
-            genuine.split('.').nth(2).expect("signature")
+            genuine.split('.').nth(2).expect("mac")
         );
         let refused = |why| Err(Refusal::InvalidGrant(why));
         assert_eq!(verdict(&lead, &[&altered]), refused(Why::Invalid));
-        assert_eq!(verdict(&lead, &[&forged_payload]), refused(Why::Invalid), "another key");
         assert_eq!(
-            verdict(&lead, &[&mint("tester").sign(&sk).expect("signed")]),
+            verdict(&lead, &[&forged_payload]),
+            refused(Why::Invalid),
+            "another member's key"
+        );
+        assert_eq!(
+            verdict(&lead, &[&mint("tester").seal(&testers).expect("sealed")]),
+            refused(Why::Invalid),
+            "another member's grant"
+        );
+        assert_eq!(
+            verdict(&lead, &[&mint("tester").seal(&coders).expect("sealed")]),
             refused(Why::NotForThisMember)
         );
         assert_eq!(
@@ -589,6 +608,16 @@ mod tests {
         // Only a member's call is narrowed: the operator's header means nothing.
         let operator = check(&a, &[format!("Bearer {op}")]).expect("operator");
         assert_eq!(verdict(&operator, &[&altered]), Ok(None));
+        // A door that holds no grant key takes no grant.
+        let (keyless, _) = authority_with(&sk, true, None);
+        let mut t = TestRequest::post();
+        t = t.append_header((crate::grant::HEADER, genuine.as_str()));
+        assert_eq!(
+            keyless
+                .grant(&t.to_http_request(), &lead)
+                .map(|g| g.map(|g| g.id.clone())),
+            refused(Why::Invalid)
+        );
         // The refusal is coded.
         let body = Refusal::InvalidGrant(Why::Invalid).response("r");
         assert_eq!(body.status(), StatusCode::FORBIDDEN);

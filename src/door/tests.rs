@@ -79,6 +79,7 @@ fn member_config(sk: &SigningKey, peer_tasks_accept: bool) -> DoorConfig {
             formation_id: FRM.into(),
             member: "coder".into(),
             verify_key: sk.verify_key(),
+            grant_key: None,
         }),
         peer_tasks_accept,
         ..config(Acceptance::Queue, 10, true)

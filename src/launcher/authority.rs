@@ -1,11 +1,16 @@
-//! `TokenAuthority`: the only holder of a formation's signing key.
+//! `TokenAuthority`: the only holder of a formation's signing key and of every member's grant key.
 //!
 //! It mints the key and one `mft1` token per edge when asked, hands out only the verify key and
-//! each caller's own tokens, and zeroizes the key on `DropKey` (sent once every member has been
-//! reaped) or when the actor stops, whichever comes first.
+//! each caller's own tokens, draws one grant key per member (handed to that member alone, over
+//! its authority channel) and seals each grant with its callee's, and zeroizes every key on
+//! `DropKey` (sent once every member has been reaped) or when the actor stops, whichever comes
+//! first.
+
+use std::collections::HashMap;
 
 use actix::prelude::*;
 
+use crate::token::GrantKey;
 use crate::token::formation::{SigningKey, VerifyKey};
 
 /// Mint the formation's key and the tokens of every edge.
@@ -27,23 +32,40 @@ impl Message for Mint {
     type Result = Result<Minted, String>;
 }
 
-/// Sign a grant the budget keeper narrowed (docs/reference/formation.md#grants): `None` once the
-/// key is gone, or for a grant over its bound.
-pub struct SignGrant(pub crate::grant::Grant);
+/// Seal a grant the budget keeper narrowed with its callee's grant key
+/// (docs/reference/formation.md#grants): `None` once the keys are gone, for a callee that is no
+/// member, or for a grant over its bound.
+pub struct SealGrant(pub crate::grant::Grant);
 
-impl Message for SignGrant {
+impl Message for SealGrant {
     type Result = Option<String>;
 }
 
-impl Handler<SignGrant> for TokenAuthority {
+impl Handler<SealGrant> for TokenAuthority {
     type Result = Option<String>;
 
-    fn handle(&mut self, msg: SignGrant, _: &mut Context<Self>) -> Self::Result {
-        msg.0.sign(self.key.as_ref()?)
+    fn handle(&mut self, msg: SealGrant, _: &mut Context<Self>) -> Self::Result {
+        msg.0.seal(self.grant_keys.get(&msg.0.callee)?)
     }
 }
 
-/// Forget the key (zeroized by `SigningKey`'s drop).
+/// The grant key of one member, by name, for that member's own authority channel: `None` once
+/// the keys are gone or for a name that is no member.
+pub struct GrantKeyOf(pub String);
+
+impl Message for GrantKeyOf {
+    type Result = Option<GrantKey>;
+}
+
+impl Handler<GrantKeyOf> for TokenAuthority {
+    type Result = Option<GrantKey>;
+
+    fn handle(&mut self, msg: GrantKeyOf, _: &mut Context<Self>) -> Self::Result {
+        self.grant_keys.get(&msg.0).cloned()
+    }
+}
+
+/// Forget the keys (zeroized by `SigningKey`'s and `GrantKey`'s drops).
 pub struct DropKey;
 
 impl Message for DropKey {
@@ -53,6 +75,8 @@ impl Message for DropKey {
 #[derive(Default)]
 pub struct TokenAuthority {
     key: Option<SigningKey>,
+    /// Each member's, by name: drawn with the signing key, kept until it goes.
+    grant_keys: HashMap<String, GrantKey>,
 }
 
 impl Actor for TokenAuthority {
@@ -71,8 +95,14 @@ impl Handler<Mint> for TokenAuthority {
                 tokens[from].push((to, token));
             }
         }
+        let mut grant_keys = HashMap::with_capacity(msg.members.len());
+        for member in &msg.members {
+            let drawn = GrantKey::generate().map_err(|e| format!("a grant key could not be drawn from the OS: {e}"))?;
+            grant_keys.insert(member.clone(), drawn);
+        }
         let verify_key = key.verify_key();
         self.key = Some(key);
+        self.grant_keys = grant_keys;
         Ok(Minted { verify_key, tokens })
     }
 }
@@ -129,6 +159,7 @@ impl Handler<DropKey> for TokenAuthority {
 
     fn handle(&mut self, _: DropKey, ctx: &mut Context<Self>) {
         self.key = None;
+        self.grant_keys.clear();
         ctx.stop();
     }
 }

@@ -23,7 +23,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use actix::Addr;
 
-use super::authority::{SignGrant, TokenAuthority};
+use super::authority::{GrantKeyOf, SealGrant, TokenAuthority};
 use crate::budget::{Grant, Ledger};
 use crate::grant::{self, Refusal, Request};
 use crate::ids::{self, IdKind};
@@ -63,7 +63,7 @@ pub struct BudgetKeeper {
 }
 
 /// What narrowing needs besides the grants: the formation, who may call whom, its deadline, and
-/// the one holder of the signing key.
+/// the one holder of the members' grant keys.
 #[derive(Debug)]
 pub struct Delegation {
     pub formation_id: String,
@@ -214,12 +214,15 @@ impl BudgetKeeper {
                     Some(authority_line::Ask::ReserveUnder { id, tokens, grant }) => self
                         .reserve_under(holder, id, tokens, &grant)
                         .map(authority_line::Reply::Budget),
+                    Some(authority_line::Ask::GrantKey { id }) => Some(self.grant_key(holder, id).await),
                     None => None,
                 };
                 let Some(reply) = reply else {
                     return Err(std::io::Error::other("a line that is not an authority request"));
                 };
-                stream.write_all(reply.line().as_bytes()).await?;
+                // Wiped once written: a `grant-key` line holds the member's key.
+                let line = zeroize::Zeroizing::new(reply.line());
+                stream.write_all(line.as_bytes()).await?;
                 // After the reply, and not every time: the member never waits for the file.
                 if matches!(
                     reply,
@@ -322,7 +325,8 @@ impl BudgetKeeper {
 
     /// The grant for member `holder`'s call (docs/reference/formation.md#grants): narrowed from
     /// the grant its task runs under, which it must hold, or from a root for a task that came
-    /// with none, to a callee the roster lets it call; signed by the token authority.
+    /// with none, to a callee the roster lets it call; sealed by the token authority with the
+    /// callee's grant key.
     pub async fn delegate(&self, holder: usize, d: Delegate) -> authority_line::Reply {
         let id = d.id;
         let refuse = |why: Refusal| authority_line::Reply::Undelegated { id, why };
@@ -337,7 +341,7 @@ impl BudgetKeeper {
         let Some(authority) = &self.delegation.authority else {
             return refuse(Refusal::Invalid);
         };
-        match authority.send(SignGrant(grant.clone())).await {
+        match authority.send(SealGrant(grant.clone())).await {
             Ok(Some(wire)) => {
                 crate::sync::lock(&self.grants).keep(grant, parent.as_deref());
                 authority_line::Reply::Delegated { id, grant: wire }
@@ -346,7 +350,24 @@ impl BudgetKeeper {
         }
     }
 
-    /// [`BudgetKeeper::delegate`]'s decision, before signing.
+    /// Member `holder`'s own grant key, for its door (docs/reference/formation.md#grants), from
+    /// the token authority; `undelegated <id> invalid` when it holds none (no delegation, or the
+    /// keys are gone).
+    async fn grant_key(&self, holder: usize, id: u64) -> authority_line::Reply {
+        let refused = authority_line::Reply::Undelegated {
+            id,
+            why: Refusal::Invalid,
+        };
+        let (Some(authority), Some(name)) = (&self.delegation.authority, self.names.get(holder)) else {
+            return refused;
+        };
+        match authority.send(GrantKeyOf(name.clone())).await {
+            Ok(Some(key)) => authority_line::Reply::GrantKey { id, key },
+            Ok(None) | Err(_) => refused,
+        }
+    }
+
+    /// [`BudgetKeeper::delegate`]'s decision, before sealing.
     pub fn narrowed(&self, holder: usize, d: &Delegate) -> Result<grant::Grant, Refusal> {
         let caller = self.names.get(holder).ok_or(Refusal::BadRequest)?;
         // What the formation's budget has left bounds every grant's, and what the parent's

@@ -107,6 +107,17 @@ impl Authority {
         }
     }
 
+    /// This member's grant key, which its door opens its callers' grants with
+    /// (docs/reference/formation.md#grants). Asked for once, as the session starts.
+    pub fn grant_key(&self) -> Result<crate::token::GrantKey, String> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        match crate::sync::lock(&self.link).ask(&Ask::GrantKey { id })? {
+            Reply::GrantKey { id: got, key } if got == id => Ok(key),
+            Reply::Undelegated { id: got, .. } if got == id => Err("the launcher holds no grant key for it".into()),
+            _ => Err("the launcher answered out of turn".into()),
+        }
+    }
+
     /// The grant for a call of task `task` to `callee`, narrowed from `parent`, optionally
     /// narrower still (`deadline_ms`, `budget`).
     pub fn delegate(
@@ -235,7 +246,8 @@ impl Link {
 
     fn read(&mut self) -> Result<Reply, String> {
         self.writer.as_ref().map_err(|why| why.clone())?;
-        let mut line = String::new();
+        // Wiped when read: a `grant-key` answer holds this member's key.
+        let mut line = zeroize::Zeroizing::new(String::new());
         let n = (&mut self.reader)
             .take(MAX_REPLY_LINE as u64)
             .read_line(&mut line)

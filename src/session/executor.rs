@@ -421,7 +421,7 @@ pub fn task_setup(
         journal,
         lifeline,
         authority: None,
-        verify_key: first.and_then(FirstLine::key),
+        grant_key: None,
     }
 }
 
@@ -443,14 +443,20 @@ pub struct Setup {
     lifeline: Option<LifelineProbe>,
     /// The launcher's authority, which grants a client's task its narrowed root.
     authority: Option<Arc<crate::runner::authority::Authority>>,
-    /// The formation's verify key, which the launcher's grants are opened with.
-    verify_key: Option<crate::token::VerifyKey>,
+    /// This member's grant key, which the launcher's grants for it are opened with.
+    grant_key: Option<crate::token::GrantKey>,
 }
 
 impl Setup {
-    /// Tasks a client sent with limits are granted their root by the launcher's `authority`.
-    pub fn with_authority(mut self, authority: Option<Arc<crate::runner::authority::Authority>>) -> Setup {
+    /// Tasks a client sent with limits are granted their root by the launcher's `authority`,
+    /// opened with this member's `grant_key`.
+    pub fn with_authority(
+        mut self,
+        authority: Option<Arc<crate::runner::authority::Authority>>,
+        grant_key: Option<crate::token::GrantKey>,
+    ) -> Setup {
         self.authority = authority;
+        self.grant_key = grant_key;
         self
     }
 }
@@ -492,7 +498,7 @@ impl TaskSetup for Setup {
 
     fn root_grant(&self, work: &Work, limits: Limits) -> Result<Option<Arc<crate::grant::Grant>>, String> {
         use crate::runner::authority::Undelegated;
-        let (Some(authority), Some(key), Some(member)) = (&self.authority, &self.verify_key, &self.member_name) else {
+        let (Some(authority), Some(key), Some(member)) = (&self.authority, &self.grant_key, &self.member_name) else {
             return Ok(None);
         };
         let refused = |why: String| {

@@ -426,6 +426,7 @@ impl Session {
                 formation_id: first.formation_id.clone(),
                 member: first.member.clone(),
                 verify_key: first.key()?,
+                grant_key: m.grant_key.clone(),
             })
         });
         DoorConfig {
@@ -546,6 +547,7 @@ impl Session {
                 p.membership
                     .as_ref()
                     .and_then(|m| m.authority.as_ref().map(|(a, _)| Arc::clone(a))),
+                p.membership.as_ref().and_then(|m| m.grant_key.clone()),
             ),
         );
         if !executor::spawn(

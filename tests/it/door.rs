@@ -280,19 +280,29 @@ impl Key {
         format!("mft1.{payload_b64}.{}", URL_SAFE_NO_PAD.encode(signature))
     }
 
-    /// `mgr1.<B64(payload)>.<B64(signature)>`: a grant over exactly these payload bytes, under
-    /// the grants' own domain (docs/reference/formation.md#grants).
-    pub(crate) fn sign_grant(&self, payload: &str) -> String {
-        let payload_b64 = URL_SAFE_NO_PAD.encode(payload);
-        let mut input = b"murmur-grant-v1\x1fmgr1\x1f".to_vec();
-        input.extend_from_slice(payload_b64.as_bytes());
-        let signature = self.0.sign(&input).to_bytes();
-        format!("mgr1.{payload_b64}.{}", URL_SAFE_NO_PAD.encode(signature))
-    }
-
     /// The token of the edge `from → to`: compact payload, keys sorted.
     pub(crate) fn mint(&self, formation: &str, from: &str, to: &str) -> String {
         self.sign(&format!(r#"{{"formation":"{formation}","from":"{from}","to":"{to}"}}"#))
+    }
+}
+
+/// A member's grant key as the test holds it: what it seals grants for that member with
+/// (docs/reference/formation.md#grants), independently of the runtime's sealing code.
+pub(crate) struct GrantKeyBytes(pub [u8; 32]);
+
+impl GrantKeyBytes {
+    /// `mgr2.<B64(payload)>.<B64(HMAC-SHA256(key, "murmur-grant-v2" 0x1F "mgr2" 0x1F B64(payload)))>`:
+    /// a grant over exactly these payload bytes.
+    pub(crate) fn seal(&self, payload: &str) -> String {
+        use hmac::Mac as _;
+        let payload_b64 = URL_SAFE_NO_PAD.encode(payload);
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&self.0).expect("any key length");
+        mac.update(b"murmur-grant-v2\x1fmgr2\x1f");
+        mac.update(payload_b64.as_bytes());
+        format!(
+            "mgr2.{payload_b64}.{}",
+            URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
+        )
     }
 }
 
@@ -378,6 +388,11 @@ impl Door {
 
     /// As [`Door::member`], with `env` set for the member (e.g. a model capsule's key).
     pub(crate) fn member_with(sb: &Sandbox, capsule: &str, m: &Member, env: &[(&str, &str)]) -> Door {
+        Door::member_env(sb, capsule, m, env, None)
+    }
+
+    /// As [`Door::member_with`], also handing descriptor `extra.0` over as `extra.1`.
+    fn member_env(sb: &Sandbox, capsule: &str, m: &Member, env: &[(&str, &str)], extra: Option<(i32, &str)>) -> Door {
         let mut cmd = Door::command(sb, capsule, env);
         let line = format!(
             "{{\"formation_id\":\"{}\",\"member\":\"{}\",\"verify_key\":\"{}\",\"calls\":[]}}\n",
@@ -391,10 +406,17 @@ impl Door {
             .expect("first line");
         // The write end is closed now: a member that calls nobody needs no address line.
         let (life_r, life_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
-        let fds = [channel_r.as_raw_fd(), life_r.as_raw_fd()];
+        let fds = [
+            channel_r.as_raw_fd(),
+            life_r.as_raw_fd(),
+            extra.map_or(channel_r.as_raw_fd(), |(fd, _)| fd),
+        ];
         cmd.env("MURMUR_FORMATION_ID", m.formation)
             .env("MURMUR_FORMATION_CHANNEL", fds[0].to_string())
             .env("MURMUR_FORMATION_LIFELINE", fds[1].to_string());
+        if let Some((fd, var)) = extra {
+            cmd.env(var, fd.to_string());
+        }
         // SAFETY: only async-signal-safe fcntl calls run between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
@@ -407,6 +429,29 @@ impl Door {
         }
         let door = Door::spawn(cmd, Some(life_w));
         drop((channel_r, life_r));
+        door
+    }
+
+    /// As [`Door::member`], also handed an authority channel (docs/reference/formation.md#the-authority-channel)
+    /// on which this test plays the launcher: it answers the member's `grant-key` ask with
+    /// `grant_key` and nothing else.
+    pub(crate) fn member_with_grant_key(sb: &Sandbox, capsule: &str, m: &Member, grant_key: &GrantKeyBytes) -> Door {
+        let (theirs, ours) = std::os::unix::net::UnixStream::pair().expect("socket pair");
+        let answer = format!("{}\n", URL_SAFE_NO_PAD.encode(grant_key.0));
+        std::thread::spawn(move || {
+            let mut writer = ours.try_clone().expect("clone");
+            for line in BufReader::new(ours).lines().map_while(Result::ok) {
+                let Some(id) = line.strip_prefix("grant-key ") else {
+                    return;
+                };
+                if writer.write_all(format!("grant-key {id} {answer}").as_bytes()).is_err() {
+                    return;
+                }
+            }
+        });
+        let fd = theirs.as_raw_fd();
+        let door = Door::member_env(sb, capsule, m, &[], Some((fd, "MURMUR_FORMATION_AUTHORITY")));
+        drop(theirs);
         door
     }
 

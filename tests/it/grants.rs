@@ -268,11 +268,12 @@ fn grant_payload(formation: &str, from: &str, to: &str, deadline_ms: Option<u64>
 
 #[test]
 fn a_door_takes_a_genuine_grant_and_refuses_a_forged_or_altered_one_with_its_code() {
-    use crate::door::{AUTH, Door, FRM, Key, Member, PEERS, install, serve};
+    use crate::door::{AUTH, Door, FRM, GrantKeyBytes, Key, Member, PEERS, install, serve};
     let sb = Sandbox::new();
     let key = Key::new(21);
+    let reviewers = GrantKeyBytes([21; 32]);
     install(&sb, "echo", "reviewer", &format!("{AUTH}{PEERS}{}", serve(4)));
-    let d = Door::member(
+    let d = Door::member_with_grant_key(
         &sb,
         "reviewer",
         &Member {
@@ -280,6 +281,7 @@ fn a_door_takes_a_genuine_grant_and_refuses_a_forged_or_altered_one_with_its_cod
             formation: FRM,
             name: "reviewer",
         },
+        &reviewers,
     );
     let token = format!("Bearer {}", key.mint(FRM, "coder", "reviewer"));
     let body = json!({"id": 1, "jsonrpc": "2.0", "method": "SendMessage", "params": {
@@ -293,15 +295,16 @@ fn a_door_takes_a_genuine_grant_and_refuses_a_forged_or_altered_one_with_its_cod
             &body,
         )
     };
-    let genuine = key.sign_grant(&grant_payload(FRM, "coder", "reviewer", Some(4_000_000_000_000)));
+    let genuine = reviewers.seal(&grant_payload(FRM, "coder", "reviewer", Some(4_000_000_000_000)));
     let h = send(&genuine);
     assert_eq!(h.status, 200, "a genuine grant is taken: {}", h.body);
     assert!(h.json()["result"]["task"].is_object(), "{}", h.body);
 
-    // The same signature over a payload with a later deadline; another key; another door's; a
-    // grant made for a caller other than the token's.
+    // The same MAC over a payload with a later deadline; another member's key (as the caller
+    // would seal one with its own); a grant for another member; one made for a caller other than
+    // the token's; one signed as the first grants were, with the formation's key.
     let (_, sig) = genuine.rsplit_once('.').expect("grant");
-    let wider = key.sign_grant(&grant_payload(
+    let wider = reviewers.seal(&grant_payload(
         FRM,
         "coder",
         "reviewer",
@@ -315,17 +318,22 @@ fn a_door_takes_a_genuine_grant_and_refuses_a_forged_or_altered_one_with_its_cod
         ),
         (
             "another key's grant",
-            Key::new(22).sign_grant(&grant_payload(FRM, "coder", "reviewer", None)),
+            GrantKeyBytes([22; 32]).seal(&grant_payload(FRM, "coder", "reviewer", None)),
         ),
         (
             "a grant for another member",
-            key.sign_grant(&grant_payload(FRM, "coder", "writer", None)),
+            reviewers.seal(&grant_payload(FRM, "coder", "writer", None)),
         ),
         (
             "a grant made for another caller",
-            key.sign_grant(&grant_payload(FRM, "writer", "reviewer", None)),
+            reviewers.seal(&grant_payload(FRM, "writer", "reviewer", None)),
         ),
-        ("not a grant", "mgr1.e30.AAAA".to_string()),
+        (
+            "a grant signed with the formation's key",
+            key.sign(&grant_payload(FRM, "coder", "reviewer", None))
+                .replacen("mft1.", "mgr2.", 1),
+        ),
+        ("not a grant", "mgr2.e30.AAAA".to_string()),
     ];
     for (case, grant) in &refused {
         let h = send(grant);

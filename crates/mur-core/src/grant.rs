@@ -1,29 +1,32 @@
 //! Grants [ours] (docs/reference/formation.md#grants): on whose behalf, until when and with how
-//! much a task runs. The launcher signs one for each call a member makes, narrowed from the
-//! calling task's own; the callee's door verifies it with the key it verifies tokens with.
+//! much a task runs. The launcher makes one for each call a member makes, narrowed from the
+//! calling task's own, and seals it with the callee's grant key ([`GrantKey`]), which only the
+//! launcher and the callee hold; the callee's door opens it with that key.
 //!
 //! ```text
-//! mgr1.<B64(payload)>.<B64(Ed25519 signature)>
+//! mgr2.<B64(payload)>.<B64(HMAC-SHA256(callee's grant key, "murmur-grant-v2" 0x1F "mgr2" 0x1F B64(payload)))>
 //! payload: {"budget":N|null,"callee":"b","chain":[{"member":"lead","task":"tsk_…"},…],
 //!           "deadline_ms":N|null,"formation":"frm_…","id":"grt_…","origin":"operator"}
 //! ```
 //!
-//! The payload is compact JSON with its keys in ascending byte order, signed over its transmitted B64 under
-//! a domain of its own (`murmur-grant-v1`), so no token signature passes as a grant's. Everything
-//! is bounded: at most [`MAX_HOPS`] hops, each field within its bytes, the whole within
-//! [`MAX_GRANT_BYTES`]. A grant is never wider than the one it was narrowed from ([`narrow`]):
-//! its deadline and budget are at most the parent's, and its chain is the parent's plus one hop.
+//! The payload is compact JSON with its keys in ascending byte order, sealed over its transmitted
+//! B64 under a domain of its own (`murmur-grant-v2`). Everything is bounded: at most [`MAX_HOPS`]
+//! hops, each field within its bytes, the whole within [`MAX_GRANT_BYTES`]. A grant is never
+//! wider than the one it was narrowed from ([`narrow`]): its deadline and budget are at most the
+//! parent's, and its chain is the parent's plus one hop. Its holder could seal a grant for itself
+//! and no one else; that widens nothing, since the launcher narrows each next grant from its own
+//! record of the parent, never from a grant's bytes.
 //!
-//! Pure: minting needs the launcher's `SigningKey`, verification the members' `VerifyKey`.
+//! Pure: sealing and opening need only the callee's [`GrantKey`].
 
 use serde::Deserialize;
 
 use crate::ids::{self, IdKind};
 use crate::names;
-use crate::token::{SigningKey, VerifyKey};
+use crate::token::GrantKey;
 
-const TAG: &str = "mgr1";
-const DOMAIN: &str = "murmur-grant-v1";
+const TAG: &str = "mgr2";
+const DOMAIN: &str = "murmur-grant-v2";
 
 /// The header a call carries its grant in, and the only place a door reads one from.
 pub const HEADER: &str = "x-murmur-grant";
@@ -91,7 +94,7 @@ impl Hop {
     }
 }
 
-/// A grant's claims, as the launcher signed them.
+/// A grant's claims, as the launcher sealed them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grant {
     pub formation: String,
@@ -125,7 +128,7 @@ pub struct Request {
 /// Why a grant was not made or not accepted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
-    #[error("the grant is malformed, altered or not signed by this formation's launcher")]
+    #[error("the grant is malformed, altered or not sealed by this formation's launcher for this member")]
     Invalid,
     #[error("the grant is longer than {MAX_GRANT_BYTES} bytes")]
     Oversize,
@@ -227,23 +230,24 @@ impl Grant {
         .into_bytes()
     }
 
-    /// Its wire form, signed by the formation's key; `None` when it would exceed
+    /// Its wire form, sealed with its callee's grant key; `None` when it would exceed
     /// [`MAX_GRANT_BYTES`] (bounded fields make that impossible for a valid grant).
-    pub fn sign(&self, key: &SigningKey) -> Option<String> {
-        let wire = key.sign_tagged(DOMAIN, TAG, &self.payload());
+    pub fn seal(&self, callee_key: &GrantKey) -> Option<String> {
+        let wire = callee_key.seal(DOMAIN, TAG, &self.payload());
         (wire.len() <= MAX_GRANT_BYTES).then_some(wire)
     }
 
-    /// Reads a grant's wire form: size, signature, payload shape and every field's bound.
-    pub fn open(key: &VerifyKey, wire: &str) -> Result<Grant, Refusal> {
+    /// Reads a grant's wire form with the grant key of the member it is for: size, MAC, payload
+    /// shape and every field's bound.
+    pub fn open(my_key: &GrantKey, wire: &str) -> Result<Grant, Refusal> {
         if wire.len() > MAX_GRANT_BYTES {
             return Err(Refusal::Oversize);
         }
-        let payload = key.open_tagged(DOMAIN, TAG, wire).ok_or(Refusal::Invalid)?;
+        let payload = my_key.open(DOMAIN, TAG, wire).ok_or(Refusal::Invalid)?;
         Grant::from_payload(&payload)
     }
 
-    /// What a grant's wire form says, its signature not checked: only for a grant its holder
+    /// What a grant's wire form says, its MAC not checked: only for a grant its holder
     /// just got from its own launcher over the authority channel (to see whether one it asked
     /// for ahead of a call has expired since), never for one that came from anyone else.
     pub fn read_unchecked(wire: &str) -> Option<Grant> {
@@ -254,14 +258,14 @@ impl Grant {
         Grant::from_payload(&payload).ok()
     }
 
-    /// The grant as a member keeps it with a task in its task store (its payload, unsigned: the
+    /// The grant as a member keeps it with a task in its task store (its payload, unsealed: the
     /// store is the member's own, and the door verified the grant when the task came).
     pub fn kept(&self) -> Vec<u8> {
         self.payload()
     }
 
     /// A grant read back from [`Grant::kept`], held to the same shape and bounds as one that
-    /// came signed; `None` for anything else.
+    /// came sealed; `None` for anything else.
     pub fn from_kept(bytes: &[u8]) -> Option<Grant> {
         if bytes.len() > MAX_GRANT_BYTES {
             return None;
@@ -301,8 +305,8 @@ impl Grant {
 
     /// A door's check (docs/reference/formation.md#grants): genuine, of this formation, for this
     /// member, and made for the member whose edge token carried it (`caller`).
-    pub fn verify(key: &VerifyKey, wire: &str, formation: &str, me: &str, caller: &str) -> Result<Grant, Refusal> {
-        let g = Grant::open(key, wire)?;
+    pub fn verify(my_key: &GrantKey, wire: &str, formation: &str, me: &str, caller: &str) -> Result<Grant, Refusal> {
+        let g = Grant::open(my_key, wire)?;
         if g.formation != formation {
             return Err(Refusal::OtherFormation);
         }
@@ -625,8 +629,8 @@ mod tests {
 
     #[test]
     fn the_wire_form_round_trips_and_refuses_anything_altered() {
-        let key = SigningKey::generate().unwrap();
-        let vk = key.verify_key();
+        let key = GrantKey::generate().unwrap();
+        let vk = key.clone();
         let g = narrow(
             &root(Some(9000), Some(50)),
             None,
@@ -635,14 +639,14 @@ mod tests {
             grant_id(1),
         )
         .unwrap();
-        let wire = g.sign(&key).unwrap();
-        assert!(wire.starts_with("mgr1."), "{wire}");
+        let wire = g.seal(&key).unwrap();
+        assert!(wire.starts_with("mgr2."), "{wire}");
         assert_eq!(Grant::verify(&vk, &wire, FRM, "a", "lead"), Ok(g.clone()));
         let (_, payload, sig) = {
             let mut p = wire.split('.');
             (p.next().unwrap(), p.next().unwrap(), p.next().unwrap())
         };
-        let other_key = SigningKey::generate().unwrap();
+        let other_key = GrantKey::generate().unwrap();
         let mut forged = g.clone();
         forged.deadline_ms = Some(99_999);
         let widened_payload = crate::token::b64(&forged.payload());
@@ -650,23 +654,24 @@ mod tests {
         let at = flipped.len() - 10;
         flipped[at] = if flipped[at] == b'A' { b'B' } else { b'A' };
         let table: Vec<(&str, String, Refusal)> = vec![
-            ("another key", g.sign(&other_key).unwrap(), Refusal::Invalid),
+            ("another member's key", g.seal(&other_key).unwrap(), Refusal::Invalid),
             (
-                "a widened payload under the old signature",
-                format!("mgr1.{widened_payload}.{sig}"),
+                "a widened payload under the old MAC",
+                format!("mgr2.{widened_payload}.{sig}"),
                 Refusal::Invalid,
             ),
             (
-                "a flipped signature byte",
+                "a flipped MAC byte",
                 String::from_utf8(flipped).unwrap(),
                 Refusal::Invalid,
             ),
             ("a token's tag", format!("mft1.{payload}.{sig}"), Refusal::Invalid),
-            ("no signature", format!("mgr1.{payload}"), Refusal::Invalid),
+            ("the old tag", format!("mgr1.{payload}.{sig}"), Refusal::Invalid),
+            ("no MAC", format!("mgr2.{payload}"), Refusal::Invalid),
             ("empty", String::new(), Refusal::Invalid),
             (
                 "oversize",
-                format!("mgr1.{}.{sig}", "A".repeat(MAX_GRANT_BYTES)),
+                format!("mgr2.{}.{sig}", "A".repeat(MAX_GRANT_BYTES)),
                 Refusal::Oversize,
             ),
         ];
@@ -686,16 +691,16 @@ mod tests {
         // A root has no caller: no door accepts it as a call's.
         let r = root(None, None);
         assert_eq!(
-            Grant::verify(&vk, &r.sign(&key).unwrap(), FRM, "lead", "lead"),
+            Grant::verify(&vk, &r.seal(&key).unwrap(), FRM, "lead", "lead"),
             Err(Refusal::NotTheCaller)
         );
     }
 
     #[test]
-    fn a_signed_payload_outside_the_bounds_is_refused() {
-        // The launcher never signs these; a grant that holds one is refused even when genuine.
-        let key = SigningKey::generate().unwrap();
-        let vk = key.verify_key();
+    fn a_sealed_payload_outside_the_bounds_is_refused() {
+        // The launcher never seals these; a grant that holds one is refused even when genuine.
+        let key = GrantKey::generate().unwrap();
+        let vk = key.clone();
         let mut too_long = narrow(&root(None, None), None, &ask("lead", "a", None, None), 0, grant_id(1)).unwrap();
         too_long.chain = (0..=MAX_HOPS as u8)
             .map(|i| Hop {
@@ -714,16 +719,16 @@ mod tests {
             ("a bad origin", bad_origin),
             ("a bad id", bad_id),
         ] {
-            let wire = g.sign(&key).unwrap();
+            let wire = g.seal(&key).unwrap();
             assert_eq!(Grant::open(&vk, &wire), Err(Refusal::Invalid), "{what}");
         }
-        let extra_key = key.sign_tagged(DOMAIN, TAG, br#"{"budget":null,"callee":"a","chain":[],"deadline_ms":null,"formation":"frm_0199c4e2f1b7712a9d3e4f5061728394","id":"grt_0199c4e2f1b7712a9d3e4f5061728394","origin":"task","wider":1}"#);
+        let extra_key = key.seal(DOMAIN, TAG, br#"{"budget":null,"callee":"a","chain":[],"deadline_ms":null,"formation":"frm_0199c4e2f1b7712a9d3e4f5061728394","id":"grt_0199c4e2f1b7712a9d3e4f5061728394","origin":"task","wider":1}"#);
         assert_eq!(Grant::open(&vk, &extra_key), Err(Refusal::Invalid), "an unknown key");
     }
 
     #[test]
     fn the_widest_valid_grant_fits_the_bound() {
-        let key = SigningKey::generate().unwrap();
+        let key = GrantKey::generate().unwrap();
         let long = "m".repeat(32);
         let g = Grant {
             formation: FRM.into(),
@@ -739,9 +744,9 @@ mod tests {
             deadline_ms: Some(u64::MAX),
             budget: Some(u64::MAX),
         };
-        let wire = g.sign(&key).expect("fits");
+        let wire = g.seal(&key).expect("fits");
         assert!(wire.len() <= MAX_GRANT_BYTES, "{}", wire.len());
-        assert_eq!(Grant::open(&key.verify_key(), &wire), Ok(g));
+        assert_eq!(Grant::open(&key, &wire), Ok(g));
     }
 
     #[test]

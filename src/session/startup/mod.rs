@@ -65,6 +65,9 @@ pub(super) struct Membership {
     /// The launcher's authority (`MURMUR_FORMATION_AUTHORITY`) and its descriptor: the grants of
     /// this member's calls, and its model's formation budget.
     pub(super) authority: Option<(std::sync::Arc<crate::runner::authority::Authority>, RawFd)>,
+    /// This member's grant key, from the launcher over the authority channel: what its door opens
+    /// its callers' grants with. `None` without one; the door then refuses every grant.
+    pub(super) grant_key: Option<crate::token::GrantKey>,
 }
 
 /// Everything checked and resolved before the session is staged.
@@ -147,6 +150,7 @@ struct Handover {
     lifeline: Option<OwnedFd>,
     channel_fd: Option<RawFd>,
     authority: Option<(std::sync::Arc<crate::runner::authority::Authority>, RawFd)>,
+    grant_key: Option<crate::token::GrantKey>,
 }
 
 impl Handover {
@@ -177,6 +181,13 @@ impl Handover {
             None => None,
             Some(raw) => Some(take_authority(&raw, formation_id.as_deref(), &taken)?),
         };
+        let grant_key = authority.as_ref().and_then(|(a, _)| match a.grant_key() {
+            Ok(key) => Some(key),
+            Err(why) => {
+                tracing::debug!("no grant key, so every call's grant is refused: {why}");
+                None
+            }
+        });
         Ok(Handover {
             formation_id,
             first,
@@ -184,6 +195,7 @@ impl Handover {
             lifeline,
             channel_fd,
             authority,
+            grant_key,
         })
     }
 
@@ -208,6 +220,7 @@ impl Handover {
             intake,
             lifeline,
             authority,
+            grant_key,
             ..
         } = self;
         formation_id.map(|formation_id| Membership {
@@ -218,6 +231,7 @@ impl Handover {
             has_lifeline,
             descriptors,
             authority,
+            grant_key,
         })
     }
 }

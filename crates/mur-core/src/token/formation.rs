@@ -97,30 +97,6 @@ impl SigningKey {
     }
 }
 
-impl SigningKey {
-    /// `<tag>.<B64(payload)>.<B64(signature)>` over `payload` under another `domain` than the
-    /// tokens' (a grant, `crate::grant`): the same key, so a callee verifies it with the key it
-    /// already holds, and a signature made for one kind can never pass as the other's.
-    pub(crate) fn sign_tagged(&self, domain: &str, tag: &str, payload: &[u8]) -> String {
-        let payload_b64 = b64(payload);
-        let sig = self.0.sign(&signing_input(domain, Some(tag), &payload_b64));
-        format!("{tag}.{payload_b64}.{}", b64(&sig.to_bytes()))
-    }
-}
-
-impl VerifyKey {
-    /// The payload of `<tag>.<B64(payload)>.<B64(signature)>` when the signature is genuine
-    /// under `domain` (strict verification, as for tokens).
-    pub(crate) fn open_tagged(&self, domain: &str, tag: &str, signed: &str) -> Option<Vec<u8>> {
-        let (payload_b64, payload, sig) = split_token(signed, tag)?;
-        let sig = Signature::from_slice(&sig).ok()?;
-        self.0
-            .verify_strict(&signing_input(domain, Some(tag), payload_b64), &sig)
-            .ok()?;
-        Some(payload)
-    }
-}
-
 /// Edges whose `R`s [`SigningKey::mint_many`] compresses together.
 const MINT_RUN: usize = 64;
 

@@ -1,6 +1,7 @@
 //! Tokens and credentials (docs/reference/door.md#authentication): the formation token `mft1`
 //! (Ed25519, minted by the launcher for each edge), the door token `mdt1` (HMAC, minted and checked
-//! by one door), and a bounded verification cache for doors.
+//! by one door), each member's grant key (HMAC, `crate::grant`), and a bounded verification
+//! cache for doors.
 //!
 //! Pure: no actix, HTTP or process code. Secrets are zeroized on drop and never printed: no type
 //! here has a `Debug` that shows a key, and callers must not log a token.
@@ -8,10 +9,12 @@
 pub mod cache;
 pub mod door;
 pub mod formation;
+pub mod grant_key;
 
 pub use cache::VerifyCache;
 pub use door::{DoorCredential, DoorKey};
 pub use formation::{SigningKey, Verdict, VerifyKey, verify};
+pub use grant_key::GrantKey;
 
 use crate::wire::jsonrpc::Method;
 use base64::Engine as _;

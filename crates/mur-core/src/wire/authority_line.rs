@@ -1,11 +1,13 @@
 //! The authority channel's lines [ours] (docs/reference/formation.md#the-authority-channel): the
-//! budget channel's six line kinds (`wire::budget_line`, byte for byte) and the delegation's two,
-//! on the same socket, in lockstep.
+//! budget channel's six line kinds (`wire::budget_line`, byte for byte), the delegation's two and
+//! the grant key's, on the same socket, in lockstep.
 //!
 //! ```text
 //! member → launcher   delegate <id> <parent> <task> <callee> <deadline ms|-> <budget|->
 //!                     reserve <id> <tokens> <grant>
+//!                     grant-key <id>
 //! launcher → member   delegated <id> <grant>        undelegated <id> <why>
+//!                     grant-key <id> <B64 of the member's 32-byte grant key>
 //! ```
 //!
 //! `parent` is the grant the calling task runs under (`grt_…`), or `root-<origin>` for a task that
@@ -16,6 +18,7 @@
 use super::budget_line;
 use crate::grant::{MAX_GRANT_BYTES, Origin, Refusal};
 use crate::ids::{self, IdKind};
+use crate::token::GrantKey;
 
 /// The longest line a member sends, newline included.
 pub const MAX_ASK_LINE: usize = 256;
@@ -54,14 +57,29 @@ pub enum Ask {
         tokens: u64,
         grant: String,
     },
+    /// The asking member's own grant key, which its door opens its callers' grants with.
+    GrantKey {
+        id: u64,
+    },
 }
 
 /// What the launcher answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reply {
     Budget(budget_line::Reply),
-    Delegated { id: u64, grant: String },
-    Undelegated { id: u64, why: Refusal },
+    Delegated {
+        id: u64,
+        grant: String,
+    },
+    Undelegated {
+        id: u64,
+        why: Refusal,
+    },
+    /// The asking member's grant key (a secret: its line is written and read, never shown).
+    GrantKey {
+        id: u64,
+        key: GrantKey,
+    },
 }
 
 fn optional(n: Option<u64>) -> String {
@@ -88,6 +106,7 @@ impl Ask {
         match self {
             Ask::Budget(b) => b.line(),
             Ask::ReserveUnder { id, tokens, grant } => format!("reserve {id} {tokens} {grant}\n"),
+            Ask::GrantKey { id } => format!("grant-key {id}\n"),
             Ask::Delegate(d) => {
                 let parent = match &d.parent {
                     Parent::Grant(id) => id.clone(),
@@ -109,6 +128,9 @@ impl Ask {
     pub fn parse(line: &str) -> Option<Ask> {
         if line.len() >= MAX_ASK_LINE {
             return None;
+        }
+        if let Some(id) = line.strip_prefix("grant-key ") {
+            return Some(Ask::GrantKey { id: unsigned(id)? });
         }
         if let Some(rest) = line.strip_prefix("reserve ")
             && let [id, tokens, grant] = rest.split(' ').collect::<Vec<_>>().as_slice()
@@ -157,6 +179,7 @@ impl Reply {
             Reply::Budget(b) => b.line(),
             Reply::Delegated { id, grant } => format!("delegated {id} {grant}\n"),
             Reply::Undelegated { id, why } => format!("undelegated {id} {}\n", why.word()),
+            Reply::GrantKey { id, key } => format!("grant-key {id} {}\n", key.to_wire().reveal()),
         }
     }
 
@@ -165,7 +188,7 @@ impl Reply {
         if let Some(rest) = line.strip_prefix("delegated ") {
             let (id, grant) = rest.split_once(' ')?;
             let ok = line.len() < MAX_REPLY_LINE
-                && grant.starts_with("mgr1.")
+                && grant.starts_with("mgr2.")
                 && grant.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
             if !ok {
                 return None;
@@ -173,6 +196,13 @@ impl Reply {
             return Some(Reply::Delegated {
                 id: unsigned(id)?,
                 grant: grant.to_string(),
+            });
+        }
+        if let Some(rest) = line.strip_prefix("grant-key ") {
+            let (id, key) = rest.split_once(' ')?;
+            return Some(Reply::GrantKey {
+                id: unsigned(id)?,
+                key: GrantKey::from_wire(key)?,
             });
         }
         if let Some(rest) = line.strip_prefix("undelegated ") {
@@ -189,7 +219,7 @@ impl Reply {
     pub fn id(&self) -> u64 {
         match self {
             Reply::Budget(b) => b.id(),
-            Reply::Delegated { id, .. } | Reply::Undelegated { id, .. } => *id,
+            Reply::Delegated { id, .. } | Reply::Undelegated { id, .. } | Reply::GrantKey { id, .. } => *id,
         }
     }
 }
@@ -218,6 +248,7 @@ mod tests {
                 tokens: u64::MAX,
                 grant: GRT.into(),
             },
+            Ask::GrantKey { id: 9 },
             Ask::Delegate(Delegate {
                 id: u64::MAX,
                 parent: Parent::Root(Origin::Client("c".repeat(crate::grant::MAX_CREDENTIAL))),
@@ -236,13 +267,17 @@ mod tests {
             Ask::Budget(budget_line::Ask::Settle { id: 3, used: 9 }).line(),
             "settle 3 9\n"
         );
-        let grant = format!("mgr1.{}.{}", "A".repeat(3000), "B".repeat(86));
+        let grant = format!("mgr2.{}.{}", "A".repeat(3000), "B".repeat(43));
         for reply in [
             Reply::Budget(budget_line::Reply::Refused { id: 2, left: -300 }),
             Reply::Delegated { id: 4, grant },
             Reply::Undelegated {
                 id: 5,
                 why: Refusal::NotTheHolder,
+            },
+            Reply::GrantKey {
+                id: 6,
+                key: GrantKey::generate().expect("drawn"),
             },
         ] {
             let line = reply.line();
@@ -266,14 +301,21 @@ mod tests {
             "reserve 1 2 tsk_0199c4e2f1b7712a9d3e4f5061728394",
             &format!("reserve 1 -2 {GRT}"),
             &format!("reserve 1 2 {GRT} x"),
+            "grant-key",
+            "grant-key x",
+            "grant-key 1 2",
         ] {
             assert_eq!(Ask::parse(line), None, "{line:?}");
         }
         for line in [
             "delegated 1",
             "delegated 1 mft1.a.b",
-            "delegated 1 mgr1.a b.c",
-            &format!("delegated 1 mgr1.{}", "A".repeat(MAX_REPLY_LINE)),
+            "delegated 1 mgr2.a b.c",
+            "delegated 1 mgr1.AAAA.BBBB",
+            "grant-key 1",
+            "grant-key 1 AAAA",
+            "grant-key x AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+            &format!("delegated 1 mgr2.{}", "A".repeat(MAX_REPLY_LINE)),
             "undelegated 1 because",
             "undelegated x expired",
         ] {
