@@ -635,6 +635,73 @@ mod tests {
     }
 
     #[test]
+    fn each_member_gets_its_own_grant_key_and_a_grant_opens_only_with_its_callees() {
+        use crate::runner::authority::{Authority, Undelegated};
+        use actix::Actor as _;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("budget.json");
+        let (lead, lead_end) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (worker, worker_end) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        // The launcher's actors on an actix system of their own, as in the launcher; the members'
+        // blocking links on this thread.
+        std::thread::spawn(move || {
+            actix::System::new().block_on(async move {
+                let authority = TokenAuthority::default().start();
+                let minted = authority
+                    .send(super::super::authority::Mint {
+                        formation_id: FRM.into(),
+                        members: vec!["lead".into(), "worker".into()],
+                        edges: vec![(0, 1)],
+                    })
+                    .await;
+                assert!(matches!(minted, Ok(Ok(_))), "minted");
+                let keeper = BudgetKeeper::new(
+                    None,
+                    vec!["lead".into(), "worker".into()],
+                    file,
+                    Delegation {
+                        formation_id: FRM.into(),
+                        callees: vec![vec!["worker".into()], vec![]],
+                        deadline_ms: None,
+                        authority: Some(authority.clone()),
+                    },
+                );
+                keeper.serve(0, OwnedFd::from(lead_end));
+                keeper.serve(1, OwnedFd::from(worker_end));
+                let _ = addr_tx.send(authority);
+                std::future::pending::<()>().await;
+            })
+        });
+        let authority = addr_rx.recv().unwrap();
+        let (lead, worker) = (Authority::new(lead), Authority::new(worker));
+        let (leads_key, workers_key) = (lead.grant_key().unwrap(), worker.grant_key().unwrap());
+        assert_ne!(leads_key, workers_key, "each member its own key");
+        assert_eq!(worker.grant_key().unwrap(), workers_key, "asked again, the same key");
+
+        let wire = lead
+            .delegate(Parent::Root(grant::Origin::Operator), TSK, "worker", None, None)
+            .unwrap();
+        let g = grant::Grant::verify(&workers_key, &wire, FRM, "worker", "lead").unwrap();
+        assert_eq!((g.callee.as_str(), g.chain.len()), ("worker", 1));
+        assert_eq!(
+            grant::Grant::open(&leads_key, &wire),
+            Err(Refusal::Invalid),
+            "the caller's own key does not open its callee's grant"
+        );
+
+        // Once the keys are gone, nobody gets one, and no grant is made.
+        actix::System::new().block_on(async move {
+            let _ = authority.send(super::super::authority::DropKey).await;
+        });
+        assert!(worker.grant_key().is_err());
+        assert_eq!(
+            lead.delegate(Parent::Root(grant::Origin::Operator), TSK, "worker", None, None),
+            Err(Undelegated::Refused(Refusal::Invalid))
+        );
+    }
+
+    #[test]
     fn a_member_reserves_and_settles_as_itself_and_its_figures_are_written() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("budget.json");
