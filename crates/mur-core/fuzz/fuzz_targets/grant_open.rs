@@ -5,13 +5,17 @@
 //! only strings `Grant::verify` accepts are the genuine grants sealed below, byte for byte, and
 //! each is refused or accepted as its own claims say. Anything else (altered payloads, replaced or
 //! swapped MACs, another member's key, re-encodings) is refused; a string over the bound is
-//! `Oversize`. The first input byte picks how the rest is applied to a genuine grant.
+//! `Oversize`. The inputs are genuine grants changed as `near_genuine`
+//! says.
 
 #![no_main]
 
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
+
+#[path = "../src/near_genuine.rs"]
+mod near_genuine;
 use mur_core::grant::{Grant, Origin, Refusal, Request, narrow};
 use mur_core::token::GrantKey;
 
@@ -77,48 +81,9 @@ fn fixture() -> &'static Fixture {
 
 fuzz_target!(|data: &[u8]| {
     let f = fixture();
-    let Some((&mode, rest)) = data.split_first() else {
+    let genuine: Vec<&str> = f.genuine.iter().map(|(s, _)| s.as_str()).collect();
+    let Some(candidate) = near_genuine::candidate(&genuine, "mgr2", data) else {
         return;
-    };
-    let (base, _) = &f.genuine[usize::from(mode >> 4) % f.genuine.len()];
-    let text = String::from_utf8_lossy(rest);
-    let candidate = match mode & 0x0f {
-        // The bytes as a grant.
-        0 => text.into_owned(),
-        // Splice the bytes into a genuine grant at a position the first of them picks.
-        1 => {
-            let at = rest.first().map_or(0, |b| usize::from(*b)) % (base.len() + 1);
-            let at = (0..=at).rev().find(|i| base.is_char_boundary(*i)).unwrap_or(0);
-            format!("{}{}{}", &base[..at], text, &base[at..])
-        }
-        // Overwrite one byte of a genuine grant.
-        2 => {
-            let mut b = base.clone().into_bytes();
-            if let [pos, val, ..] = rest {
-                let i = usize::from(*pos) % b.len().max(1);
-                if let Some(byte) = b.get_mut(i) {
-                    *byte = *val;
-                }
-            }
-            String::from_utf8_lossy(&b).into_owned()
-        }
-        // Keep the genuine payload, replace the MAC segment.
-        3 => {
-            let head = base.rsplit_once('.').map_or(base.as_str(), |(h, _)| h);
-            format!("{head}.{text}")
-        }
-        // Keep the genuine MAC, replace the payload segment.
-        4 => {
-            let mac = base.rsplit_once('.').map_or("", |(_, s)| s);
-            format!("mgr2.{text}.{mac}")
-        }
-        // One genuine grant's MAC on another's payload.
-        _ => {
-            let other = &f.genuine[usize::from(mode) % f.genuine.len()].0;
-            let head = base.rsplit_once('.').map_or(base.as_str(), |(h, _)| h);
-            let mac = other.rsplit_once('.').map_or("", |(_, s)| s);
-            format!("{head}.{mac}{text}")
-        }
     };
     let got = Grant::verify(&f.reviewers, &candidate, FORMATION, "reviewer", "coder");
     let expected = match f.genuine.iter().find(|(g, _)| *g == candidate) {

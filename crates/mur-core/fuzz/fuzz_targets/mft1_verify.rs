@@ -4,14 +4,16 @@
 //! The key is random per process, so the fuzzer cannot forge; the property is exact: the only
 //! strings that get past "invalid" are the genuine tokens minted below, byte for byte. Anything
 //! else — altered payloads, swapped signatures, re-encodings, another formation's token — is
-//! `Invalid`. The first input byte picks how the rest is applied to a genuine token, so the
-//! mutations stay close to real tokens instead of being random text.
+//! `Invalid`. The inputs are genuine tokens changed as `near_genuine` says.
 
 #![no_main]
 
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
+
+#[path = "../src/near_genuine.rs"]
+mod near_genuine;
 use mur_core::token::formation::{SigningKey, Verdict, VerifyKey, verify};
 
 const FORMATION: &str = "frm_0123456789abcdef0123456789abcdef";
@@ -51,46 +53,9 @@ fn fixture() -> &'static Fixture {
 
 fuzz_target!(|data: &[u8]| {
     let f = fixture();
-    let Some((&mode, rest)) = data.split_first() else {
+    let genuine: Vec<&str> = f.genuine.iter().map(|(s, _)| s.as_str()).collect();
+    let Some(candidate) = near_genuine::candidate(&genuine, "mft1", data) else {
         return;
-    };
-    let (base, _) = &f.genuine[usize::from(mode >> 4) % f.genuine.len()];
-    let text = String::from_utf8_lossy(rest);
-    let candidate = match mode & 0x0f {
-        // The bytes as a token.
-        0 => text.into_owned(),
-        // Splice the bytes into a genuine token at a position the first of them picks.
-        1 => {
-            let at = rest.first().map_or(0, |b| usize::from(*b)) % (base.len() + 1);
-            let at = (0..=at).rev().find(|i| base.is_char_boundary(*i)).unwrap_or(0);
-            format!("{}{}{}", &base[..at], text, &base[at..])
-        }
-        // Overwrite one byte of a genuine token.
-        2 => {
-            let mut b = base.clone().into_bytes();
-            if let [pos, val, ..] = rest {
-                let i = usize::from(*pos) % b.len();
-                b[i] = *val;
-            }
-            String::from_utf8_lossy(&b).into_owned()
-        }
-        // Keep the genuine payload, replace the signature segment.
-        3 => {
-            let head = base.rsplit_once('.').map_or(base.as_str(), |(h, _)| h);
-            format!("{head}.{text}")
-        }
-        // Keep the genuine signature, replace the payload segment.
-        4 => {
-            let sig = base.rsplit_once('.').map_or("", |(_, s)| s);
-            format!("mft1.{text}.{sig}")
-        }
-        // Swap one genuine token's signature onto another's payload.
-        _ => {
-            let other = &f.genuine[usize::from(mode) % f.genuine.len()].0;
-            let head = base.rsplit_once('.').map_or(base.as_str(), |(h, _)| h);
-            let sig = other.rsplit_once('.').map_or("", |(_, s)| s);
-            format!("{head}.{sig}{text}")
-        }
     };
     let got = verify(&f.key, &candidate, FORMATION, "reviewer");
     let expected = f
