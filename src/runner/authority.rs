@@ -194,8 +194,15 @@ impl Link {
         self.collect(seq)
     }
 
-    /// One line out; its answer is [`Link::collect`]ed later.
+    /// One line out; its answer is [`Link::collect`]ed later. The answers that have already come
+    /// are read first ([`Link::absorb_ready`]).
     fn send(&mut self, ask: &Ask) -> Result<u64, String> {
+        self.absorb_ready()?;
+        if let Err(why) = self.wait_writable() {
+            self.writer = Err(why.clone());
+            self.sent.clear();
+            return Err(why);
+        }
         let result = match self.writer.as_mut() {
             Err(why) => Err(why.clone()),
             Ok(writer) => writer
@@ -217,23 +224,97 @@ impl Link {
             if let Some(reply) = self.stash.remove(&seq) {
                 return Ok(reply);
             }
-            let Some(first) = self.sent.pop_front() else {
-                return Err("the launcher was asked nothing under this line".into());
-            };
-            let reply = match self.read() {
-                Ok(reply) => reply,
-                Err(why) => {
-                    self.writer = Err(why.clone());
-                    self.sent.clear();
-                    return Err(why);
-                }
-            };
+            let (first, reply) = self.read_next()?;
             if first == seq {
                 return Ok(reply);
             }
-            if !self.dropped.remove(&first) {
-                self.stash.insert(first, reply);
+            self.keep(first, reply);
+        }
+    }
+
+    /// Reads every answer that has already come, without waiting for one that has not, and keeps
+    /// it for its asker (or drops it, when nobody will collect it). An answer is otherwise read
+    /// only when someone waits for it or for a later one, so a member whose tasks ask ahead and
+    /// make no call would leave every answer in the socket: once it is full the launcher blocks
+    /// writing, stops reading this member's lines, and the member's next line blocks its
+    /// executor until the link breaks.
+    fn absorb_ready(&mut self) -> Result<(), String> {
+        while !self.sent.is_empty() && self.answer_ready() {
+            let (first, reply) = self.read_next()?;
+            self.keep(first, reply);
+        }
+        Ok(())
+    }
+
+    /// Waits until a line can be written, reading the answers that come meanwhile: a launcher
+    /// blocked writing answers this member has not read yet stops reading its lines, so waiting
+    /// only to write would wait for each other. (A Unix stream socket reports itself writable
+    /// while three quarters of its buffer are free, far more than one line.) `Err` when neither
+    /// happens within [`LAUNCHER_ANSWER`].
+    fn wait_writable(&mut self) -> Result<(), String> {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        use std::os::fd::AsFd;
+        let until = std::time::Instant::now() + LAUNCHER_ANSWER;
+        loop {
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            let (writable, readable) = {
+                let writer = self.writer.as_ref().map_err(|why| why.clone())?;
+                let mut fds = vec![PollFd::new(writer.as_fd(), PollFlags::POLLOUT)];
+                if !self.sent.is_empty() {
+                    fds.push(PollFd::new(self.reader.get_ref().as_fd(), PollFlags::POLLIN));
+                }
+                let timeout = PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX);
+                match poll(&mut fds, timeout) {
+                    Ok(0) => return Err("the launcher's channel cannot be written: it took no line for 5 s".into()),
+                    Ok(_) => {}
+                    Err(nix::errno::Errno::EINTR) => continue,
+                    Err(e) => return Err(format!("the launcher's channel cannot be watched: {e}")),
+                }
+                let ready = |fd: &PollFd| fd.revents().is_some_and(|r| !r.is_empty());
+                (ready(&fds[0]), fds.get(1).is_some_and(ready))
+            };
+            // Anything but room (the peer gone, an error) is for the write to report.
+            if writable {
+                return Ok(());
             }
+            if readable {
+                let (first, reply) = self.read_next()?;
+                self.keep(first, reply);
+            }
+        }
+    }
+
+    /// Whether an answer can be read now: a whole line is buffered, or the socket has bytes (the
+    /// launcher writes each line whole, so the rest of one follows at once).
+    fn answer_ready(&self) -> bool {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        use std::os::fd::AsFd;
+        if self.reader.buffer().contains(&b'\n') {
+            return true;
+        }
+        let mut fds = [PollFd::new(self.reader.get_ref().as_fd(), PollFlags::POLLIN)];
+        poll(&mut fds, PollTimeout::ZERO).is_ok_and(|n| n > 0)
+    }
+
+    /// The answer to the oldest line not answered yet. A failure breaks the link for good.
+    fn read_next(&mut self) -> Result<(u64, Reply), String> {
+        let Some(first) = self.sent.pop_front() else {
+            return Err("the launcher was asked nothing under this line".into());
+        };
+        match self.read() {
+            Ok(reply) => Ok((first, reply)),
+            Err(why) => {
+                self.writer = Err(why.clone());
+                self.sent.clear();
+                Err(why)
+            }
+        }
+    }
+
+    /// An answer read before its asker came for it: kept, unless nobody will.
+    fn keep(&mut self, seq: u64, reply: Reply) {
+        if !self.dropped.remove(&seq) {
+            self.stash.insert(seq, reply);
         }
     }
 
@@ -284,4 +365,71 @@ pub fn take_link(raw: &std::ffi::OsStr, taken: &[Option<RawFd>]) -> Result<UnixS
     // SAFETY: `fd` is open (fstat succeeded), is a socket, and is not a standard stream, the
     // channel or the lifeline; nothing else in this process owns it.
     Ok(UnixStream::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grant::Origin;
+
+    const TSK: &str = "tsk_0199c4e2f1b7712a9d3e4f5061728394";
+
+    /// A launcher's side that answers every `delegate` with a grant of `grant_bytes` bytes, in
+    /// order, as the keeper does, blocking when the member does not read. It starts reading only
+    /// after `asleep`, as a launcher busy elsewhere would, so the member's lines pile up first.
+    fn launcher(grant_bytes: usize, asleep: Duration) -> Authority {
+        let (member, launcher) = UnixStream::pair().expect("socket pair");
+        std::thread::spawn(move || {
+            std::thread::sleep(asleep);
+            let mut writer = launcher.try_clone().expect("clone");
+            let grant = format!("mgr2.{}.x", "A".repeat(grant_bytes));
+            for line in BufReader::new(launcher).lines() {
+                let Ok(line) = line else { return };
+                let Some(Ask::Delegate(d)) = Ask::parse(&line) else {
+                    return;
+                };
+                let reply = Reply::Delegated {
+                    id: d.id,
+                    grant: grant.clone(),
+                };
+                if writer.write_all(reply.line().as_bytes()).is_err() {
+                    return;
+                }
+            }
+        });
+        Authority::new(member)
+    }
+
+    #[test]
+    fn answers_nobody_collects_never_fill_the_channel() {
+        // Each task of a member with callees asks ahead and, when it makes no call, drops the
+        // ask: thousands of answers no one reads must not fill the socket until the member's
+        // next ask blocks (and its executor with it) and the link breaks.
+        // The launcher first sleeps while the member writes more lines than the socket holds,
+        // then answers more than its way back holds: each side must read while it waits to write.
+        for asleep in [Duration::ZERO, Duration::from_millis(300)] {
+            asks_nobody_collects(launcher(2048, asleep));
+        }
+    }
+
+    fn asks_nobody_collects(authority: Authority) {
+        let root = || Parent::Root(Origin::Operator);
+        for i in 0..4000 {
+            let ahead = authority
+                .delegate_ahead(root(), TSK, "worker")
+                .unwrap_or_else(|e| panic!("ask {i}: {e:?}"));
+            authority.drop_ahead(ahead);
+        }
+        let kept = authority.delegate_ahead(root(), TSK, "worker").expect("asked");
+        assert!(authority.collect(kept).is_ok(), "an ask sent after them is answered");
+        assert!(authority.delegate(root(), TSK, "worker", None, None).is_ok());
+        let link = crate::sync::lock(&authority.link);
+        assert!(
+            link.stash.len() + link.dropped.len() + link.sent.len() <= 2,
+            "nothing left behind: {} stashed, {} dropped, {} sent",
+            link.stash.len(),
+            link.dropped.len(),
+            link.sent.len()
+        );
+    }
 }
