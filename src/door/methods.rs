@@ -196,7 +196,12 @@ fn get_task(params: &Map<String, Value>, call: &Call<'_>) -> Result<Reply, RpcEr
 fn cancel_task(params: &Map<String, Value>, call: &Call<'_>) -> Result<Reply, RpcError> {
     let id = task_id(params)?;
     visible(call, id)?;
-    let reason = format!("canceled by CancelTask from {}", call.caller.name());
+    // A cancel that arrives after the task's deadline (its caller's, ended by the same deadline)
+    // ends it for the deadline, as its own timer would have a moment later.
+    let reason = match call.board.deadline_of(id) {
+        Some(deadline) if deadline <= crate::timing::unix_ms() => crate::grant::deadline_reason(deadline),
+        _ => format!("canceled by CancelTask from {}", call.caller.name()),
+    };
     match call.board.cancel(id, &reason) {
         CancelResult::Canceled(t) => Ok(Reply::Task(t)),
         CancelResult::NotCancelable(_) => Err(A2aError::TaskNotCancelable.with(&[("taskId", id)])),

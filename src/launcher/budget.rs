@@ -113,13 +113,6 @@ struct Written {
     scheduled: bool,
 }
 
-/// The time as grants' deadlines count it, Unix ms.
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, crate::timing::millis)
-}
-
 /// How stale `budget.json` may be while members spend: `mur ps` is a person's view.
 const WRITE_EVERY: Duration = Duration::from_millis(50);
 
@@ -399,7 +392,7 @@ impl BudgetKeeper {
         if let Parent::Root(origin) = &d.parent
             && d.callee == *caller
         {
-            return grant::own_root(root_of(origin), formation_left, &ask, now_ms());
+            return grant::own_root(root_of(origin), formation_left, &ask, crate::timing::unix_ms());
         }
         let may_call = self
             .delegation
@@ -422,7 +415,7 @@ impl BudgetKeeper {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        grant::narrow(&parent, left, &ask, now_ms(), ids::mint(IdKind::Grant))
+        grant::narrow(&parent, left, &ask, crate::timing::unix_ms(), ids::mint(IdKind::Grant))
     }
 
     fn figures_changed(self: &Arc<Self>) {
@@ -583,7 +576,7 @@ mod tests {
     #[test]
     fn a_member_narrows_only_grants_it_holds_to_callees_it_may_call() {
         let dir = tempfile::tempdir().unwrap();
-        let far = now_ms() + 3_600_000;
+        let far = crate::timing::unix_ms() + 3_600_000;
         let k = BudgetKeeper::new(
             Some(1000),
             vec!["lead".into(), "a".into(), "b".into()],

@@ -249,28 +249,10 @@ async fn drain(
 /// first; a deadline already past cancels it at once.
 fn at_deadline(board: Arc<Board>, task_id: String, deadline_ms: u64) -> actix_rt::task::JoinHandle<()> {
     actix_rt::spawn(async move {
-        let wait = deadline_ms.saturating_sub(grant_clock_ms());
+        let wait = deadline_ms.saturating_sub(crate::timing::unix_ms());
         actix_rt::time::sleep(Duration::from_millis(wait)).await;
-        let at = i64::try_from(deadline_ms)
-            .ok()
-            .and_then(chrono::DateTime::from_timestamp_millis)
-            .map_or_else(
-                || deadline_ms.to_string(),
-                |d| d.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            );
-        let reason = crate::diag::Diagnostic::new(
-            crate::diag::E_GRT_002,
-            format!("the task reached its grant's deadline ({at}) and was canceled"),
-        );
-        board.cancel(&task_id, &reason.to_string());
+        board.cancel(&task_id, &crate::grant::deadline_reason(deadline_ms));
     })
-}
-
-/// The time grants' deadlines count in, Unix ms.
-fn grant_clock_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, crate::timing::millis)
 }
 
 /// The grant a task's calls are narrowed from: the one it came with, else a root whose origin

@@ -234,14 +234,6 @@ fn html(body: String) -> HttpResponse {
         .body(body)
 }
 
-fn now_ms() -> u64 {
-    crate::timing::millis(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default(),
-    )
-}
-
 /// The one handler: the checks of `auth.rs`, then the route. GET and HEAD are served, and POST
 /// for the actions of `act.rs`.
 async fn handle(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -> HttpResponse {
@@ -320,7 +312,7 @@ async fn handle(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -> 
             };
             html(page::shell(
                 "mur ui: formations",
-                &page::list(&rows, now_ms()),
+                &page::list(&rows, crate::timing::unix_ms()),
                 Some(("/events", "/fragment/list")),
                 state.page_token.as_str(),
             ))
@@ -330,7 +322,7 @@ async fn handle(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -> 
                 Ok(rows) => rows,
                 Err(r) => return r,
             };
-            html(page::list(&rows, now_ms()))
+            html(page::list(&rows, crate::timing::unix_ms()))
         }
         "/events" => sse::stream(state, None),
         p => route_formation(state, p).await,
@@ -373,7 +365,7 @@ async fn route_formation(state: Arc<State>, path: &str) -> HttpResponse {
     let Some((view, running, live)) = found else {
         return text(StatusCode::NOT_FOUND, format!("no records of formation {id}\n"));
     };
-    let body = page::formation_live(&view, running, now_ms(), &live);
+    let body = page::formation_live(&view, running, crate::timing::unix_ms(), &live);
     if kind == "/fragment" {
         return html(body);
     }

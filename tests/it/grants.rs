@@ -266,6 +266,92 @@ fn grant_payload(formation: &str, from: &str, to: &str, deadline_ms: Option<u64>
     )
 }
 
+/// A caller ended by a deadline cancels its calls, whose tasks run under the same deadline: a
+/// cancel that arrives after a task's deadline ends it for the deadline (E-GRT-002), whichever
+/// comes first, the caller's cancel or the task's own timer; one before it is the caller's.
+#[test]
+fn a_cancel_after_a_tasks_deadline_ends_it_for_the_deadline() {
+    use crate::door::{AUTH, Door, FRM, GrantKeyBytes, Key, Member, PEERS, install, serve};
+    let sb = Sandbox::new();
+    let key = Key::new(23);
+    let reviewers = GrantKeyBytes([23; 32]);
+    // Never answers: one task runs and one waits, and a waiting task has no deadline timer yet,
+    // so only the cancel can end it.
+    install(&sb, "spin", "reviewer", &format!("{AUTH}{PEERS}{}", serve(1)));
+    let d = Door::member_with_grant_key(
+        &sb,
+        "reviewer",
+        &Member {
+            key: &key,
+            formation: FRM,
+            name: "reviewer",
+        },
+        &reviewers,
+    );
+    let op = d.op();
+    let running = d.send(Some(&op), "a", true);
+    let running = running["id"].as_str().expect("id").to_string();
+    d.wait_state(Some(&op), &running, "TASK_STATE_WORKING");
+
+    let token = format!("Bearer {}", key.mint(FRM, "coder", "reviewer"));
+    let send = |deadline_ms: u64| {
+        let body = json!({"id": 1, "jsonrpc": "2.0", "method": "SendMessage", "params": {
+            "message": {"messageId": format!("m{deadline_ms}"), "role": "ROLE_USER", "parts": [{"text": "b"}]},
+            "configuration": {"returnImmediately": true}}})
+        .to_string();
+        let grant = reviewers.seal(&grant_payload(FRM, "coder", "reviewer", Some(deadline_ms)));
+        let h = d.post(
+            Some(&token),
+            &[("x-murmur-task-origin", "peer"), ("x-murmur-grant", &grant)],
+            &body,
+        );
+        let task = h.json()["result"]["task"].clone();
+        assert_eq!(task["status"]["state"], "TASK_STATE_SUBMITTED", "{}", h.body);
+        task["id"].as_str().expect("id").to_string()
+    };
+    let cancel = |id: &str| {
+        let h = d.post(
+            Some(&token),
+            &[],
+            &json!({"id": 2, "jsonrpc": "2.0", "method": "CancelTask", "params": {"id": id}}).to_string(),
+        );
+        assert_eq!(
+            h.json()["result"]["status"]["state"],
+            "TASK_STATE_CANCELED",
+            "{}",
+            h.body
+        );
+    };
+    let reason_of = |id: &str| {
+        let mut reason = Value::Null;
+        let found = crate::support::wait_until(Duration::from_secs(10), || {
+            reason = records(&sb, "reviewer", "task_canceled")
+                .into_iter()
+                .find(|r| r["task_id"] == id)
+                .map_or(Value::Null, |r| r["reason"].clone());
+            !reason.is_null()
+        });
+        assert!(found.is_some(), "no task_canceled for {id}");
+        reason.as_str().unwrap_or_default().to_string()
+    };
+
+    // Queued with a deadline a moment away, cancelled by its caller once it has passed.
+    let deadline = mur::timing::unix_ms() + 800;
+    let late = send(deadline);
+    std::thread::sleep(Duration::from_millis(
+        deadline.saturating_sub(mur::timing::unix_ms()) + 50,
+    ));
+    cancel(&late);
+    let reason = reason_of(&late);
+    assert!(reason.contains("E-GRT-002"), "{reason}");
+
+    // Queued with a deadline far away: the caller's cancel is the caller's.
+    let early = send(mur::timing::unix_ms() + 3_600_000);
+    cancel(&early);
+    assert_eq!(reason_of(&early), "canceled by CancelTask from member:coder");
+    drop(d);
+}
+
 #[test]
 fn a_door_takes_a_genuine_grant_and_refuses_a_forged_or_altered_one_with_its_code() {
     use crate::door::{AUTH, Door, FRM, GrantKeyBytes, Key, Member, PEERS, install, serve};
@@ -646,9 +732,22 @@ fn a_budget_from_the_callers_grant_stops_a_looping_callee_whatever_grant_it_was_
         spent * 1000 <= 2500 + 1000,
         "mid's subtree made {spent} turns of 1000 tokens (deep's grant: {deep})"
     );
-    let deep_ends = records(&sb, "deep", "task_end");
+    // deep's task is stopped by mid's grant one of two ways, by which reservation comes first:
+    // its own next turn is refused (a failed task_end), or mid's next turn, made while the call
+    // runs, is refused, mid's task fails, and its call to deep is cancelled (deep's
+    // task_canceled, a task's other end record).
+    let deep_failed = records(&sb, "deep", "task_end")
+        .iter()
+        .any(|r| r["exit_status"] != "ok");
+    let deep_canceled = !records(&sb, "deep", "task_canceled").is_empty();
+    let mid_failed = records(&sb, "mid", "task_end")
+        .iter()
+        .any(|r| r["exit_status"] == "failed");
     assert!(
-        deep_ends.iter().any(|r| r["exit_status"] != "ok"),
-        "deep's task ran out of mid's grant: {deep_ends:?}"
+        deep_failed || (deep_canceled && mid_failed),
+        "deep's task ran out of mid's grant\ndeep: {:?}\nmid: {:?}\nlead: {:?}\n{out}\n{err}",
+        crate::support::member_traces(&sb, "deep"),
+        crate::support::member_traces(&sb, "mid"),
+        crate::support::member_traces(&sb, "lead")
     );
 }

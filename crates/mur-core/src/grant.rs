@@ -320,6 +320,24 @@ impl Grant {
     }
 }
 
+/// Why a task ended at its grant's deadline `deadline_ms` (Unix ms): E-GRT-002 with the
+/// deadline's time. A task is ended so at its deadline, and by any cancel that arrives after it
+/// (its caller's, cascading from the same deadline), so the deadline is named either way.
+pub fn deadline_reason(deadline_ms: u64) -> String {
+    let at = i64::try_from(deadline_ms)
+        .ok()
+        .and_then(chrono::DateTime::from_timestamp_millis)
+        .map_or_else(
+            || deadline_ms.to_string(),
+            |d| d.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        );
+    crate::diag::Diagnostic::new(
+        crate::diag::E_GRT_002,
+        format!("the task reached its grant's deadline ({at}) and was canceled"),
+    )
+    .to_string()
+}
+
 /// The launcher's narrowing: the grant for `ask`'s call, made from `parent`, the grant the
 /// calling task runs under. `parent_left` is what the parent's budget has left now (the keeper's
 /// figure; `None` when it keeps none), `now_ms` the time. Never wider: the deadline is the
@@ -786,6 +804,20 @@ mod tests {
             &format!("client:{}", "c".repeat(65)),
         ] {
             assert_eq!(Origin::parse(s), None, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn a_deadline_reason_names_its_code_and_time() {
+        for (deadline_ms, time) in [
+            (0, "(1970-01-01T00:00:00Z)"),
+            (1_796_587_854_208, "(2026-12-06T20:10:54Z)"),
+            // Past what a date holds: the number itself, never a panic.
+            (u64::MAX, "(18446744073709551615)"),
+        ] {
+            let reason = deadline_reason(deadline_ms);
+            assert!(reason.contains("E-GRT-002"), "{reason}");
+            assert!(reason.contains(time), "{deadline_ms}: {reason}");
         }
     }
 }

@@ -239,6 +239,14 @@ pub fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// The wall clock in Unix ms: the time grants' deadlines count in, the same in every process of
+/// a formation (0 before 1970).
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, millis)
+}
+
 /// The process's timing and test-override text, read once; announces the overrides on first read.
 fn state() -> &'static (Timing, Option<String>) {
     static T: OnceLock<(Timing, Option<String>)> = OnceLock::new();

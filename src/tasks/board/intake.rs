@@ -145,6 +145,7 @@ impl Board {
                 snap: snap.clone(),
                 text,
                 traceparent,
+                deadline_ms: grant.as_ref().and_then(|g| g.deadline_ms),
                 grant,
                 limits: new.limits,
                 created: st.seq,

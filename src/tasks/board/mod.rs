@@ -66,6 +66,8 @@ struct Entry {
     traceparent: Option<String>,
     /// The grant its call came with, until the executor takes it.
     grant: Option<Arc<crate::grant::Grant>>,
+    /// Its grant's deadline (Unix ms), kept for the task's life: a cancel after it names it.
+    deadline_ms: Option<u64>,
     /// A client's limits sent with the task, until the executor takes them.
     limits: Option<crate::wire::limits::Limits>,
     /// Change number at creation: orders a context's exchanges.

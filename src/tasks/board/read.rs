@@ -8,6 +8,11 @@ impl Board {
         self.lock().tasks.get(task_id).map(|e| e.snap.clone())
     }
 
+    /// The deadline (Unix ms) of the grant task `task_id` came with, if it came with one.
+    pub fn deadline_of(&self, task_id: &str) -> Option<u64> {
+        self.lock().tasks.get(task_id).and_then(|e| e.deadline_ms)
+    }
+
     /// The log of the events the task's streams sent, while the board keeps the task. Lock it
     /// before reading the board (`get`, `streamed_since`), never while holding anything of it.
     pub fn stream_log(&self, task_id: &str) -> Option<Arc<Mutex<StreamLog>>> {

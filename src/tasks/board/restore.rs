@@ -82,6 +82,7 @@ impl Board {
                     log_bytes,
                     text,
                     traceparent,
+                    deadline_ms: grant.as_ref().and_then(|g| g.deadline_ms),
                     grant,
                     limits,
                     created,
