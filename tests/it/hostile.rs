@@ -395,14 +395,16 @@ fn oversized_and_trickled_http_neither_blocks_the_door_nor_grows_its_memory() {
 
 /// Member RSS after each round of the stream of large tasks below. Before the board was bounded,
 /// every task kept its 4 MiB text and its 4 MiB answer for the member's life: about 300 MB after
-/// 30 tasks, 600 MB after 60. What a bounded member holds afterwards is its retention (16 MiB of
-/// ended tasks) plus whatever the allocator keeps of the round's peak, when several tasks are in
-/// flight at once and the task store writes each one's rows. How much of that peak (about 170 MB
-/// here) the allocator keeps varies from run to run (70 to 120 MB after a round here), so the
-/// ceiling sits just above the peak, and the second round shows that nothing accumulates.
+/// 30 tasks, 320 MB after the two rounds of 20 here. What a bounded member holds afterwards is its
+/// retention (16 MiB of ended tasks) plus whatever the allocator keeps of the round's peak, when
+/// several tasks are in flight at once and the task store writes each one's rows. How much of that
+/// peak (about 165 MB here) the allocator keeps varies from run to run (80 to 125 MB after a round
+/// here), so the ceiling sits just above the peak, and the second round shows that nothing
+/// accumulates.
 const LARGE_TASKS_CEILING_KIB: u64 = 176 * 1024;
-/// The most the second round may add to the first: an unbounded member would add 240 MB.
-const LARGE_TASKS_GROWTH_KIB: u64 = 48 * 1024;
+/// The most the second round may add to the first (up to 36 MB here, as the allocator keeps more
+/// or less of the peak): an unbounded member would add 160 MB.
+const LARGE_TASKS_GROWTH_KIB: u64 = 64 * 1024;
 
 #[test]
 fn a_stream_of_large_tasks_leaves_the_members_memory_bounded() {
@@ -413,13 +415,13 @@ fn a_stream_of_large_tasks_leaves_the_members_memory_bounded() {
     let pid = d.ready["pid"].as_u64().expect("pid");
     let before = rss_kib(pid);
 
-    // Two rounds of 30 offers of 4 MiB each, without waiting for their ends: `echo` answers each
+    // Two rounds of 20 offers of 4 MiB each, without waiting for their ends: `echo` answers each
     // with its text, and whatever finds the queue full is refused.
     let text = "m".repeat(4 * 1024 * 1024);
     let mut ids = Vec::new();
     let mut after = Vec::new();
     for round in 0..2 {
-        for i in 0..30 {
+        for i in 0..20 {
             let task = d.send(Some(&op), &text, true);
             let id = task["id"].as_str().expect("task id").to_string();
             eprintln!("round {round}, offer {i}: {}", task["status"]["state"]);
@@ -435,7 +437,7 @@ fn a_stream_of_large_tasks_leaves_the_members_memory_bounded() {
         assert!(settled.is_some(), "tasks still live: {live}");
         let rss = rss_kib(pid);
         eprintln!(
-            "member RSS: {before} KiB before, {rss} KiB after round {round} of 30 offers of 4 MiB ({})",
+            "member RSS: {before} KiB before, {rss} KiB after round {round} of 20 offers of 4 MiB ({})",
             memory_breakdown(pid)
         );
         after.push(rss);
@@ -443,12 +445,12 @@ fn a_stream_of_large_tasks_leaves_the_members_memory_bounded() {
     for (round, rss) in after.iter().enumerate() {
         assert!(
             *rss < LARGE_TASKS_CEILING_KIB,
-            "RSS {rss} KiB after round {round} of 30 offers of 4 MiB (before: {before} KiB)"
+            "RSS {rss} KiB after round {round} of 20 offers of 4 MiB (before: {before} KiB)"
         );
     }
     assert!(
         after[1] < after[0] + LARGE_TASKS_GROWTH_KIB,
-        "the second round of 30 offers grew the member's RSS from {} to {} KiB",
+        "the second round of 20 offers grew the member's RSS from {} to {} KiB",
         after[0],
         after[1]
     );
