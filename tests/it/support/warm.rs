@@ -21,58 +21,91 @@ pub fn begin() {
         if std::env::var_os("MUR_TEST_NO_WARM_UP").is_some() || filtered(std::env::args().skip(1)) {
             return;
         }
-        // The component toolchains first: the capsules built with them feed the longest tests.
-        spawn(|| {
-            toolchains::python_capsule();
-        });
-        spawn(|| {
-            toolchains::javascript_capsule();
-        });
-        spawn(|| {
-            let rust = debian_rust::debian_rust();
-            // The standard library from its sources and the scaffold's dependencies: minutes of
-            // CPU, built once into the target directory every Rust build of the suite shares.
-            let sb = Sandbox::new();
-            let made = sb.run(sb.dir.path(), &["new", "--capsule", "warm-up", "--lang", "rust"]);
-            if made.status.success() {
-                rust.share_target(&sb.dir.path().join("warm-up"));
-                let _ = sb
-                    .mur(sb.dir.path())
-                    .env("PATH", toolchains::path_with(&rust.bin))
-                    .env("CARGO_HOME", &rust.cargo_home)
-                    .args(["build", "warm-up"])
-                    .output();
-            }
-        });
-        spawn(|| {
-            chromium::chromium();
-        });
-        // One thread per environment: each is its own venv under its own lock, and one after
-        // another they kept the last (the deploy tests' schema checker) minutes behind the first.
-        for set in [
-            pins::A2A_PY,
-            mcp::MCP_SDK,
-            pins::PROVIDER_SDKS,
-            pins::JSONSCHEMA,
-            pins::KUBERNETES_VALIDATE,
-        ] {
-            spawn(move || {
-                python_with(set, "sys");
-            });
+        for (_, job) in jobs() {
+            spawn(job);
         }
-        spawn(|| {
-            toolchains::node_with(pins::A2A_JS);
-        });
     });
+}
+
+type Job = Box<dyn FnOnce() + Send + std::panic::UnwindSafe + 'static>;
+
+/// What a whole run provisions, by name, each on a thread of its own.
+fn jobs() -> Vec<(&'static str, Job)> {
+    let mut jobs: Vec<(&'static str, Job)> = vec![
+        // The component toolchains first: the capsules built with them feed the longest tests.
+        (
+            "the Python component toolchain",
+            Box::new(|| drop(toolchains::python_capsule())),
+        ),
+        (
+            "the JavaScript component toolchain",
+            Box::new(|| drop(toolchains::javascript_capsule())),
+        ),
+        (
+            "Debian's Rust and the scaffold's build",
+            Box::new(|| {
+                let rust = debian_rust::debian_rust();
+                // The standard library from its sources and the scaffold's dependencies: minutes
+                // of CPU, built once into the target directory every Rust build of the suite
+                // shares.
+                let sb = Sandbox::new();
+                let made = sb.run(sb.dir.path(), &["new", "--capsule", "warm-up", "--lang", "rust"]);
+                if made.status.success() {
+                    rust.share_target(&sb.dir.path().join("warm-up"));
+                    let _ = sb
+                        .mur(sb.dir.path())
+                        .env("PATH", toolchains::path_with(&rust.bin))
+                        .env("CARGO_HOME", &rust.cargo_home)
+                        .args(["build", "warm-up"])
+                        .output();
+                }
+            }),
+        ),
+        ("Chromium", Box::new(|| drop(chromium::chromium()))),
+        (
+            "the A2A JavaScript SDK",
+            Box::new(|| drop(toolchains::node_with(pins::A2A_JS))),
+        ),
+    ];
+    // One thread per environment: each is its own venv under its own lock, and one after
+    // another they kept the last (the deploy tests' schema checker) minutes behind the first.
+    for (name, set) in [
+        ("the A2A Python SDK", pins::A2A_PY),
+        ("the MCP Python SDK", mcp::MCP_SDK),
+        ("the providers' SDKs", pins::PROVIDER_SDKS),
+        ("jsonschema", pins::JSONSCHEMA),
+        ("kubernetes-validate", pins::KUBERNETES_VALIDATE),
+    ] {
+        jobs.push((name, Box::new(move || drop(python_with(set, "sys")))));
+    }
+    jobs
 }
 
 /// A failure here is the failure of the test that needs the part, which provisions it again and
 /// reports it; this thread only started early.
-fn spawn(f: impl FnOnce() + Send + std::panic::UnwindSafe + 'static) {
+fn spawn(f: Job) {
     let started = std::thread::Builder::new()
         .name("warm-up".into())
         .spawn(move || drop(std::panic::catch_unwind(f)));
     drop(started);
+}
+
+/// Not a check: every part a whole run provisions, at once, waited for. `.ci/run` starts it as
+/// soon as this binary is built, so the downloads overlap compiling the rest of the targets and
+/// the suite finds them ready (each part is provisioned under a lock file, so a test that needs
+/// one meanwhile waits for it). Fails naming the parts that could not be provisioned.
+#[test]
+#[ignore = "provisioning, run by .ci/run while the other targets build"]
+fn provision_everything() {
+    let running: Vec<_> = jobs()
+        .into_iter()
+        .map(|(name, job)| (name, std::thread::spawn(job)))
+        .collect();
+    let failed: Vec<&str> = running
+        .into_iter()
+        .filter_map(|(name, handle)| handle.join().is_err().then_some(name))
+        .collect();
+    assert!(failed.is_empty(), "could not provision: {}", failed.join(", "));
 }
 
 /// Whether libtest's arguments select some tests only: a name filter, `--exact`, `--skip`, or
