@@ -266,20 +266,20 @@ fn grant_payload(formation: &str, from: &str, to: &str, deadline_ms: Option<u64>
     )
 }
 
-/// A caller ended by a deadline cancels its calls, whose tasks run under the same deadline: a
-/// cancel that arrives after a task's deadline ends it for the deadline (E-GRT-002), whichever
-/// comes first, the caller's cancel or the task's own timer; one before it is the caller's.
-#[test]
-fn a_cancel_after_a_tasks_deadline_ends_it_for_the_deadline() {
+/// Member `reviewer` of `door.rs`'s formation alone, running `capsule` with `queue_depth`, its
+/// signing key and grant key made from `seed`.
+fn reviewer_door(
+    sb: &Sandbox,
+    capsule: &str,
+    queue_depth: u32,
+    seed: u8,
+) -> (crate::door::Door, crate::door::Key, crate::door::GrantKeyBytes) {
     use crate::door::{AUTH, Door, FRM, GrantKeyBytes, Key, Member, PEERS, install, serve};
-    let sb = Sandbox::new();
-    let key = Key::new(23);
-    let reviewers = GrantKeyBytes([23; 32]);
-    // Never answers: one task runs and one waits, and a waiting task has no deadline timer yet,
-    // so only the cancel can end it.
-    install(&sb, "spin", "reviewer", &format!("{AUTH}{PEERS}{}", serve(1)));
+    let key = Key::new(seed);
+    let reviewers = GrantKeyBytes([seed; 32]);
+    install(sb, capsule, "reviewer", &format!("{AUTH}{PEERS}{}", serve(queue_depth)));
     let d = Door::member_with_grant_key(
-        &sb,
+        sb,
         "reviewer",
         &Member {
             key: &key,
@@ -288,6 +288,19 @@ fn a_cancel_after_a_tasks_deadline_ends_it_for_the_deadline() {
         },
         &reviewers,
     );
+    (d, key, reviewers)
+}
+
+/// A caller ended by a deadline cancels its calls, whose tasks run under the same deadline: a
+/// cancel that arrives after a task's deadline ends it for the deadline (E-GRT-002), whichever
+/// comes first, the caller's cancel or the task's own timer; one before it is the caller's.
+#[test]
+fn a_cancel_after_a_tasks_deadline_ends_it_for_the_deadline() {
+    use crate::door::FRM;
+    let sb = Sandbox::new();
+    // Never answers: one task runs and one waits, and a waiting task has no deadline timer yet,
+    // so only the cancel can end it.
+    let (d, key, reviewers) = reviewer_door(&sb, "spin", 1, 23);
     let op = d.op();
     let running = d.send(Some(&op), "a", true);
     let running = running["id"].as_str().expect("id").to_string();
@@ -354,21 +367,9 @@ fn a_cancel_after_a_tasks_deadline_ends_it_for_the_deadline() {
 
 #[test]
 fn a_door_takes_a_genuine_grant_and_refuses_a_forged_or_altered_one_with_its_code() {
-    use crate::door::{AUTH, Door, FRM, GrantKeyBytes, Key, Member, PEERS, install, serve};
+    use crate::door::{FRM, GrantKeyBytes};
     let sb = Sandbox::new();
-    let key = Key::new(21);
-    let reviewers = GrantKeyBytes([21; 32]);
-    install(&sb, "echo", "reviewer", &format!("{AUTH}{PEERS}{}", serve(4)));
-    let d = Door::member_with_grant_key(
-        &sb,
-        "reviewer",
-        &Member {
-            key: &key,
-            formation: FRM,
-            name: "reviewer",
-        },
-        &reviewers,
-    );
+    let (d, key, reviewers) = reviewer_door(&sb, "echo", 4, 21);
     let token = format!("Bearer {}", key.mint(FRM, "coder", "reviewer"));
     let body = json!({"id": 1, "jsonrpc": "2.0", "method": "SendMessage", "params": {
         "message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
