@@ -265,7 +265,12 @@ impl Link {
                 }
                 let timeout = PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX);
                 match poll(&mut fds, timeout) {
-                    Ok(0) => return Err("the launcher's channel cannot be written: it took no line for 5 s".into()),
+                    Ok(0) => {
+                        return Err(format!(
+                            "the launcher's channel cannot be written: it took no line for {} s",
+                            LAUNCHER_ANSWER.as_secs()
+                        ));
+                    }
                     Ok(_) => {}
                     Err(nix::errno::Errno::EINTR) => continue,
                     Err(e) => return Err(format!("the launcher's channel cannot be watched: {e}")),
